@@ -1,0 +1,21 @@
+"""mpsprof: a terminal profiler and troubleshooting assistant for PyTorch training.
+
+Scripts run under ``mpsprof run`` unchanged. The one call a script may add is
+:func:`step`, to mark step boundaries in loops that use neither ``torch.optim`` nor a
+DataLoader; outside mpsprof it does nothing.
+"""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+__all__ = ["__version__", "step"]
+
+
+def step() -> None:
+    """Mark the end of a training step (custom loops). A no-op when not profiled."""
+    from .probe.probe import active
+
+    probe = active()
+    if probe is not None:
+        probe.mark_step()

@@ -1,0 +1,268 @@
+"""``mpsprof``: argument parsing and wiring only; the work lives in the layers below."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+from pathlib import Path
+
+from . import __version__
+
+EXIT_USAGE = 2
+EXIT_FINDINGS = 3
+"""``--fail-on``: a finding reached the given severity (the script itself succeeded)."""
+
+DESCRIPTION = """\
+Profile and troubleshoot PyTorch training on Apple silicon (MPS), CUDA and CPU.
+
+  mpsprof run train.py --epochs 3          live TUI around the unchanged script
+  mpsprof run --headless train.py          no TUI (automatic when stdout is not a terminal)
+  mpsprof run -m mypkg.train -- --lr 1e-3  module form
+  mpsprof view mpsprof-runs/<run>          reopen a recorded run
+  mpsprof report mpsprof-runs/<run> --format html
+  mpsprof doctor                           is this machine set up right for MPS/CUDA?
+  mpsprof bench                            CPU vs accelerator timings
+  mpsprof rules                            list the diagnosis rules
+  mpsprof demo                             profile a bundled example with a real problem
+"""
+
+
+class UsageError(Exception):
+    """Bad command-line input: printed as ``mpsprof: error: ...`` with exit status 2."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="mpsprof", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--version", action="version", version=f"mpsprof {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    run = sub.add_parser(
+        "run",
+        help="run a training script under the profiler",
+        description="Run SCRIPT (or -m MODULE) exactly as `python SCRIPT ARGS` would, with the profiler watching. "
+        "Options for mpsprof go before the script; everything after it goes to the script.",
+    )
+    add_run_options(run)
+    run.add_argument("-m", dest="module", metavar="MODULE", help="run a library module as a script (like python -m)")
+    run.add_argument("target", nargs="?", metavar="SCRIPT", help="the training script")
+    run.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS", help="arguments for the script")
+
+    demo = sub.add_parser("demo", help="profile a bundled example training with a slow DataLoader")
+    add_run_options(demo)
+    demo.add_argument("--steps", type=int, default=None, help="training steps of the demo (default: its own)")
+
+    view = sub.add_parser("view", help="open a recorded run in the TUI")
+    view.add_argument("run_dir", type=Path, metavar="RUN_DIR")
+    view.add_argument("--rules", action="append", type=Path, default=[], metavar="DIR", help="add your rule files")
+
+    report = sub.add_parser("report", help="write a report of a recorded run")
+    report.add_argument("run_dir", type=Path, metavar="RUN_DIR")
+    report.add_argument("--format", "-f", choices=["md", "html", "json", "trace"], default="md")
+    report.add_argument("-o", "--output", type=Path, help="file to write (default: standard output)")
+    report.add_argument("--rules", action="append", type=Path, default=[], metavar="DIR", help="add your rule files")
+
+    doctor = sub.add_parser("doctor", help="check this machine for training on MPS or CUDA")
+    bench = sub.add_parser("bench", help="time CPU against the accelerator (matmul, small training steps)")
+    rules = sub.add_parser("rules", help="list the diagnosis rules, or `rules check FILE` to validate one")
+    _optional_arguments("mpsprofiler.doctor", "add_doctor_arguments", doctor)
+    _optional_arguments("mpsprofiler.bench", "add_bench_arguments", bench)
+    _optional_arguments("mpsprofiler.diagnosis.rules", "add_rules_arguments", rules)
+    return parser
+
+
+def _optional_arguments(module: str, function: str, parser: argparse.ArgumentParser) -> None:
+    """Let a subcommand's module declare its own options (it owns them, not the CLI)."""
+    import importlib
+
+    try:
+        getattr(importlib.import_module(module), function)(parser)
+    except (ImportError, AttributeError) as exc:  # a broken install: say so when used
+        parser.set_defaults(_broken=f"{module} cannot be loaded ({exc})")
+
+
+def add_run_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--headless", action="store_true", help="no TUI; print a summary at the end")
+    parser.add_argument("-o", "--output", type=Path, metavar="DIR", help="run directory (default: ./mpsprof-runs/<time>-<script>)")
+    parser.add_argument("--rules", action="append", type=Path, default=[], metavar="DIR", help="add your rule files (repeatable)")
+    parser.add_argument("--report", type=Path, metavar="FILE", help="also write a report (.md, .html, .json or .trace.json)")
+    parser.add_argument(
+        "--fail-on", choices=["warning", "critical"], help=f"exit with status {EXIT_FINDINGS} when a finding reaches this severity"
+    )
+    parser.add_argument("--no-ops", action="store_true", help="switch off op accounting (CPU fallback / sync detection)")
+    parser.add_argument("--ops-budget", type=float, default=0.02, metavar="SHARE", help="time budget of op accounting (default 0.02 = 2%%)")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if getattr(args, "_broken", None):
+        parser.exit(1, f"mpsprof: internal error: {args._broken}\n")
+    try:
+        if args.command in ("run", "demo"):
+            return _cmd_run(args)
+        if args.command == "view":
+            return _cmd_view(args)
+        if args.command == "report":
+            return _cmd_report(args)
+        if args.command == "doctor":
+            from .doctor import main_doctor
+
+            return main_doctor(args)
+        if args.command == "bench":
+            from .bench import main_bench
+
+            return main_bench(args)
+        if args.command == "rules":
+            from .diagnosis.rules import main_rules
+
+            return main_rules(args)
+    except UsageError as exc:
+        parser.exit(EXIT_USAGE, f"mpsprof: error: {exc}\n")
+    except KeyboardInterrupt:
+        return 130
+    parser.print_help()
+    return 0
+
+
+# -- run ----------------------------------------------------------------------
+def _run_spec(args: argparse.Namespace):
+    from .launcher.child import RunSpec
+    from .launcher.recorder import default_run_dir, prepare_run_dir
+
+    if args.command == "demo":
+        from .examples import demo_script
+
+        target, module = str(demo_script()), False
+        script_args = [] if args.steps is None else ["--steps", str(args.steps)]
+    else:
+        script_args = list(args.args or [])
+        if script_args and script_args[0] == "--":
+            script_args = script_args[1:]
+        if args.module:
+            if args.target is not None:
+                script_args = [args.target, *script_args]
+            target, module = args.module, True
+        elif args.target is None:
+            raise UsageError("run needs a script to run (mpsprof run train.py ...) or -m MODULE")
+        else:
+            target, module = args.target, False
+            _check_script(target)
+    if args.ops_budget <= 0 or args.ops_budget > 0.5:
+        raise UsageError("--ops-budget must be a share between 0 and 0.5 (e.g. 0.02 for 2%)")
+    run_dir = args.output if args.output is not None else default_run_dir(target.split(".")[-1] if module else target)
+    prepared, error = prepare_run_dir(Path(run_dir))
+    if error:
+        sys.stderr.write(f"mpsprof: {error}; the run goes on without a recording\n")
+    options = {"no_ops": bool(args.no_ops), "ops_budget": args.ops_budget}
+    return RunSpec(target=target, args=script_args, module=module, run_dir=prepared, options=options)
+
+
+def _check_script(target: str) -> None:
+    path = Path(target)
+    if not path.exists():
+        raise UsageError(f"no such script: {target}")
+    if path.is_dir() and not (path / "__main__.py").exists():
+        raise UsageError(f"{target} is a directory, not a script (and has no __main__.py)")
+    if not path.is_dir() and not os.access(path, os.R_OK):
+        raise UsageError(f"cannot read {target}: permission denied")
+
+
+def _use_tui(args: argparse.Namespace) -> bool:
+    if args.headless:
+        return False
+    return sys.stdout.isatty() and sys.stdin.isatty() and os.environ.get("TERM") != "dumb"
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    spec = _run_spec(args)
+    if _use_tui(args):
+        from .tui.app import run_tui
+
+        code, session, results = run_tui(spec, list(args.rules))
+    else:
+        from .launcher.headless import run_headless
+
+        code, session, results = run_headless(spec, list(args.rules))
+    if args.report is not None:
+        _write_report_file(session, results, args.report)
+    if code < 0:
+        _die_by_signal(-code)
+    if code == 0 and args.fail_on and _reaches(results.findings, args.fail_on):
+        sys.stderr.write(f"mpsprof: a finding reached '{args.fail_on}' (--fail-on): exit status {EXIT_FINDINGS}\n")
+        return EXIT_FINDINGS
+    return code
+
+
+def _reaches(findings: list, level: str) -> bool:
+    order = {"info": 0, "warning": 1, "critical": 2}
+    return any(order.get(f.severity, 0) >= order[level] for f in findings)
+
+
+def _die_by_signal(signum: int) -> None:
+    """Exit the way the script did: killed by the same signal."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    try:
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+    except (OSError, ValueError):
+        pass
+    sys.exit(128 + signum)
+
+
+# -- view / report --------------------------------------------------------------
+def _load(path: Path):
+    from .session.recording import RecordingError, load_run
+    from .events import SchemaError
+
+    try:
+        loaded = load_run(path)
+    except (RecordingError, SchemaError) as exc:
+        raise UsageError(str(exc)) from None
+    if loaded.notes:
+        sys.stderr.write(f"mpsprof: {loaded.run_dir}: {loaded.notes}; showing what is valid\n")
+    return loaded
+
+
+def _cmd_view(args: argparse.Namespace) -> int:
+    loaded = _load(args.run_dir)
+    from .tui.app import view_tui
+
+    view_tui(loaded, list(args.rules))
+    return 0
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    from .report import render_report
+    from .results import build_results
+
+    loaded = _load(args.run_dir)
+    results = build_results(loaded.session, list(args.rules))
+    text = render_report(args.format, loaded.session, results)
+    if args.output is None:
+        sys.stdout.write(text)
+        return 0
+    try:
+        args.output.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"cannot write {args.output}: {exc.strerror or exc}") from None
+    sys.stderr.write(f"mpsprof: wrote {args.output}\n")
+    return 0
+
+
+def _write_report_file(session, results, path: Path) -> None:
+    from .report import format_for_path, render_report
+
+    try:
+        path.write_text(render_report(format_for_path(path), session, results), encoding="utf-8")
+        sys.stderr.write(f"mpsprof: wrote {path}\n")
+    except OSError as exc:
+        sys.stderr.write(f"mpsprof: cannot write {path}: {exc.strerror or exc}\n")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

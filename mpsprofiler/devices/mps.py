@@ -1,0 +1,86 @@
+"""MPS backend (Apple silicon), on the documented ``torch.mps`` API only.
+
+This code cannot run on Linux; tests drive the same logic through
+:class:`~mpsprofiler.devices.fake.FakeMpsBackend`, which subclasses this one and
+replaces only the calls into ``torch.mps``.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from .base import DeviceBackend, MemoryFigures
+
+DEFAULT_HIGH_WATERMARK_UNIFIED = 1.7
+"""PyTorch's default ``PYTORCH_MPS_HIGH_WATERMARK_RATIO`` on unified memory (MPSAllocator.mm)."""
+
+
+def high_watermark_ratio(environ: dict[str, str] | None = None) -> float | None:
+    """The ratio the MPS allocator runs with; None when it is 0.0 (no limit).
+
+    Invalid values make the allocator refuse to start, so they are reported as the
+    default here and flagged by ``doctor``.
+    """
+    env = os.environ if environ is None else environ
+    raw = env.get("PYTORCH_MPS_HIGH_WATERMARK_RATIO")
+    if raw is None:
+        return DEFAULT_HIGH_WATERMARK_UNIFIED
+    try:
+        value = float(raw)
+    except ValueError:
+        return DEFAULT_HIGH_WATERMARK_UNIFIED
+    if value == 0.0:
+        return None
+    return value
+
+
+class MpsBackend(DeviceBackend):
+    kind = "mps"
+    asynchronous = True
+
+    def __init__(self) -> None:
+        import torch
+
+        self._torch = torch
+
+    # The four calls into torch.mps; FakeMpsBackend overrides exactly these.
+    def _current_allocated(self) -> int:
+        return int(self._torch.mps.current_allocated_memory())
+
+    def _driver_allocated(self) -> int:
+        return int(self._torch.mps.driver_allocated_memory())
+
+    def _recommended_max(self) -> int:
+        return int(self._torch.mps.recommended_max_memory())
+
+    def _event(self) -> Any:
+        return self._torch.mps.Event(enable_timing=False)
+
+    def name(self) -> str:
+        from ..environment import chip_name
+
+        return f"Apple {chip_name()} GPU (MPS)"
+
+    def allocated(self) -> int | None:
+        return self._current_allocated()
+
+    def memory(self) -> MemoryFigures | None:
+        recommended = self._recommended_max()
+        ratio = high_watermark_ratio()
+        return MemoryFigures(
+            allocated=self._current_allocated(),
+            cached=self._driver_allocated(),
+            peak=None,
+            total=recommended,
+            limit=None if ratio is None else int(recommended * ratio),
+        )
+
+    def new_event(self) -> Any:
+        return self._event()
+
+    def synchronize(self) -> None:
+        self._torch.mps.synchronize()
+
+    def empty_cache(self) -> None:
+        self._torch.mps.empty_cache()

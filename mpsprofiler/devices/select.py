@@ -1,0 +1,38 @@
+"""Choosing the backend for the device the training actually uses."""
+
+from __future__ import annotations
+
+from .base import DeviceBackend
+from .cpu import CpuBackend
+
+
+def backend_for(device_type: str, index: int | None = None) -> DeviceBackend:
+    """The backend for a ``torch.device.type`` ('mps', 'cuda', anything else -> CPU)."""
+    if device_type == "cuda":
+        from .cuda import CudaBackend
+
+        return CudaBackend(index)
+    if device_type == "mps":
+        from .mps import MpsBackend
+
+        return MpsBackend()
+    return CpuBackend()
+
+
+def detect_backend() -> DeviceBackend:
+    """The accelerator this process would most likely train on, before any model is seen.
+
+    Order as the field notes advise: MPS, then CUDA, then CPU. The probe switches to the
+    device of the model's parameters once an optimizer steps.
+    """
+    try:
+        import torch
+
+        mps = getattr(torch.backends, "mps", None)
+        if mps is not None and mps.is_available():
+            return backend_for("mps")
+        if torch.cuda.is_available():
+            return backend_for("cuda")
+    except Exception:
+        pass
+    return CpuBackend()

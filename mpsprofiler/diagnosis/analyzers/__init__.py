@@ -1,0 +1,3 @@
+"""Builtin analyzers; importing this package registers them (see ``..facts``)."""
+
+from __future__ import annotations

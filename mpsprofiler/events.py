@@ -1,0 +1,204 @@
+"""The wire format between the probe (child) and the launcher (parent).
+
+Every record is one JSON object on one line with two common keys:
+
+* ``k``: the kind of event (one of the ``KIND_*`` constants below);
+* ``ts``: seconds on the probe's monotonic clock since the probe started.
+
+Events carry plain JSON values only, so a recording (``events.jsonl``) is readable by
+any tool and replays through the same session code as a live run. The schema is
+versioned: readers accept older versions with tolerant defaults and refuse newer
+major versions with a clear message (see :func:`check_schema`).
+
+Nothing else lives here: no I/O policy, no state. That keeps the format the one
+thing the probe, the launcher, the session and external tools share.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from typing import Any, Iterable, Iterator
+
+SCHEMA_VERSION = 1
+"""Bumped when a change would make old readers misread new recordings."""
+
+# -- kinds ---------------------------------------------------------------------
+KIND_HELLO = "hello"  # first event: schema, pid, rank, probe start wall time
+KIND_RUN = "run"  # written by the launcher: script, argv, cwd, mode, run dir
+KIND_ENV = "env"  # environment facts (versions, chip, cores, PYTORCH_* vars)
+KIND_MODEL = "model"  # device / dtype / parameter count of a model seen stepping
+KIND_DATALOADER = "dataloader"  # one DataLoader's configuration
+KIND_STEPS = "steps"  # a batch of steps, columnar (see StepBatch)
+KIND_MEM = "mem"  # a memory / CPU sample
+KIND_WARNING = "warning"  # a Python warning raised inside the script
+KIND_OPS = "ops"  # op accounting of one sampled step (issue: CPU fallback)
+KIND_EXCEPTION = "exception"  # an uncaught exception of the script
+KIND_PROBE_ERROR = "probe_error"  # an instrument failed and was switched off
+KIND_EXIT = "exit"  # written by the launcher: how the child ended
+KIND_RANKS = "ranks"  # distributed: world size and the ranks of the job
+
+ALL_KINDS = frozenset(
+    {
+        KIND_HELLO,
+        KIND_RUN,
+        KIND_ENV,
+        KIND_MODEL,
+        KIND_DATALOADER,
+        KIND_STEPS,
+        KIND_MEM,
+        KIND_WARNING,
+        KIND_OPS,
+        KIND_EXCEPTION,
+        KIND_PROBE_ERROR,
+        KIND_EXIT,
+        KIND_RANKS,
+    }
+)
+
+
+class SchemaError(ValueError):
+    """A recording that this version of mpsprof cannot read."""
+
+
+@dataclass(frozen=True)
+class Event:
+    """One decoded record. ``data`` keeps every field, known or not."""
+
+    kind: str
+    ts: float
+    data: dict[str, Any]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.data.get(key, default)
+
+
+def _clean(value: Any) -> Any:
+    """Make a value JSON-safe: NaN/inf become None (JSON has no such numbers)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {str(k): _clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean(v) for v in value]
+    return value
+
+
+def encode(kind: str, ts: float, **fields: Any) -> bytes:
+    """One event as a newline-terminated UTF-8 JSON line."""
+    record = {"k": kind, "ts": round(ts, 6)}
+    record.update(fields)
+    try:
+        text = json.dumps(record, separators=(",", ":"), allow_nan=False)
+    except ValueError:
+        text = json.dumps(_clean(record), separators=(",", ":"), allow_nan=False)
+    return text.encode("utf-8", "replace") + b"\n"
+
+
+def decode(line: bytes | str) -> Event:
+    """Decode one line; raises ValueError for anything that is not a valid event."""
+    if isinstance(line, bytes):
+        line = line.decode("utf-8", "replace")
+    record = json.loads(line)
+    if not isinstance(record, dict):
+        raise ValueError("event is not a JSON object")
+    kind = record.get("k")
+    if not isinstance(kind, str) or not kind:
+        raise ValueError("event has no kind")
+    ts = record.get("ts", 0.0)
+    if not isinstance(ts, (int, float)) or isinstance(ts, bool):
+        raise ValueError("event timestamp is not a number")
+    return Event(kind=kind, ts=float(ts), data=record)
+
+
+def check_schema(hello: Event) -> None:
+    """Refuse a recording from a newer, incompatible schema with a clear message."""
+    version = hello.get("schema", 1)
+    if not isinstance(version, int) or version > SCHEMA_VERSION:
+        raise SchemaError(
+            f"this recording uses event schema {version!r}; this mpsprof reads "
+            f"schema {SCHEMA_VERSION} and older. Upgrade mpsprof to read it."
+        )
+
+
+@dataclass
+class DecodeReport:
+    """What a tolerant read skipped, so views can say so instead of failing."""
+
+    lines: int = 0
+    skipped: int = 0
+    first_bad_line: int | None = None
+    truncated_tail: bool = False
+
+    def describe(self) -> str:
+        if not self.skipped and not self.truncated_tail:
+            return ""
+        parts = []
+        if self.skipped:
+            parts.append(
+                f"skipped {self.skipped} unreadable line(s) of {self.lines}"
+                f" (first at line {self.first_bad_line})"
+            )
+        if self.truncated_tail:
+            parts.append("the last line was cut off (the run ended mid-write)")
+        return "; ".join(parts)
+
+
+def decode_lines(lines: Iterable[bytes | str], report: DecodeReport | None = None) -> Iterator[Event]:
+    """Decode many lines, skipping bad ones and counting them in ``report``."""
+    report = report if report is not None else DecodeReport()
+    for number, line in enumerate(lines, start=1):
+        report.lines = number
+        if isinstance(line, bytes):
+            stripped = line.strip()
+            ends = line.endswith(b"\n")
+        else:
+            stripped = line.strip()
+            ends = line.endswith("\n")
+        if not stripped:
+            continue
+        try:
+            event = decode(stripped)
+        except (ValueError, UnicodeDecodeError):
+            if not ends:
+                report.truncated_tail = True
+            else:
+                report.skipped += 1
+                if report.first_bad_line is None:
+                    report.first_bad_line = number
+            continue
+        yield event
+
+
+# -- step batches --------------------------------------------------------------
+STEP_COLUMNS = ("i", "end", "dur", "wait", "batches", "idle", "alloc")
+"""Columns of a ``steps`` event, each a list of the same length:
+
+* ``i``: step index (0-based); ``end``: probe time at the step's end;
+* ``dur``: wall seconds of the step; ``wait``: seconds blocked in DataLoader ``__next__``;
+* ``batches``: DataLoader batches consumed; ``idle``: 1 if the device had finished the
+  previous step's work when the host began waiting for data, 0 if it was still busy,
+  None when unknown or not asynchronous;
+* ``alloc``: device bytes held by tensors at the step's end (None on CPU).
+
+A ``steps`` event may also carry ``agg``: exact aggregates of steps that were not
+sent one by one (long runs decimate detail to keep the recording bounded):
+``{"n", "dur_sum", "wait_sum", "dur_min", "dur_max", "i_last", "hist"}`` where
+``hist`` maps log-bucket indices (see :func:`bucket_of`) to counts.
+"""
+
+BUCKETS_PER_DECADE = 64
+"""Log buckets for step durations: 64 per decade is ~3.7% wide, enough for p50/p90."""
+
+
+def bucket_of(seconds: float) -> int:
+    """Log bucket index of a duration (shared by the probe and the session)."""
+    if seconds <= 1e-7:
+        return -7 * BUCKETS_PER_DECADE
+    return int(math.floor(math.log10(seconds) * BUCKETS_PER_DECADE))
+
+
+def bucket_value(index: int) -> float:
+    """Representative duration (geometric middle) of a log bucket."""
+    return 10 ** ((index + 0.5) / BUCKETS_PER_DECADE)

@@ -1,0 +1,284 @@
+"""Start the training script in a child process with the probe, and watch it.
+
+The child is the same interpreter running :mod:`mpsprofiler.probe.boot`. Its events come
+back over a private pipe (an inherited fd: nothing is listening on any port), which a
+reader thread decodes, records and hands to ``on_events`` in batches. The child's
+stdin/stdout/stderr are the parent's own in headless mode (output passes through
+untouched, and a dead parent cannot block it); in TUI mode they go to
+``RUN_DIR/output.log``, a file, for the same reason.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from .. import events
+from .recorder import OUTPUT_FILE, Recorder
+
+EventSink = Callable[[list[events.Event]], None]
+
+
+@dataclass
+class RunSpec:
+    """What to run and how."""
+
+    target: str
+    args: list[str] = field(default_factory=list)
+    module: bool = False
+    run_dir: Path | None = None
+    capture_output: bool = False
+    options: dict = field(default_factory=dict)
+
+    def display_name(self) -> str:
+        return ("-m " + self.target) if self.module else self.target
+
+    def child_argv(self) -> list[str]:
+        boot = [sys.executable, "-m", "mpsprofiler.probe.boot"]
+        return boot + (["-m", self.target] if self.module else [self.target]) + list(self.args)
+
+
+class RunController:
+    """One profiled run: start, read events, stop on request, wait for the end."""
+
+    def __init__(self, spec: RunSpec, on_events: EventSink, batch_interval: float = 0.05) -> None:
+        self.spec = spec
+        self._on_events = on_events
+        self._batch_interval = batch_interval
+        self.recorder = Recorder(spec.run_dir)
+        self.process: subprocess.Popen[bytes] | None = None
+        self.returncode: int | None = None
+        self.output_path: Path | None = None
+        self._reader: threading.Thread | None = None
+        self._read_fd: int | None = None
+        self._exited = threading.Event()
+        self._started_at = 0.0
+        self._own_group = False
+        self.events_received = 0
+        self.bad_lines = 0
+        self._stop_requested = False
+
+    # -- start ------------------------------------------------------------------
+    def start(self) -> None:
+        spec = self.spec
+        read_fd, write_fd = os.pipe()
+        env = dict(os.environ)
+        env["MPSPROF_CHANNEL"] = f"fd:{write_fd}"
+        options = dict(spec.options)
+        if spec.capture_output:
+            options["line_buffered"] = True
+        env["MPSPROF_OPTIONS"] = json.dumps(options)
+        stdin = stdout = stderr = None
+        out_file = None
+        if spec.capture_output:
+            stdin = subprocess.DEVNULL
+            if spec.run_dir is not None and self.recorder.active:
+                self.output_path = spec.run_dir / OUTPUT_FILE
+            else:
+                fd, name = tempfile.mkstemp(prefix="mpsprof-output-", suffix=".log")
+                os.close(fd)
+                self.output_path = Path(name)
+            out_file = open(self.output_path, "ab")
+            stdout = stderr = out_file
+        # A terminal delivers Ctrl-C to its whole foreground group, the child included:
+        # then the child shares our group and we do not forward SIGINT (it would arrive
+        # twice). Otherwise the child gets its own group and we forward signals to it.
+        terminal = _isatty(0) and not spec.capture_output
+        self._own_group = not terminal
+        self._emit_parent(events.KIND_RUN, **self._run_fields())
+        self._started_at = time.monotonic()
+        try:
+            self.process = subprocess.Popen(
+                spec.child_argv(),
+                env=env,
+                stdin=stdin,
+                stdout=stdout,
+                stderr=stderr,
+                pass_fds=(write_fd,),
+                **_group_kwargs(self._own_group),
+            )
+        finally:
+            os.close(write_fd)
+            if out_file is not None:
+                out_file.close()
+        self._read_fd = read_fd
+        self._reader = threading.Thread(target=self._read_loop, name="mpsprof-reader", daemon=True)
+        self._reader.start()
+
+    def _run_fields(self) -> dict:
+        spec = self.spec
+        return {
+            "script": spec.display_name(),
+            "target": spec.target,
+            "module": spec.module,
+            "argv": [spec.target, *spec.args],
+            "cwd": os.getcwd(),
+            "run_dir": str(spec.run_dir) if spec.run_dir else None,
+            "mode": "tui" if spec.capture_output else "headless",
+            "started": time.time(),
+            "python": sys.executable,
+            "mpsprof": _version(),
+        }
+
+    def _emit_parent(self, kind: str, **fields: object) -> None:
+        """Events the parent itself knows (how the run was started and how it ended)."""
+        ts = time.monotonic() - self._started_at if self._started_at else 0.0
+        line = events.encode(kind, ts, **fields)
+        self.recorder.write(line)
+        self._deliver([events.decode(line)])
+
+    def _deliver(self, batch: list[events.Event]) -> None:
+        try:
+            self._on_events(batch)
+        except Exception as exc:  # a view bug must not stop the recording
+            sys.stderr.write(f"mpsprof: internal error while handling events: {exc!r}\n")
+
+    # -- reading ----------------------------------------------------------------
+    def _read_loop(self) -> None:
+        fd = self._read_fd
+        assert fd is not None
+        pending = b""
+        batch: list[events.Event] = []
+        last = time.monotonic()
+        exit_deadline: float | None = None
+        try:
+            while True:
+                if self._exited.is_set() and exit_deadline is None:
+                    # a grandchild holding the pipe open must not keep us waiting forever
+                    exit_deadline = time.monotonic() + 3.0
+                if exit_deadline is not None and time.monotonic() > exit_deadline:
+                    break
+                ready, _, _ = select.select([fd], [], [], 0.1)
+                if ready:
+                    chunk = os.read(fd, 1 << 16)
+                    if not chunk:
+                        break
+                    pending += chunk
+                    *lines, pending = pending.split(b"\n")
+                    for line in lines:
+                        if not line.strip():
+                            continue
+                        try:
+                            event = events.decode(line)
+                        except ValueError:
+                            self.bad_lines += 1
+                            continue
+                        self.recorder.write(line + b"\n")
+                        batch.append(event)
+                now = time.monotonic()
+                if batch and (now - last >= self._batch_interval or len(batch) > 2000):
+                    self.events_received += len(batch)
+                    self._deliver(batch)
+                    batch = []
+                    last = now
+                self.recorder.maybe_flush()
+        finally:
+            if batch:
+                self.events_received += len(batch)
+                self._deliver(batch)
+            os.close(fd)
+
+    # -- control ----------------------------------------------------------------
+    def send_signal(self, sig: int) -> None:
+        proc = self.process
+        if proc is None or proc.poll() is not None:
+            return
+        try:
+            if self._own_group:
+                os.killpg(proc.pid, sig)
+            else:
+                proc.send_signal(sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    def forward_signal(self, sig: int) -> None:
+        """A signal the parent received: pass it on, except a terminal's Ctrl-C."""
+        if sig == signal.SIGINT and not self._own_group:
+            return  # the terminal sent it to the child already
+        self.send_signal(sig)
+
+    def stop(self, grace: float = 5.0) -> None:
+        """SIGINT (the script sees KeyboardInterrupt), then SIGTERM, then SIGKILL."""
+        self._stop_requested = True
+        proc = self.process
+        if proc is None:
+            return
+
+        def escalate() -> None:
+            for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGKILL):
+                if proc.poll() is not None:
+                    return
+                self.send_signal(sig)
+                try:
+                    proc.wait(timeout=grace)
+                    return
+                except subprocess.TimeoutExpired:
+                    continue
+
+        threading.Thread(target=escalate, name="mpsprof-stop", daemon=True).start()
+
+    @property
+    def stop_requested(self) -> bool:
+        return self._stop_requested
+
+    def poll(self) -> int | None:
+        return None if self.process is None else self.process.poll()
+
+    def wait(self) -> int:
+        """Wait for the child and the last events; write the ``exit`` event."""
+        assert self.process is not None
+        while True:
+            try:
+                code = self.process.wait()
+                break
+            except KeyboardInterrupt:  # pragma: no cover - parent got Ctrl-C outside handlers
+                continue
+        self._exited.set()
+        if self._reader is not None:
+            self._reader.join(timeout=10.0)
+        self.returncode = code
+        fields: dict[str, object] = {"returncode": code, "duration": time.monotonic() - self._started_at}
+        if code < 0:
+            fields["signal"] = -code
+            try:
+                fields["signal_name"] = signal.Signals(-code).name
+            except ValueError:
+                pass
+        fields["stopped_by_user"] = self._stop_requested
+        if self.bad_lines:
+            fields["bad_lines"] = self.bad_lines
+        self._emit_parent(events.KIND_EXIT, **fields)
+        self.recorder.close()
+        return code
+
+
+def _group_kwargs(own_group: bool) -> dict:
+    """Start the child in its own process group (``process_group`` needs Python 3.11)."""
+    if not own_group:
+        return {}
+    if sys.version_info >= (3, 11):
+        return {"process_group": 0}
+    return {"preexec_fn": os.setpgrp}  # pragma: no cover - Python 3.10
+
+
+def _isatty(fd: int) -> bool:
+    try:
+        return os.isatty(fd)
+    except OSError:
+        return False
+
+
+def _version() -> str:
+    from .. import __version__
+
+    return __version__

@@ -1,0 +1,319 @@
+"""The probe: everything mpsprof does inside the training process, wired together.
+
+Each instrument is guarded: an exception inside one is reported once as a
+``probe_error`` event and switches that instrument off; the training goes on unchanged.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import threading
+import time
+from typing import Any, Callable
+
+from .. import events
+from ..devices import DeviceBackend, backend_for
+from ..devices.cpu import CpuBackend
+from .channel import Channel
+from .steps import StepTracker
+
+_ACTIVE: "Probe | None" = None
+
+
+def active() -> "Probe | None":
+    return _ACTIVE
+
+
+class Probe:
+    def __init__(self, channel: Channel | None, options: dict[str, Any] | None = None) -> None:
+        self.options = options or {}
+        self.channel = channel
+        self._t0 = time.perf_counter()
+        self.clock: Callable[[], float] = lambda: time.perf_counter() - self._t0
+        self.backend: DeviceBackend = CpuBackend()
+        self.disabled: set[str] = set()
+        self._uninstallers: list[Callable[[], None]] = []
+        self._closed = False
+        self._model_seen = False
+        self._pid = os.getpid()
+        self.tracker = StepTracker(self.emit, self.backend, self.clock)
+        self.sampler: Any = None
+        self.ops: Any = None
+
+    # -- emitting ---------------------------------------------------------------
+    def emit(self, kind: str, **fields: Any) -> None:
+        channel = self.channel
+        if channel is None or os.getpid() != self._pid:
+            return
+        try:
+            channel.send(events.encode(kind, self.clock(), **fields))
+        except Exception:
+            pass
+
+    def fail(self, instrument: str, exc: BaseException) -> None:
+        """Switch an instrument off and say so once."""
+        if instrument in self.disabled:
+            return
+        self.disabled.add(instrument)
+        self.emit(events.KIND_PROBE_ERROR, instrument=instrument, message=f"{type(exc).__name__}: {exc}")
+
+    # -- installation -----------------------------------------------------------
+    def install(self) -> None:
+        global _ACTIVE
+        _ACTIVE = self
+        self.emit(
+            events.KIND_HELLO,
+            schema=events.SCHEMA_VERSION,
+            pid=os.getpid(),
+            wall=time.time(),
+            rank=_int_env("RANK"),
+            local_rank=_int_env("LOCAL_RANK"),
+            world_size=_int_env("WORLD_SIZE"),
+            version=_version(),
+        )
+        if self.channel is not None:
+            self.channel.on_flush(self.tracker.drain)
+        self._guarded("env", self._emit_environment)
+        self._guarded("steps", self._install_optimizer_hook)
+        self._guarded("dataloader", self._install_dataloader_hooks)
+        self._guarded("warnings", self._install_warnings)
+        if not self.options.get("no_memory"):
+            self._guarded("memory", self._start_sampler)
+        if not self.options.get("no_ops"):
+            self._guarded("ops", self._install_ops)
+        try:
+            os.register_at_fork(after_in_child=self._after_fork)
+        except Exception:
+            pass
+        atexit.register(self.close)
+
+    def _guarded(self, name: str, fn: Callable[[], None]) -> None:
+        try:
+            fn()
+        except Exception as exc:
+            self.fail(name, exc)
+
+    def _after_fork(self) -> None:
+        # fork-started DataLoader workers inherit the hooks; nothing they do is the step
+        self.channel = None
+
+    def _emit_environment(self) -> None:
+        from ..environment import collect_environment
+
+        self.emit(events.KIND_ENV, **collect_environment())
+
+    def _install_optimizer_hook(self) -> None:
+        from torch.optim.optimizer import register_optimizer_step_post_hook
+
+        tracker = self.tracker
+
+        def hook(optimizer: Any, args: Any, kwargs: Any) -> None:
+            if "steps" in self.disabled:
+                return
+            try:
+                if not self._model_seen:
+                    self._on_first_model(optimizer)
+                tracker.on_optimizer_step(optimizer)
+            except Exception as exc:
+                self.fail("steps", exc)
+
+        self._uninstallers.append(register_optimizer_step_post_hook(hook).remove)
+
+    def _on_first_model(self, optimizer: Any) -> None:
+        """The first optimizer step says which device the training really uses."""
+        self._model_seen = True
+        params = [p for group in optimizer.param_groups for p in group.get("params", [])]
+        if not params:
+            return
+        device = params[0].device
+        self.backend = backend_for(device.type, device.index)
+        self.tracker.backend = self.backend
+        dtypes = sorted({str(p.dtype).replace("torch.", "") for p in params})
+        devices = sorted({str(p.device) for p in params})
+        self.emit(
+            events.KIND_MODEL,
+            device=str(device),
+            device_kind=device.type,
+            device_name=self.backend.name(),
+            devices=devices,
+            dtypes=dtypes,
+            parameters=int(sum(p.numel() for p in params)),
+            optimizer=type(optimizer).__name__,
+        )
+
+    def _install_dataloader_hooks(self) -> None:
+        from torch.utils.data import dataloader as dl
+
+        base = dl._BaseDataLoaderIter
+        orig_next = base.__next__
+        orig_init = base.__init__
+        tracker = self.tracker
+        seen: dict[int, Any] = {}
+        probe = self
+
+        def __next__(it: Any) -> Any:
+            if "dataloader" in probe.disabled:
+                return orig_next(it)
+            try:
+                started = tracker.on_fetch_start()
+            except Exception as exc:
+                probe.fail("dataloader", exc)
+                return orig_next(it)
+            try:
+                batch = orig_next(it)
+            except StopIteration:
+                _safe(lambda: tracker.on_fetch_end(started, False), probe)
+                raise
+            _safe(lambda: tracker.on_fetch_end(started, True), probe)
+            return batch
+
+        def __init__(it: Any, loader: Any, *args: Any, **kwargs: Any) -> None:
+            orig_init(it, loader, *args, **kwargs)
+            try:
+                key = id(loader)
+                if seen.get(key) is not loader and "dataloader" not in probe.disabled:
+                    seen[key] = loader
+                    probe.emit(events.KIND_DATALOADER, **_loader_config(loader, len(seen)))
+            except Exception as exc:
+                probe.fail("dataloader", exc)
+
+        base.__next__ = __next__  # type: ignore[method-assign]
+        base.__init__ = __init__  # type: ignore[method-assign]
+
+        def uninstall() -> None:
+            base.__next__ = orig_next  # type: ignore[method-assign]
+            base.__init__ = orig_init  # type: ignore[method-assign]
+
+        self._uninstallers.append(uninstall)
+
+    def _install_warnings(self) -> None:
+        from . import warnings_hook
+
+        self._uninstallers.append(warnings_hook.install(self.emit, self.fail))
+
+    def _start_sampler(self) -> None:
+        from .sampler import MemorySampler
+
+        self.sampler = MemorySampler(self.emit, lambda: self.backend, self.clock)
+        self.sampler.start()
+
+    def _install_ops(self) -> None:
+        try:
+            from .ops import OpAccountant
+        except ImportError:
+            return
+        budget = float(self.options.get("ops_budget", 0.02))
+        self.ops = OpAccountant(self.emit, budget=budget)
+        ops = self.ops
+
+        def listener(next_step: int, last: float) -> None:
+            if "ops" in self.disabled:
+                return
+            try:
+                ops.on_step_boundary(next_step, last)
+            except Exception as exc:
+                self.fail("ops", exc)
+
+        self.tracker.listeners.append(listener)
+
+    # -- public API -------------------------------------------------------------
+    def mark_step(self) -> None:
+        try:
+            self.tracker.manual_step()
+        except Exception as exc:
+            self.fail("steps", exc)
+
+    def record_exception(self, exc: BaseException, frames: list[dict[str, Any]]) -> None:
+        self.emit(
+            events.KIND_EXCEPTION,
+            type=type(exc).__name__,
+            module=type(exc).__module__,
+            message=str(exc)[:8000],
+            frames=frames,
+        )
+
+    def close(self) -> None:
+        """Flush everything at exit; idempotent (atexit and the boot both call it)."""
+        if self._closed or os.getpid() != self._pid:
+            return
+        self._closed = True
+        for name, fn in (
+            ("steps", self.tracker.finish),
+            ("ops", lambda: self.ops.close() if self.ops is not None else None),
+            ("memory", lambda: self.sampler.stop() if self.sampler is not None else None),
+        ):
+            try:
+                fn()
+            except Exception as exc:
+                self.fail(name, exc)
+        if self.sampler is not None and "memory" not in self.disabled:
+            try:
+                self.sampler.sample()  # the end state, for peak figures
+            except Exception:
+                pass
+        try:
+            self.tracker.drain()
+        except Exception:
+            pass
+        if self.channel is not None and self.channel.dropped:
+            self.emit(events.KIND_PROBE_ERROR, instrument="channel",
+                      message=f"dropped {self.channel.dropped} events: the reader fell behind")
+        if self.channel is not None:
+            self.channel.close()
+
+
+def _safe(fn: Callable[[], None], probe: Probe) -> None:
+    try:
+        fn()
+    except Exception as exc:
+        probe.fail("dataloader", exc)
+
+
+def _loader_config(loader: Any, number: int) -> dict[str, Any]:
+    try:
+        length = len(loader)
+    except Exception:
+        length = None
+    dataset = getattr(loader, "dataset", None)
+    sampler = getattr(loader, "batch_sampler", None)
+    return {
+        "id": number,
+        "batch_size": getattr(loader, "batch_size", None),
+        "num_workers": getattr(loader, "num_workers", None),
+        "pin_memory": bool(getattr(loader, "pin_memory", False)),
+        "prefetch_factor": getattr(loader, "prefetch_factor", None),
+        "persistent_workers": bool(getattr(loader, "persistent_workers", False)),
+        "len": length,
+        "dataset": type(dataset).__name__ if dataset is not None else None,
+        "batch_sampler": type(sampler).__name__ if sampler is not None else None,
+        "multiprocessing_context": _ctx_name(loader),
+        "thread": threading.current_thread().name,
+    }
+
+
+def _ctx_name(loader: Any) -> str | None:
+    ctx = getattr(loader, "multiprocessing_context", None)
+    if ctx is None:
+        if getattr(loader, "num_workers", 0):
+            import multiprocessing
+
+            return multiprocessing.get_start_method(allow_none=True) or None
+        return None
+    return getattr(ctx, "_name", None) or str(ctx)
+
+
+def _int_env(name: str) -> int | None:
+    try:
+        return int(os.environ[name])
+    except (KeyError, ValueError):
+        return None
+
+
+def _version() -> str:
+    try:
+        from .. import __version__
+
+        return __version__
+    except Exception:
+        return "?"

@@ -1,0 +1,196 @@
+"""Step boundaries and data wait, measured on the training thread at a few µs per step.
+
+Where a step ends, in order of precedence:
+
+1. ``mpsprofiler.step()`` called by the script (custom loops): once called, it alone counts.
+2. torch.optim's global optimizer step post-hook. Several optimizers stepping in one
+   iteration (a GAN's generator and discriminator) are one step: the set of optimizers
+   of the first iteration is learnt, and a step closes when every one of them has
+   stepped, or when one steps a second time.
+3. Loops without an optimizer (inference, custom updates): each DataLoader batch after
+   the first starts a new step.
+
+Data wait is the time spent inside DataLoader iterators' ``__next__``. On asynchronous
+devices a stream event recorded at the end of the step's work and queried when the wait
+begins tells whether the device had run dry (idle) while the host waited.
+
+Steps are kept as columns and drained by the channel thread every ~0.25 s into one
+``steps`` event; past ``detail_limit`` steps only exact aggregates (count, sums, a
+log-bucket histogram) and one sample step per batch are sent, so any run length gives a
+bounded recording.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Callable
+
+from .. import events
+from ..devices import DeviceBackend
+
+DETAIL_LIMIT = 20_000
+
+
+class StepTracker:
+    def __init__(
+        self,
+        emit: Callable[..., None],
+        backend: DeviceBackend,
+        clock: Callable[[], float],
+        detail_limit: int = DETAIL_LIMIT,
+    ) -> None:
+        self._emit = emit
+        self.backend = backend
+        self._clock = clock
+        self._detail_limit = detail_limit
+        self.mode = "none"  # none | dataloader | optimizer | manual
+        self.index = 0  # index of the step in progress
+        self._start = clock()
+        self._wait = 0.0
+        self._batches = 0
+        self._idle: int | None = None
+        self._event: Any = None
+        self._event_pending = False
+        self._cycle: frozenset[int] | None = None
+        self._seen: set[int] = set()
+        self._last_opt_time = 0.0
+        self._fetches = 0
+        self._cols: dict[str, list[Any]] = {name: [] for name in events.STEP_COLUMNS}
+        self._agg: dict[str, Any] | None = None
+        self._lock = threading.Lock()
+        self.listeners: list[Callable[[int, float], None]] = []
+        """Called with (next step index, last step duration) at every boundary (ops sampler)."""
+
+    # -- boundaries -------------------------------------------------------------
+    def _close(self, end: float) -> None:
+        dur = end - self._start
+        i = self.index
+        alloc = None
+        try:
+            alloc = self.backend.allocated()
+        except Exception:
+            alloc = None
+        with self._lock:
+            if i < self._detail_limit:
+                cols = self._cols
+                cols["i"].append(i)
+                cols["end"].append(round(end, 6))
+                cols["dur"].append(round(dur, 7))
+                cols["wait"].append(round(self._wait, 7))
+                cols["batches"].append(self._batches)
+                cols["idle"].append(self._idle)
+                cols["alloc"].append(alloc)
+            else:
+                self._aggregate(i, end, dur, alloc)
+        self.index = i + 1
+        self._start = end
+        self._wait = 0.0
+        self._batches = 0
+        self._idle = None
+        self._mark_device_work_done()
+        for listener in self.listeners:
+            listener(self.index, dur)
+
+    def _aggregate(self, i: int, end: float, dur: float, alloc: int | None) -> None:
+        agg = self._agg
+        if agg is None:
+            agg = self._agg = {
+                "n": 0, "dur_sum": 0.0, "wait_sum": 0.0, "dur_min": dur, "dur_max": dur,
+                "i_last": i, "hist": {}, "batches": 0,
+            }
+        agg["n"] += 1
+        agg["dur_sum"] += dur
+        agg["wait_sum"] += self._wait
+        agg["batches"] += self._batches
+        if dur < agg["dur_min"]:
+            agg["dur_min"] = dur
+        if dur > agg["dur_max"]:
+            agg["dur_max"] = dur
+        agg["i_last"] = i
+        b = events.bucket_of(dur)
+        hist = agg["hist"]
+        hist[b] = hist.get(b, 0) + 1
+        # one sample step per batch keeps the charts alive on very long runs
+        agg["sample"] = [i, round(end, 6), dur, self._wait, self._batches, self._idle, alloc]
+
+    def _mark_device_work_done(self) -> None:
+        """Record a stream event: the device is idle once it has passed this point."""
+        if not self.backend.asynchronous:
+            return
+        try:
+            if self._event is None:
+                self._event = self.backend.new_event()
+            if self._event is not None:
+                self._event.record()
+                self._event_pending = True
+        except Exception:
+            self._event = None
+
+    # -- hooks ------------------------------------------------------------------
+    def on_optimizer_step(self, optimizer: Any) -> None:
+        if self.mode == "manual":
+            return
+        now = self._clock()
+        if self.mode != "optimizer":
+            self.mode = "optimizer"
+        key = id(optimizer)
+        if key in self._seen:
+            # a repeat: the previous iteration ended at the last optimizer step before it
+            if self._cycle is None:
+                self._cycle = frozenset(self._seen)
+            self._close(self._last_opt_time)
+            self._seen = {key}
+        else:
+            self._seen.add(key)
+        self._last_opt_time = now
+        if self._cycle is not None and self._seen >= self._cycle:
+            self._close(now)
+            self._seen = set()
+
+    def on_fetch_start(self) -> float:
+        now = self._clock()
+        if self._event_pending:
+            try:
+                self._idle = 1 if self._event.query() else 0
+            except Exception:
+                self._idle = None
+            self._event_pending = False
+        if self.mode in ("none", "dataloader"):
+            if self._fetches > 0:
+                self.mode = "dataloader"
+                self._close(now)
+        self._fetches += 1
+        return now
+
+    def on_fetch_end(self, started: float, got_batch: bool) -> None:
+        self._wait += self._clock() - started
+        if got_batch:
+            self._batches += 1
+
+    def manual_step(self) -> None:
+        self.mode = "manual"
+        self._close(self._clock())
+
+    def finish(self) -> None:
+        """At exit: close the step in progress if it did any work, then drain."""
+        if self.mode == "optimizer" and self._seen:
+            self._close(self._last_opt_time)
+            self._seen = set()
+
+    # -- draining (channel thread) ---------------------------------------------
+    def drain(self) -> None:
+        """Send pending steps as one ``steps`` event (called from the channel thread)."""
+        with self._lock:
+            cols = self._cols
+            agg = self._agg
+            if not cols["i"] and agg is None:
+                return
+            # swap in fresh containers; the training thread appends to the new ones
+            self._cols = {name: [] for name in events.STEP_COLUMNS}
+            self._agg = None
+        payload: dict[str, Any] = dict(cols)
+        payload["mode"] = self.mode
+        if agg is not None:
+            agg["hist"] = {str(k): v for k, v in agg["hist"].items()}
+            payload["agg"] = agg
+        self._emit(events.KIND_STEPS, **payload)

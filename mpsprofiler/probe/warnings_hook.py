@@ -1,0 +1,55 @@
+"""Observe the warnings the script shows, without changing which ones are shown.
+
+Python routes every warning that passes the filters (the user's filters included)
+through ``warnings._showwarnmsg``, from both the Python and the C implementation. We
+wrap that one function and call the original, so output, filters and a user's own
+``showwarning`` stay exactly as they were. Bounded: after 200 distinct messages only
+counts are kept.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any, Callable
+
+from .. import events
+
+MAX_DISTINCT = 200
+
+
+def install(emit: Callable[..., None], on_error: Callable[[str, BaseException], None]) -> Callable[[], None]:
+    original = getattr(warnings, "_showwarnmsg", None)
+    if original is None:
+        return lambda: None
+    seen: dict[tuple[str, str], int] = {}
+
+    def _showwarnmsg(msg: Any) -> None:
+        try:
+            text = str(msg.message)
+            category = getattr(msg.category, "__name__", str(msg.category))
+            key = (category, text[:300])
+            count = seen.get(key, 0) + 1
+            if count == 1 and len(seen) >= MAX_DISTINCT:
+                pass
+            else:
+                seen[key] = count
+                if count == 1 or count in (10, 100, 1000) or count % 10000 == 0:
+                    emit(
+                        events.KIND_WARNING,
+                        category=category,
+                        message=text[:2000],
+                        filename=str(msg.filename),
+                        lineno=msg.lineno,
+                        count=count,
+                    )
+        except Exception as exc:
+            on_error("warnings", exc)
+        original(msg)
+
+    warnings._showwarnmsg = _showwarnmsg  # type: ignore[attr-defined]
+
+    def uninstall() -> None:
+        if getattr(warnings, "_showwarnmsg", None) is _showwarnmsg:
+            warnings._showwarnmsg = original  # type: ignore[attr-defined]
+
+    return uninstall

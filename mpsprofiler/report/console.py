@@ -1,0 +1,61 @@
+"""The short plain-text summary printed at the end of a headless run (to stderr)."""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+from ..units import fmt_bytes, fmt_pct, fmt_seconds
+
+SEVERITY_MARK = {"critical": "CRIT", "warning": "WARN", "info": "info"}
+
+
+def render_console(summary: dict[str, Any], findings: Iterable[Any] = (), run_dir: str | None = None) -> str:
+    steps = summary.get("steps") or {}
+    mem = summary.get("memory") or {}
+    device = summary.get("device") or {}
+    exit_info = summary.get("exit") or {}
+    lines = ["", "── mpsprof ─────────────────────────────────────────────"]
+    status = summary.get("status", "?")
+    if exit_info.get("signal"):
+        status += f" (killed by {exit_info['signal']})"
+    elif exit_info.get("returncode"):
+        status += f" (exit status {exit_info['returncode']})"
+    lines.append(f"{summary.get('script', '?')}: {status} after {fmt_seconds(summary.get('duration_s'))}")
+    lines.append(f"device      {device.get('kind', '?')}  {device.get('name') or ''}".rstrip())
+    lines.append(
+        f"steps       {steps.get('count', 0)} ({steps.get('warmup', 0)} warm-up)   "
+        f"median {fmt_seconds(steps.get('median_s'))}   p90 {fmt_seconds(steps.get('p90_s'))}"
+    )
+    lines.append(f"data wait   {fmt_pct(steps.get('data_wait_share'))} of steady step time")
+    mem_parts = [f"RSS peak {fmt_bytes(mem.get('peak_rss_with_workers') or mem.get('peak_rss'))}"]
+    if mem.get("peak_device_allocated") is not None:
+        mem_parts.append(f"device peak {fmt_bytes(mem.get('peak_device_allocated'))}")
+    if mem.get("device_limit"):
+        mem_parts.append(f"limit {fmt_bytes(mem.get('device_limit'))}")
+    lines.append("memory      " + "   ".join(mem_parts))
+    crash = summary.get("crash")
+    if crash:
+        where = crash.get("where") or {}
+        loc = f" at {where.get('file')}:{where.get('line')}" if where else ""
+        lines.append(f"crash       {crash.get('type')}: {str(crash.get('message', ''))[:160]}{loc}")
+    findings = list(findings)
+    if findings:
+        lines.append("")
+        lines.append(f"findings ({len(findings)}):")
+        for f in findings:
+            d = f if isinstance(f, dict) else f.to_dict()
+            mark = SEVERITY_MARK.get(d.get("severity", "info"), d.get("severity", ""))
+            lines.append(f"  [{mark}] {d.get('title')}  ({d.get('rule')})")
+            evidence = str(d.get("evidence", "")).strip()
+            if evidence:
+                lines.append(f"         {evidence}")
+    else:
+        lines.append("findings    none")
+    for err in summary.get("probe_errors") or []:
+        lines.append(f"note        profiler instrument '{err.get('instrument')}' was switched off: {err.get('message')}")
+    if run_dir:
+        lines.append("")
+        lines.append(f"run saved in {run_dir}")
+        lines.append(f"  mpsprof view {run_dir}      mpsprof report {run_dir} --format md")
+    lines.append("")
+    return "\n".join(lines)

@@ -1,0 +1,50 @@
+"""From a session to its results: summary figures plus findings.
+
+One function for a live run's end, ``mpsprof view`` and ``mpsprof report``, so every
+view shows the same findings for the same run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+from .launcher.recorder import SUMMARY_FILE
+from .session.session import Session
+from .session.summary import summarize
+
+
+@dataclass
+class Results:
+    summary: dict[str, Any]
+    findings: list[Any] = field(default_factory=list)
+    rule_errors: list[Any] = field(default_factory=list)
+
+    def document(self) -> dict[str, Any]:
+        """The JSON document of ``summary.json`` and of ``report --format json``."""
+        doc = dict(self.summary)
+        doc["findings"] = [f.to_dict() for f in self.findings]
+        doc["rule_errors"] = [str(e) for e in self.rule_errors]
+        return doc
+
+
+def build_results(session: Session, rule_dirs: Iterable[Path] = ()) -> Results:
+    from .diagnosis import diagnose
+
+    diagnosis = diagnose(session, list(rule_dirs))
+    return Results(summary=summarize(session), findings=diagnosis.findings, rule_errors=diagnosis.rule_errors)
+
+
+def write_summary(run_dir: Path, results: Results) -> str | None:
+    """Write ``summary.json`` atomically; returns an error message instead of raising."""
+    target = Path(run_dir) / SUMMARY_FILE
+    tmp = target.with_suffix(".json.tmp")
+    try:
+        tmp.write_text(json.dumps(results.document(), indent=2, default=str), encoding="utf-8")
+        os.replace(tmp, target)
+    except OSError as exc:
+        return f"cannot write {target}: {exc.strerror or exc}"
+    return None

@@ -1,0 +1,99 @@
+"""Memory and CPU samples: a bounded series plus exact peaks and first/last figures."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .series import Series
+
+DEVICE_KEYS = ("allocated", "cached", "peak", "total", "limit")
+
+
+@dataclass
+class MemPoint:
+    ts: float
+    rss: int | None
+    rss_children: int | None
+    sys_available: int | None
+    swap_used: int | None
+    cpu_pct: float | None
+    allocated: int | None
+    cached: int | None
+    workers: int | None = None
+
+    @property
+    def rss_total(self) -> int | None:
+        if self.rss is None:
+            return None
+        return self.rss + (self.rss_children or 0)
+
+
+class MemoryStats:
+    def __init__(self, capacity: int = 2048) -> None:
+        self.series: Series[MemPoint] = Series(capacity)
+        self.first: MemPoint | None = None
+        self.peak: dict[str, int] = {}
+        self.min_sys_available: int | None = None
+        self.sys_total: int | None = None
+        self.device_total: int | None = None
+        self.device_limit: int | None = None
+        self.device_peak: int | None = None
+        self.samples = 0
+
+    def feed(self, ts: float, data: dict[str, Any]) -> None:
+        device = data.get("device") if isinstance(data.get("device"), dict) else {}
+        point = MemPoint(
+            ts=ts,
+            rss=_opt(data.get("rss")),
+            rss_children=_opt(data.get("rss_children")),
+            sys_available=_opt(data.get("sys_available")),
+            swap_used=_opt(data.get("swap_used")),
+            cpu_pct=_optf(data.get("cpu_pct")),
+            allocated=_opt(device.get("allocated")),
+            cached=_opt(device.get("cached")),
+            workers=_opt(data.get("workers")),
+        )
+        self.samples += 1
+        if self.first is None:
+            self.first = point
+        self.series.append(point)
+        for key in ("rss", "rss_children", "swap_used", "allocated", "cached"):
+            value = getattr(point, key)
+            if value is not None and value > self.peak.get(key, -1):
+                self.peak[key] = value
+        total = point.rss_total
+        if total is not None and total > self.peak.get("rss_total", -1):
+            self.peak["rss_total"] = total
+        if point.sys_available is not None:
+            if self.min_sys_available is None or point.sys_available < self.min_sys_available:
+                self.min_sys_available = point.sys_available
+        self.sys_total = _opt(data.get("sys_total")) or self.sys_total
+        if device:
+            self.device_total = _opt(device.get("total")) or self.device_total
+            self.device_limit = _opt(device.get("limit")) or self.device_limit
+            peak = _opt(device.get("peak"))
+            if peak is not None:
+                self.device_peak = max(peak, self.device_peak or 0)
+
+    @property
+    def last(self) -> MemPoint | None:
+        return self.series.last
+
+
+def _opt(v: Any) -> int | None:
+    if v is None or isinstance(v, bool):
+        return None
+    try:
+        return int(v)
+    except (TypeError, ValueError):
+        return None
+
+
+def _optf(v: Any) -> float | None:
+    if v is None or isinstance(v, bool):
+        return None
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return None

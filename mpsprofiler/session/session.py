@@ -1,0 +1,213 @@
+"""The run's state, folded from events. Pure and replayable.
+
+Both a live run (events from the launcher) and a recording (events read back from
+``events.jsonl``) go through :meth:`Session.feed`, so every view and every finding is
+computed the same way in both cases. Memory is bounded for any run length: series are
+thinned, lists are capped, and steps beyond the first few hundred are aggregated.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+from .. import events
+from .memory import MemoryStats
+from .steps import StepStats
+
+MAX_WARNINGS = 200
+MAX_PROBE_ERRORS = 50
+
+
+@dataclass
+class WarningRecord:
+    category: str
+    message: str
+    filename: str
+    lineno: int | None
+    count: int
+    first_ts: float
+
+
+@dataclass
+class CrashInfo:
+    type: str
+    module: str
+    message: str
+    frames: list[dict[str, Any]]
+    ts: float
+
+    @property
+    def user_frame(self) -> dict[str, Any] | None:
+        """The innermost frame in the user's own code: where the fix goes."""
+        for frame in reversed(self.frames):
+            if frame.get("user"):
+                return frame
+        return self.frames[-1] if self.frames else None
+
+
+@dataclass
+class ExitInfo:
+    returncode: int
+    signal: int | None
+    signal_name: str | None
+    duration: float | None
+    stopped_by_user: bool = False
+
+
+@dataclass
+class Session:
+    run: dict[str, Any] = field(default_factory=dict)
+    hello: dict[str, Any] = field(default_factory=dict)
+    env: dict[str, Any] = field(default_factory=dict)
+    model: dict[str, Any] = field(default_factory=dict)
+    dataloaders: dict[int, dict[str, Any]] = field(default_factory=dict)
+    steps: StepStats = field(default_factory=StepStats)
+    memory: MemoryStats = field(default_factory=MemoryStats)
+    warnings: dict[tuple[str, str], WarningRecord] = field(default_factory=dict)
+    crash: CrashInfo | None = None
+    exit: ExitInfo | None = None
+    probe_errors: list[dict[str, Any]] = field(default_factory=list)
+    ops: Any = None
+    last_ts: float = 0.0
+    events_seen: int = 0
+    unknown_events: int = 0
+    version: int = 0
+    """Bumped at every fed event batch: views redraw only when it changed."""
+
+    def __post_init__(self) -> None:
+        if self.ops is None:
+            try:
+                from .ops import OpStats
+
+                self.ops = OpStats()
+            except ImportError:  # pragma: no cover - during development only
+                self.ops = None
+
+    # -- folding ------------------------------------------------------------------
+    def feed_many(self, batch: Iterable[events.Event]) -> None:
+        for event in batch:
+            self.feed(event)
+
+    def feed(self, event: events.Event) -> None:
+        self.events_seen += 1
+        self.version += 1
+        kind, data = event.kind, event.data
+        if event.ts > self.last_ts:
+            self.last_ts = event.ts
+        handler = _HANDLERS.get(kind)
+        if handler is None:
+            self.unknown_events += 1
+            return
+        try:
+            handler(self, event.ts, data)
+        except events.SchemaError:
+            raise
+        except (TypeError, ValueError, KeyError, AttributeError):
+            # a malformed record of a known kind: count it, keep the rest of the run
+            self.unknown_events += 1
+
+    def _on_run(self, ts: float, data: dict[str, Any]) -> None:
+        self.run = _strip(data)
+
+    def _on_hello(self, ts: float, data: dict[str, Any]) -> None:
+        events.check_schema(events.Event(events.KIND_HELLO, ts, data))
+        self.hello = _strip(data)
+
+    def _on_env(self, ts: float, data: dict[str, Any]) -> None:
+        self.env = _strip(data)
+
+    def _on_model(self, ts: float, data: dict[str, Any]) -> None:
+        self.model = _strip(data)
+
+    def _on_dataloader(self, ts: float, data: dict[str, Any]) -> None:
+        if len(self.dataloaders) < 64:
+            self.dataloaders[int(data.get("id", len(self.dataloaders) + 1))] = _strip(data)
+
+    def _on_steps(self, ts: float, data: dict[str, Any]) -> None:
+        self.steps.feed(data)
+
+    def _on_mem(self, ts: float, data: dict[str, Any]) -> None:
+        self.memory.feed(ts, data)
+
+    def _on_warning(self, ts: float, data: dict[str, Any]) -> None:
+        key = (str(data.get("category", "")), str(data.get("message", ""))[:300])
+        record = self.warnings.get(key)
+        if record is not None:
+            record.count = max(record.count, int(data.get("count") or record.count + 1))
+        elif len(self.warnings) < MAX_WARNINGS:
+            self.warnings[key] = WarningRecord(
+                category=key[0], message=str(data.get("message", "")), filename=str(data.get("filename", "")),
+                lineno=data.get("lineno"), count=int(data.get("count") or 1), first_ts=ts,
+            )
+
+    def _on_ops(self, ts: float, data: dict[str, Any]) -> None:
+        if self.ops is not None:
+            self.ops.feed(data)
+
+    def _on_exception(self, ts: float, data: dict[str, Any]) -> None:
+        frames = [f for f in data.get("frames") or [] if isinstance(f, dict)]
+        self.crash = CrashInfo(
+            type=str(data.get("type", "Exception")), module=str(data.get("module", "")),
+            message=str(data.get("message", "")), frames=frames, ts=ts,
+        )
+
+    def _on_probe_error(self, ts: float, data: dict[str, Any]) -> None:
+        if len(self.probe_errors) < MAX_PROBE_ERRORS:
+            self.probe_errors.append(_strip(data))
+
+    def _on_exit(self, ts: float, data: dict[str, Any]) -> None:
+        self.exit = ExitInfo(
+            returncode=int(data.get("returncode", 0)), signal=data.get("signal"),
+            signal_name=data.get("signal_name"), duration=data.get("duration"),
+            stopped_by_user=bool(data.get("stopped_by_user", False)),
+        )
+
+    def _on_ranks(self, ts: float, data: dict[str, Any]) -> None:
+        self.run.setdefault("ranks", _strip(data))
+
+    # -- derived ------------------------------------------------------------------
+    @property
+    def device_kind(self) -> str:
+        """The device the training ran on: the model's, else the best one available."""
+        kind = self.model.get("device_kind")
+        if kind:
+            return str(kind)
+        if self.env.get("mps_available"):
+            return "mps"
+        return "cpu"
+
+    @property
+    def status(self) -> str:
+        if self.exit is None:
+            return "running"
+        if self.exit.stopped_by_user:
+            return "stopped"
+        if self.exit.returncode == 0:
+            return "finished"
+        return "crashed"
+
+    @property
+    def script(self) -> str:
+        return str(self.run.get("script") or self.run.get("target") or "?")
+
+
+def _strip(data: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in data.items() if k not in ("k", "ts")}
+
+
+_HANDLERS = {
+    events.KIND_RUN: Session._on_run,
+    events.KIND_HELLO: Session._on_hello,
+    events.KIND_ENV: Session._on_env,
+    events.KIND_MODEL: Session._on_model,
+    events.KIND_DATALOADER: Session._on_dataloader,
+    events.KIND_STEPS: Session._on_steps,
+    events.KIND_MEM: Session._on_mem,
+    events.KIND_WARNING: Session._on_warning,
+    events.KIND_OPS: Session._on_ops,
+    events.KIND_EXCEPTION: Session._on_exception,
+    events.KIND_PROBE_ERROR: Session._on_probe_error,
+    events.KIND_EXIT: Session._on_exit,
+    events.KIND_RANKS: Session._on_ranks,
+}

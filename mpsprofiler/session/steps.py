@@ -1,0 +1,228 @@
+"""Step statistics: counts, warm-up, steady-state quantiles and data wait, bounded.
+
+The first ``EARLY`` steps are kept one by one (warm-up is decided among them); later
+steps go into a log-bucket histogram and running sums. Detailed and aggregated step
+batches from the probe fold into the same figures, so a recording gives the same
+summary as the live run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from statistics import median
+from typing import Any
+
+from .. import events
+from .series import Series
+
+EARLY = 512
+WARMUP_FACTOR = 1.5
+"""A step slower than 1.5x the settled median still belongs to warm-up (kernel compile, caches)."""
+
+
+@dataclass
+class StepPoint:
+    i: int
+    end: float
+    dur: float
+    wait: float
+    batches: int
+    idle: int | None
+    alloc: int | None
+
+
+def detect_warmup(durations: list[float]) -> int:
+    """Number of leading steps that are warm-up (at least one once there are 2+ steps).
+
+    The reference is the median of the later half; warm-up ends at the first step from
+    which two consecutive steps are within ``WARMUP_FACTOR`` of it. Capped at a third of
+    the steps so a run that never settles still has steady figures.
+    """
+    n = len(durations)
+    if n < 2:
+        return 0
+    if n < 4:
+        return 1
+    ref = median(durations[n // 2 :])
+    limit = WARMUP_FACTOR * ref
+    cap = max(1, n // 3)
+    for i in range(n - 1):
+        if durations[i] <= limit and durations[i + 1] <= limit:
+            return min(max(i, 1), cap)
+    return cap
+
+
+class StepStats:
+    def __init__(self, series_capacity: int = 2048) -> None:
+        self.count = 0
+        self.last_index = -1
+        self.mode = "none"
+        self.early: list[StepPoint] = []
+        self.series: Series[StepPoint] = Series(series_capacity)
+        self.late_hist: dict[int, int] = {}
+        self.late_n = 0
+        self.late_dur = 0.0
+        self.late_wait = 0.0
+        self.late_min: float | None = None
+        self.late_max: float | None = None
+        self.total_dur = 0.0
+        self.total_wait = 0.0
+        self.total_batches = 0
+        self.idle_waits = 0  # steps whose data wait found the device idle
+        self.busy_waits = 0  # ... found the device still busy
+        self.first_end: float | None = None
+        self.last_end: float | None = None
+        self._warmup_cache: tuple[int, int] | None = None
+
+    # -- folding ------------------------------------------------------------------
+    def feed(self, data: dict[str, Any]) -> None:
+        self.mode = data.get("mode") or self.mode
+        cols = [data.get(name) or [] for name in events.STEP_COLUMNS]
+        n = min(len(c) for c in cols) if cols else 0
+        for k in range(n):
+            point = StepPoint(
+                i=_int(cols[0][k]), end=_num(cols[1][k]), dur=_num(cols[2][k]), wait=_num(cols[3][k]),
+                batches=_int(cols[4][k]), idle=_opt_int(cols[5][k]), alloc=_opt_int(cols[6][k]),
+            )
+            self._add(point)
+        agg = data.get("agg")
+        if isinstance(agg, dict):
+            self._add_aggregate(agg)
+
+    def _add(self, p: StepPoint) -> None:
+        self.count += 1
+        self.last_index = max(self.last_index, p.i)
+        self.total_dur += p.dur
+        self.total_wait += p.wait
+        self.total_batches += p.batches
+        if p.wait > 0 and p.idle is not None:
+            if p.idle:
+                self.idle_waits += 1
+            else:
+                self.busy_waits += 1
+        if self.first_end is None:
+            self.first_end = p.end - p.dur
+        self.last_end = p.end
+        self.series.append(p)
+        if len(self.early) < EARLY:
+            self.early.append(p)
+            self._warmup_cache = None
+        else:
+            self._late(p.dur, p.wait, 1, {events.bucket_of(p.dur): 1}, p.dur, p.dur)
+
+    def _late(self, dur: float, wait: float, n: int, hist: dict[int, int], lo: float, hi: float) -> None:
+        self.late_n += n
+        self.late_dur += dur
+        self.late_wait += wait
+        for b, c in hist.items():
+            self.late_hist[b] = self.late_hist.get(b, 0) + c
+        self.late_min = lo if self.late_min is None else min(self.late_min, lo)
+        self.late_max = hi if self.late_max is None else max(self.late_max, hi)
+
+    def _add_aggregate(self, agg: dict[str, Any]) -> None:
+        n = _int(agg.get("n"))
+        if n <= 0:
+            return
+        hist = {}
+        for k, v in (agg.get("hist") or {}).items():
+            try:
+                hist[int(k)] = int(v)
+            except (TypeError, ValueError):
+                continue
+        dur = _num(agg.get("dur_sum"))
+        wait = _num(agg.get("wait_sum"))
+        self.count += n
+        self.total_dur += dur
+        self.total_wait += wait
+        self.total_batches += _int(agg.get("batches"))
+        self.last_index = max(self.last_index, _int(agg.get("i_last")))
+        self._late(dur, wait, n, hist, _num(agg.get("dur_min")), _num(agg.get("dur_max")))
+        sample = agg.get("sample")
+        if isinstance(sample, list) and len(sample) == 7:
+            p = StepPoint(_int(sample[0]), _num(sample[1]), _num(sample[2]), _num(sample[3]),
+                          _int(sample[4]), _opt_int(sample[5]), _opt_int(sample[6]))
+            self.last_end = p.end
+            self.series.append(p)
+
+    # -- figures ------------------------------------------------------------------
+    @property
+    def warmup(self) -> int:
+        key = (len(self.early), self.count)
+        if self._warmup_cache is None or self._warmup_cache[0] != key[0]:
+            self._warmup_cache = (key[0], detect_warmup([p.dur for p in self.early]))
+        return self._warmup_cache[1]
+
+    @property
+    def steady(self) -> list[StepPoint]:
+        """Steady-state steps still held one by one (the early window after warm-up)."""
+        return self.early[self.warmup :]
+
+    @property
+    def steady_count(self) -> int:
+        return len(self.steady) + self.late_n
+
+    def steady_sums(self) -> tuple[float, float]:
+        steady = self.steady
+        return (sum(p.dur for p in steady) + self.late_dur, sum(p.wait for p in steady) + self.late_wait)
+
+    def quantile(self, q: float) -> float | None:
+        """Steady-state step-time quantile: exact while all steps are held, else ~4%."""
+        steady = self.steady
+        if not self.late_n:
+            if not steady:
+                return None
+            values = sorted(p.dur for p in steady)
+            pos = q * (len(values) - 1)
+            lo = int(pos)
+            hi = min(lo + 1, len(values) - 1)
+            return values[lo] + (values[hi] - values[lo]) * (pos - lo)
+        hist = dict(self.late_hist)
+        for p in steady:
+            b = events.bucket_of(p.dur)
+            hist[b] = hist.get(b, 0) + 1
+        total = sum(hist.values())
+        target = q * total
+        seen = 0
+        for b in sorted(hist):
+            seen += hist[b]
+            if seen >= target:
+                return events.bucket_value(b)
+        return None
+
+    def data_wait_share(self) -> float | None:
+        dur, wait = self.steady_sums()
+        if dur <= 0:
+            return None
+        return min(1.0, wait / dur)
+
+    def warmup_cost(self) -> float:
+        """Seconds the warm-up steps took beyond what steady steps would have taken."""
+        w = self.warmup
+        if not w:
+            return 0.0
+        med = self.quantile(0.5) or 0.0
+        return max(0.0, sum(p.dur for p in self.early[:w]) - med * w)
+
+
+def _num(v: Any) -> float:
+    try:
+        out = float(v)
+    except (TypeError, ValueError):
+        return 0.0
+    return out if out == out else 0.0
+
+
+def _int(v: Any) -> int:
+    try:
+        return int(v)
+    except (TypeError, ValueError):
+        return 0
+
+
+def _opt_int(v: Any) -> int | None:
+    if v is None:
+        return None
+    try:
+        return int(v)
+    except (TypeError, ValueError):
+        return None

@@ -1,0 +1,76 @@
+"""The run's summary figures: ``summary.json``, the headless report, the JSON export."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .session import Session
+
+SUMMARY_SCHEMA = 1
+
+
+def summarize(session: Session) -> dict[str, Any]:
+    steps = session.steps
+    mem = session.memory
+    exit_info = session.exit
+    wall = None
+    if steps.first_end is not None and steps.last_end is not None:
+        wall = steps.last_end - steps.first_end
+    med = steps.quantile(0.5)
+    p90 = steps.quantile(0.9)
+    summary: dict[str, Any] = {
+        "schema": SUMMARY_SCHEMA,
+        "script": session.script,
+        "argv": session.run.get("argv"),
+        "cwd": session.run.get("cwd"),
+        "run_dir": session.run.get("run_dir"),
+        "started": session.run.get("started"),
+        "status": session.status,
+        "exit": None
+        if exit_info is None
+        else {
+            "returncode": exit_info.returncode,
+            "signal": exit_info.signal_name,
+            "stopped_by_user": exit_info.stopped_by_user,
+        },
+        "duration_s": exit_info.duration if exit_info else session.last_ts,
+        "device": {
+            "kind": session.device_kind,
+            "name": session.model.get("device_name") or session.env.get("chip"),
+            "model_device": session.model.get("device"),
+            "parameters": session.model.get("parameters"),
+        },
+        "steps": {
+            "count": steps.count,
+            "mode": steps.mode,
+            "warmup": steps.warmup,
+            "steady": steps.steady_count,
+            "median_s": med,
+            "p90_s": p90,
+            "steps_per_s": (1.0 / med) if med else None,
+            "training_s": wall,
+            "warmup_cost_s": steps.warmup_cost(),
+            "data_wait_share": steps.data_wait_share(),
+            "batches": steps.total_batches,
+        },
+        "memory": {
+            "peak_rss": mem.peak.get("rss"),
+            "peak_rss_with_workers": mem.peak.get("rss_total"),
+            "peak_device_allocated": mem.device_peak or mem.peak.get("allocated"),
+            "peak_device_cached": mem.peak.get("cached"),
+            "device_total": mem.device_total,
+            "device_limit": mem.device_limit,
+            "min_system_available": mem.min_sys_available,
+            "peak_swap_used": mem.peak.get("swap_used"),
+        },
+        "dataloaders": list(session.dataloaders.values()),
+        "crash": None
+        if session.crash is None
+        else {
+            "type": session.crash.type,
+            "message": session.crash.message,
+            "where": session.crash.user_frame,
+        },
+        "probe_errors": session.probe_errors,
+    }
+    return summary

@@ -1,0 +1,39 @@
+"""Human formatting of seconds, bytes and shares, shared by every view."""
+
+from __future__ import annotations
+
+
+def fmt_seconds(value: float | None) -> str:
+    if value is None:
+        return "–"
+    v = float(value)
+    if v < 1e-3:
+        return f"{v * 1e6:.0f} µs"
+    if v < 1:
+        return f"{v * 1e3:.1f} ms"
+    if v < 120:
+        return f"{v:.2f} s"
+    minutes, seconds = divmod(int(v), 60)
+    if minutes < 60:
+        return f"{minutes}m{seconds:02d}s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m"
+
+
+def fmt_bytes(value: float | None) -> str:
+    if value is None:
+        return "–"
+    v = float(value)
+    sign = "-" if v < 0 else ""
+    v = abs(v)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if v < 1024 or unit == "TiB":
+            return f"{sign}{v:.0f} {unit}" if unit == "B" else f"{sign}{v:.1f} {unit}"
+        v /= 1024
+    return f"{sign}{v:.1f} TiB"
+
+
+def fmt_pct(value: float | None) -> str:
+    if value is None:
+        return "–"
+    return f"{value * 100:.0f}%"
