@@ -32,10 +32,14 @@ class Results:
 
 
 def build_results(session: Session, rule_dirs: Iterable[Path] = ()) -> Results:
-    from .diagnosis import diagnose
+    summary = summarize(session)
+    try:
+        from .diagnosis import diagnose
 
-    diagnosis = diagnose(session, list(rule_dirs))
-    return Results(summary=summarize(session), findings=diagnosis.findings, rule_errors=diagnosis.rule_errors)
+        diagnosis = diagnose(session, list(rule_dirs))
+    except Exception as exc:  # noqa: BLE001 - the figures are still worth having
+        return Results(summary=summary, rule_errors=[f"diagnosis failed: {type(exc).__name__}: {exc}"])
+    return Results(summary=summary, findings=diagnosis.findings, rule_errors=diagnosis.rule_errors)
 
 
 def write_summary(run_dir: Path, results: Results) -> str | None:

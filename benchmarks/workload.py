@@ -1,0 +1,112 @@
+"""Benchmark workloads: a training loop that reports its own loop time.
+
+Run bare (``python workload.py``), under ``mpsprof run --headless``, or with
+``--torch-profiler`` (torch.profiler with CPU (+CUDA) activities and profile_memory, no
+schedule: how people usually reach for it). The loop time excludes interpreter start
+and imports, so ratios compare what the profilers add to the training itself.
+
+Models:
+* ``mlp``: an MLP on CPU-sized matmuls, ``--width`` sets the step time (~1 ms / ~5 ms);
+* ``cnn``: a ResNet-style CNN, GPU-bound on CUDA (~10 ms steps at batch 128);
+* ``transformer``: a small transformer at batch 8, host-bound: many small kernels.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import time
+
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+
+class Block(nn.Module):
+    def __init__(self, c: int) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(c, c, 3, padding=1, bias=False)
+        self.bn1 = nn.BatchNorm2d(c)
+        self.conv2 = nn.Conv2d(c, c, 3, padding=1, bias=False)
+        self.bn2 = nn.BatchNorm2d(c)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = torch.relu(self.bn1(self.conv1(x)))
+        return torch.relu(x + self.bn2(self.conv2(y)))
+
+
+def make(model: str, width: int, device: torch.device) -> tuple[nn.Module, TensorDataset, int]:
+    g = torch.Generator().manual_seed(0)
+    if model == "mlp":
+        net = nn.Sequential(nn.Linear(width, width), nn.ReLU(), nn.Linear(width, width), nn.ReLU(), nn.Linear(width, 10))
+        data = TensorDataset(torch.randn(4096, width, generator=g), torch.randint(0, 10, (4096,), generator=g))
+        return net.to(device), data, 64
+    if model == "cnn":
+        net = nn.Sequential(
+            nn.Conv2d(3, 64, 3, padding=1), nn.BatchNorm2d(64), nn.ReLU(),
+            *[Block(64) for _ in range(4)], nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(64, 10),
+        )
+        data = TensorDataset(torch.randn(2048, 3, 32, 32, generator=g), torch.randint(0, 10, (2048,), generator=g))
+        return net.to(device), data, 128
+    if model == "transformer":
+        layer = nn.TransformerEncoderLayer(d_model=128, nhead=4, dim_feedforward=256, batch_first=True)
+        net = nn.Sequential(nn.TransformerEncoder(layer, num_layers=6, enable_nested_tensor=False), nn.Flatten(), nn.Linear(128 * 32, 10))
+        data = TensorDataset(torch.randn(1024, 32, 128, generator=g), torch.randint(0, 10, (1024,), generator=g))
+        return net.to(device), data, 8
+    raise SystemExit(f"unknown model {model}")
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--model", default="mlp", choices=["mlp", "cnn", "transformer"])
+    p.add_argument("--width", type=int, default=512)
+    p.add_argument("--steps", type=int, default=200)
+    p.add_argument("--warmup", type=int, default=20)
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--torch-profiler", action="store_true")
+    args = p.parse_args()
+    torch.manual_seed(0)
+    device = torch.device(args.device)
+    net, data, batch = make(args.model, args.width, device)
+    opt = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
+    loss_fn = nn.CrossEntropyLoss()
+    loader = DataLoader(data, batch_size=batch, shuffle=True, drop_last=True)
+
+    def batches():
+        while True:
+            yield from loader
+
+    it = batches()
+
+    def step() -> None:
+        x, y = next(it)
+        x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+        opt.zero_grad(set_to_none=True)
+        loss_fn(net(x), y).backward()
+        opt.step()
+
+    def sync() -> None:
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+
+    for _ in range(args.warmup):
+        step()
+    sync()
+    ctx = contextlib.nullcontext()
+    if args.torch_profiler:
+        from torch.profiler import ProfilerActivity, profile
+
+        acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+        ctx = profile(activities=acts, profile_memory=True)
+    with ctx:
+        t0 = time.perf_counter()
+        for _ in range(args.steps):
+            step()
+        sync()
+        loop = time.perf_counter() - t0
+    print("BENCH " + json.dumps({"loop_s": loop, "step_ms": loop / args.steps * 1e3}), flush=True)
+
+
+if __name__ == "__main__":
+    main()
