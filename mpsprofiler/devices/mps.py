@@ -19,8 +19,8 @@ DEFAULT_HIGH_WATERMARK_UNIFIED = 1.7
 def high_watermark_ratio(environ: dict[str, str] | None = None) -> float | None:
     """The ratio the MPS allocator runs with; None when it is 0.0 (no limit).
 
-    Invalid values make the allocator refuse to start, so they are reported as the
-    default here and flagged by ``doctor``.
+    torch parses the variable with C's ``strtod``: text that is not a number reads as 0.0,
+    i.e. no limit. Mirror that (``doctor`` flags the invalid value itself).
     """
     env = os.environ if environ is None else environ
     raw = env.get("PYTORCH_MPS_HIGH_WATERMARK_RATIO")
@@ -29,7 +29,7 @@ def high_watermark_ratio(environ: dict[str, str] | None = None) -> float | None:
     try:
         value = float(raw)
     except ValueError:
-        return DEFAULT_HIGH_WATERMARK_UNIFIED
+        return None
     if value == 0.0:
         return None
     return value
