@@ -24,7 +24,7 @@ class Diagnosis:
 _RULESET_CACHE: dict[tuple[str, ...], Any] = {}
 
 
-def load_rules(rule_dirs: Iterable[Path] = ()) -> Any:
+def cached_ruleset(rule_dirs: Iterable[Path] = ()) -> Any:
     """The builtin rules plus the user's, loaded once per process (live runs re-evaluate)."""
     from .rules import load_builtin_and_user
 
@@ -37,7 +37,7 @@ def load_rules(rule_dirs: Iterable[Path] = ()) -> Any:
 def diagnose(session: Session, rule_dirs: Iterable[Path] = ()) -> Diagnosis:
     from .engine import evaluate
 
-    ruleset = load_rules(rule_dirs)
+    ruleset = cached_ruleset(rule_dirs)
     facts = collect_facts(session)
     findings = evaluate(ruleset, facts, session.device_kind)
     return Diagnosis(facts=facts, findings=findings, rule_errors=list(ruleset.errors))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import atexit
 import os
+import sys
 import threading
 import time
 from typing import Any, Callable
@@ -19,6 +20,7 @@ from .channel import Channel
 from .steps import StepTracker
 
 _ACTIVE: "Probe | None" = None
+INSTRUMENTS = ("env", "steps", "dataloader", "warnings", "memory", "ops")
 
 
 def active() -> "Probe | None":
@@ -33,6 +35,8 @@ class Probe:
         self.clock: Callable[[], float] = lambda: time.perf_counter() - self._t0
         self.backend: DeviceBackend = CpuBackend()
         self.disabled: set[str] = set()
+        faults = self.options.get("fault") or ()
+        self._faults = frozenset([faults] if isinstance(faults, str) else faults)
         self._uninstallers: list[Callable[[], None]] = []
         self._closed = False
         self._model_seen = False
@@ -74,19 +78,38 @@ class Probe:
         )
         if self.channel is not None:
             self.channel.on_flush(self.tracker.drain)
-        self._guarded("env", self._emit_environment)
-        self._guarded("steps", self._install_optimizer_hook)
-        self._guarded("dataloader", self._install_dataloader_hooks)
+        self._guarded("env", lambda: self._emit_environment(with_torch=False))
         self._guarded("warnings", self._install_warnings)
         if not self.options.get("no_memory"):
             self._guarded("memory", self._start_sampler)
-        if not self.options.get("no_ops"):
-            self._guarded("ops", self._install_ops)
+        # torch is imported by the script, never by us: a script that sets
+        # PYTORCH_ENABLE_MPS_FALLBACK or OMP_NUM_THREADS before its own `import torch`
+        # must see them take effect, and a script without torch must not pay for it
+        if "torch" in sys.modules:
+            self._on_torch_imported()
+        else:
+            self._torch_watch = _ImportWatcher("torch", self._on_torch_imported)
+            sys.meta_path.insert(0, self._torch_watch)
+            self._uninstallers.append(self._torch_watch.remove)
         try:
             os.register_at_fork(after_in_child=self._after_fork)
         except Exception:
             pass
         atexit.register(self.close)
+
+    def _on_torch_imported(self) -> None:
+        """Install the torch instruments once the script's ``import torch`` has finished."""
+        self._guarded("env", lambda: self._emit_environment(with_torch=True))
+        self._guarded("steps", self._install_optimizer_hook)
+        self._guarded("dataloader", self._install_dataloader_hooks)
+        if not self.options.get("no_ops"):
+            self._guarded("ops", self._install_ops)
+
+    def fault(self, instrument: str) -> None:
+        """For tests only: ``MPSPROF_OPTIONS={"fault": ["steps", ...]}`` makes that
+        instrument raise inside its hook, to prove a failing instrument harms nothing."""
+        if instrument in self._faults:
+            raise RuntimeError(f"injected fault in {instrument} (test option)")
 
     def _guarded(self, name: str, fn: Callable[[], None]) -> None:
         try:
@@ -95,13 +118,30 @@ class Probe:
             self.fail(name, exc)
 
     def _after_fork(self) -> None:
-        # fork-started DataLoader workers inherit the hooks; nothing they do is the step
+        # fork-started DataLoader workers inherit the hooks; nothing they do is the step.
+        # A lock another thread held at fork() stays held in the child: switch off every
+        # instrument there, so a forked process that trains never waits on one.
         self.channel = None
+        self.disabled.update(INSTRUMENTS)
+        self.tracker._lock = threading.Lock()
 
-    def _emit_environment(self) -> None:
+    def _emit_environment(self, with_torch: bool) -> None:
         from ..environment import collect_environment
 
-        self.emit(events.KIND_ENV, **collect_environment())
+        self.fault("env")
+        if with_torch:
+            self.emit(events.KIND_ENV, **collect_environment())
+            return
+        # before the script imports torch: the same facts, torch's left unknown for now
+        blocked = "torch" not in sys.modules
+        if blocked:
+            sys.modules["torch"] = None  # type: ignore[assignment]  # `import torch` fails fast
+        try:
+            facts = collect_environment()
+        finally:
+            if blocked and sys.modules.get("torch", 0) is None:
+                del sys.modules["torch"]
+        self.emit(events.KIND_ENV, **facts)
 
     def _install_optimizer_hook(self) -> None:
         from torch.optim.optimizer import register_optimizer_step_post_hook
@@ -112,6 +152,7 @@ class Probe:
             if "steps" in self.disabled:
                 return
             try:
+                self.fault("steps")
                 if not self._model_seen:
                     self._on_first_model(optimizer)
                 tracker.on_optimizer_step(optimizer)
@@ -119,6 +160,7 @@ class Probe:
                 self.fail("steps", exc)
 
         self._uninstallers.append(register_optimizer_step_post_hook(hook).remove)
+        self._uninstallers.append(tracker.start_marker())
 
     def _on_first_model(self, optimizer: Any) -> None:
         """The first optimizer step says which device the training really uses."""
@@ -156,6 +198,7 @@ class Probe:
             if "dataloader" in probe.disabled:
                 return orig_next(it)
             try:
+                probe.fault("dataloader")
                 started = tracker.on_fetch_start()
             except Exception as exc:
                 probe.fail("dataloader", exc)
@@ -190,12 +233,25 @@ class Probe:
     def _install_warnings(self) -> None:
         from . import warnings_hook
 
-        self._uninstallers.append(warnings_hook.install(self.emit, self.fail))
+        def on_error(name: str, exc: BaseException) -> None:
+            self.fail(name, exc)
+
+        def check() -> bool:
+            if "warnings" in self.disabled:
+                return False
+            self.fault("warnings")
+            return True
+
+        self._uninstallers.append(warnings_hook.install(self.emit, on_error, check))
 
     def _start_sampler(self) -> None:
         from .sampler import MemorySampler
 
-        self.sampler = MemorySampler(self.emit, lambda: self.backend, self.clock)
+        def before_sample() -> None:
+            self.fault("memory")
+
+        self.sampler = MemorySampler(self.emit, lambda: self.backend, self.clock,
+                                     on_error=lambda exc: self.fail("memory", exc), before_sample=before_sample)
         self.sampler.start()
 
     def _install_ops(self) -> None:
@@ -211,6 +267,7 @@ class Probe:
             if "ops" in self.disabled:
                 return
             try:
+                self.fault("ops")
                 ops.on_step_boundary(next_step, last)
             except Exception as exc:
                 self.fail("ops", exc)
@@ -261,6 +318,56 @@ class Probe:
                       message=f"dropped {self.channel.dropped} events: the reader fell behind")
         if self.channel is not None:
             self.channel.close()
+
+
+class _ImportWatcher:
+    """A ``sys.meta_path`` finder that calls back once a module has finished importing.
+
+    It finds nothing itself: it asks the other finders, and wraps the found loader's
+    ``exec_module`` (on that loader object only) so the callback runs right after the
+    module's code, inside the script's own import statement.
+    """
+
+    def __init__(self, name: str, callback: Callable[[], None]) -> None:
+        self.name = name
+        self.callback = callback
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
+        if fullname != self.name:
+            return None
+        spec = None
+        for finder in list(sys.meta_path):
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(fullname, path, target)
+            if spec is not None:
+                break
+        loader = getattr(spec, "loader", None)
+        if loader is None or not hasattr(loader, "exec_module"):
+            return spec
+        original = loader.exec_module
+        watcher = self
+
+        def exec_module(module: Any) -> None:
+            original(module)
+            try:
+                del loader.exec_module  # back to the class's method
+            except AttributeError:
+                pass
+            watcher.remove()
+            watcher.callback()
+
+        try:
+            loader.exec_module = exec_module
+        except AttributeError:  # a loader that takes no attributes: no lazy hooks
+            return spec
+        return spec
+
+    def remove(self) -> None:
+        try:
+            sys.meta_path.remove(self)
+        except ValueError:
+            pass
 
 
 def _safe(fn: Callable[[], None], probe: Probe) -> None:

@@ -55,6 +55,7 @@ class StepTracker:
         self._seen: set[int] = set()
         self._last_opt_time = 0.0
         self._fetches = 0
+        self._started = False
         self._cols: dict[str, list[Any]] = {name: [] for name in events.STEP_COLUMNS}
         self._agg: dict[str, Any] | None = None
         self._lock = threading.Lock()
@@ -147,8 +148,33 @@ class StepTracker:
             self._close(now)
             self._seen = set()
 
+    def start_marker(self) -> Callable[[], None]:
+        """Start step 0 at the first forward pass (a one-shot global hook), not at launch.
+
+        Without it the first step would include the script's imports and setup. The first
+        DataLoader fetch does the same for loops that load data before the forward pass.
+        """
+        from torch.nn.modules.module import register_module_forward_pre_hook
+
+        handle = None
+
+        def first_forward(module: Any, args: Any) -> None:
+            if handle is not None:
+                handle.remove()
+            self._mark_start()
+
+        handle = register_module_forward_pre_hook(first_forward)
+        return handle.remove
+
+    def _mark_start(self) -> None:
+        if self.index == 0 and self._fetches == 0 and not self._seen and not self._started:
+            self._start = self._clock()
+        self._started = True
+
     def on_fetch_start(self) -> float:
         now = self._clock()
+        if not self._started:
+            self._mark_start()
         if self._event_pending:
             try:
                 self._idle = 1 if self._event.query() else 0
@@ -168,6 +194,7 @@ class StepTracker:
             self._batches += 1
 
     def manual_step(self) -> None:
+        self._started = True
         self.mode = "manual"
         self._close(self._clock())
 
