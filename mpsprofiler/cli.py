@@ -151,6 +151,13 @@ def _run_spec(args: argparse.Namespace):
         else:
             target, module = args.target, False
             _check_script(target)
+    if getattr(args, "report", None) is not None:
+        from .report import format_for_path
+
+        try:
+            format_for_path(args.report)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
     if args.ops_budget <= 0 or args.ops_budget > 0.5:
         raise UsageError("--ops-budget must be a share between 0 and 0.5 (e.g. 0.02 for 2%)")
     run_dir = args.output if args.output is not None else default_run_dir(target.split(".")[-1] if module else target)

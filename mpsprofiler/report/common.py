@@ -1,0 +1,259 @@
+"""What every human-readable report shows, as plain rows: renderers only format them.
+
+Markdown and HTML list the same figures in the same order, so a run pasted into an
+issue and the same run opened in a browser never disagree. Values here are plain,
+unescaped text; each renderer escapes them for its own syntax.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import shlex
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+from .. import __version__
+from ..session.session import Session
+from ..units import fmt_bytes, fmt_pct, fmt_seconds
+
+SEVERITY_RANK = {"critical": 2, "warning": 1, "info": 0}
+MAX_TABLE_ROWS = 25
+"""Op tables and warning lists are cut here: a report is read, not searched."""
+
+
+@dataclass
+class Table:
+    """A titled table of plain-text cells (``rows`` are lists as long as ``columns``)."""
+
+    title: str
+    columns: list[str]
+    rows: list[list[str]]
+    note: str = ""
+    numeric: set[int] = field(default_factory=set)
+    code: set[int] = field(default_factory=set)
+    """Columns shown as code (op names, source lines)."""
+
+
+# -- findings -----------------------------------------------------------------
+def finding_dicts(results: Any) -> list[dict[str, Any]]:
+    """Findings as dicts, most severe first (stable within a severity)."""
+    out = []
+    for f in getattr(results, "findings", None) or []:
+        d = f if isinstance(f, dict) else f.to_dict()
+        out.append(d)
+    return sorted(out, key=lambda d: -SEVERITY_RANK.get(str(d.get("severity")), -1))
+
+
+def counts_text(findings: Iterable[dict[str, Any]]) -> str:
+    """``1 critical, 2 warnings`` (empty when there are none)."""
+    parts = []
+    for sev, n in severity_counts(findings).items():
+        if n:
+            parts.append(f"{n} {sev}s" if sev == "warning" and n > 1 else f"{n} {sev}")
+    return ", ".join(parts)
+
+
+def severity_counts(findings: Iterable[dict[str, Any]]) -> dict[str, int]:
+    counts = {"critical": 0, "warning": 0, "info": 0}
+    for f in findings:
+        sev = str(f.get("severity"))
+        counts[sev] = counts.get(sev, 0) + 1
+    return counts
+
+
+# -- headline -----------------------------------------------------------------
+def status_text(summary: dict[str, Any]) -> str:
+    status = str(summary.get("status") or "?")
+    exit_info = summary.get("exit") or {}
+    if exit_info.get("stopped_by_user"):
+        return "stopped by the user"
+    if exit_info.get("signal"):
+        return f"{status} (killed by {exit_info['signal']})"
+    if exit_info.get("returncode"):
+        return f"{status} (exit status {exit_info['returncode']})"
+    return status
+
+
+def started_text(session: Session) -> str:
+    started = session.run.get("started")
+    try:
+        when = _dt.datetime.fromtimestamp(float(started), tz=_dt.timezone.utc)
+    except (TypeError, ValueError, OverflowError, OSError):
+        return ""
+    return when.strftime("%Y-%m-%d %H:%M UTC")
+
+
+def command_line(session: Session) -> str:
+    """How the script was run, as a shell line (``mpsprof run`` + the script's argv)."""
+    argv = session.run.get("argv")
+    if not isinstance(argv, list) or not argv:
+        argv = [session.script]
+    module = "-m " if session.run.get("module") else ""
+    return "mpsprof run " + module + " ".join(shlex.quote(str(a)) for a in argv)
+
+
+def device_text(summary: dict[str, Any]) -> str:
+    device = summary.get("device") or {}
+    kind = str(device.get("kind") or "?")
+    name = device.get("name")
+    return f"{kind} ({name})" if name and str(name).lower() != kind else kind
+
+
+# -- summary figures ------------------------------------------------------------
+def summary_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
+    steps = summary.get("steps") or {}
+    mem = summary.get("memory") or {}
+    device = summary.get("device") or {}
+    rows: list[tuple[str, str]] = [
+        ("Status", status_text(summary)),
+        ("Duration", fmt_seconds(summary.get("duration_s"))),
+        ("Device", device_text(summary)),
+    ]
+    if device.get("parameters"):
+        rows.append(("Model parameters", f"{int(device['parameters']):,}"))
+    count = int(steps.get("count") or 0)
+    rows.append(("Steps", f"{count} ({steps.get('warmup', 0)} warm-up, {steps.get('steady', 0)} steady)"
+                 + (f", counted by {steps['mode']}" if steps.get("mode") not in (None, "none") else "")))
+    rows.append(("Median step time", fmt_seconds(steps.get("median_s"))))
+    rows.append(("p90 step time", fmt_seconds(steps.get("p90_s"))))
+    sps = steps.get("steps_per_s")
+    rows.append(("Steps per second", f"{sps:.2f}" if isinstance(sps, (int, float)) else "–"))
+    rows.append(("Data-wait share", _share(steps.get("data_wait_share"), "of steady step time")))
+    if steps.get("warmup_cost_s"):
+        rows.append(("Warm-up cost", fmt_seconds(steps.get("warmup_cost_s")) + " over steady speed"))
+    peak_rss = mem.get("peak_rss")
+    with_workers = mem.get("peak_rss_with_workers")
+    rss = fmt_bytes(peak_rss)
+    if with_workers and peak_rss and with_workers > peak_rss:
+        rss += f" ({fmt_bytes(with_workers)} with DataLoader workers)"
+    rows.append(("Peak RSS", rss))
+    if mem.get("peak_device_allocated") is not None or mem.get("peak_device_cached") is not None:
+        rows.append(("Peak device allocated", fmt_bytes(mem.get("peak_device_allocated"))))
+        rows.append(("Peak device cache", fmt_bytes(mem.get("peak_device_cached"))))
+    if mem.get("device_limit"):
+        rows.append(("Device memory limit", fmt_bytes(mem.get("device_limit"))))
+    if mem.get("min_system_available") is not None:
+        rows.append(("Lowest system available", fmt_bytes(mem.get("min_system_available"))))
+    if mem.get("peak_swap_used"):
+        rows.append(("Peak swap used", fmt_bytes(mem.get("peak_swap_used"))))
+    return rows
+
+
+def _share(value: Any, suffix: str) -> str:
+    return f"{fmt_pct(value)} {suffix}" if isinstance(value, (int, float)) else "–"
+
+
+# -- environment ----------------------------------------------------------------
+def environment_rows(session: Session) -> list[tuple[str, str]]:
+    env = session.env
+    rows: list[tuple[str, str]] = []
+
+    def add(label: str, value: Any) -> None:
+        if value not in (None, "", [], {}):
+            rows.append((label, str(value)))
+
+    add("Python", env.get("python"))
+    torch = env.get("torch")
+    if torch and env.get("torch_cuda"):
+        torch = f"{torch} (CUDA {env['torch_cuda']})"
+    add("torch", torch)
+    chip = env.get("chip")
+    if env.get("rosetta"):
+        chip = f"{chip or '?'} (Python under Rosetta)"
+    add("Chip", chip)
+    add("Device", session.model.get("device_name") or session.device_kind)
+    add("CUDA GPU", env.get("cuda_device_name"))
+    os_name = env.get("os")
+    if env.get("macos_version") and "macOS" not in str(os_name):
+        os_name = f"{os_name} (macOS {env['macos_version']})"
+    add("OS", os_name)
+    add("Machine", env.get("machine"))
+    cores = [f"{env['cores_logical']} logical"] if env.get("cores_logical") else []
+    if env.get("cores_physical"):
+        cores.append(f"{env['cores_physical']} physical")
+    if env.get("cores_performance"):
+        cores.append(f"{env['cores_performance']} performance")
+    add("CPU cores", ", ".join(cores))
+    if env.get("memory_total"):
+        add("Memory", fmt_bytes(env.get("memory_total")))
+    add("torch threads", env.get("torch_threads"))
+    if env.get("mps_built") is not None:
+        add("MPS", f"built: {_yes(env.get('mps_built'))}, available: {_yes(env.get('mps_available'))}")
+    if env.get("cuda_available") is not None:
+        count = env.get("cuda_device_count")
+        add("CUDA", f"available: {_yes(env.get('cuda_available'))}" + (f", {count} device(s)" if count else ""))
+    return rows
+
+
+def env_vars(session: Session) -> list[tuple[str, str]]:
+    """``PYTORCH_*`` and thread variables as set in the training process."""
+    variables = session.env.get("pytorch_env")
+    if not isinstance(variables, dict):
+        return []
+    return [(str(k), str(v)) for k, v in sorted(variables.items())]
+
+
+def _yes(value: Any) -> str:
+    return "yes" if value else ("no" if value is not None else "?")
+
+
+# -- DataLoaders, warnings --------------------------------------------------------
+DATALOADER_COLUMNS = ["#", "Dataset", "batch_size", "num_workers", "prefetch_factor", "pin_memory",
+                      "persistent_workers", "Batches", "Start method"]
+
+
+def dataloader_table(session: Session) -> Table | None:
+    if not session.dataloaders:
+        return None
+    keys = ("dataset", "batch_size", "num_workers", "prefetch_factor", "pin_memory", "persistent_workers", "len",
+            "multiprocessing_context")
+    rows = [[str(dl.get("id", key))] + [cell_text(dl.get(k)) for k in keys]
+            for key, dl in sorted(session.dataloaders.items())]
+    return Table("DataLoader", list(DATALOADER_COLUMNS), rows, numeric={0, 2, 3, 4, 7})
+
+
+def warnings_table(session: Session) -> Table | None:
+    if not session.warnings:
+        return None
+    records = sorted(session.warnings.values(), key=lambda w: (-w.count, w.first_ts))
+    rows = []
+    for w in records[:MAX_TABLE_ROWS]:
+        where = f"{w.filename}:{w.lineno}" if w.lineno is not None else w.filename
+        rows.append([w.category, clip(w.message, 400), where, str(w.count)])
+    note = f"{len(records) - MAX_TABLE_ROWS} more not shown" if len(records) > MAX_TABLE_ROWS else ""
+    return Table("Warnings", ["Category", "Message", "Where", "Count"], rows, note=note, numeric={3})
+
+
+def humanize(key: str) -> str:
+    return key.replace("_", " ").strip().capitalize() or key
+
+
+def cell_text(value: Any) -> str:
+    """A value as short plain text for a table cell (lists joined, floats to 4 digits)."""
+    if value is None:
+        return "–"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    if isinstance(value, (list, tuple)):
+        return ", ".join(cell_text(v) for v in value[:20]) + (" …" if len(value) > 20 else "")
+    if isinstance(value, dict):
+        return ", ".join(f"{k}={cell_text(v)}" for k, v in list(value.items())[:20])
+    return clip(str(value), 300)
+
+
+def clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+# -- crash -------------------------------------------------------------------------
+def crash_frames(session: Session, limit: int = 12) -> list[dict[str, Any]]:
+    """The innermost frames of the crash, user frames marked (a traceback, shortened)."""
+    if session.crash is None:
+        return []
+    return session.crash.frames[-limit:]
+
+
+def footer_text() -> str:
+    return f"mpsprof {__version__}"

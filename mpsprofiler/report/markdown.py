@@ -1,0 +1,202 @@
+"""GitHub-flavoured Markdown report: made to be pasted into an issue as is.
+
+Every string that came from the script or its environment is escaped (a ``|`` in a
+table cell, backticks, ``<tag>``), or fenced with a fence longer than any backtick run
+inside it, so nothing the script printed can break the layout or inject markup. A
+finding's evidence and fix are Markdown written by a rule (tables, code blocks) and are
+kept as written; its title keeps its code spans, with tags outside them escaped.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from ..results import Results
+from ..session.session import Session
+from . import common, ops_tables
+
+SEVERITY_LABEL = {"critical": "🔴 Critical", "warning": "🟠 Warning", "info": "🔵 Info"}
+_SPECIAL = re.compile(r"([\\`*\[\]<>#|~&$]|(?<![0-9A-Za-z])_|_(?![0-9A-Za-z]))")
+
+
+def escape(text: Any) -> str:
+    """Inline text safe in Markdown prose: punctuation escaped, lines joined."""
+    flat = " ".join(str(text).split())
+    return _SPECIAL.sub(r"\\\1", flat)
+
+
+def cell(text: Any) -> str:
+    """Table cell text: escaped, with no line break (a newline would end the table)."""
+    return escape(text) or " "
+
+
+def code(text: Any) -> str:
+    """Inline code span that survives backticks inside the text (not for table cells:
+    GFM splits cells on '|' even inside code; cells use :func:`cell`)."""
+    flat = " ".join(str(text).split())
+    longest = max((len(run) for run in re.findall(r"`+", flat)), default=0)
+    fence = "`" * (longest + 1)
+    pad = " " if flat.startswith("`") or flat.endswith("`") or not flat else ""
+    return f"{fence}{pad}{flat}{pad}{fence}"
+
+
+def fenced(text: str, lang: str = "") -> str:
+    """A fenced block whose fence no line of ``text`` can close early."""
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}{lang}\n{text.rstrip()}\n{fence}"
+
+
+def inline(text: Any) -> str:
+    """One line of rule-authored Markdown (a title): code spans kept, tags outside them
+    escaped so a fact quoted from the script cannot become HTML."""
+    flat = " ".join(str(text).split())
+    pieces = re.split(r"(`+[^`]*?`+)", flat)
+    return "".join(p if p.startswith("`") else p.replace("<", "\\<").replace(">", "\\>") for p in pieces)
+
+
+def code_cell(text: Any) -> str:
+    """A code span inside a table cell: GFM splits cells on '|' even inside code, and
+    reads '\\|' back as '|'."""
+    flat = " ".join(str(text).split())
+    if flat in ("", "–"):
+        return cell(flat)
+    return code(flat).replace("|", "\\|")
+
+
+def table(columns: list[str], rows: list[list[str]], numeric: set[int] | None = None,
+          code_cols: set[int] | None = None) -> list[str]:
+    numeric, code_cols = numeric or set(), code_cols or set()
+    align = ["---:" if i in numeric else "---" for i in range(len(columns))]
+    lines = ["| " + " | ".join(cell(c) for c in columns) + " |", "|" + "|".join(align) + "|"]
+    lines += ["| " + " | ".join(code_cell(v) if i in code_cols else cell(v) for i, v in enumerate(row)) + " |"
+              for row in rows]
+    return lines
+
+
+class MarkdownRenderer:
+    name = "md"
+    extension = ".md"
+
+    def render(self, session: Session, results: Results) -> str:
+        summary = results.summary
+        findings = common.finding_dicts(results)
+        out: list[str] = []
+        title = f"# mpsprof: {escape(session.script)} {escape(common.status_text(summary))}"
+        out += [title, ""]
+        headline = f"**{len(findings)} finding{'s' if len(findings) != 1 else ''}**"
+        if findings:
+            headline += f" ({common.counts_text(findings)})"
+        meta = [headline, f"device **{escape(common.device_text(summary))}**"]
+        if common.started_text(session):
+            meta.append(f"recorded {escape(common.started_text(session))}")
+        out += [" · ".join(meta), "", fenced(common.command_line(session), "sh"), ""]
+
+        out += ["## Environment", ""]
+        out += _kv(common.environment_rows(session), "Item")
+        variables = common.env_vars(session)
+        out += ["", "Environment variables: " + (", ".join(code(f"{k}={v}") for k, v in variables)
+                                                 if variables else "no `PYTORCH_*` or thread variables set"), ""]
+
+        out += ["## Summary", ""] + _kv(common.summary_rows(summary), "Figure") + [""]
+
+        out += [f"## Findings ({len(findings)})", ""]
+        if not findings:
+            out += ["No rule found a problem in this run.", ""]
+        for f in findings:
+            out += self._finding(f)
+
+        dl = common.dataloader_table(session)
+        if dl is not None:
+            out += ["## DataLoader", ""] + table(dl.columns, dl.rows, dl.numeric) + [""]
+
+        if session.crash is not None:
+            out += self._crash(session)
+
+        warn = common.warnings_table(session)
+        if warn is not None:
+            out += [f"## Warnings ({len(session.warnings)})", ""] + table(warn.columns, warn.rows, warn.numeric)
+            out += ([f"", f"_{escape(warn.note)}_"] if warn.note else []) + [""]
+
+        ops = ops_tables.ops_tables(session)
+        if ops:
+            out += ["## Op accounting (sampled steps)", "", escape(ops_tables.ops_headline(session)), ""]
+            for t in ops:
+                out += [f"**{escape(t.title)}**", ""] + table(t.columns, t.rows, t.numeric, t.code)
+                out += ([f"", f"_{escape(t.note)}_"] if t.note else []) + [""]
+
+        notes = self._notes(session, summary, results)
+        if notes:
+            out += ["## Notes", ""] + notes + [""]
+        out += ["---", f"<sub>Report by {escape(common.footer_text())}: `mpsprof report RUN_DIR --format md`</sub>", ""]
+        return "\n".join(out)
+
+    def _finding(self, f: dict[str, Any]) -> list[str]:
+        sev = str(f.get("severity", "info"))
+        label = SEVERITY_LABEL.get(sev, escape(sev))
+        out = [f"### {label}: {inline(f.get('title', ''))}", ""]
+        meta = [f"rule {code(f.get('rule', ''))}"]
+        if f.get("first_step") is not None:
+            meta.append(f"from step {escape(f['first_step'])}")
+        if (f.get("count") or 1) > 1:
+            meta.append(f"seen {escape(f['count'])} times")
+        out += [" · ".join(meta), ""]
+        evidence = str(f.get("evidence") or "").strip()
+        if evidence:
+            out += [f"**Evidence:** {evidence}", ""]
+        fix = str(f.get("fix") or "").strip()
+        if fix:
+            out += ["**Fix:**", "", fix, ""]
+        refs = [r for r in f.get("references") or [] if str(r).strip()]
+        if refs:
+            out += ["References: " + ", ".join(_link(str(r)) for r in refs), ""]
+        return out
+
+    def _crash(self, session: Session) -> list[str]:
+        crash = session.crash
+        assert crash is not None
+        out = ["## Crash", "", f"**{escape(crash.type)}**" + (f" ({code(crash.module)})" if crash.module
+                                                            and crash.module != "builtins" else ""), ""]
+        out += [fenced(crash.message or "(no message)", "text"), ""]
+        user = crash.user_frame
+        if user:
+            where = f"{user.get('file')}:{user.get('line')}"
+            out += [f"Raised in your code at {code(where)} "
+                    f"in {code(user.get('func'))}:", ""]
+            if user.get("code"):
+                out += [fenced(str(user.get("code")), "python"), ""]
+        frames = common.crash_frames(session)
+        if frames:
+            lines = []
+            for fr in frames:
+                mark = "▶ " if fr.get("user") else "  "
+                lines.append(f"{mark}{fr.get('file')}:{fr.get('line')} in {fr.get('func')}")
+                if fr.get("code"):
+                    lines.append(f"      {fr.get('code')}")
+            out += ["<details><summary>Traceback (innermost last, ▶ = your code)</summary>", "",
+                    fenced("\n".join(lines), "text"), "", "</details>", ""]
+        return out
+
+    def _notes(self, session: Session, summary: dict[str, Any], results: Results) -> list[str]:
+        notes = []
+        for err in summary.get("probe_errors") or []:
+            notes.append(f"- The profiler switched off its {code(err.get('instrument', '?'))} instrument: "
+                         f"{escape(err.get('message', ''))}")
+        for err in getattr(results, "rule_errors", None) or []:
+            notes.append(f"- Rule file problem: {escape(err)}")
+        if session.exit is None:
+            notes.append("- The recording ends before the script exited (still running, or cut off).")
+        return notes
+
+
+def _kv(rows: list[tuple[str, str]], label: str) -> list[str]:
+    if not rows:
+        return ["(not recorded)"]
+    return table([label, "Value"], [[k, v] for k, v in rows])
+
+
+def _link(url: str) -> str:
+    if re.fullmatch(r"https?://[^\s<>]+", url):
+        return f"<{url}>"
+    return escape(url)

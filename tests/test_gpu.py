@@ -1,0 +1,81 @@
+"""The CUDA path on a real GPU: memory figures, idle detection, syncs, crash findings.
+
+Marked ``gpu`` and skipped where torch sees no CUDA device, so CI (CPU only) stays green;
+run on a GPU machine with ``python -m pytest -m gpu``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from mpsprofiler.session.recording import load_run
+
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
+
+HERE = Path(__file__).parent
+REPO = HERE.parent
+
+
+def run(tmp_path: Path, script: Path, *args: str, env: dict | None = None):
+    run_dir = tmp_path / script.stem
+    proc = subprocess.run(
+        [sys.executable, "-m", "mpsprofiler", "run", "--headless", "-o", str(run_dir), str(script), *args],
+        capture_output=True, text=True, timeout=300, env=dict(os.environ, **(env or {})),
+    )
+    summary = json.loads((run_dir / "summary.json").read_text())
+    return proc, summary, run_dir
+
+
+def rules_of(summary: dict) -> set[str]:
+    return {f["rule"] for f in summary["findings"]}
+
+
+def test_cuda_memory_figures_and_stall(tmp_path):
+    proc, summary, _ = run(tmp_path, REPO / "examples" / "slow_dataloader.py", "--steps", "40", env={"ML_DEVICE": "cuda"})
+    assert proc.returncode == 0, proc.stderr
+    assert summary["device"]["kind"] == "cuda"
+    mem = summary["memory"]
+    assert mem["peak_device_allocated"] > 0
+    assert mem["peak_device_cached"] >= mem["peak_device_allocated"]
+    assert mem["device_total"] == torch.cuda.get_device_properties(0).total_memory
+    assert "dataloader-stall" in rules_of(summary) or "dataloader-stall-critical" in rules_of(summary)
+
+
+@pytest.mark.parametrize("mode", ["idle", "busy"])
+def test_cuda_idle_while_waiting(tmp_path, mode):
+    proc, summary, run_dir = run(tmp_path, HERE / "scripts_gpu" / "idle_gpu.py", env={"MODE": mode})
+    assert proc.returncode == 0, proc.stderr
+    steps = load_run(run_dir).session.steps
+    if mode == "idle":
+        assert steps.idle_waits > 3 * max(steps.busy_waits, 1)
+    else:
+        assert steps.busy_waits > 3 * max(steps.idle_waits, 1)
+
+
+def test_cuda_syncs_per_step(tmp_path):
+    proc, summary, _ = run(tmp_path, REPO / "examples" / "sync_heavy.py", "--steps", "30", env={"ML_DEVICE": "cuda"})
+    assert proc.returncode == 0, proc.stderr
+    assert "sync-heavy" in rules_of(summary)
+
+
+def test_cuda_device_mismatch_names_the_line(tmp_path):
+    script = HERE / "scripts_gpu" / "mismatch_cuda.py"
+    proc, summary, _ = run(tmp_path, script)
+    assert proc.returncode == 1
+    assert "Expected all tensors to be on the same device" in proc.stderr
+    finding = next(f for f in summary["findings"] if f["rule"] == "device-mismatch-crash")
+    assert f"{script.name}:10" in finding["evidence"] + finding["fix"]
+
+
+def test_cuda_out_of_memory(tmp_path):
+    proc, summary, _ = run(tmp_path, HERE / "scripts_gpu" / "oom_cuda.py")
+    assert proc.returncode == 1
+    assert "CUDA out of memory" in proc.stderr
+    assert "oom-crash-cuda" in rules_of(summary)
