@@ -29,6 +29,11 @@ Profile and troubleshoot PyTorch training on Apple silicon (MPS), CUDA and CPU.
 """
 
 
+TORCHRUN_FLAGS = ("nnodes", "node-rank", "master-addr", "master-port", "rdzv-backend", "rdzv-endpoint",
+                  "rdzv-id", "max-restarts")
+"""torchrun options mpsprof passes through (``--nnodes 2 --node-rank 0 ...``)."""
+
+
 class UsageError(Exception):
     """Bad command-line input: printed as ``mpsprof: error: ...`` with exit status 2."""
 
@@ -92,6 +97,13 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--fail-on", choices=["warning", "critical"], help=f"exit with status {EXIT_FINDINGS} when a finding reaches this severity"
     )
+    dist = parser.add_argument_group(
+        "distributed (through torch.distributed.run; `mpsprof run -- torchrun ... SCRIPT` works too)"
+    )
+    dist.add_argument("--nproc-per-node", metavar="N", help="ranks on this node: launch the script with torchrun")
+    for flag in TORCHRUN_FLAGS:
+        dist.add_argument(f"--{flag}", dest="tr_" + flag.replace("-", "_"), metavar="VALUE", help=argparse.SUPPRESS)
+    dist.add_argument("--standalone", action="store_true", help="single-node rendezvous (default with --nproc-per-node)")
     parser.add_argument("--no-ops", action="store_true", help="switch off op accounting (CPU fallback / sync detection)")
     parser.add_argument("--ops-budget", type=float, default=0.02, metavar="SHARE", help="time budget of op accounting (default 0.02 = 2%%)")
 
@@ -150,7 +162,8 @@ def _run_spec(args: argparse.Namespace):
             raise UsageError("run needs a script to run (mpsprof run train.py ...) or -m MODULE")
         else:
             target, module = args.target, False
-            _check_script(target)
+            if Path(target).name != "torchrun":
+                _check_script(target)
     if getattr(args, "report", None) is not None:
         from .report import format_for_path
 
@@ -160,12 +173,41 @@ def _run_spec(args: argparse.Namespace):
             raise UsageError(str(exc)) from None
     if args.ops_budget <= 0 or args.ops_budget > 0.5:
         raise UsageError("--ops-budget must be a share between 0 and 0.5 (e.g. 0.02 for 2%)")
-    run_dir = args.output if args.output is not None else default_run_dir(target.split(".")[-1] if module else target)
+    stem = script_args[0] if (Path(target).name == "torchrun" or target == "torch.distributed.run") and script_args else target
+    run_dir = args.output if args.output is not None else default_run_dir(stem.split(".")[-1] if module else stem)
     prepared, error = prepare_run_dir(Path(run_dir))
     if error:
         sys.stderr.write(f"mpsprof: {error}; the run goes on without a recording\n")
     options = {"no_ops": bool(args.no_ops), "ops_budget": args.ops_budget}
-    return RunSpec(target=target, args=script_args, module=module, run_dir=prepared, options=options)
+    plan = _torchrun_plan(args, target, module, script_args)
+    if plan is not None:
+        target, module, script_args = plan.script, plan.module, plan.script_args
+    return RunSpec(target=target, args=script_args, module=module, run_dir=prepared, options=options, torchrun=plan)
+
+
+def _torchrun_plan(args: argparse.Namespace, target: str, module: bool, script_args: list[str]):
+    """A distributed launch: ``--nproc-per-node``, ``-- torchrun ...`` or ``-m torch.distributed.run``."""
+    from .launcher.distributed import DistributedUsageError, plan_from_options, plan_from_torchrun_argv
+
+    try:
+        if (not module and Path(target).name == "torchrun") or (module and target == "torch.distributed.run"):
+            plan = plan_from_torchrun_argv(script_args)
+            if not plan.module:
+                _check_script(plan.script)
+            return plan
+        nproc = getattr(args, "nproc_per_node", None)
+        if nproc is None:
+            return None
+        extra: list[str] = []
+        for flag in TORCHRUN_FLAGS:
+            value = getattr(args, "tr_" + flag.replace("-", "_"), None)
+            if value is not None:
+                extra += [f"--{flag}", str(value)]
+        if args.standalone:
+            extra.append("--standalone")
+        return plan_from_options(nproc, extra, target, module, script_args)
+    except DistributedUsageError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def _check_script(target: str) -> None:

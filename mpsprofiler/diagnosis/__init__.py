@@ -39,5 +39,33 @@ def diagnose(session: Session, rule_dirs: Iterable[Path] = ()) -> Diagnosis:
 
     ruleset = cached_ruleset(rule_dirs)
     facts = collect_facts(session)
-    findings = evaluate(ruleset, facts, session.device_kind)
-    return Diagnosis(facts=facts, findings=findings, rule_errors=list(ruleset.errors))
+    if not session.is_distributed:
+        findings = evaluate(ruleset, facts, session.device_kind)
+        return Diagnosis(facts=facts, findings=findings, rule_errors=list(ruleset.errors))
+    cross = [r for r in ruleset.rules if CROSS_RANK_FACT in getattr(r.condition, "names", ())]
+    per_rank = [r for r in ruleset.rules if r not in cross]
+    findings = evaluate(cross, facts, session.device_kind)
+    by_rule: dict[str, tuple[Any, list[int]]] = {}
+    for rank, sub in sorted(session.ranks.items()):
+        for finding in evaluate(per_rank, collect_facts(sub), sub.device_kind):
+            first, ranks = by_rule.setdefault(finding.rule, (finding, []))
+            ranks.append(rank)
+    for finding, ranks in by_rule.values():
+        finding.title = f"{_ranks_label(ranks, len(session.ranks))}: {finding.title}"
+        finding.facts = {**finding.facts, "ranks": ranks}
+        findings.append(finding)
+    from .findings import sort_findings
+
+    return Diagnosis(facts=facts, findings=sort_findings(findings), rule_errors=list(ruleset.errors))
+
+
+CROSS_RANK_FACT = "rank_count"
+"""Rules whose condition uses this fact compare ranks; every other rule is judged per rank."""
+
+
+def _ranks_label(ranks: list[int], world: int) -> str:
+    if len(ranks) == world:
+        return "all ranks"
+    if len(ranks) == 1:
+        return f"rank {ranks[0]}"
+    return "ranks " + ", ".join(str(r) for r in ranks)

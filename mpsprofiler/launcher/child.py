@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Callable
 
 from .. import events
+from .distributed import FifoChannels, TorchrunPlan
 from .recorder import OUTPUT_FILE, Recorder
 
 EventSink = Callable[[list[events.Event]], None]
@@ -39,11 +40,15 @@ class RunSpec:
     run_dir: Path | None = None
     capture_output: bool = False
     options: dict = field(default_factory=dict)
+    torchrun: TorchrunPlan | None = None
+    """Distributed: launch through torch.distributed.run with the probe in every rank."""
 
     def display_name(self) -> str:
         return ("-m " + self.target) if self.module else self.target
 
     def child_argv(self) -> list[str]:
+        if self.torchrun is not None:
+            return self.torchrun.argv()
         boot = [sys.executable, "-m", "mpsprofiler.probe.boot"]
         return boot + (["-m", self.target] if self.module else [self.target]) + list(self.args)
 
@@ -60,7 +65,8 @@ class RunController:
         self.returncode: int | None = None
         self.output_path: Path | None = None
         self._reader: threading.Thread | None = None
-        self._read_fd: int | None = None
+        self._read_fds: list[int] = []
+        self._fifos: FifoChannels | None = None
         self._exited = threading.Event()
         self._started_at = 0.0
         self._own_group = False
@@ -71,9 +77,18 @@ class RunController:
     # -- start ------------------------------------------------------------------
     def start(self) -> None:
         spec = self.spec
-        read_fd, write_fd = os.pipe()
         env = dict(os.environ)
-        env["MPSPROF_CHANNEL"] = f"fd:{write_fd}"
+        pass_fds: tuple[int, ...] = ()
+        write_fd = None
+        if spec.torchrun is not None:
+            self._fifos = FifoChannels(spec.torchrun.nproc)
+            env["MPSPROF_CHANNEL"] = self._fifos.spec
+            self._read_fds = list(self._fifos.fds.values())
+        else:
+            read_fd, write_fd = os.pipe()
+            env["MPSPROF_CHANNEL"] = f"fd:{write_fd}"
+            pass_fds = (write_fd,)
+            self._read_fds = [read_fd]
         options = dict(spec.options)
         if spec.capture_output:
             options["line_buffered"] = True
@@ -104,14 +119,14 @@ class RunController:
                 stdin=stdin,
                 stdout=stdout,
                 stderr=stderr,
-                pass_fds=(write_fd,),
+                pass_fds=pass_fds,
                 **_group_kwargs(self._own_group),
             )
         finally:
-            os.close(write_fd)
+            if write_fd is not None:
+                os.close(write_fd)
             if out_file is not None:
                 out_file.close()
-        self._read_fd = read_fd
         self._reader = threading.Thread(target=self._read_loop, name="mpsprof-reader", daemon=True)
         self._reader.start()
 
@@ -145,26 +160,38 @@ class RunController:
 
     # -- reading ----------------------------------------------------------------
     def _read_loop(self) -> None:
-        fd = self._read_fd
-        assert fd is not None
-        pending = b""
+        """Read every channel (one pipe, or a FIFO per rank) until the child is gone."""
+        fds = list(self._read_fds)
+        pending: dict[int, bytes] = {fd: b"" for fd in fds}
         batch: list[events.Event] = []
         last = time.monotonic()
         exit_deadline: float | None = None
+        quiet_since: float | None = None
         try:
-            while True:
+            while fds:
+                now = time.monotonic()
                 if self._exited.is_set() and exit_deadline is None:
                     # a grandchild holding the pipe open must not keep us waiting forever
-                    exit_deadline = time.monotonic() + 3.0
-                if exit_deadline is not None and time.monotonic() > exit_deadline:
+                    exit_deadline = now + 3.0
+                if exit_deadline is not None and now > exit_deadline:
                     break
-                ready, _, _ = select.select([fd], [], [], 0.1)
-                if ready:
-                    chunk = os.read(fd, 1 << 16)
-                    if not chunk:
+                ready, _, _ = select.select(fds, [], [], 0.1)
+                if not ready and self._exited.is_set():
+                    # FIFOs never reach EOF (we hold a writer): stop once they are quiet
+                    quiet_since = quiet_since or now
+                    if now - quiet_since > 0.3:
                         break
-                    pending += chunk
-                    *lines, pending = pending.split(b"\n")
+                for fd in ready:
+                    quiet_since = None
+                    try:
+                        chunk = os.read(fd, 1 << 16)
+                    except BlockingIOError:
+                        continue
+                    if not chunk:
+                        fds.remove(fd)
+                        continue
+                    pending[fd] += chunk
+                    *lines, pending[fd] = pending[fd].split(b"\n")
                     for line in lines:
                         if not line.strip():
                             continue
@@ -186,7 +213,14 @@ class RunController:
             if batch:
                 self.events_received += len(batch)
                 self._deliver(batch)
-            os.close(fd)
+            if self._fifos is not None:
+                self._fifos.close()
+            else:
+                for fd in self._read_fds:
+                    try:
+                        os.close(fd)
+                    except OSError:
+                        pass
 
     # -- control ----------------------------------------------------------------
     def send_signal(self, sig: int) -> None:

@@ -46,7 +46,8 @@ def render_console(summary: dict[str, Any], findings: Iterable[Any] = (), run_di
             d = f if isinstance(f, dict) else f.to_dict()
             mark = SEVERITY_MARK.get(d.get("severity", "info"), d.get("severity", ""))
             lines.append(f"  [{mark}] {d.get('title')}  ({d.get('rule')})")
-            evidence = str(d.get("evidence", "")).strip()
+            # the first paragraph; tables (per-rank, per-op) stay in the reports
+            evidence = str(d.get("evidence", "")).strip().split("\n|")[0].split("\n\n")[0]
             if evidence:
                 lines.append(f"         {evidence}")
     else:

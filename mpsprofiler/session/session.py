@@ -17,6 +17,7 @@ from .steps import StepStats
 
 MAX_WARNINGS = 200
 MAX_PROBE_ERRORS = 50
+MAX_RANKS = 1024
 
 
 @dataclass
@@ -74,6 +75,12 @@ class Session:
     unknown_events: int = 0
     version: int = 0
     """Bumped at every fed event batch: views redraw only when it changed."""
+    ranks: dict[int, "Session"] = field(default_factory=dict)
+    """Distributed runs: one session per rank (events carry ``r``). The job session itself
+    also folds rank 0's events (and the first crash of any rank), so every
+    single-process view shows rank 0."""
+    primary_rank: int = 0
+    """The rank whose figures the job-level views show (rank 0 is on the first node)."""
 
     def __post_init__(self) -> None:
         if self.ops is None:
@@ -90,6 +97,22 @@ class Session:
             self.feed(event)
 
     def feed(self, event: events.Event) -> None:
+        rank = event.data.get("r")
+        if isinstance(rank, int) and not isinstance(rank, bool) and 0 <= rank < MAX_RANKS:
+            sub = self.ranks.get(rank)
+            if sub is None:
+                if len(self.ranks) >= MAX_RANKS:
+                    return
+                sub = self.ranks[rank] = Session()
+            sub.run = self.run
+            sub._fold(event)
+            if rank != self.primary_rank and not (event.kind == events.KIND_EXCEPTION and self.crash is None):
+                self.events_seen += 1
+                self.version += 1
+                return
+        self._fold(event)
+
+    def _fold(self, event: events.Event) -> None:
         self.events_seen += 1
         self.version += 1
         kind, data = event.kind, event.data
@@ -162,6 +185,9 @@ class Session:
             signal_name=data.get("signal_name"), duration=data.get("duration"),
             stopped_by_user=bool(data.get("stopped_by_user", False)),
         )
+        for sub in self.ranks.values():  # the launcher's exit ends every rank's stream
+            if sub.exit is None:
+                sub.exit = self.exit
 
     def _on_ranks(self, ts: float, data: dict[str, Any]) -> None:
         self.run.setdefault("ranks", _strip(data))
@@ -186,6 +212,10 @@ class Session:
         if self.exit.returncode == 0:
             return "finished"
         return "crashed"
+
+    @property
+    def is_distributed(self) -> bool:
+        return len(self.ranks) > 1
 
     @property
     def script(self) -> str:

@@ -1,0 +1,88 @@
+"""Distributed runs through torchrun on CPU (gloo, 2 ranks): one session, per-rank figures."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from mpsprofiler.results import build_results
+from mpsprofiler.session.recording import load_run
+
+pytestmark = pytest.mark.slow
+SCRIPTS = Path(__file__).parent / "scripts_dist"
+ENV = dict(os.environ, OMP_NUM_THREADS="1")
+
+
+def mpsprof(*args: str, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "mpsprofiler", "run", "--headless", *args],
+                          capture_output=True, text=True, env=ENV, timeout=180, stdin=subprocess.DEVNULL, **kw)
+
+
+@pytest.fixture(scope="module")
+def straggler_run(tmp_path_factory):
+    run_dir = tmp_path_factory.mktemp("dist") / "run"
+    proc = mpsprof("-o", str(run_dir), "--nproc-per-node", "2", str(SCRIPTS / "ddp_straggler.py"))
+    return proc, run_dir
+
+
+def test_one_summary_with_both_ranks_and_the_straggler(straggler_run):
+    proc, run_dir = straggler_run
+    assert proc.returncode == 0, proc.stderr
+    assert "trained" in proc.stdout
+    summary = json.loads((run_dir / "summary.json").read_text())
+    session = load_run(run_dir).session
+    assert sorted(session.ranks) == [0, 1]
+    assert all(s.steps.count == 30 for s in session.ranks.values())
+    straggler = next(f for f in summary["findings"] if f["rule"] == "straggler-rank")
+    assert straggler["facts"]["straggler_rank"] == 1
+    assert straggler["facts"]["straggler_cause"] == "data wait"
+    assert "Rank 1" in straggler["title"]
+    # rank 0's own loader is fast: no stall reported for it
+    stalls = [f for f in summary["findings"] if f["rule"].startswith("dataloader-stall")]
+    assert all(f["title"].startswith("rank 1:") for f in stalls)
+
+
+def test_recording_replays_to_the_same_findings(straggler_run):
+    _, run_dir = straggler_run
+    summary = json.loads((run_dir / "summary.json").read_text())
+    replay = build_results(load_run(run_dir).session).document()
+    assert [f["rule"] for f in replay["findings"]] == [f["rule"] for f in summary["findings"]]
+
+
+def test_exit_status_is_the_launchers(tmp_path):
+    script = str(SCRIPTS / "ddp_fail.py")
+    plain = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", script],
+                           capture_output=True, text=True, env=ENV, timeout=180)
+    profiled = mpsprof("-o", str(tmp_path / "run"), "--", "torchrun", "--standalone", "--nproc-per-node", "2", script)
+    assert plain.returncode != 0
+    assert profiled.returncode == plain.returncode
+
+
+def test_ctrl_c_stops_every_rank(tmp_path):
+    run_dir = tmp_path / "run"
+    proc = subprocess.Popen([sys.executable, "-m", "mpsprofiler", "run", "--headless", "-o", str(run_dir),
+                             "--nproc-per-node", "2", str(SCRIPTS / "ddp_long.py")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV, stdin=subprocess.DEVNULL)
+    events = run_dir / "events.jsonl"
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:  # wait until both ranks are stepping
+        text = events.read_text() if events.exists() else ""
+        if '"k":"steps"' in text and '"r":0' in text and '"r":1' in text:
+            break
+        time.sleep(0.3)
+    descendants = psutil.Process(proc.pid).children(recursive=True)
+    assert len(descendants) >= 3  # torchrun and two ranks
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode != 0
+    gone, alive = psutil.wait_procs(descendants, timeout=10)
+    assert not alive, f"ranks left running: {alive}"
+    assert "rank 0 interrupted" in out and "rank 1 interrupted" in out
