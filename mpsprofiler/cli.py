@@ -61,11 +61,11 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--steps", type=int, default=None, help="training steps of the demo (default: its own)")
 
     view = sub.add_parser("view", help="open a recorded run in the TUI")
-    view.add_argument("run_dir", type=Path, metavar="RUN_DIR")
+    view.add_argument("run_dir", type=Path, nargs="+", metavar="RUN_DIR", help="a run directory (several: the nodes of one job)")
     view.add_argument("--rules", action="append", type=Path, default=[], metavar="DIR", help="add your rule files")
 
     report = sub.add_parser("report", help="write a report of a recorded run")
-    report.add_argument("run_dir", type=Path, metavar="RUN_DIR")
+    report.add_argument("run_dir", type=Path, nargs="+", metavar="RUN_DIR", help="a run directory (several: the nodes of one job)")
     report.add_argument("--format", "-f", choices=["md", "html", "json", "trace"], default="md")
     report.add_argument("-o", "--output", type=Path, help="file to write (default: standard output)")
     report.add_argument("--rules", action="append", type=Path, default=[], metavar="DIR", help="add your rule files")
@@ -264,12 +264,12 @@ def _die_by_signal(signum: int) -> None:
 
 
 # -- view / report --------------------------------------------------------------
-def _load(path: Path):
-    from .session.recording import RecordingError, load_run
+def _load(paths: list[Path]):
     from .events import SchemaError
+    from .session.recording import RecordingError, load_runs
 
     try:
-        loaded = load_run(path)
+        loaded = load_runs(list(paths))
     except (RecordingError, SchemaError) as exc:
         raise UsageError(str(exc)) from None
     if loaded.notes:

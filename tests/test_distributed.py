@@ -86,3 +86,23 @@ def test_ctrl_c_stops_every_rank(tmp_path):
     gone, alive = psutil.wait_procs(descendants, timeout=10)
     assert not alive, f"ranks left running: {alive}"
     assert "rank 0 interrupted" in out and "rank 1 interrupted" in out
+
+
+def test_recordings_of_several_nodes_merge(straggler_run, tmp_path):
+    """Each node records its own ranks; report/view merge the recordings into one job."""
+    from mpsprofiler.session.recording import load_runs
+
+    _, run_dir = straggler_run
+    lines = (run_dir / "events.jsonl").read_text().splitlines(keepends=True)
+    nodes = [tmp_path / "node0", tmp_path / "node1"]
+    for node, rank in zip(nodes, ("0", "1")):
+        node.mkdir()
+        keep = [ln for ln in lines if f'"r":{rank}' in ln or '"r":' not in ln]
+        (node / "events.jsonl").write_text("".join(keep))
+    merged = load_runs(nodes).session
+    assert sorted(merged.ranks) == [0, 1]
+    assert merged.ranks[1].steps.count == 30
+    report = subprocess.run([sys.executable, "-m", "mpsprofiler", "report", *map(str, nodes), "--format", "md"],
+                            capture_output=True, text=True, env=ENV, timeout=60)
+    assert report.returncode == 0, report.stderr
+    assert "## Ranks (2)" in report.stdout and "straggler-rank" in report.stdout

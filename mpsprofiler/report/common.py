@@ -212,6 +212,20 @@ def dataloader_table(session: Session) -> Table | None:
     return Table("DataLoader", list(DATALOADER_COLUMNS), rows, numeric={0, 2, 3, 4, 7})
 
 
+def ranks_table(session: Session) -> Table | None:
+    """Distributed runs: one row per rank, so a straggler stands out at a glance."""
+    if not session.ranks or len(session.ranks) < 2:
+        return None
+    from ..session.summary import rank_rows
+    from ..units import fmt_bytes, fmt_pct, fmt_seconds
+
+    rows = [[str(r["rank"]), str(r["steps"]), fmt_seconds(r["median_s"]), fmt_seconds(r["p90_s"]),
+             fmt_seconds(r["data_wait_per_step_s"]), fmt_pct(r["data_wait_share"]), fmt_bytes(r["peak_memory"]),
+             r["status"]] for r in rank_rows(session)]
+    return Table("Ranks", ["Rank", "Steps", "Median step", "p90 step", "Data wait / step", "Wait share",
+                           "Peak memory", "Status"], rows, numeric={0, 1, 2, 3, 4, 5, 6})
+
+
 def warnings_table(session: Session) -> Table | None:
     if not session.warnings:
         return None

@@ -204,6 +204,9 @@ class HtmlRenderer:
                                         if variables else '<span class="none">no PYTORCH_* or thread variables set</span>')
                    + "</p>")
         out += ["</div><div><h2>Figures</h2>", _kv_table(common.summary_rows(summary)), "</div></div>"]
+        ranks = common.ranks_table(session)
+        if ranks is not None:
+            out += [f"<h2>Ranks ({len(session.ranks)})</h2>", _table(ranks)]
         dl = common.dataloader_table(session)
         if dl is not None:
             out += ["<h2>DataLoader</h2>", _table(dl)]

@@ -107,6 +107,10 @@ class MarkdownRenderer:
         for f in findings:
             out += self._finding(f)
 
+        ranks = common.ranks_table(session)
+        if ranks is not None:
+            out += [f"## Ranks ({len(session.ranks)})", ""] + table(ranks.columns, ranks.rows, ranks.numeric) + [""]
+
         dl = common.dataloader_table(session)
         if dl is not None:
             out += ["## DataLoader", ""] + table(dl.columns, dl.rows, dl.numeric) + [""]

@@ -61,3 +61,30 @@ def load_run(path: Path) -> LoadedRun:
     session.feed_many(evs)
     run_dir = Path(path) if Path(path).is_dir() else Path(path).parent
     return LoadedRun(session=session, report=report, run_dir=run_dir)
+
+
+def load_runs(paths: list[Path]) -> LoadedRun:
+    """One session from several recordings: the nodes of a multi-node job.
+
+    Each node's ``mpsprof run --nnodes N --node-rank K`` records its own ranks; their
+    events carry global ranks, so feeding them all into one session gives the job view.
+    The first recording's ``run`` event describes the job; the worst exit ends it.
+    """
+    if len(paths) == 1:
+        return load_run(paths[0])
+    report = events.DecodeReport()
+    session = Session()
+    exits: list[events.Event] = []
+    for n, path in enumerate(paths):
+        for event in iter_recording(path, report):
+            if event.kind == events.KIND_EXIT:
+                exits.append(event)
+            elif event.kind == events.KIND_RUN and n > 0:
+                continue
+            else:
+                session.feed(event)
+    if exits:
+        session.feed(max(exits, key=lambda e: abs(int(e.get("returncode", 0) or 0))))
+    if not session.events_seen:
+        raise RecordingError("the recordings hold no readable events")
+    return LoadedRun(session=session, report=report, run_dir=Path(paths[0]))

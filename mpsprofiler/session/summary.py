@@ -73,4 +73,28 @@ def summarize(session: Session) -> dict[str, Any]:
         },
         "probe_errors": session.probe_errors,
     }
+    if session.ranks:
+        summary["ranks"] = rank_rows(session)
     return summary
+
+
+def rank_rows(session: Session) -> list[dict[str, Any]]:
+    """Per-rank figures of a distributed run (the job-level figures are rank 0's)."""
+    rows = []
+    for rank, sub in sorted(session.ranks.items()):
+        steps, mem = sub.steps, sub.memory
+        n = steps.steady_count
+        _, wait = steps.steady_sums()
+        rows.append({
+            "rank": rank,
+            "local_rank": sub.hello.get("local_rank"),
+            "steps": steps.count,
+            "median_s": steps.quantile(0.5),
+            "p90_s": steps.quantile(0.9),
+            "data_wait_share": steps.data_wait_share(),
+            "data_wait_per_step_s": (wait / n) if n else None,
+            "peak_memory": mem.device_peak or mem.peak.get("allocated") or mem.peak.get("rss_total"),
+            "device": sub.model.get("device"),
+            "status": "crashed" if sub.crash is not None else sub.status,
+        })
+    return rows
