@@ -1,0 +1,316 @@
+"""The mpsprof TUI: live panels around a running script, and ``mpsprof view`` of a recording.
+
+Data flow (one way, one thread owns each thing):
+
+* the controller's reader thread gets event batches (~250 ms) and puts them in an
+  :class:`~.inbox.EventInbox`, posting one :class:`~.messages.EventsArrived` at a time;
+* thread workers wait for the child (``RunStarted`` / ``RunEnded``) and tail its
+  ``output.log`` (``OutputArrived``, ~250 ms); they only post messages;
+* the UI thread drains the inbox into the :class:`~mpsprofiler.session.Session`, re-runs
+  the diagnosis about once a second and redraws at most four times a second, only what
+  changed and only the visible panel.
+
+A recorded run goes through the same session and the same panels, without the workers.
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+from pathlib import Path
+from typing import Any
+from collections.abc import Iterable
+
+from textual.app import App, ComposeResult, SystemCommand
+from textual.binding import Binding
+from textual.screen import Screen
+from textual.widgets import Footer, TabbedContent, TabPane
+
+from ..launcher.child import RunSpec
+from ..results import Results, build_results, write_summary
+from ..session.session import Session
+from .live import STOP_GRACE, TICK, LiveRun
+from .messages import ShowFinding
+from .panels import FOCUS_TARGET, PANEL_IDS, PANELS
+from .screens.confirm import ConfirmQuitScreen
+from .screens.help import HelpScreen
+from .state import RunState
+from .widgets.findings import FindingsPanel
+from .widgets.header import RunHeader
+from .widgets.log_panel import LogPanel
+
+PANEL_EVERY = 0.5
+"""Seconds between redraws of the visible panel while live (charts hold themselves to 1 Hz)."""
+DIAGNOSE_EVERY = 1.0
+PANEL_ACTIONS = frozenset({"panel", "next_panel", "previous_panel", "copy_fix", "export", "stop"})
+
+
+class MpsprofApp(LiveRun, App[None]):
+    CSS_PATH = "app.tcss"
+    TITLE = "mpsprof"
+    ENABLE_COMMAND_PALETTE = True
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (100, "-wide")]
+    VERTICAL_BREAKPOINTS = [(0, "-short"), (32, "-tall")]
+    BINDINGS = [
+        Binding("1", "panel('overview')", "Panels", key_display="1-8"),
+        *(Binding(str(i + 1), f"panel('{pid}')", title, show=False) for i, (pid, title, _c) in enumerate(PANELS) if i),
+        Binding("tab", "next_panel", "Next panel", show=False, priority=True),
+        Binding("shift+tab", "previous_panel", "Previous panel", show=False, priority=True),
+        Binding("c", "copy_fix", "Copy fix"),
+        Binding("e", "export", "Export"),
+        Binding("s", "stop", "Stop"),
+        Binding("q", "quit", "Quit"),
+        Binding("ctrl+c", "quit", "Quit", show=False, priority=True),
+        Binding("question_mark", "help", "Help", key_display="?"),
+    ]
+
+    def __init__(
+        self,
+        session: Session,
+        rule_dirs: Iterable[Path] = (),
+        *,
+        spec: RunSpec | None = None,
+        run_dir: Path | None = None,
+        notes: str = "",
+        results: Results | None = None,
+    ) -> None:
+        super().__init__()
+        self.rule_dirs = [Path(d) for d in rule_dirs]
+        self.session = session
+        self.spec = spec
+        self.state = RunState(session, live=spec is not None, run_dir=run_dir, notes=notes)
+        self.results = results
+        self._init_live()
+        self._tracker: Any = None
+        self._drawn: dict[str, tuple[int, int, int]] = {}
+        self._last_panel_draw = 0.0
+        self._last_diagnosis = 0.0
+        self._diagnosed_version = -1
+        if results is not None:
+            self._set_findings(results.findings, results.rule_errors)
+
+    # -- layout -------------------------------------------------------------------
+    def compose(self) -> ComposeResult:
+        yield RunHeader()
+        with TabbedContent(id="panels", initial="overview"):
+            for number, (pid, title, cls) in enumerate(PANELS, start=1):
+                with TabPane(f"{number} {title}", id=pid):
+                    yield cls(id=f"panel-{pid}")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.state.output = self.query_one(LogPanel).output.buffer
+        self._install_signal_handlers()
+        if self.state.live:
+            self._tick_timer = self.set_interval(TICK, self._tick)
+            self._run_child()
+        else:
+            self._open_recorded_log()
+            if self.state.notes:
+                self.notify(f"Recording: {self.state.notes}; showing what is valid.", severity="warning", timeout=8)
+        self._redraw(force=True)
+
+    def _open_recorded_log(self) -> None:
+        panel = self.query_one(LogPanel)
+        run_dir = self.state.run_dir
+        if run_dir is None or not panel.load_file(run_dir / "output.log"):
+            panel.show_missing(self.state)
+
+    # -- redrawing ------------------------------------------------------------------
+    def _tick(self) -> None:
+        now = time.monotonic()
+        if self.session.version != self._diagnosed_version and now - self._last_diagnosis >= DIAGNOSE_EVERY:
+            self._diagnose()
+            self._last_diagnosis = now
+        self._redraw(force=now - self._last_panel_draw >= PANEL_EVERY)
+
+    def _diagnose(self) -> None:
+        from ..diagnosis import diagnose
+
+        self._diagnosed_version = self.session.version
+        try:
+            diagnosis = diagnose(self.session, self.rule_dirs)
+        except Exception as exc:  # noqa: BLE001 - a rule bug must not take the view down
+            self.log.error(f"diagnosis failed: {exc!r}")
+            return
+        if self._tracker is None:
+            from ..diagnosis.findings import FindingTracker
+
+            self._tracker = FindingTracker()
+        self._tracker.update(diagnosis.findings)
+        self._set_findings(self._tracker.findings, diagnosis.rule_errors)
+
+    def _set_findings(self, findings: list[Any], rule_errors: list[Any]) -> None:
+        self.state.findings = list(findings)
+        self.state.rule_errors = list(rule_errors)
+        self.state.findings_version += 1
+
+    def _redraw(self, force: bool = False) -> None:
+        """Header always (cheap); the visible panel when its data changed."""
+        title = f"mpsprof · {self.session.script}"
+        if self.title != title:
+            self.title = title
+        self.query_one(RunHeader).update_state(self.state)
+        tabs = self.query_one(TabbedContent)
+        findings_tab = tabs.get_tab("findings")
+        label = f"2 Findings ({len(self.state.findings)})" if self.state.findings else "2 Findings"
+        if str(findings_tab.label) != label:
+            findings_tab.label = label
+        if force:
+            self._draw_panel(tabs.active)
+            self._last_panel_draw = time.monotonic()
+
+    def _draw_panel(self, pid: str) -> None:
+        if not pid:
+            return
+        output = self.state.output.changes if self.state.output is not None else 0
+        key = (self.session.version, self.state.findings_version, output)
+        if self._drawn.get(pid) == key:
+            return
+        self._drawn[pid] = key
+        self.query_one(f"#panel-{pid}").update_state(self.state)  # type: ignore[attr-defined]
+
+    def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
+        pid = event.pane.id or ""
+        self._draw_panel(pid)
+        target = FOCUS_TARGET.get(pid)
+        if target:
+            self.query_one(target).focus()
+
+    def on_show_finding(self, message: ShowFinding) -> None:
+        self.action_panel("findings")
+        self.query_one(FindingsPanel).select_rule(message.rule)
+
+    # -- actions ----------------------------------------------------------------------
+    def action_panel(self, pid: str) -> None:
+        self.query_one(TabbedContent).active = pid
+
+    def _step_panel(self, delta: int) -> None:
+        tabs = self.query_one(TabbedContent)
+        index = PANEL_IDS.index(tabs.active) if tabs.active in PANEL_IDS else 0
+        tabs.active = PANEL_IDS[(index + delta) % len(PANEL_IDS)]
+
+    def action_next_panel(self) -> None:
+        self._step_panel(1)
+
+    def action_previous_panel(self) -> None:
+        self._step_panel(-1)
+
+    def selected_finding(self) -> Any | None:
+        return self.query_one(FindingsPanel).selected if self.state.findings else None
+
+    def action_copy_fix(self) -> None:
+        finding = self.selected_finding()
+        if finding is None:
+            self.notify("No finding to copy a fix from.", severity="warning")
+            return
+        self.copy_to_clipboard(finding.fix)
+        self.notify(f"Copied the fix for “{finding.title}” to the clipboard.", title="Copied")
+
+    def action_export(self) -> None:
+        from .export import export_reports
+
+        results = self.results if self.results is not None and not self.state.running else None
+        if results is None:
+            results = build_results(self.session, self.rule_dirs)
+        run_dir = self.state.run_dir or (self.spec.run_dir if self.spec is not None else None)
+        written, error = export_reports(self.session, results, run_dir)
+        if error:
+            self.notify(error, severity="error", title="Export failed", timeout=10)
+        if written:
+            self.notify("\n".join(str(p) for p in written), title="Report written", timeout=10)
+
+    def action_stop(self) -> None:
+        if self.controller is None or not self.state.running:
+            self.notify("The script is not running.", severity="warning")
+            return
+        if self.state.stopping:
+            self.notify("Already stopping: q twice kills it at once.", severity="warning")
+            return
+        self._stop_child()
+
+    def _stop_child(self) -> None:
+        assert self.controller is not None
+        self.state.stopping = True
+        self.controller.stop(grace=STOP_GRACE)
+        self.notify("Stopping the script (Ctrl-C; terminate after 5 s)…", title="stopping…")
+        self._redraw()
+
+    async def action_quit(self) -> None:
+        if self.controller is None or not self.state.running:
+            self.exit()
+            return
+        if self._quit_when_ended:
+            self.notify("Killing the script now.", severity="warning")
+            self.controller.send_signal(signal.SIGKILL)
+            return
+        self.push_screen(ConfirmQuitScreen(self.session.script), self._confirmed_quit)
+
+    def _confirmed_quit(self, yes: bool | None) -> None:
+        if not yes:
+            return
+        if not self.state.running:
+            self.exit()
+            return
+        self._quit_when_ended = True
+        if not self.state.stopping:
+            self._stop_child()
+
+    def action_help(self) -> None:
+        if isinstance(self.screen, HelpScreen):
+            self.pop_screen()
+        else:
+            self.push_screen(HelpScreen())
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """Grey out what cannot be done now (the footer shows it dimmed); over a dialog
+        (help, quit, the command palette) the panel keys belong to the dialog."""
+        if action in PANEL_ACTIONS and self.screen is not self.screen_stack[0]:
+            return False
+        if action == "stop":
+            return True if (self.controller is not None and self.state.running) else None
+        if action == "copy_fix":
+            return True if self.state.findings else None
+        return True
+
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        yield from super().get_system_commands(screen)
+        for number, (pid, title, _cls) in enumerate(PANELS, start=1):
+            yield SystemCommand(f"Panel: {title}", f"Show the {title} panel (key {number})", lambda p=pid: self.action_panel(p))
+        yield SystemCommand("Copy fix", "Copy the selected finding's fix to the clipboard (c)", self.action_copy_fix)
+        yield SystemCommand("Export report", "Write report.md and report.html into the run directory (e)", self.action_export)
+        if self.controller is not None and self.state.running:
+            yield SystemCommand("Stop the script", "Ctrl-C the script, terminate it after 5 s (s)", self.action_stop)
+        yield SystemCommand("Help", "Keys and panels (?)", self.action_help)
+
+# -- entry points (called by the CLI) ---------------------------------------------------
+def run_tui(spec: RunSpec, rule_dirs: list[Path]) -> tuple[int, Session, Results]:
+    """Run the script under the live TUI; returns its exit status, the session, the results."""
+    spec.capture_output = True
+    session = Session()
+    app = MpsprofApp(session, rule_dirs, spec=spec, run_dir=spec.run_dir)
+    try:
+        app.run()
+    finally:
+        if app.controller is not None and not app.ended.is_set():
+            app.controller.stop(grace=2.0)
+        app.ended.wait(timeout=30.0)
+    leftover = app.inbox.drain()  # events that arrived after the app closed
+    if leftover:
+        session.feed_many(leftover)
+    results = app.results if app.results is not None and not leftover else build_results(session, rule_dirs)
+    if not app.summary_written and spec.run_dir is not None and (app.controller is None or not app.controller.recorder.error):
+        write_summary(spec.run_dir, results)
+    code = app.returncode if app.returncode is not None else 1
+    return code, session, results
+
+
+def view_tui(loaded: Any, rule_dirs: list[Path]) -> None:
+    """Open a recorded run (``mpsprof view``) in the same app."""
+    app = recorded_app(loaded, rule_dirs)
+    app.run()
+
+
+def recorded_app(loaded: Any, rule_dirs: Iterable[Path] = ()) -> MpsprofApp:
+    results = build_results(loaded.session, list(rule_dirs))
+    return MpsprofApp(loaded.session, rule_dirs, run_dir=loaded.run_dir, notes=loaded.notes, results=results)

@@ -1,0 +1,33 @@
+"""``e`` in the TUI: write the report (Markdown and HTML) into the run directory."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+EXPORTS = ("report.md", "report.html")
+
+
+def export_reports(session: Any, results: Any, run_dir: Path | None) -> tuple[list[Path], str | None]:
+    """Render and write each report; returns what was written and the first error."""
+    if run_dir is None:
+        return [], "this run has no run directory to write into"
+    try:
+        from ..report import format_for_path, render_report
+    except ImportError as exc:
+        return [], f"reports are not available in this version ({exc})"
+    written: list[Path] = []
+    for name in EXPORTS:
+        path = Path(run_dir) / name
+        try:
+            text = render_report(format_for_path(path), session, results)
+        except Exception as exc:  # noqa: BLE001 - a renderer bug must not close the TUI
+            return written, f"cannot render {name}: {type(exc).__name__}: {exc}"
+        try:
+            tmp = path.with_name(path.name + ".tmp")
+            tmp.write_text(text, encoding="utf-8")
+            tmp.replace(path)
+        except OSError as exc:
+            return written, f"cannot write {path}: {exc.strerror or exc}"
+        written.append(path)
+    return written, None

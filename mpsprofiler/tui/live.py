@@ -1,0 +1,214 @@
+"""The live half of the app: start the script, read its events and output, end cleanly.
+
+Three threads feed the UI and touch nothing of it: the controller's reader (events, in
+~250 ms batches, through the :class:`~.inbox.EventInbox`), the child waiter and the
+output tail (thread workers). Each only posts a message from :mod:`.messages`; the
+handlers here run on the UI thread and are the only code that feeds the session.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import codecs
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from textual import work
+from textual.worker import get_current_worker
+
+from ..launcher.child import RunController
+from ..results import Results, build_results, write_summary
+from .inbox import EventInbox
+from .messages import EventsArrived, OutputArrived, RunEnded, RunFailed, RunStarted
+from .state import RunState
+from .widgets.log_panel import LogPanel
+
+if TYPE_CHECKING:
+    from ..launcher.child import RunSpec
+
+TICK = 0.25
+"""Seconds between redraws of a live run (at most 4 Hz), and between output reads."""
+STOP_GRACE = 5.0
+TAIL_CHUNK = 1 << 20
+"""At most 1 MiB of output per tail read: a flood shows its end, not every byte."""
+EXIT_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+
+
+class LiveRun:
+    """Mixed into :class:`~.app.MpsprofApp`; inert for a recorded run (no controller)."""
+
+    spec: RunSpec | None
+    controller: RunController | None
+    state: RunState
+    results: Results | None
+
+    def _init_live(self) -> None:
+        self.inbox: EventInbox = EventInbox()
+        self.controller = None
+        if self.spec is not None:
+            self.controller = RunController(self.spec, self._on_controller_events, batch_interval=TICK)
+        self.returncode: int | None = None
+        self.ended = threading.Event()
+        """Set once the child has exited (or could not start): safe to read from any thread."""
+        self.summary_written = False
+        self._quit_when_ended = False
+        self._tail_done = threading.Event()
+        self._tail_wake = threading.Event()
+        self._tick_timer: Any = None
+        self._signals: list[int] = []
+
+    # -- live run: workers (they only post messages) ---------------------------------
+    def _on_controller_events(self, batch: list[Any]) -> None:
+        """Called on the controller's reader thread."""
+        if self.inbox.put(batch):
+            self.post_message(EventsArrived(len(batch)))
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="child")
+    def _run_child(self) -> None:
+        controller = self.controller
+        assert controller is not None
+        try:
+            controller.start()
+        except OSError as exc:
+            self.returncode = 1
+            self.ended.set()
+            self.post_message(RunFailed(f"{exc.strerror or exc}"))
+            return
+        assert controller.process is not None
+        self.post_message(RunStarted(controller.process.pid, controller.output_path))
+        code = controller.wait()
+        self.returncode = code
+        self.ended.set()
+        self.post_message(RunEnded(code))
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="tail")
+    def _tail_output(self, path: Path) -> None:
+        worker = get_current_worker()
+        decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        try:
+            fh = open(path, "rb")
+        except OSError:
+            return
+        with fh:
+            pos = 0
+            while not worker.is_cancelled:
+                finishing = self._tail_done.is_set()
+                try:
+                    size = os.fstat(fh.fileno()).st_size
+                except OSError:
+                    return
+                if size > pos:
+                    skipped = max(0, size - pos - TAIL_CHUNK)
+                    pos += skipped
+                    fh.seek(pos)
+                    data = fh.read(size - pos)
+                    pos += len(data)
+                    text = decoder.decode(data, final=finishing)
+                    if text or skipped:
+                        self.post_message(OutputArrived(text, skipped))
+                    continue
+                if finishing:
+                    return
+                self._tail_wake.wait(TICK)
+
+    # -- live run: message handlers (UI thread) ------------------------------------
+    def on_events_arrived(self, message: EventsArrived) -> None:
+        batch = self.inbox.drain()
+        if batch:
+            self.session.feed_many(batch)
+
+    def on_run_started(self, message: RunStarted) -> None:
+        self.state.started_at = time.monotonic()
+        self.state.output_path = message.output_path
+        if message.output_path is not None:
+            self.query_one(LogPanel).set_path(message.output_path)
+            self._tail_output(message.output_path)
+
+    def on_output_arrived(self, message: OutputArrived) -> None:
+        self.query_one(LogPanel).write(message.text, message.skipped)
+
+    def on_run_failed(self, message: RunFailed) -> None:
+        self.state.failed = message.error
+        self.notify(f"The script could not be started: {message.error}", severity="error", timeout=10)
+        self._finish_run()
+
+    def on_run_ended(self, message: RunEnded) -> None:
+        self.on_events_arrived(EventsArrived(0))  # the exit event is in the inbox already
+        self._tail_done.set()
+        self._tail_wake.set()
+        ex = self.session.exit
+        if ex is not None and ex.duration is not None:
+            self.state.ended_after = float(ex.duration)  # what `mpsprof view` will show
+        elif self.state.started_at is not None:
+            self.state.ended_after = time.monotonic() - self.state.started_at
+        self._finish_run()
+        status = self.state.status_text()
+        if self._quit_when_ended:
+            self.exit()
+            return
+        crash = self.session.crash
+        if self.state.status == "crashed":
+            detail = f": {crash.type}: {crash.message[:120]}" if crash else ""
+            self.notify(f"The script {status}{detail}", severity="error", timeout=10)
+        else:
+            self.notify(f"The script {status}. e exports a report, q quits.", timeout=8)
+
+    def _finish_run(self) -> None:
+        """Final findings (the same as summary.json and the reports), once."""
+        if self._tick_timer is not None:
+            self._tick_timer.stop()
+        self.results = build_results(self.session, self.rule_dirs)
+        self._set_findings(self.results.findings, self.results.rule_errors)
+        self._write_summary()
+        self._redraw(force=True)
+        self.refresh_bindings()
+
+    def _write_summary(self) -> None:
+        controller = self.controller
+        run_dir = self.spec.run_dir if self.spec is not None else None
+        if run_dir is None or self.results is None or (controller is not None and controller.recorder.error):
+            return
+        error = write_summary(run_dir, self.results)
+        if error:
+            self.notify(error, severity="error")
+        else:
+            self.summary_written = True
+
+
+    # -- signals to mpsprof itself ------------------------------------------------------
+    def _install_signal_handlers(self) -> None:
+        """SIGTERM / SIGHUP (a closed terminal) end the app; a running script gets the same
+        signal first, as in headless mode, and the app leaves once it has ended."""
+        try:
+            loop = asyncio.get_running_loop()
+            for sig in EXIT_SIGNALS:
+                loop.add_signal_handler(sig, self._on_signal, sig)
+                self._signals.append(sig)
+        except (NotImplementedError, RuntimeError, ValueError):  # not the main thread
+            pass
+
+    def _on_signal(self, signum: int) -> None:
+        if self.controller is None or not self.state.running:
+            self.exit()
+            return
+        self._quit_when_ended = True
+        self.controller.send_signal(signum)
+        self.set_timer(2 * STOP_GRACE, lambda: self.controller.send_signal(signal.SIGKILL) if self.controller else None)
+
+
+    def on_unmount(self) -> None:
+        """Leaving for any reason: never leave the script running behind us."""
+        try:
+            loop = asyncio.get_running_loop()
+            for sig in self._signals:
+                loop.remove_signal_handler(sig)
+        except (RuntimeError, ValueError):
+            pass
+        self._tail_done.set()
+        self._tail_wake.set()
+        if self.controller is not None and not self.ended.is_set():
+            self.controller.stop(grace=2.0)

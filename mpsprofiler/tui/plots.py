@@ -1,0 +1,85 @@
+"""Session -> chart series: what the Overview, Memory and Data panels plot.
+
+Pure functions (no widgets), so the choices (skip warm-up steps, which memory figures
+share an axis, units) are made once and tested without a terminal.
+"""
+
+from __future__ import annotations
+
+from ..session.session import Session
+from .widgets.charts import BLUE, GREEN, GREY, MAGENTA, ORANGE, RED, Line, YLimits
+
+GIB = 1024**3
+MIB = 1024**2
+
+
+def step_series(session: Session) -> tuple[list[float], list[Line], str]:
+    """Step time and its data-wait part in ms, warm-up steps left out (they dwarf the rest)."""
+    steps = session.steps
+    warmup = steps.warmup
+    points = [p for p in steps.series.points() if p.i >= warmup]
+    xs = [float(p.i) for p in points]
+    lines = [
+        Line("step", [p.dur * 1e3 for p in points], BLUE),
+        Line("data wait", [p.wait * 1e3 for p in points], ORANGE, fill=True),
+    ]
+    return xs, lines, "ms"
+
+
+def step_title(session: Session) -> str:
+    warmup = session.steps.warmup
+    if warmup:
+        return f"Step time, ms (x: step; after {warmup} warm-up step{'s' if warmup != 1 else ''})"
+    return "Step time, ms (x: step)"
+
+
+FROM_ZERO: YLimits = (0.0, None)
+"""Axes start at zero: a 2% wobble must not look like a cliff."""
+
+
+def _unit(largest: float) -> tuple[float, str]:
+    return (GIB, "GiB") if largest >= GIB else (MIB, "MiB")
+
+
+def _scaled(values: list[int | None], scale: float) -> list[float | None]:
+    return [None if v is None else v / scale for v in values]
+
+
+def memory_series(session: Session) -> tuple[list[float], list[Line], str]:
+    """The training's own memory: device allocated, driver/cache, RSS with workers."""
+    points = session.memory.series.points()
+    largest = max([v for p in points for v in (p.allocated, p.cached, p.rss_total) if v is not None] or [0])
+    scale, unit = _unit(largest)
+    lines = [
+        Line("device allocated", _scaled([p.allocated for p in points], scale), MAGENTA),
+        Line("driver / cache", _scaled([p.cached for p in points], scale), RED),
+        Line("RSS + workers", _scaled([p.rss_total for p in points], scale), GREEN),
+    ]
+    return [p.ts for p in points], lines, unit
+
+
+def system_series(session: Session) -> tuple[list[float], list[Line], str, YLimits]:
+    """System memory available and swap used, from 0 to the machine's total, so the eye
+    reads the share of the machine left (unified memory: the GPU's share too)."""
+    points = session.memory.series.points()
+    total = session.memory.sys_total
+    scale, unit = _unit(total or max([p.sys_available or 0 for p in points] or [0]))
+    lines = [
+        Line("available", _scaled([p.sys_available for p in points], scale), GREY),
+        Line("swap used", _scaled([p.swap_used or None for p in points], scale), RED),
+    ]
+    return [p.ts for p in points], lines, unit, (0.0, total / scale if total else None)
+
+
+def cpu_series(session: Session) -> tuple[list[float], list[Line]]:
+    points = [p for p in session.memory.series.points() if p.cpu_pct is not None]
+    return [p.ts for p in points], [Line("CPU %", [p.cpu_pct for p in points], BLUE, fill=True)]
+
+
+def wait_series(session: Session) -> tuple[list[float], list[Line]]:
+    """Per step after warm-up: the share of the step spent waiting for data, in %."""
+    points = session.steps.series.points()
+    warmup = session.steps.warmup
+    points = [p for p in points if p.i >= warmup and p.dur > 0] or [p for p in points if p.dur > 0]
+    xs = [float(p.i) for p in points]
+    return xs, [Line("data wait, % of the step", [min(100.0, 100.0 * p.wait / p.dur) for p in points], ORANGE)]

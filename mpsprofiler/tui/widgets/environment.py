@@ -1,0 +1,176 @@
+"""Environment: the facts the probe collected, what ``mpsprof doctor`` makes of them, and
+the state of the rule files (a broken user rule says so here instead of failing)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Horizontal, VerticalScroll
+from textual.widget import Widget
+from textual.widgets import Static
+
+from ...units import fmt_bytes
+from ..state import RunState
+
+STATUS_STYLE = {"ok": ("✔ ok", "green"), "warn": ("▲ warn", "yellow"), "fail": ("✖ fail", "bold red"), "info": ("● info", "blue")}
+ENV_ROWS = (
+    ("os", "OS"),
+    ("macos_version", "macOS"),
+    ("machine", "architecture"),
+    ("chip", "chip"),
+    ("apple_silicon", "Apple silicon"),
+    ("rosetta", "under Rosetta"),
+    ("cores_logical", "cores (logical)"),
+    ("cores_physical", "cores (physical)"),
+    ("cores_performance", "performance cores"),
+    ("memory_total", "memory"),
+    ("python", "Python"),
+    ("python_executable", "interpreter"),
+    ("torch", "torch"),
+    ("torch_cuda", "torch CUDA"),
+    ("mps_built", "MPS built"),
+    ("mps_available", "MPS available"),
+    ("cuda_available", "CUDA available"),
+    ("cuda_device_name", "CUDA device"),
+    ("torch_threads", "torch threads"),
+)
+
+
+class EnvironmentPanel(Widget):
+    DEFAULT_CSS = """
+    EnvironmentPanel VerticalScroll { height: 1fr; }
+    EnvironmentPanel .box { border: round $primary 40%; border-title-color: $text-accent; padding: 0 1; height: auto; }
+    EnvironmentPanel #env-top { height: auto; }
+    EnvironmentPanel #env-run { width: 1fr; height: 100%; }
+    EnvironmentPanel #env-facts { width: 1fr; }
+    """
+
+    def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
+        super().__init__(id=id, classes=classes)
+        self._key: object = None
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll():
+            with Horizontal(id="env-top"):
+                yield self._box("env-run", "Run")
+                yield self._box("env-facts", "Environment")
+            yield self._box("env-doctor", "What doctor says")
+            yield self._box("env-rules", "Rules")
+
+    @staticmethod
+    def _box(name: str, title: str) -> Static:
+        box = Static(id=name, classes="box")
+        box.border_title = title
+        return box
+
+    def update_state(self, state: RunState) -> None:
+        session = state.session
+        key = (id(session.env), len(session.env), len(session.run), len(state.rule_errors), state.notes,
+               state.status, session.events_seen // 500, bool(session.model))
+        if key == self._key:
+            return
+        self._key = key
+        self.query_one("#env-run", Static).update(run_table(state))
+        self.query_one("#env-facts", Static).update(env_table(session.env))
+        self.query_one("#env-doctor", Static).update(doctor_table(session.env))
+        self.query_one("#env-rules", Static).update(rules_text(state))
+
+
+def run_table(state: RunState) -> Table:
+    run = state.session.run
+    table = Table.grid(padding=(0, 2))
+    table.add_column(style="dim", no_wrap=True)
+    table.add_column(overflow="fold")
+    table.add_row("script", str(run.get("script") or "–"))
+    table.add_row("argv", " ".join(str(a) for a in run.get("argv") or []) or "–")
+    table.add_row("working dir", str(run.get("cwd") or "–"))
+    table.add_row("run dir", str(state.run_dir or run.get("run_dir") or "not recorded"))
+    table.add_row("mode", str(run.get("mode") or "–"))
+    table.add_row("status", state.status_text())
+    ex = state.session.exit
+    if ex is not None:
+        how = f"signal {ex.signal_name}" if ex.signal_name else f"exit status {ex.returncode}"
+        table.add_row("ended", how + (" (stopped from mpsprof)" if ex.stopped_by_user else ""))
+    model = state.session.model
+    if model:
+        table.add_row("model", f"{model.get('device') or '?'} · {model.get('optimizer') or 'no optimizer seen'}")
+    table.add_row("events", f"{state.session.events_seen:,}" + (f" ({state.session.unknown_events} unreadable)" if state.session.unknown_events else ""))
+    if run.get("mpsprof"):
+        table.add_row("mpsprof", str(run["mpsprof"]))
+    if state.notes:
+        table.add_row("recording", Text(state.notes, style="yellow"))
+    return table
+
+
+def _value(key: str, value: Any) -> Text:
+    if value is None:
+        return Text("–", style="dim")
+    if isinstance(value, bool):
+        return Text("yes" if value else "no", style="green" if value else "")
+    if key == "memory_total":
+        return Text(fmt_bytes(value))
+    return Text(str(value))
+
+
+def env_table(env: dict[str, Any]) -> Table | Text:
+    if not env:
+        return Text("not reported yet", style="dim")
+    table = Table.grid(padding=(0, 2))
+    table.add_column(style="dim", no_wrap=True)
+    table.add_column(overflow="fold")
+    for key, label in ENV_ROWS:
+        if key in env and not (env[key] is None and key in ("macos_version", "cores_performance", "cuda_device_name", "torch_cuda")):
+            table.add_row(label, _value(key, env[key]))
+    variables = env.get("pytorch_env") or {}
+    if variables:
+        table.add_row("variables", "  ".join(f"{k}={v}" for k, v in sorted(variables.items())))
+    else:
+        table.add_row("variables", Text("no PYTORCH_* / thread variables set", style="dim"))
+    return table
+
+
+def doctor_table(env: dict[str, Any]) -> Table | Text:
+    if not env:
+        return Text("waiting for the environment facts…", style="dim")
+    try:
+        from ...doctor import run_checks
+    except ImportError:
+        return Text("doctor is not available in this version", style="dim")
+    try:
+        checks = run_checks(env)
+    except Exception as exc:  # noqa: BLE001 - a doctor bug must not break the panel
+        return Text(f"doctor failed: {type(exc).__name__}: {exc}", style="red")
+    table = Table(box=None, show_header=False, padding=(0, 2, 0, 0), expand=True)
+    table.add_column(no_wrap=True)
+    table.add_column(no_wrap=True, style="bold")
+    table.add_column(ratio=1, overflow="fold")
+    for check in checks:
+        label, style = STATUS_STYLE.get(check.status, (check.status, ""))
+        body = inline_code(check.detail)
+        if check.fix:
+            body.append("\nfix: ", style="bold")
+            body.append_text(inline_code(check.fix))
+        table.add_row(Text(label, style=style), check.title, body)
+    return table
+
+
+def inline_code(text: str) -> Text:
+    """Backticked spans of Markdown in colour (doctor's fixes are Markdown)."""
+    out = Text()
+    for i, part in enumerate(text.split("`")):
+        out.append(part, style="cyan" if i % 2 else "")
+    return out
+
+
+def rules_text(state: RunState) -> Group | Text:
+    if not state.rule_errors:
+        return Text("all rule files loaded", style="green")
+    lines = [Text(f"{len(state.rule_errors)} problem(s) in rule files:", style="yellow")]
+    for error in state.rule_errors[:50]:
+        level = getattr(error, "level", "error")
+        lines.append(Text(str(error), style="red" if level == "error" else "dim"))
+    return Group(*lines)

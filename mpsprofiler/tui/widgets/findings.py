@@ -1,0 +1,130 @@
+"""Findings: the list by severity, and the selected one's evidence and fix as Markdown."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from textual.app import ComposeResult
+from textual.containers import Vertical, VerticalScroll
+from textual.widget import Widget
+from textual.widgets import Markdown, OptionList, Static
+
+from ..state import RunState
+from .findings_list import FindingsList
+
+ICONS = {"critical": "✖", "warning": "▲", "info": "●"}
+
+
+def escape_tags(text: str) -> str:
+    """``<module>`` in prose would be read as an HTML tag and vanish: escape ``<`` outside
+    code spans and blocks (odd pieces between backticks are code, fenced blocks too)."""
+    pieces = text.split("`")
+    return "`".join(p if i % 2 else p.replace("<", "\\<") for i, p in enumerate(pieces))
+
+
+def finding_markdown(finding: Any) -> str:
+    """The finding as a Markdown document (the same text a report would show)."""
+    meta = [f"**{finding.severity}**", f"`{finding.rule}`"]
+    if finding.first_step is not None:
+        meta.append(f"first seen at step {finding.first_step}")
+    parts = [
+        f"# {ICONS.get(finding.severity, '•')} {escape_tags(finding.title)}",
+        " · ".join(meta),
+        "## Evidence",
+        escape_tags(finding.evidence.strip()) or "_no evidence recorded_",
+        "## Fix",
+        escape_tags(finding.fix.strip()) or "_no fix recorded_",
+    ]
+    if finding.references:
+        parts.append("## References")
+        parts.append("\n".join(f"- <{ref}>" for ref in finding.references))
+    parts.append("---\n_Press **c** to copy the fix._")
+    return "\n\n".join(parts) + "\n"
+
+
+def empty_markdown(state: RunState) -> str:
+    if state.running:
+        return (
+            "# No findings yet\n\nDiagnosis re-runs every second while the script runs. "
+            "Most rules wait for enough evidence (about 20 steady steps) before they speak.\n"
+        )
+    if state.rule_errors:
+        return "# No findings\n\nSome rule files did not load: see the Environment panel.\n"
+    return "# No problems found ✔\n\nNo rule fired for this run.\n"
+
+
+class FindingsPanel(Widget):
+    DEFAULT_CSS = """
+    FindingsPanel { layout: horizontal; }
+    FindingsPanel #fd-list-box { width: 1fr; min-width: 30; max-width: 56; border: round $primary 40%; border-title-color: $text-accent; }
+    FindingsPanel #fd-detail { width: 3fr; border: round $primary 40%; padding: 0 1; }
+    FindingsPanel #fd-detail:focus-within { border: round $accent; }
+    FindingsPanel #fd-list-box:focus-within { border: round $accent; }
+    FindingsPanel #fd-empty { color: $text-muted; padding: 1; }
+    FindingsPanel Markdown { margin: 0; padding: 0; }
+    """
+
+    def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
+        super().__init__(id=id, classes=classes)
+        self._findings: list[Any] = []
+        self._shown: str | None = None
+
+    def compose(self) -> ComposeResult:
+        box = Vertical(id="fd-list-box")
+        box.border_title = "Findings"
+        with box:
+            yield FindingsList(id="fd-list")
+            yield Static("", id="fd-empty")
+        with VerticalScroll(id="fd-detail"):
+            yield Markdown("", id="fd-markdown")
+
+    @property
+    def findings_list(self) -> FindingsList:
+        return self.query_one("#fd-list", FindingsList)
+
+    def update_state(self, state: RunState) -> None:
+        self._findings = list(state.findings)
+        lst = self.findings_list
+        lst.set_findings(self._findings)
+        empty = self.query_one("#fd-empty", Static)
+        empty.display = not self._findings
+        empty.update("nothing yet" if state.running else "none")
+        box = self.query_one("#fd-list-box")
+        box.border_title = f"Findings ({len(self._findings)})"
+        if not self._findings:
+            self._show(None, empty_markdown(state))
+        else:
+            self._show_selected()
+
+    @property
+    def selected(self) -> Any | None:
+        rule = self.findings_list.highlighted_rule
+        for f in self._findings:
+            if f.rule == rule:
+                return f
+        return self._findings[0] if self._findings else None
+
+    def select_rule(self, rule: str) -> None:
+        self.findings_list.select_rule(rule)
+        self._show_selected()
+
+    def on_option_list_option_highlighted(self, event: OptionList.OptionHighlighted) -> None:
+        event.stop()
+        self._show_selected()
+
+    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
+        event.stop()
+        self._show_selected()
+
+    def _show_selected(self) -> None:
+        finding = self.selected
+        if finding is None:
+            return
+        self._show(finding.rule, finding_markdown(finding))
+
+    def _show(self, key: str | None, text: str) -> None:
+        signature = f"{key}\0{text}"
+        if signature == self._shown:
+            return
+        self._shown = signature
+        self.query_one("#fd-markdown", Markdown).update(text)

@@ -1,0 +1,70 @@
+"""A list of findings, most severe first, colour-coded by severity."""
+
+from __future__ import annotations
+
+from typing import Any
+from collections.abc import Sequence
+
+from rich.text import Text
+from textual.widgets import OptionList
+from textual.widgets.option_list import Option
+
+SEVERITY_STYLE = {"critical": ("✖", "bold red"), "warning": ("▲", "bold yellow"), "info": ("●", "bold blue")}
+
+
+def finding_prompt(finding: Any, compact: bool = False) -> Text:
+    icon, style = SEVERITY_STYLE.get(finding.severity, ("•", "bold"))
+    text = Text()
+    text.append(f"{icon} ", style=style)
+    text.append(finding.title, style="bold" if not compact else "")
+    if not compact:
+        meta = [finding.severity]
+        if finding.first_step is not None:
+            meta.append(f"from step {finding.first_step}")
+        text.append("\n  " + " · ".join(meta), style="dim")
+    return text
+
+
+class FindingsList(OptionList):
+    DEFAULT_CSS = """
+    FindingsList {
+        height: 1fr;
+        border: none;
+        padding: 0;
+        background: transparent;
+        &:focus { border: none; background-tint: transparent; }
+    }
+    """
+
+    def __init__(self, *, compact: bool = False, id: str | None = None, classes: str | None = None) -> None:
+        super().__init__(id=id, classes=classes)
+        self.compact = compact
+        self._rules: list[str] = []
+        self._signature: tuple = ()
+
+    def set_findings(self, findings: Sequence[Any]) -> bool:
+        """Show ``findings``; keeps the highlighted rule. True when the list changed."""
+        signature = tuple((f.rule, f.severity, f.title, f.first_step) for f in findings)
+        if signature == self._signature:
+            return False
+        self._signature = signature
+        keep = self.highlighted_rule
+        self.clear_options()
+        self._rules = [f.rule for f in findings]
+        self.add_options([Option(finding_prompt(f, self.compact), id=f.rule) for f in findings])
+        if self._rules:
+            self.highlighted = self._rules.index(keep) if keep in self._rules else 0
+        return True
+
+    @property
+    def highlighted_rule(self) -> str | None:
+        index = self.highlighted
+        if index is None or not (0 <= index < len(self._rules)):
+            return None
+        return self._rules[index]
+
+    def select_rule(self, rule: str) -> bool:
+        if rule in self._rules:
+            self.highlighted = self._rules.index(rule)
+            return True
+        return False

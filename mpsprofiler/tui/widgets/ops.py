@@ -1,0 +1,230 @@
+"""Ops: CPU fallbacks, MPS readiness, host-device syncs, float64 and placement, sortable.
+
+Rows come from ``session.ops.to_dict()`` (op accounting of sampled steps). Problems are
+listed first (what would fall back on a Mac, syncs, float64 sites, modules whose
+parameters sit on another device than their input), then every op seen. The highlighted
+row's source line is shown under the table.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.widget import Widget
+from textual.widgets import DataTable, Static
+
+from ..state import RunState
+
+COLUMNS = ("kind", "op", "module", "where", "calls/step", "host ms/step", "devices · dtypes")
+KIND_STYLE = {
+    "CPU fallback": "bold red",
+    "no MPS kernel": "bold yellow",
+    "sync": "yellow",
+    "sync (on MPS)": "yellow",
+    "float64": "magenta",
+    "placement": "bold red",
+    "op": "dim",
+}
+KIND_ORDER = {name: i for i, name in enumerate(KIND_STYLE)}
+
+
+@dataclass
+class OpLine:
+    kind: str
+    op: str
+    module: str
+    file: str
+    line: int
+    calls_per_step: float | None
+    host_ms: float | None
+    detail: str
+    code: str = ""
+
+    def sort_value(self, column: int) -> Any:
+        values = (
+            KIND_ORDER.get(self.kind, 99), self.op, self.module, (self.file, self.line),
+            -(self.calls_per_step or 0.0), -(self.host_ms or 0.0), self.detail,
+        )
+        return values[column]
+
+
+def op_lines(ops: dict[str, Any]) -> list[OpLine]:
+    """Flatten ``OpStats.to_dict()`` into one table, problems first."""
+    on_mps = ops.get("device_kind") == "mps" or str(ops.get("model_device") or "").startswith("mps")
+    lines: list[OpLine] = []
+    for r in ops.get("mps_kernel") or []:
+        lines.append(OpLine("CPU fallback" if on_mps else "no MPS kernel", str(r.get("op", "")), str(r.get("module", "")),
+                            str(r.get("file", "")), int(r.get("line") or 0), r.get("calls_per_step"),
+                            r.get("host_ms_per_step"), _devices(r)))
+    for s in ops.get("syncs") or []:
+        kind = "sync (on MPS)" if s.get("predicted") else "sync"
+        lines.append(OpLine(kind, f"{s.get('kind', '')}: {s.get('op', '')}".strip(": "), str(s.get("module", "")),
+                            str(s.get("file", "")), int(s.get("line") or 0), s.get("calls_per_step"), None,
+                            "", str(s.get("code") or "")))
+    for site in (ops.get("float64") or {}).get("sites") or []:
+        lines.append(OpLine("float64", str(site.get("op", "")), str(site.get("module", "")), str(site.get("file", "")),
+                            int(site.get("line") or 0), None, None, f"{site.get('calls', 0)} calls",
+                            str(site.get("code") or "")))
+    for m in ops.get("mismatch") or []:
+        lines.append(OpLine("placement", "", str(m.get("module", "")), "", 0, None, None,
+                            f"params on {m.get('param_device')}, input on {m.get('input_device')}"))
+    for r in ops.get("ops") or []:
+        lines.append(OpLine("op", str(r.get("op", "")), str(r.get("module", "")), str(r.get("file", "")),
+                            int(r.get("line") or 0), r.get("calls_per_step"), r.get("host_ms_per_step"), _devices(r)))
+    return lines
+
+
+def _devices(row: dict[str, Any]) -> str:
+    return " · ".join(p for p in (",".join(row.get("devices") or []), ",".join(row.get("dtypes") or [])) if p)
+
+
+def short_path(file: str, cwd: str | None) -> str:
+    if not file:
+        return ""
+    if cwd and file.startswith(cwd.rstrip(os.sep) + os.sep):
+        return file[len(cwd.rstrip(os.sep)) + 1 :]
+    parts = file.split(os.sep)
+    return os.sep.join(parts[-2:]) if len(parts) > 2 else file
+
+
+def _num(value: float | None, digits: int = 2) -> str:
+    return "" if value is None else f"{value:.{digits}f}"
+
+
+class OpsPanel(Widget):
+    DEFAULT_CSS = """
+    OpsPanel { layout: vertical; }
+    OpsPanel #ops-summary { height: auto; padding: 0 1; color: $text-muted; }
+    OpsPanel DataTable { height: 1fr; }
+    OpsPanel #ops-detail { height: auto; max-height: 6; padding: 0 1; border-top: solid $primary 40%; }
+    """
+    BINDINGS = [
+        Binding("o", "cycle_sort", "Sort"),
+        Binding("f", "toggle_all", "Problems / all"),
+    ]
+
+    def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
+        super().__init__(id=id, classes=classes)
+        self._lines: list[OpLine] = []
+        self._shown: list[OpLine] = []
+        self._sort_column = 0
+        self._reverse = False
+        self._problems_only = False
+        self._key: object = None
+        self._cwd: str | None = None
+
+    def compose(self) -> ComposeResult:
+        yield Static("", id="ops-summary")
+        table: DataTable = DataTable(id="ops-table", cursor_type="row", zebra_stripes=True)
+        yield table
+        yield Static("", id="ops-detail")
+
+    def on_mount(self) -> None:
+        table = self.query_one(DataTable)
+        for i, name in enumerate(COLUMNS):
+            table.add_column(name, key=str(i))
+
+    def update_state(self, state: RunState) -> None:
+        session = state.session
+        self._cwd = session.run.get("cwd")
+        ops = session.ops.to_dict() if session.ops is not None else {}
+        key = (ops.get("sampled_steps"), len(ops.get("ops") or []), len(ops.get("syncs") or []), session.ops is None)
+        summary = self.query_one("#ops-summary", Static)
+        summary.update(summary_text(ops, session.ops is None, state))
+        if key == self._key:
+            return
+        self._key = key
+        self._lines = op_lines(ops) if ops.get("sampled_steps") else []
+        self._fill()
+
+    def _fill(self) -> None:
+        table = self.query_one(DataTable)
+        lines = [line for line in self._lines if line.kind != "op"] if self._problems_only else list(self._lines)
+        lines.sort(key=lambda line: line.sort_value(self._sort_column), reverse=self._reverse)
+        self._shown = lines
+        cursor = table.cursor_row
+        table.clear()
+        for line in lines:
+            table.add_row(
+                Text(line.kind, style=KIND_STYLE.get(line.kind, "")),
+                line.op,
+                Text(line.module or "–", style="cyan" if line.module else "dim"),
+                f"{os.path.basename(line.file)}:{line.line}" if line.file else "",
+                _num(line.calls_per_step),
+                _num(line.host_ms, 3),
+                line.detail,
+            )
+        for i, name in enumerate(COLUMNS):
+            arrow = (" ▼" if not self._reverse else " ▲") if i == self._sort_column else ""
+            table.columns[str(i)].label = Text(name + arrow)  # type: ignore[index]
+        if lines:
+            table.move_cursor(row=min(max(cursor, 0), len(lines) - 1))
+        self._show_detail()
+
+    def on_data_table_header_selected(self, event: DataTable.HeaderSelected) -> None:
+        event.stop()
+        column = int(str(event.column_key.value))
+        if column == self._sort_column:
+            self._reverse = not self._reverse
+        else:
+            self._sort_column, self._reverse = column, False
+        self._fill()
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        event.stop()
+        self._show_detail()
+
+    def action_cycle_sort(self) -> None:
+        self._sort_column = (self._sort_column + 1) % len(COLUMNS)
+        self._reverse = False
+        self._fill()
+        self.app.notify(f"sorted by {COLUMNS[self._sort_column]}", timeout=1.5)
+
+    def action_toggle_all(self) -> None:
+        self._problems_only = not self._problems_only
+        self._fill()
+        self.app.notify("problems only" if self._problems_only else "all ops", timeout=1.5)
+
+    def _show_detail(self) -> None:
+        detail = self.query_one("#ops-detail", Static)
+        table = self.query_one(DataTable)
+        row = table.cursor_row
+        if not self._shown or not (0 <= row < len(self._shown)):
+            detail.display = False
+            return
+        line = self._shown[row]
+        text = Text()
+        text.append(f"{line.kind} ", style=KIND_STYLE.get(line.kind, ""))
+        text.append(line.op or "", style="bold")
+        if line.module:
+            text.append(f"  in {line.module}", style="cyan")
+        if line.file:
+            text.append(f"\n{short_path(line.file, self._cwd)}:{line.line}", style="dim")
+        if line.code:
+            text.append(f"\n    {line.code.strip()}", style="green")
+        detail.update(text)
+        detail.display = True
+
+
+def summary_text(ops: dict[str, Any], missing: bool, state: RunState) -> Text:
+    if missing:
+        return Text("op accounting is not available in this version")
+    n = ops.get("sampled_steps") or 0
+    if not n:
+        if not state.running and state.session.steps.count:
+            return Text("op accounting: no sampled steps (switched off with --no-ops, or the run was too short)")
+        return Text("op accounting: no sampled steps yet")
+    text = Text()
+    text.append(f"{n} sampled step{'s' if n != 1 else ''}", style="bold")
+    if ops.get("first_step") is not None:
+        text.append(f" (steps {ops['first_step']}–{ops['last_step']}")
+        text.append(f", every {ops['interval']}th)" if ops.get("interval") else ")")
+    if ops.get("overhead_share") is not None:
+        text.append(f" · sampling cost {ops['overhead_share'] * 100:.1f}% of sampled step time")
+    text.append("   o sort · f problems/all", style="dim")
+    return text

@@ -1,0 +1,118 @@
+"""Overview: step time, memory and CPU charts beside the key figures and top findings."""
+
+from __future__ import annotations
+
+from rich.table import Table
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Vertical
+from textual.widget import Widget
+from textual.widgets import OptionList, Static
+
+from ...units import fmt_bytes, fmt_pct, fmt_seconds
+from ..messages import ShowFinding
+from ..plots import FROM_ZERO, cpu_series, memory_series, step_series, step_title
+from ..state import RunState
+from .charts import LineChart
+from .findings_list import FindingsList
+
+TOP_FINDINGS = 6
+
+
+class OverviewPanel(Widget):
+    DEFAULT_CSS = """
+    OverviewPanel { layout: horizontal; }
+    OverviewPanel #ov-charts { width: 2fr; }
+    OverviewPanel #ov-side { width: 1fr; min-width: 34; max-width: 60; padding-left: 1; }
+    OverviewPanel #ov-step { height: 5fr; }
+    OverviewPanel #ov-mem { height: 4fr; }
+    OverviewPanel #ov-cpu { height: 3fr; min-height: 8; }
+    OverviewPanel .box { border: round $primary 40%; border-title-color: $text-accent; }
+    OverviewPanel #ov-figures { height: auto; padding: 0 1; }
+    OverviewPanel #ov-findings-box { height: auto; max-height: 50%; }
+    OverviewPanel #ov-findings { height: auto; max-height: 100%; }
+    OverviewPanel #ov-output { height: 1fr; padding: 0 1; color: $text-muted; }
+    """
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="ov-charts"):
+            yield LineChart("Step time, ms", integer_x=True, empty="waiting for the first steps…", id="ov-step")
+            yield LineChart("Memory", empty="waiting for memory samples…", id="ov-mem")
+            yield LineChart("CPU, % of one core (x: seconds)", empty="waiting for CPU samples…", id="ov-cpu")
+        with Vertical(id="ov-side"):
+            figures = Static(id="ov-figures", classes="box")
+            figures.border_title = "At a glance"
+            yield figures
+            box = Vertical(id="ov-findings-box", classes="box")
+            box.border_title = "Top findings"
+            with box:
+                yield FindingsList(compact=True, id="ov-findings")
+                yield Static("", id="ov-findings-empty")
+            output = Static("", id="ov-output", classes="box")
+            output.border_title = "Latest output"
+            yield output
+
+    def update_state(self, state: RunState) -> None:
+        session = state.session
+        version = session.version
+        xs, lines, _unit = step_series(session)
+        chart = self.query_one("#ov-step", LineChart)
+        chart.chart_title = step_title(session)
+        chart.set_data(xs, lines, ylim=FROM_ZERO, key=version)
+        xs, lines, unit = memory_series(session)
+        mem = self.query_one("#ov-mem", LineChart)
+        mem.chart_title = f"Memory of the training, {unit} (x: seconds)"
+        mem.set_data(xs, lines, ylim=FROM_ZERO, key=version)
+        xs, lines = cpu_series(session)
+        self.query_one("#ov-cpu", LineChart).set_data(xs, lines, ylim=FROM_ZERO, key=version)
+        self.query_one("#ov-figures", Static).update(figures_table(state))
+        top = state.findings[:TOP_FINDINGS]
+        self.query_one("#ov-findings", FindingsList).set_findings(top)
+        empty = self.query_one("#ov-findings-empty", Static)
+        empty.display = not top
+        self.query_one("#ov-findings", FindingsList).display = bool(top)
+        if not top:
+            empty.update(Text("Diagnosis runs every second…" if state.running else "No problems found ✔", style="dim" if state.running else "green"))
+        self._show_output(state)
+
+    def _show_output(self, state: RunState) -> None:
+        box = self.query_one("#ov-output", Static)
+        buffer = state.output
+        if buffer is None or not len(buffer):
+            box.update(Text("no output yet" if state.running else "no output recorded", style="dim"))
+            return
+        rows = max(1, box.content_size.height or 20)
+        lines = [buffer.line(i) for i in range(max(0, len(buffer) - rows), len(buffer))]
+        box.update(Text.from_ansi("\n".join(lines), no_wrap=True, overflow="ellipsis"))
+
+    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
+        event.stop()
+        if event.option.id:
+            self.post_message(ShowFinding(event.option.id))
+
+
+def figures_table(state: RunState) -> Table:
+    session = state.session
+    steps = session.steps
+    mem = session.memory
+    table = Table.grid(padding=(0, 1))
+    table.add_column(style="dim", no_wrap=True)
+    table.add_column(overflow="fold")
+    median = steps.quantile(0.5)
+    p90 = steps.quantile(0.9)
+    table.add_row("steps", f"{steps.count}" + (f" ({steps.warmup} warm-up)" if steps.warmup else ""))
+    table.add_row("median", f"{fmt_seconds(median)} · p90 {fmt_seconds(p90)}")
+    table.add_row("data wait", fmt_pct(steps.data_wait_share()) + " of step time")
+    if steps.warmup:
+        table.add_row("warm-up", f"{fmt_seconds(steps.warmup_cost())} extra")
+    peak_dev = mem.device_peak or mem.peak.get("allocated")
+    if peak_dev is not None:
+        table.add_row("device", fmt_bytes(peak_dev) + (f" of {fmt_bytes(mem.device_limit)}" if mem.device_limit else "") + " peak")
+    if mem.peak.get("rss_total") is not None:
+        table.add_row("RSS", fmt_bytes(mem.peak.get("rss_total")) + " peak")
+    if mem.min_sys_available is not None:
+        table.add_row("free", f"{fmt_bytes(mem.min_sys_available)} at least")
+    model = session.model
+    if model.get("parameters"):
+        table.add_row("model", f"{model['parameters']:,} params · {', '.join(model.get('dtypes') or [])}")
+    return table

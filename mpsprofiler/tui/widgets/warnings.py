@@ -1,0 +1,91 @@
+"""Warnings: the script's crash (with the line in the user's code), Python warnings it
+raised, and instruments of the probe that failed and were switched off."""
+
+from __future__ import annotations
+
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import VerticalScroll
+from textual.widget import Widget
+from textual.widgets import Static
+
+from ..state import RunState
+
+
+class WarningsPanel(Widget):
+    DEFAULT_CSS = """
+    WarningsPanel VerticalScroll { height: 1fr; }
+    WarningsPanel .box { border: round $primary 40%; border-title-color: $text-accent; padding: 0 1; height: auto; }
+    WarningsPanel #warn-crash { border: round $error; }
+    """
+
+    def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
+        super().__init__(id=id, classes=classes)
+        self._key: object = None
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll():
+            crash = Static(id="warn-crash", classes="box")
+            crash.border_title = "Crash"
+            yield crash
+            for name, title in (("warn-list", "Python warnings"), ("warn-probe", "Probe")):
+                box = Static(id=name, classes="box")
+                box.border_title = title
+                yield box
+
+    def update_state(self, state: RunState) -> None:
+        session = state.session
+        key = (id(session.crash), sum(w.count for w in session.warnings.values()), len(session.warnings), len(session.probe_errors))
+        if key == self._key:
+            return
+        self._key = key
+        crash = self.query_one("#warn-crash", Static)
+        crash.display = session.crash is not None
+        if session.crash is not None:
+            crash.update(crash_text(session.crash))
+        self.query_one("#warn-list", Static).update(warnings_table(session))
+        self.query_one("#warn-probe", Static).update(probe_text(session))
+
+
+def crash_text(crash) -> Group:
+    head = Text()
+    head.append(f"{crash.type}: ", style="bold red")
+    head.append(crash.message)
+    parts: list = [head]
+    frame = crash.user_frame
+    if frame:
+        parts.append(Text(f"\nin your code: {frame.get('file')}:{frame.get('line')} in {frame.get('func')}", style="bold"))
+        if frame.get("code"):
+            parts.append(Text(f"    {str(frame['code']).strip()}", style="green"))
+    if crash.frames:
+        parts.append(Text("\ntraceback (most recent call last):", style="dim"))
+        for f in crash.frames[-12:]:
+            style = "" if f.get("user") else "dim"
+            parts.append(Text(f"  {f.get('file')}:{f.get('line')} in {f.get('func')}", style=style))
+    return Group(*parts)
+
+
+def warnings_table(session) -> Table | Text:
+    if not session.warnings:
+        return Text("none raised", style="dim")
+    table = Table(box=None, padding=(0, 2, 0, 0), expand=True, header_style="bold")
+    table.add_column("count", justify="right", no_wrap=True)
+    table.add_column("category", no_wrap=True, style="yellow")
+    table.add_column("message", ratio=1, overflow="fold")
+    table.add_column("where", no_wrap=True, style="dim")
+    records = sorted(session.warnings.values(), key=lambda w: (-w.count, w.first_ts))
+    for w in records:
+        where = f"{w.filename.rsplit('/', 1)[-1]}:{w.lineno}" if w.filename else ""
+        table.add_row(f"{w.count}×", w.category, w.message, where)
+    return table
+
+
+def probe_text(session) -> Text | Group:
+    if not session.probe_errors:
+        return Text("every instrument worked", style="green")
+    lines = [Text("switched off after an error (the training was not affected):", style="yellow")]
+    for error in session.probe_errors:
+        lines.append(Text(f"  {error.get('instrument') or 'instrument'}: {error.get('message') or ''}"))
+    return Group(*lines)

@@ -1,0 +1,111 @@
+"""How each TUI panel looks, from a checked-in recording (pytest-textual-snapshot).
+
+The recording in ``tests/fixtures/recordings/slow_dataloader`` is a real TUI-mode run of
+``examples/slow_dataloader.py`` (events + output.log) with machine-specific paths,
+pids and wall-clock times scrubbed, so the screens are the same on every machine.
+Regenerate it (then the snapshots, with ``--snapshot-update``) after a change of the
+event format or of what the example prints::
+
+    OMP_NUM_THREADS=1 python tests/test_tui_snapshots.py --regenerate
+
+The snapshots include the findings of the built-in rules and doctor's verdicts: a change
+of a rule's wording shows up here too, which is the point of looking at them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+RECORDING = Path("tests/fixtures/recordings/slow_dataloader")
+"""Relative to the repository root: the run directory shown on screen must not vary."""
+SIZE = (130, 40)
+PANEL_KEYS = {"overview": "1", "findings": "2", "ops": "3", "memory": "4", "data": "5", "log": "6", "environment": "7", "warnings": "8"}
+
+
+def make_app():
+    from mpsprofiler.session.recording import load_run
+    from mpsprofiler.tui.app import recorded_app
+
+    return recorded_app(load_run(RECORDING))
+
+
+@pytest.fixture
+def in_repo(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(REPO)
+
+
+@pytest.mark.parametrize("panel", list(PANEL_KEYS))
+def test_panel_snapshot(panel: str, snap_compare, in_repo) -> None:
+    assert snap_compare(make_app(), press=[PANEL_KEYS[panel], "_"], terminal_size=SIZE)
+
+
+def test_help_snapshot(snap_compare, in_repo) -> None:
+    assert snap_compare(make_app(), press=["question_mark", "_"], terminal_size=SIZE)
+
+
+# -- regenerating the recording ------------------------------------------------------------
+SCRUB_CWD = "/home/user/project"
+SCRUB_PYTHON = "/usr/local/bin/python3"
+SCRUB_LIB = "/usr/local/lib/python3/site-packages"
+
+
+def scrub_line(line: str, cwd: str, python: str, site: str) -> str:
+    """Replace what differs between machines and runs with fixed values."""
+    record = json.loads(line)
+    for key, value in (("started", 1767225600.0), ("wall", 1767225600.5), ("pid", 4242)):
+        if key in record:
+            record[key] = value
+    if "run_dir" in record:
+        record["run_dir"] = str(RECORDING)
+    text = json.dumps(record, separators=(",", ":"))
+    for old, new in ((site, SCRUB_LIB), (python, SCRUB_PYTHON), (cwd, SCRUB_CWD)):
+        text = text.replace(old, new)
+    return text
+
+
+def regenerate() -> None:
+    """One real TUI-mode run (output captured to output.log), scrubbed and copied here."""
+    import sysconfig
+
+    from mpsprofiler.launcher.child import RunController, RunSpec
+
+    target = REPO / RECORDING
+    with tempfile.TemporaryDirectory() as tmp:
+        run_dir = Path(tmp) / "run"
+        run_dir.mkdir()
+        os.chdir(REPO)
+        spec = RunSpec(target="examples/slow_dataloader.py", args=["--steps", "60"], run_dir=run_dir, capture_output=True)
+        controller = RunController(spec, lambda batch: None)
+        controller.start()
+        code = controller.wait()
+        if code != 0:
+            raise SystemExit(f"the example failed (exit {code}): see {run_dir / 'output.log'}")
+        cwd, python, site = str(REPO), sys.executable, sysconfig.get_paths()["purelib"]
+        target.mkdir(parents=True, exist_ok=True)
+        lines = (run_dir / "events.jsonl").read_text(encoding="utf-8").splitlines()
+        (target / "events.jsonl").write_text(
+            "".join(scrub_line(line, cwd, python, site) + "\n" for line in lines if line.strip()), encoding="utf-8"
+        )
+        output = (run_dir / "output.log").read_text(encoding="utf-8")
+        output = re.sub(re.escape(cwd), SCRUB_CWD, output)
+        (target / "output.log").write_text(output, encoding="utf-8")
+    for stale in ("summary.json", "report.md", "report.html"):
+        (target / stale).unlink(missing_ok=True)
+    shutil.rmtree(target / "__pycache__", ignore_errors=True)
+    print(f"wrote {target}")
+
+
+if __name__ == "__main__":
+    if "--regenerate" in sys.argv:
+        regenerate()
+    else:
+        print(__doc__)
