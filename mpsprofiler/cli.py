@@ -257,8 +257,11 @@ def _die_by_signal(signum: int) -> None:
     sys.stderr.flush()
     try:
         signal.signal(signum, signal.SIG_DFL)
-        os.kill(os.getpid(), signum)
     except (OSError, ValueError):
+        pass  # SIGKILL/SIGSTOP cannot be caught: already default
+    try:
+        os.kill(os.getpid(), signum)
+    except OSError:
         pass
     sys.exit(128 + signum)
 
@@ -291,6 +294,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
     loaded = _load(args.run_dir)
     results = build_results(loaded.session, list(args.rules))
+    _say_rule_problems(results)
     text = render_report(args.format, loaded.session, results)
     if args.output is None:
         sys.stdout.write(text)
@@ -301,6 +305,12 @@ def _cmd_report(args: argparse.Namespace) -> int:
         raise UsageError(f"cannot write {args.output}: {exc.strerror or exc}") from None
     sys.stderr.write(f"mpsprof: wrote {args.output}\n")
     return 0
+
+
+def _say_rule_problems(results) -> None:
+    for error in results.rule_errors:
+        if getattr(error, "level", "error") != "note":
+            sys.stderr.write(f"mpsprof: rule file problem: {error}\n")
 
 
 def _write_report_file(session, results, path: Path) -> None:

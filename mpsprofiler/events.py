@@ -96,11 +96,36 @@ def encode(kind: str, ts: float, **fields: Any) -> bytes:
     return text.encode("utf-8", "replace") + b"\n"
 
 
+MAX_INT = 1 << 63
+"""Integers beyond 64 bits are no field of ours: read as None, like non-finite numbers."""
+
+
+def _no_constant(name: str) -> None:
+    return None  # NaN, Infinity, -Infinity: not JSON; the encoder writes them as null
+
+
+def _finite_float(text: str) -> float | None:
+    value = float(text)
+    return value if math.isfinite(value) else None  # 1e999
+
+
+def _bounded_int(text: str) -> int | None:
+    value = int(text)
+    return value if -MAX_INT <= value < MAX_INT else None
+
+
 def decode(line: bytes | str) -> Event:
-    """Decode one line; raises ValueError for anything that is not a valid event."""
+    """Decode one line; raises ValueError for anything that is not a valid event.
+
+    Numbers the encoder never writes (NaN, infinities, integers past 64 bits) are read
+    as None, as :func:`encode` would have written them, so a damaged or hand-edited
+    recording cannot feed an overflow into the session's arithmetic."""
     if isinstance(line, bytes):
         line = line.decode("utf-8", "replace")
-    record = json.loads(line)
+    try:
+        record = json.loads(line, parse_constant=_no_constant, parse_float=_finite_float, parse_int=_bounded_int)
+    except RecursionError:  # a damaged or hostile line nested thousands deep
+        raise ValueError("event is nested too deeply") from None
     if not isinstance(record, dict):
         raise ValueError("event is not a JSON object")
     kind = record.get("k")
@@ -108,7 +133,7 @@ def decode(line: bytes | str) -> Event:
         raise ValueError("event has no kind")
     ts = record.get("ts", 0.0)
     if not isinstance(ts, (int, float)) or isinstance(ts, bool):
-        raise ValueError("event timestamp is not a number")
+        raise ValueError("event timestamp is not a number")  # NaN and 1e999 arrive as None
     return Event(kind=kind, ts=float(ts), data=record)
 
 

@@ -1,4 +1,8 @@
-"""Headless mode: the script's output passes through untouched; a summary at the end."""
+"""Headless mode: the script's output passes through untouched; a summary at the end.
+
+Whatever goes wrong on our side (a broken rule file, a bug in an analyzer or in the
+summary) is said in one ``mpsprof:`` line and never changes the script's exit status.
+"""
 
 from __future__ import annotations
 
@@ -21,6 +25,7 @@ def run_headless(
     quiet: bool = False,
     after: Callable[[Session, Results], None] | None = None,
 ) -> tuple[int, Session, Results]:
+    _say_rule_problems(rule_dirs)
     session = Session()
     controller = RunController(spec, session.feed_many)
     previous: dict[int, Any] = {}
@@ -39,7 +44,7 @@ def run_headless(
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-    results = build_results(session, rule_dirs)
+    results = _results(session, rule_dirs)
     run_dir = spec.run_dir if controller.recorder.error is None else None
     if run_dir is not None:
         error = write_summary(run_dir, results)
@@ -49,6 +54,44 @@ def run_headless(
     if after is not None:
         after(session, results)
     if not quiet:
-        sys.stderr.write(render_console(results.summary, results.findings, str(run_dir) if run_dir else None))
-        sys.stderr.flush()
+        try:
+            text = render_console(results.summary, results.findings, str(run_dir) if run_dir else None)
+        except Exception as exc:
+            text = f"mpsprof: internal error while printing the summary ({type(exc).__name__}: {exc})\n"
+        try:
+            sys.stderr.write(text)
+            sys.stderr.flush()
+        except OSError:  # stderr closed or a broken pipe: the exit status still counts
+            pass
     return code, session, results
+
+
+def _say_rule_problems(rule_dirs: list[Path]) -> None:
+    """Report broken user rule files before the run starts, not hours later; the run
+    goes on with the rules that loaded."""
+    if not rule_dirs:
+        return
+    try:
+        from ..diagnosis import cached_ruleset  # loaded once: diagnosis at the end reuses it
+
+        problems = [e for e in cached_ruleset(rule_dirs).errors if getattr(e, "level", "error") != "note"]
+    except Exception as exc:
+        sys.stderr.write(f"mpsprof: the rules could not be loaded ({type(exc).__name__}: {exc}); the run goes on\n")
+        return
+    for problem in problems:
+        sys.stderr.write(f"mpsprof: rule file problem: {problem}\n")
+
+
+def _results(session: Session, rule_dirs: list[Path]) -> Results:
+    """Findings and summary; a bug in diagnosis must not cost the run its exit status."""
+    try:
+        return build_results(session, rule_dirs)
+    except Exception as exc:
+        sys.stderr.write(f"mpsprof: internal error while diagnosing the run ({type(exc).__name__}: {exc}); "
+                         "no findings\n")
+    try:
+        from ..session.summary import summarize
+
+        return Results(summary=summarize(session))
+    except Exception:
+        return Results(summary={"script": session.script, "status": session.status})

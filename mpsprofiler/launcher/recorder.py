@@ -29,7 +29,9 @@ class Recorder:
         self.bytes_written = 0
         if run_dir is not None:
             try:
-                self._file = open(run_dir / EVENTS_FILE, "ab")
+                # private to the user, like the run directory (0700) it lives in
+                fd = os.open(run_dir / EVENTS_FILE, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+                self._file = os.fdopen(fd, "ab")
             except OSError as exc:
                 self._fail(exc)
 

@@ -1,25 +1,36 @@
 """Child entry point: install the probe, then run the script exactly as ``python`` would.
 
 ``python -m mpsprofiler.probe.boot SCRIPT ARGS...`` or ``... boot -m MODULE ARGS...``.
-What "exactly" means here: ``sys.argv``, ``sys.path[0]``, ``__name__ == "__main__"``,
-the traceback of an uncaught exception (our own frames removed), ``sys.exit`` codes and
-messages, and death by SIGINT after an uncaught KeyboardInterrupt. The probe's settings
-come in ``MPSPROF_CHANNEL`` / ``MPSPROF_OPTIONS`` and are removed from the environment
-before the script runs, so the script and its subprocesses see the user's environment.
+What "exactly" means here: ``sys.argv``, ``sys.path[0]``, ``__file__`` (absolute, as
+Python 3.9+ makes it), the ``__main__`` module's globals, the traceback of an uncaught
+exception (our own frames removed; the ``runpy`` frames that ``python -m`` shows kept),
+``sys.exit`` codes and messages, and death by SIGINT after an uncaught KeyboardInterrupt.
+A plain script is compiled and run in a fresh ``__main__`` module the way Python's
+``pymain_run_file`` does (runpy would change ``sys.argv[0]`` and ``__file__``); ``-m``,
+directories and zip files go through ``runpy._run_module_as_main`` like ``python`` itself.
+The probe's settings come in ``MPSPROF_CHANNEL`` / ``MPSPROF_OPTIONS`` and are removed
+from the environment before the script runs, so the script and its subprocesses see the
+user's environment.
 """
 
 from __future__ import annotations
 
+import builtins
+import io
 import json
 import os
 import runpy
 import signal
 import sys
 import traceback
+import types
+from importlib.machinery import SourceFileLoader
 from types import TracebackType
 from typing import Any
 
 _OWN_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_BOOT_MODULE = sys.modules.get(__name__)
+"""Keep this module alive once the script's module replaces it as ``__main__``."""
 
 
 def _start_probe() -> Any:
@@ -27,6 +38,7 @@ def _start_probe() -> Any:
     raw_options = os.environ.pop("MPSPROF_OPTIONS", "{}")
     if not spec:
         return None
+    channel = None
     try:
         from .channel import open_channel
         from .probe import Probe
@@ -39,37 +51,57 @@ def _start_probe() -> Any:
                     stream.reconfigure(line_buffering=True)  # type: ignore[union-attr]
                 except Exception:
                     pass
-        probe = Probe(open_channel(spec), options)
+        channel = open_channel(spec)
+        probe = Probe(channel, options)
         probe.install()
         return probe
     except Exception as exc:  # the training runs even if the probe cannot
         sys.stderr.write(f"mpsprof: profiler disabled ({type(exc).__name__}: {exc})\n")
+        _close_channel(channel, spec)
         return None
 
 
+def _close_channel(channel: Any, spec: str) -> None:
+    """Leave no descriptor of ours open for the script's subprocesses to inherit."""
+    try:
+        if channel is not None:
+            channel.close(timeout=0.5)
+        elif spec.startswith("fd:"):
+            os.close(int(spec[3:]))
+    except Exception:
+        pass
+
+
 def _is_own_frame(filename: str) -> bool:
-    return filename.startswith(_OWN_DIR) or os.path.basename(filename) == "runpy.py" or filename.startswith("<frozen runpy")
+    return filename.startswith(_OWN_DIR + os.sep)
 
 
 def _trim(tb: TracebackType | None) -> TracebackType | None:
-    """Drop the leading frames of this module and runpy, as plain ``python`` shows none."""
+    """Drop the leading frames of this package: plain ``python`` has none of them."""
     while tb is not None and _is_own_frame(tb.tb_frame.f_code.co_filename):
         tb = tb.tb_next
     return tb
 
 
-def _frames(tb: TracebackType | None) -> list[dict[str, Any]]:
+def _frames(exc: BaseException, tb: TracebackType | None) -> list[dict[str, Any]]:
     out = []
     for frame in traceback.extract_tb(tb, limit=64):
         name = frame.filename
-        user = not (
-            "site-packages" in name
-            or "dist-packages" in name
-            or name.startswith(sys.base_prefix)
-            or name.startswith("<")
-        )
-        out.append({"file": name, "line": frame.lineno, "func": frame.name, "code": frame.line or "", "user": user})
+        out.append({"file": name, "line": frame.lineno, "func": frame.name, "code": frame.line or "", "user": _is_user(name)})
+    if isinstance(exc, SyntaxError) and exc.filename:
+        # the script did not compile: the place to fix is the error's own line
+        out.append({"file": exc.filename, "line": exc.lineno, "func": "<module>",
+                    "code": (exc.text or "").strip(), "user": _is_user(exc.filename)})
     return out
+
+
+def _is_user(name: str) -> bool:
+    return not (
+        "site-packages" in name
+        or "dist-packages" in name
+        or name.startswith(sys.base_prefix)
+        or name.startswith("<")
+    )
 
 
 def _flush_std() -> None:
@@ -80,49 +112,138 @@ def _flush_std() -> None:
             pass
 
 
+def _is_runnable_path(path: str) -> bool:
+    """A directory or zip file that ``python PATH`` runs through its ``__main__``."""
+    if os.path.isdir(path):
+        return True
+    try:
+        import zipfile
+
+        return zipfile.is_zipfile(path)
+    except OSError:
+        return False
+
+
+def _fresh_main() -> types.ModuleType:
+    """A new ``__main__`` module with the globals Python gives a script's module."""
+    main = types.ModuleType("__main__")
+    main.__dict__["__annotations__"] = {}
+    main.__dict__["__builtins__"] = builtins
+    sys.modules["__main__"] = main
+    return main
+
+
+class _DoesNotCompile(Exception):
+    def __init__(self, error: BaseException) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+def _run_file(script: str) -> None:
+    path = os.path.abspath(script)
+    with io.open_code(path) as fh:
+        source = fh.read()
+    try:
+        code = compile(source, path, "exec", dont_inherit=True)
+    except (SyntaxError, ValueError) as exc:
+        raise _DoesNotCompile(exc) from None
+    main = _fresh_main()
+    main.__file__ = path
+    main.__cached__ = None  # type: ignore[attr-defined]
+    main.__loader__ = SourceFileLoader("__main__", path)
+    exec(code, main.__dict__)
+
+
+def _run_main_module(name: str, alter_argv: bool) -> None:
+    _fresh_main()
+    runpy._run_module_as_main(name, alter_argv=alter_argv)  # type: ignore[attr-defined]
+
+
 def main(argv: list[str] | None = None) -> None:
     args = list(sys.argv[1:] if argv is None else argv)
     probe = _start_probe()
-    module = None
+    executable = sys.orig_argv[0] if getattr(sys, "orig_argv", None) else sys.executable
     if args and args[0] == "-m":
-        module = args[1]
-        sys.argv = [module, *args[2:]]  # runpy replaces argv[0] with the module's path
+        module, script = args[1], None
+        sys.argv = ["-m", *args[2:]]  # runpy replaces argv[0] with the module's path
         sys.path[0] = os.getcwd()
+        sys.orig_argv = [executable, *args]
     else:
-        script = args[0]
+        module, script = None, args[0]
         sys.argv = [script, *args[1:]]
-        sys.path[0] = os.path.dirname(os.path.abspath(script))
+        sys.orig_argv = [executable, *args]
+        if _is_runnable_path(script):
+            sys.path[0] = os.path.abspath(script)
+        else:
+            sys.path[0] = os.path.dirname(os.path.realpath(script))
     try:
         if module is not None:
-            runpy.run_module(module, run_name="__main__", alter_sys=True)
+            _run_main_module(module, alter_argv=True)
+        elif _is_runnable_path(script):
+            _run_main_module("__main__", alter_argv=False)
         else:
-            runpy.run_path(script, run_name="__main__")
+            _run_file(script)
     except SystemExit:
         if probe is not None:
             probe.close()
         raise
+    except _DoesNotCompile as exc:
+        _let_python_report(exc.error, script or "", args[1:], probe)
     except BaseException as exc:  # noqa: BLE001 - we re-create Python's own handling
-        tb = _trim(exc.__traceback__)
-        if probe is not None:
-            try:
-                probe.record_exception(exc, _frames(tb))
-            except Exception:
-                pass
-        sys.excepthook(type(exc), exc, tb)
-        _flush_std()
-        if probe is not None:
-            probe.close()
-        if isinstance(exc, KeyboardInterrupt):
-            # Python exits by SIGINT after an uncaught KeyboardInterrupt (bpo-1054041)
-            import atexit
-
-            atexit._run_exitfuncs()
-            _flush_std()
-            signal.signal(signal.SIGINT, signal.SIG_DFL)
-            os.kill(os.getpid(), signal.SIGINT)
-        sys.exit(1)
+        _handle_uncaught(exc, probe)
     if probe is not None:
         probe.close()
+
+
+def _let_python_report(error: BaseException, script: str, args: list[str], probe: Any) -> None:
+    """The script does not compile: record that, then let ``python`` itself say so.
+
+    Python's file tokenizer words some errors differently from ``compile()`` (null
+    bytes, undeclared encodings); exec'ing the interpreter on the same file gives the
+    user exactly its message and exit status. No line of the script has run.
+    """
+    if probe is not None:
+        try:
+            probe.record_exception(error, _frames(error, None))
+        except Exception:
+            pass
+        probe.close()
+    _flush_std()
+    try:
+        os.execv(sys.executable, [sys.executable, script, *args])
+    except OSError:
+        _handle_uncaught(error, None)
+
+
+def _handle_uncaught(exc: BaseException, probe: Any) -> None:
+    tb = _trim(exc.__traceback__)
+    # sys.excepthook prints the exception's own __traceback__, not the tb argument
+    exc = exc.with_traceback(tb)
+    if probe is not None:
+        try:
+            probe.record_exception(exc, _frames(exc, tb))
+        except Exception:
+            pass
+    sys.last_type, sys.last_value, sys.last_traceback = type(exc), exc, tb
+    sys.excepthook(type(exc), exc, tb)
+    _flush_std()
+    if probe is not None:
+        probe.close()
+    if isinstance(exc, KeyboardInterrupt):
+        # Python exits by SIGINT after an uncaught KeyboardInterrupt (bpo-1054041),
+        # once it has waited for threads and run the atexit functions
+        import atexit
+        import threading
+
+        try:
+            threading._shutdown()  # type: ignore[attr-defined]
+        except Exception:
+            pass
+        atexit._run_exitfuncs()
+        _flush_std()
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)
+    sys.exit(1)
 
 
 if __name__ == "__main__":

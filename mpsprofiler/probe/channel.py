@@ -4,6 +4,9 @@ The training thread only appends encoded lines to a bounded in-memory buffer; a 
 thread writes them to the inherited pipe with a non-blocking fd. Whatever happens to the
 parent (stopped, killed, slow), a write never blocks the training and never raises into
 it: a dead reader switches the channel off, a full buffer drops events and counts them.
+If the script closes the descriptor and its number is reused for one of the script's
+own files, the channel notices (device and inode changed) and stops instead of writing
+into that file.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ class Channel:
         self.closed = False
         self.dropped = 0
         self._before_flush: list[Callable[[], None]] = []
+        self._identity = _identity(fd)
         try:
             os.set_inheritable(fd, False)
             os.set_blocking(fd, False)
@@ -78,6 +82,14 @@ class Channel:
                     break
             if not self._pending or self.closed:
                 return not self._buf
+            if _identity(self._fd) != self._identity:
+                # the script closed our descriptor (os.closerange) and the number now
+                # names one of its own files: never write there
+                self.closed = True
+                self._buf.clear()
+                self._pending = b""
+                self._fd = -1
+                return True
             try:
                 written = os.write(self._fd, self._pending)
                 self._pending = self._pending[written:]
@@ -107,11 +119,21 @@ class Channel:
                 select.select([], [self._fd], [], 0.05)
             except (OSError, ValueError):
                 break
+        was_ours = _identity(self._fd) == self._identity
         self.closed = True
-        try:
-            os.close(self._fd)
-        except OSError:
-            pass
+        if was_ours:
+            try:
+                os.close(self._fd)
+            except OSError:
+                pass
+
+
+def _identity(fd: int) -> tuple[int, int] | None:
+    try:
+        st = os.fstat(fd)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino)
 
 
 def open_channel(spec: str) -> Channel | None:

@@ -20,6 +20,8 @@ from .channel import Channel
 from .steps import StepTracker
 
 _ACTIVE: "Probe | None" = None
+AGGREGATE_EVERY = 2.0
+"""Seconds between ``steps`` events once only aggregates are sent (see StepTracker)."""
 INSTRUMENTS = ("env", "steps", "dataloader", "warnings", "memory", "ops")
 
 
@@ -41,7 +43,12 @@ class Probe:
         self._closed = False
         self._model_seen = False
         self._pid = os.getpid()
+        world = _int_env("WORLD_SIZE") or 1
+        self.rank = _int_env("RANK") if world > 1 else None
+        """Distributed runs tag every event with the rank (``r``): one session per rank."""
         self.tracker = StepTracker(self.emit, self.backend, self.clock)
+        self._last_drain = float("-inf")
+        self._torch_env_sent = False
         self.sampler: Any = None
         self.ops: Any = None
 
@@ -50,6 +57,8 @@ class Probe:
         channel = self.channel
         if channel is None or os.getpid() != self._pid:
             return
+        if self.rank is not None:
+            fields["r"] = self.rank
         try:
             channel.send(events.encode(kind, self.clock(), **fields))
         except Exception:
@@ -77,7 +86,7 @@ class Probe:
             version=_version(),
         )
         if self.channel is not None:
-            self.channel.on_flush(self.tracker.drain)
+            self.channel.on_flush(self._drain_steps)
         self._guarded("env", lambda: self._emit_environment(with_torch=False))
         self._guarded("warnings", self._install_warnings)
         if not self.options.get("no_memory"):
@@ -98,8 +107,12 @@ class Probe:
         atexit.register(self.close)
 
     def _on_torch_imported(self) -> None:
-        """Install the torch instruments once the script's ``import torch`` has finished."""
-        self._guarded("env", lambda: self._emit_environment(with_torch=True))
+        """Install the torch instruments once the script's ``import torch`` has finished.
+
+        torch's own facts (``cuda.is_available()`` initialises the CUDA driver, which
+        reads ``CUDA_VISIBLE_DEVICES`` once) wait for the first step or the exit, so a
+        script that picks its devices after ``import torch`` still gets the ones it picked.
+        """
         self._guarded("steps", self._install_optimizer_hook)
         self._guarded("dataloader", self._install_dataloader_hooks)
         if not self.options.get("no_ops"):
@@ -111,7 +124,22 @@ class Probe:
         if instrument in self._faults:
             raise RuntimeError(f"injected fault in {instrument} (test option)")
 
+    def _drain_steps(self) -> None:
+        """Send pending steps; past the detail limit only every ``AGGREGATE_EVERY`` s.
+
+        Aggregates are exact however rarely they go out, so a long run's recording
+        grows by one small ``steps`` event per couple of seconds, not four a second.
+        """
+        tracker = self.tracker
+        now = self.clock()
+        if tracker.index > tracker._detail_limit and now - self._last_drain < AGGREGATE_EVERY:
+            return
+        self._last_drain = now
+        tracker.drain()
+
     def _guarded(self, name: str, fn: Callable[[], None]) -> None:
+        if name in self.disabled:
+            return  # switched off by an earlier failure: stays off
         try:
             fn()
         except Exception as exc:
@@ -162,9 +190,16 @@ class Probe:
         self._uninstallers.append(register_optimizer_step_post_hook(hook).remove)
         self._uninstallers.append(tracker.start_marker())
 
+    def _send_torch_environment(self) -> None:
+        if self._torch_env_sent or "torch" not in sys.modules:
+            return
+        self._torch_env_sent = True
+        self._guarded("env", lambda: self._emit_environment(with_torch=True))
+
     def _on_first_model(self, optimizer: Any) -> None:
         """The first optimizer step says which device the training really uses."""
         self._model_seen = True
+        self._send_torch_environment()
         params = [p for group in optimizer.param_groups for p in group.get("params", [])]
         if not params:
             return
@@ -277,6 +312,8 @@ class Probe:
     # -- public API -------------------------------------------------------------
     def mark_step(self) -> None:
         try:
+            if not self._torch_env_sent:
+                self._send_torch_environment()
             self.tracker.manual_step()
         except Exception as exc:
             self.fail("steps", exc)
@@ -295,6 +332,7 @@ class Probe:
         if self._closed or os.getpid() != self._pid:
             return
         self._closed = True
+        self._send_torch_environment()
         for name, fn in (
             ("steps", self.tracker.finish),
             ("ops", lambda: self.ops.close() if self.ops is not None else None),

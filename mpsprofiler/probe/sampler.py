@@ -26,9 +26,13 @@ class MemorySampler:
         emit: Callable[..., None],
         backend_fn: Callable[[], DeviceBackend],
         clock: Callable[[], float],
+        on_error: Callable[[BaseException], None] | None = None,
+        before_sample: Callable[[], None] | None = None,
     ) -> None:
         import psutil
 
+        self._on_error = on_error
+        self._before_sample = before_sample
         self._psutil = psutil
         self._emit = emit
         self._backend_fn = backend_fn
@@ -50,10 +54,17 @@ class MemorySampler:
         started = self._clock()
         while not self._stop.is_set():
             try:
+                if self._before_sample is not None:
+                    self._before_sample()
                 self.sample()
-            except Exception as exc:  # pragma: no cover - defensive
+            except Exception as exc:
+                # reported once, through the probe when it gave us a way (it then
+                # knows the instrument is off and takes no final sample either)
                 self.failed = True
-                self._emit(events.KIND_PROBE_ERROR, instrument="memory", message=repr(exc))
+                if self._on_error is not None:
+                    self._on_error(exc)
+                else:
+                    self._emit(events.KIND_PROBE_ERROR, instrument="memory", message=f"{type(exc).__name__}: {exc}")
                 return
             interval = FAST_INTERVAL if self._clock() - started < SLOW_AFTER else SLOW_INTERVAL
             self._stop.wait(interval)

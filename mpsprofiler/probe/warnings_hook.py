@@ -17,34 +17,43 @@ from .. import events
 MAX_DISTINCT = 200
 
 
-def install(emit: Callable[..., None], on_error: Callable[[str, BaseException], None]) -> Callable[[], None]:
+def install(
+    emit: Callable[..., None],
+    on_error: Callable[[str, BaseException], None],
+    enabled: Callable[[], bool] | None = None,
+) -> Callable[[], None]:
+    """Wrap ``warnings._showwarnmsg``; ``enabled()`` False (instrument switched off)
+    makes the wrapper a plain pass-through. Returns the uninstaller."""
     original = getattr(warnings, "_showwarnmsg", None)
     if original is None:
         return lambda: None
     seen: dict[tuple[str, str], int] = {}
 
+    def _record(msg: Any) -> None:
+        text = str(msg.message)
+        category = getattr(msg.category, "__name__", str(msg.category))
+        key = (category, text[:300])
+        count = seen.get(key, 0) + 1
+        if count == 1 and len(seen) >= MAX_DISTINCT:
+            return
+        seen[key] = count
+        if count == 1 or count in (10, 100, 1000) or count % 10000 == 0:
+            emit(
+                events.KIND_WARNING,
+                category=category,
+                message=text[:2000],
+                filename=str(msg.filename),
+                lineno=msg.lineno,
+                count=count,
+            )
+
     def _showwarnmsg(msg: Any) -> None:
         try:
-            text = str(msg.message)
-            category = getattr(msg.category, "__name__", str(msg.category))
-            key = (category, text[:300])
-            count = seen.get(key, 0) + 1
-            if count == 1 and len(seen) >= MAX_DISTINCT:
-                pass
-            else:
-                seen[key] = count
-                if count == 1 or count in (10, 100, 1000) or count % 10000 == 0:
-                    emit(
-                        events.KIND_WARNING,
-                        category=category,
-                        message=text[:2000],
-                        filename=str(msg.filename),
-                        lineno=msg.lineno,
-                        count=count,
-                    )
+            if enabled is None or enabled():
+                _record(msg)
         except Exception as exc:
             on_error("warnings", exc)
-        original(msg)
+        original(msg)  # outside the try: what the user's showwarning raises is theirs
 
     warnings._showwarnmsg = _showwarnmsg  # type: ignore[attr-defined]
 

@@ -126,7 +126,7 @@ class Session:
             handler(self, event.ts, data)
         except events.SchemaError:
             raise
-        except (TypeError, ValueError, KeyError, AttributeError):
+        except (TypeError, ValueError, KeyError, AttributeError, OverflowError):
             # a malformed record of a known kind: count it, keep the rest of the run
             self.unknown_events += 1
 

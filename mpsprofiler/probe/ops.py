@@ -1,0 +1,428 @@
+"""Op accounting on sampled steps: which ops run, where, from which module and line.
+
+PyTorch warns about the first CPU-fallback op of a process only, so fallbacks are
+counted here instead, with a ``TorchDispatchMode`` that observes every op of a sampled
+step (``return func(*args, **kwargs)``, never anything else). The mode, the module hooks
+and the Tensor patches cost per op, so they run on a few steps only: always on two early
+steady steps, then at an interval chosen so that the extra time of sampled steps (measured
+against the median of unsampled ones) stays within ``budget`` of the total.
+
+The mode is pushed with the raw dispatch-stack API and inserted *below* modes the user
+entered earlier, so a user's ``with MyMode():`` still pops its own mode when it exits
+(``TorchDispatchMode.__exit__`` pops whatever is on top). It reports
+``ignore_compile_internals()`` so ``torch.compile`` behaves as if it were absent.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import statistics
+import sys
+import time
+import weakref
+from collections import deque
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from .. import events
+from .modules import ModuleTracker
+from .ops_record import StepRecord
+from .ops_sites import FrameFinder, TensorPatches
+
+EARLY_STEPS = (3, 5)
+"""Always sampled (steps 0-1 are warm-up: allocator growth, kernel compilation)."""
+MAX_INTERVAL = 5_000
+MAX_OPS_PER_SAMPLE = 500_000
+SAMPLE_CAP_STEPS = 20  # a sample longer than 20 median steps is cut short ...
+MIN_SAMPLE_CAP_S = 5.0  # ... but never before 5 s
+_COMPOSITE_KEYS = ("CompositeExplicitAutograd", "CompositeExplicitAutogradNonFunctional",
+                   "CompositeImplicitAutograd")  # fmt: skip
+Emit = Callable[..., None]
+
+
+def default_has_mps_kernel(op: str) -> bool:
+    """The authoritative check on a Mac; composite ops run on MPS through their pieces."""
+    has = torch._C._dispatch_has_kernel_for_dispatch_key
+    return bool(has(op, "MPS")) or any(has(op, key) for key in _COMPOSITE_KEYS)
+
+
+class _OpMode(TorchDispatchMode):
+    """Times each op and hands it to the accountant; returns exactly what ``func`` returns."""
+
+    def __init__(self, accountant: OpAccountant) -> None:
+        super().__init__()
+        self._acct = accountant
+
+    @classmethod
+    def ignore_compile_internals(cls) -> bool:
+        return True
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        kwargs = kwargs or {}
+        acct = self._acct
+        if not acct._recording:
+            return func(*args, **kwargs)
+        clock = acct._clock
+        t0 = clock()
+        out = func(*args, **kwargs)
+        t1 = clock()
+        try:
+            acct._record(func, args, kwargs, out, t1 - t0)
+        except Exception as exc:
+            acct._fail(exc)
+        acct._bookkeeping += clock() - t1
+        return out
+
+
+class OpAccountant:
+    """Samples steps with a dispatch mode and emits one ``ops`` event per sampled step."""
+
+    def __init__(
+        self,
+        emit: Emit,
+        budget: float = 0.02,
+        clock: Callable[[], float] = time.perf_counter,
+        *,
+        device_kind: str | None = None,
+        has_mps_kernel: Callable[[str], bool] | None = None,
+        mps_device_type: str = "mps",
+        early_steps: Iterable[int] = EARLY_STEPS,
+        min_interval: int = 4,
+        every_step: bool = False,
+        warn_always: bool = False,
+    ) -> None:
+        """``device_kind`` (mps | cuda | cpu) defaults to the device of the model's
+        parameters; ``has_mps_kernel`` and ``mps_device_type`` are injectable so the MPS
+        path can be tested on any machine; ``every_step`` samples every step after the
+        early ones (benchmarks); ``warn_always`` turns ``torch.set_warn_always`` on while
+        sampling on MPS (off by default: it changes what the user's stderr shows)."""
+        self._emit = emit
+        self.budget = max(float(budget), 1e-4)
+        self._clock = clock
+        self._device_kind = device_kind
+        self._has_mps_kernel = has_mps_kernel
+        self._mps_type = mps_device_type
+        self._early = sorted({int(s) for s in early_steps if int(s) >= 0})
+        self._min_interval = max(1, int(min_interval))
+        self._every_step = every_step
+        self._warn_always = warn_always
+        self._mode = _OpMode(self)
+        self._tracker = ModuleTracker(self._fail)
+        self._patches = TensorPatches(self._on_patched_call)
+        self._finder: FrameFinder | None = None
+        self._cpu_always: frozenset[str] | None = None
+        self._kernel_cache: dict[str, bool] = {}
+        self._detected: str | None = None
+        self._info: dict[Any, tuple[Any, ...]] = {}  # func -> OpInfo, kept across steps
+        # sampling state
+        self._next_sample: float = self._early[0] if self._early else 3
+        self._record_from = 2
+        self._active_step: int | None = None
+        self._recording = False
+        self._failed = False
+        self._closed = False
+        self._pushed = False
+        self._warn_saved: bool | None = None
+        self._t_begin = 0.0
+        self._plain: deque[float] = deque(maxlen=64)
+        self._total = 0.0  # seconds of all steps so far
+        self._added = 0.0  # estimated seconds added by sampling so far
+        self._ratios: deque[float] = deque(maxlen=5)
+        self.samples = 0
+        self.interval = self._min_interval
+        self._step: StepRecord | None = None
+        self._bookkeeping = 0.0
+        self._pid = os.getpid()
+        self._truncated = False
+        self._time_cap = MIN_SAMPLE_CAP_S
+        ref = weakref.ref(self)
+        try:
+            os.register_at_fork(after_in_child=lambda: _forked(ref))
+        except AttributeError:
+            pass
+
+    # -- the step tracker's calls -------------------------------------------------
+    def on_step_boundary(self, next_step: int, last_step_duration: float | None) -> None:
+        """Called at every step boundary; a few attribute reads unless a sample starts/ends."""
+        if last_step_duration is not None:
+            self._total += last_step_duration
+        if self._active_step is None and next_step < self._next_sample:
+            if last_step_duration is not None and next_step > self._record_from:
+                self._plain.append(last_step_duration)
+            return
+        self._boundary(next_step, last_step_duration)
+
+    def close(self) -> None:
+        """At exit: emit a step being sampled (``partial``) and remove everything."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            if self._active_step is not None:
+                self._finish(None, partial=True)
+        except Exception as exc:
+            self._fail(exc)
+        self._teardown()
+        self._next_sample = math.inf
+
+    # -- sampling -----------------------------------------------------------------
+    def _boundary(self, next_step: int, last: float | None) -> None:
+        try:
+            if self._active_step is not None:
+                self._finish(last)
+            elif last is not None and next_step > self._record_from:
+                self._plain.append(last)
+            if self._failed or self._closed:
+                self._teardown()
+                self._next_sample = math.inf
+                return
+            if next_step >= self._next_sample:
+                self._begin(next_step)
+        except Exception as exc:
+            self._fail(exc)
+            self._teardown()
+            self._next_sample = math.inf
+
+    def _begin(self, step: int) -> None:
+        if os.getpid() != self._pid:
+            self._next_sample = math.inf
+            return
+        if self._finder is None:
+            self._finder = FrameFinder()
+        self._reset_step()
+        if not self._push_mode():
+            self._next_sample = step + 1  # a tracing (infra) mode is active: try later
+            return
+        self._pushed = True
+        if not _compiled_in_use():
+            # global module hooks make torch.compile warn, and a compiled model's graph is
+            # one opaque call anyway; ops are still counted, without module names
+            self._tracker.install()
+        self._patches.install()
+        if self._warn_always and self._device_kind == "mps":
+            self._warn_saved = torch.is_warn_always_enabled()
+            torch.set_warn_always(True)
+        self._active_step = step
+        self._t_begin = self._clock()
+        plain = statistics.median(self._plain) if self._plain else 0.0
+        self._time_cap = max(MIN_SAMPLE_CAP_S, SAMPLE_CAP_STEPS * plain)
+        self._recording = True
+
+    def _finish(self, last: float | None, partial: bool = False) -> None:
+        t_end = self._clock()
+        step = self._active_step
+        self._recording = False
+        self._teardown()
+        self._active_step = None
+        empty = self._step is None or not (self._step.agg or self._step.syncs)
+        if step is None or self._failed or (partial and empty):
+            return  # nothing ran since the last boundary (the loop ended): nothing to say
+        host_s = last if last is not None else t_end - self._t_begin
+        record = self._build(step, host_s)
+        self._step = None
+        if partial:
+            record["partial"] = True
+        if self._truncated:
+            record["truncated"] = True
+        finish_cost = self._clock() - t_end
+        overhead = self._schedule(step, host_s, finish_cost)
+        record["overhead_s"] = overhead
+        record["interval"] = self.interval
+        self._emit(events.KIND_OPS, **record)
+
+    def _schedule(self, step: int, host_s: float, finish_cost: float) -> float | None:
+        """Pick the next sampled step; returns the overhead estimate of this one.
+
+        The next sample comes once the time of the run, all steps counted, is large enough
+        for the overhead spent so far plus one more sample to stay within the budget; so
+        the forced early samples are paid back before sampling resumes.
+        """
+        self.samples += 1
+        self._record_from = step + 2  # the next step pays for building the event
+        median = statistics.median(self._plain) if self._plain else 0.0
+        if median > 0 and not self._truncated:
+            overhead = max(0.0, host_s - median) + finish_cost
+            self._ratios.append(overhead / median)
+        else:
+            overhead = self._bookkeeping + finish_cost
+        self._added += overhead
+        need = self._min_interval
+        if self._ratios and median > 0:
+            ratios = sorted(self._ratios)
+            ratio = ratios[(len(ratios) - 1) // 2]  # lower median: the first sample pays one-time costs
+            need_time = (self._added + ratio * median) / self.budget - self._total
+            need = math.ceil(need_time / median) if need_time > 0 else 1
+        self.interval = min(MAX_INTERVAL, max(self._min_interval, need, self.samples))
+        later = [s for s in self._early if s > step]
+        if later:
+            self._next_sample = later[0]
+        elif self._every_step:
+            self._next_sample = step + 1
+        else:
+            self._next_sample = step + self.interval
+        return overhead
+
+    def _reset_step(self) -> None:
+        self._tracker.reset_step()
+        assert self._finder is not None
+        self._step = StepRecord(self._tracker, self._finder, self._patches, self._info)
+        self._bookkeeping = 0.0
+        self._truncated = False
+
+    def _overrun(self) -> None:
+        """A sample that runs far longer than a step (the loop ended and evaluation runs
+        without step boundaries): stop recording now, remove the mode at the next module
+        call (a point outside any op), and report the sample as truncated."""
+        self._recording = False
+        self._truncated = True
+        self._tracker.release = self._teardown
+
+    def _teardown(self) -> None:
+        """Undo everything sampling installed; safe to call at any boundary."""
+        self._recording = False
+        if self._pushed:
+            self._pushed = False
+            _remove_mode(self._mode)
+        self._tracker.remove()
+        self._patches.remove()
+        if self._warn_saved is not None:
+            torch.set_warn_always(self._warn_saved)
+            self._warn_saved = None
+
+    def _push_mode(self) -> bool:
+        """Insert the mode at the bottom of the dispatch stack (see the module docstring)."""
+        C = torch._C
+        n = C._len_torch_dispatch_stack()
+        for i in range(n):
+            mode = C._get_dispatch_stack_at(i)
+            if getattr(mode, "_mode_key", None) is not None or mode.is_infra_mode():
+                return False
+        above = [_pop_top() for _ in range(n)]
+        C._push_on_torch_dispatch_stack(self._mode)
+        for mode in reversed(above):
+            C._push_on_torch_dispatch_stack(mode)
+        return True
+
+    # -- failure --------------------------------------------------------------------
+    def _fail(self, exc: BaseException) -> None:
+        """Switch off after one ``probe_error``. Nothing is removed here (this may run
+        inside an op); the mode and hooks go at the next module call or step boundary."""
+        if self._failed:
+            return
+        self._failed = True
+        self._recording = False
+        self._next_sample = math.inf
+        self._tracker.release = self._teardown  # or at the next boundary, if sooner
+        try:
+            self._emit(events.KIND_PROBE_ERROR, instrument="ops", message=f"{type(exc).__name__}: {exc}")
+        except Exception:
+            pass
+
+    @property
+    def failed(self) -> bool:
+        return self._failed
+
+    # -- recording (inside the mode) ----------------------------------------------------
+    def _record(self, func: Any, args: Any, kwargs: dict[str, Any], out: Any, dt: float) -> None:
+        step = self._step
+        if step is None:
+            return
+        step.record(func, args, kwargs, out, dt)
+        count = step.op_count
+        if not count & 255 and count and (
+            count >= MAX_OPS_PER_SAMPLE or self._clock() - self._t_begin > self._time_cap
+        ):
+            self._overrun()
+
+    def _on_patched_call(self, kind: str, tensor: torch.Tensor) -> None:
+        if not self._recording or self._step is None:
+            return
+        try:
+            self._step.patched_call(kind, tensor)
+        except Exception as exc:
+            self._fail(exc)
+
+    # -- the event --------------------------------------------------------------------
+    def _run_kind(self) -> str:
+        if self._device_kind:
+            return self._device_kind
+        model = self._tracker.model_device()
+        if model:
+            return model.split(":", 1)[0]
+        if self._detected is None:
+            from ..devices import detect_backend
+
+            self._detected = detect_backend().kind
+        return self._detected
+
+    def _mps_check(self, op: str) -> bool:
+        """Whether ``op`` runs on MPS: a kernel, and not one of the always-CPU ops."""
+        has = self._kernel_cache.get(op)
+        if has is None:
+            if self._cpu_always is None:
+                from ..ops.readiness import cpu_always_ops
+
+                self._cpu_always = frozenset("aten::" + name for name in cpu_always_ops())
+            check = self._has_mps_kernel or default_has_mps_kernel
+            has = self._kernel_cache[op] = op not in self._cpu_always and bool(check(op))
+        return has
+
+    def _build(self, step: int, host_s: float) -> dict[str, Any]:
+        assert self._step is not None
+        record: dict[str, Any] = {"step": step, "host_s": round(host_s, 7),
+                                  "bookkeeping_s": round(self._bookkeeping, 7)}  # fmt: skip
+        record.update(self._step.build(self._run_kind(), self._mps_check, self._mps_type))
+        return record
+
+
+def _compiled_in_use() -> bool:
+    """Whether torch.compile has compiled a frame in this process."""
+    if "torch._dynamo" not in sys.modules:
+        return False
+    try:
+        from torch._dynamo.utils import counters
+
+        return bool(counters["frames"]["ok"])
+    except Exception:
+        return True
+
+
+def _pop_top() -> Any:
+    try:
+        return torch._C._pop_torch_dispatch_stack(None)
+    except TypeError:  # older signature without the mode key
+        return torch._C._pop_torch_dispatch_stack()
+
+
+def _remove_mode(mode: TorchDispatchMode) -> None:
+    """Take ``mode`` out of the dispatch stack wherever it is, keeping the others in order."""
+    C = torch._C
+    n = C._len_torch_dispatch_stack()
+    if not any(C._get_dispatch_stack_at(i) is mode for i in range(n)):
+        return
+    above = []
+    for _ in range(n):
+        top = _pop_top()
+        if top is mode:
+            break
+        above.append(top)
+    for other in reversed(above):
+        C._push_on_torch_dispatch_stack(other)
+
+
+def _forked(ref: weakref.ref[OpAccountant]) -> None:
+    """A forked child (a DataLoader worker) inherits a sampled step's mode, hooks and
+    patches: remove them there and stay quiet."""
+    acct = ref()
+    if acct is not None:
+        acct._recording = False
+        acct._next_sample = math.inf
+        acct._closed = True
+        try:
+            acct._teardown()
+        except Exception:
+            pass

@@ -1,0 +1,240 @@
+"""What one sampled step did, op by op, and the ``ops`` event that describes it.
+
+A :class:`StepRecord` lives for one sampled step. :meth:`StepRecord.record` runs once per
+op inside the dispatch mode, so it does the least it can: a dict lookup per (op, module),
+a walk over the tensor arguments, and a stack walk only for the rare ops that need a
+source line (syncs, and the first call of each (op, module)).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from .modules import ModuleTracker
+from .ops_sites import (
+    COPY_OPS,
+    FrameFinder,
+    TensorPatches,
+    scalar_kind,
+    source_line,
+    static_sync_kind,
+)
+
+MAX_KEYS = 2_000  # distinct (op, module) per sampled step; the rest go to module "*"
+MAX_OPS_SENT = 300  # op entries per event, most host time first
+MAX_SYNC_WALKS = 2_000  # stack walks for syncs per sampled step
+_SKIPPED_NAMESPACES = ("profiler::",)  # record_function markers, not work
+_SEQUENCES = (list, tuple)
+_F64, _BF16 = torch.float64, torch.bfloat16
+_PATCHED_OPS = {"tolist": "Tensor.tolist", "to_cpu": "Tensor.cpu", "print": "Tensor.__repr__"}
+
+OpInfo = tuple[Any, ...]
+"""(name, sync kind or None, is a copy op, pairing base, is a backward op), or () for ops
+that are not recorded."""
+_BACKWARD = re.compile(r"_backward(?:_data|_input|_weight)?$")
+
+
+class _Agg:
+    __slots__ = ("calls", "devices", "dtypes", "host", "site")
+
+    def __init__(self, site: tuple[str, int] | None) -> None:
+        self.calls = 0
+        self.host = 0.0
+        self.devices: set[torch.device] = set()
+        self.dtypes: set[torch.dtype] = set()
+        self.site = site
+
+
+def op_info(func: Any) -> OpInfo:
+    name = func.name()
+    if name.startswith(_SKIPPED_NAMESPACES):
+        return ()
+    base = name.split("::", 1)[-1].split(".", 1)[0]
+    backward = _BACKWARD.search(base) is not None
+    # "_pdist_forward" / "_pdist_backward" and "_ctc_loss" / "_ctc_loss_backward" pair up
+    base = _BACKWARD.sub("", base) if backward else base.removesuffix("_forward")
+    return (name, static_sync_kind(name), name in COPY_OPS, base, backward)
+
+
+def tensors_of(args: Any, kwargs: dict[str, Any] | None) -> list[torch.Tensor]:
+    """Tensors among the arguments, one list level deep (TensorList args)."""
+    found: list[torch.Tensor] = []
+    Tensor = torch.Tensor
+    for seq in (args, kwargs.values() if kwargs else ()):
+        for a in seq:
+            if isinstance(a, Tensor):
+                found.append(a)
+            elif isinstance(a, (list, tuple)):
+                found.extend(x for x in a if isinstance(x, Tensor))
+    return found
+
+
+def _site_fields(site: tuple[str, int] | None) -> dict[str, Any]:
+    return {"file": site[0], "line": site[1]} if site else {"file": "", "line": 0}
+
+
+class StepRecord:
+    """Aggregates of one sampled step; ``info`` is shared across steps (op -> OpInfo)."""
+
+    def __init__(self, tracker: ModuleTracker, finder: FrameFinder, patches: TensorPatches,
+                 info: dict[Any, OpInfo]) -> None:  # fmt: skip
+        self._tracker = tracker
+        self._finder = finder
+        self._patches = patches
+        self._info = info
+        self.agg: dict[tuple[str, str], _Agg] = {}
+        self.syncs: dict[tuple[str, str, str, str, int, str], int] = {}
+        self.f64: dict[tuple[str, str, int, str], int] = {}
+        self.f64_calls = 0
+        self.bf16 = 0
+        self.complex = 0
+        self.walks = 0
+        self.op_count = 0
+        self.forward_module: dict[str, str] = {}
+
+    def record(self, func: Any, args: Any, kwargs: dict[str, Any], out: Any, dt: float) -> None:
+        info = self._info.get(func)
+        if info is None:
+            info = self._info[func] = op_info(func)
+        if not info:
+            return
+        name, sync_kind, is_copy, base, backward = info
+        tracker = self._tracker
+        module = tracker._stack[-1][0] if tracker._stack else tracker.current()
+        if module:
+            if not backward:
+                self.forward_module.setdefault(base, module)
+        elif backward:
+            # the autograd node was not mapped (graph shapes differ across torch releases):
+            # a backward op belongs where its forward op ran
+            module = self.forward_module.get(base, "")
+        key = (name, module)
+        agg = self.agg.get(key)
+        if agg is None:
+            if len(self.agg) >= MAX_KEYS:
+                key = (name, "*")
+                agg = self.agg.get(key)
+            if agg is None:
+                agg = self.agg[key] = _Agg(self._finder.find(3)[0])
+        agg.calls += 1
+        agg.host += dt
+        self.op_count += 1
+        Tensor = torch.Tensor
+        tensors: list[torch.Tensor] = []
+        for a in args:
+            if isinstance(a, Tensor):
+                tensors.append(a)
+            elif a.__class__ in _SEQUENCES:
+                tensors.extend([x for x in a if isinstance(x, Tensor)])
+        if kwargs:
+            tensors.extend(tensors_of((), kwargs))
+        n_in = len(tensors)
+        if isinstance(out, Tensor):
+            tensors.append(out)
+        elif out.__class__ in _SEQUENCES:
+            tensors.extend([x for x in out if isinstance(x, Tensor)])
+        # an (op, module) keeps its devices from call to call: look at the first few only
+        devices = agg.devices if agg.calls <= 4 else None
+        dtypes = agg.dtypes
+        f64 = bf16 = cplx = False
+        for i, t in enumerate(tensors):
+            dtype = t.dtype
+            dtypes.add(dtype)
+            if devices is not None:
+                devices.add(t.device)
+            if dtype is _F64:
+                # a conversion away from float64 is the fix, not the problem; results count
+                f64 = f64 or i >= n_in or (not is_copy and t.dim() > 0)
+            elif dtype is _BF16:
+                bf16 = True
+            elif dtype.is_complex:
+                cplx = True
+        if f64:
+            self.f64_calls += 1
+            site = agg.site or ("", 0)
+            fkey = (module, site[0], site[1], name)
+            self.f64[fkey] = self.f64.get(fkey, 0) + 1
+        self.bf16 += bf16
+        self.complex += cplx
+        if sync_kind is None and not is_copy or self._patches.active is not None:
+            return  # (inside a wrapped tolist()/cpu(), that wrapper counted the sync)
+        if sync_kind is not None:
+            source = tensors[0].device.type if tensors else "cpu"
+            self.sync(sync_kind, name, module, source, agg)
+        elif n_in and len(tensors) > n_in:
+            if name == "aten::copy_":  # copy_(self, src, non_blocking=False)
+                dst, src = tensors[0], tensors[n_in - 1]
+                non_blocking = args[2] if len(args) > 2 else kwargs.get("non_blocking", False)
+            else:
+                src, dst, non_blocking = tensors[0], tensors[n_in], kwargs.get("non_blocking", False)
+            if dst.device.type == "cpu" and src.device.type not in ("cpu", "meta") and not non_blocking:
+                self.sync("to_cpu", name, module, src.device.type, agg)
+
+    def sync(self, kind: str, op: str, module: str, device: str, agg: _Agg | None) -> None:
+        """One host-device sync (actual, or predicted when ``device`` is the CPU)."""
+        site = agg.site if agg is not None else None
+        if self.walks < MAX_SYNC_WALKS:
+            self.walks += 1
+            found, printing, internal = self._finder.find(3)
+            if internal and device == "cpu":
+                return  # a CPU scalar of torch's own bookkeeping: on a Mac it stays on the CPU
+            site = found or site
+            if printing:
+                kind = "print"
+        if kind == "item" and op.endswith("_local_scalar_dense"):
+            kind = scalar_kind(source_line(site))
+        file, line = site if site is not None else ("", 0)
+        key = (kind, op, module, file, line, device)
+        self.syncs[key] = self.syncs.get(key, 0) + 1
+
+    def patched_call(self, kind: str, tensor: torch.Tensor) -> None:
+        self.sync(kind, _PATCHED_OPS[kind], self._tracker.current(), tensor.device.type, None)
+
+    # -- the event --------------------------------------------------------------------
+    def build(self, kind: str, mps_check: Callable[[str], bool] | None, mps_type: str) -> dict[str, Any]:
+        """The ``ops`` event fields of this step (without step / timing fields)."""
+        items = sorted(self.agg.items(), key=lambda kv: kv[1].host, reverse=True)
+        ops = [
+            {"op": op, "calls": agg.calls, "host_s": round(agg.host, 7),
+             "devices": sorted({str(d) for d in agg.devices}), "module": module,
+             "dtypes": sorted({str(d).replace("torch.", "") for d in agg.dtypes}), **_site_fields(agg.site)}
+            for (op, module), agg in items[:MAX_OPS_SENT]
+        ]  # fmt: skip
+        syncs = []
+        for (skind, op, module, file, line, device), calls in self.syncs.items():
+            if device == "cpu" and kind != "cpu":
+                continue  # a CPU tensor on an accelerator run: nothing to wait for
+            entry = {"kind": skind, "op": op, "calls": calls, "module": module, "file": file,
+                     "line": line, "code": source_line((file, line)) if file else "", "device": device}  # fmt: skip
+            if device == "cpu":
+                entry["predicted"] = True
+            syncs.append(entry)
+        syncs.sort(key=lambda s: s["calls"], reverse=True)
+        f64_sites = sorted(self.f64.items(), key=lambda kv: kv[1], reverse=True)[:5]
+        misses = []
+        if kind == "mps" and mps_check is not None:
+            for (op, module), agg in items:
+                if any(d.type == mps_type for d in agg.devices) and not mps_check(op):
+                    misses.append({"op": op, "calls": agg.calls, "host_s": round(agg.host, 7),
+                                   "module": module, **_site_fields(agg.site)})  # fmt: skip
+        return {
+            "device_kind": kind,
+            "model_device": self._tracker.model_device(),
+            "ops": ops,
+            "ops_dropped": max(0, len(items) - MAX_OPS_SENT),
+            "syncs": syncs,
+            "float64": {
+                "calls": self.f64_calls,
+                "sites": [{"module": m, "file": f, "line": ln, "op": op, "calls": n,
+                           "code": source_line((f, ln)) if f else ""}
+                          for (m, f, ln, op), n in f64_sites],
+            },
+            "bf16_complex": {"bfloat16": self.bf16, "complex": self.complex},
+            "mismatch": [{"module": m, "param_device": p, "input_device": i}
+                         for m, (p, i) in sorted(self._tracker.mismatches.items())],
+            "mps_kernel": misses,
+        }

@@ -1,0 +1,137 @@
+"""Run a script with plain ``python`` and with ``python -m mpsprofiler run --headless``.
+
+The profiled run must behave byte for byte like the plain one: same stdout, same exit
+status, same stderr once the mpsprof summary block (which starts with the line
+``── mpsprof ──`` and runs to the end) is removed. Other test modules may import this.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+REPO = Path(__file__).resolve().parents[1]
+SCRIPTS = Path(__file__).resolve().parent / "scripts"
+SUMMARY_MARK = "── mpsprof ─".encode()
+
+
+def child_env(**extra: str | None) -> dict[str, str]:
+    """The environment for child processes: one thread, mpsprofiler importable anywhere."""
+    env = dict(os.environ)
+    env["OMP_NUM_THREADS"] = "1"
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH", "")) if p)
+    for key in ("MPSPROF_CHANNEL", "MPSPROF_OPTIONS"):
+        env.pop(key, None)
+    for key, value in extra.items():
+        if value is None:
+            env.pop(key, None)
+        else:
+            env[key] = value
+    return env
+
+
+def strip_summary(stderr: bytes) -> bytes:
+    """stderr without the summary block mpsprof appends at the end (and its blank line)."""
+    at = stderr.rfind(SUMMARY_MARK)
+    if at < 0 or (at > 0 and stderr[at - 1 : at] != b"\n"):
+        return stderr
+    return stderr[: at - 1] if at > 0 else b""
+
+
+@dataclass
+class Result:
+    returncode: int
+    stdout: bytes
+    stderr: bytes
+    seconds: float
+
+    @property
+    def script_stderr(self) -> bytes:
+        return strip_summary(self.stderr)
+
+    @property
+    def summary_text(self) -> str:
+        at = self.stderr.rfind(SUMMARY_MARK)
+        return self.stderr[at:].decode("utf-8", "replace") if at >= 0 else ""
+
+
+def _run(cmd: Sequence[str], cwd: Path | None, input: bytes | None, env: dict[str, str] | None,
+         timeout: float) -> Result:
+    started = time.monotonic()
+    proc = subprocess.run(
+        list(cmd), cwd=cwd, input=input, stdin=None if input is not None else subprocess.DEVNULL,
+        capture_output=True, env=env if env is not None else child_env(), timeout=timeout,
+    )
+    return Result(proc.returncode, proc.stdout, proc.stderr, time.monotonic() - started)
+
+
+def python_cmd(args: Sequence[str]) -> list[str]:
+    return [sys.executable, *args]
+
+
+def mpsprof_cmd(args: Sequence[str], run_dir: Path, options: Sequence[str] = ()) -> list[str]:
+    """``args`` as for python (``["-m", "pkg.mod", ...]`` or ``["script.py", ...]``)."""
+    args = list(args)
+    if args and args[0] == "-m":
+        args = ["-m", args[1], "--", *args[2:]]
+    return [sys.executable, "-m", "mpsprofiler", "run", "--headless", "-o", str(run_dir), *options, *args]
+
+
+def run_python(args: Sequence[str], cwd: Path | None = None, input: bytes | None = None,
+               env: dict[str, str] | None = None, timeout: float = 120) -> Result:
+    return _run(python_cmd(args), cwd, input, env, timeout)
+
+
+def run_mpsprof(args: Sequence[str], run_dir: Path, cwd: Path | None = None, input: bytes | None = None,
+                env: dict[str, str] | None = None, options: Sequence[str] = (), timeout: float = 120) -> Result:
+    return _run(mpsprof_cmd(args, run_dir, options), cwd, input, env, timeout)
+
+
+def assert_same(plain: Result, profiled: Result) -> None:
+    """Identical exit status, stdout and (summary stripped) stderr, with a readable diff."""
+    assert profiled.returncode == plain.returncode, (plain.returncode, profiled.returncode, profiled.stderr[-3000:])
+    assert profiled.stdout == plain.stdout, _diff(plain.stdout, profiled.stdout)
+    assert profiled.script_stderr == plain.stderr, _diff(plain.stderr, profiled.script_stderr)
+
+
+def compare(args: Sequence[str], run_dir: Path, parallel: bool = True, options: Sequence[str] = (),
+            **kwargs: Any) -> tuple[Result, Result]:
+    """Run both ways (at the same time unless ``parallel`` is False: half the wall time
+    for torch scripts) and assert they match; returns both results for further checks."""
+    if parallel:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(2) as pool:
+            plain_f = pool.submit(run_python, args, **kwargs)
+            profiled_f = pool.submit(run_mpsprof, args, run_dir, options=options, **kwargs)
+            plain, profiled = plain_f.result(), profiled_f.result()
+    else:
+        plain = run_python(args, **kwargs)
+        profiled = run_mpsprof(args, run_dir, options=options, **kwargs)
+    assert_same(plain, profiled)
+    return plain, profiled
+
+
+def read_events(run_dir: Path) -> list[dict[str, Any]]:
+    lines = (Path(run_dir) / "events.jsonl").read_bytes().splitlines()
+    return [json.loads(line) for line in lines if line.strip()]
+
+
+def read_summary(run_dir: Path) -> dict[str, Any]:
+    return json.loads((Path(run_dir) / "summary.json").read_text(encoding="utf-8"))
+
+
+def _diff(a: bytes, b: bytes) -> str:
+    import difflib
+
+    lines = difflib.unified_diff(
+        a.decode("utf-8", "replace").splitlines(), b.decode("utf-8", "replace").splitlines(),
+        "python", "mpsprof", lineterm="", n=2,
+    )
+    return "\n" + "\n".join(list(lines)[:60])

@@ -1,0 +1,15 @@
+"""Run a script through the real launcher with probe options the CLI does not offer
+(``{"fault": [...]}`` for fault injection). argv: RUN_DIR OPTIONS_JSON SCRIPT ARGS..."""
+import json
+import sys
+from pathlib import Path
+
+from mpsprofiler.launcher.child import RunSpec
+from mpsprofiler.launcher.headless import run_headless
+from mpsprofiler.launcher.recorder import prepare_run_dir
+
+run_dir, error = prepare_run_dir(Path(sys.argv[1]))
+assert error is None, error
+spec = RunSpec(target=sys.argv[3], args=sys.argv[4:], run_dir=run_dir, options=json.loads(sys.argv[2]))
+code, _, _ = run_headless(spec, [])
+sys.exit(code if code >= 0 else 128 - code)

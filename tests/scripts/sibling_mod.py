@@ -1,0 +1,2 @@
+"""Imported by other test scripts through sys.path[0]."""
+VALUE = "sibling ok"

@@ -1,0 +1,172 @@
+"""Bad input gets a clear error: missing or odd scripts, syntax errors, unknown options,
+broken rule files, damaged recordings and recordings from a newer mpsprof."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from helpers import SCRIPTS, child_env, compare, read_events, run_mpsprof, run_python
+from mpsprofiler import events
+from mpsprofiler.events import SchemaError
+from mpsprofiler.session.recording import RecordingError, load_run
+
+
+def mpsprof(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "mpsprofiler", *args], capture_output=True, text=True,
+                          stdin=subprocess.DEVNULL, env=child_env(), cwd=cwd, timeout=120)
+
+
+# -- the command line ------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["run", "--headless", "no_such_script.py"], "mpsprof: error: no such script: no_such_script.py"),
+        (["run", "--headless", "."], "mpsprof: error: . is a directory, not a script"),
+        (["run", "--headless"], "mpsprof: error: run needs a script"),
+        (["run", "--headless", "--no-such-option", "x.py"], "unrecognized arguments: --no-such-option"),
+        (["run", "--headless", "--ops-budget", "lots", "x.py"], "invalid float value: 'lots'"),
+        (["run", "--headless", "--ops-budget", "0.9", "x.py"], "--ops-budget must be a share"),
+        (["frobnicate"], "invalid choice: 'frobnicate'"),
+        (["report", "no_such_run"], "mpsprof: error: no such run directory: no_such_run"),
+        (["report", "."], "is not an mpsprof run directory (no events.jsonl in it)"),
+    ],
+)
+def test_command_line_mistakes(tmp_path: Path, args: list[str], message: str) -> None:
+    (tmp_path / "x.py").write_text("print('ran')\n")
+    proc = mpsprof(*args, cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    assert message in proc.stderr
+    assert "Traceback" not in proc.stderr and proc.stdout == ""
+    assert not (tmp_path / "mpsprof-runs").exists()  # nothing ran, nothing recorded
+
+
+def test_missing_module_as_python_says_it(tmp_path: Path) -> None:
+    plain, _ = compare(["-m", "no_such_module_for_mpsprof", "x"], tmp_path / "run", cwd=tmp_path)
+    assert plain.returncode == 1 and b"No module named no_such_module_for_mpsprof" in plain.stderr
+
+
+def test_options_after_the_script_belong_to_the_script(tmp_path: Path) -> None:
+    compare([str(SCRIPTS / "exits.py"), "0", "--headless", "-o", "x"], tmp_path / "run")
+
+
+@pytest.mark.parametrize(
+    "source",
+    [b"def f(:\n    pass\n", b"x = (\n", b"\tif True:\n        x = 1\n  y = 2\n", b"x = 1\x00\n", b'x = "\xff\xfe"\n'],
+    ids=["syntax", "unclosed", "indentation", "null-byte", "undeclared-encoding"],
+)
+def test_script_that_does_not_compile(tmp_path: Path, source: bytes) -> None:
+    """Python's own message, status and (no) traceback; the crash is recorded."""
+    script = tmp_path / "broken.py"
+    script.write_bytes(source)
+    plain, profiled = compare([str(script)], tmp_path / "run")
+    assert plain.returncode == 1 and b"Error" in plain.stderr
+    crash = [e for e in read_events(tmp_path / "run") if e["k"] == "exception"]
+    assert crash and crash[0]["type"] in ("SyntaxError", "IndentationError", "TabError", "ValueError")
+
+
+# -- rule files --------------------------------------------------------------------------
+def test_broken_rule_file_is_named_and_the_run_goes_on(tmp_path: Path) -> None:
+    rules = tmp_path / "rules"
+    rules.mkdir()
+    (rules / "bad_when.yaml").write_text(
+        "rules:\n  - id: my-rule\n    title: t\n    severity: warning\n    when: \"steps_count >\"\n"
+        "    evidence: e\n    fix: f\n"
+    )
+    (rules / "not_yaml.yaml").write_text("rules: [\n")
+    script = [str(SCRIPTS / "exits.py"), "2"]
+    plain = run_python(script)
+    profiled = run_mpsprof(script, tmp_path / "run", options=["--rules", str(rules)])
+    assert profiled.returncode == plain.returncode == 2  # the training was not stopped
+    assert profiled.stdout == plain.stdout
+    problems = [line for line in profiled.stderr.decode().splitlines() if line.startswith("mpsprof: rule file problem")]
+    assert any(f"{rules / 'bad_when.yaml'}:5:" in p for p in problems), problems
+    assert any(f"{rules / 'not_yaml.yaml'}:2:" in p for p in problems), problems
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert len(summary["rule_errors"]) == 2
+
+
+# -- damaged recordings -----------------------------------------------------------------
+@pytest.fixture(scope="module")
+def recording(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    run_dir = tmp_path_factory.mktemp("rec") / "run"
+    proc = run_mpsprof([str(SCRIPTS / "busy_steps.py"), "300", "0", "0"], run_dir)
+    assert proc.returncode == 0, proc.stderr
+    return run_dir
+
+
+def _damaged(recording: Path, tmp_path: Path, edit) -> Path:
+    run_dir = tmp_path / "damaged"
+    shutil.copytree(recording, run_dir)
+    path = run_dir / "events.jsonl"
+    path.write_bytes(edit(path.read_bytes()))
+    return run_dir
+
+
+def _insert(data: bytes, at: int, junk: bytes) -> bytes:
+    lines = data.splitlines(keepends=True)
+    return b"".join(lines[:at] + [junk] + lines[at:])
+
+
+@pytest.mark.parametrize(
+    ("edit", "note"),
+    [
+        (lambda d: _insert(d, 3, b"{this is not json\n"), "skipped 1 unreadable line(s) of"),
+        (lambda d: _insert(d, 2, b"\x00\xff\xfe\x80 binary junk\n"), "skipped 1 unreadable line(s) of"),
+        (lambda d: _insert(d, 4, b'[1, 2, 3]\n{"ts": 1}\n'), "skipped 2 unreadable line(s) of"),
+        (lambda d: d[: len(d) - 40], "the last line was cut off"),
+    ],
+    ids=["garbage", "binary", "not-events", "truncated"],
+)
+def test_damaged_recording_reads_what_is_valid(recording: Path, tmp_path: Path, edit, note: str) -> None:
+    run_dir = _damaged(recording, tmp_path, edit)
+    loaded = load_run(run_dir)
+    assert note in loaded.notes
+    assert loaded.session.steps.count == 300  # the steps were in lines left intact
+    proc = mpsprof("report", str(run_dir), "--format", "json")
+    assert proc.returncode == 0, proc.stderr
+    assert note in proc.stderr and "showing what is valid" in proc.stderr
+    assert json.loads(proc.stdout)["steps"]["count"] == 300
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda d: b"", "holds no readable events"),
+        (lambda d: b"\x00" * 1000, "holds no readable events"),
+        (lambda d: b"not json\n" * 20, "holds no readable events"),
+    ],
+    ids=["empty", "zeros", "all-garbage"],
+)
+def test_unreadable_recording_is_refused_clearly(recording: Path, tmp_path: Path, edit, message: str) -> None:
+    run_dir = _damaged(recording, tmp_path, edit)
+    with pytest.raises(RecordingError, match=message):
+        load_run(run_dir)
+    proc = mpsprof("report", str(run_dir))
+    assert proc.returncode == 2 and message in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_recording_from_a_newer_mpsprof(recording: Path, tmp_path: Path) -> None:
+    newer = events.SCHEMA_VERSION + 1
+
+    def bump(data: bytes) -> bytes:
+        out = []
+        for line in data.splitlines(keepends=True):
+            record = json.loads(line)
+            if record["k"] == "hello":
+                record["schema"] = newer
+            out.append(json.dumps(record).encode() + b"\n")
+        return b"".join(out)
+
+    run_dir = _damaged(recording, tmp_path, bump)
+    with pytest.raises(SchemaError, match=f"schema {newer}"):
+        load_run(run_dir)
+    proc = mpsprof("report", str(run_dir))
+    assert proc.returncode == 2, proc.stderr
+    assert f"this recording uses event schema {newer}" in proc.stderr and "Upgrade mpsprof" in proc.stderr
+    assert "Traceback" not in proc.stderr

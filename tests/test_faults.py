@@ -1,0 +1,207 @@
+"""Faults: a failing instrument, a killed or stopped parent, a killed child, a full or
+unwritable disk. In every case the training runs on with the same output and status."""
+
+from __future__ import annotations
+
+import json
+import re
+import resource
+import signal
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import psutil
+import pytest
+
+from helpers import SCRIPTS, Result, assert_same, child_env, mpsprof_cmd, read_events, run_mpsprof, run_python
+from mpsprofiler.session.recording import load_run
+
+INSTRUMENTS = ("env", "steps", "dataloader", "warnings", "memory", "ops")
+FAULT_GROUPS = (("env", "warnings", "memory"), ("steps",), ("dataloader", "ops"))
+"""Three runs instead of six: each leaves the instruments that show the others' effect."""
+
+
+# -- a failing instrument ---------------------------------------------------------
+@pytest.fixture(scope="module")
+def faulted_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Result, Path]]:
+    """train_small.py once under python and once per group of failing instruments."""
+    base = tmp_path_factory.mktemp("faults")
+    script = str(SCRIPTS / "train_small.py")
+
+    def driven(group: tuple[str, ...]) -> tuple[Result, Path]:
+        run_dir = base / "-".join(group)
+        cmd = [sys.executable, str(SCRIPTS / "drive.py"), str(run_dir), json.dumps({"fault": list(group)}), script]
+        started = time.monotonic()
+        proc = subprocess.run(cmd, capture_output=True, stdin=subprocess.DEVNULL, env=child_env(), timeout=180)
+        return Result(proc.returncode, proc.stdout, proc.stderr, time.monotonic() - started), run_dir
+
+    with ThreadPoolExecutor(2) as pool:
+        plain = pool.submit(run_python, [script])
+        futures = {group: pool.submit(driven, group) for group in FAULT_GROUPS}
+        runs = {name: f.result() for group, f in futures.items() for name in group}
+        runs["plain"] = (plain.result(), base)
+    return runs
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("instrument", INSTRUMENTS)
+def test_failing_instrument_is_reported_once_and_harms_nothing(faulted_runs, instrument: str) -> None:
+    plain, _ = faulted_runs["plain"]
+    profiled, run_dir = faulted_runs[instrument]
+    group = next(g for g in FAULT_GROUPS if instrument in g)
+    assert plain.returncode == 0, plain.stderr
+    assert_same(plain, profiled)  # same result of the training, same warnings shown
+    evs = read_events(run_dir)
+    errors = [e for e in evs if e["k"] == "probe_error"]
+    assert sorted(e["instrument"] for e in errors) == sorted(group)  # once each
+    mine = [e for e in errors if e["instrument"] == instrument][0]
+    assert mine["message"] == f"RuntimeError: injected fault in {instrument} (test option)"
+    assert f"instrument '{instrument}' was switched off" in profiled.summary_text
+    kinds = [e["k"] for e in evs]
+    steps = load_run(run_dir).session.steps
+    if instrument == "steps":
+        assert "model" not in kinds  # the optimizer hook is off ...
+        assert steps.mode == "dataloader"  # ... the DataLoader still marks the steps
+    else:
+        assert steps.count == 16 and steps.mode == "optimizer"
+    # the instruments that did not fail kept working
+    for other, kind in (("env", "env"), ("memory", "mem"), ("ops", "ops"), ("warnings", "warning")):
+        assert (kind in kinds) == (other not in group), (other, kind)
+    if instrument == "dataloader":
+        assert kinds.count("dataloader") == 1  # configured before it failed in __next__
+        assert steps.total_wait == 0.0
+
+
+# -- a killed or stopped parent -----------------------------------------------------
+def _start_mpsprof(args: list[str], run_dir: Path) -> tuple[subprocess.Popen[bytes], psutil.Process]:
+    # unbuffered: what readline() does not consume must be left for communicate()
+    proc = subprocess.Popen(mpsprof_cmd(args, run_dir), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=child_env(), bufsize=0)
+    assert proc.stdout is not None
+    assert proc.stdout.readline() == b"ready\n"
+    children = psutil.Process(proc.pid).children()
+    assert len(children) == 1
+    return proc, children[0]
+
+
+def _ended(proc: psutil.Process, timeout: float) -> bool:
+    """True once ``proc`` is gone or a zombie (an orphan may wait a while to be reaped)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if proc.status() == psutil.STATUS_ZOMBIE:
+                return True
+        except (psutil.NoSuchProcess, ProcessLookupError):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+BUSY = [str(SCRIPTS / "busy_steps.py"), "30000", "0.04", "3"]
+"""30,000 steps in about 1.5 s, then exit status 3."""
+
+
+def test_parent_killed_training_completes(tmp_path: Path) -> None:
+    """SIGKILL to mpsprof mid-run: the script runs to the end with its normal output (no
+    BrokenPipeError from the dead event channel) and the recording reads back."""
+    plain = run_python(BUSY)
+    proc, child = _start_mpsprof(BUSY, tmp_path / "run")
+    assert proc.stdout is not None
+    seen = b""
+    while not seen.endswith(b"progress 20000\n"):  # past the recorder's first flush (1 s)
+        line = proc.stdout.readline()
+        assert line, proc.stderr.read() if proc.stderr else b""
+        seen += line
+    proc.kill()
+    proc.wait(timeout=10)
+    out, err = proc.communicate(timeout=60)  # EOF once the orphaned child has exited too
+    assert _ended(child, 10)
+    assert b"ready\n" + seen + out == plain.stdout
+    assert err == plain.stderr == b""
+    loaded = load_run(tmp_path / "run")  # readable up to its last flush
+    assert loaded.session.run and loaded.session.hello and loaded.session.exit is None
+    assert loaded.report.skipped == 0
+
+
+def test_parent_stopped_does_not_block_training(tmp_path: Path) -> None:
+    """A stopped mpsprof (SIGSTOP: nobody reads the event pipe) never blocks the script: it
+    finishes while the parent is still stopped; resumed, the parent reports the run."""
+    plain = run_python(BUSY)
+    proc, child = _start_mpsprof(BUSY, tmp_path / "run")
+    proc.send_signal(signal.SIGSTOP)
+    try:
+        started = time.monotonic()
+        ended = _ended(child, 60)  # a zombie until its stopped parent reaps it
+        waited = time.monotonic() - started
+    finally:
+        proc.send_signal(signal.SIGCONT)
+    assert ended, "the training blocked while mpsprof was stopped"
+    out, err = proc.communicate(timeout=60)
+    assert waited < 30
+    assert proc.returncode == plain.returncode == 3
+    assert b"ready\n" + out == plain.stdout
+    assert err.startswith(plain.stderr + b"\n\xe2\x94\x80\xe2\x94\x80 mpsprof")
+    loaded = load_run(tmp_path / "run")
+    assert loaded.session.exit is not None and loaded.session.exit.returncode == 3
+    assert (tmp_path / "run" / "summary.json").exists()
+
+
+# -- a killed child ---------------------------------------------------------------------
+def test_child_killed_parent_still_reports(tmp_path: Path) -> None:
+    proc, child = _start_mpsprof(BUSY, tmp_path / "run")
+    time.sleep(0.5)
+    child.kill()
+    out, err = proc.communicate(timeout=60)
+    text = err.decode()
+    assert "killed by SIGKILL" in text and "run saved in" in text
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["status"] == "crashed"
+    assert isinstance(summary["findings"], list)
+    exit_event = [e for e in read_events(tmp_path / "run") if e["k"] == "exit"][0]
+    assert exit_event["returncode"] == -signal.SIGKILL and exit_event["signal_name"] == "SIGKILL"
+
+
+# -- an unwritable or full disk -------------------------------------------------------
+@pytest.mark.parametrize("where", ["proc", "under_a_file"])
+def test_unwritable_run_directory(tmp_path: Path, where: str) -> None:
+    if where == "proc":
+        run_dir = Path("/proc/mpsprof-forbidden/run")
+    else:
+        (tmp_path / "a_file").write_text("x")
+        run_dir = tmp_path / "a_file" / "run"
+    plain = run_python(BUSY)
+    profiled = run_mpsprof(BUSY, run_dir)
+    assert profiled.returncode == plain.returncode == 3
+    assert profiled.stdout == plain.stdout
+    text = profiled.stderr.decode()
+    assert text.startswith(f"mpsprof: cannot write the run directory {run_dir}: ")
+    assert "the run goes on without a recording" in text.splitlines()[0]
+    assert "run saved in" not in text
+    assert re.search(r"^steps\s+30000\b", text, re.M), text  # the summary, from the live events
+
+
+def test_disk_full_mid_run(tmp_path: Path) -> None:
+    """A file-size limit on mpsprof (what a full disk looks like to it): one clear message,
+    the training goes on with the same output and status, the partial recording reads back."""
+    limit = 48 * 1024
+
+    def limited() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    plain = run_python(BUSY)
+    proc = subprocess.run(mpsprof_cmd(BUSY, tmp_path / "run"), capture_output=True, stdin=subprocess.DEVNULL,
+                          env=child_env(), timeout=120, preexec_fn=limited)
+    assert proc.returncode == plain.returncode == 3
+    assert proc.stdout == plain.stdout
+    text = proc.stderr.decode()
+    messages = [line for line in text.splitlines() if line.startswith("mpsprof:")]
+    assert len(messages) == 1, text
+    assert "recording stopped: File too large" in messages[0] and "the training continues" in messages[0]
+    assert "Traceback" not in text and "run saved in" not in text
+    assert (tmp_path / "run" / "events.jsonl").stat().st_size <= limit
+    assert not (tmp_path / "run" / "summary.json").exists()
+    loaded = load_run(tmp_path / "run")
+    assert loaded.session.run["script"].endswith("busy_steps.py")

@@ -1,0 +1,124 @@
+"""Security: the event channel is private (no socket anywhere, a 0700 run directory),
+nothing goes over the network, rule files are never executed, reports escape."""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from helpers import REPO, SCRIPTS, child_env, mpsprof_cmd, run_mpsprof
+
+AUDIT_HOOK = '''
+import os, sys
+
+def _mpsprof_test_audit(event, args):
+    if event.startswith("socket."):
+        with open(os.environ["MPSPROF_TEST_AUDIT_LOG"], "a") as fh:
+            fh.write(f"{os.getpid()} {sys.argv[:2]} {event} {args!r}\\n")
+
+sys.addaudithook(_mpsprof_test_audit)
+'''
+
+
+@pytest.mark.slow
+def test_no_socket_no_network_private_files(tmp_path: Path) -> None:
+    """Every Python process of a run (mpsprof, the training, anything they start) logs
+    its socket audit events through a sitecustomize: there must be none. Meanwhile the
+    parent and the child hold no socket of any family, listening or connected."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(AUDIT_HOOK)
+    log = tmp_path / "audit.log"
+    env = child_env(MPSPROF_TEST_AUDIT_LOG=str(log), PYTHONPATH=f"{site}{os.pathsep}{REPO}")
+    run_dir = tmp_path / "run"
+    proc = subprocess.Popen(mpsprof_cmd([str(SCRIPTS / "train_small.py")], run_dir), env=env,
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    parent = psutil.Process(proc.pid)
+    held: list[str] = []
+    samples = 0
+    while proc.poll() is None:
+        try:
+            for p in [parent, *parent.children(recursive=True)]:
+                held += [f"{p.pid} {c}" for c in p.net_connections(kind="all")]
+            samples += 1
+        except psutil.NoSuchProcess:
+            pass
+        time.sleep(0.05)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert samples >= 5  # the run was watched while it ran
+    assert held == []
+    assert not log.exists(), log.read_text()  # test_audit_hook_sees_sockets: the hook works
+    # the run's files are the user's alone
+    assert stat.S_IMODE(run_dir.stat().st_mode) == 0o700
+    assert stat.S_IMODE((run_dir / "events.jsonl").stat().st_mode) & 0o077 == 0
+
+
+def test_audit_hook_sees_sockets(tmp_path: Path) -> None:
+    """The check above can fail: the same hook logs a script that does open a socket."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(AUDIT_HOOK)
+    (tmp_path / "net.py").write_text("import socket\ns = socket.socket()\ns.close()\n")
+    log = tmp_path / "audit.log"
+    env = child_env(MPSPROF_TEST_AUDIT_LOG=str(log), PYTHONPATH=f"{site}{os.pathsep}{REPO}")
+    proc = subprocess.run(mpsprof_cmd([str(tmp_path / "net.py")], tmp_path / "run"), env=env,
+                          stdin=subprocess.DEVNULL, capture_output=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert "socket.__new__" in log.read_text()
+
+
+def test_rule_files_are_never_executed(tmp_path: Path) -> None:
+    rules = tmp_path / "rules"
+    rules.mkdir()
+    marker = tmp_path / "PWNED"
+    (rules / "evil_when.yaml").write_text(
+        "rules:\n  - id: evil\n    title: t\n    severity: info\n"
+        f"    when: \"__import__('os').system('touch {marker}')\"\n    evidence: e\n    fix: f\n"
+    )
+    (rules / "evil_tag.yaml").write_text(f"rules: !!python/object/apply:os.system ['touch {marker}']\n")
+    (rules / "evil_template.yaml").write_text(
+        "rules:\n  - id: evil-template\n    title: t\n    severity: info\n    when: \"steps_count >= 0\"\n"
+        f"    evidence: \"{{__import__('os').system('touch {marker}')}}\"\n    fix: \"{{steps_count.__class__}}\"\n"
+    )
+    result = run_mpsprof([str(SCRIPTS / "exits.py"), "0"], tmp_path / "run", options=["--rules", str(rules)])
+    assert result.returncode == 0
+    assert not marker.exists()
+    problems = [line for line in result.stderr.decode().splitlines() if line.startswith("mpsprof: rule file problem")]
+    assert any(f"{rules / 'evil_when.yaml'}:5:" in p for p in problems), problems
+    assert any(f"{rules / 'evil_tag.yaml'}:1:" in p for p in problems), problems
+    assert any("evil_template.yaml" in p for p in problems), problems
+
+
+HOSTILE = "<script>alert('x')</script><img src=x onerror=alert(1)>\"'&"
+
+
+def test_html_report_escapes_recorded_strings(tmp_path: Path) -> None:
+    """A cross-check of the HTML report with strings that come from the script."""
+    pytest.importorskip("mpsprofiler.report.html")
+    from mpsprofiler import events
+    from mpsprofiler.report import render_report
+    from mpsprofiler.results import build_results
+    from mpsprofiler.session.recording import load_run
+
+    lines = [
+        events.encode("run", 0, script=HOSTILE, target=HOSTILE, argv=[HOSTILE], cwd=HOSTILE, mode="headless"),
+        events.encode("hello", 0, schema=events.SCHEMA_VERSION, pid=1),
+        events.encode("warning", 1, category=HOSTILE, message=HOSTILE, filename=HOSTILE, lineno=1, count=3),
+        events.encode("probe_error", 1, instrument=HOSTILE, message=HOSTILE),
+        events.encode("exception", 2, type=HOSTILE, module=HOSTILE, message=HOSTILE,
+                      frames=[{"file": HOSTILE, "line": 1, "func": HOSTILE, "code": HOSTILE, "user": True}]),
+        events.encode("exit", 3, returncode=1, duration=3.0),
+    ]
+    (tmp_path / "events.jsonl").write_bytes(b"".join(lines))
+    loaded = load_run(tmp_path)
+    html = render_report("html", loaded.session, build_results(loaded.session))
+    assert "<script>alert" not in html and "<img src=x" not in html
+    assert "onerror=alert(1)>" not in html
+    assert "&lt;script&gt;alert(" in html  # the strings are there, escaped
