@@ -29,6 +29,11 @@ from types import TracebackType
 from typing import Any
 
 _OWN_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_EXAMPLES_DIR = os.path.join(_OWN_DIR, "_examples")  # bundled demo scripts are user code
+
+
+def _ours(filename: str) -> bool:
+    return _ours(filename) and not filename.startswith(_EXAMPLES_DIR + os.sep)
 _BOOT_MODULE = sys.modules.get(__name__)
 """Keep this module alive once the script's module replaces it as ``__main__``."""
 
@@ -73,7 +78,7 @@ def _close_channel(channel: Any, spec: str) -> None:
 
 
 def _is_own_frame(filename: str) -> bool:
-    return filename.startswith(_OWN_DIR + os.sep)
+    return _ours(filename)
 
 
 def _trim(tb: TracebackType | None) -> TracebackType | None:
@@ -96,8 +101,10 @@ def _frames(exc: BaseException, tb: TracebackType | None) -> list[dict[str, Any]
 
 
 def _is_user(name: str) -> bool:
+    """The user's own code: not a library, not the stdlib, not mpsprofiler's hooks."""
     return not (
-        "site-packages" in name
+        _ours(name)
+        or "site-packages" in name
         or "dist-packages" in name
         or name.startswith(sys.base_prefix)
         or name.startswith("<")

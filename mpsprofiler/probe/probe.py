@@ -217,6 +217,7 @@ class Probe:
             dtypes=dtypes,
             parameters=int(sum(p.numel() for p in params)),
             optimizer=type(optimizer).__name__,
+            torch_threads=_torch_threads(),
         )
 
     def _install_dataloader_hooks(self) -> None:
@@ -462,3 +463,13 @@ def _version() -> str:
         return __version__
     except Exception:
         return "?"
+
+
+def _torch_threads() -> int | None:
+    """Threads at the first step: the script may have called torch.set_num_threads."""
+    try:
+        import torch
+
+        return int(torch.get_num_threads())
+    except Exception:
+        return None

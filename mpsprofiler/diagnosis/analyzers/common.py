@@ -1,0 +1,95 @@
+"""Small helpers several analyzers share (which loader trains, how many cores, units)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from ...session.session import Session
+
+MIB = 1024**2
+
+
+def training_loader(session: Session) -> dict[str, Any] | None:
+    """The DataLoader that feeds the steps: the one with the most batches, else the first.
+
+    The probe does not count batches per loader, so "most batches" is the longest
+    ``len``; a validation loader is usually shorter than the training one.
+    """
+    if not session.dataloaders:
+        return None
+    best_id = min(
+        session.dataloaders,
+        key=lambda k: (-_int(session.dataloaders[k].get("len")), k),
+    )
+    return session.dataloaders[best_id]
+
+
+def compute_cores(env: dict[str, Any]) -> tuple[int | None, str]:
+    """Cores worth filling with work, and what they are.
+
+    On Apple silicon the efficiency cores are much slower, so only the performance
+    cores count where macOS reports them; elsewhere the physical cores (SMT siblings
+    share one core's units).
+    """
+    perf = _pos(env.get("cores_performance"))
+    if perf:
+        return perf, "performance cores"
+    phys = _pos(env.get("cores_physical"))
+    if phys:
+        return phys, "physical cores"
+    logical = _pos(env.get("cores_logical"))
+    if logical:
+        return logical, "logical cores"
+    return None, "cores"
+
+
+def start_method(session: Session, loader: dict[str, Any]) -> str | None:
+    """How the loader's workers start: its own context, else the platform default."""
+    ctx = loader.get("multiprocessing_context")
+    if ctx:
+        return str(ctx)
+    if not loader.get("num_workers"):
+        return None
+    # the platform default: spawn on macOS and Windows; on Linux fork, forkserver from 3.14
+    platform = str(session.env.get("platform") or "")
+    if platform == "darwin" or platform.startswith("win"):
+        return "spawn"
+    if not platform.startswith("linux"):
+        return None
+    version = tuple(int(p) for p in str(session.env.get("python") or "0.0").split(".")[:2] if p.isdigit())
+    return "forkserver" if version >= (3, 14) else "fork"
+
+
+def is_asynchronous(session: Session) -> bool:
+    return session.device_kind in ("mps", "cuda")
+
+
+def _pos(v: Any) -> int | None:
+    try:
+        n = int(v)
+    except (TypeError, ValueError):
+        return None
+    return n if n > 0 else None
+
+
+def _int(v: Any) -> int:
+    try:
+        return int(v)
+    except (TypeError, ValueError):
+        return 0
+
+
+def num(v: Any) -> float | None:
+    """A finite number, or None (facts must never carry NaN: JSON has none)."""
+    if v is None or isinstance(v, bool):
+        return None
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return None
+    return f if math.isfinite(f) else None
+
+
+def rounded(v: float | None, digits: int = 4) -> float | None:
+    return None if v is None else round(v, digits)

@@ -1,0 +1,169 @@
+"""Crash facts: what the uncaught exception was, where in the user's code, and its kind.
+
+The kinds are recognised by the exact messages PyTorch and Python print (field notes
+sections 1-5), every wording of each: users paste these, and rules key on the kind.
+The location is the innermost frame of the user's own file, which is where the fix goes.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+from ...session.session import CrashInfo, Session
+from ...units import fmt_bytes
+from ..facts import analyzer
+from .common import start_method, training_loader
+
+_OWN_DIR = str(Path(__file__).resolve().parents[2]) + os.sep
+"""The mpsprofiler package: its frames (the probe's hooks) are never the user's."""
+
+def _phrase(text: str) -> str:
+    """A message Python wraps over lines: any whitespace between its words."""
+    return r"\s+".join(text.split())
+
+
+PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
+    (kind, re.compile(rx))
+    for kind, rx in (
+        ("oom_mps", r"MPS backend out of memory"),
+        ("oom_cuda", r"CUDA out of memory|CUDA error: out of memory|torch\.(?:cuda\.)?OutOfMemoryError"),
+        ("oom_cpu", r"DefaultCPUAllocator: (?:can't allocate memory|not enough memory)"),
+        ("not_implemented_mps", r"is not current(?:ly)? implemented for the MPS device"),
+        ("float64_mps", r"Cannot convert a MPS Tensor to float64|MPS framework doesn't support float64"),
+        ("bf16_macos", r"MPS BFloat16 is only supported on MacOS 14"),
+        ("device_mismatch", (
+            r"Expected all tensors to be on the same device"
+            r"|is on \S+?, different from other tensors on"
+            r"|Placeholder storage has not been allocated on MPS device"
+            r"|Tensor for argument #\d+ '\w+' is on (?:CPU|GPU), but expected it to be on (?:CPU|GPU)"
+            r"|Tensor on device \S+ is not on the expected device \S+?!"
+        )),
+        ("spawn_bootstrap", _phrase("An attempt has been made to start a new process before the "
+                                    "current process has finished its bootstrapping phase")),
+        ("worker_exited", r"DataLoader worker \(pid\(?s?\)? ?[\d, ]+\) exited unexpectedly"),
+    )
+)  # fmt: skip
+CUDA_OOM_TYPES = ("OutOfMemoryError",)
+
+_DEVICES = (
+    re.compile(r"found at least two devices, (?P<a>[\w:]+) and (?P<b>[\w:]+)"),
+    re.compile(r"is on (?P<a>[\w:]+), different from other tensors on (?P<b>[\w:]+)"),
+    re.compile(r"Tensor on device (?P<a>[\w:]+) is not on the expected device (?P<b>[\w:]+)"),
+    re.compile(r"is on (?P<a>CPU|GPU), but expected it to be on (?P<b>CPU|GPU)"),
+)
+_ARGUMENT = re.compile(r"but got (?P<arg>[\w.\[\]]+) is on|Tensor for argument #\d+ '(?P<arg2>\w+)'")
+_OP = re.compile(r"operator '(?P<op>aten::[\w.]+)'")
+_TRIED = re.compile(r"Tried to allocate (?P<n>[\d.]+ ?[KMGTP]?i?B)")
+_TRIED_BYTES = re.compile(r"you tried to allocate (?P<n>\d+) bytes")
+_MPS_FIGURES = re.compile(
+    r"MPS allocated: (?P<alloc>[^,]+), other allocations: (?P<other>[^,]+), max allowed: (?P<max>[^)]+)\)"
+)
+
+
+def classify(crash_type: str, message: str) -> str:
+    """The crash kind of an exception type and message ("other" when none matches)."""
+    for kind, pattern in PATTERNS:
+        if pattern.search(message):
+            return kind
+    if crash_type in CUDA_OOM_TYPES:
+        return "oom_cuda"
+    return "other"
+
+
+def user_frame(crash: CrashInfo) -> dict[str, Any] | None:
+    """The innermost frame in the user's code, skipping mpsprofiler's own hooks."""
+    for frame in reversed(crash.frames):
+        if frame.get("user") and not str(frame.get("file", "")).startswith(_OWN_DIR):
+            return frame
+    return crash.user_frame
+
+
+@analyzer("crash")
+def crash_facts(session: Session) -> dict[str, Any]:
+    crash = session.crash
+    if crash is None:
+        return {"crashed": session.status == "crashed", "crash_kind": None}
+    message = crash.message or ""
+    kind = classify(crash.type, message)
+    facts: dict[str, Any] = {
+        "crashed": True,
+        "crash_type": crash.type,
+        "crash_message": message,
+        "crash_summary": _first_line(message),
+        "crash_kind": kind,
+        "crash_kind_inferred": False,
+        "crash_step": session.steps.last_index + 1,
+    }
+    frame = user_frame(crash)
+    if frame is not None:
+        facts["crash_file"] = _short_path(str(frame.get("file", "")), session.run.get("cwd"))
+        facts["crash_line"] = frame.get("line")
+        facts["crash_func"] = frame.get("func")
+        facts["crash_code"] = str(frame.get("code") or "").strip() or None
+    facts["crash_op"] = _group(_OP, message, "op")
+    facts["crash_devices"] = _devices(message, kind)
+    facts["crash_argument"] = _argument(message)
+    facts["oom_requested"] = _group(_TRIED, message, "n")
+    tried = _group(_TRIED_BYTES, message, "n")
+    if tried and facts["oom_requested"] is None:
+        facts["oom_requested"] = fmt_bytes(int(tried))
+    figures = _MPS_FIGURES.search(message)
+    if figures:
+        facts["oom_mps_allocated"] = figures.group("alloc").strip()
+        facts["oom_mps_other"] = figures.group("other").strip()
+        facts["oom_mps_max_allowed"] = figures.group("max").strip()
+    if kind == "worker_exited":
+        _maybe_bootstrap(session, facts)
+    return facts
+
+
+def _maybe_bootstrap(session: Session, facts: dict[str, Any]) -> None:
+    """A spawned worker that dies before the first batch: almost always the missing
+    ``if __name__ == "__main__":`` guard. The parent only sees "worker exited"; the
+    bootstrapping message went to the worker's stderr."""
+    loader = training_loader(session)
+    method = start_method(session, loader) if loader else None
+    facts["worker_start_method"] = method
+    if method in ("spawn", "forkserver") and session.steps.total_batches == 0:
+        facts["crash_kind"] = "spawn_bootstrap"
+        facts["crash_kind_inferred"] = True
+
+
+def _devices(message: str, kind: str) -> str | None:
+    for pattern in _DEVICES:
+        m = pattern.search(message)
+        if m:
+            a, b = m.group("a"), m.group("b")
+            if a in ("CPU", "GPU"):
+                a, b = a.lower(), b.lower()
+            return f"{a} and {b}"
+    if "Placeholder storage has not been allocated on MPS device" in message:
+        return "cpu and mps"
+    return None
+
+
+def _argument(message: str) -> str | None:
+    m = _ARGUMENT.search(message)
+    if not m:
+        return None
+    return m.group("arg") or m.group("arg2")
+
+
+def _group(pattern: re.Pattern[str], text: str, name: str) -> str | None:
+    m = pattern.search(text)
+    return m.group(name) if m else None
+
+
+def _first_line(message: str) -> str:
+    line = message.strip().splitlines()[0] if message.strip() else ""
+    return line if len(line) <= 300 else line[:299] + "…"
+
+
+def _short_path(path: str, cwd: Any) -> str:
+    """Relative to the run's working directory when inside it: what an editor opens."""
+    if cwd and path.startswith(str(cwd).rstrip(os.sep) + os.sep):
+        return os.path.relpath(path, str(cwd))
+    return path

@@ -1,0 +1,106 @@
+"""Environment facts: can this machine train on MPS at all, and how is torch set up.
+
+Read from the ``env`` event the probe sends at start (versions, chip, ``PYTORCH_*``
+variables) plus the DataLoader and warnings seen, so a run can say *why* MPS was not
+used (field notes section 6) and which settings do nothing on MPS (section 5).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from ...devices.mps import DEFAULT_HIGH_WATERMARK_UNIFIED, high_watermark_ratio
+from ...session.session import Session
+from ..facts import analyzer
+
+PIN_MEMORY_WARNING = "'pin_memory' argument is set as true but not supported on MPS now"
+SAFER_WATERMARK = 1.0
+"""1.0 x recommendedMaxWorkingSetSize: the allocator stops at what macOS recommends for
+the GPU, so a too-large job gets a clean out-of-memory error instead of swapping."""
+
+
+def mps_min_macos(torch_version: str | None) -> str | None:
+    """The oldest macOS a torch release runs MPS on (field notes section 6)."""
+    m = re.match(r"(\d+)\.(\d+)", torch_version or "")
+    if not m:
+        return None
+    version = (int(m.group(1)), int(m.group(2)))
+    if version <= (2, 4):
+        return "12.3"
+    if version <= (2, 8):
+        return "13.0"
+    return "14.0"
+
+
+def _version_tuple(text: str | None) -> tuple[int, ...]:
+    return tuple(int(p) for p in re.findall(r"\d+", text or "")[:3])
+
+
+@analyzer("environment")
+def environment_facts(session: Session) -> dict[str, Any]:
+    env = session.env
+    is_macos = env.get("platform") == "darwin" if env.get("platform") else None
+    apple = bool(env.get("apple_silicon"))
+    rosetta = bool(env.get("rosetta"))
+    torch_version = env.get("torch")
+    macos = env.get("macos_version")
+    needed = mps_min_macos(torch_version)
+    pyenv = env.get("pytorch_env") if isinstance(env.get("pytorch_env"), dict) else {}
+    facts: dict[str, Any] = {
+        "is_macos": is_macos,
+        "macos_version": macos,
+        "apple_silicon": apple,
+        "rosetta": rosetta,
+        "intel_mac": bool(is_macos) and not apple,
+        "mps_built": env.get("mps_built"),
+        "mps_available": env.get("mps_available"),
+        "cuda_available": env.get("cuda_available"),
+        "torch_version": torch_version,
+        "python_version": env.get("python"),
+        "machine": env.get("machine"),
+        "mps_min_macos": needed,
+        "macos_too_old": bool(macos and needed and _version_tuple(macos) < _version_tuple(needed)),
+        "fallback_env_set": str(pyenv.get("PYTORCH_ENABLE_MPS_FALLBACK", "")).strip() == "1",
+    }
+    facts["mps_unavailable_reason"] = _why_no_mps(facts)
+    facts.update(_watermark(pyenv))
+    facts["pin_memory_on_mps"] = _pin_memory_on_mps(session)
+    return facts
+
+
+def _why_no_mps(f: dict[str, Any]) -> str | None:
+    if not f["is_macos"] or f["mps_available"]:
+        return None
+    if f["rosetta"]:
+        return "this Python is an x86_64 build running under Rosetta: MPS needs a native arm64 Python"
+    if not f["apple_silicon"]:
+        return "this is an Intel Mac: MPS training needs Apple silicon or a supported AMD GPU"
+    if f["mps_built"] is False:
+        return f"this torch build ({f['torch_version']}) was built without MPS (an old or third-party build)"
+    if f["macos_too_old"]:
+        return f"macOS {f['macos_version']} is older than {f['mps_min_macos']}, which torch {f['torch_version']} needs for MPS"
+    return "torch has MPS, but no Metal device is reachable (a sandbox, VM or remote session without GPU access)"
+
+
+def _watermark(pyenv: dict[str, Any]) -> dict[str, Any]:
+    raw = pyenv.get("PYTORCH_MPS_HIGH_WATERMARK_RATIO")
+    ratio = high_watermark_ratio({"PYTORCH_MPS_HIGH_WATERMARK_RATIO": str(raw)} if raw is not None else {})
+    current = 0.0 if ratio is None else ratio
+    return {
+        "watermark_ratio": current,
+        "watermark_ratio_set": raw is not None,
+        "watermark_unlimited": ratio is None,
+        "default_watermark_ratio": DEFAULT_HIGH_WATERMARK_UNIFIED,
+        "suggested_watermark_ratio": SAFER_WATERMARK if (ratio is None or ratio > SAFER_WATERMARK)
+        else round(max(0.5, current - 0.2), 2),
+    }
+
+
+def _pin_memory_on_mps(session: Session) -> bool:
+    for category, message in session.warnings:
+        if PIN_MEMORY_WARNING in message:
+            return True
+    if session.device_kind != "mps":
+        return False
+    return any(d.get("pin_memory") for d in session.dataloaders.values())

@@ -1,0 +1,227 @@
+"""Memory growth facts: leaks, cache growth, host growth and swap, after warm-up.
+
+Three patterns from the field notes (section 2) are told apart:
+
+* tensor memory growing step after step: references kept alive (``total += loss``,
+  outputs appended to a list). Measured per step from the device's allocated bytes on
+  MPS/CUDA, and from the process RSS on the CPU, where tensors live in host memory;
+* the device cache growing while tensor memory is flat: the allocator keeps buffers of
+  every size it saw (varying shapes);
+* host memory or swap growing: host-side copies, DataLoader workers, the machine
+  running out.
+
+Growth is a Theil–Sen slope with a Mann–Kendall significance (:mod:`.robust`), and a
+``leak_consistency`` that compares the second half of the run with the whole, so a
+ramp that levels off (caches filling during the first epoch) is not called a leak.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ...session.memory import MemPoint
+from ...session.session import Session
+from ...session.steps import StepPoint
+from ..facts import analyzer
+from . import robust
+from .common import MIB, rounded
+
+MIN_STEPS = 8
+"""Fewer steady steps than this say nothing about a per-step trend."""
+MIN_SAMPLES = 5
+"""Memory samples come every 0.5 s: 5 of them are the shortest window worth a slope."""
+GROWING = 0.95
+"""Significance from which growth counts as real for projections (Scalene: 0.95)."""
+
+
+@dataclass(frozen=True)
+class Growth:
+    trend: robust.Trend
+    consistency: float | None
+    """Slope over the second half / slope over the whole (0..1); None unless rising."""
+
+
+@analyzer("memory")
+def memory_facts(session: Session) -> dict[str, Any]:
+    steps = session.steps
+    held = [p for p in steps.series.points() if p.i >= steps.warmup]
+    facts: dict[str, Any] = {}
+    alloc = None
+    if session.device_kind in ("mps", "cuda"):
+        alloc = _alloc_trend(held, session.memory.series.points())
+        facts.update(_growth_facts("alloc", alloc, per="step"))
+        if alloc is not None:
+            facts["alloc_growth_mib_per_100_steps"] = rounded(alloc.trend.slope * 100 / MIB, 3)
+            _leak(facts, alloc, held, "Memory held by tensors on the device")
+    rss = _rss_step_trend(held, session.memory.series.points())
+    facts.update(_growth_facts("rss_step", rss, per="step"))
+    if session.device_kind not in ("mps", "cuda") and rss is not None:
+        _leak(facts, rss, held, "Process memory (RSS, where CPU tensors live)")
+    facts.update(_time_growth(session, held, alloc))
+    facts.update(_system(session))
+    facts["steps_until_oom"] = _steps_until_oom(session, facts)
+    return facts
+
+
+# --------------------------------------------------------------------------- per step
+
+
+def _alloc_trend(held: list[StepPoint], samples: list[MemPoint]) -> Growth | None:
+    """Allocated bytes per step: the probe's reading at each step's end, else samples."""
+    pts = [(p.i, p.alloc) for p in held if p.alloc is not None]
+    if len(pts) >= MIN_STEPS:
+        return _consistent(pts)
+    return _sampled_per_step(held, [(m.ts, m.allocated) for m in samples if m.allocated is not None])
+
+
+def _rss_step_trend(held: list[StepPoint], samples: list[MemPoint]) -> Growth | None:
+    return _sampled_per_step(held, [(m.ts, m.rss) for m in samples if m.rss is not None])
+
+
+def _sampled_per_step(held: list[StepPoint], values: list[tuple[float, int]]) -> Growth | None:
+    """Samples taken on a clock, placed on the step axis by the steps' end times."""
+    if len(held) < MIN_STEPS:
+        return None
+    knots_t = [held[0].end - held[0].dur] + [p.end for p in held]
+    knots_x = [float(held[0].i)] + [float(p.i + 1) for p in held]
+    pts = []
+    for ts, value in values:
+        if knots_t[0] <= ts <= knots_t[-1]:
+            pts.append((_interp(ts, knots_t, knots_x), value))
+    if len(pts) < MIN_SAMPLES:
+        return None
+    return _consistent(pts)
+
+
+def _interp(t: float, ts: Sequence[float], xs: Sequence[float]) -> float:
+    k = bisect_right(ts, t)
+    if k <= 0:
+        return xs[0]
+    if k >= len(ts):
+        return xs[-1]
+    t0, t1 = ts[k - 1], ts[k]
+    if t1 <= t0:
+        return xs[k]
+    return xs[k - 1] + (xs[k] - xs[k - 1]) * (t - t0) / (t1 - t0)
+
+
+def _consistent(pts: list[tuple[float, float]]) -> Growth | None:
+    trend = robust.trend([p[0] for p in pts], [p[1] for p in pts])
+    if trend is None:
+        return None
+    half = pts[len(pts) // 2 :]
+    late = robust.trend([p[0] for p in half], [p[1] for p in half]) if len(half) >= 3 else None
+    consistency = None
+    if late is not None and trend.slope > 0:
+        consistency = max(0.0, min(1.0, late.slope / trend.slope))
+    return Growth(trend, consistency)
+
+
+def _growth_facts(prefix: str, growth: Growth | None, per: str) -> dict[str, Any]:
+    if growth is None:
+        return {}
+    trend = growth.trend
+    return {
+        f"{prefix}_growth_per_{per}": round(trend.slope, 1),
+        f"{prefix}_growth_significance": round(trend.significance, 4),
+        f"{prefix}_growth_total": int(trend.growth),
+    }
+
+
+def _leak(facts: dict[str, Any], growth: Growth, held: list[StepPoint], source: str) -> None:
+    trend, consistency = growth.trend, growth.consistency
+    base = max(trend.first, 1.0)
+    facts.update(
+        leak_source=source,
+        leak_growth_per_step=round(trend.slope, 1),
+        leak_growth_kib_per_step=round(trend.slope / 1024, 1),
+        leak_growth_mib_per_100_steps=round(trend.slope * 100 / MIB, 3),
+        leak_significance=round(trend.significance, 4),
+        leak_consistency=rounded(consistency, 3),
+        leak_growth_mib=round(trend.growth / MIB, 2),
+        leak_growth_share=round(trend.growth / base, 4),
+        leak_from_step=held[0].i if held else None,
+        leak_to_step=held[-1].i if held else None,
+    )
+
+
+# --------------------------------------------------------------------------- over time
+
+
+def _time_growth(session: Session, held: list[StepPoint], alloc: Growth | None) -> dict[str, Any]:
+    """Per-minute growth of the device cache and of host memory after warm-up."""
+    samples = session.memory.series.points()
+    start = held[0].end - held[0].dur if held else None
+    end = held[-1].end if held else None
+    window = [m for m in samples if start is not None and start <= m.ts <= (end or m.ts)]
+    facts: dict[str, Any] = {}
+    if len(window) < MIN_SAMPLES:
+        return facts
+    cached = [(m.ts, m.cached) for m in window if m.cached is not None]
+    if len(cached) >= MIN_SAMPLES and session.device_kind in ("mps", "cuda"):
+        t = robust.trend([p[0] for p in cached], [p[1] for p in cached])
+        if t is not None:
+            facts["cache_growth_per_min"] = int(t.slope * 60)
+            facts["cache_growth_mib_per_min"] = round(t.slope * 60 / MIB, 2)
+            facts["cache_growth_significance"] = round(t.significance, 4)
+            facts["cache_growth_mib"] = round(t.growth / MIB, 2)
+            facts["cache_growth_from_step"] = held[0].i
+            limit = session.memory.device_limit
+            facts["cache_growth_limit_share"] = round(t.growth / limit, 4) if limit else None
+            facts["alloc_flat"] = _alloc_flat(alloc, t.growth)
+    for key, attr in (("rss", "rss_total"), ("worker_rss", "rss_children")):
+        pts = [(m.ts, getattr(m, attr)) for m in window if getattr(m, attr) is not None]
+        t = robust.trend([p[0] for p in pts], [p[1] for p in pts]) if len(pts) >= MIN_SAMPLES else None
+        if t is not None:
+            facts[f"{key}_growth_per_min"] = int(t.slope * 60)
+            facts[f"{key}_growth_mib_per_min"] = round(t.slope * 60 / MIB, 2)
+            facts[f"{key}_growth_significance"] = round(t.significance, 4)
+            facts[f"{key}_growth_mib"] = round(t.growth / MIB, 2)
+    return facts
+
+
+def _alloc_flat(growth: Growth | None, cache_growth: float) -> bool | None:
+    """Tensor memory did not grow much while the cache did (None: nothing to compare)."""
+    if growth is None:
+        return None
+    alloc = growth.trend
+    grew = alloc.significance >= GROWING and alloc.growth >= max(16 * MIB, 0.1 * max(cache_growth, 0.0))
+    return not grew
+
+
+def _system(session: Session) -> dict[str, Any]:
+    mem = session.memory
+    facts: dict[str, Any] = {}
+    if mem.min_sys_available is not None and mem.sys_total:
+        facts["sys_available_min"] = mem.min_sys_available
+        facts["sys_available_min_share"] = round(mem.min_sys_available / mem.sys_total, 4)
+    first = mem.first.swap_used if mem.first is not None else None
+    peak = mem.peak.get("swap_used")
+    if first is not None and peak is not None:
+        facts["swap_growth"] = max(0, peak - first)
+        facts["swap_growth_mib"] = round(max(0, peak - first) / MIB, 1)
+    return facts
+
+
+def _steps_until_oom(session: Session, facts: dict[str, Any]) -> int | None:
+    """Steps left before the growth meets the limit; None when nothing grows."""
+    rate = facts.get("leak_growth_per_step")
+    if not rate or rate <= 0 or (facts.get("leak_significance") or 0) < GROWING:
+        return None
+    mem = session.memory
+    last = mem.last
+    if last is None:
+        return None
+    if session.device_kind in ("mps", "cuda"):
+        used = last.cached if last.cached is not None else last.allocated
+        if mem.device_limit is None or used is None:
+            return None
+        headroom = mem.device_limit - used
+    else:
+        if last.sys_available is None:
+            return None
+        headroom = last.sys_available
+    return max(0, int(headroom / rate))

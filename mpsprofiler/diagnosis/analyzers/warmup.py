@@ -1,0 +1,42 @@
+"""Warm-up facts: how many leading steps were slow, and what they cost.
+
+Metal compiles kernels on first use, CUDA autotunes, caches fill: the first steps are
+slow on every device, so a benchmark that includes them misjudges the run (field notes
+section 0). Step 0 also carries the script's start-up (imports, building the model and
+the data), which is why the rule looks at warm-ups longer than that one step.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...session.session import Session
+from ..facts import analyzer
+from .common import rounded
+
+
+@analyzer("warmup")
+def warmup_facts(session: Session) -> dict[str, Any]:
+    steps = session.steps
+    w = steps.warmup
+    med = steps.quantile(0.5)
+    facts: dict[str, Any] = {"warmup_steps": w}
+    if not steps.early:
+        return facts
+    warm = steps.early[:w]
+    warm_s = sum(p.dur for p in warm)
+    facts["warmup_s"] = rounded(warm_s, 4)
+    facts["warmup_cost_s"] = rounded(steps.warmup_cost(), 4)
+    after_first = steps.early[1:w]
+    facts["warmup_after_first_cost_s"] = rounded(
+        max(0.0, sum(p.dur for p in after_first) - (med or 0.0) * len(after_first)), 4
+    )
+    facts["warmup_first_step_ms"] = rounded(steps.early[0].dur * 1000.0, 3)
+    facts["warmup_slowest_step_ms"] = rounded(max(p.dur for p in warm) * 1000.0, 3) if warm else None
+    run_s = steps.total_dur
+    facts["warmup_share"] = rounded(warm_s / run_s) if run_s > 0 else None
+    if med:
+        facts["warmup_first_step_ratio"] = rounded(steps.early[0].dur / med, 2)
+    facts["benchmark_from_step"] = w
+    facts["warmup_start_step"] = steps.early[0].i
+    return facts
