@@ -48,7 +48,7 @@ def make(model: str, width: int, device: torch.device) -> tuple[nn.Module, Tenso
             *[Block(64) for _ in range(4)], nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(64, 10),
         )
         data = TensorDataset(torch.randn(2048, 3, 32, 32, generator=g), torch.randint(0, 10, (2048,), generator=g))
-        return net.to(device), data, 128
+        return net.to(device), data, 256
     if model == "transformer":
         layer = nn.TransformerEncoderLayer(d_model=128, nhead=4, dim_feedforward=256, batch_first=True)
         net = nn.Sequential(nn.TransformerEncoder(layer, num_layers=6, enable_nested_tensor=False), nn.Flatten(), nn.Linear(128 * 32, 10))

@@ -1,0 +1,360 @@
+"""Which ATen ops have an MPS kernel, answered on any machine.
+
+Every torch wheel ships ``torchgen/packaged/ATen/native/native_functions.yaml``: its
+``dispatch:`` entries say which backends have a kernel. That lets a Linux or CUDA run say
+what *would* fall back to the CPU on a Mac, where the authoritative check
+(``torch._C._dispatch_has_kernel_for_dispatch_key(op, "MPS")``) is not available.
+
+Statuses:
+
+* ``"mps"``: an MPS kernel exists (directly, or through ``structured_delegate``);
+* ``"portable"``: composite (decomposed into other ops, or CompositeExplicitAutograd that
+  runs on any backend): it runs wherever its pieces run;
+* ``"cpu_fallback"``: backend kernels exist, none for MPS: on a Mac it runs on the CPU
+  (``PYTORCH_ENABLE_MPS_FALLBACK=1``) or raises ``NotImplementedError``;
+* ``"unknown"``: not an op of the file (custom ops, other namespaces).
+
+The yaml takes ~0.1-0.3 s to parse with libyaml, so the derived table is cached on disk
+per torch version; overrides for ops registered outside the yaml live in the rules folder.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import os
+import sys
+import time
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+MPS = "mps"
+PORTABLE = "portable"
+CPU_FALLBACK = "cpu_fallback"
+UNKNOWN = "unknown"
+STATUSES = (MPS, PORTABLE, CPU_FALLBACK, UNKNOWN)
+
+CACHE_FORMAT = 1
+"""Bumped when the classification changes, so stale caches are not trusted."""
+OVERRIDES_NAME = "mps_ops_overrides.yaml"
+_COMPOSITE_KEYS = frozenset(
+    {
+        "CompositeImplicitAutograd",
+        "CompositeExplicitAutograd",
+        "CompositeExplicitAutogradNonFunctional",
+    }
+)
+_YAML_PARTS = ("packaged", "ATen", "native", "native_functions.yaml")
+
+
+# --------------------------------------------------------------------------- names
+
+
+def normalize_op(name: str) -> str:
+    """``aten::add.Tensor`` / ``aten.add.Tensor`` / ``add.Tensor`` -> ``add.Tensor``;
+    ``.default`` (torch's name of the overload-less form) is dropped."""
+    text = name.strip()
+    if "::" in text:
+        namespace, text = text.split("::", 1)
+        if namespace != "aten":
+            return f"{namespace}::{text}"
+    elif text.startswith("aten."):
+        text = text[5:]
+    text = text.removesuffix(".default")
+    return text
+
+
+def _func_name(signature: str) -> str:
+    """``add.Tensor(Tensor self, ...) -> Tensor`` -> ``add.Tensor``."""
+    return signature.split("(", 1)[0].strip()
+
+
+def _dispatch_keys(dispatch: Any) -> set[str]:
+    keys: set[str] = set()
+    if isinstance(dispatch, Mapping):
+        for key in dispatch:
+            keys.update(part.strip() for part in str(key).split(",") if part.strip())
+    return keys
+
+
+# --------------------------------------------------------------------------- building
+
+
+def classify_entries(entries: Iterable[Mapping[str, Any]]) -> dict[str, str]:
+    """Status per op name from parsed ``native_functions.yaml`` entries (no overrides)."""
+    raw: dict[str, str | tuple[str, str]] = {}
+    for entry in entries:
+        if not isinstance(entry, Mapping) or "func" not in entry:
+            continue
+        name = _func_name(str(entry["func"]))
+        keys = _dispatch_keys(entry.get("dispatch"))
+        if "MPS" in keys:
+            raw[name] = MPS
+        elif keys & _COMPOSITE_KEYS:
+            raw[name] = PORTABLE
+        elif entry.get("structured_delegate"):
+            # dense kernels come from the .out variant; the keys listed here are for
+            # sparse / nested / mkldnn layouts.
+            raw[name] = ("delegate", str(entry["structured_delegate"]).strip())
+        elif keys:
+            raw[name] = CPU_FALLBACK
+        else:
+            raw[name] = PORTABLE  # no dispatch section: CompositeImplicitAutograd
+        for generated in str(entry.get("autogen") or "").split(","):
+            # autogen'd out= variants call the functional op, so they share its fate.
+            if generated.strip():
+                raw.setdefault(generated.strip(), ("autogen", name))
+
+    def resolve(name: str, depth: int = 0) -> str:
+        value = raw.get(name)
+        if value is None:
+            return UNKNOWN
+        if isinstance(value, str):
+            return value
+        if depth > 8:
+            return UNKNOWN
+        kind, target = value
+        status = resolve(target, depth + 1)
+        if kind == "autogen":
+            return CPU_FALLBACK if status == CPU_FALLBACK else (MPS if status == MPS else PORTABLE)
+        return status
+
+    return {name: resolve(name) for name in raw}
+
+
+def find_native_functions_yaml() -> Path | None:
+    """The yaml shipped in the installed torch wheel, found without importing torch."""
+    try:
+        spec = importlib.util.find_spec("torchgen")
+    except (ImportError, ValueError):
+        return None
+    for base in (spec.submodule_search_locations or []) if spec else []:
+        path = Path(base).joinpath(*_YAML_PARTS)
+        if path.is_file():
+            return path
+    return None
+
+
+def _torch_version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("torch")
+    except Exception:
+        return "unknown"
+
+
+def _parse_yaml(path: Path) -> list[Any]:
+    import yaml
+
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    with path.open("rb") as fh:
+        data = yaml.load(fh, Loader=loader)
+    return data if isinstance(data, list) else []
+
+
+def user_cache_dir() -> Path:
+    """Where derived tables are cached: ``MPSPROF_CACHE_DIR``, else the platform's cache."""
+    explicit = os.environ.get("MPSPROF_CACHE_DIR")
+    if explicit:
+        return Path(explicit)
+    if sys.platform == "darwin":
+        return Path.home() / "Library" / "Caches" / "mpsprof"
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "mpsprof"
+
+
+def _cache_path(cache_dir: Path, yaml_path: Path, version: str) -> Path:
+    stat = yaml_path.stat()
+    key = f"{CACHE_FORMAT}|{version}|{yaml_path}|{stat.st_size}|{int(stat.st_mtime)}"
+    digest = hashlib.sha1(key.encode()).hexdigest()[:12]
+    safe = "".join(c if c.isalnum() or c in ".-_" else "_" for c in version)
+    return cache_dir / f"mps_kernels-{safe}-{digest}.json"
+
+
+def _read_cache(path: Path) -> dict[str, str] | None:
+    try:
+        data = json.loads(path.read_text("utf-8"))
+    except (OSError, ValueError):
+        return None
+    ops = data.get("ops") if isinstance(data, dict) else None
+    if data.get("format") != CACHE_FORMAT or not isinstance(ops, dict):
+        return None
+    return {str(k): str(v) for k, v in ops.items() if v in STATUSES}
+
+
+def _write_cache(path: Path, ops: Mapping[str, str], version: str) -> None:
+    """Best effort and atomic: a read-only home must not break anything."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps({"format": CACHE_FORMAT, "torch": version, "ops": dict(ops)}), "utf-8")
+        os.replace(tmp, path)
+    except OSError:
+        pass
+
+
+# --------------------------------------------------------------------------- overrides
+
+
+def rules_dir() -> Path:
+    """The rules folder, located like the rule loader does (wheel first, then the repo)."""
+    import mpsprofiler
+
+    packaged = Path(mpsprofiler.__file__).resolve().parent / "_rules"
+    if packaged.is_dir():
+        return packaged
+    return Path(__file__).resolve().parents[2] / "rules"
+
+
+def overrides_path() -> Path | None:
+    """``rules/data/mps_ops_overrides.yaml`` (kept out of the rule loader's folder scan),
+    or ``rules/mps_ops_overrides.yaml``."""
+    base = rules_dir()
+    for path in (base / "data" / OVERRIDES_NAME, base / OVERRIDES_NAME):
+        if path.is_file():
+            return path
+    return None
+
+
+def load_overrides(path: Path | None = None) -> dict[str, str]:
+    """op -> status from the overrides file: ``cpu_always`` ops run on the CPU even with an
+    MPS registration, ``mps_kernel`` ops have an MPS kernel registered outside the yaml."""
+    path = path or overrides_path()
+    if path is None:
+        return {}
+    try:
+        import yaml
+
+        data = yaml.safe_load(path.read_text("utf-8")) or {}
+    except Exception:
+        return {}
+    if not isinstance(data, dict):
+        return {}
+    out: dict[str, str] = {}
+    for key, status in (("mps_kernel", MPS), ("cpu_always", CPU_FALLBACK)):
+        items = data.get(key) or []
+        for op in items if isinstance(items, list) else []:
+            if isinstance(op, str) and op.strip():
+                out[normalize_op(op)] = status
+    return out
+
+
+def cpu_always_ops(path: Path | None = None) -> frozenset[str]:
+    """Ops that run on the CPU on a Mac even though they are registered for MPS."""
+    return frozenset(op for op, status in load_overrides(path).items() if status == CPU_FALLBACK)
+
+
+# --------------------------------------------------------------------------- the table
+
+
+class MpsKernelTable:
+    """Status of each ATen op on MPS; build with :meth:`load`."""
+
+    def __init__(
+        self,
+        ops: Mapping[str, str],
+        overrides: Mapping[str, str] | None = None,
+        *,
+        torch_version: str = "unknown",
+        source: str = "",
+        load_s: float = 0.0,
+    ) -> None:
+        self._ops = dict(ops)
+        self._overrides = dict(overrides or {})
+        self.torch_version = torch_version
+        self.source = source  # "cache" | "yaml" | "" (built in memory)
+        self.load_s = load_s
+        self._by_base: dict[str, list[str]] | None = None
+
+    @classmethod
+    def load(
+        cls,
+        *,
+        yaml_path: Path | None = None,
+        cache_dir: Path | None = None,
+        use_cache: bool = True,
+        overrides: Mapping[str, str] | None = None,
+    ) -> MpsKernelTable:
+        """The table for the installed torch (from the disk cache when possible).
+
+        Never raises: without a yaml the table is empty and every op is ``"unknown"``
+        (overrides still apply).
+        """
+        start = time.perf_counter()
+        version = _torch_version()
+        over = load_overrides() if overrides is None else dict(overrides)
+        path = yaml_path or find_native_functions_yaml()
+        if path is None:
+            return cls({}, over, torch_version=version, source="", load_s=time.perf_counter() - start)
+        cache = None
+        if use_cache:
+            try:
+                cache = _cache_path(cache_dir or user_cache_dir(), path, version)
+            except OSError:
+                cache = None
+        ops = _read_cache(cache) if cache is not None else None
+        source = "cache"
+        if ops is None:
+            source = "yaml"
+            try:
+                ops = classify_entries(_parse_yaml(path))
+            except Exception:
+                ops = {}
+            if cache is not None and ops:
+                _write_cache(cache, ops, version)
+        return cls(ops, over, torch_version=version, source=source, load_s=time.perf_counter() - start)
+
+    def __len__(self) -> int:
+        return len(self._ops)
+
+    def __contains__(self, op: object) -> bool:
+        return isinstance(op, str) and self.status(op) != UNKNOWN
+
+    def status(self, op: str) -> str:
+        """``"mps"`` | ``"portable"`` | ``"cpu_fallback"`` | ``"unknown"`` for an op name."""
+        name = normalize_op(op)
+        forced = self._overrides.get(name)
+        if forced is not None:
+            return forced
+        found = self._ops.get(name)
+        if found is not None:
+            return found
+        if "." in name or "::" in name:
+            return UNKNOWN
+        return self._status_of_base(name)
+
+    def _status_of_base(self, base: str) -> str:
+        """An overload-less name (``aten::ctc_loss``) that only exists with overloads."""
+        if self._by_base is None:
+            index: dict[str, list[str]] = {}
+            for name in self._ops:
+                index.setdefault(name.split(".", 1)[0], []).append(name)
+            self._by_base = index
+        statuses = {self.status(n) for n in self._by_base.get(base, ())}
+        for status in (MPS, CPU_FALLBACK, PORTABLE):
+            if status in statuses:
+                return status
+        return UNKNOWN
+
+    def falls_back(self, op: str) -> bool:
+        return self.status(op) == CPU_FALLBACK
+
+
+_DEFAULT: MpsKernelTable | None = None
+
+
+def default_table() -> MpsKernelTable:
+    """One table per process, loaded on first use."""
+    global _DEFAULT
+    if _DEFAULT is None:
+        _DEFAULT = MpsKernelTable.load()
+    return _DEFAULT
+
+
+def predict_fallbacks(op_names: Iterable[str], table: MpsKernelTable | None = None) -> dict[str, str]:
+    """Status of each op name on a Mac (filter on ``"cpu_fallback"`` for the fallbacks)."""
+    table = table or default_table()
+    return {op: table.status(op) for op in op_names}

@@ -1,0 +1,161 @@
+"""MPS readiness from the native_functions.yaml shipped with torch."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+from ops_driver import private_cache  # noqa: F401
+
+from mpsprofiler.ops import readiness
+from mpsprofiler.ops.readiness import (
+    MpsKernelTable,
+    classify_entries,
+    find_native_functions_yaml,
+    load_overrides,
+    normalize_op,
+    predict_fallbacks,
+)
+
+
+@pytest.fixture(scope="module")
+def table(tmp_path_factory: pytest.TempPathFactory) -> MpsKernelTable:
+    return MpsKernelTable.load(cache_dir=tmp_path_factory.mktemp("cache"))
+
+
+def test_yaml_is_found_inside_torch() -> None:
+    path = find_native_functions_yaml()
+    assert path is not None and path.name == "native_functions.yaml"
+    assert "torchgen" in path.parts
+
+
+@pytest.mark.parametrize(
+    ("op", "status"),
+    [
+        # no MPS kernel: the ops of examples/fallback_ops.py, forward and backward
+        ("aten::_ctc_loss", "cpu_fallback"),
+        ("aten::_ctc_loss.Tensor", "cpu_fallback"),
+        ("aten::_ctc_loss_backward.Tensor", "cpu_fallback"),
+        ("aten::_pdist_forward", "cpu_fallback"),
+        ("aten::_pdist_backward", "cpu_fallback"),
+        ("aten::adaptive_max_pool3d", "cpu_fallback"),  # via structured_delegate to .out
+        ("aten::adaptive_max_pool3d_backward", "cpu_fallback"),
+        ("aten::_ctc_loss.out", "cpu_fallback"),  # autogen'd out= variant shares its fate
+        # MPS kernels, directly or through structured_delegate
+        ("aten::add.Tensor", "mps"),
+        ("aten::mm", "mps"),
+        ("aten::addmm", "mps"),
+        ("aten::relu", "mps"),
+        ("aten::threshold_backward", "mps"),
+        ("aten::_local_scalar_dense", "mps"),
+        # composite: runs wherever its pieces run
+        ("aten::sum", "portable"),
+        ("aten::convolution", "portable"),
+        ("aten::t", "portable"),
+        ("aten::matmul", "portable"),
+        # overrides (rules/data/mps_ops_overrides.yaml)
+        ("aten::linalg_svd", "cpu_fallback"),
+        ("aten::col2im", "cpu_fallback"),
+        ("aten::upsample_nearest3d.vec", "cpu_fallback"),
+        ("aten::embedding_renorm_", "cpu_fallback"),
+        ("aten::native_group_norm_backward", "mps"),
+        # not in the file
+        ("aten::no_such_op", "unknown"),
+        ("myns::custom", "unknown"),
+    ],
+)
+def test_status(table: MpsKernelTable, op: str, status: str) -> None:
+    assert table.status(op) == status
+
+
+def test_name_forms(table: MpsKernelTable) -> None:
+    assert normalize_op("aten::add.Tensor") == "add.Tensor"
+    assert normalize_op("aten.add.Tensor") == "add.Tensor"
+    assert normalize_op("aten.sum.default") == "sum"
+    assert normalize_op("prims::add") == "prims::add"
+    assert table.status("aten.mm.default") == table.status("mm") == "mps"
+    # an overload-less name that exists only with overloads
+    assert table.status("aten::ctc_loss") == "portable"
+    assert table.status("aten::_ctc_loss_backward") == "cpu_fallback"
+
+
+def test_predict_fallbacks(table: MpsKernelTable) -> None:
+    got = predict_fallbacks(["aten::_pdist_forward", "aten::mm", "aten::nope"], table)
+    assert got == {"aten::_pdist_forward": "cpu_fallback", "aten::mm": "mps", "aten::nope": "unknown"}
+
+
+def test_classify_synthetic_entries() -> None:
+    entries = [
+        {"func": "a(Tensor self) -> Tensor", "structured_delegate": "a.out",
+         "dispatch": {"SparseCPU, SparseCUDA": "a_sparse"}},
+        {"func": "a.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)", "dispatch": {"CPU, CUDA, MPS": "a_out"}},
+        {"func": "b(Tensor self) -> Tensor", "dispatch": {"CPU": "b_cpu", "CUDA": "b_cuda"}, "autogen": "b.out"},
+        {"func": "c(Tensor self) -> Tensor"},
+        {"func": "d(Tensor self) -> Tensor", "dispatch": {"CompositeExplicitAutograd": "d"}},
+        {"func": "e(Tensor self) -> Tensor", "structured_delegate": "missing.out"},
+        "not a mapping",
+    ]  # fmt: skip
+    got = classify_entries(entries)  # type: ignore[arg-type]
+    assert got == {"a": "mps", "a.out": "mps", "b": "cpu_fallback", "b.out": "cpu_fallback",
+                   "c": "portable", "d": "portable", "e": "unknown"}  # fmt: skip
+
+
+def test_cache_roundtrip_and_speed(tmp_path: Path) -> None:
+    start = time.perf_counter()
+    first = MpsKernelTable.load(cache_dir=tmp_path)
+    parse_s = time.perf_counter() - start
+    assert first.source == "yaml" and len(first) > 2000
+    start = time.perf_counter()
+    second = MpsKernelTable.load(cache_dir=tmp_path)
+    cached_s = time.perf_counter() - start
+    assert second.source == "cache"
+    assert second._ops == first._ops
+    assert cached_s < max(0.25, parse_s)
+    # a corrupt cache is ignored and rewritten
+    (cache_file,) = tmp_path.glob("mps_kernels-*.json")
+    cache_file.write_text("{not json")
+    third = MpsKernelTable.load(cache_dir=tmp_path)
+    assert third.source == "yaml" and third._ops == first._ops
+    assert json.loads(cache_file.read_text())["format"] == readiness.CACHE_FORMAT
+
+
+def test_unwritable_cache_dir_still_loads(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    table = MpsKernelTable.load(cache_dir=blocker / "sub")
+    assert table.status("aten::_pdist_forward") == "cpu_fallback"
+
+
+def test_without_yaml_everything_is_unknown_but_overrides(tmp_path: Path) -> None:
+    table = MpsKernelTable.load(yaml_path=tmp_path / "missing.yaml", use_cache=False)
+    assert len(table) == 0
+    assert table.status("aten::mm") == "unknown"
+    assert table.status("aten::col2im") == "cpu_fallback"
+
+
+def test_overrides_file_in_rules_data() -> None:
+    path = readiness.overrides_path()
+    assert path is not None and path.parent.name == "data"
+    over = load_overrides(path)
+    assert {"embedding_renorm_", "linalg_svd", "linalg_svd.U", "col2im", "upsample_nearest3d.vec"} <= {
+        op for op, status in over.items() if status == "cpu_fallback"
+    }
+    assert over["native_group_norm_backward"] == "mps"
+    assert readiness.cpu_always_ops(path) >= {"col2im"}
+
+
+def test_overrides_file_is_not_picked_up_as_a_rule_file() -> None:
+    from mpsprofiler.diagnosis.rules import builtin_rules_dir, rule_files
+
+    assert readiness.rules_dir() == builtin_rules_dir()
+    assert all(p.name != readiness.OVERRIDES_NAME for p in rule_files(builtin_rules_dir()))
+
+
+def test_bad_overrides_are_ignored(tmp_path: Path) -> None:
+    bad = tmp_path / "o.yaml"
+    bad.write_text("cpu_always: 3\nmps_kernel: [1, '', 'aten::x']\n")
+    assert load_overrides(bad) == {"x": "mps"}
+    bad.write_text(": : :")
+    assert load_overrides(bad) == {}
