@@ -79,3 +79,44 @@ def test_cuda_out_of_memory(tmp_path):
     assert proc.returncode == 1
     assert "CUDA out of memory" in proc.stderr
     assert "oom-crash-cuda" in rules_of(summary)
+
+
+DIST = HERE / "scripts_dist" / "ddp_straggler.py"
+
+
+def test_cuda_two_ranks_on_one_gpu_name_the_straggler(tmp_path):
+    """gloo lets two ranks share one GPU: per-rank CUDA memory and the straggler, on a real GPU."""
+    proc, summary, _ = _dist(tmp_path, "2", {"DEVICE": "cuda", "BACKEND": "gloo"})
+    assert proc.returncode == 0, proc.stderr
+    straggler = next(f for f in summary["findings"] if f["rule"] == "straggler-rank")
+    assert straggler["facts"]["straggler_rank"] == 1 and straggler["facts"]["straggler_cause"] == "data wait"
+    ranks = {r["rank"]: r for r in summary["ranks"]}
+    assert set(ranks) == {0, 1}
+    assert all(r["device"].startswith("cuda") and r["peak_memory"] > 0 for r in ranks.values())
+
+
+def test_cuda_nccl_rank(tmp_path):
+    """The NCCL code path with the GPUs this machine has (one rank per GPU)."""
+    n = str(torch.cuda.device_count())
+    proc, summary, _ = _dist(tmp_path, n, {"DEVICE": "cuda", "BACKEND": "nccl", "SLOW_RANK": "0"})
+    assert proc.returncode == 0, proc.stderr
+    assert len(summary["ranks"]) == int(n)
+    assert all(r["steps"] == 30 for r in summary["ranks"])
+
+
+@pytest.mark.multigpu
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two GPUs")
+def test_nccl_two_gpus_straggler(tmp_path):
+    proc, summary, _ = _dist(tmp_path, "2", {"DEVICE": "cuda", "BACKEND": "nccl"})
+    assert proc.returncode == 0, proc.stderr
+    straggler = next(f for f in summary["findings"] if f["rule"] == "straggler-rank")
+    assert straggler["facts"]["straggler_rank"] == 1
+
+
+def _dist(tmp_path: Path, nproc: str, env: dict):
+    run_dir = tmp_path / "dist"
+    proc = subprocess.run(
+        [sys.executable, "-m", "mpsprofiler", "run", "--headless", "-o", str(run_dir), "--nproc-per-node", nproc, str(DIST)],
+        capture_output=True, text=True, timeout=300, env=dict(os.environ, **env),
+    )
+    return proc, json.loads((run_dir / "summary.json").read_text()), run_dir

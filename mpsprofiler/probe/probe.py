@@ -43,8 +43,7 @@ class Probe:
         self._closed = False
         self._model_seen = False
         self._pid = os.getpid()
-        world = _int_env("WORLD_SIZE") or 1
-        self.rank = _int_env("RANK") if world > 1 else None
+        self.rank = _int_env("RANK") if os.environ.get("TORCHELASTIC_RUN_ID") or _int_env("WORLD_SIZE") else None
         """Distributed runs tag every event with the rank (``r``): one session per rank."""
         self.tracker = StepTracker(self.emit, self.backend, self.clock)
         self._last_drain = float("-inf")

@@ -8,6 +8,8 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DataLoader, Dataset
 
 SLOW_RANK = int(os.environ.get("SLOW_RANK", "1"))
+BACKEND = os.environ.get("BACKEND", "gloo")
+DEVICE = os.environ.get("DEVICE", "cpu")  # cuda: every rank on cuda:LOCAL_RANK % device count
 STEPS = int(os.environ.get("STEPS", "30"))
 
 
@@ -25,13 +27,20 @@ class Data(Dataset):
 
 
 def main():
-    dist.init_process_group("gloo")
+    dist.init_process_group(BACKEND)
     rank = dist.get_rank()
     torch.manual_seed(0)
-    model = DDP(torch.nn.Linear(16, 1))
+    if DEVICE == "cuda":
+        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")) % torch.cuda.device_count())
+        torch.cuda.set_device(device)
+        model = DDP(torch.nn.Linear(16, 1).to(device), device_ids=[device.index])
+    else:
+        device = torch.device("cpu")
+        model = DDP(torch.nn.Linear(16, 1))
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     loader = DataLoader(Data(rank == SLOW_RANK), batch_size=8)
     for x, y in loader:
+        x, y = x.to(device), y.to(device)
         loss = torch.nn.functional.mse_loss(model(x), y)
         opt.zero_grad()
         loss.backward()
