@@ -88,7 +88,10 @@ class FrameFinder:
             if kind is None:
                 kind = kinds[code] = self._classify(code.co_filename)
             if kind == 2:
-                return (code.co_filename, frame.f_lineno), printing, internal
+                # the user's code; still look outward: a Dataset's __getitem__ runs inside
+                # the DataLoader, on CPU tensors that stay on the CPU on a Mac too
+                site = (code.co_filename, frame.f_lineno)
+                return site, printing, internal or self._called_by_loader(frame.f_back)
             if kind == 1 and library is None:
                 library = (code.co_filename, frame.f_lineno)
             elif kind == 3:
@@ -97,6 +100,20 @@ class FrameFinder:
                 printing = True
             frame = frame.f_back
         return library, printing, internal
+
+
+    def _called_by_loader(self, frame: Any, limit: int = 40) -> bool:
+        kinds = self._kind
+        while frame is not None and limit > 0:
+            code = frame.f_code
+            kind = kinds.get(code)
+            if kind is None:
+                kind = kinds[code] = self._classify(code.co_filename)
+            if kind == 3:
+                return True
+            frame = frame.f_back
+            limit -= 1
+        return False
 
 
 def source_line(site: Site | None) -> str:
