@@ -663,3 +663,35 @@ def test_optimizer_bookkeeping_is_not_a_predicted_sync() -> None:
     events, _ = run_example("ctc_gru", steps=7)
     for record in ops_events(events):
         assert record["syncs"] == [], record["syncs"]
+
+
+class _ScalarDataset(torch.utils.data.Dataset):
+    """A Dataset reading CPU scalars while it builds samples (labels via int(tensor))."""
+
+    def __len__(self) -> int:
+        return 64
+
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, int]:
+        g = torch.Generator().manual_seed(i)
+        return torch.randn(4, generator=g), int(torch.randint(0, 2, (1,), generator=g))
+
+
+def test_dataset_scalars_are_not_predicted_syncs_but_the_loop_is() -> None:
+    """Data loading stays on the CPU on a Mac; ``loss.item()`` in the loop would sync."""
+    events, emit = recorder()
+    accountant = OpAccountant(emit, early_steps=(1, 2, 3), min_interval=1, every_step=True)
+    model = nn.Linear(4, 2)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    loader = torch.utils.data.DataLoader(_ScalarDataset(), batch_size=8)
+    with StepDriver(accountant):
+        for x, y in loader:
+            loss = nn.functional.cross_entropy(model(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            loss.item()
+    accountant.close()
+    syncs = [s for r in ops_events(events) for s in r["syncs"]]
+    assert syncs, "the loop's loss.item() is a predicted sync"
+    assert all(s["line"] != _ScalarDataset.__getitem__.__code__.co_firstlineno + 2 for s in syncs), syncs
+    assert {s["code"] for s in syncs} == {"loss.item()"}
