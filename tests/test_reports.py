@@ -174,7 +174,7 @@ def test_markdown_has_summary_figures_environment_and_findings(hostile: SimpleNa
     # most severe first; titles escaped; the fix's Markdown and code block kept as written
     assert md.index("Critical finding") < md.index("Info finding")
     assert r"### 🔴 Critical: Critical finding \<script\>alert(1)\</script\> | pipe" in md
-    assert "**Evidence:** Evidence <i>markup</i> | pipe `tick`" in md  # rule Markdown, as written
+    assert "**Evidence:** Evidence \\<i\\>markup\\</i\\> | pipe `tick`" in md  # tags outside code escaped
     assert "```python\nloader = DataLoader(ds, num_workers=2)  # <img src=x onerror=alert(1)>\n```" in md
     assert "<https://pytorch.org/docs/stable/data.html>" in md
     # DataLoader config, crash with a fence longer than the message's backtick run

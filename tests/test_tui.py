@@ -24,24 +24,30 @@ from collections.abc import Awaitable, Callable
 import pytest
 from rich.console import Console
 
+from mpsprofiler.events import KIND_EXCEPTION, Event
 from mpsprofiler.launcher.child import RunSpec
 from mpsprofiler.session.recording import load_run
 from mpsprofiler.session.session import Session
 from mpsprofiler.session.steps import StepPoint
 from mpsprofiler.tui.app import MpsprofApp, recorded_app
 from mpsprofiler.tui.inbox import EventInbox
-from mpsprofiler.tui.panels import PANEL_IDS
+from mpsprofiler.tui.panels import DISTRIBUTED_ONLY, PANEL_IDS
 from mpsprofiler.tui.screens.confirm import ConfirmQuitScreen
 from mpsprofiler.tui.screens.help import HelpScreen
-from mpsprofiler.tui.state import recent_rate
+from mpsprofiler.tui.state import RunState, recent_rate
 from mpsprofiler.tui.terminal import TerminalBuffer
 from mpsprofiler.tui.widgets.charts import bucket, integer_ticks
 from mpsprofiler.tui.widgets.findings import FindingsPanel, escape_tags
 from mpsprofiler.tui.widgets.header import RunHeader
 from mpsprofiler.tui.widgets.log_panel import LogPanel
+from mpsprofiler.tui.widgets.warnings import crash_rank
+from mpsprofiler.units import fmt_pct
 
 REPO = Path(__file__).resolve().parents[1]
 SIZE = (130, 40)
+DDP_RECORDING = REPO / "tests" / "fixtures" / "recordings" / "ddp_straggler"
+"""A checked-in 2-rank torchrun run of tests/scripts_dist/ddp_straggler.py (rank 1 is slow
+to load its data); see tests/test_tui_snapshots.py for how it is regenerated."""
 
 
 def env() -> dict[str, str]:
@@ -109,15 +115,23 @@ def test_number_keys_and_tab_switch_panels(recorded: Path) -> None:
 
     async def body(pilot: Any) -> None:
         tabs = app.query_one("#panels")
+        single = [pid for pid in PANEL_IDS if pid not in DISTRIBUTED_ONLY]
         for number, pid in enumerate(PANEL_IDS, start=1):
             await pilot.press(str(number))
-            assert tabs.active == pid
+            if pid in DISTRIBUTED_ONLY:  # a single process: no Ranks panel, a note instead
+                assert tabs.active == single[-1]
+                assert any("no ranks" in str(n.message) for n in app._notifications)
+            else:
+                assert tabs.active == pid
         await pilot.press("1", "tab")
-        assert tabs.active == PANEL_IDS[1]
+        assert tabs.active == single[1]
         await pilot.press("shift+tab", "shift+tab")
-        assert tabs.active == PANEL_IDS[-1]
+        assert tabs.active == single[-1]
         assert "finished" in header_text(app, "#hdr-status")
         assert "30" in header_text(app, "#hdr-step")
+        assert not app.query_one("#hdr-rank").display
+        await pilot.press("r")  # no ranks to cycle: nothing happens
+        assert app.state.rank is None and app.state.session is app.session
 
     drive(app, body)
 
@@ -170,7 +184,7 @@ def test_help_screen_lists_the_keys(recorded: Path) -> None:
         text = app.screen.query_one("#help-text").source
         for binding in app.BINDINGS:
             if binding.show:
-                assert f"`{binding.key_display or binding.key}`".replace("question_mark", "?") in text.replace("`1` … `8`", "`1-8`")
+                assert f"`{binding.key_display or binding.key}`".replace("question_mark", "?") in text.replace("`1` … `9`", "`1-9`")
         await pilot.press("escape")
         assert not isinstance(app.screen, HelpScreen)
 
@@ -262,6 +276,93 @@ def test_crash_shows_exit_status(recorded: Path, tmp_path: Path) -> None:
     drive(app, body)
 
 
+# -- distributed runs ------------------------------------------------------------------------
+def straggler_of(app: MpsprofApp) -> int:
+    facts = next(f.facts for f in app.state.findings if f.rule == "straggler-rank")
+    return facts["straggler_rank"]
+
+
+def test_rank_key_switches_the_header_and_the_data_panel() -> None:
+    loaded = load_run(DDP_RECORDING)
+    app = recorded_app(loaded)
+    job = loaded.session
+    assert sorted(job.ranks) == [0, 1]
+    wait = {r: fmt_pct(job.ranks[r].steps.data_wait_share()) for r in (0, 1)}
+    assert wait[0] != wait[1], "the recording should have one rank waiting for data"
+
+    async def body(pilot: Any) -> None:
+        await pilot.press("5")
+        assert "job (rank 0)" in header_text(app, "#hdr-rank")
+        assert wait[0] in header_text(app, "#hdr-wait") and wait[0] in plain(app.query_one("#data-share"))
+        await pilot.press("r")
+        await pilot.pause()
+        assert app.state.rank == 1 and "rank 1/2" in header_text(app, "#hdr-rank")
+        assert wait[1] in header_text(app, "#hdr-wait") and wait[1] in plain(app.query_one("#data-share"))
+        # the steps table is rank 1's: its newest step waited as long as rank 1's did
+        last = job.ranks[1].steps.series.points()[-1]
+        table = app.query_one("#data-steps")
+        assert str(table.get_row_at(0)[2]) == f"{last.wait * 1e3:.1f}"
+        await pilot.press("4")  # every per-run panel follows the pick
+        assert app.query_one("#mem-chart")._key == app.state.view_key
+        await pilot.press("R")
+        await pilot.pause()
+        assert app.state.rank is None and wait[0] in header_text(app, "#hdr-wait")
+        # the command palette offers each rank by name
+        commands = {c.title: c for c in app.get_system_commands(app.screen)}
+        assert {"Rank: job (rank 0)", "Rank: 1", "Panel: Ranks"} <= set(commands)
+        commands["Rank: 1"].callback()
+        await pilot.pause()
+        assert "rank 1/2" in header_text(app, "#hdr-rank")
+        await pilot.click("#hdr-rank")  # the badge cycles too: back to the job
+        assert app.state.rank is None
+
+    drive(app, body)
+
+
+def test_ranks_panel_lists_both_ranks_and_marks_the_straggler() -> None:
+    app = recorded_app(load_run(DDP_RECORDING))
+    slow = straggler_of(app)
+    assert slow == 1  # ddp_straggler.py makes rank 1's dataset slow
+
+    async def body(pilot: Any) -> None:
+        await pilot.press("9")
+        assert app.query_one("#panels").active == "ranks"
+        table = app.query_one("#ranks-table")
+        await pilot.pause()
+        rows = [[str(c) for c in table.get_row_at(i)] for i in range(table.row_count)]
+        assert [row[1].split()[0] for row in rows] == ["0", "1"]
+        assert ["straggler" in row[1] for row in rows] == [False, True]
+        assert rows[0][0] == "▶"  # the job view shows rank 0
+        assert f"rank {slow} holds the job back" in plain(app.query_one("#ranks-summary"))
+        split = app.query_one("#ranks-split")
+        assert [r for r, _w, _rest in split.rows] == [0, 1] and split.straggler == slow
+        assert split.rows[1][1] > split.rows[0][1]  # the straggler waits longer for data
+        await pilot.press("down", "enter")  # show rank 1 in every panel
+        await pilot.pause()
+        assert app.state.rank == 1 and "rank 1/2" in header_text(app, "#hdr-rank")
+        assert str(table.get_row_at(1)[0]) == "▶"
+
+    drive(app, body)
+
+
+def test_rank_state_cycles_through_the_job_and_every_other_rank() -> None:
+    job = Session()
+    state = RunState(job, live=True, expected_ranks=3)
+    assert state.distributed and state.rank_label() == "job (rank 0) · 3 ranks"
+    for rank in (0, 2, 1):
+        job.ranks[rank] = Session()
+    assert state.rank_choices == [None, 1, 2]
+    assert [state.step_rank(1) for _ in range(3)] == [1, 2, None]
+    assert state.step_rank(-1) == 2 and state.session is job.ranks[2] and state.rank_label() == "rank 2/3"
+    assert state.select_rank(0) and state.session is job
+    assert not state.select_rank(7) and state.session is job
+    # a crash of rank 2 shows in the job view too, and the Warnings panel names the rank
+    job.feed(Event(KIND_EXCEPTION, 1.5, {"type": "RuntimeError", "message": "boom", "frames": [], "r": 2}))
+    assert job.crash is not None and crash_rank(state) == 2
+    state.select_rank(1)
+    assert crash_rank(state) is None  # rank 1 did not crash
+
+
 # -- live runs -----------------------------------------------------------------------------
 def live_app(tmp_path: Path, steps: int = 400) -> MpsprofApp:
     spec = RunSpec(
@@ -322,6 +423,47 @@ def test_live_quit_asks_then_stops_the_script(tmp_path: Path) -> None:
     assert "KeyboardInterrupt" in (tmp_path / "run" / "output.log").read_text(encoding="utf-8", errors="replace")
 
 
+def test_live_torchrun_ranks_and_stop_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two gloo ranks under the live app: the Ranks tab is there from the start, ``r``
+    switches rank while they run, and ``s`` stops every rank (through torchrun)."""
+    import psutil
+
+    from mpsprofiler.launcher.distributed import plan_from_options
+
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    monkeypatch.setenv("STEPS", "3000")  # far longer than the test: it has to be stopped
+    script = str(REPO / "tests" / "scripts_dist" / "ddp_straggler.py")
+    spec = RunSpec(target=script, args=[], run_dir=tmp_path / "run", capture_output=True,
+                   torchrun=plan_from_options("2", [], script, False, []))
+    spec.run_dir.mkdir()
+    app = MpsprofApp(Session(), [], spec=spec, run_dir=spec.run_dir)
+    pids: list[int] = []
+
+    async def body(pilot: Any) -> None:
+        assert app.query_one("#panels").get_tab("ranks").display  # announced by torchrun's options
+        await wait_for(pilot, lambda: len(app.session.ranks) == 2
+                       and all(s.steps.count >= 5 for s in app.session.ranks.values()))
+        pids.extend(int(s.hello["pid"]) for s in app.session.ranks.values())
+        await pilot.press("9")
+        await wait_for(pilot, lambda: app.query_one("#ranks-table").row_count == 2, timeout=10)
+        await pilot.press("r")
+        assert "rank 1/2" in header_text(app, "#hdr-rank") and "running" in header_text(app, "#hdr-status")
+        await pilot.press("s")
+        await wait_for(pilot, lambda: app.results is not None, timeout=40)
+        assert app.state.status == "stopped"
+
+    drive(app, body)
+    assert len(pids) == 2
+    for pid in pids:
+        try:
+            alive = psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+        except psutil.NoSuchProcess:
+            alive = False
+        assert not alive, f"rank process {pid} outlived the stop"
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text(encoding="utf-8"))
+    assert summary["status"] == "stopped" and [r["rank"] for r in summary["ranks"]] == [0, 1]
+
+
 # -- pieces ----------------------------------------------------------------------------------
 def test_terminal_buffer_applies_carriage_returns_and_stays_bounded() -> None:
     buf = TerminalBuffer(max_lines=3)
@@ -336,7 +478,7 @@ def test_terminal_buffer_applies_carriage_returns_and_stays_bounded() -> None:
 
 def test_markdown_keeps_angle_brackets_of_prose_but_not_of_code() -> None:
     text = "at train.py:3 in <module>: `a<b`\n```python\nif a<b:\n    pass\n```"
-    assert escape_tags(text) == "at train.py:3 in \\<module>: `a<b`\n```python\nif a<b:\n    pass\n```"
+    assert escape_tags(text) == "at train.py:3 in \\<module\\>: `a<b`\n```python\nif a<b:\n    pass\n```"
 
 
 def test_inbox_asks_for_one_message_until_drained() -> None:

@@ -1,12 +1,14 @@
-"""How each TUI panel looks, from a checked-in recording (pytest-textual-snapshot).
+"""How each TUI panel looks, from checked-in recordings (pytest-textual-snapshot).
 
 The recording in ``tests/fixtures/recordings/slow_dataloader`` is a real TUI-mode run of
 ``examples/slow_dataloader.py`` (events + output.log) with machine-specific paths,
-pids and wall-clock times scrubbed, so the screens are the same on every machine.
-Regenerate it (then the snapshots, with ``--snapshot-update``) after a change of the
-event format or of what the example prints::
+pids and wall-clock times scrubbed, so the screens are the same on every machine;
+``ddp_straggler`` is the same for a 2-rank torchrun (gloo) run of
+``tests/scripts_dist/ddp_straggler.py``, whose rank 1 is slow to load its data.
+Regenerate them (then the snapshots, with ``--snapshot-update``) after a change of the
+event format or of what the scripts print::
 
-    OMP_NUM_THREADS=1 python tests/test_tui_snapshots.py --regenerate
+    OMP_NUM_THREADS=1 python tests/test_tui_snapshots.py --regenerate [slow_dataloader|ddp_straggler]
 
 The snapshots include the findings of the built-in rules and doctor's verdicts: a change
 of a rule's wording shows up here too, which is the point of looking at them.
@@ -27,15 +29,21 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 RECORDING = Path("tests/fixtures/recordings/slow_dataloader")
 """Relative to the repository root: the run directory shown on screen must not vary."""
+DDP_RECORDING = Path("tests/fixtures/recordings/ddp_straggler")
+SOURCES = {
+    "slow_dataloader": (RECORDING, "examples/slow_dataloader.py", ["--steps", "60"], 0),
+    "ddp_straggler": (DDP_RECORDING, "tests/scripts_dist/ddp_straggler.py", [], 2),
+}
+"""Recording name: (where it lives, the script, its arguments, ranks (0: no torchrun))."""
 SIZE = (130, 40)
 PANEL_KEYS = {"overview": "1", "findings": "2", "ops": "3", "memory": "4", "data": "5", "log": "6", "environment": "7", "warnings": "8"}
 
 
-def make_app():
+def make_app(recording: Path = RECORDING):
     from mpsprofiler.session.recording import load_run
     from mpsprofiler.tui.app import recorded_app
 
-    return recorded_app(load_run(RECORDING))
+    return recorded_app(load_run(recording))
 
 
 @pytest.fixture
@@ -52,38 +60,51 @@ def test_help_snapshot(snap_compare, in_repo) -> None:
     assert snap_compare(make_app(), press=["question_mark", "_"], terminal_size=SIZE)
 
 
+def test_ranks_snapshot(snap_compare, in_repo) -> None:
+    """The Ranks panel of the 2-rank run: rank 1 marked as the straggler."""
+    assert snap_compare(make_app(DDP_RECORDING), press=["9", "_"], terminal_size=SIZE)
+
+
+def test_rank_data_snapshot(snap_compare, in_repo) -> None:
+    """The Data panel after ``r``: rank 1's figures, and the header says so."""
+    assert snap_compare(make_app(DDP_RECORDING), press=["r", "5", "_"], terminal_size=SIZE)
+
+
 # -- regenerating the recording ------------------------------------------------------------
 SCRUB_CWD = "/home/user/project"
 SCRUB_PYTHON = "/usr/local/bin/python3"
 SCRUB_LIB = "/usr/local/lib/python3/site-packages"
 
 
-def scrub_line(line: str, cwd: str, python: str, site: str) -> str:
+def scrub_line(line: str, cwd: str, python: str, site: str, recording: Path = RECORDING) -> str:
     """Replace what differs between machines and runs with fixed values."""
     record = json.loads(line)
-    for key, value in (("started", 1767225600.0), ("wall", 1767225600.5), ("pid", 4242)):
+    for key, value in (("started", 1767225600.0), ("wall", 1767225600.5), ("pid", 4242 + (record.get("r") or 0))):
         if key in record:
             record[key] = value
     if "run_dir" in record:
-        record["run_dir"] = str(RECORDING)
+        record["run_dir"] = str(recording)
     text = json.dumps(record, separators=(",", ":"))
     for old, new in ((site, SCRUB_LIB), (python, SCRUB_PYTHON), (cwd, SCRUB_CWD)):
         text = text.replace(old, new)
     return text
 
 
-def regenerate() -> None:
+def regenerate(name: str = "slow_dataloader") -> None:
     """One real TUI-mode run (output captured to output.log), scrubbed and copied here."""
     import sysconfig
 
     from mpsprofiler.launcher.child import RunController, RunSpec
+    from mpsprofiler.launcher.distributed import plan_from_options
 
-    target = REPO / RECORDING
+    recording, script, args, ranks = SOURCES[name]
+    target = REPO / recording
     with tempfile.TemporaryDirectory() as tmp:
         run_dir = Path(tmp) / "run"
         run_dir.mkdir()
         os.chdir(REPO)
-        spec = RunSpec(target="examples/slow_dataloader.py", args=["--steps", "60"], run_dir=run_dir, capture_output=True)
+        plan = plan_from_options(str(ranks), [], script, False, args) if ranks else None
+        spec = RunSpec(target=script, args=args, run_dir=run_dir, capture_output=True, torchrun=plan)
         controller = RunController(spec, lambda batch: None)
         controller.start()
         code = controller.wait()
@@ -93,7 +114,7 @@ def regenerate() -> None:
         target.mkdir(parents=True, exist_ok=True)
         lines = (run_dir / "events.jsonl").read_text(encoding="utf-8").splitlines()
         (target / "events.jsonl").write_text(
-            "".join(scrub_line(line, cwd, python, site) + "\n" for line in lines if line.strip()), encoding="utf-8"
+            "".join(scrub_line(line, cwd, python, site, recording) + "\n" for line in lines if line.strip()), encoding="utf-8"
         )
         output = (run_dir / "output.log").read_text(encoding="utf-8")
         output = re.sub(re.escape(cwd), SCRUB_CWD, output)
@@ -106,6 +127,8 @@ def regenerate() -> None:
 
 if __name__ == "__main__":
     if "--regenerate" in sys.argv:
-        regenerate()
+        names = [a for a in sys.argv[sys.argv.index("--regenerate") + 1 :] if not a.startswith("-")]
+        for recording_name in names or ["slow_dataloader"]:
+            regenerate(recording_name)
     else:
         print(__doc__)

@@ -33,7 +33,7 @@ _EXAMPLES_DIR = os.path.join(_OWN_DIR, "_examples")  # bundled demo scripts are 
 
 
 def _ours(filename: str) -> bool:
-    return _ours(filename) and not filename.startswith(_EXAMPLES_DIR + os.sep)
+    return filename.startswith(_OWN_DIR + os.sep) and not filename.startswith(_EXAMPLES_DIR + os.sep) and not filename.startswith(_EXAMPLES_DIR + os.sep)
 _BOOT_MODULE = sys.modules.get(__name__)
 """Keep this module alive once the script's module replaces it as ``__main__``."""
 

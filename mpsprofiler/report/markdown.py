@@ -3,13 +3,16 @@
 Every string that came from the script or its environment is escaped (a ``|`` in a
 table cell, backticks, ``<tag>``), or fenced with a fence longer than any backtick run
 inside it, so nothing the script printed can break the layout or inject markup. A
-finding's evidence and fix are Markdown written by a rule (tables, code blocks) and are
-kept as written; its title keeps its code spans, with tags outside them escaped.
+finding's evidence and fix are Markdown written by a rule (tables, code blocks) and keep
+their Markdown, but ``<`` and ``>`` outside code spans and fenced blocks are escaped: a
+fact quoted from the script (``train.py:13 in <module>``) is text, and a viewer that
+reads it as an HTML tag would drop it. Its title is treated the same way.
 """
 
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from typing import Any
 
 from ..results import Results
@@ -54,6 +57,73 @@ def inline(text: Any) -> str:
     flat = " ".join(str(text).split())
     pieces = re.split(r"(`+[^`]*?`+)", flat)
     return "".join(p if p.startswith("`") else p.replace("<", "\\<").replace(">", "\\>") for p in pieces)
+
+
+_AUTOLINK = re.compile(r"<(?:https?|mailto):[^\s<>`]*>")
+_PROBE_BASE = 0xF0000
+"""Supplementary private-use code points: one per bracket while the parser looks."""
+_CODE_TOKENS = frozenset({"code_inline", "fence", "code_block"})
+
+
+@lru_cache(maxsize=1)
+def _parser() -> Any:
+    from markdown_it import MarkdownIt
+
+    return MarkdownIt("commonmark").enable(["table", "strikethrough"])
+
+
+def escape_tags(text: str) -> str:
+    """Rule-authored Markdown with ``<`` / ``>`` escaped everywhere but in code: code
+    spans, fenced and indented blocks stay as written, as do autolinks
+    (``<https://...>``) and blockquote marks.
+
+    Where code is, the Markdown parser decides: each bracket is swapped for a private-use
+    character (inert in Markdown, so the parse is that of the escaped text), the text is
+    parsed, and the brackets that landed in a code token are the ones left alone.
+    """
+    keep = {i for m in _AUTOLINK.finditer(text) for i in (m.start(), m.end() - 1)}
+    marks = [i for i, ch in enumerate(text)
+             if i not in keep and _escapable(text, i, ch)]
+    if not marks:
+        return text
+    if len(marks) > 0xFFFD or any(ord(ch) >= _PROBE_BASE for ch in text):
+        in_code: set[int] = set()  # cannot probe: escape every bracket (never a lost tag)
+    else:
+        probe = list(text)
+        for n, i in enumerate(marks):
+            probe[i] = chr(_PROBE_BASE + n)
+        in_code = _coded(_parser().parse("".join(probe)))
+    out = list(text)
+    for n, i in enumerate(marks):
+        if n not in in_code:
+            out[i] = "\\" + text[i]
+    return "".join(out)
+
+
+def _escapable(text: str, i: int, ch: str) -> bool:
+    """``<`` anywhere, ``>`` after a word (``>`` at a line's start may open a quote);
+    a bracket already escaped with a backslash stays as it is."""
+    j = i
+    while j > 0 and text[j - 1] == "\\":
+        j -= 1
+    if (i - j) % 2:
+        return False
+    if ch == "<":
+        return True
+    return ch == ">" and i > 0 and not text[i - 1].isspace() and text[i - 1] != ">"
+
+
+def _coded(tokens: list[Any]) -> set[int]:
+    """Indices of the probe characters inside code tokens."""
+    found: set[int] = set()
+    stack = list(tokens)
+    while stack:
+        token = stack.pop()
+        if token.children:
+            stack.extend(token.children)
+        if token.type in _CODE_TOKENS:
+            found.update(ord(ch) - _PROBE_BASE for ch in token.content if ord(ch) >= _PROBE_BASE)
+    return found
 
 
 def code_cell(text: Any) -> str:
@@ -146,10 +216,10 @@ class MarkdownRenderer:
         if (f.get("count") or 1) > 1:
             meta.append(f"seen {escape(f['count'])} times")
         out += [" · ".join(meta), ""]
-        evidence = str(f.get("evidence") or "").strip()
+        evidence = escape_tags(str(f.get("evidence") or "").strip())
         if evidence:
             out += [f"**Evidence:** {evidence}", ""]
-        fix = str(f.get("fix") or "").strip()
+        fix = escape_tags(str(f.get("fix") or "").strip())
         if fix:
             out += ["**Fix:**", "", fix, ""]
         refs = [r for r in f.get("references") or [] if str(r).strip()]

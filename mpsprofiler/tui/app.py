@@ -11,6 +11,9 @@ Data flow (one way, one thread owns each thing):
   changed and only the visible panel.
 
 A recorded run goes through the same session and the same panels, without the workers.
+A distributed run has one session per rank: ``r`` / ``R`` (or a click on the rank badge
+in the header) pick the rank every per-run panel draws; findings stay job-wide, and the
+Ranks panel (``9``, distributed runs only) compares the ranks.
 """
 
 from __future__ import annotations
@@ -30,8 +33,8 @@ from ..launcher.child import RunSpec
 from ..results import Results, build_results, write_summary
 from ..session.session import Session
 from .live import STOP_GRACE, TICK, LiveRun
-from .messages import ShowFinding
-from .panels import FOCUS_TARGET, PANEL_IDS, PANELS
+from .messages import ShowFinding, ShowRank
+from .panels import DISTRIBUTED_ONLY, FOCUS_TARGET, PANEL_IDS, PANELS
 from .screens.confirm import ConfirmQuitScreen
 from .screens.help import HelpScreen
 from .state import RunState
@@ -42,7 +45,9 @@ from .widgets.log_panel import LogPanel
 PANEL_EVERY = 0.5
 """Seconds between redraws of the visible panel while live (charts hold themselves to 1 Hz)."""
 DIAGNOSE_EVERY = 1.0
-PANEL_ACTIONS = frozenset({"panel", "next_panel", "previous_panel", "copy_fix", "export", "stop"})
+PANEL_ACTIONS = frozenset({"panel", "next_panel", "previous_panel", "copy_fix", "export", "stop",
+                           "next_rank", "previous_rank", "show_rank"})
+RANK_ACTIONS = frozenset({"next_rank", "previous_rank", "show_rank"})
 
 
 class MpsprofApp(LiveRun, App[None]):
@@ -52,10 +57,12 @@ class MpsprofApp(LiveRun, App[None]):
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (100, "-wide")]
     VERTICAL_BREAKPOINTS = [(0, "-short"), (32, "-tall")]
     BINDINGS = [
-        Binding("1", "panel('overview')", "Panels", key_display="1-8"),
+        Binding("1", "panel('overview')", "Panels", key_display="1-9"),
         *(Binding(str(i + 1), f"panel('{pid}')", title, show=False) for i, (pid, title, _c) in enumerate(PANELS) if i),
         Binding("tab", "next_panel", "Next panel", show=False, priority=True),
         Binding("shift+tab", "previous_panel", "Previous panel", show=False, priority=True),
+        Binding("r", "next_rank", "Rank"),
+        Binding("R", "previous_rank", "Previous rank", show=False),
         Binding("c", "copy_fix", "Copy fix"),
         Binding("e", "export", "Export"),
         Binding("s", "stop", "Stop"),
@@ -79,6 +86,8 @@ class MpsprofApp(LiveRun, App[None]):
         self.session = session
         self.spec = spec
         self.state = RunState(session, live=spec is not None, run_dir=run_dir, notes=notes)
+        torchrun = getattr(spec, "torchrun", None) if spec is not None else None
+        self.state.expected_ranks = int(getattr(torchrun, "nproc", 0) or 0)
         self.results = results
         self._init_live()
         self._tracker: Any = None
@@ -86,6 +95,7 @@ class MpsprofApp(LiveRun, App[None]):
         self._last_panel_draw = 0.0
         self._last_diagnosis = 0.0
         self._diagnosed_version = -1
+        self._hidden_panels: set[str] = set()
         if results is not None:
             self._set_findings(results.findings, results.rule_errors)
 
@@ -100,6 +110,7 @@ class MpsprofApp(LiveRun, App[None]):
 
     def on_mount(self) -> None:
         self.state.output = self.query_one(LogPanel).output.buffer
+        self._sync_panel_tabs()
         self._install_signal_handlers()
         if self.state.live:
             self._tick_timer = self.set_interval(TICK, self._tick)
@@ -145,11 +156,26 @@ class MpsprofApp(LiveRun, App[None]):
         self.state.rule_errors = list(rule_errors)
         self.state.findings_version += 1
 
+    def _sync_panel_tabs(self) -> None:
+        """Distributed-only panels: hidden until a second rank reports (or torchrun is
+        asked for several), then shown for good."""
+        tabs = self.query_one(TabbedContent)
+        hide = set() if self.state.distributed else set(DISTRIBUTED_ONLY)
+        if hide == self._hidden_panels:
+            return
+        for pid in hide - self._hidden_panels:
+            tabs.hide_tab(pid)
+        for pid in self._hidden_panels - hide:
+            tabs.show_tab(pid)
+        self._hidden_panels = hide
+        self.refresh_bindings()
+
     def _redraw(self, force: bool = False) -> None:
         """Header always (cheap); the visible panel when its data changed."""
         title = f"mpsprof · {self.session.script}"
         if self.title != title:
             self.title = title
+        self._sync_panel_tabs()
         self.query_one(RunHeader).update_state(self.state)
         tabs = self.query_one(TabbedContent)
         findings_tab = tabs.get_tab("findings")
@@ -164,7 +190,7 @@ class MpsprofApp(LiveRun, App[None]):
         if not pid:
             return
         output = self.state.output.changes if self.state.output is not None else 0
-        key = (self.session.version, self.state.findings_version, output)
+        key = (self.session.version, self.state.view_key, self.state.findings_version, output)
         if self._drawn.get(pid) == key:
             return
         self._drawn[pid] = key
@@ -181,14 +207,41 @@ class MpsprofApp(LiveRun, App[None]):
         self.action_panel("findings")
         self.query_one(FindingsPanel).select_rule(message.rule)
 
+    def on_show_rank(self, message: ShowRank) -> None:
+        self.action_show_rank(message.rank)
+
     # -- actions ----------------------------------------------------------------------
     def action_panel(self, pid: str) -> None:
+        if pid in self._hidden_panels:
+            self.notify("Single process: no ranks to compare (run with --nproc-per-node N).", severity="warning")
+            return
         self.query_one(TabbedContent).active = pid
 
     def _step_panel(self, delta: int) -> None:
         tabs = self.query_one(TabbedContent)
-        index = PANEL_IDS.index(tabs.active) if tabs.active in PANEL_IDS else 0
-        tabs.active = PANEL_IDS[(index + delta) % len(PANEL_IDS)]
+        shown = [pid for pid in PANEL_IDS if pid not in self._hidden_panels]
+        index = shown.index(tabs.active) if tabs.active in shown else 0
+        tabs.active = shown[(index + delta) % len(shown)]
+
+    def action_next_rank(self) -> None:
+        self._step_rank(1)
+
+    def action_previous_rank(self) -> None:
+        self._step_rank(-1)
+
+    def _step_rank(self, delta: int) -> None:
+        if not self.state.distributed:
+            self.notify("Single process: there is only one rank.", severity="warning")
+            return
+        self.state.step_rank(delta)
+        self._redraw(force=True)
+
+    def action_show_rank(self, rank: int | None) -> None:
+        """Every per-run panel draws ``rank`` (None or the primary rank: the job view)."""
+        if not self.state.select_rank(rank):
+            self.notify(f"Rank {rank} has not reported yet.", severity="warning")
+            return
+        self._redraw(force=True)
 
     def action_next_panel(self) -> None:
         self._step_panel(1)
@@ -271,12 +324,23 @@ class MpsprofApp(LiveRun, App[None]):
             return True if (self.controller is not None and self.state.running) else None
         if action == "copy_fix":
             return True if self.state.findings else None
+        if action in RANK_ACTIONS:
+            return self.state.distributed  # False: not even shown in the footer
         return True
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
         for number, (pid, title, _cls) in enumerate(PANELS, start=1):
-            yield SystemCommand(f"Panel: {title}", f"Show the {title} panel (key {number})", lambda p=pid: self.action_panel(p))
+            if pid not in self._hidden_panels:
+                yield SystemCommand(f"Panel: {title}", f"Show the {title} panel (key {number})", lambda p=pid: self.action_panel(p))
+        if self.state.distributed:
+            primary = self.session.primary_rank
+            yield SystemCommand(f"Rank: job (rank {primary})", f"Every panel shows the job: rank {primary}'s figures, any rank's crash (r)",
+                                lambda: self.action_show_rank(None))
+            for rank in sorted(self.session.ranks):
+                if rank != primary:
+                    yield SystemCommand(f"Rank: {rank}", f"Every per-run panel shows rank {rank} (r / R cycle)",
+                                        lambda r=rank: self.action_show_rank(r))
         yield SystemCommand("Copy fix", "Copy the selected finding's fix to the clipboard (c)", self.action_copy_fix)
         yield SystemCommand("Export report", "Write report.md and report.html into the run directory (e)", self.action_export)
         if self.controller is not None and self.state.running:

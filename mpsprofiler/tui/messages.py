@@ -56,3 +56,10 @@ class ShowFinding(Message):
     """A widget asks for the Findings panel, with one finding selected."""
 
     rule: str
+
+
+@dataclass
+class ShowRank(Message):
+    """A widget asks for one rank's figures in every per-run panel (None: the job view)."""
+
+    rank: int | None

@@ -9,6 +9,7 @@ from .widgets.log_panel import LogPanel
 from .widgets.memory import MemoryPanel
 from .widgets.ops import OpsPanel
 from .widgets.overview import OverviewPanel
+from .widgets.ranks import RanksPanel
 from .widgets.warnings import WarningsPanel
 
 PANELS = (
@@ -20,13 +21,17 @@ PANELS = (
     ("log", "Log", LogPanel),
     ("environment", "Environment", EnvironmentPanel),
     ("warnings", "Warnings", WarningsPanel),
+    ("ranks", "Ranks", RanksPanel),
 )
 PANEL_IDS = tuple(p[0] for p in PANELS)
+DISTRIBUTED_ONLY = frozenset({"ranks"})
+"""Panels hidden for a single-process run (their tab shows once a second rank reports)."""
 
 FOCUS_TARGET = {
     "findings": "#fd-list",
     "ops": "#ops-table",
     "data": "#data-steps",
     "log": "#log-output",
+    "ranks": "#ranks-table",
 }
 """The widget that takes the keyboard when a panel opens (the rest need no focus)."""

@@ -7,7 +7,7 @@ share an axis, units) are made once and tested without a terminal.
 from __future__ import annotations
 
 from ..session.session import Session
-from .widgets.charts import BLUE, GREEN, GREY, MAGENTA, ORANGE, RED, Line, YLimits
+from .widgets.charts import BLUE, CYAN, GREEN, GREY, MAGENTA, ORANGE, RED, Line, YLimits
 
 GIB = 1024**3
 MIB = 1024**2
@@ -83,3 +83,41 @@ def wait_series(session: Session) -> tuple[list[float], list[Line]]:
     points = [p for p in points if p.i >= warmup and p.dur > 0] or [p for p in points if p.dur > 0]
     xs = [float(p.i) for p in points]
     return xs, [Line("data wait, % of the step", [min(100.0, 100.0 * p.wait / p.dur) for p in points], ORANGE)]
+
+
+RANK_COLORS = (BLUE, ORANGE, GREEN, MAGENTA, CYAN, RED, GREY, (209, 154, 102))
+MAX_RANK_LINES = len(RANK_COLORS)
+
+
+def rank_wait_series(session: Session, first: int | None = None) -> tuple[list[float], list[Line]]:
+    """Data wait per step in ms, one line per rank (steps after each rank's warm-up), for
+    at most :data:`MAX_RANK_LINES` ranks: ``first`` (the straggler) and the lowest others."""
+    ranks = sorted(session.ranks)
+    if first in session.ranks:
+        ranks = [first, *(r for r in ranks if r != first)]
+    ranks = sorted(ranks[:MAX_RANK_LINES])
+    per_rank: dict[int, dict[int, float]] = {}
+    for rank in ranks:
+        steps = session.ranks[rank].steps
+        warmup = steps.warmup
+        per_rank[rank] = {p.i: p.wait * 1e3 for p in steps.series.points() if p.i >= warmup}
+    xs = sorted({i for waits in per_rank.values() for i in waits})
+    lines = [
+        Line(f"rank {rank}", [per_rank[rank].get(i) for i in xs], RANK_COLORS[n % len(RANK_COLORS)])
+        for n, rank in enumerate(ranks)
+    ]
+    return [float(x) for x in xs], lines
+
+
+def rank_step_split(session: Session) -> list[tuple[int, float, float]]:
+    """(rank, mean data wait ms, mean rest of the step ms) over each rank's steady steps:
+    in DDP the rest includes waiting for the other ranks in the all-reduce."""
+    out = []
+    for rank, sub in sorted(session.ranks.items()):
+        n = sub.steps.steady_count
+        if not n:
+            continue
+        dur, wait = sub.steps.steady_sums()
+        wait_ms, dur_ms = wait / n * 1e3, dur / n * 1e3
+        out.append((rank, wait_ms, max(0.0, dur_ms - wait_ms)))
+    return out

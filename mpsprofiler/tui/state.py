@@ -1,8 +1,12 @@
 """What every panel renders from: the session plus the app's view of the run.
 
 Panels get one :class:`RunState` per refresh and redraw only what changed (each keeps
-the ``session.version`` / findings it drew last). The figures shown in the header are
-computed here, away from any widget, so they are easy to test.
+the :attr:`RunState.view_key` / findings it drew last). The figures shown in the header
+are computed here, away from any widget, so they are easy to test.
+
+A distributed run has one session per rank: ``state.session`` is the rank the user
+picked (the job's own session, which shows rank 0, until they pick another), while the
+run's status, elapsed time and findings are the job's (``state.job``).
 """
 
 from __future__ import annotations
@@ -22,7 +26,8 @@ RATE_WINDOW = 10.0
 
 @dataclass
 class RunState:
-    session: Session
+    job: Session
+    """The whole run (for a distributed run: rank 0's figures, every rank's crash)."""
     live: bool
     findings: list[Any] = field(default_factory=list)
     rule_errors: list[Any] = field(default_factory=list)
@@ -40,6 +45,78 @@ class RunState:
     """Bumped whenever ``findings`` is replaced."""
     output: TerminalBuffer | None = None
     """The script's output as the Log panel holds it (the Overview shows its tail)."""
+    rank: int | None = None
+    """The rank the per-run panels show; None: the job's own session (its primary rank)."""
+    expected_ranks: int = 0
+    """Ranks a live torchrun launch will start (known before the first event), else 0."""
+
+    # -- ranks ----------------------------------------------------------------------
+    @property
+    def session(self) -> Session:
+        """The session the per-run panels draw: the picked rank's, else the job's."""
+        if self.rank is not None and self.rank != self.job.primary_rank:
+            sub = self.job.ranks.get(self.rank)
+            if sub is not None:
+                return sub
+        return self.job
+
+    @property
+    def distributed(self) -> bool:
+        """Several ranks: seen in the events, or announced by a live torchrun launch."""
+        return self.job.is_distributed or self.expected_ranks > 1
+
+    @property
+    def shown_rank(self) -> int:
+        """The rank whose figures are on screen (the job view shows its primary rank)."""
+        if self.rank is not None and self.rank in self.job.ranks:
+            return self.rank
+        return self.job.primary_rank
+
+    @property
+    def rank_choices(self) -> list[int | None]:
+        """What ``r`` cycles through: the job view (its primary rank), then every other rank."""
+        return [None, *(r for r in sorted(self.job.ranks) if r != self.job.primary_rank)]
+
+    def step_rank(self, delta: int) -> int | None:
+        """Move the selection ``delta`` places along :attr:`rank_choices` (wrapping)."""
+        choices = self.rank_choices
+        current = self.rank if self.rank in choices else None
+        self.rank = choices[(choices.index(current) + delta) % len(choices)]
+        return self.rank
+
+    def select_rank(self, rank: int | None) -> bool:
+        """Show ``rank`` (None or the primary rank: the job view); False if unknown."""
+        if rank is None or rank == self.job.primary_rank:
+            self.rank = None
+            return True
+        if rank not in self.job.ranks:
+            return False
+        self.rank = rank
+        return True
+
+    @property
+    def world(self) -> int:
+        return max(len(self.job.ranks), self.expected_ranks)
+
+    def rank_name(self) -> str:
+        """``job (rank 0)`` or ``rank 1``: what the per-run panels show."""
+        if self.session is self.job:
+            return f"job (rank {self.job.primary_rank})"
+        return f"rank {self.shown_rank}"
+
+    def rank_label(self) -> str:
+        """``job (rank 0) · 2 ranks`` or ``rank 1/2``; empty for a single process."""
+        if not self.distributed:
+            return ""
+        if self.session is self.job:
+            return f"{self.rank_name()} · {self.world} ranks"
+        return f"rank {self.shown_rank}/{self.world}"
+
+    @property
+    def view_key(self) -> tuple[int | None, int, int]:
+        """Changes whenever what the per-run panels show changes (new events, other rank)."""
+        session = self.session
+        return (self.rank if session is not self.job else None, id(session), session.version)
 
     # -- status ---------------------------------------------------------------------
     @property
@@ -47,7 +124,7 @@ class RunState:
         """running | stopping | finished | crashed | stopped | failed."""
         if self.failed:
             return "failed"
-        status = self.session.status
+        status = self.job.status
         if status == "running" and self.stopping:
             return "stopping"
         if status == "running" and not self.live:
@@ -61,7 +138,7 @@ class RunState:
 
     def status_text(self) -> str:
         status = self.status
-        ex = self.session.exit
+        ex = self.job.exit
         if status == "crashed" and ex is not None:
             if ex.signal_name:
                 return f"crashed ({ex.signal_name})"
@@ -77,12 +154,12 @@ class RunState:
         """Wall seconds of the run; frozen for recorded and ended runs (deterministic)."""
         if self.ended_after is not None:
             return self.ended_after
-        if self.live and self.started_at is not None and self.session.exit is None:
+        if self.live and self.started_at is not None and self.job.exit is None:
             return (now if now is not None else time.monotonic()) - self.started_at
-        ex = self.session.exit
+        ex = self.job.exit
         if ex is not None and ex.duration is not None:
             return float(ex.duration)
-        return self.session.last_ts or None
+        return self.job.last_ts or None
 
     def steps_per_second(self) -> float | None:
         steps = self.session.steps

@@ -13,8 +13,9 @@ HELP = """\
 
 | key | what it does |
 |---|---|
-| `1` … `8` | switch panel: Overview, Findings, Ops, Memory, Data, Log, Environment, Warnings |
+| `1` … `9` | switch panel: Overview, Findings, Ops, Memory, Data, Log, Environment, Warnings, Ranks |
 | `tab` / `shift+tab` | next / previous panel |
+| `r` / `R` | distributed runs: show the next / previous rank in every panel |
 | `c` | copy the selected finding's fix to the clipboard |
 | `e` | export a report (Markdown and HTML) into the run directory |
 | `s` | stop the script (Ctrl-C, then terminate after 5 s) |
@@ -25,6 +26,9 @@ HELP = """\
 **Findings:** `↑` `↓` pick a finding; its evidence and fix show on the right.
 **Ops:** click a column header or press `o` to sort; `f` shows problems only / all ops.
 **Log:** scroll up to stop following; `end` follows again. The mouse works everywhere.
+**Ranks** (distributed runs only): every rank side by side, the straggler marked; `enter`
+on a row shows that rank. The header's rank badge says which rank the panels show (click
+it for the next); findings and the Log are always the whole job's.
 
 The script runs exactly as `python script.py` would; its output is in the Log panel and in
 `output.log` in the run directory. Findings are re-evaluated every second.

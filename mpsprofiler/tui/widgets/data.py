@@ -45,6 +45,8 @@ class DataPanel(Widget):
         self._loaders_key: object = None
         self._steps_key: object = None
         self._steps_at = float("-inf")
+        self._steps_view = 0
+        """id() of the session the steps table shows: another rank refills it at once."""
 
     def compose(self) -> ComposeResult:
         yield DataTable(id="data-loaders", cursor_type="none", show_cursor=False)
@@ -76,8 +78,8 @@ class DataPanel(Widget):
             text.append(f" · device idle during {steps.idle_waits} of {steps.idle_waits + steps.busy_waits} waits")
         self.query_one("#data-share", Static).update(text)
         xs, lines = wait_series(session)
-        self.query_one("#data-chart", LineChart).set_data(xs, lines, ylim=(0.0, 100.0), key=session.version)
-        self._fill_steps(session, throttle=state.running)
+        self.query_one("#data-chart", LineChart).set_data(xs, lines, ylim=(0.0, 100.0), key=state.view_key)
+        self._fill_steps(session, throttle=state.running and self._steps_view == id(session))
 
     def _fill_loaders(self, dataloaders: dict) -> None:
         key = repr(sorted(dataloaders.items()))
@@ -92,12 +94,13 @@ class DataPanel(Widget):
 
     def _fill_steps(self, session, throttle: bool) -> None:
         steps = session.steps
-        key = (steps.count, steps.series.total)
+        key = (id(session), steps.count, steps.series.total)
         now = time.monotonic()
         if key == self._steps_key or (throttle and now - self._steps_at < TABLE_EVERY):
             return
         self._steps_key = key
         self._steps_at = now
+        self._steps_view = id(session)
         table = self.query_one("#data-steps", DataTable)
         table.clear()
         points = steps.series.points()[-RECENT_STEPS:]

@@ -69,7 +69,7 @@ class EnvironmentPanel(Widget):
 
     def update_state(self, state: RunState) -> None:
         session = state.session
-        key = (id(session.env), len(session.env), len(session.run), len(state.rule_errors), state.notes,
+        key = (id(session), id(session.env), len(session.env), len(session.run), len(state.rule_errors), state.notes,
                state.status, session.events_seen // 500, bool(session.model))
         if key == self._key:
             return

@@ -16,10 +16,11 @@ ICONS = {"critical": "✖", "warning": "▲", "info": "●"}
 
 
 def escape_tags(text: str) -> str:
-    """``<module>`` in prose would be read as an HTML tag and vanish: escape ``<`` outside
-    code spans and blocks (odd pieces between backticks are code, fenced blocks too)."""
-    pieces = text.split("`")
-    return "`".join(p if i % 2 else p.replace("<", "\\<") for i, p in enumerate(pieces))
+    """``<module>`` in prose would be read as an HTML tag and vanish: ``<`` / ``>`` are
+    escaped outside code spans and fenced blocks, exactly as in the Markdown report."""
+    from ...report.markdown import escape_tags as escape_markdown_tags
+
+    return escape_markdown_tags(text)
 
 
 def finding_markdown(finding: Any) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import shlex
 import time
 
+from textual import events
 from textual.app import ComposeResult
 from textual.containers import Horizontal
 from textual.widget import Widget
@@ -23,6 +24,14 @@ STATUS_ICONS = {
     "failed": "✖",
 }
 STATUS_CLASSES = tuple(f"-{name}" for name in STATUS_ICONS)
+
+
+class RankBadge(Label):
+    """Which rank the panels show (distributed runs only); a click moves to the next one."""
+
+    async def on_click(self, event: events.Click) -> None:
+        event.stop()
+        await self.app.run_action("previous_rank" if event.shift else "next_rank")
 
 
 class RunHeader(Widget):
@@ -46,6 +55,8 @@ class RunHeader(Widget):
     RunHeader #hdr-status.-incomplete { background: $warning-muted; color: $text-warning; }
     RunHeader #hdr-elapsed { margin-right: 0; min-width: 8; text-align: right; }
     RunHeader #hdr-device { color: $text-muted; }
+    RunHeader #hdr-rank { background: $accent-muted; color: $text-accent; text-style: bold; padding: 0 1; margin-right: 1; }
+    RunHeader #hdr-rank:hover { background: $accent; color: $text; }
     RunHeader .figure { color: $text-muted; }
     RunHeader #hdr-findings { width: 1fr; text-align: right; margin-right: 0; }
     """
@@ -57,6 +68,9 @@ class RunHeader(Widget):
             yield Label("", id="hdr-status")
             yield Label("", id="hdr-elapsed")
         with Horizontal(id="hdr-bottom"):
+            rank = RankBadge("", id="hdr-rank")
+            rank.tooltip = "r / R or a click: next / previous rank (9: compare the ranks)"
+            yield rank
             yield Label("", id="hdr-device")
             yield Label("", id="hdr-step", classes="figure")
             yield Label("", id="hdr-rate", classes="figure")
@@ -72,6 +86,11 @@ class RunHeader(Widget):
         badge.update(f"{STATUS_ICONS.get(status, '•')} {state.status_text()}")
         badge.set_classes(f"-{status}")
         self._set("#hdr-elapsed", fmt_clock(state.elapsed(now)))
+        rank = state.rank_label()
+        badge_rank = self.query_one("#hdr-rank", Label)
+        badge_rank.display = bool(rank)
+        if rank:
+            self._set("#hdr-rank", f"{rank} ▸")
         self._set("#hdr-device", device_line(session))
         steps = session.steps
         self._set("#hdr-step", f"step [b $foreground]{steps.last_index + 1 if steps.count else 0}[/]")

@@ -26,6 +26,7 @@ class LogPanel(Widget):
         super().__init__(id=id, classes=classes)
         self._path: Path | None = None
         self._skipped = 0
+        self._every_rank = False
 
     def compose(self) -> ComposeResult:
         yield Static("", id="log-path")
@@ -73,9 +74,14 @@ class LogPanel(Widget):
         if self._path is None:
             return
         lines = self.output.line_count
+        ranks = " · all ranks" if self._every_rank else ""
         self.query_one("#log-path", Static).update(
-            f"{self._path} · {lines} line{'s' if lines != 1 else ''} shown (last 5,000 kept)"
+            f"{self._path} · {lines} line{'s' if lines != 1 else ''} shown (last 5,000 kept){ranks}"
         )
 
     def update_state(self, state: RunState) -> None:
-        """The log is fed by its own messages, not by the session."""
+        """The log is fed by its own messages, not by the session; a distributed run's
+        one log holds every rank's output, whichever rank the other panels show."""
+        if state.distributed != self._every_rank:
+            self._every_rank = state.distributed
+            self._update_path()

@@ -47,11 +47,11 @@ class MemoryPanel(Widget):
         xs, lines, unit = memory_series(session)
         chart = self.query_one("#mem-chart", LineChart)
         chart.chart_title = f"Memory of the training, {unit}"
-        chart.set_data(xs, lines, ylim=FROM_ZERO, key=session.version)
+        chart.set_data(xs, lines, ylim=FROM_ZERO, key=state.view_key)
         xs, lines, unit, limits = system_series(session)
         system = self.query_one("#mem-system", LineChart)
         system.chart_title = f"System memory, {unit} (axis: 0 to the machine's total)"
-        system.set_data(xs, lines, ylim=limits, key=session.version)
+        system.set_data(xs, lines, ylim=limits, key=state.view_key)
         self.query_one("#mem-table", Static).update(memory_table(state))
         self.query_one("#mem-limits", Static).update(limits_table(state))
 

@@ -133,7 +133,7 @@ class OpsPanel(Widget):
         session = state.session
         self._cwd = session.run.get("cwd")
         ops = session.ops.to_dict() if session.ops is not None else {}
-        key = (ops.get("sampled_steps"), len(ops.get("ops") or []), len(ops.get("syncs") or []), session.ops is None)
+        key = (id(session), ops.get("sampled_steps"), len(ops.get("ops") or []), len(ops.get("syncs") or []), session.ops is None)
         summary = self.query_one("#ops-summary", Static)
         summary.update(summary_text(ops, session.ops is None, state))
         if key == self._key:

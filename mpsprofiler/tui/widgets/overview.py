@@ -54,7 +54,7 @@ class OverviewPanel(Widget):
 
     def update_state(self, state: RunState) -> None:
         session = state.session
-        version = session.version
+        version = state.view_key
         xs, lines, _unit = step_series(session)
         chart = self.query_one("#ov-step", LineChart)
         chart.chart_title = step_title(session)

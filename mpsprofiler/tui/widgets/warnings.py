@@ -37,16 +37,32 @@ class WarningsPanel(Widget):
 
     def update_state(self, state: RunState) -> None:
         session = state.session
-        key = (id(session.crash), sum(w.count for w in session.warnings.values()), len(session.warnings), len(session.probe_errors))
+        key = (id(session), id(session.crash), sum(w.count for w in session.warnings.values()), len(session.warnings), len(session.probe_errors))
         if key == self._key:
             return
         self._key = key
         crash = self.query_one("#warn-crash", Static)
         crash.display = session.crash is not None
         if session.crash is not None:
+            rank = crash_rank(state)
+            crash.border_title = "Crash" if rank is None else f"Crash (rank {rank})"
             crash.update(crash_text(session.crash))
         self.query_one("#warn-list", Static).update(warnings_table(session))
         self.query_one("#warn-probe", Static).update(probe_text(session))
+
+
+def crash_rank(state: RunState) -> int | None:
+    """The rank that raised the crash shown (the job view shows the first rank's crash)."""
+    crash = state.session.crash
+    if crash is None or not state.job.ranks:
+        return None
+    if state.session is not state.job:
+        return state.shown_rank
+    for rank, sub in sorted(state.job.ranks.items()):
+        c = sub.crash
+        if c is not None and (c.type, c.message, c.ts) == (crash.type, crash.message, crash.ts):
+            return rank
+    return None
 
 
 def crash_text(crash) -> Group:
