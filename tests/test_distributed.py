@@ -106,3 +106,15 @@ def test_recordings_of_several_nodes_merge(straggler_run, tmp_path):
                             capture_output=True, text=True, env=ENV, timeout=60)
     assert report.returncode == 0, report.stderr
     assert "## Ranks (2)" in report.stdout and "straggler-rank" in report.stdout
+
+
+def test_distributed_summary_follows_the_schema(straggler_run):
+    import jsonschema
+
+    from mpsprofiler.report.json_report import __file__ as json_report_file
+
+    _, run_dir = straggler_run
+    schema = json.loads((Path(json_report_file).parent / "schema.json").read_text())
+    summary = json.loads((run_dir / "summary.json").read_text())
+    jsonschema.validate(summary, schema)
+    assert [r["rank"] for r in summary["ranks"]] == [0, 1]
