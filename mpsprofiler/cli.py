@@ -162,7 +162,7 @@ def _run_spec(args: argparse.Namespace):
             raise UsageError("run needs a script to run (mpsprof run train.py ...) or -m MODULE")
         else:
             target, module = args.target, False
-            if Path(target).name != "torchrun":
+            if not _is_torchrun(target, module):
                 _check_script(target)
     if getattr(args, "report", None) is not None:
         from .report import format_for_path
@@ -173,16 +173,20 @@ def _run_spec(args: argparse.Namespace):
             raise UsageError(str(exc)) from None
     if args.ops_budget <= 0 or args.ops_budget > 0.5:
         raise UsageError("--ops-budget must be a share between 0 and 0.5 (e.g. 0.02 for 2%)")
-    stem = script_args[0] if (Path(target).name == "torchrun" or target == "torch.distributed.run") and script_args else target
-    run_dir = args.output if args.output is not None else default_run_dir(stem.split(".")[-1] if module else stem)
+    plan = _torchrun_plan(args, target, module, script_args)
+    if plan is not None:
+        target, module, script_args = plan.script, plan.module, plan.script_args
+    run_dir = args.output if args.output is not None else default_run_dir(target.split(".")[-1] if module else target)
     prepared, error = prepare_run_dir(Path(run_dir))
     if error:
         sys.stderr.write(f"mpsprof: {error}; the run goes on without a recording\n")
     options = {"no_ops": bool(args.no_ops), "ops_budget": args.ops_budget}
-    plan = _torchrun_plan(args, target, module, script_args)
-    if plan is not None:
-        target, module, script_args = plan.script, plan.module, plan.script_args
     return RunSpec(target=target, args=script_args, module=module, run_dir=prepared, options=options, torchrun=plan)
+
+
+def _is_torchrun(target: str, module: bool) -> bool:
+    """``-- torchrun ...`` or ``-m torch.distributed.run ...``: the user's own launch line."""
+    return (not module and Path(target).name == "torchrun") or (module and target == "torch.distributed.run")
 
 
 def _torchrun_plan(args: argparse.Namespace, target: str, module: bool, script_args: list[str]):
@@ -190,7 +194,7 @@ def _torchrun_plan(args: argparse.Namespace, target: str, module: bool, script_a
     from .launcher.distributed import DistributedUsageError, plan_from_options, plan_from_torchrun_argv
 
     try:
-        if (not module and Path(target).name == "torchrun") or (module and target == "torch.distributed.run"):
+        if _is_torchrun(target, module):
             plan = plan_from_torchrun_argv(script_args)
             if not plan.module:
                 _check_script(plan.script)

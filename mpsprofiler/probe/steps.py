@@ -139,8 +139,7 @@ class StepTracker:
         if self.mode == "manual":
             return
         now = self._clock()
-        if self.mode != "optimizer":
-            self.mode = "optimizer"
+        self.mode = "optimizer"
         key = id(optimizer)
         if key in self._seen:
             # a repeat: the previous iteration ended at the last optimizer step before it

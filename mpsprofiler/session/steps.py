@@ -72,7 +72,7 @@ class StepStats:
         self.busy_waits = 0  # ... found the device still busy
         self.first_end: float | None = None
         self.last_end: float | None = None
-        self._warmup_cache: tuple[int, int] | None = None
+        self._warmup_cache: int | None = None
 
     # -- folding ------------------------------------------------------------------
     def feed(self, data: dict[str, Any]) -> None:
@@ -147,10 +147,10 @@ class StepStats:
     # -- figures ------------------------------------------------------------------
     @property
     def warmup(self) -> int:
-        key = (len(self.early), self.count)
-        if self._warmup_cache is None or self._warmup_cache[0] != key[0]:
-            self._warmup_cache = (key[0], detect_warmup([p.dur for p in self.early]))
-        return self._warmup_cache[1]
+        """Decided among the early steps only, so cached until another early step arrives."""
+        if self._warmup_cache is None:
+            self._warmup_cache = detect_warmup([p.dur for p in self.early])
+        return self._warmup_cache
 
     @property
     def steady(self) -> list[StepPoint]:
