@@ -12,17 +12,23 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import platform
 import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 WORKLOAD = HERE / "workload.py"
 
 CPU_CASES = {"mlp-5ms": ["--model", "mlp", "--width", "768"], "mlp-1ms": ["--model", "mlp", "--width", "256"]}
-GPU_CASES = {"cnn": ["--model", "cnn"], "transformer": ["--model", "transformer"]}
+GPU_CASES = {
+    "cnn": ["--model", "cnn"],
+    "transformer": ["--model", "transformer"],
+    "cnn-pageable": ["--model", "cnn", "--pageable"],  # the GPU waits for the host each step
+}
 
 
 def run_once(variant: str, case_args: list[str], common: list[str], tmp: Path, n: int) -> float:
@@ -44,6 +50,33 @@ def run_once(variant: str, case_args: list[str], common: list[str], tmp: Path, n
     raise RuntimeError(f"no BENCH line from {cmd}: {out.stdout[-500:]} {out.stderr[-2000:]}")
 
 
+def environment(device: str) -> dict[str, str]:
+    """Date, machine and versions: what a results table must name."""
+    probe = (
+        "import json, platform, sys, torch; d = sys.argv[1]; "
+        "name = torch.cuda.get_device_name(0) if d.startswith('cuda') else platform.processor() or platform.machine(); "
+        "print(json.dumps({'python': platform.python_version(), 'torch': torch.__version__, 'device': name}))"
+    )
+    out = subprocess.run([sys.executable, "-c", probe, device], capture_output=True, text=True, check=True)
+    info = json.loads(out.stdout)
+    info.update(date=time.strftime("%Y-%m-%d"), cores=str(os.cpu_count()), platform=platform.platform())
+    return info
+
+
+def summarise(results: dict[str, dict[str, list[float]]]) -> dict[str, dict[str, dict]]:
+    summary: dict[str, dict[str, dict]] = {}
+    for case, per in results.items():
+        bare = statistics.median(per["bare"]) if per.get("bare") else None
+        for variant, values in per.items():
+            if not values:
+                continue
+            med = statistics.median(values)
+            summary.setdefault(case, {})[variant] = {
+                "median_step_ms": med, "ratio": med / bare if bare else float("nan"), "all": values,
+            }  # fmt: skip
+    return summary
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--device", default="cpu")
@@ -51,34 +84,46 @@ def main() -> int:
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--steps", type=int, default=300)
     p.add_argument("--variants", nargs="*", default=["bare", "mpsprof", "mpsprof-no-ops", "torch.profiler"])
-    p.add_argument("--json", type=Path, help="also write the results here")
+    p.add_argument("--json", type=Path, help="also write the results here (rewritten after every repeat)")
+    p.add_argument("--time-limit", type=float, default=0, help="seconds: start no repeat past this; keep what ran")
     args = p.parse_args()
     cases = GPU_CASES if args.device.startswith("cuda") else CPU_CASES
     if args.models:
-        cases = {k: v for k, v in {**CPU_CASES, **GPU_CASES}.items() if k in args.models}
+        known = {**CPU_CASES, **GPU_CASES}
+        unknown = [m for m in args.models if m not in known]
+        if unknown:
+            p.error(f"unknown case(s) {unknown}; known: {sorted(known)}")
+        cases = {k: known[k] for k in args.models}
     common = ["--device", args.device, "--steps", str(args.steps)]
+    info = environment(args.device)
     results: dict[str, dict[str, list[float]]] = {}
+    began = time.monotonic()
+    stopped = False
     with tempfile.TemporaryDirectory() as tmpdir:
         tmp = Path(tmpdir)
         n = 0
         for case, case_args in cases.items():
             results[case] = {v: [] for v in args.variants}
             for r in range(args.repeats):
+                if args.time_limit and time.monotonic() - began > args.time_limit:
+                    stopped = True
+                    break
                 for variant in args.variants:
                     n += 1
                     results[case][variant].append(run_once(variant, case_args, common, tmp, n))
-                print(f"  {case}: repeat {r + 1}/{args.repeats} done", file=sys.stderr, flush=True)
-    print(f"\n{'case':<14}{'variant':<17}{'median step':>13}{'vs bare':>10}   (repeats: {args.repeats}, steps: {args.steps})")
-    summary = {}
-    for case, per in results.items():
-        bare = statistics.median(per["bare"]) if "bare" in per else None
-        for variant, values in per.items():
-            med = statistics.median(values)
-            ratio = med / bare if bare else float("nan")
-            summary.setdefault(case, {})[variant] = {"median_step_ms": med, "ratio": ratio, "all": values}
-            print(f"{case:<14}{variant:<17}{med:>10.3f} ms{(ratio - 1) * 100:>+9.1f}%")
-    if args.json:
-        args.json.write_text(json.dumps(summary, indent=2))
+                print(f"  {case}: repeat {r + 1}/{args.repeats} done ({time.monotonic() - began:.0f} s)",
+                      file=sys.stderr, flush=True)  # fmt: skip
+                if args.json:  # a run cut short keeps every finished repeat
+                    doc = {"environment": info, "steps": args.steps, "cases": summarise(results)}
+                    args.json.write_text(json.dumps(doc, indent=2))
+    print(f"\n{info['date']}  {info['device']}  python {info['python']}  torch {info['torch']}")
+    print(f"{'case':<14}{'variant':<17}{'median step':>13}{'vs bare':>10}   (steps: {args.steps})")
+    for case, per in summarise(results).items():
+        for variant, row in per.items():
+            print(f"{case:<14}{variant:<17}{row['median_step_ms']:>10.3f} ms{(row['ratio'] - 1) * 100:>+9.1f}%"
+                  f"   ({len(row['all'])} repeats)")  # fmt: skip
+    if stopped:
+        print(f"stopped at the time limit ({args.time_limit:.0f} s): fewer repeats than asked", file=sys.stderr)
     return 0
 
 

@@ -7,8 +7,14 @@ and imports, so ratios compare what the profilers add to the training itself.
 
 Models:
 * ``mlp``: an MLP on CPU-sized matmuls, ``--width`` sets the step time (~1 ms / ~5 ms);
-* ``cnn``: a ResNet-style CNN, GPU-bound on CUDA (~10 ms steps at batch 128);
+* ``cnn``: a ResNet-style CNN, GPU-bound on CUDA (~10 ms steps at batch 256);
 * ``transformer``: a small transformer at batch 8, host-bound: many small kernels.
+
+On CUDA the DataLoader pins its batches (``pin_memory=True``), so ``non_blocking`` copies
+let the host run ahead of the GPU as tuned CUDA scripts do. ``--pageable`` turns that off:
+a copy from pageable memory waits for the GPU's queued work, so every step the GPU idles
+while the host fetches the next batch, and any host-side cost of a profiler shows in the
+step time even on a GPU-bound model.
 """
 
 from __future__ import annotations
@@ -65,13 +71,15 @@ def main() -> None:
     p.add_argument("--warmup", type=int, default=20)
     p.add_argument("--device", default="cpu")
     p.add_argument("--torch-profiler", action="store_true")
+    p.add_argument("--pageable", action="store_true", help="CUDA: do not pin batches (see the docstring)")
     args = p.parse_args()
     torch.manual_seed(0)
     device = torch.device(args.device)
     net, data, batch = make(args.model, args.width, device)
     opt = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
     loss_fn = nn.CrossEntropyLoss()
-    loader = DataLoader(data, batch_size=batch, shuffle=True, drop_last=True)
+    pin = device.type == "cuda" and not args.pageable
+    loader = DataLoader(data, batch_size=batch, shuffle=True, drop_last=True, pin_memory=pin)
 
     def batches():
         while True:

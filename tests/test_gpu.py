@@ -81,6 +81,48 @@ def test_cuda_out_of_memory(tmp_path):
     assert "oom-crash-cuda" in rules_of(summary)
 
 
+# example -> rules its CUDA run must raise (beyond running cleanly on the GPU)
+EXAMPLES_ON_CUDA = {
+    "clean_compute": set(),
+    "mps_clean": set(),
+    "ctc_gru": {"mps-readiness"},
+    "fallback_ops": {"mps-readiness"},
+    "sync_heavy": {"sync-heavy"},
+    "slow_dataloader": set(),
+}
+
+
+@pytest.mark.parametrize("name", sorted(EXAMPLES_ON_CUDA))
+def test_examples_on_cuda(tmp_path, name):
+    """Every example runs on the GPU under the probe, unchanged, with the device's figures."""
+    proc, summary, _ = run(tmp_path, REPO / "examples" / f"{name}.py", "--steps", "12", env={"ML_DEVICE": "cuda"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert summary["device"]["kind"] == "cuda"
+    assert summary["steps"]["count"] >= 10
+    assert summary["memory"]["peak_device_allocated"] > 0
+    assert EXAMPLES_ON_CUDA[name] <= rules_of(summary), rules_of(summary)
+    if name in ("clean_compute", "mps_clean"):
+        loud = [f["rule"] for f in summary["findings"] if f["severity"] in ("warning", "critical")]
+        assert loud == []
+
+
+def test_cpu_script_never_initialises_cuda(tmp_path):
+    """The probe must not create a CUDA context (GPU memory, a device) for a CPU-only script."""
+    script = tmp_path / "cpu_only.py"
+    script.write_text(
+        "import torch\n"
+        "m = torch.nn.Linear(8, 8)\n"
+        "opt = torch.optim.SGD(m.parameters(), lr=0.1)\n"
+        "for _ in range(20):\n"
+        "    opt.zero_grad(); m(torch.randn(4, 8)).sum().backward(); opt.step()\n"
+        "print('initialised', torch.cuda.is_initialized())\n"
+    )
+    proc, summary, _ = run(tmp_path, script)
+    assert proc.returncode == 0, proc.stderr
+    assert "initialised False" in proc.stdout
+    assert summary["steps"]["count"] == 20
+
+
 DIST = HERE / "scripts_dist" / "ddp_straggler.py"
 
 

@@ -11,8 +11,8 @@ Where a step ends, in order of precedence:
    the first starts a new step.
 
 Data wait is the time spent inside DataLoader iterators' ``__next__``. On asynchronous
-devices a stream event recorded at the end of the step's work and queried when the wait
-begins tells whether the device had run dry (idle) while the host waited.
+devices a stream event recorded when a fetch begins (behind all the work queued so far)
+and queried when it ends tells whether the device ran dry (idle) while the host waited.
 
 Steps are kept as columns and drained by the channel thread every ~0.25 s into one
 ``steps`` event; past ``detail_limit`` steps only exact aggregates (count, sums, a
@@ -95,7 +95,6 @@ class StepTracker:
         self._wait = 0.0
         self._batches = 0
         self._idle = None
-        self._mark_device_work_done()
         for listener in self.listeners:
             listener(self.index, dur)
 
@@ -121,18 +120,33 @@ class StepTracker:
         # one sample step per batch keeps the charts alive on very long runs
         agg["sample"] = [i, round(end, 6), dur, self._wait, self._batches, self._idle, alloc]
 
-    def _mark_device_work_done(self) -> None:
-        """Record a stream event: the device is idle once it has passed this point."""
-        if not self.backend.asynchronous:
-            return
+    def _mark_queued_work(self) -> None:
+        """At a fetch's start, record a stream event behind all the work queued so far.
+
+        If the device has passed it when the fetch ends, the device ran out of work while
+        the host waited for data (idle); if not, the wait was hidden behind queued work.
+        Recording at the fetch, not at the step's end, counts work queued between the
+        optimizer step and the next fetch (logging, EMA updates, extra kernels) too.
+        """
         try:
             if self._event is None:
-                self._event = self.backend.new_event()
+                self._event = self.backend.new_event()  # None until the script uses the device
             if self._event is not None:
                 self._event.record()
                 self._event_pending = True
         except Exception:
             self._event = None
+            self._event_pending = False
+
+    def _read_idle(self) -> None:
+        """At a fetch's end: did the device drain its queue during the wait? (Any fetch of a
+        step that found it idle makes the step's wait an idle one.)"""
+        self._event_pending = False
+        try:
+            idle = 1 if self._event.query() else 0
+        except Exception:
+            return
+        self._idle = idle if self._idle is None else max(self._idle, idle)
 
     # -- hooks ------------------------------------------------------------------
     def on_optimizer_step(self, optimizer: Any) -> None:
@@ -181,21 +195,19 @@ class StepTracker:
         now = self._clock()
         if not self._started:
             self._mark_start()
-        if self._event_pending:
-            try:
-                self._idle = 1 if self._event.query() else 0
-            except Exception:
-                self._idle = None
-            self._event_pending = False
         if self.mode in ("none", "dataloader"):
             if self._fetches > 0:
                 self.mode = "dataloader"
                 self._close(now)
         self._fetches += 1
+        if self.backend.asynchronous:
+            self._mark_queued_work()
         return now
 
     def on_fetch_end(self, started: float, got_batch: bool) -> None:
         self._wait += self._clock() - started
+        if self._event_pending:
+            self._read_idle()
         if got_batch:
             self._batches += 1
 
