@@ -2,7 +2,8 @@
 torch.profiler, interleaved (A B C A B C ...) so drifts hit all alike; medians and ratios.
 
     OMP_NUM_THREADS=1 python benchmarks/overhead.py                 # CPU: ~5 ms and ~1 ms steps
-    python benchmarks/overhead.py --device cuda --models cnn transformer   # on a GPU
+    python benchmarks/overhead.py --device cuda          # on a GPU: cnn, transformer, cnn-pageable
+    python benchmarks/overhead.py --device cuda --models cnn --time-limit 200 --json out.json
 
 The budget (issue: core) is at most 3% added time on a loop with >= 5 ms steps.
 """
