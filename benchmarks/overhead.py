@@ -13,13 +13,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from mpsprofiler.environment import collect_environment
 
 HERE = Path(__file__).resolve().parent
 WORKLOAD = HERE / "workload.py"
@@ -51,17 +52,15 @@ def run_once(variant: str, case_args: list[str], common: list[str], tmp: Path, n
     raise RuntimeError(f"no BENCH line from {cmd}: {out.stdout[-500:]} {out.stderr[-2000:]}")
 
 
-def environment(device: str) -> dict[str, str]:
-    """Date, machine and versions: what a results table must name."""
-    probe = (
-        "import json, platform, sys, torch; d = sys.argv[1]; "
-        "name = torch.cuda.get_device_name(0) if d.startswith('cuda') else platform.processor() or platform.machine(); "
-        "print(json.dumps({'python': platform.python_version(), 'torch': torch.__version__, 'device': name}))"
-    )
-    out = subprocess.run([sys.executable, "-c", probe, device], capture_output=True, text=True, check=True)
-    info = json.loads(out.stdout)
-    info.update(date=time.strftime("%Y-%m-%d"), cores=str(os.cpu_count()), platform=platform.platform())
-    return info
+def environment(device: str) -> dict[str, str | None]:
+    """Date, machine and versions: what a results table must name (from ``mpsprofiler``'s
+    own environment facts; nvidia-smi names the GPU, so this process creates no context)."""
+    env = collect_environment(probe_gpu_name=device.startswith("cuda"))
+    name = env["cuda_device_name"] if device.startswith("cuda") else env["chip"] or env["machine"]
+    return {
+        "python": env["python"], "torch": env["torch"], "device": name, "date": time.strftime("%Y-%m-%d"),
+        "cores": str(env["cores_logical"]), "platform": env["os"],
+    }  # fmt: skip
 
 
 def summarise(results: dict[str, dict[str, list[float]]]) -> dict[str, dict[str, dict]]:

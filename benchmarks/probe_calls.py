@@ -12,24 +12,18 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
-import time
 from collections.abc import Callable
 
 import torch
 
+from mpsprofiler.bench import time_call
 from mpsprofiler.devices.select import backend_for
 from mpsprofiler.probe.steps import ALLOC_EVERY
 
 
-def per_call_us(fn: Callable[[], object], n: int = 2000, batches: int = 7) -> float:
-    times = []
-    for _ in range(batches):
-        t0 = time.perf_counter()
-        for _ in range(n):
-            fn()
-        times.append((time.perf_counter() - t0) / n * 1e6)
-    return statistics.median(times)
+def per_call_us(fn: Callable[[], object]) -> float:
+    """Host time per call: ``bench.time_call`` without device syncs (the probe makes none)."""
+    return time_call(fn, sync=lambda: None, repeats=15, min_sample_s=0.02)["median_ms"] * 1e3
 
 
 def main() -> None:
@@ -43,7 +37,7 @@ def main() -> None:
     backend = backend_for(device.type)
     rows: dict[str, float] = {}
     rows["allocated()"] = per_call_us(backend.allocated)
-    rows["memory() (sampler)"] = per_call_us(backend.memory, n=500)
+    rows["memory() (sampler)"] = per_call_us(backend.memory)
     event = backend.new_event()
     if event is not None:
         def record_query() -> None:
@@ -56,7 +50,7 @@ def main() -> None:
     per_step = rows["allocated()"] * reads_per_step + rows.get("event record + query", 0.0)
     print(f"device {device} ({backend.name()}), torch {torch.__version__}")
     for name, us in rows.items():
-        print(f"  {name:<24}{us:>9.2f} us/call")
+        print(f"  {name:<24}{us:>9.1f} us/call")
     print(f"  per {args.step_ms:g} ms step: {per_step:.2f} us = {per_step / step_us * 100:.3f}% "
           f"(allocated() read on {reads_per_step:.0%} of steps)")
     print("JSON " + json.dumps({"device": str(device), "calls_us": rows, "per_step_us": per_step}))

@@ -8,7 +8,7 @@ the fetch ends.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 from mpsprofiler.devices.base import DeviceBackend
 from mpsprofiler.probe.steps import StepTracker
@@ -63,11 +63,16 @@ class Clock:
         return self.t
 
 
-def steps_of(tracker: StepTracker) -> dict[str, list[Any]]:
+def tracked(device: Device) -> tuple[StepTracker, Callable[[], dict[str, list[Any]]]]:
+    """A tracker on ``device`` and a function that drains it and returns its columns."""
     sent: list[dict[str, Any]] = []
-    tracker._emit = lambda kind, **payload: sent.append(payload)
-    tracker.drain()
-    return sent[0]
+    tracker = StepTracker(lambda kind, **payload: sent.append(payload), device, Clock())
+
+    def columns() -> dict[str, list[Any]]:
+        tracker.drain()
+        return sent[-1]
+
+    return tracker, columns
 
 
 def fetch(tracker: StepTracker, device: Device, *, drains: bool) -> None:
@@ -87,7 +92,7 @@ def learn(tracker: StepTracker, device: Device, opt: object) -> None:
 
 def test_work_queued_after_the_optimizer_step_keeps_the_wait_busy() -> None:
     device = Device()
-    tracker = StepTracker(lambda *a, **k: None, device, Clock())
+    tracker, columns = tracked(device)
     opt = object()
     learn(tracker, device, opt)
     for busy in (False, True, True, False):
@@ -96,12 +101,12 @@ def test_work_queued_after_the_optimizer_step_keeps_the_wait_busy() -> None:
         fetch(tracker, device, drains=not busy)
         device.queue(3)  # forward, backward, optimizer
         tracker.on_optimizer_step(opt)
-    assert steps_of(tracker)["idle"][2:] == [1, 0, 0, 1]
+    assert columns()["idle"][2:] == [1, 0, 0, 1]
 
 
 def test_any_fetch_that_finds_the_device_idle_marks_the_step() -> None:
     device = Device()
-    tracker = StepTracker(lambda *a, **k: None, device, Clock())
+    tracker, columns = tracked(device)
     opt = object()
     learn(tracker, device, opt)
     for drains in ((False, True), (False, False), (True, False)):
@@ -110,27 +115,27 @@ def test_any_fetch_that_finds_the_device_idle_marks_the_step() -> None:
             fetch(tracker, device, drains=d)
         device.queue(3)
         tracker.on_optimizer_step(opt)
-    assert steps_of(tracker)["idle"][2:] == [1, 0, 1]
+    assert columns()["idle"][2:] == [1, 0, 1]
 
 
 def test_synchronous_devices_record_no_events() -> None:
     device = Device()
     device.asynchronous = False
-    tracker = StepTracker(lambda *a, **k: None, device, Clock())
+    tracker, columns = tracked(device)
     for _ in range(3):
         fetch(tracker, device, drains=True)
         tracker.on_optimizer_step(object())
     assert device.events == []
-    assert set(steps_of(tracker)["idle"]) == {None}
+    assert set(columns()["idle"]) == {None}
 
 
 def test_no_event_until_the_script_uses_the_device() -> None:
     """The backend answers None before the device is initialised: nothing recorded, no error."""
     device = Device()
     device.new_event = lambda: None  # type: ignore[method-assign]
-    tracker = StepTracker(lambda *a, **k: None, device, Clock())
+    tracker, columns = tracked(device)
     opt = object()
     for _ in range(3):
         fetch(tracker, device, drains=True)
         tracker.on_optimizer_step(opt)
-    assert set(steps_of(tracker)["idle"]) == {None}
+    assert set(columns()["idle"]) == {None}
