@@ -175,17 +175,13 @@ def decode_lines(lines: Iterable[bytes | str], report: DecodeReport | None = Non
     report = report if report is not None else DecodeReport()
     for number, line in enumerate(lines, start=1):
         report.lines = number
-        if isinstance(line, bytes):
-            stripped = line.strip()
-            ends = line.endswith(b"\n")
-        else:
-            stripped = line.strip()
-            ends = line.endswith("\n")
+        stripped = line.strip()
+        ends = line.endswith(b"\n" if isinstance(line, bytes) else "\n")
         if not stripped:
             continue
         try:
             event = decode(stripped)
-        except (ValueError, UnicodeDecodeError):
+        except ValueError:  # UnicodeDecodeError and JSONDecodeError included
             if not ends:
                 report.truncated_tail = True
             else:

@@ -119,6 +119,10 @@ def test_cache_roundtrip_and_speed(tmp_path: Path) -> None:
     third = MpsKernelTable.load(cache_dir=tmp_path)
     assert third.source == "yaml" and third._ops == first._ops
     assert json.loads(cache_file.read_text())["format"] == readiness.CACHE_FORMAT
+    # valid JSON of the wrong shape (a list) too: load() never raises
+    cache_file.write_text("[1, 2]")
+    fourth = MpsKernelTable.load(cache_dir=tmp_path)
+    assert fourth.source == "yaml" and fourth._ops == first._ops
 
 
 def test_unwritable_cache_dir_still_loads(tmp_path: Path) -> None:

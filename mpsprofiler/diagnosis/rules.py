@@ -21,6 +21,7 @@ import yaml
 from yaml.composer import ComposerError
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
+from ..ops.readiness import rules_dir
 from .engine import Condition, ConditionError, compile_condition
 from .engine import add_rules_arguments, main_rules  # noqa: F401 - `mpsprof rules` entry points
 from .findings import SEVERITIES
@@ -155,10 +156,7 @@ class RuleSet:
 
 def builtin_rules_dir() -> Path:
     """The packaged rules: ``mpsprofiler/_rules`` in a wheel, else the repo's ``rules/``."""
-    packaged = Path(__file__).resolve().parents[1] / "_rules"
-    if packaged.is_dir():
-        return packaged
-    return Path(__file__).resolve().parents[2] / "rules"
+    return rules_dir()
 
 
 def rule_files(directory: Path) -> list[Path]:

@@ -25,7 +25,6 @@ import importlib.util
 import json
 import os
 import sys
-import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -39,7 +38,7 @@ STATUSES = (MPS, PORTABLE, CPU_FALLBACK, UNKNOWN)
 CACHE_FORMAT = 1
 """Bumped when the classification changes, so stale caches are not trusted."""
 OVERRIDES_NAME = "mps_ops_overrides.yaml"
-_COMPOSITE_KEYS = frozenset(
+COMPOSITE_KEYS = frozenset(
     {
         "CompositeImplicitAutograd",
         "CompositeExplicitAutograd",
@@ -92,7 +91,7 @@ def classify_entries(entries: Iterable[Mapping[str, Any]]) -> dict[str, str]:
         keys = _dispatch_keys(entry.get("dispatch"))
         if "MPS" in keys:
             raw[name] = MPS
-        elif keys & _COMPOSITE_KEYS:
+        elif keys & COMPOSITE_KEYS:
             raw[name] = PORTABLE
         elif entry.get("structured_delegate"):
             # dense kernels come from the .out variant; the keys listed here are for
@@ -179,7 +178,9 @@ def _read_cache(path: Path) -> dict[str, str] | None:
         data = json.loads(path.read_text("utf-8"))
     except (OSError, ValueError):
         return None
-    ops = data.get("ops") if isinstance(data, dict) else None
+    if not isinstance(data, dict):
+        return None
+    ops = data.get("ops")
     if data.get("format") != CACHE_FORMAT or not isinstance(ops, dict):
         return None
     return {str(k): str(v) for k, v in ops.items() if v in STATUSES}
@@ -200,10 +201,11 @@ def _write_cache(path: Path, ops: Mapping[str, str], version: str) -> None:
 
 
 def rules_dir() -> Path:
-    """The rules folder, located like the rule loader does (wheel first, then the repo)."""
-    import mpsprofiler
+    """The rules folder: ``mpsprofiler/_rules`` in a wheel, else the repo's ``rules/``.
 
-    packaged = Path(mpsprofiler.__file__).resolve().parent / "_rules"
+    The rule loader asks here too; this module imports only the standard library, so the
+    probe can call it without pulling in the rules engine."""
+    packaged = Path(__file__).resolve().parents[1] / "_rules"
     if packaged.is_dir():
         return packaged
     return Path(__file__).resolve().parents[2] / "rules"
@@ -258,15 +260,11 @@ class MpsKernelTable:
         ops: Mapping[str, str],
         overrides: Mapping[str, str] | None = None,
         *,
-        torch_version: str = "unknown",
         source: str = "",
-        load_s: float = 0.0,
     ) -> None:
         self._ops = dict(ops)
         self._overrides = dict(overrides or {})
-        self.torch_version = torch_version
         self.source = source  # "cache" | "yaml" | "" (built in memory)
-        self.load_s = load_s
         self._by_base: dict[str, list[str]] | None = None
 
     @classmethod
@@ -283,12 +281,11 @@ class MpsKernelTable:
         Never raises: without a yaml the table is empty and every op is ``"unknown"``
         (overrides still apply).
         """
-        start = time.perf_counter()
         version = _torch_version()
         over = load_overrides() if overrides is None else dict(overrides)
         path = yaml_path or find_native_functions_yaml()
         if path is None:
-            return cls({}, over, torch_version=version, source="", load_s=time.perf_counter() - start)
+            return cls({}, over, source="")
         cache = None
         if use_cache:
             try:
@@ -305,13 +302,10 @@ class MpsKernelTable:
                 ops = {}
             if cache is not None and ops:
                 _write_cache(cache, ops, version)
-        return cls(ops, over, torch_version=version, source=source, load_s=time.perf_counter() - start)
+        return cls(ops, over, source=source)
 
     def __len__(self) -> int:
         return len(self._ops)
-
-    def __contains__(self, op: object) -> bool:
-        return isinstance(op, str) and self.status(op) != UNKNOWN
 
     def status(self, op: str) -> str:
         """``"mps"`` | ``"portable"`` | ``"cpu_fallback"`` | ``"unknown"`` for an op name."""
@@ -338,9 +332,6 @@ class MpsKernelTable:
             if status in statuses:
                 return status
         return UNKNOWN
-
-    def falls_back(self, op: str) -> bool:
-        return self.status(op) == CPU_FALLBACK
 
 
 _DEFAULT: MpsKernelTable | None = None

@@ -33,7 +33,9 @@ _EXAMPLES_DIR = os.path.join(_OWN_DIR, "_examples")  # bundled demo scripts are 
 
 
 def _ours(filename: str) -> bool:
-    return filename.startswith(_OWN_DIR + os.sep) and not filename.startswith(_EXAMPLES_DIR + os.sep) and not filename.startswith(_EXAMPLES_DIR + os.sep)
+    return filename.startswith(_OWN_DIR + os.sep) and not filename.startswith(_EXAMPLES_DIR + os.sep)
+
+
 _BOOT_MODULE = sys.modules.get(__name__)
 """Keep this module alive once the script's module replaces it as ``__main__``."""
 
@@ -77,13 +79,9 @@ def _close_channel(channel: Any, spec: str) -> None:
         pass
 
 
-def _is_own_frame(filename: str) -> bool:
-    return _ours(filename)
-
-
 def _trim(tb: TracebackType | None) -> TracebackType | None:
     """Drop the leading frames of this package: plain ``python`` has none of them."""
-    while tb is not None and _is_own_frame(tb.tb_frame.f_code.co_filename):
+    while tb is not None and _ours(tb.tb_frame.f_code.co_filename):
         tb = tb.tb_next
     return tb
 
@@ -170,23 +168,24 @@ def main(argv: list[str] | None = None) -> None:
     args = list(sys.argv[1:] if argv is None else argv)
     probe = _start_probe()
     executable = sys.orig_argv[0] if getattr(sys, "orig_argv", None) else sys.executable
+    sys.orig_argv = [executable, *args]
+    runnable = False  # a directory or zip file with __main__.py
     if args and args[0] == "-m":
         module, script = args[1], None
         sys.argv = ["-m", *args[2:]]  # runpy replaces argv[0] with the module's path
         sys.path[0] = os.getcwd()
-        sys.orig_argv = [executable, *args]
     else:
         module, script = None, args[0]
         sys.argv = [script, *args[1:]]
-        sys.orig_argv = [executable, *args]
-        if _is_runnable_path(script):
+        runnable = _is_runnable_path(script)
+        if runnable:
             sys.path[0] = os.path.abspath(script)
         else:
             sys.path[0] = os.path.dirname(os.path.realpath(script))
     try:
         if module is not None:
             _run_main_module(module, alter_argv=True)
-        elif _is_runnable_path(script):
+        elif runnable:
             _run_main_module("__main__", alter_argv=False)
         else:
             _run_file(script)

@@ -11,7 +11,6 @@ into that file.
 
 from __future__ import annotations
 
-import errno
 import os
 import select
 import threading
@@ -95,13 +94,11 @@ class Channel:
                 self._pending = self._pending[written:]
             except BlockingIOError:
                 pass
-            except OSError as exc:
+            except OSError:
                 # EPIPE: the parent is gone. Anything else: the channel is unusable.
                 self.closed = True
                 self._buf.clear()
                 self._pending = b""
-                if exc.errno not in (errno.EPIPE, errno.EBADF):
-                    pass
             return not self._pending and not self._buf
 
     def close(self, timeout: float = 3.0) -> None:

@@ -77,10 +77,6 @@ class ModuleTracker:
         """Set by the accountant to end a sample early; run at the next module call."""
 
     # -- install ----------------------------------------------------------------
-    @property
-    def installed(self) -> bool:
-        return bool(self._handles)
-
     def install(self) -> None:
         from torch.nn.modules import module as mod
 

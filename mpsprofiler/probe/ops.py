@@ -29,6 +29,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from .. import events
+from ..ops.readiness import COMPOSITE_KEYS
 from .modules import ModuleTracker
 from .ops_record import StepRecord
 from .ops_sites import FrameFinder, TensorPatches
@@ -39,15 +40,13 @@ MAX_INTERVAL = 5_000
 MAX_OPS_PER_SAMPLE = 500_000
 SAMPLE_CAP_STEPS = 20  # a sample longer than 20 median steps is cut short ...
 MIN_SAMPLE_CAP_S = 5.0  # ... but never before 5 s
-_COMPOSITE_KEYS = ("CompositeExplicitAutograd", "CompositeExplicitAutogradNonFunctional",
-                   "CompositeImplicitAutograd")  # fmt: skip
 Emit = Callable[..., None]
 
 
 def default_has_mps_kernel(op: str) -> bool:
     """The authoritative check on a Mac; composite ops run on MPS through their pieces."""
     has = torch._C._dispatch_has_kernel_for_dispatch_key
-    return bool(has(op, "MPS")) or any(has(op, key) for key in _COMPOSITE_KEYS)
+    return bool(has(op, "MPS")) or any(has(op, key) for key in COMPOSITE_KEYS)
 
 
 class _OpMode(TorchDispatchMode):
@@ -166,8 +165,7 @@ class OpAccountant:
                 self._finish(None, partial=True)
         except Exception as exc:
             self._fail(exc)
-        self._teardown()
-        self._next_sample = math.inf
+        self._stop()
 
     # -- sampling -----------------------------------------------------------------
     def _boundary(self, next_step: int, last: float | None) -> None:
@@ -177,15 +175,13 @@ class OpAccountant:
             elif last is not None and next_step > self._record_from:
                 self._plain.append(last)
             if self._failed or self._closed:
-                self._teardown()
-                self._next_sample = math.inf
+                self._stop()
                 return
             if next_step >= self._next_sample:
                 self._begin(next_step)
         except Exception as exc:
             self._fail(exc)
-            self._teardown()
-            self._next_sample = math.inf
+            self._stop()
 
     def _begin(self, step: int) -> None:
         if os.getpid() != self._pid:
@@ -215,7 +211,6 @@ class OpAccountant:
     def _finish(self, last: float | None, partial: bool = False) -> None:
         t_end = self._clock()
         step = self._active_step
-        self._recording = False
         self._teardown()
         self._active_step = None
         empty = self._step is None or not (self._step.agg or self._step.syncs)
@@ -280,6 +275,11 @@ class OpAccountant:
         self._recording = False
         self._truncated = True
         self._tracker.release = self._teardown
+
+    def _stop(self) -> None:
+        """Undo everything and sample no more (closed, failed)."""
+        self._teardown()
+        self._next_sample = math.inf
 
     def _teardown(self) -> None:
         """Undo everything sampling installed; safe to call at any boundary."""

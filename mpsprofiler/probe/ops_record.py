@@ -30,7 +30,9 @@ MAX_SYNC_WALKS = 2_000  # stack walks for syncs per sampled step
 _SKIPPED_NAMESPACES = ("profiler::",)  # record_function markers, not work
 _SEQUENCES = (list, tuple)
 _F64, _BF16 = torch.float64, torch.bfloat16
-_PATCHED_OPS = {"tolist": "Tensor.tolist", "to_cpu": "Tensor.cpu", "print": "Tensor.__repr__"}
+
+_PATCHED_OPS = {kind: f"Tensor.{name}" for name, kind in TensorPatches.NAMES}
+"""Sync kind of a patched Tensor method -> the name it is reported under."""
 
 OpInfo = tuple[Any, ...]
 """(name, sync kind or None, is a copy op, pairing base, is a backward op), or () for ops

@@ -168,10 +168,6 @@ class TensorPatches:
         self._thread = 0
         self.active: str | None = None
 
-    @property
-    def installed(self) -> bool:
-        return bool(self._saved)
-
     def install(self) -> None:
         if self._saved:
             return

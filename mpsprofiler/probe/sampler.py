@@ -26,7 +26,7 @@ class MemorySampler:
         emit: Callable[..., None],
         backend_fn: Callable[[], DeviceBackend],
         clock: Callable[[], float],
-        on_error: Callable[[BaseException], None] | None = None,
+        on_error: Callable[[BaseException], None],
         before_sample: Callable[[], None] | None = None,
     ) -> None:
         import psutil
@@ -42,7 +42,6 @@ class MemorySampler:
         self._cpu_prev: tuple[float, float] | None = None
         self._children: dict[int, Any] = {}
         self._thread = threading.Thread(target=self._run, name="mpsprof-sampler", daemon=True)
-        self.failed = False
 
     def start(self) -> None:
         self._thread.start()
@@ -58,13 +57,9 @@ class MemorySampler:
                     self._before_sample()
                 self.sample()
             except Exception as exc:
-                # reported once, through the probe when it gave us a way (it then
-                # knows the instrument is off and takes no final sample either)
-                self.failed = True
-                if self._on_error is not None:
-                    self._on_error(exc)
-                else:
-                    self._emit(events.KIND_PROBE_ERROR, instrument="memory", message=f"{type(exc).__name__}: {exc}")
+                # reported once, through the probe (it then knows the instrument is off
+                # and takes no final sample either)
+                self._on_error(exc)
                 return
             interval = FAST_INTERVAL if self._clock() - started < SLOW_AFTER else SLOW_INTERVAL
             self._stop.wait(interval)
