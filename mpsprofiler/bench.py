@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from .devices import backend_for
+from .devices.select import accelerator_kind
 
 DEFAULT_SIZES = (1024, 2048, 4096)
 QUICK_SIZES = (256, 512, 1024)
@@ -43,21 +44,6 @@ class Workload:
     size: int | None = None
     flops: float | None = None
     params: int | None = None
-
-
-def pick_accelerator() -> str | None:
-    """MPS, else CUDA, else None (the order the field notes advise)."""
-    try:
-        import torch
-
-        mps = getattr(torch.backends, "mps", None)
-        if mps is not None and mps.is_available():
-            return "mps"
-        if torch.cuda.is_available():
-            return "cuda"
-    except Exception:
-        pass
-    return None
 
 
 def _matmul(n: int) -> Workload:
@@ -237,14 +223,15 @@ def run_bench(
 
     sizes = list(sizes or (QUICK_SIZES if quick else DEFAULT_SIZES))
     repeats = repeats or (QUICK_REPEATS if quick else DEFAULT_REPEATS)
-    device = pick_accelerator() if accelerator is True else (accelerator or None)
+    device = accelerator_kind() if accelerator is True else (accelerator or None)
     devices = ["cpu"] + ([device] if device else [])
     min_sample_s = 0.01 if quick else 0.05
     torch.manual_seed(0)
-    bar = _Progress(len(sizes) * len(devices) + 2 * len(devices), enabled=progress)
+    work_list = workloads(sizes, quick)
+    bar = _Progress(len(work_list) * len(devices), enabled=progress)
     results = []
     try:
-        for work in workloads(sizes, quick):
+        for work in work_list:
             entry: dict[str, Any] = {"name": work.name, "kind": work.kind, "size": work.size,
                                      "params": work.params, "cpu": None, "accelerator": None}
             for dev in devices:

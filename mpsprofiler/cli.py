@@ -251,8 +251,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _reaches(findings: list, level: str) -> bool:
-    order = {"info": 0, "warning": 1, "critical": 2}
-    return any(order.get(f.severity, 0) >= order[level] for f in findings)
+    from .diagnosis.findings import severity_rank
+
+    return any(severity_rank(f.severity) >= severity_rank(level) for f in findings)
 
 
 def _die_by_signal(signum: int) -> None:

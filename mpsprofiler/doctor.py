@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Callable
 
 from .devices.mps import DEFAULT_HIGH_WATERMARK_UNIFIED
+from .environment import mps_min_macos_for
 
 STATUSES = ("ok", "warn", "fail", "info")
 _RANK = {"info": 0, "ok": 1, "warn": 2, "fail": 3}
@@ -52,13 +53,7 @@ def version_tuple(text: str | None) -> tuple[int, ...] | None:
 def mps_min_macos(torch_version: str | None) -> tuple[int, int] | None:
     """The oldest macOS a torch release runs MPS on (field notes, section 6)."""
     version = version_tuple(torch_version)
-    if version is None:
-        return None
-    if version <= (2, 4):
-        return (12, 3)
-    if version <= (2, 8):
-        return (13, 0)
-    return (14, 0)
+    return None if version is None else mps_min_macos_for(version)
 
 
 def _fmt_version(version: tuple[int, ...]) -> str:

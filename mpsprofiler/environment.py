@@ -157,6 +157,16 @@ def _memory_total() -> int | None:
     return int(psutil.virtual_memory().total)
 
 
+def mps_min_macos_for(torch_version: tuple[int, ...]) -> tuple[int, int]:
+    """The oldest macOS a torch release, as (major, minor), runs MPS on (field notes,
+    section 6). ``doctor`` and the environment analyzer both ask here."""
+    if torch_version <= (2, 4):
+        return (12, 3)
+    if torch_version <= (2, 8):
+        return (13, 0)
+    return (14, 0)
+
+
 def pytorch_env(environ: dict[str, str] | None = None) -> dict[str, str]:
     """Every set ``PYTORCH_*`` variable plus the thread and GPU-visibility ones."""
     env = os.environ if environ is None else environ

@@ -26,8 +26,8 @@ def fmt_bytes(value: float | None) -> str:
     v = float(value)
     sign = "-" if v < 0 else ""
     v = abs(v)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if v < 1024 or unit == "TiB":
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if v < 1024:
             return f"{sign}{v:.0f} {unit}" if unit == "B" else f"{sign}{v:.1f} {unit}"
         v /= 1024
     return f"{sign}{v:.1f} TiB"

@@ -19,20 +19,30 @@ def backend_for(device_type: str, index: int | None = None) -> DeviceBackend:
     return CpuBackend()
 
 
-def detect_backend() -> DeviceBackend:
-    """The accelerator this process would most likely train on, before any model is seen.
-
-    Order as the field notes advise: MPS, then CUDA, then CPU. The probe switches to the
-    device of the model's parameters once an optimizer steps.
-    """
+def accelerator_kind() -> str | None:
+    """``"mps"``, else ``"cuda"``, else None: the order the field notes advise."""
     try:
         import torch
 
         mps = getattr(torch.backends, "mps", None)
         if mps is not None and mps.is_available():
-            return backend_for("mps")
+            return "mps"
         if torch.cuda.is_available():
-            return backend_for("cuda")
+            return "cuda"
     except Exception:
         pass
+    return None
+
+
+def detect_backend() -> DeviceBackend:
+    """The accelerator this process would most likely train on, before any model is seen.
+
+    The probe switches to the device of the model's parameters once an optimizer steps.
+    """
+    kind = accelerator_kind()
+    if kind is not None:
+        try:
+            return backend_for(kind)
+        except Exception:
+            pass
     return CpuBackend()

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Callable
 
 from .. import events
-from .distributed import FifoChannels, TorchrunPlan
+from .distributed import FifoChannels, TorchrunPlan, boot_args
 from .recorder import OUTPUT_FILE, Recorder
 
 EventSink = Callable[[list[events.Event]], None]
@@ -49,8 +49,7 @@ class RunSpec:
     def child_argv(self) -> list[str]:
         if self.torchrun is not None:
             return self.torchrun.argv()
-        boot = [sys.executable, "-m", "mpsprofiler.probe.boot"]
-        return boot + (["-m", self.target] if self.module else [self.target]) + list(self.args)
+        return [sys.executable, *boot_args(self.target, self.module), *self.args]
 
 
 class RunController:
@@ -62,7 +61,6 @@ class RunController:
         self._batch_interval = batch_interval
         self.recorder = Recorder(spec.run_dir)
         self.process: subprocess.Popen[bytes] | None = None
-        self.returncode: int | None = None
         self.output_path: Path | None = None
         self._reader: threading.Thread | None = None
         self._read_fds: list[int] = []
@@ -70,7 +68,6 @@ class RunController:
         self._exited = threading.Event()
         self._started_at = 0.0
         self._own_group = False
-        self.events_received = 0
         self.bad_lines = 0
         self._stop_requested = False
 
@@ -204,14 +201,12 @@ class RunController:
                         batch.append(event)
                 now = time.monotonic()
                 if batch and (now - last >= self._batch_interval or len(batch) > 2000):
-                    self.events_received += len(batch)
                     self._deliver(batch)
                     batch = []
                     last = now
                 self.recorder.maybe_flush()
         finally:
             if batch:
-                self.events_received += len(batch)
                 self._deliver(batch)
             if self._fifos is not None:
                 self._fifos.close()
@@ -261,10 +256,6 @@ class RunController:
 
         threading.Thread(target=escalate, name="mpsprof-stop", daemon=True).start()
 
-    @property
-    def stop_requested(self) -> bool:
-        return self._stop_requested
-
     def poll(self) -> int | None:
         return None if self.process is None else self.process.poll()
 
@@ -280,7 +271,6 @@ class RunController:
         self._exited.set()
         if self._reader is not None:
             self._reader.join(timeout=10.0)
-        self.returncode = code
         fields: dict[str, object] = {"returncode": code, "duration": time.monotonic() - self._started_at}
         if code < 0:
             fields["signal"] = -code

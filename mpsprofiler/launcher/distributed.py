@@ -30,8 +30,13 @@ class TorchrunPlan:
     nproc: int = 1
 
     def argv(self) -> list[str]:
-        boot = ["-m", "mpsprofiler.probe.boot"] + (["-m", self.script] if self.module else [self.script])
+        boot = boot_args(self.script, self.module)
         return [sys.executable, "-m", "torch.distributed.run", *self.options, *boot, *self.script_args]
+
+
+def boot_args(target: str, module: bool) -> list[str]:
+    """How a Python runs the target under the probe: ``-m mpsprofiler.probe.boot [-m] TARGET``."""
+    return ["-m", "mpsprofiler.probe.boot", *(["-m", target] if module else [target])]
 
 
 def _parser():

@@ -9,7 +9,7 @@ from __future__ import annotations
 import signal
 import sys
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from ..report.console import render_console
 from ..results import Results, build_results, write_summary
@@ -19,12 +19,7 @@ from .child import RunController, RunSpec
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
-def run_headless(
-    spec: RunSpec,
-    rule_dirs: list[Path],
-    quiet: bool = False,
-    after: Callable[[Session, Results], None] | None = None,
-) -> tuple[int, Session, Results]:
+def run_headless(spec: RunSpec, rule_dirs: list[Path]) -> tuple[int, Session, Results]:
     _say_rule_problems(rule_dirs)
     session = Session()
     controller = RunController(spec, session.feed_many)
@@ -51,18 +46,15 @@ def run_headless(
         if error:
             sys.stderr.write(f"mpsprof: {error}\n")
             run_dir = None
-    if after is not None:
-        after(session, results)
-    if not quiet:
-        try:
-            text = render_console(results.summary, results.findings, str(run_dir) if run_dir else None)
-        except Exception as exc:
-            text = f"mpsprof: internal error while printing the summary ({type(exc).__name__}: {exc})\n"
-        try:
-            sys.stderr.write(text)
-            sys.stderr.flush()
-        except OSError:  # stderr closed or a broken pipe: the exit status still counts
-            pass
+    try:
+        text = render_console(results.summary, results.findings, str(run_dir) if run_dir else None)
+    except Exception as exc:
+        text = f"mpsprof: internal error while printing the summary ({type(exc).__name__}: {exc})\n"
+    try:
+        sys.stderr.write(text)
+        sys.stderr.flush()
+    except OSError:  # stderr closed or a broken pipe: the exit status still counts
+        pass
     return code, session, results
 
 
@@ -83,15 +75,12 @@ def _say_rule_problems(rule_dirs: list[Path]) -> None:
 
 
 def _results(session: Session, rule_dirs: list[Path]) -> Results:
-    """Findings and summary; a bug in diagnosis must not cost the run its exit status."""
+    """Findings and summary; a bug in diagnosis or in the summary must not cost the run its
+    exit status. (``build_results`` already survives a failing diagnosis: what escapes it
+    is the summary failing, so only the bare minimum is left.)"""
     try:
         return build_results(session, rule_dirs)
     except Exception as exc:
         sys.stderr.write(f"mpsprof: internal error while diagnosing the run ({type(exc).__name__}: {exc}); "
                          "no findings\n")
-    try:
-        from ..session.summary import summarize
-
-        return Results(summary=summarize(session))
-    except Exception:
-        return Results(summary={"script": session.script, "status": session.status})
+    return Results(summary={"script": session.script, "status": session.status})

@@ -26,7 +26,6 @@ class Recorder:
         self._file: IO[bytes] | None = None
         self._flush_every = flush_every
         self._last_flush = time.monotonic()
-        self.bytes_written = 0
         if run_dir is not None:
             try:
                 # private to the user, like the run directory (0700) it lives in
@@ -54,7 +53,6 @@ class Recorder:
             return
         try:
             self._file.write(line if line.endswith(b"\n") else line + b"\n")
-            self.bytes_written += len(line)
             self.maybe_flush()
         except OSError as exc:
             self._fail(exc)

@@ -11,6 +11,7 @@ import re
 from typing import Any
 
 from ...devices.mps import DEFAULT_HIGH_WATERMARK_UNIFIED, high_watermark_ratio
+from ...environment import mps_min_macos_for
 from ...session.session import Session
 from ..facts import analyzer
 
@@ -25,12 +26,8 @@ def mps_min_macos(torch_version: str | None) -> str | None:
     m = re.match(r"(\d+)\.(\d+)", torch_version or "")
     if not m:
         return None
-    version = (int(m.group(1)), int(m.group(2)))
-    if version <= (2, 4):
-        return "12.3"
-    if version <= (2, 8):
-        return "13.0"
-    return "14.0"
+    major, minor = mps_min_macos_for((int(m.group(1)), int(m.group(2))))
+    return f"{major}.{minor}"
 
 
 def _version_tuple(text: str | None) -> tuple[int, ...]:
