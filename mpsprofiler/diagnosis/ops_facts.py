@@ -13,7 +13,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from ..ops.readiness import MpsKernelTable, default_table
-from ..session.ops import OpRow, OpStats, SyncRow
+from ..session.ops import OTHER, OpRow, OpStats, SyncRow
+from .engine import normalize_device
 
 TABLE_ROWS = 8
 NO_MODULE = "(no module)"
@@ -52,10 +53,6 @@ def _sync_table(rows: list[SyncRow], stats: OpStats) -> str:
     return "\n".join(lines)
 
 
-def _device_kind(value: str | None) -> str:
-    return str(value or "cpu").split(":", 1)[0].strip().lower()
-
-
 def _merge_by_op(rows: Iterable[OpRow]) -> dict[str, list[OpRow]]:
     by_op: dict[str, list[OpRow]] = {}
     for row in rows:
@@ -70,8 +67,8 @@ def _ordered(rows: list[OpRow]) -> list[OpRow]:
 
 
 def _fallback_facts(prefix: str, rows: list[OpRow], stats: OpStats) -> dict[str, Any]:
-    """Shared shape of actual (``mps_fallback_*``) and predicted facts."""
-    rows = _ordered(rows)
+    """Shared shape of actual (``mps_fallback_*``) and predicted facts; ``rows`` come
+    :func:`_ordered`."""
     by_op = _merge_by_op(rows)
     ops = sorted(by_op, key=lambda op: -sum(r.calls for r in by_op[op]))
     calls = sum(r.calls for r in rows)
@@ -103,7 +100,7 @@ def _layer_on_cpu(stats: OpStats, kind: str) -> dict[str, Any]:
                     "layer_on_cpu_count": len(stats.mismatches), "layer_on_cpu_source": "mismatch"}  # fmt: skip
     per_module: dict[str, float] = {}
     for row in stats.ops.values():
-        if row.module and row.module != "*" and row.devices == {"cpu"}:
+        if row.module and row.module != OTHER and row.devices == {"cpu"}:
             per_module[row.module] = per_module.get(row.module, 0.0) + row.host_s
     if not per_module:
         return {}
@@ -127,7 +124,7 @@ def ops_facts(
     """Flat facts for rules; empty when no step was sampled."""
     if ops.sampled_steps == 0:
         return {}
-    kind = _device_kind(device_kind or ops.device_kind)
+    kind = normalize_device(device_kind or ops.device_kind or "cpu")
     env = env or {}
     facts: dict[str, Any] = {
         "ops_sampled_steps": ops.sampled_steps,
@@ -141,22 +138,22 @@ def ops_facts(
 
     # actual fallbacks (MPS only)
     if kind == "mps":
-        misses = list(ops.mps_misses.values())
+        misses = _ordered(list(ops.mps_misses.values()))
         facts.update({"mps_fallback_ops": [], "mps_fallback_count": 0, "mps_fallback_calls_per_step": 0.0})
         if misses:
             facts.update(_fallback_facts("mps_fallback", misses, ops))
-            facts["mps_fallback_top"] = _op_table(_ordered(misses), ops)
+            facts["mps_fallback_top"] = _op_table(misses, ops)
             total = ops.per_step(ops.host_s) * 1e3
             facts["mps_fallback_share"] = facts["mps_fallback_ms_per_step"] / total if total > 0 else None
 
     # predicted fallbacks on a Mac (any device)
     table = table or default_table()
-    predicted = ops.predicted_fallbacks(table, kind)
+    predicted = _ordered(ops.predicted_fallbacks(table, kind))
     facts.update({"mps_predicted_fallback_ops": [], "mps_predicted_fallback_count": 0,
                   "mps_predicted_fallback_calls_per_step": 0.0})  # fmt: skip
     if predicted:
         facts.update(_fallback_facts("mps_predicted_fallback", predicted, ops))
-        facts["mps_predicted_fallback_table"] = _op_table(_ordered(predicted), ops)
+        facts["mps_predicted_fallback_table"] = _op_table(predicted, ops)
     facts["mps_kernel_table_size"] = len(table)
 
     # syncs

@@ -119,10 +119,6 @@ class RuleSet:
         """True when no file had an error (warnings and notes do not count)."""
         return not any(e.level == "error" for e in self.errors)
 
-    def add(self, rule: Rule) -> None:
-        """Add a rule; a same-id rule from another file is replaced (user override)."""
-        self.add_all([rule])
-
     def add_all(self, rules: Iterable[Rule]) -> None:
         """Add rules in order; an id defined twice in one file is an error (first kept)."""
         index = {r.id: i for i, r in enumerate(self.rules)}

@@ -7,8 +7,6 @@ from typing import Any
 
 from .series import Series
 
-DEVICE_KEYS = ("allocated", "cached", "peak", "total", "limit")
-
 
 @dataclass
 class MemPoint:

@@ -59,8 +59,12 @@ def load_run(path: Path) -> LoadedRun:
         raise RecordingError(f"{events_path(path)} holds no readable events")
     session = Session()
     session.feed_many(evs)
-    run_dir = Path(path) if Path(path).is_dir() else Path(path).parent
-    return LoadedRun(session=session, report=report, run_dir=run_dir)
+    return LoadedRun(session=session, report=report, run_dir=_run_dir(path))
+
+
+def _run_dir(path: Path) -> Path:
+    """The run directory of a recording given as its directory or its events file."""
+    return Path(path) if Path(path).is_dir() else Path(path).parent
 
 
 def load_runs(paths: list[Path]) -> LoadedRun:
@@ -87,4 +91,4 @@ def load_runs(paths: list[Path]) -> LoadedRun:
         session.feed(max(exits, key=lambda e: abs(int(e.get("returncode", 0) or 0))))
     if not session.events_seen:
         raise RecordingError("the recordings hold no readable events")
-    return LoadedRun(session=session, report=report, run_dir=Path(paths[0]))
+    return LoadedRun(session=session, report=report, run_dir=_run_dir(paths[0]))

@@ -35,10 +35,6 @@ class Series(Generic[T]):
             self._points = self._points[::2]
             self._stride *= 2
 
-    @property
-    def stride(self) -> int:
-        return self._stride
-
     def points(self, include_last: bool = True) -> list[T]:
         """The kept points, plus the newest one even when thinning skipped it."""
         pts = list(self._points)

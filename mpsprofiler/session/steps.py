@@ -63,8 +63,6 @@ class StepStats:
         self.late_n = 0
         self.late_dur = 0.0
         self.late_wait = 0.0
-        self.late_min: float | None = None
-        self.late_max: float | None = None
         self.total_dur = 0.0
         self.total_wait = 0.0
         self.total_batches = 0
@@ -108,16 +106,14 @@ class StepStats:
             self.early.append(p)
             self._warmup_cache = None
         else:
-            self._late(p.dur, p.wait, 1, {events.bucket_of(p.dur): 1}, p.dur, p.dur)
+            self._late(p.dur, p.wait, 1, {events.bucket_of(p.dur): 1})
 
-    def _late(self, dur: float, wait: float, n: int, hist: dict[int, int], lo: float, hi: float) -> None:
+    def _late(self, dur: float, wait: float, n: int, hist: dict[int, int]) -> None:
         self.late_n += n
         self.late_dur += dur
         self.late_wait += wait
         for b, c in hist.items():
             self.late_hist[b] = self.late_hist.get(b, 0) + c
-        self.late_min = lo if self.late_min is None else min(self.late_min, lo)
-        self.late_max = hi if self.late_max is None else max(self.late_max, hi)
 
     def _add_aggregate(self, agg: dict[str, Any]) -> None:
         n = _int(agg.get("n"))
@@ -136,7 +132,7 @@ class StepStats:
         self.total_wait += wait
         self.total_batches += _int(agg.get("batches"))
         self.last_index = max(self.last_index, _int(agg.get("i_last")))
-        self._late(dur, wait, n, hist, _num(agg.get("dur_min")), _num(agg.get("dur_max")))
+        self._late(dur, wait, n, hist)
         sample = agg.get("sample")
         if isinstance(sample, list) and len(sample) == 7:
             p = StepPoint(_int(sample[0]), _num(sample[1]), _num(sample[2]), _num(sample[3]),

@@ -13,7 +13,7 @@ from typing import Any
 
 from ...session.session import Session
 from ..facts import analyzer
-from .common import num, training_loader
+from .common import is_asynchronous, num, training_loader
 
 MARGIN = 0.9
 """Keep 10% free: allocator fragmentation and other apps need room (unified memory)."""
@@ -27,7 +27,7 @@ OPTIMIZER_STATES = {"SGD": 1, "Adagrad": 1, "RMSprop": 1, "Adadelta": 2, "Adam":
 @analyzer("capacity")
 def capacity_facts(session: Session) -> dict[str, Any]:
     mem = session.memory
-    device = session.device_kind in ("mps", "cuda")
+    device = is_asynchronous(session)
     facts: dict[str, Any] = {}
     peak_alloc = _max(mem.peak.get("allocated"), mem.device_peak, *(p.alloc for p in session.steps.early))
     device_peak = _max(mem.peak.get("cached"), peak_alloc)

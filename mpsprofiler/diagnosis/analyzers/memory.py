@@ -27,7 +27,7 @@ from ...session.session import Session
 from ...session.steps import StepPoint
 from ..facts import analyzer
 from . import robust
-from .common import MIB, rounded
+from .common import MIB, is_asynchronous, rounded
 
 MIN_STEPS = 8
 """Fewer steady steps than this say nothing about a per-step trend."""
@@ -50,7 +50,7 @@ def memory_facts(session: Session) -> dict[str, Any]:
     held = [p for p in steps.series.points() if p.i >= steps.warmup]
     facts: dict[str, Any] = {}
     alloc = None
-    if session.device_kind in ("mps", "cuda"):
+    if is_asynchronous(session):
         alloc = _alloc_trend(held, session.memory.series.points())
         facts.update(_growth_facts("alloc", alloc, per="step"))
         if alloc is not None:
@@ -58,7 +58,7 @@ def memory_facts(session: Session) -> dict[str, Any]:
             _leak(facts, alloc, held, "Memory held by tensors on the device")
     rss = _rss_step_trend(held, session.memory.series.points())
     facts.update(_growth_facts("rss_step", rss, per="step"))
-    if session.device_kind not in ("mps", "cuda") and rss is not None:
+    if not is_asynchronous(session) and rss is not None:
         _leak(facts, rss, held, "Process memory (RSS, where CPU tensors live)")
     facts.update(_time_growth(session, held, alloc))
     facts.update(_system(session))
@@ -161,7 +161,7 @@ def _time_growth(session: Session, held: list[StepPoint], alloc: Growth | None) 
     if len(window) < MIN_SAMPLES:
         return facts
     cached = [(m.ts, m.cached) for m in window if m.cached is not None]
-    if len(cached) >= MIN_SAMPLES and session.device_kind in ("mps", "cuda"):
+    if len(cached) >= MIN_SAMPLES and is_asynchronous(session):
         t = robust.trend([p[0] for p in cached], [p[1] for p in cached])
         if t is not None:
             facts["cache_growth_per_min"] = int(t.slope * 60)
@@ -215,7 +215,7 @@ def _steps_until_oom(session: Session, facts: dict[str, Any]) -> int | None:
     last = mem.last
     if last is None:
         return None
-    if session.device_kind in ("mps", "cuda"):
+    if is_asynchronous(session):
         used = last.cached if last.cached is not None else last.allocated
         if mem.device_limit is None or used is None:
             return None
