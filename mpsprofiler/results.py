@@ -44,11 +44,16 @@ def build_results(session: Session, rule_dirs: Iterable[Path] = ()) -> Results:
 
 def write_summary(run_dir: Path, results: Results) -> str | None:
     """Write ``summary.json`` atomically; returns an error message instead of raising."""
-    target = Path(run_dir) / SUMMARY_FILE
-    tmp = target.with_suffix(".json.tmp")
+    return write_text_atomic(Path(run_dir) / SUMMARY_FILE, json.dumps(results.document(), indent=2, default=str))
+
+
+def write_text_atomic(path: Path, text: str) -> str | None:
+    """Write ``text`` to ``path`` through ``NAME.tmp`` and a rename, so a reader never sees
+    half a file; returns an error message instead of raising."""
+    tmp = path.with_name(path.name + ".tmp")
     try:
-        tmp.write_text(json.dumps(results.document(), indent=2, default=str), encoding="utf-8")
-        os.replace(tmp, target)
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
     except OSError as exc:
-        return f"cannot write {target}: {exc.strerror or exc}"
+        return f"cannot write {path}: {exc.strerror or exc}"
     return None

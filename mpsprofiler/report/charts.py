@@ -7,19 +7,15 @@ rest); memory is the process and device lines, and system memory on its own scal
 
 from __future__ import annotations
 
-from html import escape
 from typing import Any, Callable
 
 from ..session.session import Session
 from ..units import fmt_bytes, fmt_seconds
 from . import svg
+from .svg import e
 
 GIB = 1024**3
 MIB = 1024**2
-
-
-def e(value: Any) -> str:
-    return escape(str(value), quote=True)
 
 
 def _seconds_unit(hi: float) -> tuple[float, str]:
@@ -96,8 +92,8 @@ def memory_charts(session: Session) -> list[str]:
     process.append(svg.Line("device allocated (tensors)", "s1", series(lambda p: p.allocated)))
     process.append(svg.Line("device cache / driver total", "s3", series(lambda p: p.cached)))
     out = []
-    chart = svg.line_chart("Process and device memory", _scaled(process), _unit_fmt(_bytes_unit(_top(process))[1]),
-                           x_label, x_fmt)
+    scaled, suffix = _scaled(process)
+    chart = svg.line_chart("Process and device memory", scaled, _unit_fmt(suffix), x_label, x_fmt)
     if chart:
         shown = [ln for ln in process if ln.points]
         caption = f"{len(points)} samples of {session.memory.samples}."
@@ -108,8 +104,8 @@ def memory_charts(session: Session) -> list[str]:
     system = [svg.Line("system available", "s3", series(lambda p: p.sys_available))]
     if any(p.swap_used for p in points):
         system.append(svg.Line("swap used", "s1", series(lambda p: p.swap_used)))
-    chart = svg.line_chart("System memory", _scaled(system), _unit_fmt(_bytes_unit(_top(system))[1]), x_label,
-                           x_fmt, height=180)
+    scaled, suffix = _scaled(system)
+    chart = svg.line_chart("System memory", scaled, _unit_fmt(suffix), x_label, x_fmt, height=180)
     if chart:
         total = session.memory.sys_total
         caption = "Memory left for every app on the machine" + (f" (of {fmt_bytes(total)})" if total else "") + "."
@@ -122,7 +118,8 @@ def _top(lines: list[svg.Line]) -> float:
     return max((y for ln in lines for _, y in ln.points), default=0.0)
 
 
-def _scaled(lines: list[svg.Line]) -> list[svg.Line]:
-    """Byte series in MiB or GiB (one unit per chart) so the axis ticks are round."""
-    unit, _ = _bytes_unit(_top(lines))
-    return [svg.Line(ln.label, ln.css, [(x, y / unit) for x, y in ln.points], ln.dashed) for ln in lines]
+def _scaled(lines: list[svg.Line]) -> tuple[list[svg.Line], str]:
+    """Byte series in MiB or GiB (one unit per chart) so the axis ticks are round; and
+    that unit's suffix."""
+    unit, suffix = _bytes_unit(_top(lines))
+    return [svg.Line(ln.label, ln.css, [(x, y / unit) for x, y in ln.points], ln.dashed) for ln in lines], suffix

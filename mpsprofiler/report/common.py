@@ -13,10 +13,11 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from .. import __version__
+from ..diagnosis.findings import severity_rank
 from ..session.session import Session
+from ..session.summary import rank_rows
 from ..units import fmt_bytes, fmt_pct, fmt_seconds
 
-SEVERITY_RANK = {"critical": 2, "warning": 1, "info": 0}
 MAX_TABLE_ROWS = 25
 """Op tables and warning lists are cut here: a report is read, not searched."""
 
@@ -41,7 +42,7 @@ def finding_dicts(results: Any) -> list[dict[str, Any]]:
     for f in getattr(results, "findings", None) or []:
         d = f if isinstance(f, dict) else f.to_dict()
         out.append(d)
-    return sorted(out, key=lambda d: -SEVERITY_RANK.get(str(d.get("severity")), -1))
+    return sorted(out, key=lambda d: -severity_rank(str(d.get("severity"))))
 
 
 def counts_text(findings: Iterable[dict[str, Any]]) -> str:
@@ -216,9 +217,6 @@ def ranks_table(session: Session) -> Table | None:
     """Distributed runs: one row per rank, so a straggler stands out at a glance."""
     if not session.ranks or len(session.ranks) < 2:
         return None
-    from ..session.summary import rank_rows
-    from ..units import fmt_bytes, fmt_pct, fmt_seconds
-
     rows = [[str(r["rank"]), str(r["steps"]), fmt_seconds(r["median_s"]), fmt_seconds(r["p90_s"]),
              fmt_seconds(r["data_wait_per_step_s"]), fmt_pct(r["data_wait_share"]), fmt_bytes(r["peak_memory"]),
              r["status"]] for r in rank_rows(session)]

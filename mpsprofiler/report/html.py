@@ -16,10 +16,12 @@ from html import escape
 from importlib import resources
 from typing import Any
 
+from ..diagnosis.findings import SEVERITY_ORDER
 from ..results import Results
 from ..session.session import Session
 from ..units import fmt_bytes, fmt_pct, fmt_seconds
 from . import charts, common, ops_tables
+from .svg import e
 
 CSS_FILE = "report.css"
 
@@ -68,10 +70,6 @@ def render_inline(text: str) -> str:
     md = _markdown()
     flat = " ".join(str(text).split())
     return escape(flat) if md is None else md.renderInline(flat)
-
-
-def e(value: Any) -> str:
-    return escape(str(value), quote=True)
 
 
 class HtmlRenderer:
@@ -142,7 +140,7 @@ class HtmlRenderer:
             out.append('<p class="none">No rule found a problem in this run.</p>')
         for f in findings:
             sev = str(f.get("severity", "info"))
-            sev_css = sev if sev in common.SEVERITY_RANK else "info"
+            sev_css = sev if sev in SEVERITY_ORDER else "info"
             meta = [f"rule <code>{e(f.get('rule', ''))}</code>"]
             if f.get("first_step") is not None:
                 meta.append(f"from step {e(f['first_step'])}")
@@ -213,9 +211,10 @@ class HtmlRenderer:
         warn = common.warnings_table(session)
         if warn is not None:
             out += [f"<h2>Warnings ({len(session.warnings)})</h2>", _table(warn)]
-        ops = ops_tables.ops_tables(session)
+        data = ops_tables.ops_data(session)
+        ops = ops_tables.ops_tables(session, data)
         if ops:
-            out.append(f"<h2>Op accounting (sampled steps)</h2><p>{e(ops_tables.ops_headline(session))}</p>")
+            out.append(f"<h2>Op accounting (sampled steps)</h2><p>{e(ops_tables.ops_headline(session, data))}</p>")
             for t in ops:
                 out += [f"<h3>{e(t.title)}</h3>", _table(t)]
         out.append("</section>")

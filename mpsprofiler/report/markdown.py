@@ -145,6 +145,11 @@ def table(columns: list[str], rows: list[list[str]], numeric: set[int] | None = 
     return lines
 
 
+def _table_block(t: common.Table) -> list[str]:
+    """A :class:`common.Table` as Markdown lines, its note (if any) in italics below."""
+    return table(t.columns, t.rows, t.numeric, t.code) + (["", f"_{escape(t.note)}_"] if t.note else [])
+
+
 class MarkdownRenderer:
     name = "md"
     extension = ".md"
@@ -179,26 +184,25 @@ class MarkdownRenderer:
 
         ranks = common.ranks_table(session)
         if ranks is not None:
-            out += [f"## Ranks ({len(session.ranks)})", ""] + table(ranks.columns, ranks.rows, ranks.numeric) + [""]
+            out += [f"## Ranks ({len(session.ranks)})", ""] + _table_block(ranks) + [""]
 
         dl = common.dataloader_table(session)
         if dl is not None:
-            out += ["## DataLoader", ""] + table(dl.columns, dl.rows, dl.numeric) + [""]
+            out += ["## DataLoader", ""] + _table_block(dl) + [""]
 
         if session.crash is not None:
             out += self._crash(session)
 
         warn = common.warnings_table(session)
         if warn is not None:
-            out += [f"## Warnings ({len(session.warnings)})", ""] + table(warn.columns, warn.rows, warn.numeric)
-            out += ([f"", f"_{escape(warn.note)}_"] if warn.note else []) + [""]
+            out += [f"## Warnings ({len(session.warnings)})", ""] + _table_block(warn) + [""]
 
-        ops = ops_tables.ops_tables(session)
+        data = ops_tables.ops_data(session)
+        ops = ops_tables.ops_tables(session, data)
         if ops:
-            out += ["## Op accounting (sampled steps)", "", escape(ops_tables.ops_headline(session)), ""]
+            out += ["## Op accounting (sampled steps)", "", escape(ops_tables.ops_headline(session, data)), ""]
             for t in ops:
-                out += [f"**{escape(t.title)}**", ""] + table(t.columns, t.rows, t.numeric, t.code)
-                out += ([f"", f"_{escape(t.note)}_"] if t.note else []) + [""]
+                out += [f"**{escape(t.title)}**", ""] + _table_block(t) + [""]
 
         notes = self._notes(session, summary, results)
         if notes:

@@ -34,9 +34,10 @@ TOP_OPS = 15
 CODE_COLUMNS = {"Op", "Code"}
 
 
-def ops_headline(session: Session) -> str:
-    """One sentence on what op accounting covered (empty when it has no data)."""
-    data = ops_data(session)
+def ops_headline(session: Session, data: dict[str, Any] | None = None) -> str:
+    """One sentence on what op accounting covered (empty when it has no data);
+    ``data``: :func:`ops_data` of ``session`` when the caller already has it."""
+    data = ops_data(session) if data is None else data
     if not data:
         return ""
     n = data.get("sampled_steps") or 0
@@ -55,10 +56,11 @@ def ops_headline(session: Session) -> str:
     return text + "."
 
 
-def ops_tables(session: Session) -> list[Table]:
+def ops_tables(session: Session, data: dict[str, Any] | None = None) -> list[Table]:
     """Op accounting (``session.ops.to_dict()``) as tables; keys this version does not
-    know are shown generically rather than hidden."""
-    data = ops_data(session)
+    know are shown generically rather than hidden. ``data``: :func:`ops_data` of
+    ``session`` when the caller already has it."""
+    data = ops_data(session) if data is None else data
     if not data:
         return []
     cwd = str(session.run.get("cwd") or "")

@@ -10,13 +10,18 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from html import escape
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 WIDTH = 960
 HEIGHT = 240
 LEFT, RIGHT, TOP, BOTTOM = 72, 16, 14, 30
 MAX_BARS = 300
 """Up to this many steps each gets a bar (with a hover title); more become an area."""
+
+
+def e(value: Any) -> str:
+    """Any value as HTML text, quotes escaped too (safe in an attribute)."""
+    return escape(str(value), quote=True)
 
 
 @dataclass

@@ -156,7 +156,7 @@ def _ops(session: Session, pid: int) -> list[dict[str, Any]]:
     if not data:
         return []
     args = {}
-    for table in ops_tables.ops_tables(session):
+    for table in ops_tables.ops_tables(session, data):
         args[table.title] = [dict(zip(table.columns, row)) for row in table.rows]
     end = session.steps.last_end or session.last_ts
     start = session.steps.first_end or 0.0

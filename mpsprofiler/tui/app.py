@@ -45,9 +45,8 @@ from .widgets.log_panel import LogPanel
 PANEL_EVERY = 0.5
 """Seconds between redraws of the visible panel while live (charts hold themselves to 1 Hz)."""
 DIAGNOSE_EVERY = 1.0
-PANEL_ACTIONS = frozenset({"panel", "next_panel", "previous_panel", "copy_fix", "export", "stop",
-                           "next_rank", "previous_rank", "show_rank"})
 RANK_ACTIONS = frozenset({"next_rank", "previous_rank", "show_rank"})
+PANEL_ACTIONS = frozenset({"panel", "next_panel", "previous_panel", "copy_fix", "export", "stop"}) | RANK_ACTIONS
 
 
 class MpsprofApp(LiveRun, App[None]):
@@ -363,8 +362,9 @@ def run_tui(spec: RunSpec, rule_dirs: list[Path]) -> tuple[int, Session, Results
     if leftover:
         session.feed_many(leftover)
     results = app.results if app.results is not None and not leftover else build_results(session, rule_dirs)
-    if not app.summary_written and spec.run_dir is not None and (app.controller is None or not app.controller.recorder.error):
-        write_summary(spec.run_dir, results)
+    run_dir = app.summary_dir()
+    if not app.summary_written and run_dir is not None:
+        write_summary(run_dir, results)
     code = app.returncode if app.returncode is not None else 1
     return code, session, results
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from ..results import write_text_atomic
+
 EXPORTS = ("report.md", "report.html")
 
 
@@ -23,11 +25,8 @@ def export_reports(session: Any, results: Any, run_dir: Path | None) -> tuple[li
             text = render_report(format_for_path(path), session, results)
         except Exception as exc:  # noqa: BLE001 - a renderer bug must not close the TUI
             return written, f"cannot render {name}: {type(exc).__name__}: {exc}"
-        try:
-            tmp = path.with_name(path.name + ".tmp")
-            tmp.write_text(text, encoding="utf-8")
-            tmp.replace(path)
-        except OSError as exc:
-            return written, f"cannot write {path}: {exc.strerror or exc}"
+        error = write_text_atomic(path, text)
+        if error:
+            return written, error
         written.append(path)
     return written, None

@@ -35,7 +35,3 @@ class EventInbox(Generic[T]):
             items, self._items = self._items, []
             self._pending = False
             return items
-
-    def __len__(self) -> int:
-        with self._lock:
-            return len(self._items)

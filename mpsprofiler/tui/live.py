@@ -57,7 +57,7 @@ class LiveRun:
         self.summary_written = False
         self._quit_when_ended = False
         self._tail_done = threading.Event()
-        self._tail_wake = threading.Event()
+        """Set once the output tail should read what is left and stop (it also wakes it)."""
         self._tick_timer: Any = None
         self._signals: list[int] = []
 
@@ -65,7 +65,7 @@ class LiveRun:
     def _on_controller_events(self, batch: list[Any]) -> None:
         """Called on the controller's reader thread."""
         if self.inbox.put(batch):
-            self.post_message(EventsArrived(len(batch)))
+            self.post_message(EventsArrived())
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="child")
     def _run_child(self) -> None:
@@ -79,7 +79,7 @@ class LiveRun:
             self.post_message(RunFailed(f"{exc.strerror or exc}"))
             return
         assert controller.process is not None
-        self.post_message(RunStarted(controller.process.pid, controller.output_path))
+        self.post_message(RunStarted(controller.output_path))
         code = controller.wait()
         self.returncode = code
         self.ended.set()
@@ -113,7 +113,7 @@ class LiveRun:
                     continue
                 if finishing:
                     return
-                self._tail_wake.wait(TICK)
+                self._tail_done.wait(TICK)
 
     # -- live run: message handlers (UI thread) ------------------------------------
     def on_events_arrived(self, message: EventsArrived) -> None:
@@ -123,7 +123,6 @@ class LiveRun:
 
     def on_run_started(self, message: RunStarted) -> None:
         self.state.started_at = time.monotonic()
-        self.state.output_path = message.output_path
         if message.output_path is not None:
             self.query_one(LogPanel).set_path(message.output_path)
             self._tail_output(message.output_path)
@@ -137,9 +136,8 @@ class LiveRun:
         self._finish_run()
 
     def on_run_ended(self, message: RunEnded) -> None:
-        self.on_events_arrived(EventsArrived(0))  # the exit event is in the inbox already
+        self.on_events_arrived(EventsArrived())  # the exit event is in the inbox already
         self._tail_done.set()
-        self._tail_wake.set()
         ex = self.session.exit
         if ex is not None and ex.duration is not None:
             self.state.ended_after = float(ex.duration)  # what `mpsprof view` will show
@@ -167,10 +165,17 @@ class LiveRun:
         self._redraw(force=True)
         self.refresh_bindings()
 
-    def _write_summary(self) -> None:
-        controller = self.controller
+    def summary_dir(self) -> Path | None:
+        """Where this live run's ``summary.json`` goes: None without a run directory, or
+        once its recording has failed."""
         run_dir = self.spec.run_dir if self.spec is not None else None
-        if run_dir is None or self.results is None or (controller is not None and controller.recorder.error):
+        if run_dir is None or (self.controller is not None and self.controller.recorder.error):
+            return None
+        return run_dir
+
+    def _write_summary(self) -> None:
+        run_dir = self.summary_dir()
+        if run_dir is None or self.results is None:
             return
         error = write_summary(run_dir, self.results)
         if error:
@@ -209,6 +214,5 @@ class LiveRun:
         except (RuntimeError, ValueError):
             pass
         self._tail_done.set()
-        self._tail_wake.set()
         if self.controller is not None and not self.ended.is_set():
             self.controller.stop(grace=2.0)

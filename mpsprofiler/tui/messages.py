@@ -17,8 +17,6 @@ from textual.message import Message
 class EventsArrived(Message):
     """New events wait in the app's inbox (one pending message at a time: mergeable)."""
 
-    count: int
-
 
 @dataclass
 class OutputArrived(Message):
@@ -33,7 +31,6 @@ class OutputArrived(Message):
 class RunStarted(Message):
     """The child process is up; its output goes to ``output_path``."""
 
-    pid: int
     output_path: Path | None
 
 

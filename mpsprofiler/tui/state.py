@@ -37,7 +37,6 @@ class RunState:
     ended_after: float | None = None
     """Elapsed seconds frozen at the end of a live run."""
     run_dir: Path | None = None
-    output_path: Path | None = None
     notes: str = ""
     failed: str | None = None
     """Why the script could not be started, if it could not."""

@@ -132,7 +132,7 @@ class OpsPanel(Widget):
     def update_state(self, state: RunState) -> None:
         session = state.session
         self._cwd = session.run.get("cwd")
-        ops = session.ops.to_dict() if session.ops is not None else {}
+        ops = session.ops.to_dict(predict=False) if session.ops is not None else {}  # mps_predicted unused here
         key = (id(session), ops.get("sampled_steps"), len(ops.get("ops") or []), len(ops.get("syncs") or []), session.ops is None)
         summary = self.query_one("#ops-summary", Static)
         summary.update(summary_text(ops, session.ops is None, state))
