@@ -83,6 +83,14 @@ def mpsprof_cmd(args: Sequence[str], run_dir: Path, options: Sequence[str] = ())
     return [sys.executable, "-m", "mpsprofiler", "run", "--headless", "-o", str(run_dir), *options, *args]
 
 
+def mpsprof_cli(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None, timeout: float = 180,
+                stdin: int | None = subprocess.DEVNULL) -> subprocess.CompletedProcess[str]:
+    """``python -m mpsprofiler ARGS`` in text mode, output captured, environment ``child_env()``
+    unless given; ``stdin=None`` inherits the test's stdin."""
+    return subprocess.run([sys.executable, "-m", "mpsprofiler", *args], capture_output=True, text=True, stdin=stdin,
+                          env=env if env is not None else child_env(), cwd=cwd, timeout=timeout, check=False)
+
+
 def run_python(args: Sequence[str], cwd: Path | None = None, input: bytes | None = None,
                env: dict[str, str] | None = None, timeout: float = 120) -> Result:
     return _run(python_cmd(args), cwd, input, env, timeout)
@@ -123,8 +131,17 @@ def read_events(run_dir: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in lines if line.strip()]
 
 
-def read_summary(run_dir: Path) -> dict[str, Any]:
-    return json.loads((Path(run_dir) / "summary.json").read_text(encoding="utf-8"))
+def read_summary(run_dir: Path, missing_ok: bool = False) -> dict[str, Any]:
+    """The run's summary.json; ``{}`` when there is none and ``missing_ok``."""
+    path = Path(run_dir) / "summary.json"
+    if missing_ok and not path.exists():
+        return {}
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def loud_rules(summary: dict[str, Any]) -> list[str]:
+    """The rules of the summary's warning and critical findings, in its order."""
+    return [f["rule"] for f in summary["findings"] if f["severity"] in ("warning", "critical")]
 
 
 def _diff(a: bytes, b: bytes) -> str:

@@ -6,20 +6,18 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from helpers import SCRIPTS, child_env, compare, read_events, run_mpsprof, run_python
+from helpers import SCRIPTS, compare, mpsprof_cli, read_events, read_summary, run_mpsprof, run_python
 from mpsprofiler import events
 from mpsprofiler.events import SchemaError
 from mpsprofiler.session.recording import RecordingError, load_run
 
 
 def mpsprof(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "mpsprofiler", *args], capture_output=True, text=True,
-                          stdin=subprocess.DEVNULL, env=child_env(), cwd=cwd, timeout=120)
+    return mpsprof_cli(*args, cwd=cwd, timeout=120)
 
 
 # -- the command line ------------------------------------------------------------------
@@ -87,7 +85,7 @@ def test_broken_rule_file_is_named_and_the_run_goes_on(tmp_path: Path) -> None:
     problems = [line for line in profiled.stderr.decode().splitlines() if line.startswith("mpsprof: rule file problem")]
     assert any(f"{rules / 'bad_when.yaml'}:5:" in p for p in problems), problems
     assert any(f"{rules / 'not_yaml.yaml'}:2:" in p for p in problems), problems
-    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    summary = read_summary(tmp_path / "run")
     assert len(summary["rule_errors"]) == 2
 
 

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from helpers import child_env, mpsprof_cli, read_summary
 from mpsprofiler.results import build_results
 from mpsprofiler.session.recording import load_run
 
@@ -18,13 +16,9 @@ SCRIPTS = Path(__file__).parent / "scripts_core"
 
 def mpsprof_run(tmp_path: Path, script: Path, *args: str, env: dict | None = None) -> tuple[subprocess.CompletedProcess, dict, Path]:
     run_dir = tmp_path / "run"
-    full_env = dict(os.environ, OMP_NUM_THREADS="1", **(env or {}))
-    proc = subprocess.run(
-        [sys.executable, "-m", "mpsprofiler", "run", "--headless", "-o", str(run_dir), str(script), *args],
-        capture_output=True, text=True, env=full_env, timeout=120, stdin=subprocess.DEVNULL,
-    )
-    summary = json.loads((run_dir / "summary.json").read_text()) if (run_dir / "summary.json").exists() else {}
-    return proc, summary, run_dir
+    proc = mpsprof_cli("run", "--headless", "-o", str(run_dir), str(script), *args,
+                       env=child_env(**(env or {})), timeout=120)
+    return proc, read_summary(run_dir, missing_ok=True), run_dir
 
 
 def test_two_optimizers_count_as_one_step(tmp_path):
@@ -74,7 +68,7 @@ def test_spawn_workers(tmp_path):
     assert "sum 3120.0" in proc.stdout
     assert summary["steps"]["count"] == 40
     loader = summary["dataloaders"][0]
-    assert loader["num_workers"] == 2 and loader["multiprocessing_context"] in ("spawn", None)
+    assert loader["num_workers"] == 2 and loader["multiprocessing_context"] == "spawn"
 
 
 def test_recording_replays_to_the_same_summary(tmp_path):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -13,17 +12,17 @@ from pathlib import Path
 import psutil
 import pytest
 
+from helpers import child_env, mpsprof_cli, mpsprof_cmd, read_summary
 from mpsprofiler.results import build_results
 from mpsprofiler.session.recording import load_run
 
 pytestmark = pytest.mark.slow
 SCRIPTS = Path(__file__).parent / "scripts_dist"
-ENV = dict(os.environ, OMP_NUM_THREADS="1")
+ENV = child_env()
 
 
-def mpsprof(*args: str, **kw) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "mpsprofiler", "run", "--headless", *args],
-                          capture_output=True, text=True, env=ENV, timeout=180, stdin=subprocess.DEVNULL, **kw)
+def mpsprof(*args: str) -> subprocess.CompletedProcess[str]:
+    return mpsprof_cli("run", "--headless", *args, env=ENV, timeout=180)
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +36,7 @@ def test_one_summary_with_both_ranks_and_the_straggler(straggler_run):
     proc, run_dir = straggler_run
     assert proc.returncode == 0, proc.stderr
     assert "trained" in proc.stdout
-    summary = json.loads((run_dir / "summary.json").read_text())
+    summary = read_summary(run_dir)
     session = load_run(run_dir).session
     assert sorted(session.ranks) == [0, 1]
     assert all(s.steps.count == 30 for s in session.ranks.values())
@@ -52,7 +51,7 @@ def test_one_summary_with_both_ranks_and_the_straggler(straggler_run):
 
 def test_recording_replays_to_the_same_findings(straggler_run):
     _, run_dir = straggler_run
-    summary = json.loads((run_dir / "summary.json").read_text())
+    summary = read_summary(run_dir)
     replay = build_results(load_run(run_dir).session).document()
     assert [f["rule"] for f in replay["findings"]] == [f["rule"] for f in summary["findings"]]
 
@@ -68,8 +67,7 @@ def test_exit_status_is_the_launchers(tmp_path):
 
 def test_ctrl_c_stops_every_rank(tmp_path):
     run_dir = tmp_path / "run"
-    proc = subprocess.Popen([sys.executable, "-m", "mpsprofiler", "run", "--headless", "-o", str(run_dir),
-                             "--nproc-per-node", "2", str(SCRIPTS / "ddp_long.py")],
+    proc = subprocess.Popen(mpsprof_cmd([str(SCRIPTS / "ddp_long.py")], run_dir, ["--nproc-per-node", "2"]),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV, stdin=subprocess.DEVNULL)
     events = run_dir / "events.jsonl"
     deadline = time.monotonic() + 90
@@ -102,8 +100,7 @@ def test_recordings_of_several_nodes_merge(straggler_run, tmp_path):
     merged = load_runs(nodes).session
     assert sorted(merged.ranks) == [0, 1]
     assert merged.ranks[1].steps.count == 30
-    report = subprocess.run([sys.executable, "-m", "mpsprofiler", "report", *map(str, nodes), "--format", "md"],
-                            capture_output=True, text=True, env=ENV, timeout=60)
+    report = mpsprof_cli("report", *map(str, nodes), "--format", "md", env=ENV, timeout=60, stdin=None)
     assert report.returncode == 0, report.stderr
     assert "## Ranks (2)" in report.stdout and "straggler-rank" in report.stdout
 
@@ -115,6 +112,6 @@ def test_distributed_summary_follows_the_schema(straggler_run):
 
     _, run_dir = straggler_run
     schema = json.loads((Path(json_report_file).parent / "schema.json").read_text())
-    summary = json.loads((run_dir / "summary.json").read_text())
+    summary = read_summary(run_dir)
     jsonschema.validate(summary, schema)
     assert [r["rank"] for r in summary["ranks"]] == [0, 1]

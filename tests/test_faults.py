@@ -16,7 +16,17 @@ from pathlib import Path
 import psutil
 import pytest
 
-from helpers import SCRIPTS, Result, assert_same, child_env, mpsprof_cmd, read_events, run_mpsprof, run_python
+from helpers import (
+    SCRIPTS,
+    Result,
+    assert_same,
+    child_env,
+    mpsprof_cmd,
+    read_events,
+    read_summary,
+    run_mpsprof,
+    run_python,
+)
 from mpsprofiler.session.recording import load_run
 
 INSTRUMENTS = ("env", "steps", "dataloader", "warnings", "memory", "ops")
@@ -157,7 +167,7 @@ def test_child_killed_parent_still_reports(tmp_path: Path) -> None:
     out, err = proc.communicate(timeout=60)
     text = err.decode()
     assert "killed by SIGKILL" in text and "run saved in" in text
-    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    summary = read_summary(tmp_path / "run")
     assert summary["status"] == "crashed"
     assert isinstance(summary["findings"], list)
     exit_event = [e for e in read_events(tmp_path / "run") if e["k"] == "exit"][0]

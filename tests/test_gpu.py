@@ -6,15 +6,12 @@ run on a GPU machine with ``python -m pytest -m gpu``.
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 
+from helpers import child_env, loud_rules, mpsprof_cli, read_summary
 from mpsprofiler.session.recording import load_run
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
@@ -25,12 +22,9 @@ REPO = HERE.parent
 
 def run(tmp_path: Path, script: Path, *args: str, env: dict | None = None):
     run_dir = tmp_path / script.stem
-    proc = subprocess.run(
-        [sys.executable, "-m", "mpsprofiler", "run", "--headless", "-o", str(run_dir), str(script), *args],
-        capture_output=True, text=True, timeout=300, env=dict(os.environ, **(env or {})),
-    )
-    summary = json.loads((run_dir / "summary.json").read_text())
-    return proc, summary, run_dir
+    proc = mpsprof_cli("run", "--headless", "-o", str(run_dir), str(script), *args,
+                       env=child_env(**(env or {})), timeout=300, stdin=None)
+    return proc, read_summary(run_dir), run_dir
 
 
 def rules_of(summary: dict) -> set[str]:
@@ -102,8 +96,7 @@ def test_examples_on_cuda(tmp_path, name):
     assert summary["memory"]["peak_device_allocated"] > 0
     assert EXAMPLES_ON_CUDA[name] <= rules_of(summary), rules_of(summary)
     if name in ("clean_compute", "mps_clean"):
-        loud = [f["rule"] for f in summary["findings"] if f["severity"] in ("warning", "critical")]
-        assert loud == []
+        assert loud_rules(summary) == []
 
 
 def test_cpu_script_never_initialises_cuda(tmp_path):
@@ -157,8 +150,6 @@ def test_nccl_two_gpus_straggler(tmp_path):
 
 def _dist(tmp_path: Path, nproc: str, env: dict):
     run_dir = tmp_path / "dist"
-    proc = subprocess.run(
-        [sys.executable, "-m", "mpsprofiler", "run", "--headless", "-o", str(run_dir), "--nproc-per-node", nproc, str(DIST)],
-        capture_output=True, text=True, timeout=300, env=dict(os.environ, **env),
-    )
-    return proc, json.loads((run_dir / "summary.json").read_text()), run_dir
+    proc = mpsprof_cli("run", "--headless", "-o", str(run_dir), "--nproc-per-node", nproc, str(DIST),
+                       env=child_env(**env), timeout=300, stdin=None)
+    return proc, read_summary(run_dir), run_dir

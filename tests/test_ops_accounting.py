@@ -91,7 +91,9 @@ def test_sync_heavy_item_per_parameter_and_exact_line() -> None:
     line = next(i for i, text in enumerate(source, 1) if "param.grad.norm().item()" in text)
     events, model = run_example("sync_heavy", steps=7)
     n_params = len(list(model.parameters()))
-    for record in ops_events(events):
+    records = ops_events(events)
+    assert [r["step"] for r in records] == [3, 5]
+    for record in records:
         syncs = [s for s in record["syncs"] if s["line"] == line]
         assert len(syncs) == 1, record["syncs"]
         sync = syncs[0]
@@ -129,7 +131,9 @@ def test_tolist_and_print_are_predicted_syncs() -> None:
 def test_clean_model_has_no_predicted_fallback() -> None:
     events, _ = run_example("mps_clean", steps=6)
     table = MpsKernelTable.load()
-    for record in ops_events(events):
+    records = ops_events(events)
+    assert [r["step"] for r in records] == [3, 5]
+    for record in records:
         statuses = {o["op"]: table.status(o["op"]) for o in record["ops"]}
         assert "cpu_fallback" not in statuses.values(), statuses
         assert "unknown" not in statuses.values(), statuses
@@ -186,8 +190,7 @@ class CountingMode(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
-def _sgd_loop(steps: int, per_step_mode: CountingMode | None = None,
-              driver: StepDriver | None = None) -> nn.Module:  # fmt: skip
+def _sgd_loop(steps: int, per_step_mode: CountingMode | None = None) -> nn.Module:
     torch.manual_seed(7)
     model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 2))
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
@@ -666,7 +669,9 @@ def test_backward_ops_paired_with_forward_when_nodes_are_not_mapped(monkeypatch:
 def test_optimizer_bookkeeping_is_not_a_predicted_sync() -> None:
     # Adam reads its CPU step counters with .item(): on a Mac they stay on the CPU too
     events, _ = run_example("ctc_gru", steps=7)
-    for record in ops_events(events):
+    records = ops_events(events)
+    assert [r["step"] for r in records] == [3, 5]
+    for record in records:
         assert record["syncs"] == [], record["syncs"]
 
 

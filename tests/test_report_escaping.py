@@ -8,9 +8,6 @@ viewers do before sanitising) and looking at what a reader would see.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -18,9 +15,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 
+from helpers import mpsprof_cli
 from mpsprofiler.report.markdown import escape_tags
-
-REPO = Path(__file__).resolve().parents[1]
 
 
 def to_html(markdown: str) -> str:
@@ -92,14 +88,10 @@ def test_crash_at_module_level_reads_in_module_in_the_report(tmp_path: Path) -> 
         "loss = model(x).sum()\n",
         encoding="utf-8",
     )
-    env = dict(os.environ, OMP_NUM_THREADS="1")
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH", "")) if p)
     run_dir = tmp_path / "run"
-    proc = subprocess.run([sys.executable, "-m", "mpsprofiler", "run", "--headless", "-o", str(run_dir), str(script)],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=180, check=False)
+    proc = mpsprof_cli("run", "--headless", "-o", str(run_dir), str(script), cwd=tmp_path, timeout=180, stdin=None)
     assert proc.returncode != 0 and (run_dir / "events.jsonl").exists(), proc.stderr[-2000:]
-    report = subprocess.run([sys.executable, "-m", "mpsprofiler", "report", str(run_dir), "--format", "md"],
-                            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120, check=False)
+    report = mpsprof_cli("report", str(run_dir), "--format", "md", cwd=tmp_path, timeout=120, stdin=None)
     assert report.returncode == 0, report.stderr[-2000:]
     md = report.stdout
     evidence = [line for line in md.splitlines() if line.startswith("**Evidence:**") and "crash.py:6" in line]

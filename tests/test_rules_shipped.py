@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -31,6 +29,7 @@ from test_analyzers import (
     step_rows,
 )
 
+from helpers import child_env, loud_rules, mpsprof_cli, read_summary
 from mpsprofiler.devices.fake import FakeMpsBackend
 from mpsprofiler.diagnosis import diagnose
 from mpsprofiler.diagnosis.findings import Finding
@@ -88,17 +87,10 @@ PARALLEL = 3
 def _run(name: str, base: Path) -> dict[str, Any]:
     script, args, extra = TRIGGERS[name]
     run_dir = base / name
-    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
-    env.update(extra)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH", "")) if p)
-    for key in ("ML_DEVICE", "MPSPROF_CHANNEL", "MPSPROF_OPTIONS"):
-        env.pop(key, None)
-    proc = subprocess.run(
-        [sys.executable, "-m", "mpsprofiler", "run", "--headless", "-o", str(run_dir), str(EXAMPLES / script), *args],
-        capture_output=True, text=True, env=env, timeout=180, stdin=subprocess.DEVNULL, cwd=REPO, check=False,
-    )  # fmt: skip
-    path = run_dir / "summary.json"
-    summary = json.loads(path.read_text()) if path.exists() else {}
+    env = child_env(**{"MKL_NUM_THREADS": "1", **extra, "ML_DEVICE": None})  # the examples' default device
+    proc = mpsprof_cli("run", "--headless", "-o", str(run_dir), str(EXAMPLES / script), *args,
+                       env=env, timeout=180, cwd=REPO)
+    summary = read_summary(run_dir, missing_ok=True)
     return {"returncode": proc.returncode, "stderr": proc.stderr, "summary": summary, "run_dir": run_dir}
 
 
@@ -193,8 +185,7 @@ def test_spawn_crash_points_at_the_main_guard(runs):
 def test_clean_script_has_no_warning(runs):
     run = runs["clean"]
     assert run["returncode"] == 0, run["stderr"][-3000:]
-    loud = [f["rule"] for f in run["summary"]["findings"] if f["severity"] in ("warning", "critical")]
-    assert loud == []
+    assert loud_rules(run["summary"]) == []
     assert run["summary"]["steps"]["count"] >= 50
 
 

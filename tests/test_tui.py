@@ -14,8 +14,6 @@ import json
 import os
 import shutil
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -24,6 +22,7 @@ from collections.abc import Awaitable, Callable
 import pytest
 from rich.console import Console
 
+from helpers import mpsprof_cli, read_summary
 from mpsprofiler.events import KIND_EXCEPTION, Event
 from mpsprofiler.launcher.child import RunSpec
 from mpsprofiler.session.recording import load_run
@@ -50,25 +49,13 @@ DDP_RECORDING = REPO / "tests" / "fixtures" / "recordings" / "ddp_straggler"
 to load its data); see tests/test_tui_snapshots.py for how it is regenerated."""
 
 
-def env() -> dict[str, str]:
-    out = dict(os.environ)
-    out["OMP_NUM_THREADS"] = "1"
-    out["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), out.get("PYTHONPATH", "")) if p)
-    for key in ("MPSPROF_CHANNEL", "MPSPROF_OPTIONS"):
-        out.pop(key, None)
-    return out
-
-
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A real headless recording of the slow-DataLoader example (30 steps)."""
     run_dir = tmp_path_factory.mktemp("tui") / "run"
-    proc = subprocess.run(
-        [sys.executable, "-m", "mpsprofiler", "run", "--headless", "-o", str(run_dir),
-         str(REPO / "examples" / "slow_dataloader.py"), "--steps", "30"],
-        cwd=REPO, env=env(), capture_output=True, timeout=180,
-    )
-    assert proc.returncode == 0, proc.stderr.decode()[-2000:]
+    proc = mpsprof_cli("run", "--headless", "-o", str(run_dir), str(REPO / "examples" / "slow_dataloader.py"),
+                       "--steps", "30", cwd=REPO, timeout=180, stdin=None)
+    assert proc.returncode == 0, proc.stderr[-2000:]
     return run_dir
 
 
@@ -396,7 +383,7 @@ def test_live_run_stop_key(tmp_path: Path) -> None:
     assert app.returncode is not None and app.returncode != 0
     output = (tmp_path / "run" / "output.log").read_text(encoding="utf-8", errors="replace")
     assert "KeyboardInterrupt" in output
-    summary = json.loads((tmp_path / "run" / "summary.json").read_text(encoding="utf-8"))
+    summary = read_summary(tmp_path / "run")
     assert summary["status"] == "stopped" and summary["exit"]["stopped_by_user"] is True
 
 
@@ -460,7 +447,7 @@ def test_live_torchrun_ranks_and_stop_key(tmp_path: Path, monkeypatch: pytest.Mo
         except psutil.NoSuchProcess:
             alive = False
         assert not alive, f"rank process {pid} outlived the stop"
-    summary = json.loads((tmp_path / "run" / "summary.json").read_text(encoding="utf-8"))
+    summary = read_summary(tmp_path / "run")
     assert summary["status"] == "stopped" and [r["rank"] for r in summary["ranks"]] == [0, 1]
 
 
