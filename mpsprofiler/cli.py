@@ -295,11 +295,11 @@ def _cmd_view(args: argparse.Namespace) -> int:
 
 def _cmd_report(args: argparse.Namespace) -> int:
     from .report import render_report
-    from .results import build_results
+    from .results import build_results, say_rule_problems
 
     loaded = _load(args.run_dir)
     results = build_results(loaded.session, list(args.rules))
-    _say_rule_problems(results)
+    say_rule_problems(results.rule_errors)
     text = render_report(args.format, loaded.session, results)
     if args.output is None:
         sys.stdout.write(text)
@@ -310,12 +310,6 @@ def _cmd_report(args: argparse.Namespace) -> int:
         raise UsageError(f"cannot write {args.output}: {exc.strerror or exc}") from None
     sys.stderr.write(f"mpsprof: wrote {args.output}\n")
     return 0
-
-
-def _say_rule_problems(results) -> None:
-    for error in results.rule_errors:
-        if getattr(error, "level", "error") != "note":
-            sys.stderr.write(f"mpsprof: rule file problem: {error}\n")
 
 
 def _write_report_file(session, results, path: Path) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
@@ -57,3 +58,11 @@ def write_text_atomic(path: Path, text: str) -> str | None:
     except OSError as exc:
         return f"cannot write {path}: {exc.strerror or exc}"
     return None
+
+
+def say_rule_problems(errors: Iterable[Any]) -> None:
+    """One ``mpsprof: rule file problem`` line per error or warning of the rule files
+    (notes are for ``mpsprof rules check``)."""
+    for error in errors:
+        if getattr(error, "level", "error") != "note":
+            sys.stderr.write(f"mpsprof: rule file problem: {error}\n")

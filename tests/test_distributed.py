@@ -100,6 +100,8 @@ def test_recordings_of_several_nodes_merge(straggler_run, tmp_path):
     merged = load_runs(nodes).session
     assert sorted(merged.ranks) == [0, 1]
     assert merged.ranks[1].steps.count == 30
+    # given as events files, the run directory is the first one's folder, as for one recording
+    assert load_runs([n / "events.jsonl" for n in nodes]).run_dir == nodes[0]
     report = mpsprof_cli("report", *map(str, nodes), "--format", "md", env=ENV, timeout=60, stdin=None)
     assert report.returncode == 0, report.stderr
     assert "## Ranks (2)" in report.stdout and "straggler-rank" in report.stdout

@@ -219,3 +219,17 @@ def test_to_dict_lists_predicted_fallbacks() -> None:
     assert {r["op"] for r in out["mps_predicted"]} >= {"aten::_pdist_forward", "aten::adaptive_max_pool3d"}
     assert all(r["calls_per_step"] == 1.0 for r in out["mps_predicted"])
     assert _stats(events).to_dict(predict=False)["mps_predicted"] == []
+
+
+def test_reports_show_predicted_fallbacks_as_their_own_table() -> None:
+    from mpsprofiler.report.ops_tables import ops_tables
+    from mpsprofiler.session.session import Session
+
+    events, _ = run_example("fallback_ops", steps=4)
+    session = Session()
+    session.ops = _stats(events)
+    tables = {t.title: t for t in ops_tables(session)}
+    predicted = tables["Ops that would fall back to the CPU on a Mac (no MPS kernel in this torch)"]
+    assert predicted.columns == ["Op", "Module", "Calls / step", "Where"]
+    assert "aten::_pdist_forward" in {row[0] for row in predicted.rows}
+    assert not any("predicted" in title.lower() for title in tables)  # no raw generic copy

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ..report.console import render_console
-from ..results import Results, build_results, write_summary
+from ..results import Results, build_results, say_rule_problems, write_summary
 from ..session.session import Session
 from .child import RunController, RunSpec
 
@@ -66,12 +66,11 @@ def _say_rule_problems(rule_dirs: list[Path]) -> None:
     try:
         from ..diagnosis import cached_ruleset  # loaded once: diagnosis at the end reuses it
 
-        problems = [e for e in cached_ruleset(rule_dirs).errors if getattr(e, "level", "error") != "note"]
+        errors = cached_ruleset(rule_dirs).errors
     except Exception as exc:
         sys.stderr.write(f"mpsprof: the rules could not be loaded ({type(exc).__name__}: {exc}); the run goes on\n")
         return
-    for problem in problems:
-        sys.stderr.write(f"mpsprof: rule file problem: {problem}\n")
+    say_rule_problems(errors)
 
 
 def _results(session: Session, rule_dirs: list[Path]) -> Results:

@@ -29,7 +29,8 @@ def ops_data(session: Session) -> dict[str, Any]:
 
 
 KNOWN_KEYS = {"sampled_steps", "first_step", "last_step", "device_kind", "model_device", "interval",
-                  "overhead_share", "ops", "syncs", "float64", "bf16_complex", "mismatch", "mps_kernel", "dropped"}
+                  "overhead_share", "ops", "syncs", "float64", "bf16_complex", "mismatch", "mps_kernel",
+                  "mps_predicted", "dropped"}
 TOP_OPS = 15
 CODE_COLUMNS = {"Op", "Code"}
 
@@ -66,11 +67,12 @@ def ops_tables(session: Session, data: dict[str, Any] | None = None) -> list[Tab
     cwd = str(session.run.get("cwd") or "")
     where = lambda r: short_path(r.get("file"), cwd) + (f":{r['line']}" if r.get("line") else "")  # noqa: E731
     tables: list[Table] = []
-    misses = _records(data.get("mps_kernel"))
-    if misses:
-        tables.append(_ops_table("Ops without an MPS kernel (they fall back to the CPU on a Mac)", misses,
-                                 [("Op", "op"), ("Module", "module"), ("Calls / step", "calls_per_step"),
-                                  ("Where", where)], numeric={2}))
+    for key, title in (("mps_kernel", "Ops without an MPS kernel (they fall back to the CPU on a Mac)"),
+                       ("mps_predicted", "Ops that would fall back to the CPU on a Mac (no MPS kernel in this torch)")):
+        misses = _records(data.get(key))
+        if misses:
+            tables.append(_ops_table(title, misses, [("Op", "op"), ("Module", "module"),
+                                                     ("Calls / step", "calls_per_step"), ("Where", where)], numeric={2}))
     syncs = _records(data.get("syncs"))
     if syncs:
         tables.append(_ops_table("Host-device synchronisations", syncs,

@@ -1,5 +1,4 @@
 """Rank 1 fails: the launcher reports the job as failed."""
-import os
 import sys
 
 import torch.distributed as dist

@@ -1,5 +1,4 @@
 """A DDP job that runs until interrupted (for the Ctrl-C test)."""
-import os
 import time
 
 import torch
