@@ -78,6 +78,12 @@ class MemoryStats:
     def last(self) -> MemPoint | None:
         return self.series.last
 
+    @property
+    def peak_allocated(self) -> int | None:
+        """Peak tensor memory on the device: the allocator's own peak where the device
+        keeps one (CUDA), else the highest sampled reading (MPS)."""
+        return self.device_peak or self.peak.get("allocated")
+
 
 def _opt(v: Any) -> int | None:
     if v is None or isinstance(v, bool):

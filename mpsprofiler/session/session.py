@@ -13,6 +13,7 @@ from typing import Any, Iterable
 
 from .. import events
 from .memory import MemoryStats
+from .ops import OpStats
 from .steps import StepStats
 
 MAX_WARNINGS = 200
@@ -69,7 +70,7 @@ class Session:
     crash: CrashInfo | None = None
     exit: ExitInfo | None = None
     probe_errors: list[dict[str, Any]] = field(default_factory=list)
-    ops: Any = None
+    ops: OpStats = field(default_factory=OpStats)
     last_ts: float = 0.0
     events_seen: int = 0
     unknown_events: int = 0
@@ -81,15 +82,6 @@ class Session:
     single-process view shows rank 0."""
     primary_rank: int = 0
     """The rank whose figures the job-level views show (rank 0 is on the first node)."""
-
-    def __post_init__(self) -> None:
-        if self.ops is None:
-            try:
-                from .ops import OpStats
-
-                self.ops = OpStats()
-            except ImportError:  # pragma: no cover - during development only
-                self.ops = None
 
     # -- folding ------------------------------------------------------------------
     def feed_many(self, batch: Iterable[events.Event]) -> None:
@@ -165,8 +157,7 @@ class Session:
             )
 
     def _on_ops(self, ts: float, data: dict[str, Any]) -> None:
-        if self.ops is not None:
-            self.ops.feed(data)
+        self.ops.feed(data)
 
     def _on_exception(self, ts: float, data: dict[str, Any]) -> None:
         frames = [f for f in data.get("frames") or [] if isinstance(f, dict)]

@@ -56,7 +56,7 @@ def summarize(session: Session) -> dict[str, Any]:
         "memory": {
             "peak_rss": mem.peak.get("rss"),
             "peak_rss_with_workers": mem.peak.get("rss_total"),
-            "peak_device_allocated": mem.device_peak or mem.peak.get("allocated"),
+            "peak_device_allocated": mem.peak_allocated,
             "peak_device_cached": mem.peak.get("cached"),
             "device_total": mem.device_total,
             "device_limit": mem.device_limit,
@@ -93,7 +93,7 @@ def rank_rows(session: Session) -> list[dict[str, Any]]:
             "p90_s": steps.quantile(0.9),
             "data_wait_share": steps.data_wait_share(),
             "data_wait_per_step_s": (wait / n) if n else None,
-            "peak_memory": mem.device_peak or mem.peak.get("allocated") or mem.peak.get("rss_total"),
+            "peak_memory": mem.peak_allocated or mem.peak.get("rss_total"),
             "device": sub.model.get("device"),
             "status": "crashed" if sub.crash is not None else sub.status,
         })

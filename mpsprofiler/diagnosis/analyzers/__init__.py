@@ -27,6 +27,4 @@ if _ops_facts is not None:
 
     @analyzer("ops")
     def op_facts(session: Session) -> dict[str, Any]:
-        if session.ops is None:
-            return {}
         return dict(_ops_facts(session.ops, session.device_kind, session.env))

@@ -25,8 +25,8 @@ def _rank_row(rank: int, s: Session) -> dict[str, Any]:
     n = steps.steady_count
     dur, wait = steps.steady_sums()
     mem = s.memory
-    peak = mem.device_peak or mem.peak.get("allocated") or mem.peak.get("rss_total")
-    limit = mem.device_limit if (mem.device_peak or mem.peak.get("allocated")) else mem.sys_total
+    peak = mem.peak_allocated or mem.peak.get("rss_total")
+    limit = mem.device_limit if mem.peak_allocated else mem.sys_total
     return {
         "rank": rank,
         "steps": steps.count,

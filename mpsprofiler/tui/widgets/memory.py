@@ -66,7 +66,7 @@ def memory_table(state: RunState) -> Table:
     table.add_column("at start", justify="right", no_wrap=True)
     first = mem.first
     rows = (
-        ("device allocated", "allocated", mem.device_peak or mem.peak.get("allocated")),
+        ("device allocated", "allocated", mem.peak_allocated),
         ("driver / cache", "cached", mem.peak.get("cached")),
         ("RSS (training process)", "rss", mem.peak.get("rss")),
         ("RSS (DataLoader workers)", "rss_children", mem.peak.get("rss_children")),
@@ -91,7 +91,7 @@ def limits_table(state: RunState) -> Table:
     table = Table.grid(padding=(0, 2), expand=True)
     table.add_column(style="dim", no_wrap=True)
     table.add_column(justify="right", overflow="fold")
-    peak_device = mem.device_peak or mem.peak.get("allocated")
+    peak_device = mem.peak_allocated
     if mem.device_limit:
         table.add_row("device limit", fmt_bytes(mem.device_limit))
         if peak_device is not None:

@@ -132,10 +132,10 @@ class OpsPanel(Widget):
     def update_state(self, state: RunState) -> None:
         session = state.session
         self._cwd = session.run.get("cwd")
-        ops = session.ops.to_dict(predict=False) if session.ops is not None else {}  # mps_predicted unused here
-        key = (id(session), ops.get("sampled_steps"), len(ops.get("ops") or []), len(ops.get("syncs") or []), session.ops is None)
+        ops = session.ops.to_dict(predict=False)  # mps_predicted is not shown here
+        key = (id(session), ops.get("sampled_steps"), len(ops.get("ops") or []), len(ops.get("syncs") or []))
         summary = self.query_one("#ops-summary", Static)
-        summary.update(summary_text(ops, session.ops is None, state))
+        summary.update(summary_text(ops, state))
         if key == self._key:
             return
         self._key = key
@@ -211,9 +211,7 @@ class OpsPanel(Widget):
         detail.display = True
 
 
-def summary_text(ops: dict[str, Any], missing: bool, state: RunState) -> Text:
-    if missing:
-        return Text("op accounting is not available in this version")
+def summary_text(ops: dict[str, Any], state: RunState) -> Text:
     n = ops.get("sampled_steps") or 0
     if not n:
         if not state.running and state.session.steps.count:

@@ -105,7 +105,7 @@ def figures_table(state: RunState) -> Table:
     table.add_row("data wait", fmt_pct(steps.data_wait_share()) + " of step time")
     if steps.warmup:
         table.add_row("warm-up", f"{fmt_seconds(steps.warmup_cost())} extra")
-    peak_dev = mem.device_peak or mem.peak.get("allocated")
+    peak_dev = mem.peak_allocated
     if peak_dev is not None:
         table.add_row("device", fmt_bytes(peak_dev) + (f" of {fmt_bytes(mem.device_limit)}" if mem.device_limit else "") + " peak")
     if mem.peak.get("rss_total") is not None:
