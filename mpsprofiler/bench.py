@@ -19,6 +19,7 @@ from typing import Any, Callable
 
 from .devices import backend_for
 from .devices.select import accelerator_kind
+from .units import console_text, text_console
 
 DEFAULT_SIZES = (1024, 2048, 4096)
 QUICK_SIZES = (256, 512, 1024)
@@ -312,15 +313,10 @@ def interpret(report: dict[str, Any]) -> list[str]:
 
 def render_bench(report: dict[str, Any], color: bool | None = None) -> str:
     """The table and verdict for people; plain text in a pipe."""
-    import io
-
-    from rich.console import Console
     from rich.table import Table
 
     color = sys.stdout.isatty() if color is None else color
-    console = Console(file=io.StringIO(), force_terminal=color, no_color=not color,
-                      color_system="standard" if color else None, width=100 if not color else None,
-                      highlight=False, emoji=False)
+    console = text_console(color, 100 if not color else None)
     acc = report["accelerator"]
     threads = report["torch_threads"]
     cpu = f"CPU ({report['cpu_name'] or 'unknown'}, {threads} thread{'s' if threads != 1 else ''})"
@@ -339,8 +335,7 @@ def render_bench(report: dict[str, Any], color: bool | None = None) -> str:
     console.print()
     for line in report["verdict"]:
         console.print(f"* {line}", markup=False)
-    text = console.file.getvalue()  # type: ignore[attr-defined]
-    return "\n".join(line.rstrip() for line in text.splitlines()) + "\n"
+    return console_text(console) + "\n"
 
 
 def _cell(measured: dict[str, Any] | None) -> str:

@@ -8,7 +8,6 @@ cases are tested on Linux with fake dicts. Nothing here initialises CUDA.
 from __future__ import annotations
 
 import argparse
-import io
 import json
 import os
 import re
@@ -19,6 +18,7 @@ from typing import Any, Callable
 
 from .devices.mps import DEFAULT_HIGH_WATERMARK_UNIFIED
 from .environment import mps_min_macos_for
+from .units import console_text, text_console
 
 STATUSES = ("ok", "warn", "fail", "info")
 _RANK = {"info": 0, "ok": 1, "warn": 2, "fail": 3}
@@ -398,16 +398,13 @@ def _markdown_text(text: str, color: bool) -> Any:
 def render_text(checks: list[Check], env: dict[str, Any] | None = None, *,
                 color: bool | None = None, width: int | None = None) -> str:
     """A table for people: coloured on a terminal, plain (Markdown fixes intact) in a pipe."""
-    from rich.console import Console
     from rich.table import Table
     from rich.text import Text
 
     color = sys.stdout.isatty() if color is None else color
     if width is None:
         width = min(shutil.get_terminal_size((100, 24)).columns, 110) if color else 100
-    console = Console(file=io.StringIO(), force_terminal=color, no_color=not color,
-                      color_system="standard" if color else None, width=width,
-                      highlight=False, emoji=False)
+    console = text_console(color, width)
     if env:
         head = [env.get("os"), f"Python {env.get('python')}", f"torch {env.get('torch') or 'missing'}"]
         console.print(Text("mpsprof doctor: " + " | ".join(str(h) for h in head if h), style="bold"))
@@ -426,8 +423,7 @@ def render_text(checks: list[Check], env: dict[str, Any] | None = None, *,
     console.print()
     counts = summary(checks)
     console.print(", ".join(f"{n} {s}" for s, n in counts.items()))
-    text = console.file.getvalue()  # type: ignore[attr-defined]
-    return "\n".join(line.rstrip() for line in text.splitlines()).rstrip() + "\n"
+    return console_text(console).rstrip() + "\n"
 
 
 def add_doctor_arguments(parser: argparse.ArgumentParser) -> None:

@@ -1,6 +1,9 @@
-"""Human formatting of seconds, bytes and shares, shared by every view."""
+"""Human formatting of seconds, bytes and shares, shared by every view; plain or coloured
+text tables for the command-line views."""
 
 from __future__ import annotations
+
+from typing import Any
 
 
 def fmt_seconds(value: float | None) -> str:
@@ -37,3 +40,19 @@ def fmt_pct(value: float | None) -> str:
     if value is None:
         return "–"
     return f"{value * 100:.0f}%"
+
+
+def text_console(color: bool, width: int | None) -> Any:
+    """A rich Console that writes into a string: ANSI colours on a terminal, plain text
+    (no highlighting, no emoji) in a pipe. Read it back with :func:`console_text`."""
+    import io
+
+    from rich.console import Console
+
+    return Console(file=io.StringIO(), force_terminal=color, no_color=not color,
+                   color_system="standard" if color else None, width=width, highlight=False, emoji=False)
+
+
+def console_text(console: Any) -> str:
+    """What a :func:`text_console` holds, without trailing spaces on its lines."""
+    return "\n".join(line.rstrip() for line in console.file.getvalue().splitlines())
