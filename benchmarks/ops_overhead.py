@@ -28,6 +28,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from mpsprofiler.devices import backend_for
 from mpsprofiler.probe.ops import OpAccountant
 
 Step = Callable[[], None]
@@ -74,8 +75,8 @@ MODELS: dict[str, Callable[[torch.device], Step]] = {"mlp": make_mlp, "gru": mak
 
 
 def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
+    """Wait for the device's queue (CUDA and MPS run asynchronously), via its backend."""
+    backend_for(device.type).synchronize()
 
 
 def run(make: Callable[[torch.device], Step], variant: str, steps: int, device: torch.device,

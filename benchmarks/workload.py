@@ -94,9 +94,11 @@ def main() -> None:
         loss_fn(net(x), y).backward()
         opt.step()
 
-    def sync() -> None:
+    def sync() -> None:  # written out, not mpsprofiler's backend: the bare run imports no mpsprofiler
         if device.type == "cuda":
             torch.cuda.synchronize()
+        elif device.type == "mps":
+            torch.mps.synchronize()
 
     for _ in range(args.warmup):
         step()
