@@ -143,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
 # -- run ----------------------------------------------------------------------
 def _run_spec(args: argparse.Namespace):
     from .launcher.child import RunSpec
-    from .launcher.recorder import default_run_dir, prepare_run_dir
+    from .launcher.recorder import RunDirInUse, default_run_dir, prepare_run_dir
 
     if args.command == "demo":
         from .examples import demo_script
@@ -177,7 +177,10 @@ def _run_spec(args: argparse.Namespace):
     if plan is not None:
         target, module, script_args = plan.script, plan.module, plan.script_args
     run_dir = args.output if args.output is not None else default_run_dir(target.split(".")[-1] if module else target)
-    prepared, error = prepare_run_dir(Path(run_dir))
+    try:
+        prepared, error = prepare_run_dir(Path(run_dir), unique=args.output is None)
+    except RunDirInUse as exc:  # never mix two runs in one directory
+        raise UsageError(str(exc)) from None
     if error:
         sys.stderr.write(f"mpsprof: {error}; the run goes on without a recording\n")
     options = {"no_ops": bool(args.no_ops), "ops_budget": args.ops_budget}
@@ -304,22 +307,22 @@ def _cmd_report(args: argparse.Namespace) -> int:
     if args.output is None:
         sys.stdout.write(text)
         return 0
-    try:
-        args.output.write_text(text, encoding="utf-8")
-    except OSError as exc:
-        raise UsageError(f"cannot write {args.output}: {exc.strerror or exc}") from None
+    from .launcher.rundir import write_text_atomic
+
+    error = write_text_atomic(args.output, text)
+    if error:
+        raise UsageError(error)
     sys.stderr.write(f"mpsprof: wrote {args.output}\n")
     return 0
 
 
 def _write_report_file(session, results, path: Path) -> None:
+    from .launcher.rundir import write_text_atomic
     from .report import format_for_path, render_report
 
-    try:
-        path.write_text(render_report(format_for_path(path), session, results), encoding="utf-8")
-        sys.stderr.write(f"mpsprof: wrote {path}\n")
-    except OSError as exc:
-        sys.stderr.write(f"mpsprof: cannot write {path}: {exc.strerror or exc}\n")
+    # often inside the run directory: replaced through a fresh file, never written through a link
+    error = write_text_atomic(path, render_report(format_for_path(path), session, results))
+    sys.stderr.write(f"mpsprof: {error}\n" if error else f"mpsprof: wrote {path}\n")
 
 
 if __name__ == "__main__":

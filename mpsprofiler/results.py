@@ -7,13 +7,13 @@ view shows the same findings for the same run.
 from __future__ import annotations
 
 import json
-import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
 from .launcher.recorder import SUMMARY_FILE
+from .launcher.rundir import write_text_atomic
 from .session.session import Session
 from .session.summary import summarize
 
@@ -46,18 +46,6 @@ def build_results(session: Session, rule_dirs: Iterable[Path] = ()) -> Results:
 def write_summary(run_dir: Path, results: Results) -> str | None:
     """Write ``summary.json`` atomically; returns an error message instead of raising."""
     return write_text_atomic(Path(run_dir) / SUMMARY_FILE, json.dumps(results.document(), indent=2, default=str))
-
-
-def write_text_atomic(path: Path, text: str) -> str | None:
-    """Write ``text`` to ``path`` through ``NAME.tmp`` and a rename, so a reader never sees
-    half a file; returns an error message instead of raising."""
-    tmp = path.with_name(path.name + ".tmp")
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, path)
-    except OSError as exc:
-        return f"cannot write {path}: {exc.strerror or exc}"
-    return None
 
 
 def say_rule_problems(errors: Iterable[Any]) -> None:

@@ -6,13 +6,14 @@ from __future__ import annotations
 import os
 import stat
 import subprocess
+import sys
 import time
 from pathlib import Path
 
 import psutil
 import pytest
 
-from helpers import REPO, SCRIPTS, child_env, mpsprof_cmd, run_mpsprof
+from helpers import REPO, SCRIPTS, child_env, mpsprof_cli, mpsprof_cmd, read_events, read_summary, run_mpsprof
 
 AUDIT_HOOK = '''
 import os, sys
@@ -122,3 +123,86 @@ def test_html_report_escapes_recorded_strings(tmp_path: Path) -> None:
     assert "<script>alert" not in html and "<img src=x" not in html
     assert "onerror=alert(1)>" not in html
     assert "&lt;script&gt;alert(" in html  # the strings are there, escaped
+
+
+# -- the run directory: one run each, nothing written through a planted name ----------------
+def test_reused_run_directory_is_refused(tmp_path: Path) -> None:
+    """``-o`` of an earlier run: refused before the script starts (exit 2), the earlier
+    run's files untouched; an empty directory is fine."""
+    run_dir = tmp_path / "run"
+    first = mpsprof_cli("run", "--headless", "-o", str(run_dir), str(SCRIPTS / "exits.py"), "0", cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    before = {p.name: p.read_bytes() for p in run_dir.iterdir()}
+    again = mpsprof_cli("run", "--headless", "-o", str(run_dir), str(SCRIPTS / "exits.py"), "1", cwd=tmp_path)
+    assert again.returncode == 2 and again.stdout == ""  # the script did not run
+    assert f"mpsprof: error: the run directory {run_dir} already holds an earlier mpsprof run" in again.stderr
+    assert {p.name: p.read_bytes() for p in run_dir.iterdir()} == before
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "notes.txt").write_text("mine")
+    other = mpsprof_cli("run", "--headless", "-o", str(tmp_path / "other"), str(SCRIPTS / "exits.py"), "0")
+    assert other.returncode == 2 and "already holds 1 file(s)" in other.stderr
+    assert [p.name for p in (tmp_path / "other").iterdir()] == ["notes.txt"]
+    (tmp_path / "empty").mkdir()
+    empty = mpsprof_cli("run", "--headless", "-o", str(tmp_path / "empty"), str(SCRIPTS / "exits.py"), "0")
+    assert empty.returncode == 0, empty.stderr
+    assert read_summary(tmp_path / "empty")["status"] == "finished"
+
+
+def test_default_run_directories_never_collide(tmp_path: Path) -> None:
+    """Runs started together in one second each claim their own directory."""
+    cmd = [sys.executable, "-m", "mpsprofiler", "run", "--headless", str(SCRIPTS / "exits.py"), "0"]
+    procs = [subprocess.Popen(cmd, cwd=tmp_path, env=child_env(), stdin=subprocess.DEVNULL,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for _ in range(4)]
+    assert [p.wait(timeout=120) for p in procs] == [0] * 4
+    dirs = sorted((tmp_path / "mpsprof-runs").iterdir())
+    assert len(dirs) == 4
+    for run_dir in dirs:
+        assert [e["k"] for e in read_events(run_dir)].count("run") == 1
+
+
+PLANTER = '''
+import os, sys, time
+run_dir = sys.argv[1]
+print("planting", flush=True)
+for name, target in [("summary.json", "victim_summary"), ("summary.json.tmp", "victim_tmp"),
+                     ("report.md", "victim_report")]:
+    os.symlink(os.path.join(os.path.dirname(run_dir), target), os.path.join(run_dir, name))
+'''
+
+
+def test_files_are_never_written_through_symlinks(tmp_path: Path) -> None:
+    """A symlink planted in the run directory while the run goes on (here by the script
+    itself) is replaced, never written through; a planted events.jsonl makes the run
+    directory refused up front."""
+    victims = {name: tmp_path / name for name in ("victim_summary", "victim_tmp", "victim_report")}
+    for path in victims.values():
+        path.write_text("precious\n")
+    (tmp_path / "planter.py").write_text(PLANTER)
+    run_dir = tmp_path / "run"
+    proc = mpsprof_cli("run", "--headless", "-o", str(run_dir), "--report", str(run_dir / "report.md"),
+                       str(tmp_path / "planter.py"), str(run_dir), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    for path in victims.values():
+        assert path.read_text() == "precious\n", path
+    assert not (run_dir / "summary.json").is_symlink()
+    assert read_summary(run_dir)["status"] == "finished"
+    planted = tmp_path / "planted"
+    planted.mkdir()
+    (planted / "events.jsonl").symlink_to(victims["victim_summary"])
+    proc = mpsprof_cli("run", "--headless", "-o", str(planted), str(SCRIPTS / "exits.py"), "0", cwd=tmp_path)
+    assert proc.returncode == 2 and "already holds an earlier mpsprof run" in proc.stderr
+    assert victims["victim_summary"].read_text() == "precious\n"
+
+
+def test_safe_file_helpers(tmp_path: Path) -> None:
+    from mpsprofiler.launcher.rundir import open_new, write_atomic
+
+    victim = tmp_path / "victim"
+    victim.write_text("precious\n")
+    (tmp_path / "link").symlink_to(victim)
+    with pytest.raises(FileExistsError):
+        open_new(tmp_path / "link", append=True)
+    write_atomic(tmp_path / "link", b"new\n")
+    assert victim.read_text() == "precious\n" and (tmp_path / "link").read_text() == "new\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link", "victim"]  # no temporary left
+    assert stat.S_IMODE((tmp_path / "link").stat().st_mode) == 0o600

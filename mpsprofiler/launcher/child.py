@@ -26,6 +26,7 @@ from typing import Callable
 from .. import events
 from .distributed import FifoChannels, TorchrunPlan, boot_args
 from .recorder import OUTPUT_FILE, Recorder
+from .rundir import open_new
 
 EventSink = Callable[[list[events.Event]], None]
 
@@ -94,13 +95,17 @@ class RunController:
         out_file = None
         if spec.capture_output:
             stdin = subprocess.DEVNULL
+            out_file = None
             if spec.run_dir is not None and self.recorder.active:
-                self.output_path = spec.run_dir / OUTPUT_FILE
-            else:
+                try:  # a new file, never one planted in the directory (or a symlink)
+                    out_file = open_new(spec.run_dir / OUTPUT_FILE, append=True)
+                    self.output_path = spec.run_dir / OUTPUT_FILE
+                except OSError:
+                    out_file = None
+            if out_file is None:
                 fd, name = tempfile.mkstemp(prefix="mpsprof-output-", suffix=".log")
-                os.close(fd)
+                out_file = os.fdopen(fd, "ab")
                 self.output_path = Path(name)
-            out_file = open(self.output_path, "ab")
             stdout = stderr = out_file
         # A terminal delivers Ctrl-C to its whole foreground group, the child included:
         # then the child shares our group and we do not forward SIGINT (it would arrive

@@ -14,6 +14,10 @@ import time
 from pathlib import Path
 from typing import IO
 
+from .rundir import RunDirInUse, check_writable, create_run_dir, open_new
+
+__all__ = ["Recorder", "RunDirInUse", "default_run_dir", "prepare_run_dir"]
+
 EVENTS_FILE = "events.jsonl"
 SUMMARY_FILE = "summary.json"
 OUTPUT_FILE = "output.log"
@@ -28,9 +32,8 @@ class Recorder:
         self._last_flush = time.monotonic()
         if run_dir is not None:
             try:
-                # private to the user, like the run directory (0700) it lives in
-                fd = os.open(run_dir / EVENTS_FILE, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-                self._file = os.fdopen(fd, "ab")
+                # a new private file: never appends to an old run's events or through a symlink
+                self._file = open_new(run_dir / EVENTS_FILE, append=True)
             except OSError as exc:
                 self._fail(exc)
 
@@ -89,26 +92,22 @@ class Recorder:
 
 
 def default_run_dir(script: str, base: Path | None = None) -> Path:
-    """``./mpsprof-runs/<YYYYmmdd-HHMMSS>-<script stem>``, made unique if it exists."""
+    """``./mpsprof-runs/<YYYYmmdd-HHMMSS>-<script stem>``: a candidate name, made unique when
+    :func:`prepare_run_dir` claims it (``unique=True``)."""
     stem = Path(script).stem or "run"
     stem = "".join(c if c.isalnum() or c in "-_." else "_" for c in stem)[:60]
     root = base if base is not None else Path.cwd() / "mpsprof-runs"
-    name = time.strftime("%Y%m%d-%H%M%S") + "-" + stem
-    path = root / name
-    n = 1
-    while path.exists():
-        n += 1
-        path = root / f"{name}-{n}"
-    return path
+    return root / (time.strftime("%Y%m%d-%H%M%S") + "-" + stem)
 
 
-def prepare_run_dir(path: Path) -> tuple[Path | None, str | None]:
-    """Create the run directory privately (0700); on failure say why and record nothing."""
+def prepare_run_dir(path: Path, unique: bool = False) -> tuple[Path | None, str | None]:
+    """Create the run directory privately (0700); on failure say why and record nothing.
+
+    Raises :class:`RunDirInUse` for a directory that already holds files (``-o`` of an
+    earlier run): that is the user's mistake to fix, not a reason to mix two runs."""
     try:
-        path.mkdir(parents=True, exist_ok=True, mode=0o700)
-        probe_file = path / ".write-test"
-        probe_file.write_bytes(b"")
-        probe_file.unlink()
-        return path, None
+        created = create_run_dir(path, unique=unique)
+        check_writable(created)
+        return created, None
     except OSError as exc:
         return None, f"cannot write the run directory {path}: {exc.strerror or exc}"
