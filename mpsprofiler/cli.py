@@ -56,27 +56,45 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("target", nargs="?", metavar="SCRIPT", help="the training script")
     run.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS", help="arguments for the script")
 
-    demo = sub.add_parser("demo", help="profile a bundled example training with a slow DataLoader")
-    add_run_options(demo)
+    demo = _command(sub, "demo", "profile a bundled example training with a slow DataLoader",
+                    "Run a small bundled image classifier whose DataLoader is too slow, under the profiler: "
+                    "the findings name the stall and the fix (num_workers).")
+    add_run_options(demo, distributed=False)
     demo.add_argument("--steps", type=int, default=None, help="training steps of the demo (default: its own)")
 
-    view = sub.add_parser("view", help="open a recorded run in the TUI")
+    view = _command(sub, "view", "open a recorded run in the TUI",
+                    "Reopen a run directory written by `mpsprof run` in the TUI, with the same panels and findings.")
     view.add_argument("run_dir", type=Path, nargs="+", metavar="RUN_DIR", help="a run directory (several: the nodes of one job)")
     view.add_argument("--rules", action="append", type=Path, default=[], metavar="DIR", help="add your rule files")
 
-    report = sub.add_parser("report", help="write a report of a recorded run")
+    report = _command(sub, "report", "write a report of a recorded run",
+                      "Write a report of a recorded run: Markdown, a self-contained HTML page, the JSON summary "
+                      "or a Chrome/Perfetto trace.")
     report.add_argument("run_dir", type=Path, nargs="+", metavar="RUN_DIR", help="a run directory (several: the nodes of one job)")
-    report.add_argument("--format", "-f", choices=["md", "html", "json", "trace"], default="md")
+    report.add_argument("--format", "-f", choices=["md", "html", "json", "trace"], default="md",
+                        help="md (default), html (one file, charts included), json (summary and findings) "
+                        "or trace (open in chrome://tracing or ui.perfetto.dev)")
     report.add_argument("-o", "--output", type=Path, help="file to write (default: standard output)")
     report.add_argument("--rules", action="append", type=Path, default=[], metavar="DIR", help="add your rule files")
 
-    doctor = sub.add_parser("doctor", help="check this machine for training on MPS or CUDA")
-    bench = sub.add_parser("bench", help="time CPU against the accelerator (matmul, small training steps)")
-    rules = sub.add_parser("rules", help="list the diagnosis rules, or `rules check FILE` to validate one")
+    doctor = _command(sub, "doctor", "check this machine for training on MPS or CUDA",
+                      "Check this machine for training on MPS or CUDA (the Python build, torch, the accelerator), "
+                      "each problem with its fix.")
+    bench = _command(sub, "bench", "time CPU against the accelerator (matmul, small training steps)",
+                     "Time the CPU against the accelerator (matmul, small training steps), with warm-up and "
+                     "synchronisation, so the figures mean what they say.")
+    rules = _command(sub, "rules", "list the diagnosis rules, or `rules check FILE` to validate one",
+                     "List the diagnosis rules (the built-in ones and yours, --rules DIR), or validate rule "
+                     "files with `mpsprof rules check FILE`.")
     _optional_arguments("mpsprofiler.doctor", "add_doctor_arguments", doctor)
     _optional_arguments("mpsprofiler.bench", "add_bench_arguments", bench)
     _optional_arguments("mpsprofiler.diagnosis.rules", "add_rules_arguments", rules)
     return parser
+
+
+def _command(sub, name: str, summary: str, description: str) -> argparse.ArgumentParser:
+    """A subcommand with its one-line summary in ``mpsprof --help`` and a sentence in its own help."""
+    return sub.add_parser(name, help=summary, description=description)
 
 
 def _optional_arguments(module: str, function: str, parser: argparse.ArgumentParser) -> None:
@@ -89,7 +107,7 @@ def _optional_arguments(module: str, function: str, parser: argparse.ArgumentPar
         parser.set_defaults(_broken=f"{module} cannot be loaded ({exc})")
 
 
-def add_run_options(parser: argparse.ArgumentParser) -> None:
+def add_run_options(parser: argparse.ArgumentParser, distributed: bool = True) -> None:
     parser.add_argument("--headless", action="store_true", help="no TUI; print a summary at the end")
     parser.add_argument("-o", "--output", type=Path, metavar="DIR", help="run directory (default: ./mpsprof-runs/<time>-<script>)")
     parser.add_argument("--rules", action="append", type=Path, default=[], metavar="DIR", help="add your rule files (repeatable)")
@@ -97,6 +115,12 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--fail-on", choices=["warning", "critical"], help=f"exit with status {EXIT_FINDINGS} when a finding reaches this severity"
     )
+    parser.add_argument("--no-ops", action="store_true", help="switch off op accounting (CPU fallback / sync detection)")
+    parser.add_argument("--ops-budget", type=float, default=0.02, metavar="SHARE", help="time budget of op accounting (default 0.02 = 2%%)")
+    if not distributed:  # the demo is one process
+        parser.set_defaults(nproc_per_node=None, standalone=False,
+                            **{"tr_" + flag.replace("-", "_"): None for flag in TORCHRUN_FLAGS})
+        return
     dist = parser.add_argument_group(
         "distributed (through torch.distributed.run; `mpsprof run -- torchrun ... SCRIPT` works too)"
     )
@@ -104,8 +128,6 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
     for flag in TORCHRUN_FLAGS:
         dist.add_argument(f"--{flag}", dest="tr_" + flag.replace("-", "_"), metavar="VALUE", help=argparse.SUPPRESS)
     dist.add_argument("--standalone", action="store_true", help="single-node rendezvous (default with --nproc-per-node)")
-    parser.add_argument("--no-ops", action="store_true", help="switch off op accounting (CPU fallback / sync detection)")
-    parser.add_argument("--ops-budget", type=float, default=0.02, metavar="SHARE", help="time budget of op accounting (default 0.02 = 2%%)")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import tempfile
 import time
 from pathlib import Path
@@ -489,7 +490,7 @@ def test_cli_list(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytes
     monkeypatch.setattr(rules_mod, "builtin_rules_dir", lambda: builtin)
     assert run_cli(["--rules", str(FIXTURES / "override.yaml")]) == 0
     out = capsys.readouterr().out
-    assert "mps-fallback-ops  critical  mps" in out
-    assert "builtin:data.yaml" in out and "(overrides builtin)" in out and "disabled" in out
+    assert re.search(r"^mps-fallback-ops +critical +mps", out, re.M)
+    assert "override.yaml" in out and "(replaces a builtin rule)" in out and "disabled" in out
     assert run_cli(["list", "--rules", str(BROKEN / "bad_values.yaml")]) == 1
     assert "bad_values.yaml:4:15" in capsys.readouterr().err

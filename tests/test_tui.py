@@ -117,8 +117,11 @@ def test_number_keys_and_tab_switch_panels(recorded: Path) -> None:
         assert "finished" in header_text(app, "#hdr-status")
         assert "30" in header_text(app, "#hdr-step")
         assert not app.query_one("#hdr-rank").display
-        await pilot.press("r")  # no ranks to cycle: nothing happens
+        await pilot.press("r")  # no ranks to cycle: a note says why
         assert app.state.rank is None and app.state.session is app.session
+        assert "only one rank" in str(list(app._notifications)[-1].message)
+        await pilot.press("s")  # a recorded run: nothing to stop, and a note says so
+        assert "no script to stop" in str(list(app._notifications)[-1].message)
 
     drive(app, body)
 
@@ -374,6 +377,8 @@ def test_live_run_stop_key(tmp_path: Path) -> None:
         assert app.state.status == "stopped"
         assert "stopped" in header_text(app, "#hdr-status")
         assert app.is_running  # stays open on the final findings
+        await pilot.press("s")  # after the end: a note, not silence
+        assert "already stopped" in str(list(app._notifications)[-1].message)
         await wait_for(pilot, lambda: "KeyboardInterrupt" in "\n".join(app.query_one(LogPanel).output.buffer.plain_lines()), 10)
         lines = app.query_one(LogPanel).output.buffer.plain_lines()
         # the \r progress bar of epoch 0 is one line, as a terminal shows it

@@ -374,21 +374,33 @@ def main_rules(args: argparse.Namespace) -> int:
 
 
 def _print_listing(ruleset: RuleSet, builtin_dir: Path) -> None:
-    rows = [("ID", "SEVERITY", "DEVICES", "TITLE", "SOURCE")]
+    """One block per rule, as wide as the terminal (at least 60 columns): the id, severity
+    and devices on one line, the title below it with each fact a ``<placeholder>``."""
+    import shutil
+    import textwrap
+
+    width = max(60, min(120, shutil.get_terminal_size((80, 24)).columns))
+    id_width = min(30, max((len(rule.id) for rule in ruleset), default=0))
     for rule in ruleset:
         src = rule.source
         builtin = src is not None and src.parent == builtin_dir
-        origin = f"builtin:{src.name}" if builtin and src else f"{src}:{rule.line}"
+        origin = "" if builtin else f"  from {src}:{rule.line}"
         if rule.overrides:
-            replaced = "builtin" if rule.overrides.startswith(str(builtin_dir)) else rule.overrides
-            origin += f" (overrides {replaced})"
-        devices = ",".join(k for k in ("mps", "cuda", "cpu") if k in rule.devices)
+            replaced = "a builtin rule" if rule.overrides.startswith(str(builtin_dir)) else rule.overrides
+            origin += f" (replaces {replaced})"
+        devices = ", ".join(k for k in ("mps", "cuda", "cpu") if k in rule.devices)
         severity = rule.severity if rule.enabled else "disabled"
-        rows.append((rule.id, severity, devices, rule.title.strip(), origin))
-    widths = [max(len(r[i]) for r in rows) for i in range(4)]
-    for row in rows:
-        print("  ".join(c.ljust(w) for c, w in zip(row[:4], widths)) + "  " + row[4])
-    print(f"{len(ruleset)} rules")
+        print(f"{rule.id.ljust(id_width)}  {severity:<9} {devices}{origin}")
+        print(textwrap.fill(readable_title(rule), width, initial_indent="    ", subsequent_indent="    "))
+    print(f"{len(ruleset)} rules (builtin ones in {builtin_dir}); `mpsprof rules check FILE` validates a rule file")
+
+
+def readable_title(rule: Rule) -> str:
+    """A rule's title with ``<fact name>`` where the finding fills in a figure."""
+    pieces = rule.title_template.pieces
+    if not pieces:
+        return rule.title.strip()
+    return "".join(p if isinstance(p, str) else f"<{p.name.replace('_', ' ')}>" for p in pieces).strip()
 
 
 def _read_facts(path: Path) -> dict[str, Any] | None:

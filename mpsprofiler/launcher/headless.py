@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..report.console import render_console
+from ..report.console import print_summary
 from ..results import Results, build_results, say_rule_problems, write_summary
 from ..session.session import Session
 from .child import RunController, RunSpec
@@ -46,15 +46,7 @@ def run_headless(spec: RunSpec, rule_dirs: list[Path]) -> tuple[int, Session, Re
         if error:
             sys.stderr.write(f"mpsprof: {error}\n")
             run_dir = None
-    try:
-        text = render_console(results.summary, results.findings, str(run_dir) if run_dir else None)
-    except Exception as exc:
-        text = f"mpsprof: internal error while printing the summary ({type(exc).__name__}: {exc})\n"
-    try:
-        sys.stderr.write(text)
-        sys.stderr.flush()
-    except OSError:  # stderr closed or a broken pipe: the exit status still counts
-        pass
+    print_summary(results, str(run_dir) if run_dir else None)
     return code, session, results
 
 

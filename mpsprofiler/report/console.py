@@ -1,7 +1,13 @@
-"""The short plain-text summary printed at the end of a headless run (to stderr)."""
+"""The short plain-text summary printed at the end of a run (to stderr).
+
+Headless mode prints it when the script ends, the TUI once the app has left the
+terminal: one renderer, so both end with the same findings, run directory and follow-up
+commands.
+"""
 
 from __future__ import annotations
 
+import sys
 from typing import Any, Iterable
 
 from ..units import fmt_bytes, fmt_pct, fmt_seconds
@@ -60,3 +66,17 @@ def render_console(summary: dict[str, Any], findings: Iterable[Any] = (), run_di
         lines.append(f"  mpsprof view {run_dir}      mpsprof report {run_dir} --format md")
     lines.append("")
     return "\n".join(lines)
+
+
+def print_summary(results: Any, run_dir: str | None) -> None:
+    """Write the end-of-run summary of ``results`` to stderr; a bug here or a closed
+    stderr must never cost the run its exit status, so nothing escapes."""
+    try:
+        text = render_console(results.summary, results.findings, run_dir)
+    except Exception as exc:  # noqa: BLE001 - the exit status still counts
+        text = f"mpsprof: internal error while printing the summary ({type(exc).__name__}: {exc})\n"
+    try:
+        sys.stderr.write(text)
+        sys.stderr.flush()
+    except (OSError, ValueError):  # stderr closed or a broken pipe
+        pass

@@ -30,6 +30,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, TabbedContent, TabPane
 
 from ..launcher.child import RunSpec
+from ..report.console import print_summary
 from ..results import Results, build_results, write_summary
 from ..session.session import Session
 from .live import STOP_GRACE, TICK, LiveRun
@@ -46,7 +47,7 @@ PANEL_EVERY = 0.5
 """Seconds between redraws of the visible panel while live (charts hold themselves to 1 Hz)."""
 DIAGNOSE_EVERY = 1.0
 RANK_ACTIONS = frozenset({"next_rank", "previous_rank", "show_rank"})
-PANEL_ACTIONS = frozenset({"panel", "next_panel", "previous_panel", "copy_fix", "export", "stop"}) | RANK_ACTIONS
+PANEL_ACTIONS = frozenset({"panel", "next_panel", "previous_panel", "copy_fix", "export", "stop", "explain"}) | RANK_ACTIONS
 
 
 class MpsprofApp(LiveRun, App[None]):
@@ -68,6 +69,8 @@ class MpsprofApp(LiveRun, App[None]):
         Binding("q", "quit", "Quit"),
         Binding("ctrl+c", "quit", "Quit", show=False, priority=True),
         Binding("question_mark", "help", "Help", key_display="?"),
+        # tried only when the binding of the same key above cannot run now: say why
+        *(Binding(key, f"explain('{action}')", show=False) for key, action in (("r", "rank"), ("R", "rank"), ("s", "stop"))),
     ]
 
     def __init__(
@@ -272,9 +275,20 @@ class MpsprofApp(LiveRun, App[None]):
         if written:
             self.notify("\n".join(str(p) for p in written), title="Report written", timeout=10)
 
+    def action_explain(self, action: str) -> None:
+        """A key whose action cannot run now: a note instead of silence."""
+        if action == "rank":
+            self.notify("Single process: there is only one rank (r and R switch ranks of a distributed run).",
+                        severity="warning")
+        elif action == "stop":
+            self.action_stop()
+
     def action_stop(self) -> None:
-        if self.controller is None or not self.state.running:
-            self.notify("The script is not running.", severity="warning")
+        if self.controller is None:
+            self.notify("A recorded run: there is no script to stop.", severity="warning")
+            return
+        if not self.state.running:
+            self.notify(f"Nothing to stop: the script has already {self.state.status_text()}.", severity="warning")
             return
         if self.state.stopping:
             self.notify("Already stopping: q twice kills it at once.", severity="warning")
@@ -363,8 +377,9 @@ def run_tui(spec: RunSpec, rule_dirs: list[Path]) -> tuple[int, Session, Results
         session.feed_many(leftover)
     results = app.results if app.results is not None and not leftover else build_results(session, rule_dirs)
     run_dir = app.summary_dir()
-    if not app.summary_written and run_dir is not None:
-        write_summary(run_dir, results)
+    if not app.summary_written and run_dir is not None and write_summary(run_dir, results):
+        run_dir = None
+    print_summary(results, str(run_dir) if run_dir is not None else None)  # the terminal is ours again
     code = app.returncode if app.returncode is not None else 1
     return code, session, results
 
