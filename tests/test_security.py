@@ -206,3 +206,68 @@ def test_safe_file_helpers(tmp_path: Path) -> None:
     assert victim.read_text() == "precious\n" and (tmp_path / "link").read_text() == "new\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["link", "victim"]  # no temporary left
     assert stat.S_IMODE((tmp_path / "link").stat().st_mode) == 0o600
+
+
+# -- secrets in the script's arguments -------------------------------------------------------
+SECRET_SCRIPT = '''
+import argparse, warnings
+p = argparse.ArgumentParser()
+for name in ("--password", "--token", "--api-key", "--lr"):
+    p.add_argument(name)
+a, rest = p.parse_known_args()
+print("got", a.password, a.token, a.api_key, a.lr, *rest)
+warnings.warn(f"cannot log in with {a.token}")
+raise RuntimeError(f"login failed for {a.api_key}")
+'''
+SECRETS = ("hunter2-pw", "tok-SECRET-1", "sk-abcdef", "dbpass99", "urlpw77")
+SECRET_ARGS = ["--password", "hunter2-pw", "--token=tok-SECRET-1", "--api-key", "sk-abcdef", "--lr", "0.1",
+               "db.password=dbpass99", "--data", "https://me:urlpw77@example.org/set"]
+
+
+def _reports(run_dir: Path) -> dict[str, str]:
+    out = {}
+    for fmt in ("md", "html", "json", "trace"):
+        proc = mpsprof_cli("report", str(run_dir), "--format", fmt)
+        assert proc.returncode == 0, proc.stderr
+        out[fmt] = proc.stdout
+    return out
+
+
+def test_secret_arguments_are_never_recorded_or_reported(tmp_path: Path) -> None:
+    """The script gets its real argv; events.jsonl, summary.json and every report show
+    ``***`` instead of the values of secret-looking arguments, in argv and in the texts
+    (exception message, warning) that quote them."""
+    script = tmp_path / "login.py"
+    script.write_text(SECRET_SCRIPT)
+    run_dir = tmp_path / "run"
+    proc = mpsprof_cli("run", "--headless", "-o", str(run_dir), str(script), *SECRET_ARGS)
+    assert proc.returncode == 1
+    assert proc.stdout.startswith("got hunter2-pw tok-SECRET-1 sk-abcdef 0.1 db.password=dbpass99")  # real argv
+    recorded = {p.name: p.read_text() for p in run_dir.iterdir()}
+    assert set(recorded) == {"events.jsonl", "summary.json"}
+    for text in [*recorded.values(), *_reports(run_dir).values(), proc.stderr.split("── mpsprof")[-1]]:
+        for secret in SECRETS:
+            assert secret not in text
+    argv = read_summary(run_dir)["argv"]
+    assert argv[1:] == ["--password", "***", "--token=***", "--api-key", "***", "--lr", "0.1", "db.password=***",
+                        "--data", "https://me:***@example.org/set"]
+    assert "mpsprof run " in _reports(run_dir)["md"] and "--api-key '***' --lr 0.1" in _reports(run_dir)["md"]
+
+
+def test_old_recordings_with_secrets_are_masked_when_shown(tmp_path: Path) -> None:
+    """A recording made before redaction at the source: the reports mask it too."""
+    from mpsprofiler import events
+
+    lines = [
+        events.encode("run", 0, script="login.py", target="login.py", argv=["login.py", *SECRET_ARGS], mode="headless"),
+        events.encode("hello", 0, schema=events.SCHEMA_VERSION, pid=1),
+        events.encode("warning", 1, category="UserWarning", message="cannot log in with tok-SECRET-1", count=1),
+        events.encode("exception", 2, type="RuntimeError", module="builtins", message="login failed for sk-abcdef",
+                      frames=[]),
+        events.encode("exit", 3, returncode=1, duration=3.0),
+    ]
+    (tmp_path / "events.jsonl").write_bytes(b"".join(lines))
+    for fmt, text in _reports(tmp_path).items():
+        for secret in SECRETS:
+            assert secret not in text, (fmt, secret)
+    assert "login failed for ***" in _reports(tmp_path)["md"]

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Callable
 
 from .. import events
+from ..redact import redact_argv
 from .distributed import FifoChannels, TorchrunPlan, boot_args
 from .recorder import OUTPUT_FILE, Recorder
 from .rundir import open_new
@@ -138,7 +139,7 @@ class RunController:
             "script": spec.display_name(),
             "target": spec.target,
             "module": spec.module,
-            "argv": [spec.target, *spec.args],
+            "argv": redact_argv([spec.target, *spec.args]),  # the script gets the real one
             "cwd": os.getcwd(),
             "run_dir": str(spec.run_dir) if spec.run_dir else None,
             "mode": "tui" if spec.capture_output else "headless",

@@ -164,11 +164,22 @@ def _run_main_module(name: str, alter_argv: bool) -> None:
     runpy._run_module_as_main(name, alter_argv=alter_argv)  # type: ignore[attr-defined]
 
 
+def _secret_values(args: list[str]) -> list[str]:
+    try:
+        from ..redact import secret_values
+
+        return secret_values(args)
+    except Exception:  # noqa: BLE001 - never stop the script over it
+        return []
+
+
 def main(argv: list[str] | None = None) -> None:
     args = list(sys.argv[1:] if argv is None else argv)
     probe = _start_probe()
     executable = sys.orig_argv[0] if getattr(sys, "orig_argv", None) else sys.executable
     sys.orig_argv = [executable, *args]
+    if probe is not None:
+        probe.secrets = _secret_values(args)
     runnable = False  # a directory or zip file with __main__.py
     if args and args[0] == "-m":
         module, script = args[1], None

@@ -16,6 +16,7 @@ from typing import Any, Callable
 from .. import events
 from ..devices import DeviceBackend, backend_for
 from ..devices.cpu import CpuBackend
+from ..redact import TEXT_KINDS, scrub_fields
 from .channel import Channel
 from .steps import StepTracker
 
@@ -33,6 +34,8 @@ class Probe:
     def __init__(self, channel: Channel | None, options: dict[str, Any] | None = None) -> None:
         self.options = options or {}
         self.channel = channel
+        self.secrets: list[str] = []
+        """Secret argument values of the script (set by the boot) masked in recorded texts."""
         self._t0 = time.perf_counter()
         self.clock: Callable[[], float] = lambda: time.perf_counter() - self._t0
         self.backend: DeviceBackend = CpuBackend()
@@ -58,6 +61,8 @@ class Probe:
             return
         if self.rank is not None:
             fields["r"] = self.rank
+        if self.secrets and kind in TEXT_KINDS:  # a message quoting a secret argument
+            fields = scrub_fields(fields, self.secrets)
         try:
             channel.send(events.encode(kind, self.clock(), **fields))
         except Exception:

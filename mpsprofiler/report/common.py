@@ -14,6 +14,7 @@ from typing import Any, Iterable
 
 from .. import __version__
 from ..diagnosis.findings import severity_rank
+from ..redact import redact_argv
 from ..session.session import Session
 from ..session.summary import rank_rows
 from ..units import fmt_bytes, fmt_pct, fmt_seconds
@@ -90,7 +91,7 @@ def command_line(session: Session) -> str:
     if not isinstance(argv, list) or not argv:
         argv = [session.script]
     module = "-m " if session.run.get("module") else ""
-    return "mpsprof run " + module + " ".join(shlex.quote(str(a)) for a in argv)
+    return "mpsprof run " + module + " ".join(shlex.quote(str(a)) for a in redact_argv(argv))
 
 
 def device_text(summary: dict[str, Any]) -> str:

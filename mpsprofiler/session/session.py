@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from .. import events
+from ..redact import TEXT_KINDS, redact_argv, scrub_fields, secret_values
 from .memory import MemoryStats
 from .ops import OpStats
 from .steps import StepStats
@@ -82,6 +83,8 @@ class Session:
     single-process view shows rank 0."""
     primary_rank: int = 0
     """The rank whose figures the job-level views show (rank 0 is on the first node)."""
+    secrets: list[str] = field(default_factory=list, repr=False)
+    """Secret argument values found in an old recording's argv, masked in later texts."""
 
     # -- folding ------------------------------------------------------------------
     def feed_many(self, batch: Iterable[events.Event]) -> None:
@@ -89,6 +92,8 @@ class Session:
             self.feed(event)
 
     def feed(self, event: events.Event) -> None:
+        if self.secrets and event.kind in TEXT_KINDS:  # an older recording's unmasked texts
+            event = events.Event(event.kind, event.ts, scrub_fields(event.data, self.secrets))
         rank = event.data.get("r")
         if isinstance(rank, int) and not isinstance(rank, bool) and 0 <= rank < MAX_RANKS:
             sub = self.ranks.get(rank)
@@ -124,6 +129,11 @@ class Session:
 
     def _on_run(self, ts: float, data: dict[str, Any]) -> None:
         self.run = _strip(data)
+        if "argv" in self.run:  # recordings made before argv was redacted at the source
+            argv = self.run["argv"]
+            if isinstance(argv, list):
+                self.secrets = secret_values(argv)
+            self.run["argv"] = redact_argv(argv)
 
     def _on_hello(self, ts: float, data: dict[str, Any]) -> None:
         events.check_schema(events.Event(events.KIND_HELLO, ts, data))
