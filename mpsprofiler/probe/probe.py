@@ -118,6 +118,7 @@ class Probe:
         script that picks its devices after ``import torch`` still gets the ones it picked.
         """
         self._guarded("steps", self._install_optimizer_hook)
+        self._guarded("steps", self._install_backward_hook)
         self._guarded("dataloader", self._install_dataloader_hooks)
         if not self.options.get("no_ops"):
             self._guarded("ops", self._install_ops)
@@ -193,6 +194,21 @@ class Probe:
 
         self._uninstallers.append(register_optimizer_step_post_hook(hook).remove)
         self._uninstallers.append(tracker.start_marker())
+
+    def _install_backward_hook(self) -> None:
+        from . import backward
+
+        tracker = self.tracker
+
+        def on_backward(site: Any, end: float) -> None:
+            if "steps" in self.disabled:
+                return
+            self.fault("steps")
+            if not self._torch_env_sent:
+                self._send_torch_environment()
+            tracker.on_backward(site, end)
+
+        self._uninstallers.append(backward.install(on_backward, self.clock, lambda exc: self.fail("steps", exc)))
 
     def _send_torch_environment(self) -> None:
         if self._torch_env_sent or "torch" not in sys.modules:

@@ -7,8 +7,13 @@ Where a step ends, in order of precedence:
    iteration (a GAN's generator and discriminator) are one step: the set of optimizers
    of the first iteration is learnt, and a step closes when every one of them has
    stepped, or when one steps a second time.
-3. Loops without an optimizer (inference, custom updates): each DataLoader batch after
-   the first starts a new step.
+3. Backward passes, in loops without an optimizer (manual ``p.data.add_(p.grad, ...)``
+   updates): the autograd engine's entry (see ``probe/backward.py``). Like optimizers,
+   the backward call sites of the first iteration are learnt (a GAN's two or three
+   ``.backward()`` lines are one step); a step closes when every site has run, or when
+   one runs a second time. Gradient accumulation without an optimizer calls one line
+   several times per update, so each micro-batch counts: ``mpsprofiler.step()`` is the fix.
+4. Loops without either (inference): each DataLoader batch after the first starts a new step.
 
 Data wait is the time spent inside DataLoader iterators' ``__next__``. On asynchronous
 devices a stream event recorded when a fetch begins (behind all the work queued so far)
@@ -45,7 +50,7 @@ class StepTracker:
         self.backend = backend
         self._clock = clock
         self._detail_limit = detail_limit
-        self.mode = "none"  # none | dataloader | optimizer | manual
+        self.mode = "none"  # none | dataloader | backward | optimizer | manual
         self.index = 0  # index of the step in progress
         self._start = clock()
         self._wait = 0.0
@@ -56,6 +61,11 @@ class StepTracker:
         self._cycle: frozenset[int] | None = None
         self._seen: set[int] = set()
         self._last_opt_time = 0.0
+        self._bwd_cycle: frozenset[Any] | None = None
+        self._bwd_seen: set[Any] = set()
+        self._last_bwd_time = 0.0
+        self.backwards = 0
+        """Backward passes seen (``.backward()``, not ``autograd.grad``), whatever the mode."""
         self._fetches = 0
         self._started = False
         self._alloc_read_at = float("-inf")
@@ -168,6 +178,26 @@ class StepTracker:
             self._close(now)
             self._seen = set()
 
+    def on_backward(self, site: Any, end: float) -> None:
+        """A backward pass from call site ``site`` ended at ``end`` (see module docstring)."""
+        self.backwards += 1
+        if self.mode in ("manual", "optimizer"):
+            return
+        if site in self._bwd_seen:
+            # the second iteration has begun: no optimizer stepped in the first one
+            self.mode = "backward"
+            if self._bwd_cycle is None:
+                self._bwd_cycle = frozenset(self._bwd_seen)
+            if self._last_bwd_time > self._start:
+                self._close(self._last_bwd_time)
+            self._bwd_seen = {site}
+        else:
+            self._bwd_seen.add(site)
+        self._last_bwd_time = end
+        if self._bwd_cycle is not None and self._bwd_seen >= self._bwd_cycle:
+            self._close(end)
+            self._bwd_seen = set()
+
     def start_marker(self) -> Callable[[], None]:
         """Start step 0 at the first forward pass (a one-shot global hook), not at launch.
 
@@ -195,7 +225,7 @@ class StepTracker:
         now = self._clock()
         if not self._started:
             self._mark_start()
-        if self.mode in ("none", "dataloader"):
+        if self.mode in ("none", "dataloader") and not self.backwards:
             if self._fetches > 0:
                 self.mode = "dataloader"
                 self._close(now)
@@ -221,6 +251,12 @@ class StepTracker:
         if self.mode == "optimizer" and self._seen:
             self._close(self._last_opt_time)
             self._seen = set()
+        elif self.mode in ("none", "dataloader", "backward") and self._bwd_seen:
+            # a run of one iteration, or a partial last one: its backward passes end it
+            if self._last_bwd_time > self._start:
+                self.mode = "backward"
+                self._close(self._last_bwd_time)
+            self._bwd_seen = set()
 
     # -- draining (channel thread) ---------------------------------------------
     def drain(self) -> None:

@@ -17,6 +17,7 @@ from ..diagnosis.findings import severity_rank
 from ..redact import redact_argv
 from ..session.session import Session
 from ..session.summary import rank_rows
+from ..session.steps import signal_words
 from ..units import fmt_bytes, fmt_pct, fmt_seconds
 
 MAX_TABLE_ROWS = 25
@@ -115,7 +116,7 @@ def summary_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
         rows.append(("Model parameters", f"{int(device['parameters']):,}"))
     count = int(steps.get("count") or 0)
     rows.append(("Steps", f"{count} ({steps.get('warmup', 0)} warm-up, {steps.get('steady', 0)} steady)"
-                 + (f", counted by {steps['mode']}" if steps.get("mode") not in (None, "none") else "")))
+                 + f", counted from {signal_words(steps.get('mode'))}"))
     rows.append(("Median step time", fmt_seconds(steps.get("median_s"))))
     rows.append(("p90 step time", fmt_seconds(steps.get("p90_s"))))
     sps = steps.get("steps_per_s")

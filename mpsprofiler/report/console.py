@@ -10,6 +10,7 @@ from __future__ import annotations
 import sys
 from typing import Any, Iterable
 
+from ..session.steps import signal_words
 from ..units import fmt_bytes, fmt_pct, fmt_seconds
 
 SEVERITY_MARK = {"critical": "CRIT", "warning": "WARN", "info": "info"}
@@ -28,10 +29,13 @@ def render_console(summary: dict[str, Any], findings: Iterable[Any] = (), run_di
         status += f" (exit status {exit_info['returncode']})"
     lines.append(f"{summary.get('script', '?')}: {status} after {fmt_seconds(summary.get('duration_s'))}")
     lines.append(f"device      {device.get('kind', '?')}  {device.get('name') or ''}".rstrip())
-    lines.append(
-        f"steps       {steps.get('count', 0)} ({steps.get('warmup', 0)} warm-up)   "
-        f"median {fmt_seconds(steps.get('median_s'))}   p90 {fmt_seconds(steps.get('p90_s'))}"
-    )
+    if steps.get("count"):
+        lines.append(
+            f"steps       {steps.get('count', 0)} ({steps.get('warmup', 0)} warm-up, from {signal_words(steps.get('mode'))})   "
+            f"median {fmt_seconds(steps.get('median_s'))}   p90 {fmt_seconds(steps.get('p90_s'))}"
+        )
+    else:
+        lines.append("steps       0 (no optimizer step, backward pass, DataLoader batch or mpsprofiler.step() seen)")
     lines.append(f"data wait   {fmt_pct(steps.get('data_wait_share'))} of steady step time")
     mem_parts = [f"RSS peak {fmt_bytes(mem.get('peak_rss_with_workers') or mem.get('peak_rss'))}"]
     if mem.get("peak_device_allocated") is not None:

@@ -15,6 +15,20 @@ from typing import Any
 from .. import events
 from .series import Series
 
+SIGNALS = {
+    "optimizer": "optimizer steps",
+    "backward": "backward passes",
+    "dataloader": "DataLoader batches",
+    "manual": "mpsprofiler.step() calls",
+    "none": "no step signal",
+}
+"""What counted the steps (the probe's step mode), in words for every view."""
+
+
+def signal_words(mode: str | None) -> str:
+    return SIGNALS.get(str(mode or "none"), str(mode))
+
+
 EARLY = 512
 WARMUP_FACTOR = 1.5
 """A step slower than 1.5x the settled median still belongs to warm-up (kernel compile, caches)."""

@@ -1,0 +1,29 @@
+"""Facts about the training loop itself: what counted its steps, and what was not seen.
+
+A run whose steps nobody counted (no optimizer step, no backward pass, no DataLoader
+batch, no ``mpsprofiler.step()``) has no step figures, no op accounting and therefore
+almost no findings; saying "no findings" there would be wrong, so these facts let a rule
+say what happened and give the one-line fix.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...session.session import Session
+from ...session.steps import signal_words
+from ..facts import analyzer
+from .common import rounded
+
+
+@analyzer("loops")
+def loop_facts(session: Session) -> dict[str, Any]:
+    steps = session.steps
+    run_s = session.exit.duration if session.exit and session.exit.duration is not None else session.last_ts
+    return {
+        "step_signal": steps.mode,
+        "step_signal_words": signal_words(steps.mode),
+        "step_count": steps.count,
+        "run_s": rounded(run_s, 3),
+        "torch_imported": bool(session.env.get("torch")),
+    }

@@ -1,0 +1,94 @@
+"""Backward passes as a step signal, for loops that update parameters without torch.optim.
+
+``Tensor.backward()`` and ``torch.autograd.backward()`` both enter the autograd engine
+through one module-level function, ``torch.autograd._engine_run_backward``
+(torch/autograd/__init__.py calls it by that global name; torch.compiler's own
+``_patch_engine_backward`` wraps the same name for the same reason). Wrapping it costs a
+function call and a short frame walk per backward pass, nothing per op, and needs no
+hook on any tensor, module or graph node:
+
+* dynamo never traces it: ``torch.autograd.backward`` is a skipped function in dynamo's
+  trace rules and ``Tensor.backward()`` is a graph break, so the pass always runs eagerly
+  through this wrapper, outside any compiled graph. Frames that eager code inside a
+  compiled function starts are still offered to dynamo's frame callback, so the wrapper's
+  code is marked SKIP (as ``torch._dynamo.eval_frame.skip_code`` does; the frames the
+  engine starts, such as user autograd hooks, keep the default), and the bookkeeping's
+  code SKIP recursively;
+* ``torch.autograd.grad`` goes through the same entry (``accumulate_grad=False``) and is
+  counted too: loops that update from ``autograd.grad`` results have no other signal, and
+  where it is a part of an iteration (a gradient penalty) its call site joins the cycle.
+
+The call site (the first frame outside torch, plus its caller's line so a helper that
+wraps ``loss.backward()`` still tells a GAN's generator and discriminator apart) lets the
+step tracker learn which backward calls make one iteration.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any, Callable
+
+
+def install(on_backward: Callable[[Any, float], None], clock: Callable[[], float],
+            on_error: Callable[[BaseException], None]) -> Callable[[], None]:
+    """Wrap the engine entry; returns the uninstaller. ``on_backward(site, end_time)``."""
+    import torch
+    import torch.autograd as autograd
+    import torch.autograd.graph as graph
+
+    original = autograd._engine_run_backward
+    torch_dir = os.path.dirname(torch.__file__) + os.sep
+    own_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+    state = {"failed": False}
+
+    def site_of() -> Any:
+        frame = sys._getframe(3)
+        while frame is not None and frame.f_code.co_filename.startswith((torch_dir, own_dir)):
+            frame = frame.f_back
+        if frame is None:
+            return None
+        caller = frame.f_back
+        return (frame.f_code, frame.f_lineno, caller.f_lineno if caller is not None else 0)
+
+    def _engine_run_backward(t_outputs: Any, *args: Any, **kwargs: Any) -> Any:
+        result = original(t_outputs, *args, **kwargs)
+        if not state["failed"]:
+            after(t_outputs)
+        return result
+
+    def after(t_outputs: Any) -> None:
+        try:
+            on_backward(site_of(), clock())
+        except Exception as exc:
+            state["failed"] = True
+            on_error(exc)
+
+    _hide_from_dynamo(_engine_run_backward, recursive=False)
+    _hide_from_dynamo(after, recursive=True)
+    _engine_run_backward.__wrapped__ = original  # type: ignore[attr-defined]
+    autograd._engine_run_backward = _engine_run_backward
+    graph_original = getattr(graph, "_engine_run_backward", None)
+    if graph_original is original:
+        graph._engine_run_backward = _engine_run_backward
+
+    def uninstall() -> None:
+        if autograd._engine_run_backward is _engine_run_backward:
+            autograd._engine_run_backward = original
+        if getattr(graph, "_engine_run_backward", None) is _engine_run_backward:
+            graph._engine_run_backward = original
+
+    return uninstall
+
+
+def _hide_from_dynamo(fn: Any, recursive: bool) -> None:
+    """Tell dynamo's frame callback to run ``fn``'s frames as they are (C API, no
+    ``torch._dynamo`` import); ``recursive`` extends that to every frame they start."""
+    try:
+        from torch._C._dynamo import eval_frame as ef
+
+        action = ef._FrameAction
+        inner = action.SKIP if recursive else action.DEFAULT
+        ef.set_code_exec_strategy(fn.__code__, ef._FrameExecStrategy(action.SKIP, inner))
+    except Exception:
+        pass  # an older or newer torch without this API: dynamo may look at the frame, harmlessly

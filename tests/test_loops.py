@@ -1,0 +1,112 @@
+"""Every training loop is seen: loops without torch.optim (backward passes count the
+steps), loops nothing can count (the one-line ``mpsprofiler.step()`` fix is shown), real
+scripts through the real CLI."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from helpers import child_env, mpsprof_cli, read_summary
+from mpsprofiler.probe.steps import StepTracker
+
+SCRIPTS = Path(__file__).parent / "scripts_loops"
+
+
+def mpsprof_run(tmp_path: Path, script: str, *args: str, **env: str) -> tuple[subprocess.CompletedProcess, dict, Path]:
+    run_dir = tmp_path / Path(script).stem
+    proc = mpsprof_cli("run", "--headless", "-o", str(run_dir), str(SCRIPTS / script), *args,
+                       env=child_env(**env), timeout=180)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc, read_summary(run_dir), run_dir
+
+
+@pytest.mark.slow
+def test_manual_updates_count_one_step_per_update(tmp_path):
+    """pytorch/examples regression: ``param.data.add_(-lr * grad)``, no optimizer, no DataLoader."""
+    proc, summary, _ = mpsprof_run(tmp_path, "regression.py", MAX_BATCHES="25")
+    updates = int(re.search(r"after (\d+) batches", proc.stdout).group(1))
+    assert summary["steps"]["count"] == updates == 25
+    assert summary["steps"]["mode"] == "backward"
+    assert "from backward passes" in proc.stderr
+    assert "no-step-signal" not in proc.stderr
+
+
+@pytest.mark.slow
+def test_several_backward_passes_per_iteration_are_one_step(tmp_path):
+    """Three ``.backward()`` lines and a gradient penalty (``autograd.grad``) per iteration."""
+    proc, summary, _ = mpsprof_run(tmp_path, "gan_manual.py", ITERS="9")
+    assert "iterations 9" in proc.stdout
+    assert summary["steps"]["count"] == 9
+    assert summary["steps"]["mode"] == "backward"
+
+
+@pytest.mark.slow
+def test_a_loop_nothing_counts_says_so_with_the_fix(tmp_path):
+    proc, summary, run_dir = mpsprof_run(tmp_path, "no_signal.py")
+    assert summary["steps"]["count"] == 0
+    assert "[WARN] No training steps seen: mark them with mpsprofiler.step()  (no-step-signal)" in proc.stderr
+    report = mpsprof_cli("report", str(run_dir), "--format", "md")
+    assert report.returncode == 0, report.stderr
+    assert "mpsprofiler.step()     # one call per training step" in report.stdout
+
+
+class _Clock:
+    t = 0.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def _tracker() -> tuple[StepTracker, _Clock, list]:
+    from mpsprofiler.devices.cpu import CpuBackend
+
+    clock = _Clock()
+    emitted: list = []
+    tracker = StepTracker(lambda kind, **f: emitted.append(f), CpuBackend(), clock)
+    tracker._mark_start()
+    return tracker, clock, emitted
+
+
+def _durations(tracker: StepTracker, emitted: list) -> list[float]:
+    tracker.drain()
+    return [d for e in emitted for d in e["dur"]]
+
+
+def test_backward_cycle_closes_at_the_last_pass_of_each_iteration():
+    tracker, clock, emitted = _tracker()
+    for it in range(4):  # two sites per iteration, 1 s apart, iterations 3 s long
+        clock.t = it * 3 + 1
+        tracker.on_backward("critic", clock.t)
+        clock.t = it * 3 + 2
+        tracker.on_backward("generator", clock.t)
+    tracker.finish()
+    assert tracker.mode == "backward"
+    assert _durations(tracker, emitted) == [2.0, 3.0, 3.0, 3.0]
+
+
+def test_an_optimizer_outranks_backward_passes():
+    tracker, clock, emitted = _tracker()
+    opt = object()
+    for it in range(3):
+        clock.t = it + 0.5
+        tracker.on_backward("loss", clock.t)
+        clock.t = it + 0.6
+        tracker.on_optimizer_step(opt)
+    tracker.finish()
+    assert tracker.mode == "optimizer"
+    assert len(_durations(tracker, emitted)) == 3
+
+
+@pytest.mark.parametrize("passes", [1, 2])
+def test_one_iteration_is_one_step(passes):
+    tracker, clock, emitted = _tracker()
+    for k in range(passes):
+        clock.t = k + 1.0
+        tracker.on_backward(f"site{k}", clock.t)
+    tracker.finish()
+    assert tracker.mode == "backward"
+    assert _durations(tracker, emitted) == [float(passes)]
