@@ -98,6 +98,20 @@ def check_torch(env: dict[str, Any]) -> Check:
     return Check("torch", "PyTorch", "ok", detail)
 
 
+def check_numpy(env: dict[str, Any]) -> Check:
+    """torch works without NumPy but warns "Failed to initialize NumPy" at import and cannot
+    exchange arrays (``torch.from_numpy``, ``Tensor.numpy()``, DataLoader collation of
+    NumPy samples); the CPU wheels do not pull it in."""
+    if "numpy" not in env:
+        return Check("numpy", "NumPy", "info", "Not checked.")
+    version = env.get("numpy")
+    if not version:
+        return Check("numpy", "NumPy", "warn", "NumPy is not installed: torch prints \"Failed to "
+                     "initialize NumPy\" at import, and `torch.from_numpy`, `Tensor.numpy()` and "
+                     "NumPy samples in a DataLoader fail.", "`python -m pip install numpy`.")
+    return Check("numpy", "NumPy", "ok", f"numpy {version}.")
+
+
 def _mps(status: str, detail: str, fix: str = "") -> Check:
     return Check("mps", "MPS (Apple GPU)", status, detail, fix)
 
@@ -321,7 +335,7 @@ def check_threads(env: dict[str, Any]) -> Check:
 
 
 CHECKS: tuple[Callable[[dict[str, Any]], Check], ...] = (
-    check_python, check_torch, check_mps, check_cuda,
+    check_python, check_torch, check_numpy, check_mps, check_cuda,
     check_mps_fallback, check_mps_watermarks, check_hardware, check_threads,
 )
 
@@ -359,7 +373,18 @@ def collect_for_doctor() -> dict[str, Any]:
         if hide:
             os.environ[FALLBACK] = raw  # type: ignore[assignment]
     env["pytorch_env"] = pytorch_env()
+    env["numpy"] = _installed_version("numpy")
     return env
+
+
+def _installed_version(dist: str) -> str | None:
+    """A distribution's version from its metadata, without importing it."""
+    from importlib import metadata
+
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return None
 
 
 # --- output -----------------------------------------------------------------------------

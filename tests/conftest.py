@@ -1,8 +1,34 @@
-"""Shared test setup: real torch on CPU, one thread (2-core machines oversubscribe)."""
+"""Shared test setup: real torch on CPU, one thread (2-core machines oversubscribe).
+
+Also the split between the quick tests (the README's `-m "not slow"`, under 3 minutes on
+two cores) and the slow ones that CI runs after them. Whole modules and test functions
+that start many processes (spawn workers, distributed ranks, live TUI runs, every
+rule's trigger script, fault injection) are marked here, in one place, so a new test in
+those modules is slow by default; other tests mark themselves `@pytest.mark.slow`.
+"""
 
 from __future__ import annotations
 
 import os
 
+import pytest
+
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("MKL_NUM_THREADS", "1")
+
+SLOW_MODULES = frozenset({"test_conformance.py", "test_faults.py", "test_distributed.py"})
+"""Every test here starts real training processes under hostile conditions: minutes in all."""
+
+SLOW_FUNCTIONS = frozenset({
+    "test_trigger_script_fires_its_rule",  # every rule's trigger script through the CLI
+    "test_live_run_stop_key",  # live TUI runs wait on real processes and signals
+    "test_live_quit_asks_then_stops_the_script",
+    "test_live_torchrun_ranks_and_stop_key",
+})
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        name = getattr(item, "originalname", None) or item.name.split("[")[0]
+        if item.path.name in SLOW_MODULES or name in SLOW_FUNCTIONS:
+            item.add_marker(pytest.mark.slow)

@@ -242,3 +242,19 @@ def test_main_doctor_json(capsys: pytest.CaptureFixture[str]) -> None:
 def test_main_doctor_text(capsys: pytest.CaptureFixture[str]) -> None:
     assert main_doctor(argparse.Namespace(json=False)) == 0
     assert "MPS" in capsys.readouterr().out
+
+
+def test_numpy_missing_is_a_warning_with_the_install_fix() -> None:
+    checks = by_id(run_checks(mac(numpy=None)))
+    assert checks["numpy"].status == "warn"
+    assert "Failed to initialize NumPy" in checks["numpy"].detail
+    assert "pip install numpy" in checks["numpy"].fix
+    assert by_id(run_checks(mac(numpy="2.1.0")))["numpy"].status == "ok"
+
+
+def test_this_machine_reports_its_numpy() -> None:
+    from importlib import metadata
+
+    check = by_id(run_checks())["numpy"]
+    assert check.status == "ok"
+    assert metadata.version("numpy") in check.detail
