@@ -38,6 +38,7 @@ KIND_EXCEPTION = "exception"  # an uncaught exception of the script
 KIND_PROBE_ERROR = "probe_error"  # an instrument failed and was switched off
 KIND_EXIT = "exit"  # written by the launcher: how the child ended
 KIND_RANKS = "ranks"  # distributed: world size and the ranks of the job
+KIND_BYE = "bye"  # the probe's last line: nothing follows; events it dropped, and why
 
 ALL_KINDS = frozenset(
     {
@@ -54,6 +55,7 @@ ALL_KINDS = frozenset(
         KIND_PROBE_ERROR,
         KIND_EXIT,
         KIND_RANKS,
+        KIND_BYE,
     }
 )
 

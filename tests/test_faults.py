@@ -21,6 +21,7 @@ from helpers import (
     Result,
     assert_same,
     child_env,
+    mpsprof_cli,
     mpsprof_cmd,
     read_events,
     read_summary,
@@ -156,7 +157,10 @@ def test_parent_stopped_does_not_block_training(tmp_path: Path) -> None:
     assert err.startswith(plain.stderr + b"\n\xe2\x94\x80\xe2\x94\x80 mpsprof")
     loaded = load_run(tmp_path / "run")
     assert loaded.session.exit is not None and loaded.session.exit.returncode == 3
-    assert (tmp_path / "run" / "summary.json").exists()
+    # nothing lost: what the full pipe could not take at exit came through the spill file
+    assert loaded.session.steps.count == 30000
+    summary = read_summary(tmp_path / "run")
+    assert summary["steps"]["count"] == 30000 and summary["recording"] == {"complete": True, "problems": []}
 
 
 # -- a killed child ---------------------------------------------------------------------
@@ -215,3 +219,62 @@ def test_disk_full_mid_run(tmp_path: Path) -> None:
     assert not (tmp_path / "run" / "summary.json").exists()
     loaded = load_run(tmp_path / "run")
     assert loaded.session.run["script"].endswith("busy_steps.py")
+
+
+# -- events the probe cannot deliver --------------------------------------------------
+def test_closed_channel_loses_nothing(tmp_path: Path) -> None:
+    """The script closes every inherited descriptor mid-run: the probe notices and sends
+    the rest through its spill file; every step is recorded and the run is complete."""
+    script = [str(SCRIPTS / "closes_channel.py")]
+    plain = run_python(script)
+    profiled = run_mpsprof(script, tmp_path / "run")
+    assert_same(plain, profiled)
+    summary = read_summary(tmp_path / "run")
+    assert summary["steps"]["count"] == 350
+    assert summary["recording"]["complete"] is True
+    assert "INCOMPLETE" not in profiled.summary_text
+
+
+@pytest.fixture(scope="module")
+def lost_events_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Result, Result, Path]:
+    """closes_channel.py with no disk for the spill file: the later steps are lost."""
+    run_dir = tmp_path_factory.mktemp("lost") / "run"
+    script = [str(SCRIPTS / "closes_channel.py"), "nodisk"]
+    return run_python(script), run_mpsprof(script, run_dir), run_dir
+
+
+def test_lost_events_are_reported(lost_events_run) -> None:
+    """The summary, the console and the reports say the recording is incomplete, and why."""
+    plain, profiled, run_dir = lost_events_run
+    assert_same(plain, profiled)
+    summary = read_summary(run_dir)
+    assert summary["steps"]["count"] < 350
+    assert summary["recording"]["complete"] is False
+    problem = summary["recording"]["problems"][0]
+    assert problem.startswith("the script closed mpsprof's event channel")
+    assert "finished, recording incomplete" in profiled.summary_text
+    assert f"recording   INCOMPLETE: {problem}" in profiled.summary_text
+    md = mpsprof_cli("report", str(run_dir))
+    assert "finished, recording incomplete" in md.stdout.splitlines()[0]
+    assert "**The recording is incomplete:** the script closed mpsprof" in md.stdout
+    html = mpsprof_cli("report", str(run_dir), "--format", "html")
+    assert "<strong>The recording is incomplete:</strong> the script closed mpsprof" in html.stdout
+
+
+def test_lost_events_are_shown_in_the_tui(lost_events_run) -> None:
+    import asyncio
+
+    from mpsprofiler.tui.app import recorded_app
+    from mpsprofiler.tui.widgets.header import RunHeader
+
+    app = recorded_app(load_run(lost_events_run[2]))
+    app.animation_level = "none"
+    seen: list[str] = []
+
+    async def main() -> None:
+        async with app.run_test(size=(130, 40)) as pilot:
+            await pilot.pause()
+            seen.append(str(app.query_one(RunHeader).query_one("#hdr-status").render()))
+
+    asyncio.run(main())
+    assert "finished, recording incomplete" in seen[0]

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import select
+import shutil
 import signal
 import subprocess
 import sys
@@ -72,6 +73,14 @@ class RunController:
         self._own_group = False
         self.bad_lines = 0
         self._stop_requested = False
+        self._spill_dir: str | None = None
+        self._tails: dict[int, bytes] = {}
+        self.channel_closed_at: float | None = None
+        """Seconds into the run when the event pipe reached its end while the child lived
+        (the script closed it): what came later is only in a spill file, if anywhere."""
+        self.spilled_lines = 0
+        self.bye_seen = False
+        self.hello_seen = False
 
     # -- start ------------------------------------------------------------------
     def start(self) -> None:
@@ -92,6 +101,11 @@ class RunController:
         if spec.capture_output:
             options["line_buffered"] = True
         env["MPSPROF_OPTIONS"] = json.dumps(options)
+        try:  # where the probe puts what the pipe cannot take (see probe/channel.py)
+            self._spill_dir = tempfile.mkdtemp(prefix="mpsprof-spill-")
+            env["MPSPROF_SPILL"] = self._spill_dir
+        except OSError:
+            self._spill_dir = None
         stdin = stdout = stderr = None
         out_file = None
         if spec.capture_output:
@@ -192,19 +206,13 @@ class RunController:
                         continue
                     if not chunk:
                         fds.remove(fd)
+                        if self._fifos is None and not self._exited.is_set() and self.process is not None \
+                                and self.process.poll() is None:
+                            self.channel_closed_at = time.monotonic() - self._started_at
                         continue
                     pending[fd] += chunk
                     *lines, pending[fd] = pending[fd].split(b"\n")
-                    for line in lines:
-                        if not line.strip():
-                            continue
-                        try:
-                            event = events.decode(line)
-                        except ValueError:
-                            self.bad_lines += 1
-                            continue
-                        self.recorder.write(line + b"\n")
-                        batch.append(event)
+                    self._take_lines(lines, batch)
                 now = time.monotonic()
                 if batch and (now - last >= self._batch_interval or len(batch) > 2000):
                     self._deliver(batch)
@@ -212,6 +220,7 @@ class RunController:
                     last = now
                 self.recorder.maybe_flush()
         finally:
+            self._tails = pending
             if batch:
                 self._deliver(batch)
             if self._fifos is not None:
@@ -222,6 +231,48 @@ class RunController:
                         os.close(fd)
                     except OSError:
                         pass
+
+    def _take_lines(self, lines: list[bytes], batch: list[events.Event]) -> None:
+        for line in lines:
+            if not line.strip():
+                continue
+            try:
+                event = events.decode(line)
+            except ValueError:
+                self.bad_lines += 1
+                continue
+            if event.kind == events.KIND_BYE:
+                self.bye_seen = True
+            elif event.kind == events.KIND_HELLO:
+                self.hello_seen = True
+            self.recorder.write(line + b"\n")
+            batch.append(event)
+
+    def _read_spills(self) -> None:
+        """After the pipe: the lines the probe spilled to files (the parent was stopped,
+        or the script closed the pipe), in order after what the pipe carried. The one
+        pipe's unfinished last line continues in its spill file."""
+        folder, self._spill_dir = self._spill_dir, None
+        if folder is None:
+            return
+        try:
+            names = sorted(os.listdir(folder))
+            batch: list[events.Event] = []
+            for name in names:
+                path = os.path.join(folder, name)
+                with open(path, "rb") as fh:
+                    data = fh.read()
+                if self._fifos is None and len(names) == 1:
+                    data = b"".join(self._tails.values()) + data
+                lines = data.split(b"\n")
+                self.spilled_lines += len([ln for ln in lines if ln.strip()])
+                self._take_lines(lines, batch)
+            if batch:
+                self._deliver(batch)
+        except OSError as exc:
+            sys.stderr.write(f"mpsprof: cannot read the probe's spill file: {exc.strerror or exc}\n")
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
 
     # -- control ----------------------------------------------------------------
     def send_signal(self, sig: int) -> None:
@@ -277,6 +328,7 @@ class RunController:
         self._exited.set()
         if self._reader is not None:
             self._reader.join(timeout=10.0)
+        self._read_spills()
         fields: dict[str, object] = {"returncode": code, "duration": time.monotonic() - self._started_at}
         if code < 0:
             fields["signal"] = -code
@@ -287,6 +339,14 @@ class RunController:
         fields["stopped_by_user"] = self._stop_requested
         if self.bad_lines:
             fields["bad_lines"] = self.bad_lines
+        ended_at = time.monotonic() - self._started_at
+        if self.channel_closed_at is not None and not self.bye_seen and (code >= 0 or ended_at - self.channel_closed_at > 0.5):
+            # the pipe ended while the script ran on, and its last line never came
+            fields["channel_closed_at"] = round(self.channel_closed_at, 3)
+        if self.spilled_lines:
+            fields["spilled_lines"] = self.spilled_lines
+        if self.hello_seen and self._fifos is None:  # torchrun ranks: their own bye events
+            fields["probe_done"] = self.bye_seen
         self._emit_parent(events.KIND_EXIT, **fields)
         self.recorder.close()
         return code

@@ -43,6 +43,7 @@ _BOOT_MODULE = sys.modules.get(__name__)
 def _start_probe() -> Any:
     spec = os.environ.pop("MPSPROF_CHANNEL", "")
     raw_options = os.environ.pop("MPSPROF_OPTIONS", "{}")
+    spill_dir = os.environ.pop("MPSPROF_SPILL", "") or None
     if not spec:
         return None
     channel = None
@@ -58,7 +59,7 @@ def _start_probe() -> Any:
                     stream.reconfigure(line_buffering=True)  # type: ignore[union-attr]
                 except Exception:
                     pass
-        channel = open_channel(spec)
+        channel = open_channel(spec, spill_dir)
         probe = Probe(channel, options)
         probe.install()
         return probe

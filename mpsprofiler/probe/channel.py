@@ -7,6 +7,13 @@ it: a dead reader switches the channel off, a full buffer drops events and count
 If the script closes the descriptor and its number is reused for one of the script's
 own files, the channel notices (device and inode changed) and stops instead of writing
 into that file.
+
+What the pipe cannot take is not lost when the launcher gave a spill file
+(``MPSPROF_SPILL``, in a private folder of the parent): once the script closed our
+descriptor, the parent stopped reading while the buffer grew past :data:`SPILL_AT`, or
+the pipe is still full at exit, every further line goes to that file instead (never
+back to the pipe, so the order holds), and the parent appends it after the pipe's
+content. Only what neither can take is dropped, and counted.
 """
 
 from __future__ import annotations
@@ -16,17 +23,24 @@ import select
 import threading
 import time
 from collections import deque
-from typing import Callable
+from typing import Any, Callable
 
 MAX_BUFFERED_BYTES = 16 * 1024 * 1024
 """Past this the parent is not reading: drop rather than grow the training's memory."""
+SPILL_AT = 4 * 1024 * 1024
+"""Buffered bytes with a blocked pipe past which lines go to the spill file."""
 
 
 class Channel:
     """Buffered, non-blocking writer of event lines to a file descriptor."""
 
-    def __init__(self, fd: int, interval: float = 0.25) -> None:
+    def __init__(self, fd: int, interval: float = 0.25, spill_path: str | None = None) -> None:
         self._fd = fd
+        self._spill_path = spill_path
+        self._spill: Any = None
+        self.spilling = False
+        self.spill_reason = ""
+        self.lost_reason = ""
         self._interval = interval
         self._buf: deque[bytes] = deque()
         self._buffered = 0
@@ -52,6 +66,7 @@ class Channel:
 
     def send(self, line: bytes) -> None:
         if self.closed:
+            self.dropped += 1
             return
         if self._buffered + len(line) > MAX_BUFFERED_BYTES:
             self.dropped += 1
@@ -73,42 +88,101 @@ class Channel:
                     fn()
                 except Exception:
                     pass
+            if self.closed:
+                return not self._buf
+            if self.spilling:
+                return self._spill_all()
             while self._buf:
                 line = self._buf.popleft()
                 self._buffered -= len(line)
                 self._pending += line
                 if len(self._pending) >= 1 << 16:
                     break
-            if not self._pending or self.closed:
+            if not self._pending:
                 return not self._buf
             if _identity(self._fd) != self._identity:
                 # the script closed our descriptor (os.closerange) and the number now
                 # names one of its own files: never write there
-                self.closed = True
-                self._buf.clear()
-                self._pending = b""
                 self._fd = -1
-                return True
+                self._lost("the script closed mpsprof's event channel")
+                return not self.spilling or self._spill_all()
             try:
                 written = os.write(self._fd, self._pending)
                 self._pending = self._pending[written:]
             except BlockingIOError:
-                pass
-            except OSError:
-                # EPIPE: the parent is gone. Anything else: the channel is unusable.
-                self.closed = True
-                self._buf.clear()
-                self._pending = b""
+                if self._buffered > SPILL_AT and self._start_spill("the profiler's reader fell behind"):
+                    return self._spill_all()
+            except OSError as exc:
+                # EPIPE: the parent is gone (nobody to read a spill either). Anything else:
+                # the channel is unusable; a spill file may still reach the parent.
+                if isinstance(exc, BrokenPipeError):
+                    self._drop_all()
+                    self.closed = True
+                else:
+                    self._lost(f"the event channel failed ({exc.strerror or exc})")
             return not self._pending and not self._buf
 
-    def close(self, timeout: float = 3.0) -> None:
-        """Flush what is buffered (waiting for the reader up to ``timeout``) and close."""
-        if self.closed:
+    def _lost(self, reason: str) -> None:
+        """The pipe is gone but the parent may be alive: spill, or drop and count."""
+        self.lost_reason = reason
+        if not self._start_spill(reason):
+            self._drop_all()
+            self.closed = True
+
+    def _start_spill(self, reason: str) -> bool:
+        if self.spilling:
+            return True
+        if not self._spill_path:
+            return False
+        try:
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0)
+            fd = os.open(self._spill_path, flags, 0o600)
+            os.set_inheritable(fd, False)
+        except OSError:
+            self._spill_path = None
+            return False
+        self._spill = fd
+        self.spilling = True
+        self.spill_reason = reason
+        return True
+
+    def _spill_all(self) -> bool:
+        """Everything pending and buffered to the spill file (channel thread or close)."""
+        data = self._pending + b"".join(self._buf)
+        lines = len(self._buf) + (1 if self._pending else 0)
+        self._pending = b""
+        self._buf.clear()
+        self._buffered = 0
+        try:
+            while data:
+                data = data[os.write(self._spill, data):]
+        except OSError:  # a full disk: what is left is lost, and counted
+            self.dropped += lines
+            self.spilling = False
+            self.closed = True
+            self.lost_reason = self.lost_reason or "the spill file could not be written"
+        return True
+
+    def _drop_all(self) -> None:
+        self.dropped += len(self._buf) + (1 if self._pending else 0)
+        self._buf.clear()
+        self._buffered = 0
+        self._pending = b""
+
+    def close(self, timeout: float = 3.0, last: Callable[[dict[str, Any] | None], bytes] | None = None) -> None:
+        """Flush what is buffered (waiting for the reader up to ``timeout``, less when a
+        spill file can take the rest) and close. ``last`` encodes the closing line from
+        :meth:`take_note` (what was dropped, and why), which follows everything else."""
+        if self.closed and self._spill is None:
             return
         self._stop = True
         self._wake.set()
         self._thread.join(timeout=1.0)
+        if self._spill_path and not self.spilling:
+            timeout = min(timeout, 1.0)
         deadline = time.monotonic() + timeout
+        with self._lock:
+            self._before_flush.clear()  # the last drain was done by the probe
         while not self.closed and time.monotonic() < deadline:
             if self._flush_once():
                 break
@@ -116,13 +190,44 @@ class Channel:
                 select.select([], [self._fd], [], 0.05)
             except (OSError, ValueError):
                 break
-        was_ours = _identity(self._fd) == self._identity
+        with self._lock:
+            if not self.closed and (self._buf or self._pending):
+                if self._start_spill("the profiler's reader was not reading at exit"):
+                    self._spill_all()
+                else:
+                    self._drop_all()
+            if last is not None:
+                try:
+                    self._send_last(last(self.take_note()))
+                except Exception:
+                    pass
+        was_ours = self._fd >= 0 and _identity(self._fd) == self._identity
         self.closed = True
-        if was_ours:
-            try:
-                os.close(self._fd)
-            except OSError:
-                pass
+        for fd in (self._fd if was_ours else None, self._spill):
+            if fd is not None:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+        self._spill = None
+
+    def _send_last(self, line: bytes) -> None:
+        """The closing note: to the spill file if one is in use, else one try at the pipe."""
+        try:
+            if self._spill is not None and self.spilling:
+                os.write(self._spill, line)
+            elif not self.closed and not self._pending and self._fd >= 0 and _identity(self._fd) == self._identity:
+                if os.write(self._fd, line) < len(line) and self._start_spill("the pipe was full at exit"):
+                    os.write(self._spill, b"\n" + line)  # the pipe's part ends as a bad line
+        except OSError:
+            pass
+
+    def take_note(self) -> dict[str, Any] | None:
+        """What went wrong with the channel so far, for the last event (or None)."""
+        if not self.dropped:
+            return None  # spilled lines reach the parent: nothing is missing
+        return {"dropped": self.dropped, "spilled": self.spilling,
+                "reason": self.lost_reason or self.spill_reason}
 
 
 def _identity(fd: int) -> tuple[int, int] | None:
@@ -133,18 +238,20 @@ def _identity(fd: int) -> tuple[int, int] | None:
     return (st.st_dev, st.st_ino)
 
 
-def open_channel(spec: str) -> Channel | None:
+def open_channel(spec: str, spill_dir: str | None = None) -> Channel | None:
     """Open the channel named by ``MPSPROF_CHANNEL``: ``fd:N`` or ``fifo:DIR``.
 
     ``fifo:DIR`` serves launchers (torchrun) that close inherited descriptors: the parent
     made ``DIR/rank-<LOCAL_RANK>.fifo`` in a private (0700) folder before starting them.
+    ``spill_dir`` (``MPSPROF_SPILL``): the parent's private folder for spill files.
     """
     kind, _, value = spec.partition(":")
+    rank = os.environ.get("LOCAL_RANK", "0")
+    spill = os.path.join(spill_dir, f"spill-{rank}-{os.getpid()}.jsonl") if spill_dir else None
     if kind == "fd":
-        return Channel(int(value))
+        return Channel(int(value), spill_path=spill)
     if kind == "fifo":
-        rank = os.environ.get("LOCAL_RANK", "0")
         path = os.path.join(value, f"rank-{rank}.fifo")
         fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK)
-        return Channel(fd)
+        return Channel(fd, spill_path=spill)
     return None

@@ -372,11 +372,16 @@ class Probe:
             self.tracker.drain()
         except Exception:
             pass
-        if self.channel is not None and self.channel.dropped:
-            self.emit(events.KIND_PROBE_ERROR, instrument="channel",
-                      message=f"dropped {self.channel.dropped} events: the reader fell behind")
         if self.channel is not None:
-            self.channel.close()
+            self.channel.close(last=self._bye)
+
+    def _bye(self, note: dict[str, Any] | None) -> bytes:
+        """The channel's last line: nothing follows; with what was dropped, and why (then
+        the recording is incomplete)."""
+        fields: dict[str, Any] = dict(note or {})
+        if self.rank is not None:
+            fields["r"] = self.rank
+        return events.encode(events.KIND_BYE, self.clock(), **fields)
 
 
 class _ImportWatcher:

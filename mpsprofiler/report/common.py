@@ -66,6 +66,10 @@ def severity_counts(findings: Iterable[dict[str, Any]]) -> dict[str, int]:
 
 # -- headline -----------------------------------------------------------------
 def status_text(summary: dict[str, Any]) -> str:
+    return _status_only(summary) + (", recording incomplete" if recording_problems(summary) else "")
+
+
+def _status_only(summary: dict[str, Any]) -> str:
     status = str(summary.get("status") or "?")
     exit_info = summary.get("exit") or {}
     if exit_info.get("stopped_by_user"):
@@ -75,6 +79,13 @@ def status_text(summary: dict[str, Any]) -> str:
     if exit_info.get("returncode"):
         return f"{status} (exit status {exit_info['returncode']})"
     return status
+
+
+def recording_problems(summary: dict[str, Any]) -> list[str]:
+    """Why the recording misses part of the run (summary ``recording.problems``)."""
+    recording = summary.get("recording")
+    problems = recording.get("problems") if isinstance(recording, dict) else None
+    return [str(p) for p in problems] if isinstance(problems, list) else []
 
 
 def started_text(session: Session) -> str:

@@ -27,7 +27,12 @@ def render_console(summary: dict[str, Any], findings: Iterable[Any] = (), run_di
         status += f" (killed by {exit_info['signal']})"
     elif exit_info.get("returncode"):
         status += f" (exit status {exit_info['returncode']})"
+    recording = summary.get("recording") if isinstance(summary.get("recording"), dict) else {}
+    problems = [str(p) for p in recording.get("problems") or []] if isinstance(recording.get("problems"), list) else []
+    if problems:
+        status += ", recording incomplete"
     lines.append(f"{summary.get('script', '?')}: {status} after {fmt_seconds(summary.get('duration_s'))}")
+    lines += [f"recording   INCOMPLETE: {p}" for p in problems]
     lines.append(f"device      {device.get('kind', '?')}  {device.get('name') or ''}".rstrip())
     if steps.get("count"):
         lines.append(

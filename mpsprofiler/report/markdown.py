@@ -257,7 +257,7 @@ class MarkdownRenderer:
         return out
 
     def _notes(self, session: Session, summary: dict[str, Any], results: Results) -> list[str]:
-        notes = []
+        notes = [f"- **The recording is incomplete:** {escape(p)}." for p in common.recording_problems(summary)]
         for err in summary.get("probe_errors") or []:
             notes.append(f"- The profiler switched off its {code(err.get('instrument', '?'))} instrument: "
                          f"{escape(err.get('message', ''))}")

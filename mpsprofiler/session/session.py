@@ -56,6 +56,11 @@ class ExitInfo:
     signal_name: str | None
     duration: float | None
     stopped_by_user: bool = False
+    channel_closed_at: float | None = None
+    """The event pipe ended this many seconds in while the script ran on (launcher's view)."""
+    probe_done: bool | None = None
+    """Whether the probe's last line (``bye``) arrived; None for older recordings."""
+    bad_lines: int = 0
 
 
 @dataclass
@@ -83,6 +88,8 @@ class Session:
     single-process view shows rank 0."""
     primary_rank: int = 0
     """The rank whose figures the job-level views show (rank 0 is on the first node)."""
+    bye: dict[str, Any] | None = None
+    """The probe's last line: events it dropped (``dropped``) and why (``reason``)."""
     secrets: list[str] = field(default_factory=list, repr=False)
     """Secret argument values found in an old recording's argv, masked in later texts."""
 
@@ -185,10 +192,16 @@ class Session:
             returncode=int(data.get("returncode", 0)), signal=data.get("signal"),
             signal_name=data.get("signal_name"), duration=data.get("duration"),
             stopped_by_user=bool(data.get("stopped_by_user", False)),
+            channel_closed_at=_number(data.get("channel_closed_at")),
+            probe_done=data.get("probe_done") if isinstance(data.get("probe_done"), bool) else None,
+            bad_lines=int(_number(data.get("bad_lines")) or 0),
         )
         for sub in self.ranks.values():  # the launcher's exit ends every rank's stream
             if sub.exit is None:
                 sub.exit = self.exit
+
+    def _on_bye(self, ts: float, data: dict[str, Any]) -> None:
+        self.bye = _strip(data)
 
     def _on_ranks(self, ts: float, data: dict[str, Any]) -> None:
         self.run.setdefault("ranks", _strip(data))
@@ -214,6 +227,31 @@ class Session:
             return "finished"
         return "crashed"
 
+    def recording_problems(self) -> list[str]:
+        """Why the recording misses part of the run (empty: nothing known to be missing).
+
+        Views say so next to the status, so 'finished, 0 steps' is never shown as the
+        whole truth about a run whose events were lost."""
+        problems: list[str] = []
+        sessions = [(None, self)] if not self.ranks else sorted(self.ranks.items())
+        for rank, sub in sessions:
+            who = "" if rank is None else f" of rank {rank}"
+            dropped = _number((sub.bye or {}).get("dropped"))
+            if dropped:
+                reason = str((sub.bye or {}).get("reason") or "the reader fell behind")
+                problems.append(f"the profiler{who} dropped {int(dropped)} events ({reason})")
+        exit_info = self.exit
+        if exit_info is not None:
+            if exit_info.channel_closed_at is not None:
+                problems.append(f"the script closed mpsprof's event channel {exit_info.channel_closed_at:.1f} s "
+                                "into the run: what happened after that is missing")
+            elif exit_info.probe_done is False and self.hello and exit_info.signal is None:
+                problems.append("the profiler's last events never arrived (the script ended without Python's "
+                                "exit handlers, e.g. os._exit): the end of the run is missing")
+            if exit_info.bad_lines:
+                problems.append(f"{exit_info.bad_lines} event line(s) from the profiler could not be read")
+        return problems
+
     @property
     def is_distributed(self) -> bool:
         return len(self.ranks) > 1
@@ -221,6 +259,13 @@ class Session:
     @property
     def script(self) -> str:
         return str(self.run.get("script") or self.run.get("target") or "?")
+
+
+def _number(value: Any) -> float | None:
+    """A recorded number, or None for anything else (a damaged or hand-edited field)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value)
 
 
 def _strip(data: dict[str, Any]) -> dict[str, Any]:
@@ -241,4 +286,5 @@ _HANDLERS = {
     events.KIND_PROBE_ERROR: Session._on_probe_error,
     events.KIND_EXIT: Session._on_exit,
     events.KIND_RANKS: Session._on_ranks,
+    events.KIND_BYE: Session._on_bye,
 }

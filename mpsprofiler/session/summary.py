@@ -72,10 +72,16 @@ def summarize(session: Session) -> dict[str, Any]:
             "where": session.crash.user_frame,
         },
         "probe_errors": session.probe_errors,
+        "recording": _recording(session),
     }
     if session.ranks:
         summary["ranks"] = rank_rows(session)
     return summary
+
+
+def _recording(session: Session) -> dict[str, Any]:
+    problems = session.recording_problems()
+    return {"complete": not problems, "problems": problems}
 
 
 def rank_rows(session: Session) -> list[dict[str, Any]]:

@@ -135,7 +135,7 @@ class RunState:
     def running(self) -> bool:
         return self.status in ("running", "stopping")
 
-    def status_text(self) -> str:
+    def _status_only(self) -> str:
         status = self.status
         ex = self.job.exit
         if status == "crashed" and ex is not None:
@@ -147,6 +147,13 @@ class RunState:
         if status == "failed":
             return "failed to start"
         return status
+
+    def status_text(self) -> str:
+        """The badge: the status, and whether the recording misses part of the run."""
+        text = self._status_only()
+        if self.job.exit is not None and self.job.recording_problems():
+            text += ", recording incomplete"
+        return text
 
     # -- figures --------------------------------------------------------------------
     def elapsed(self, now: float | None = None) -> float | None:

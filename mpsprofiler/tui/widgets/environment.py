@@ -103,6 +103,8 @@ def run_table(state: RunState) -> Table:
         table.add_row("mpsprof", str(run["mpsprof"]))
     if state.notes:
         table.add_row("recording", Text(state.notes, style="yellow"))
+    for problem in state.session.recording_problems() if ex is not None else ():
+        table.add_row("incomplete", Text(problem, style="yellow"))
     return table
 
 
