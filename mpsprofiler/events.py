@@ -157,11 +157,15 @@ class DecodeReport:
     skipped: int = 0
     first_bad_line: int | None = None
     truncated_tail: bool = False
+    oversize: int = 0
+    """Lines skipped unread for their length (the reader caps it)."""
 
     def describe(self) -> str:
-        if not self.skipped and not self.truncated_tail:
+        if not self.skipped and not self.truncated_tail and not self.oversize:
             return ""
         parts = []
+        if self.oversize:
+            parts.append(f"skipped {self.oversize} line(s) too long to be events (over 8 MiB)")
         if self.skipped:
             parts.append(
                 f"skipped {self.skipped} unreadable line(s) of {self.lines}"

@@ -4,13 +4,15 @@ broken rule files, damaged recordings and recordings from a newer mpsprof."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from helpers import SCRIPTS, compare, mpsprof_cli, read_events, read_summary, run_mpsprof, run_python
+from helpers import SCRIPTS, child_env, compare, mpsprof_cli, read_events, read_summary, run_mpsprof, run_python
 from mpsprofiler import events
 from mpsprofiler.events import SchemaError
 from mpsprofiler.session.recording import RecordingError, load_run
@@ -168,3 +170,48 @@ def test_recording_from_a_newer_mpsprof(recording: Path, tmp_path: Path) -> None
     assert proc.returncode == 2, proc.stderr
     assert f"this recording uses event schema {newer}" in proc.stderr and "Upgrade mpsprof" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+# -- unbounded input -----------------------------------------------------------------------
+def test_huge_line_is_skipped_with_bounded_memory(recording: Path, tmp_path: Path) -> None:
+    """A 300 MB line in events.jsonl: skipped and counted, read in chunks (the reader's
+    peak memory stays far below the line's size), the rest of the run read."""
+    run_dir = tmp_path / "huge"
+    shutil.copytree(recording, run_dir)
+    lines = (run_dir / "events.jsonl").read_bytes().splitlines(keepends=True)
+    with open(run_dir / "events.jsonl", "wb") as fh:
+        fh.writelines(lines[:3])
+        fh.write(b'{"k": "warning", "ts": 1, "message": "')
+        block = b"x" * (1 << 20)
+        for _ in range(300):
+            fh.write(block)
+        fh.write(b'"}\n')
+        fh.writelines(lines[3:])
+    script = ("import resource, sys, json\n"
+              "from mpsprofiler.cli import main\n"
+              "code = main(['report', sys.argv[1], '--format', 'json'])\n"
+              "sys.stderr.write('maxrss %d\\n' % resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\n"
+              "sys.exit(code)\n")
+    proc = subprocess.run([sys.executable, "-c", script, str(run_dir)], capture_output=True, text=True,
+                          env=child_env(), timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "skipped 1 line(s) too long to be events" in proc.stderr
+    assert json.loads(proc.stdout)["steps"]["count"] == 300
+    maxrss_kib = int(proc.stderr.split("maxrss ")[1].split()[0])
+    assert maxrss_kib < 250 * 1024, maxrss_kib  # the old reader held the line (and its copies): > 600 MB
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device"])
+def test_events_file_that_is_not_a_regular_file(tmp_path: Path, kind: str) -> None:
+    """events.jsonl as a FIFO (opening it waits for a writer forever) or a device that
+    never ends: refused at once with a clear message."""
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    if kind == "fifo":
+        os.mkfifo(run_dir / "events.jsonl")
+    else:
+        (run_dir / "events.jsonl").symlink_to("/dev/zero")
+    for args in (["report", str(run_dir)], ["report", str(run_dir / "events.jsonl")]):
+        proc = mpsprof_cli(*args, timeout=30)
+        assert proc.returncode == 2, proc.stderr
+        assert "not a regular file" in proc.stderr and "Traceback" not in proc.stderr

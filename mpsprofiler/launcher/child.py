@@ -31,6 +31,8 @@ from .recorder import OUTPUT_FILE, Recorder
 from .rundir import open_new
 
 EventSink = Callable[[list[events.Event]], None]
+MAX_LINE_BYTES = 8 * 1024 * 1024
+"""A line longer than this is no event of the probe's: dropped (and counted) unread."""
 
 
 @dataclass
@@ -180,6 +182,7 @@ class RunController:
         """Read every channel (one pipe, or a FIFO per rank) until the child is gone."""
         fds = list(self._read_fds)
         pending: dict[int, bytes] = {fd: b"" for fd in fds}
+        overlong: set[int] = set()
         batch: list[events.Event] = []
         last = time.monotonic()
         exit_deadline: float | None = None
@@ -210,8 +213,18 @@ class RunController:
                                 and self.process.poll() is None:
                             self.channel_closed_at = time.monotonic() - self._started_at
                         continue
+                    if fd in overlong:  # the rest of a line too long to be an event
+                        cut = chunk.find(b"\n")
+                        if cut < 0:
+                            continue
+                        overlong.discard(fd)
+                        chunk = chunk[cut + 1:]
                     pending[fd] += chunk
                     *lines, pending[fd] = pending[fd].split(b"\n")
+                    if len(pending[fd]) > MAX_LINE_BYTES:
+                        pending[fd] = b""
+                        overlong.add(fd)
+                        self.bad_lines += 1
                     self._take_lines(lines, batch)
                 now = time.monotonic()
                 if batch and (now - last >= self._batch_interval or len(batch) > 2000):

@@ -7,8 +7,12 @@ clear message rather than misread.
 
 from __future__ import annotations
 
+import errno
+import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO, Iterator
 
 from .. import events
 from ..launcher.recorder import EVENTS_FILE
@@ -43,11 +47,47 @@ def events_path(path: Path) -> Path:
     return path
 
 
+MAX_LINE_BYTES = 8 * 1024 * 1024
+"""No event is this long (the largest, an ops table, is tens of KB): longer lines are
+skipped and counted, read in bounded chunks, so a damaged file cannot exhaust memory."""
+
+
+def open_regular(path: Path) -> BinaryIO:
+    """Open a file for reading only if it is a regular file: a FIFO would block forever
+    (opening it waits for a writer) and a device (``/dev/zero``) never ends."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file (a pipe, a device or a folder)", str(path))
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def bounded_lines(fh: BinaryIO, report: events.DecodeReport, limit: int = MAX_LINE_BYTES) -> Iterator[bytes]:
+    """The lines of ``fh``; a line over ``limit`` bytes is read past in chunks, never held
+    whole, and counted in ``report.oversize`` (yielded as an empty line, so line numbers
+    still count it)."""
+    while True:
+        line = fh.readline(limit + 1)
+        if not line:
+            return
+        if len(line) > limit and not line.endswith(b"\n"):
+            while line and not line.endswith(b"\n"):
+                line = fh.readline(1 << 20)
+            report.oversize += 1
+            yield b"\n"
+            continue
+        yield line
+
+
 def iter_recording(path: Path, report: events.DecodeReport) -> list[events.Event]:
     file = events_path(path)
     try:
-        with open(file, "rb") as fh:
-            return list(events.decode_lines(fh, report))
+        with open_regular(file) as fh:
+            return list(events.decode_lines(bounded_lines(fh, report), report))
     except OSError as exc:
         raise RecordingError(f"cannot read {file}: {exc.strerror or exc}") from exc
 

@@ -8,6 +8,7 @@ from textual.app import ComposeResult
 from textual.widget import Widget
 from textual.widgets import Static
 
+from ...session.recording import open_regular
 from ..state import RunState
 from .output_log import OutputLog
 
@@ -50,7 +51,7 @@ class LogPanel(Widget):
     def load_file(self, path: Path) -> bool:
         """Show a recorded run's ``output.log`` (its tail); False when there is none."""
         try:
-            with open(path, "rb") as fh:
+            with open_regular(path) as fh:  # a FIFO would block the app forever
                 fh.seek(0, 2)
                 size = fh.tell()
                 fh.seek(max(0, size - TAIL_BYTES))
