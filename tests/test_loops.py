@@ -110,3 +110,21 @@ def test_one_iteration_is_one_step(passes):
     tracker.finish()
     assert tracker.mode == "backward"
     assert _durations(tracker, emitted) == [float(passes)]
+
+
+@pytest.mark.slow
+def test_gradient_accumulation_counts_updates_not_micro_batches(tmp_path):
+    for opt in ("1", ""):
+        _, summary, _ = mpsprof_run(tmp_path / f"opt{opt}", "accumulate.py", OPT=opt, UPDATES="5", ACCUM="3")
+        assert summary["steps"]["count"] == 5, opt
+        assert summary["steps"]["mode"] == ("optimizer" if opt else "backward")
+
+
+@pytest.mark.slow
+def test_two_lbfgs_steps_get_op_accounting_and_the_float64_finding(tmp_path):
+    """LBFGS runs its closure (forward and backward) many times per step: those passes are
+    the optimizer's, and a run of 2 long steps is sampled (step 1) for op facts."""
+    proc, summary, _ = mpsprof_run(tmp_path, "lbfgs_double.py", STEPS="2")
+    assert summary["steps"]["count"] == 2
+    assert summary["steps"]["mode"] == "optimizer"
+    assert "(float64-mps)" in proc.stderr

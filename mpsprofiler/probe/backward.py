@@ -27,12 +27,19 @@ from __future__ import annotations
 
 import os
 import sys
+import weakref
 from typing import Any, Callable
 
+MAX_SITES = 256
+MAX_NODES = 64
+"""Graph nodes searched, once per call site, for a parameter (an AccumulateGrad node)."""
 
-def install(on_backward: Callable[[Any, float], None], clock: Callable[[], float],
+
+def install(on_backward: Callable[[Any, float, bool], None], clock: Callable[[], float],
             on_error: Callable[[BaseException], None]) -> Callable[[], None]:
-    """Wrap the engine entry; returns the uninstaller. ``on_backward(site, end_time)``."""
+    """Wrap the engine entry; returns the uninstaller. ``on_backward(site, end_time, reset)``:
+    ``reset`` is False when the site ran before and the gradients it accumulates into were
+    not zeroed since (gradient accumulation: a micro-batch, not a new iteration)."""
     import torch
     import torch.autograd as autograd
     import torch.autograd.graph as graph
@@ -41,6 +48,9 @@ def install(on_backward: Callable[[Any, float], None], clock: Callable[[], float
     torch_dir = os.path.dirname(torch.__file__) + os.sep
     own_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
     state = {"failed": False}
+    watch: dict[Any, tuple[Any, Any]] = {}
+    """site -> (weakref to one parameter its passes reach, weakref to that parameter's
+    gradient after the site's last pass)."""
 
     def site_of() -> Any:
         frame = sys._getframe(3)
@@ -52,19 +62,45 @@ def install(on_backward: Callable[[Any, float], None], clock: Callable[[], float
         return (frame.f_code, frame.f_lineno, caller.f_lineno if caller is not None else 0)
 
     def _engine_run_backward(t_outputs: Any, *args: Any, **kwargs: Any) -> Any:
+        token = None if state["failed"] else before(t_outputs)
         result = original(t_outputs, *args, **kwargs)
-        if not state["failed"]:
-            after(t_outputs)
+        if token is not None:
+            after(token)
         return result
 
-    def after(t_outputs: Any) -> None:
+    def before(t_outputs: Any) -> Any:
         try:
-            on_backward(site_of(), clock())
+            site = site_of()
+            watched = watch.get(site)
+            param = watched[0]() if watched is not None else None
+            if param is None:
+                ref = _leaf_of(t_outputs)
+                watch[site] = (ref, None)
+                return site, True, ref
+            grad_ref = watched[1]
+            # the gradient was set to None or replaced since this line's last pass: the
+            # loop zeroed it, so this pass starts a new iteration (not a micro-batch)
+            reset = grad_ref is None or grad_ref() is None or grad_ref() is not param.grad
+            return site, reset, watched[0]
+        except Exception as exc:
+            state["failed"] = True
+            on_error(exc)
+            return None
+
+    def after(token: Any) -> None:
+        site, reset, ref = token
+        try:
+            param = ref() if ref is not None else None
+            grad = getattr(param, "grad", None)
+            if len(watch) < MAX_SITES or site in watch:
+                watch[site] = (ref, weakref.ref(grad) if grad is not None else None)
+            on_backward(site, clock(), reset)
         except Exception as exc:
             state["failed"] = True
             on_error(exc)
 
     _hide_from_dynamo(_engine_run_backward, recursive=False)
+    _hide_from_dynamo(before, recursive=True)
     _hide_from_dynamo(after, recursive=True)
     _engine_run_backward.__wrapped__ = original  # type: ignore[attr-defined]
     autograd._engine_run_backward = _engine_run_backward
@@ -79,6 +115,23 @@ def install(on_backward: Callable[[Any, float], None], clock: Callable[[], float
             graph._engine_run_backward = original
 
     return uninstall
+
+
+def _leaf_of(outputs: Any) -> Any:
+    """A weak reference to one parameter the pass accumulates into, or None."""
+    items = outputs if isinstance(outputs, (tuple, list)) else (outputs,)
+    nodes = [getattr(t, "grad_fn", None) for t in items]
+    seen = 0
+    while nodes and seen < MAX_NODES:
+        node = nodes.pop(0)
+        seen += 1
+        if node is None:
+            continue
+        variable = getattr(node, "variable", None)  # AccumulateGrad: the leaf it fills
+        if variable is not None:
+            return weakref.ref(variable)
+        nodes.extend(n for n, _ in node.next_functions)
+    return None
 
 
 def _hide_from_dynamo(fn: Any, recursive: bool) -> None:

@@ -36,6 +36,11 @@ from .ops_sites import FrameFinder, TensorPatches
 
 EARLY_STEPS = (3, 5)
 """Always sampled (steps 0-1 are warm-up: allocator growth, kernel compilation)."""
+LONG_FIRST_STEP_S = 5.0
+"""A step 0 this long, or an optimizer that steps with a closure (LBFGS evaluates it up to
+20 times per step), means a run of few, long steps: step 1 is sampled too, so a run of 2
+steps still gets op accounting and dtype facts. One more sampled step of a long-step run
+is paid back by the budget like the early ones."""
 MAX_INTERVAL = 5_000
 MAX_OPS_PER_SAMPLE = 500_000
 SAMPLE_CAP_STEPS = 20  # a sample longer than 20 median steps is cut short ...
@@ -149,11 +154,23 @@ class OpAccountant:
         """Called at every step boundary; a few attribute reads unless a sample starts/ends."""
         if last_step_duration is not None:
             self._total += last_step_duration
+        if self._active_step is not None and self._active_step == next_step:
+            return  # begun early at the first optimizer step (see on_first_optimizer_step)
         if self._active_step is None and next_step < self._next_sample:
             if last_step_duration is not None and next_step > self._record_from:
                 self._plain.append(last_step_duration)
             return
         self._boundary(next_step, last_step_duration)
+
+    def on_first_optimizer_step(self, step_0_so_far: float, closure: bool) -> None:
+        """The first optimizer step of a run, before step 0 is known to have ended (the
+        tracker learns which optimizers make a step at the second one): when step 0 was
+        long or the optimizer takes a closure, sample from here, so a run of 2 long steps
+        (LBFGS) is sampled at all."""
+        long = closure or step_0_so_far >= LONG_FIRST_STEP_S
+        if long and self._active_step is None and self._next_sample > 1:
+            self._next_sample = 1
+            self._boundary(1, None)
 
     def close(self) -> None:
         """At exit: emit a step being sampled (``partial``) and remove everything."""

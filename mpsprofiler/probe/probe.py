@@ -177,7 +177,7 @@ class Probe:
         self.emit(events.KIND_ENV, **facts)
 
     def _install_optimizer_hook(self) -> None:
-        from torch.optim.optimizer import register_optimizer_step_post_hook
+        from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
 
         tracker = self.tracker
 
@@ -192,7 +192,14 @@ class Probe:
             except Exception as exc:
                 self.fail("steps", exc)
 
+        def pre_hook(optimizer: Any, args: Any, kwargs: Any) -> None:
+            tracker.in_optimizer = True  # backward passes in a closure are the optimizer's
+            # args holds the optimizer itself first, then step()'s own arguments
+            if any(callable(a) for a in args[1:2]) or callable(kwargs.get("closure")):
+                tracker.closure_step = True
+
         self._uninstallers.append(register_optimizer_step_post_hook(hook).remove)
+        self._uninstallers.append(register_optimizer_step_pre_hook(pre_hook).remove)
         self._uninstallers.append(tracker.start_marker())
 
     def _install_backward_hook(self) -> None:
@@ -200,13 +207,13 @@ class Probe:
 
         tracker = self.tracker
 
-        def on_backward(site: Any, end: float) -> None:
+        def on_backward(site: Any, end: float, reset: bool) -> None:
             if "steps" in self.disabled:
                 return
             self.fault("steps")
             if not self._torch_env_sent:
                 self._send_torch_environment()
-            tracker.on_backward(site, end)
+            tracker.on_backward(site, end, reset)
 
         self._uninstallers.append(backward.install(on_backward, self.clock, lambda exc: self.fail("steps", exc)))
 
@@ -328,7 +335,16 @@ class Probe:
             except Exception as exc:
                 self.fail("ops", exc)
 
+        def first_optimizer_step(so_far: float, closure: bool) -> None:
+            if "ops" in self.disabled:
+                return
+            try:
+                ops.on_first_optimizer_step(so_far, closure)
+            except Exception as exc:
+                self.fail("ops", exc)
+
         self.tracker.listeners.append(listener)
+        self.tracker.first_optimizer_listeners.append(first_optimizer_step)
 
     # -- public API -------------------------------------------------------------
     def mark_step(self) -> None:

@@ -11,8 +11,9 @@ Where a step ends, in order of precedence:
    updates): the autograd engine's entry (see ``probe/backward.py``). Like optimizers,
    the backward call sites of the first iteration are learnt (a GAN's two or three
    ``.backward()`` lines are one step); a step closes when every site has run, or when
-   one runs a second time. Gradient accumulation without an optimizer calls one line
-   several times per update, so each micro-batch counts: ``mpsprofiler.step()`` is the fix.
+   one runs again after the loop zeroed its gradients. A line that runs again without
+   that (gradient accumulation) adds a micro-batch to the step, and passes inside an
+   optimizer step (LBFGS's closure) belong to that step.
 4. Loops without either (inference): each DataLoader batch after the first starts a new step.
 
 Data wait is the time spent inside DataLoader iterators' ``__next__``. On asynchronous
@@ -65,6 +66,10 @@ class StepTracker:
         self._bwd_seen: set[Any] = set()
         self._last_bwd_time = 0.0
         self.backwards = 0
+        self.in_optimizer = False
+        """Between an optimizer's step pre- and post-hook."""
+        self.closure_step = False
+        """An optimizer stepped with a closure (LBFGS): few, long steps."""
         """Backward passes seen (``.backward()``, not ``autograd.grad``), whatever the mode."""
         self._fetches = 0
         self._started = False
@@ -74,6 +79,9 @@ class StepTracker:
         self._lock = threading.Lock()
         self.listeners: list[Callable[[int, float], None]] = []
         """Called with (next step index, last step duration) at every boundary (ops sampler)."""
+        self.first_optimizer_listeners: list[Callable[[float, bool], None]] = []
+        """Called with step 0's time so far and ``closure_step`` at the first optimizer
+        step (ops sampler)."""
 
     # -- boundaries -------------------------------------------------------------
     def _close(self, end: float) -> None:
@@ -160,11 +168,15 @@ class StepTracker:
 
     # -- hooks ------------------------------------------------------------------
     def on_optimizer_step(self, optimizer: Any) -> None:
+        self.in_optimizer = False
         if self.mode == "manual":
             return
         now = self._clock()
         self.mode = "optimizer"
         key = id(optimizer)
+        if self.index == 0 and self._cycle is None and not self._seen:
+            for listener in self.first_optimizer_listeners:
+                listener(now - self._start, self.closure_step)
         if key in self._seen:
             # a repeat: the previous iteration ended at the last optimizer step before it
             if self._cycle is None:
@@ -178,10 +190,18 @@ class StepTracker:
             self._close(now)
             self._seen = set()
 
-    def on_backward(self, site: Any, end: float) -> None:
-        """A backward pass from call site ``site`` ended at ``end`` (see module docstring)."""
+    def on_backward(self, site: Any, end: float, reset: bool = True) -> None:
+        """A backward pass from call site ``site`` ended at ``end`` (see module docstring).
+
+        ``reset`` False: the site ran before and its gradients were not zeroed since, so
+        this pass accumulates into the same update (gradient accumulation), and passes
+        inside an optimizer step (LBFGS's closure) are the optimizer's: neither is a step.
+        """
         self.backwards += 1
-        if self.mode in ("manual", "optimizer"):
+        if self.mode in ("manual", "optimizer") or self.in_optimizer:
+            return
+        if not reset and (site in self._bwd_seen or (self._bwd_cycle is not None and site in self._bwd_cycle)):
+            self._last_bwd_time = end  # a micro-batch: the step goes on
             return
         if site in self._bwd_seen:
             # the second iteration has begun: no optimizer stepped in the first one
