@@ -39,6 +39,7 @@ KIND_PROBE_ERROR = "probe_error"  # an instrument failed and was switched off
 KIND_EXIT = "exit"  # written by the launcher: how the child ended
 KIND_RANKS = "ranks"  # distributed: world size and the ranks of the job
 KIND_BYE = "bye"  # the probe's last line: nothing follows; events it dropped, and why
+KIND_LEAKS = "leaks"  # tensors outliving their step, by the line that made them
 
 ALL_KINDS = frozenset(
     {
@@ -56,6 +57,7 @@ ALL_KINDS = frozenset(
         KIND_EXIT,
         KIND_RANKS,
         KIND_BYE,
+        KIND_LEAKS,
     }
 )
 

@@ -109,18 +109,22 @@ def test_tolist_and_print_are_predicted_syncs() -> None:
     # a CPU run (no model to tell): on a CUDA machine the default would be the GPU, where
     # CPU tensors are host data and rightly not syncs
     acct = OpAccountant(emit, early_steps=(1,), device_kind="cpu")
-    x = torch.randn(3, 4)
+    weight = torch.randn(4, requires_grad=True)
     acct.on_step_boundary(0, None)
     acct.on_step_boundary(1, 0.01)
+    x = (torch.randn(3, 4) * weight).detach()  # model-derived: on a Mac it lives on the GPU
     values = x.sum(0).tolist()  # line A
     text = repr(x)  # line B
     y = x.cpu()  # line C
+    index = torch.randint(0, 3, (4,))  # host-side: stays on the CPU on a Mac
+    picked = [int(i) for i in index] + index.tolist() + [torch.tensor(0.5).item()]
     acct.on_step_boundary(2, 0.01)
     acct.close()
-    assert isinstance(values, list) and "tensor" in text and y is x
+    assert isinstance(values, list) and "tensor" in text and y is x and len(picked) == 9
     assert _nothing_left_installed()
     (record,) = ops_events(events)
     kinds = {s["kind"]: s for s in record["syncs"]}
+    assert not [s for s in record["syncs"] if "index" in s["code"] or "picked" in s["code"]], record["syncs"]
     assert set(kinds) >= {"tolist", "print", "to_cpu"}
     assert kinds["tolist"]["code"] == "values = x.sum(0).tolist()  # line A"
     assert kinds["print"]["code"] == "text = repr(x)  # line B"

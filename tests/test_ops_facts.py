@@ -230,6 +230,7 @@ def test_reports_show_predicted_fallbacks_as_their_own_table() -> None:
     session.ops = _stats(events)
     tables = {t.title: t for t in ops_tables(session)}
     predicted = tables["Ops that would fall back to the CPU on a Mac (no MPS kernel in this torch)"]
-    assert predicted.columns == ["Op", "Module", "Calls / step", "Where"]
-    assert "aten::_pdist_forward" in {row[0] for row in predicted.rows}
+    assert predicted.columns == ["Op", "Module", "Calls / step", "Where", "Evidence"]
+    evidence = {row[0]: row[4] for row in predicted.rows}
+    assert "native_functions.yaml `_pdist_forward`" in evidence["aten::_pdist_forward"]
     assert not any("predicted" in title.lower() for title in tables)  # no raw generic copy

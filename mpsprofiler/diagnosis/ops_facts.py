@@ -9,7 +9,7 @@ the MPS kernel table of the installed torch (:mod:`mpsprofiler.ops.readiness`).
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from ..ops.readiness import MpsKernelTable, default_table
@@ -32,15 +32,20 @@ def _module(name: str) -> str:
     return name or NO_MODULE
 
 
-def _op_table(rows: list[OpRow], stats: OpStats) -> str:
-    lines = ["| op | calls/step | ms/step | module | file:line |", "|---|---:|---:|---|---|"]
+def _op_table(rows: list[OpRow], stats: OpStats, evidence: Callable[[str], str] | None = None) -> str:
+    """Markdown table of op rows; ``evidence`` adds a column saying why each is predicted."""
+    head, rule = "| op | calls/step | ms/step | module | file:line |", "|---|---:|---:|---|---|"
+    if evidence is not None:
+        head, rule = head + " evidence |", rule + "---|"
+    lines = [head, rule]
     for r in rows[:TABLE_ROWS]:
-        lines.append(
-            f"| `{_cell(r.op)}` | {stats.per_step(r.calls):.1f} | {stats.per_step(r.host_s) * 1e3:.2f} "
-            f"| {_cell(_module(r.module))} | {_cell(_where(r.file, r.line))} |"
-        )
+        line = (f"| `{_cell(r.op)}` | {stats.per_step(r.calls):.1f} | {stats.per_step(r.host_s) * 1e3:.2f} "
+                f"| {_cell(_module(r.module))} | {_cell(_where(r.file, r.line))} |")  # fmt: skip
+        if evidence is not None:
+            line += f" {_cell(evidence(r.op))} |"
+        lines.append(line)
     if len(rows) > TABLE_ROWS:
-        lines.append(f"| … {len(rows) - TABLE_ROWS} more | | | | |")
+        lines.append(f"| … {len(rows) - TABLE_ROWS} more | | | | |" + (" |" if evidence is not None else ""))
     return "\n".join(lines)
 
 
@@ -153,7 +158,8 @@ def ops_facts(
                   "mps_predicted_fallback_calls_per_step": 0.0})  # fmt: skip
     if predicted:
         facts.update(_fallback_facts("mps_predicted_fallback", predicted, ops))
-        facts["mps_predicted_fallback_table"] = _op_table(predicted, ops)
+        facts["mps_predicted_fallback_table"] = _op_table(predicted, ops, table.explain)
+        facts["mps_predicted_fallback_top_evidence"] = table.explain(predicted[0].op)
     facts["mps_kernel_table_size"] = len(table)
 
     # syncs

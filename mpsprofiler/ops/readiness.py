@@ -29,13 +29,15 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from .backends import BACKENDS_NAME, BackendRow, BackendTable, base_name, load_backend_table
+
 MPS = "mps"
 PORTABLE = "portable"
 CPU_FALLBACK = "cpu_fallback"
 UNKNOWN = "unknown"
 STATUSES = (MPS, PORTABLE, CPU_FALLBACK, UNKNOWN)
 
-CACHE_FORMAT = 1
+CACHE_FORMAT = 2
 """Bumped when the classification changes, so stale caches are not trusted."""
 OVERRIDES_NAME = "mps_ops_overrides.yaml"
 COMPOSITE_KEYS = frozenset(
@@ -83,12 +85,21 @@ def _dispatch_keys(dispatch: Any) -> set[str]:
 
 def classify_entries(entries: Iterable[Mapping[str, Any]]) -> dict[str, str]:
     """Status per op name from parsed ``native_functions.yaml`` entries (no overrides)."""
+    return classify_with_keys(entries)[0]
+
+
+def classify_with_keys(entries: Iterable[Mapping[str, Any]]) -> tuple[dict[str, str], dict[str, str]]:
+    """(status per op, evidence per ``cpu_fallback`` op): the evidence names the entry
+    whose dispatch keys decided (the ``structured_delegate`` target, if any) and its keys."""
     raw: dict[str, str | tuple[str, str]] = {}
+    found_keys: dict[str, str] = {}
     for entry in entries:
         if not isinstance(entry, Mapping) or "func" not in entry:
             continue
         name = _func_name(str(entry["func"]))
         keys = _dispatch_keys(entry.get("dispatch"))
+        if keys:
+            found_keys[name] = ", ".join(sorted(keys))
         if "MPS" in keys:
             raw[name] = MPS
         elif keys & COMPOSITE_KEYS:
@@ -120,7 +131,20 @@ def classify_entries(entries: Iterable[Mapping[str, Any]]) -> dict[str, str]:
             return CPU_FALLBACK if status == CPU_FALLBACK else (MPS if status == MPS else PORTABLE)
         return status
 
-    return {name: resolve(name) for name in raw}
+    def decided_by(name: str, depth: int = 0) -> str:
+        value = raw.get(name)
+        if isinstance(value, tuple) and depth <= 8:
+            return decided_by(value[1], depth + 1)
+        return name
+
+    statuses = {name: resolve(name) for name in raw}
+    evidence = {}
+    for name, status in statuses.items():
+        if status == CPU_FALLBACK:
+            entry = decided_by(name)
+            via = "" if entry == name else f" (structured_delegate `{entry}`)"
+            evidence[name] = f"{via}: dispatch {found_keys.get(entry, '?')}"
+    return statuses, evidence
 
 
 def find_native_functions_yaml() -> Path | None:
@@ -173,25 +197,27 @@ def _cache_path(cache_dir: Path, yaml_path: Path, version: str) -> Path:
     return cache_dir / f"mps_kernels-{safe}-{digest}.json"
 
 
-def _read_cache(path: Path) -> dict[str, str] | None:
+def _read_cache(path: Path) -> tuple[dict[str, str], dict[str, str]] | None:
     try:
         data = json.loads(path.read_text("utf-8"))
     except (OSError, ValueError):
         return None
     if not isinstance(data, dict):
         return None
-    ops = data.get("ops")
-    if data.get("format") != CACHE_FORMAT or not isinstance(ops, dict):
+    ops, keys = data.get("ops"), data.get("keys")
+    if data.get("format") != CACHE_FORMAT or not isinstance(ops, dict) or not isinstance(keys, dict):
         return None
-    return {str(k): str(v) for k, v in ops.items() if v in STATUSES}
+    return ({str(k): str(v) for k, v in ops.items() if v in STATUSES},
+            {str(k): str(v) for k, v in keys.items() if isinstance(v, str)})  # fmt: skip
 
 
-def _write_cache(path: Path, ops: Mapping[str, str], version: str) -> None:
+def _write_cache(path: Path, ops: Mapping[str, str], keys: Mapping[str, str], version: str) -> None:
     """Best effort and atomic: a read-only home must not break anything."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps({"format": CACHE_FORMAT, "torch": version, "ops": dict(ops)}), "utf-8")
+        data = {"format": CACHE_FORMAT, "torch": version, "ops": dict(ops), "keys": dict(keys)}
+        tmp.write_text(json.dumps(data), "utf-8")
         os.replace(tmp, path)
     except OSError:
         pass
@@ -253,7 +279,12 @@ def cpu_always_ops(path: Path | None = None) -> frozenset[str]:
 
 
 class MpsKernelTable:
-    """Status of each ATen op on MPS; build with :meth:`load`."""
+    """Status of each ATen op on MPS, and the evidence for it; build with :meth:`load`.
+
+    Backend-specific kernels (``rules/data/mps_backend_kernels.yaml``) are judged by the
+    ops a Mac runs for the same call, not by their own entries: see
+    :mod:`mpsprofiler.ops.backends`.
+    """
 
     def __init__(
         self,
@@ -261,9 +292,13 @@ class MpsKernelTable:
         overrides: Mapping[str, str] | None = None,
         *,
         source: str = "",
+        keys: Mapping[str, str] | None = None,
+        backends: BackendTable | None = None,
     ) -> None:
         self._ops = dict(ops)
         self._overrides = dict(overrides or {})
+        self._keys = dict(keys or {})
+        self.backends = backends if backends is not None else load_backend_table()
         self.source = source  # "cache" | "yaml" | "" (built in memory)
         self._by_base: dict[str, list[str]] | None = None
 
@@ -275,6 +310,7 @@ class MpsKernelTable:
         cache_dir: Path | None = None,
         use_cache: bool = True,
         overrides: Mapping[str, str] | None = None,
+        backends: BackendTable | None = None,
     ) -> MpsKernelTable:
         """The table for the installed torch (from the disk cache when possible).
 
@@ -285,30 +321,47 @@ class MpsKernelTable:
         over = load_overrides() if overrides is None else dict(overrides)
         path = yaml_path or find_native_functions_yaml()
         if path is None:
-            return cls({}, over, source="")
+            return cls({}, over, source="", backends=backends)
         cache = None
         if use_cache:
             try:
                 cache = _cache_path(cache_dir or user_cache_dir(), path, version)
             except OSError:
                 cache = None
-        ops = _read_cache(cache) if cache is not None else None
+        cached = _read_cache(cache) if cache is not None else None
         source = "cache"
-        if ops is None:
+        if cached is None:
             source = "yaml"
             try:
-                ops = classify_entries(_parse_yaml(path))
+                cached = classify_with_keys(_parse_yaml(path))
             except Exception:
-                ops = {}
-            if cache is not None and ops:
-                _write_cache(cache, ops, version)
-        return cls(ops, over, source=source)
+                cached = ({}, {})
+            if cache is not None and cached[0]:
+                _write_cache(cache, cached[0], cached[1], version)
+        return cls(cached[0], over, source=source, keys=cached[1], backends=backends)
 
     def __len__(self) -> int:
         return len(self._ops)
 
     def status(self, op: str) -> str:
-        """``"mps"`` | ``"portable"`` | ``"cpu_fallback"`` | ``"unknown"`` for an op name."""
+        """``"mps"`` | ``"portable"`` | ``"cpu_fallback"`` | ``"unknown"`` for an op name:
+        for a backend-specific kernel, the status of what a Mac runs instead."""
+        own = self.own_status(op)
+        row = self._row(op, own)
+        if row is not None:
+            mapped = self._row_status(row, op)
+            if mapped is not None:
+                return mapped[0]
+        return own
+
+    def _row(self, op: str, own: str) -> BackendRow | None:
+        """The backend row of a kernel that has no MPS kernel of its own."""
+        if own == MPS or not self.backends.rows:
+            return None
+        return self.backends.row_for(op)
+
+    def own_status(self, op: str) -> str:
+        """The status of ``op`` itself from the yaml and the overrides (no mapping)."""
         name = normalize_op(op)
         forced = self._overrides.get(name)
         if forced is not None:
@@ -320,6 +373,58 @@ class MpsKernelTable:
             return UNKNOWN
         return self._status_of_base(name)
 
+    def _row_status(self, row: BackendRow, kernel: str) -> tuple[str, str] | None:
+        """(status, op) of what a Mac runs for ``kernel``: the first of the row's ops that
+        this torch runs on MPS (a backward kernel looks at backward ops first), else the
+        first it has without an MPS kernel; None when this torch knows none of them."""
+        runs = list(row.mps_runs)
+        if "backward" in kernel:
+            runs.sort(key=lambda op: "backward" not in op)
+        fallback = None
+        for op in runs:
+            status = self.own_status(op)
+            if status in (MPS, PORTABLE):
+                return status, op
+            if status == CPU_FALLBACK and fallback is None:
+                fallback = (status, op)
+        return fallback
+
+    def explain(self, op: str) -> str:
+        """Evidence for :meth:`status`, a line a user can check in the named file."""
+        row = self._row(op, self.own_status(op))
+        if row is not None:
+            mapped = self._row_status(row, op)
+            if mapped is not None:
+                status, target = mapped
+                head = (f"{BACKENDS_NAME} row `{row.row}`: `{base_name(op)}` is a {row.backend} kernel "
+                        f"for {row.called_as}; a Mac runs `{target}`")  # fmt: skip
+                if status == CPU_FALLBACK:
+                    return f"{head}, which has no MPS kernel ({self._own_evidence(target)})"
+                kind = "an MPS kernel" if status == MPS else "composite: decomposed into ops with MPS kernels"
+                return f"{head} ({kind} in native_functions.yaml)"
+        return self._own_evidence(op)
+
+    def _own_evidence(self, op: str) -> str:
+        name = normalize_op(op)
+        forced = self._overrides.get(name)
+        if forced == CPU_FALLBACK:
+            return f"{OVERRIDES_NAME} cpu_always: `{name}` runs on the CPU on a Mac even with an MPS registration"
+        if forced == MPS:
+            return f"{OVERRIDES_NAME} mps_kernel: `{name}` has an MPS kernel registered outside the yaml"
+        status = self.own_status(op)
+        if status == CPU_FALLBACK:
+            keys = self._keys.get(name) or next((self._keys[n] for n in self._by_base_names(name) if n in self._keys), "")
+            return f"native_functions.yaml `{name}`{keys or ': no MPS dispatch entry'}, none for MPS"
+        if status == MPS:
+            return f"native_functions.yaml `{name}`: MPS kernel"
+        if status == PORTABLE:
+            return f"native_functions.yaml `{name}`: composite, runs where its pieces run"
+        return f"`{name}` is not in native_functions.yaml"
+
+    def _by_base_names(self, base: str) -> list[str]:
+        self._status_of_base(base) if self._by_base is None else None
+        return (self._by_base or {}).get(base, [])
+
     def _status_of_base(self, base: str) -> str:
         """An overload-less name (``aten::ctc_loss``) that only exists with overloads."""
         if self._by_base is None:
@@ -327,7 +432,7 @@ class MpsKernelTable:
             for name in self._ops:
                 index.setdefault(name.split(".", 1)[0], []).append(name)
             self._by_base = index
-        statuses = {self.status(n) for n in self._by_base.get(base, ())}
+        statuses = {self.own_status(n) for n in self._by_base.get(base, ())}
         for status in (MPS, CPU_FALLBACK, PORTABLE):
             if status in statuses:
                 return status

@@ -31,6 +31,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from .. import events
 from ..ops.readiness import COMPOSITE_KEYS
 from .modules import ModuleTracker
+from .ops_leaks import LeakTracker
 from .ops_record import StepRecord
 from .ops_sites import FrameFinder, TensorPatches
 
@@ -122,6 +123,8 @@ class OpAccountant:
         self._kernel_cache: dict[str, bool] = {}
         self._detected: str | None = None
         self._info: dict[Any, tuple[Any, ...]] = {}  # func -> OpInfo, kept across steps
+        self._carried: dict[int, Any] = {}  # id -> weakref of model-derived tensors (ops_record)
+        self._leaks = LeakTracker(lambda: self._finder)
         # sampling state
         self._next_sample: float = self._early[0] if self._early else 3
         self._record_from = 2
@@ -156,7 +159,7 @@ class OpAccountant:
             self._total += last_step_duration
         if self._active_step is not None and self._active_step == next_step:
             return  # begun early at the first optimizer step (see on_first_optimizer_step)
-        if self._active_step is None and next_step < self._next_sample:
+        if self._active_step is None and next_step < self._next_sample and next_step < self._leaks.next_check:
             if last_step_duration is not None and next_step > self._record_from:
                 self._plain.append(last_step_duration)
             return
@@ -189,6 +192,8 @@ class OpAccountant:
         try:
             if self._active_step is not None:
                 self._finish(last)
+            if next_step >= self._leaks.next_check and not self._failed:
+                self._check_leaks(next_step)
             elif last is not None and next_step > self._record_from:
                 self._plain.append(last)
             if self._failed or self._closed:
@@ -220,6 +225,7 @@ class OpAccountant:
             self._warn_saved = torch.is_warn_always_enabled()
             torch.set_warn_always(True)
         self._active_step = step
+        self._leaks.begin(step)
         self._t_begin = self._clock()
         plain = statistics.median(self._plain) if self._plain else 0.0
         self._time_cap = max(MIN_SAMPLE_CAP_S, SAMPLE_CAP_STEPS * plain)
@@ -230,6 +236,7 @@ class OpAccountant:
         step = self._active_step
         self._teardown()
         self._active_step = None
+        self._leaks.end(step if step is not None else 0)
         empty = self._step is None or not (self._step.agg or self._step.syncs)
         if step is None or self._failed or (partial and empty):
             return  # nothing ran since the last boundary (the loop ended): nothing to say
@@ -278,10 +285,18 @@ class OpAccountant:
             self._next_sample = step + self.interval
         return overhead
 
+    def _check_leaks(self, step: int) -> None:
+        """Survivors of earlier sampled steps (see :mod:`.ops_leaks`); a few ms at most."""
+        if os.getpid() != self._pid:
+            return
+        found = self._leaks.check(step)
+        if found:
+            self._emit(events.KIND_LEAKS, **found)
+
     def _reset_step(self) -> None:
         self._tracker.reset_step()
         assert self._finder is not None
-        self._step = StepRecord(self._tracker, self._finder, self._patches, self._info)
+        self._step = StepRecord(self._tracker, self._finder, self._patches, self._info, self._carried, self._leaks)
         self._bookkeeping = 0.0
         self._truncated = False
 
@@ -297,6 +312,7 @@ class OpAccountant:
         """Undo everything and sample no more (closed, failed)."""
         self._teardown()
         self._next_sample = math.inf
+        self._leaks.next_check = math.inf
 
     def _teardown(self) -> None:
         """Undo everything sampling installed; safe to call at any boundary."""

@@ -9,12 +9,14 @@ source line (syncs, and the first call of each (op, module)).
 from __future__ import annotations
 
 import re
+import weakref
 from collections.abc import Callable
 from typing import Any
 
 import torch
 
 from .modules import ModuleTracker
+from .ops_leaks import LeakTracker
 from .ops_sites import (
     COPY_OPS,
     FrameFinder,
@@ -27,6 +29,7 @@ from .ops_sites import (
 MAX_KEYS = 2_000  # distinct (op, module) per sampled step; the rest go to module "*"
 MAX_OPS_SENT = 300  # op entries per event, most host time first
 MAX_SYNC_WALKS = 2_000  # stack walks for syncs per sampled step
+MAX_CARRIED = 200_000  # weak references to model-derived tensors kept across sampled steps
 _SKIPPED_NAMESPACES = ("profiler::",)  # record_function markers, not work
 _SEQUENCES = (list, tuple)
 _F64, _BF16 = torch.float64, torch.bfloat16
@@ -83,8 +86,11 @@ class StepRecord:
     """Aggregates of one sampled step; ``info`` is shared across steps (op -> OpInfo)."""
 
     def __init__(self, tracker: ModuleTracker, finder: FrameFinder, patches: TensorPatches,
-                 info: dict[Any, OpInfo]) -> None:  # fmt: skip
+                 info: dict[Any, OpInfo], carried: dict[int, Any] | None = None,
+                 leaks: LeakTracker | None = None) -> None:  # fmt: skip
         self._tracker = tracker
+        self._leaks = leaks
+        self._carried = carried if carried is not None else {}
         self._finder = finder
         self._patches = patches
         self._info = info
@@ -139,6 +145,10 @@ class StepRecord:
             tensors.append(out)
         elif out.__class__ in _SEQUENCES:
             tensors.extend([x for x in out if isinstance(x, Tensor)])
+        if len(tensors) > n_in:
+            self._carry(tensors, n_in)
+            if self._leaks is not None:
+                self._leaks.on_op(name, module, tensors, n_in, agg.site, backward)
         # an (op, module) keeps its devices from call to call: look at the first few only
         devices = agg.devices if agg.calls <= 4 else None
         dtypes = agg.dtypes
@@ -166,6 +176,8 @@ class StepRecord:
             return  # (inside a wrapped tolist()/cpu(), that wrapper counted the sync)
         if sync_kind is not None:
             source = tensors[0].device.type if tensors else "cpu"
+            if source == "cpu" and not (tensors and self.model_derived(tensors[0])):
+                return  # a CPU-side tensor (indices, Python numbers): it stays on the CPU on a Mac
             self.sync(sync_kind, name, module, source, agg)
         elif n_in and len(tensors) > n_in:
             if name == "aten::copy_":  # copy_(self, src, non_blocking=False)
@@ -194,7 +206,46 @@ class StepRecord:
         self.syncs[key] = self.syncs.get(key, 0) + 1
 
     def patched_call(self, kind: str, tensor: torch.Tensor) -> None:
-        self.sync(kind, _PATCHED_OPS[kind], self._tracker.current(), tensor.device.type, None)
+        device = tensor.device.type
+        if device == "cpu" and not self.model_derived(tensor):
+            return
+        self.sync(kind, _PATCHED_OPS[kind], self._tracker.current(), device, None)
+
+    # -- what would live on the accelerator on a Mac ------------------------------------
+    def model_derived(self, tensor: torch.Tensor) -> bool:
+        """Whether ``tensor`` comes from the model's computation: it needs gradients, or an
+        op of a sampled step made it from such a tensor. Those would live on the model's
+        device on a Mac; CPU-side tensors (``torch.randint`` indices, ``torch.tensor(x)``)
+        stay on the CPU there, so reading them back is no sync."""
+        if tensor.requires_grad:
+            return True
+        ref = self._carried.get(id(tensor))
+        return ref is not None and ref() is tensor
+
+    def _carry(self, tensors: list[torch.Tensor], n_in: int) -> None:
+        """Mark the outputs of an op that has a model-derived input (weakly: ids are
+        checked against the object, so a reused id is not taken for the old tensor)."""
+        carried = self._carried
+        for i in range(n_in):
+            t = tensors[i]
+            if t.requires_grad:
+                break
+            ref = carried.get(id(t))
+            if ref is not None and ref() is t:
+                break
+        else:
+            return
+        if len(carried) >= MAX_CARRIED:
+            for key in [k for k, r in carried.items() if r() is None]:
+                del carried[key]
+            if len(carried) >= MAX_CARRIED:
+                carried.clear()
+        for t in tensors[n_in:]:
+            if not t.requires_grad:
+                try:
+                    carried[id(t)] = weakref.ref(t)
+                except TypeError:
+                    pass
 
     # -- the event --------------------------------------------------------------------
     def build(self, kind: str, mps_check: Callable[[str], bool] | None, mps_type: str) -> dict[str, Any]:

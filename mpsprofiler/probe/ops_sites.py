@@ -102,6 +102,13 @@ class FrameFinder:
         return library, printing, internal
 
 
+    def is_user(self, code: CodeType) -> bool:
+        """Whether a code object is the user's own (not torch, a library or the stdlib)."""
+        kind = self._kind.get(code)
+        if kind is None:
+            kind = self._kind[code] = self._classify(code.co_filename)
+        return kind == 2
+
     def _called_by_loader(self, frame: Any, limit: int = 40) -> bool:
         kinds = self._kind
         while frame is not None and limit > 0:

@@ -71,8 +71,10 @@ def ops_tables(session: Session, data: dict[str, Any] | None = None) -> list[Tab
                        ("mps_predicted", "Ops that would fall back to the CPU on a Mac (no MPS kernel in this torch)")):
         misses = _records(data.get(key))
         if misses:
-            tables.append(_ops_table(title, misses, [("Op", "op"), ("Module", "module"),
-                                                     ("Calls / step", "calls_per_step"), ("Where", where)], numeric={2}))
+            columns = [("Op", "op"), ("Module", "module"), ("Calls / step", "calls_per_step"), ("Where", where)]
+            if any(m.get("evidence") for m in misses):
+                columns.append(("Evidence", "evidence"))
+            tables.append(_ops_table(title, misses, columns, numeric={2}))
     syncs = _records(data.get("syncs"))
     if syncs:
         tables.append(_ops_table("Host-device synchronisations", syncs,

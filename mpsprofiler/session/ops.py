@@ -261,9 +261,19 @@ class OpStats:
             "bf16_complex": {"bfloat16": self.bfloat16_calls, "complex": self.complex_calls},
             "mismatch": list(self.mismatches.values()),
             "mps_kernel": [op_row(r) for r in sorted(self.mps_misses.values(), key=lambda r: -r.calls)],
-            "mps_predicted": [op_row(r) for r in sorted(self._predicted_or_none(predict), key=lambda r: -r.calls)],
+            "mps_predicted": [{**op_row(r), "evidence": self._evidence(r.op)}
+                              for r in sorted(self._predicted_or_none(predict), key=lambda r: -r.calls)],
             "dropped": self.dropped,
         }
+
+    @staticmethod
+    def _evidence(op: str) -> str:
+        from ..ops.readiness import default_table
+
+        try:
+            return default_table().explain(op)
+        except Exception:
+            return ""
 
     def _predicted_or_none(self, predict: bool) -> list[OpRow]:
         if not predict:

@@ -14,6 +14,7 @@ from typing import Any, Iterable
 from .. import events
 from ..redact import TEXT_KINDS, redact_argv, scrub_fields, secret_values
 from .memory import MemoryStats
+from .leaks import LeakStats
 from .ops import OpStats
 from .steps import StepStats
 
@@ -77,6 +78,7 @@ class Session:
     exit: ExitInfo | None = None
     probe_errors: list[dict[str, Any]] = field(default_factory=list)
     ops: OpStats = field(default_factory=OpStats)
+    leaks: LeakStats = field(default_factory=LeakStats)
     last_ts: float = 0.0
     events_seen: int = 0
     unknown_events: int = 0
@@ -175,6 +177,9 @@ class Session:
 
     def _on_ops(self, ts: float, data: dict[str, Any]) -> None:
         self.ops.feed(data)
+
+    def _on_leaks(self, ts: float, data: dict[str, Any]) -> None:
+        self.leaks.feed(data)
 
     def _on_exception(self, ts: float, data: dict[str, Any]) -> None:
         frames = [f for f in data.get("frames") or [] if isinstance(f, dict)]
@@ -287,4 +292,5 @@ _HANDLERS = {
     events.KIND_EXIT: Session._on_exit,
     events.KIND_RANKS: Session._on_ranks,
     events.KIND_BYE: Session._on_bye,
+    events.KIND_LEAKS: Session._on_leaks,
 }

@@ -11,7 +11,7 @@ from typing import Any
 
 from ...session.session import Session
 from ..facts import analyzer
-from . import capacity, crash, dataloader, environment, loops, memory, threads, warmup  # noqa: F401
+from . import capacity, crash, dataloader, environment, leaks, loops, memory, threads, warmup  # noqa: F401
 
 try:
     from . import ranks  # noqa: F401 - distributed jobs

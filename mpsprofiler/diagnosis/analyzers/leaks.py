@@ -1,0 +1,73 @@
+"""Leak facts from the probe's leak tracking (:mod:`mpsprofiler.probe.ops_leaks`).
+
+Two patterns, each with the user's line, so the fix can match the pattern found:
+
+* ``graph_carry_*``: a variable whose autograd graph spans step boundaries
+  (``total_loss += loss``): every step's graph stays alive; the fix is ``.item()`` or
+  ``.detach()``;
+* ``leak_site_*``: a line whose tensors, made on sampled steps, are still alive steps
+  later, from at least two sampled steps (a one-time buffer survives from one only).
+  ``leak_site_grad`` tells graphs kept alive (``losses.append(loss)``) from a container
+  of plain tensors growing (``cache.append(h.detach().clone())``).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from ...session.session import Session
+from ..facts import analyzer
+from .common import MIB
+
+MIN_SAMPLES = 2
+
+
+def _where(file: str, line: int) -> str:
+    return f"{os.path.basename(file)}:{line}" if file else "?"
+
+
+def _cell(text: Any) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+@analyzer("leaks")
+def leak_facts(session: Session) -> dict[str, Any]:
+    leaks = session.leaks
+    facts: dict[str, Any] = {"graph_carry_count": len(leaks.carries)}
+    if leaks.carries:
+        c = leaks.carries[0]
+        facts.update(graph_carry_line=_where(c.file, c.line), graph_carry_file=c.file, graph_carry_code=c.code,
+                     graph_carry_name=c.name, graph_carry_first_step=min(c.steps) if c.steps else None)  # fmt: skip
+    sites = [s for s in leaks.sites if len(s.steps) >= MIN_SAMPLES and s.alive >= MIN_SAMPLES]
+    facts["leak_site_count"] = len(sites)
+    if not sites:
+        return facts
+    top = sites[0]
+    samples = len(top.steps)
+    facts.update(
+        leak_site_line=_where(top.file, top.line),
+        leak_site_file=top.file,
+        leak_site_code=top.code or top.op,
+        leak_site_module=top.module or "(training loop)",
+        leak_site_op=top.op,
+        leak_site_alive=top.alive,
+        leak_site_mib=round(top.bytes / MIB, 3),
+        leak_site_kib_per_step=round(top.bytes / samples / 1024, 1),
+        leak_site_samples=samples,
+        leak_site_lag=leaks.lag,
+        leak_site_grad=top.grad,
+        leak_site_first_step=min(top.steps),
+        leak_site_table=_table(sites),
+    )
+    return facts
+
+
+def _table(sites: list[Any]) -> str:
+    lines = ["| file:line | code | module | tensors alive | MiB | from sampled steps | graph |",
+             "|---|---|---|---:|---:|---|---|"]  # fmt: skip
+    for s in sites[:8]:
+        code = f"`{_cell(s.code)}`" if s.code else _cell(s.op)
+        lines.append(f"| {_cell(_where(s.file, s.line))} | {code} | {_cell(s.module or '(training loop)')} "
+                     f"| {s.alive} | {s.bytes / MIB:.2f} | {', '.join(map(str, s.steps))} | {'yes' if s.grad else 'no'} |")
+    return "\n".join(lines)

@@ -1,0 +1,97 @@
+"""Backend-specific kernels, and the ops a Mac runs for the same call.
+
+A CPU or CUDA run records the kernel its backend selected (oneDNN's ``mkldnn_rnn_layer``
+for ``nn.LSTM``, cuDNN attention for ``F.scaled_dot_product_attention``). Those kernels
+have no MPS entry in ``native_functions.yaml``, yet a Mac never runs them: the user's call
+dispatches to an MPS kernel there. Judging the kernel instead of the call would predict a
+fallback for nearly every LSTM and transformer, so predictions first map such kernels back
+through the explicit table in ``rules/data/mps_backend_kernels.yaml``.
+
+Only the standard library and PyYAML are imported: the probe and the diagnosis both use it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+BACKENDS_NAME = "mps_backend_kernels.yaml"
+
+
+@dataclass(frozen=True)
+class BackendRow:
+    """One row of the table: kernels of one backend for one user-level call."""
+
+    row: str
+    backend: str
+    kernels: tuple[str, ...]
+    called_as: str
+    mps_runs: tuple[str, ...]
+    note: str = ""
+    source: str = ""
+
+
+@dataclass(frozen=True)
+class BackendTable:
+    rows: tuple[BackendRow, ...]
+    not_calls: frozenset[str]
+    path: str = ""
+
+    def row_for(self, op: str) -> BackendRow | None:
+        """The row of a kernel, by its name without namespace and overload."""
+        base = base_name(op)
+        for row in self.rows:
+            if base in row.kernels:
+                return row
+        return None
+
+
+def base_name(op: str) -> str:
+    """``aten::_flash_attention_forward.quantized`` -> ``_flash_attention_forward``."""
+    text = op.split("::", 1)[-1]
+    if text.startswith("aten."):
+        text = text[5:]
+    return text.split(".", 1)[0]
+
+
+def backends_path() -> Path | None:
+    from .readiness import rules_dir
+
+    base = rules_dir()
+    for path in (base / "data" / BACKENDS_NAME, base / BACKENDS_NAME):
+        if path.is_file():
+            return path
+    return None
+
+
+def _strings(value: Any) -> tuple[str, ...]:
+    items = value if isinstance(value, list) else []
+    return tuple(str(x).strip() for x in items if isinstance(x, str) and x.strip())
+
+
+def load_backend_table(path: Path | None = None) -> BackendTable:
+    """The table; empty (every kernel judged by the yaml alone) if the file is missing or bad."""
+    path = path or backends_path()
+    if path is None:
+        return BackendTable((), frozenset())
+    try:
+        import yaml
+
+        data = yaml.safe_load(path.read_text("utf-8")) or {}
+    except Exception:
+        return BackendTable((), frozenset())
+    if not isinstance(data, dict):
+        return BackendTable((), frozenset())
+    rows = []
+    for item in data.get("rows") or []:
+        if not isinstance(item, dict):
+            continue
+        kernels, runs = _strings(item.get("kernels")), _strings(item.get("mps_runs"))
+        name = str(item.get("row") or "").strip()
+        if not (name and kernels and runs):
+            continue
+        rows.append(BackendRow(name, str(item.get("backend") or ""), tuple(base_name(k) for k in kernels),
+                               str(item.get("called_as") or ""), runs, str(item.get("note") or ""),
+                               str(item.get("source") or "")))  # fmt: skip
+    return BackendTable(tuple(rows), frozenset(_strings(data.get("not_calls"))), str(path))

@@ -1,0 +1,222 @@
+"""Leaks to the line: which user line makes the tensors that stay alive step after step.
+
+Runs on sampled steps only, inside the op accountant's dispatch mode, so it sees every op
+on every device (CPU, CUDA, MPS) without touching the allocator:
+
+* every tensor an op creates during a sampled step is remembered by a weak reference,
+  keyed by the user line that made it (the loop's own line for loop-level ops, the
+  module's line otherwise). At later step boundaries, tensors still alive two or more
+  steps later are counted per line; a line whose tensors survive from two different
+  sampled steps keeps something for good (a one-time lazy buffer survives from one);
+* a tensor with autograd history that spans a step boundary (``total_loss += loss``:
+  each step's graph is chained to the last) is found among the user's variables at a
+  boundary, by walking its graph for nodes made before and after a sampled step began.
+
+Nothing here keeps a tensor or an autograd node alive: weak references, ids and
+sequence numbers only. Checks run at step boundaries (outside any op).
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from .ops_sites import FrameFinder, source_line
+
+LAG = 2
+"""A tensor still alive this many steps after the step that made it has outlived it."""
+MAX_TRACKED = 50_000  # outputs remembered per sampled step
+MAX_SAMPLES = 4  # sampled steps whose outputs are followed
+MAX_NODES = 20_000  # graph walk per candidate tensor
+MAX_CHECKS = 24
+MAX_SITES = 10
+_NO_SEQ = 1 << 63
+
+Key = tuple[str, int, str, str]
+"""(file, line, module, op) of the call that made a tensor."""
+
+
+def _seq_now() -> int | None:
+    get = getattr(getattr(torch._C, "_autograd", None), "_get_sequence_nr", None)
+    return int(get()) if get is not None else None
+
+
+class _Sample:
+    __slots__ = ("refs", "seq", "step")
+
+    def __init__(self, step: int, seq: int | None) -> None:
+        self.step = step
+        self.seq = seq
+        self.refs: list[tuple[weakref.ref[torch.Tensor], Key]] = []
+
+
+class LeakTracker:
+    """Created by the op accountant; ``on_op`` runs inside the mode, the rest at boundaries."""
+
+    def __init__(self, finder: Callable[[], FrameFinder | None]) -> None:
+        self._finder = finder
+        self._samples: list[_Sample] = []
+        self._current: _Sample | None = None
+        self._alive: dict[Key, dict[str, Any]] = {}
+        self._carries: dict[tuple[str, int], dict[str, Any]] = {}
+        self._checks = 0
+        self._last_sent: Any = None
+        self.next_check: float = float("inf")
+
+    # -- inside the dispatch mode -------------------------------------------------
+    def begin(self, step: int) -> None:
+        sample = _Sample(step, _seq_now())
+        self._samples.append(sample)
+        del self._samples[:-MAX_SAMPLES]
+        self._current = sample
+
+    def end(self, step: int) -> None:
+        self._current = None
+        self.next_check = min(self.next_check, step + LAG)
+
+    def on_op(self, name: str, module: str, tensors: list[torch.Tensor], n_in: int,
+              site: tuple[str, int] | None, backward: bool) -> None:  # fmt: skip
+        sample = self._current
+        if sample is None or len(tensors) <= n_in or len(sample.refs) >= MAX_TRACKED:
+            return
+        if not module and not backward:
+            finder = self._finder()
+            if finder is not None:
+                site = finder.find(4)[0] or site
+        file, line = site if site is not None else ("", 0)
+        key = (file, line, module, name)
+        inputs = tensors[:n_in]
+        for t in tensors[n_in:]:
+            if any(t is i for i in inputs):
+                continue  # in place: the tensor existed before
+            try:
+                sample.refs.append((weakref.ref(t), key))
+            except TypeError:
+                pass
+
+    # -- at step boundaries ---------------------------------------------------------
+    def check(self, step: int) -> dict[str, Any] | None:
+        """Count survivors and look for graphs spanning steps; the ``leaks`` event fields
+        when something changed since the last one, else None."""
+        self._checks += 1
+        self.next_check = step + max(LAG, step // 2) if self._checks < MAX_CHECKS else float("inf")
+        old = [s for s in self._samples if s is not self._current and s.step <= step - LAG]
+        if not old:
+            return None
+        per_key: dict[Key, dict[str, Any]] = {}
+        for sample in old:
+            storages: set[int] = set()
+            for ref, key in sample.refs:
+                t = ref()
+                if t is None:
+                    continue
+                entry = per_key.setdefault(key, {"alive": 0, "bytes": 0, "steps": set(), "grad": False})
+                entry["alive"] += 1
+                entry["steps"].add(sample.step)
+                entry["grad"] = entry["grad"] or t.grad_fn is not None
+                try:
+                    storage = t.untyped_storage()
+                    ptr = storage.data_ptr()
+                    if ptr not in storages:
+                        storages.add(ptr)
+                        entry["bytes"] += storage.nbytes()
+                except Exception:
+                    pass
+        for key, entry in per_key.items():
+            kept = self._alive.setdefault(key, {"alive": 0, "bytes": 0, "steps": set(), "grad": False})
+            kept["alive"] = max(kept["alive"], entry["alive"])
+            kept["bytes"] = max(kept["bytes"], entry["bytes"])
+            kept["steps"] |= entry["steps"]
+            kept["grad"] = kept["grad"] or entry["grad"]
+        self._find_carries(old[0].seq, step)
+        return self._snapshot(step)
+
+    def _find_carries(self, seq_ref: int | None, step: int) -> None:
+        """User variables whose autograd graph holds nodes from before ``seq_ref`` (the
+        start of a sampled step at least LAG steps ago) and after it."""
+        finder = self._finder()
+        if seq_ref is None or finder is None:
+            return
+        frame: Any = sys._getframe(1)
+        seen: set[int] = set()
+        while frame is not None:
+            if finder.is_user(frame.f_code):
+                for name, value in list(frame.f_locals.items()):
+                    if isinstance(value, torch.Tensor) and id(value) not in seen:
+                        seen.add(id(value))
+                        if value.grad_fn is not None and _spans(value.grad_fn, seq_ref):
+                            self._note_carry(frame, name, step)
+            frame = frame.f_back
+
+    def _note_carry(self, frame: Any, name: str, step: int) -> None:
+        file = frame.f_code.co_filename
+        line = _assignment_line(file, name, frame.f_code) or frame.f_lineno
+        entry = self._carries.setdefault((file, line), {"name": name, "steps": []})
+        if step not in entry["steps"]:
+            entry["steps"].append(step)
+
+    def _snapshot(self, step: int) -> dict[str, Any] | None:
+        sites = []
+        ranked = sorted(self._alive.items(), key=lambda kv: (-kv[1]["bytes"], -kv[1]["alive"]))
+        for (file, line, module, op), e in ranked[:MAX_SITES]:
+            sites.append({"file": file, "line": line, "module": module, "op": op,
+                          "code": source_line((file, line)) if file else "", "alive": e["alive"],
+                          "bytes": e["bytes"], "steps": sorted(e["steps"]), "grad": e["grad"]})  # fmt: skip
+        carries = [{"file": f, "line": ln, "name": e["name"], "code": source_line((f, ln)), "steps": e["steps"]}
+                   for (f, ln), e in self._carries.items()]  # fmt: skip
+        if not sites and not carries:
+            return None
+        state = (tuple((s["file"], s["line"], s["op"], s["alive"], tuple(s["steps"])) for s in sites),
+                 tuple((c["file"], c["line"]) for c in carries))  # fmt: skip
+        if state == self._last_sent:
+            return None
+        self._last_sent = state
+        return {"step": step, "lag": LAG, "sites": sites, "carries": carries}
+
+
+def _spans(root: Any, seq_ref: int) -> bool:
+    """Whether the graph from ``root`` holds nodes made both before and after ``seq_ref``."""
+    before = after = False
+    todo, seen = [root], set()
+    while todo and len(seen) < MAX_NODES:
+        node = todo.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        try:
+            seq = node._sequence_nr()
+            nxt = node.next_functions
+        except Exception:
+            continue
+        if seq < _NO_SEQ:
+            if seq < seq_ref:
+                before = True
+            else:
+                after = True
+            if before and after:
+                return True
+        todo.extend(n for n, _ in nxt if n is not None)
+    return False
+
+
+def _assignment_line(file: str, name: str, code: Any) -> int | None:
+    """The line in ``code`` (a function, or the module) that accumulates into ``name``:
+    ``name +=`` / ``name = name + ...``; None when not found."""
+    import linecache
+
+    lines = linecache.getlines(file)
+    if not lines:
+        return None
+    accumulate = re.compile(rf"^\s*{re.escape(name)}\s*(?:[-+*/]=|=\s*{re.escape(name)}\b)")
+    first = code.co_firstlineno if code.co_name != "<module>" else 1
+    last = max((ln for _, _, ln in code.co_lines() if ln), default=len(lines)) if code.co_name != "<module>" else len(lines)
+    found = [n for n in range(first, min(last, len(lines)) + 1) if accumulate.search(lines[n - 1])]
+    # a line that accumulates numbers (`x += loss.item()`) cannot hold a graph: prefer others
+    numbers = re.compile(r"\.item\(\)|\bfloat\(|\.detach\(\)|\.tolist\(\)")
+    tensors = [n for n in found if not numbers.search(lines[n - 1])]
+    return (tensors or found or [None])[0]

@@ -1,0 +1,76 @@
+"""Leak sites and autograd graphs kept across steps: the session's fold of ``leaks`` events.
+
+The probe sends its whole current picture in each event (see
+:mod:`mpsprofiler.probe.ops_leaks`), so the last event wins; rows are capped and every
+field is checked, as for any recording read back.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+MAX_ROWS = 20
+
+
+@dataclass
+class LeakSite:
+    file: str
+    line: int
+    module: str
+    op: str
+    code: str
+    alive: int
+    bytes: int
+    steps: list[int] = field(default_factory=list)
+    grad: bool = False
+
+
+@dataclass
+class GraphCarry:
+    file: str
+    line: int
+    name: str
+    code: str
+    steps: list[int] = field(default_factory=list)
+
+
+def _int(value: Any) -> int:
+    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0
+
+
+def _str(value: Any, limit: int = 1000) -> str:
+    return value[:limit] if isinstance(value, str) else ""
+
+
+def _steps(value: Any) -> list[int]:
+    return [_int(v) for v in value[:50]] if isinstance(value, list) else []
+
+
+class LeakStats:
+    def __init__(self) -> None:
+        self.sites: list[LeakSite] = []
+        self.carries: list[GraphCarry] = []
+        self.lag = 2
+        self.checks = 0
+
+    def feed(self, data: dict[str, Any]) -> None:
+        if not isinstance(data, dict):
+            return
+        self.checks += 1
+        self.lag = _int(data.get("lag")) or self.lag
+        sites = data.get("sites")
+        if isinstance(sites, list):
+            self.sites = [LeakSite(_str(s.get("file")), _int(s.get("line")), _str(s.get("module"), 300),
+                                   _str(s.get("op"), 200), _str(s.get("code"), 300), _int(s.get("alive")),
+                                   _int(s.get("bytes")), _steps(s.get("steps")), bool(s.get("grad")))
+                          for s in sites[:MAX_ROWS] if isinstance(s, dict)]  # fmt: skip
+        carries = data.get("carries")
+        if isinstance(carries, list):
+            self.carries = [GraphCarry(_str(c.get("file")), _int(c.get("line")), _str(c.get("name"), 200),
+                                       _str(c.get("code"), 300), _steps(c.get("steps")))
+                            for c in carries[:MAX_ROWS] if isinstance(c, dict)]  # fmt: skip
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"lag": self.lag, "sites": [vars(s).copy() for s in self.sites],
+                "carries": [vars(c).copy() for c in self.carries]}  # fmt: skip
