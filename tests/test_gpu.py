@@ -153,3 +153,38 @@ def _dist(tmp_path: Path, nproc: str, env: dict):
     proc = mpsprof_cli("run", "--headless", "-o", str(run_dir), "--nproc-per-node", nproc, str(DIST),
                        env=child_env(**env), timeout=300, stdin=None)
     return proc, read_summary(run_dir), run_dir
+
+
+# --------------------------------------------------------------------------- issue 17
+
+
+def _line(script: Path, text: str) -> int:
+    return next(i for i, line in enumerate(script.read_text().splitlines(), 1) if line.strip() == text)
+
+
+def test_cuda_leaks_name_their_lines(tmp_path):
+    """Leak-site attribution works on device memory too: the line that keeps CUDA tensors."""
+    cache = HERE / "scripts_leaks" / "detached_cache.py"
+    proc, summary, _ = run(tmp_path, cache, "--device", "cuda", "--steps", "30")
+    assert proc.returncode == 0, proc.stderr
+    found = {f["rule"]: f for f in summary["findings"]}
+    assert "leak-site-container" in found, summary["findings"]
+    assert f"detached_cache.py:{_line(cache, 'cache.append(h.detach().clone())')}" in found["leak-site-container"]["title"]
+    total = HERE / "scripts_leaks" / "total_loss.py"
+    proc, summary, _ = run(tmp_path, total, "--device", "cuda")
+    assert proc.returncode == 0, proc.stderr
+    found = {f["rule"]: f for f in summary["findings"]}
+    assert "graph-kept-across-steps" in found, summary["findings"]
+    assert f"total_loss.py:{_line(total, 'total_loss += loss')}" in found["graph-kept-across-steps"]["title"]
+
+
+def test_nanogpt_on_cuda_predicts_no_sdpa_fallback(tmp_path):
+    """cuDNN / flash attention and fused AdamW are CUDA kernels; a Mac runs SDPA's MPS path."""
+    proc, summary, run_dir = run(tmp_path, HERE / "scripts_mac" / "nanogpt.py", "--device", "cuda")
+    assert proc.returncode == 0, proc.stderr
+    data = load_run(run_dir).session.ops.to_dict()
+    ops = {o["op"] for o in data["ops"]}
+    assert any("attention" in op and op != "aten::scaled_dot_product_attention" for op in ops), sorted(ops)
+    assert data["mps_predicted"] == [], data["mps_predicted"]
+    rules = rules_of(summary)
+    assert "mps-readiness" not in rules and "sync-heavy" not in rules, summary["findings"]

@@ -163,3 +163,72 @@ def test_bad_overrides_are_ignored(tmp_path: Path) -> None:
     assert load_overrides(bad) == {"x": "mps"}
     bad.write_text(": : :")
     assert load_overrides(bad) == {}
+
+
+# --------------------------------------------------------------------------- backend kernels
+
+
+@pytest.mark.parametrize(
+    ("kernel", "status", "row", "mac_runs"),
+    [
+        ("aten::mkldnn_rnn_layer", "mps", "lstm-onednn", "_lstm_mps"),
+        ("aten::mkldnn_rnn_layer_backward", "mps", "lstm-onednn", "lstm_mps_backward"),
+        ("aten::_cudnn_rnn", "mps", "rnn-cudnn", "_lstm_mps"),
+        ("aten::miopen_rnn_backward", "mps", "rnn-cudnn", "lstm_mps_backward"),
+        ("aten::_scaled_dot_product_flash_attention_for_cpu", "portable", "sdpa-cpu", "_scaled_dot_product_attention_math"),
+        ("aten::_scaled_dot_product_flash_attention_for_cpu_backward", "portable", "sdpa-cpu", "_scaled_dot_product_attention_math"),
+        ("aten::_scaled_dot_product_cudnn_attention", "portable", "sdpa-cuda", "_scaled_dot_product_attention_math"),
+        ("aten::_scaled_dot_product_cudnn_attention_backward", "portable", "sdpa-cuda", "_scaled_dot_product_attention_math"),
+        ("aten::_scaled_dot_product_flash_attention", "portable", "sdpa-cuda", "_scaled_dot_product_attention_math"),
+        ("aten::_scaled_dot_product_efficient_attention_backward", "portable", "sdpa-cuda", "_scaled_dot_product_attention_math"),
+        ("aten::_flash_attention_forward", "portable", "sdpa-cuda", "_scaled_dot_product_attention_math"),
+        ("aten::_native_multi_head_attention", "portable", "mha-fastpath", "scaled_dot_product_attention"),
+        ("aten::cudnn_convolution", "mps", "conv-cudnn", "_mps_convolution"),
+        ("aten::cudnn_batch_norm", "mps", "batchnorm-cudnn", "native_batch_norm"),
+        ("aten::_fused_dropout", "mps", "dropout-cuda", "native_dropout"),
+        ("aten::_fused_adagrad_", "portable", "fused-adagrad", "_foreach_addcdiv_"),
+        # the true positive survives the mapping: a Mac runs the native CTC loss, on the CPU
+        ("aten::_cudnn_ctc_loss", "cpu_fallback", "ctc-cudnn", "_ctc_loss"),
+    ],
+)
+def test_backend_kernels_are_judged_by_what_a_mac_runs(table: MpsKernelTable, kernel: str, status: str,
+                                                       row: str, mac_runs: str) -> None:  # fmt: skip
+    assert table.own_status(kernel) == "cpu_fallback"  # what the yaml alone would say
+    assert table.status(kernel) == status
+    evidence = table.explain(kernel)
+    assert f"row `{row}`" in evidence and f"a Mac runs `{mac_runs}`" in evidence, evidence
+
+
+def test_kernels_with_their_own_mps_kernel_need_no_row(table: MpsKernelTable) -> None:
+    assert table.status("aten::_fused_adamw_") == "mps"
+    assert table.explain("aten::_fused_adamw_") == "native_functions.yaml `_fused_adamw_`: MPS kernel"
+
+
+def test_every_backend_specific_op_of_this_torch_is_in_the_table() -> None:
+    """A new cuDNN / oneDNN / flash kernel in a torch release must be looked at: either a
+    row maps it to what a Mac runs, or it is listed as not implementing a user call."""
+    import re
+
+    from mpsprofiler.ops.backends import load_backend_table
+
+    backends = load_backend_table()
+    known = {k for row in backends.rows for k in row.kernels} | backends.not_calls
+    pattern = re.compile(r"mkldnn|onednn|cudnn|miopen|_for_cpu|flash_attention|efficient_attention|"
+                         r"cudnn_attention|_fused_(adam|adamw|sgd|adagrad)_$|_thnn_fused|_native_multi_head")
+    statuses = classify_entries(readiness._parse_yaml(find_native_functions_yaml()))  # type: ignore[arg-type]
+    missing = sorted({name.split(".")[0] for name, status in statuses.items()
+                      if pattern.search(name.split(".")[0]) and status == "cpu_fallback"} - known)  # fmt: skip
+    assert not missing, f"add these to rules/data/mps_backend_kernels.yaml: {missing}"
+    for row in backends.rows:
+        assert row.source.startswith("https://github.com/pytorch/pytorch/"), row.row
+
+
+def test_mapping_needs_the_mac_op_in_this_torch(tmp_path: Path) -> None:
+    """A torch without the op a row points to keeps judging the kernel by its own entry."""
+    from mpsprofiler.ops.backends import BackendRow, BackendTable
+
+    rows = BackendTable((BackendRow("r", "test", ("k",), "call", ("missing_op",)),), frozenset())
+    table = MpsKernelTable({"k": "cpu_fallback", "m": "mps"}, {}, backends=rows)
+    assert table.status("aten::k") == "cpu_fallback"
+    rows = BackendTable((BackendRow("r", "test", ("k",), "call", ("missing_op", "m")),), frozenset())
+    assert MpsKernelTable({"k": "cpu_fallback", "m": "mps"}, {}, backends=rows).status("aten::k") == "mps"

@@ -7,14 +7,15 @@ from torch import nn
 parser = argparse.ArgumentParser()
 parser.add_argument("--steps", type=int, default=24)
 parser.add_argument("--fixed", action="store_true", help="accumulate loss.item() instead")
+parser.add_argument("--device", default="cpu")
 args = parser.parse_args()
 torch.manual_seed(0)
-device = torch.device("cuda" if torch.cuda.is_available() and args.steps < 0 else "cpu")
-model = nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 4))
+device = torch.device(args.device)
+model = nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 4)).to(device)
 opt = torch.optim.SGD(model.parameters(), lr=0.01)
 total_loss = 0.0
 for step in range(args.steps):
-    x, y = torch.randn(16, 32), torch.randint(0, 4, (16,))
+    x, y = torch.randn(16, 32, device=device), torch.randint(0, 4, (16,), device=device)
     loss = nn.functional.cross_entropy(model(x), y)
     opt.zero_grad()
     loss.backward()
