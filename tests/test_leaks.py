@@ -76,3 +76,16 @@ def test_shipped_leak_fixes_never_recommend_an_unbounded_append() -> None:
     for rule_id in ("tensor-leak", "leak-site-container", "leak-site-graph", "graph-kept-across-steps"):
         fix = rules[rule_id].fix
         assert "outputs.append(out.detach().cpu())" not in fix, rule_id
+
+
+@pytest.mark.slow
+def test_outputs_kept_in_a_list_name_the_container_and_its_append_line(tmp_path: Path) -> None:
+    """The model's output is made inside the model; the line that keeps it is the append."""
+    summary = _run(tmp_path, "losses_list")
+    found = _findings(summary)
+    assert "leak-site-graph" in found, summary["findings"]
+    site = found["leak-site-graph"]
+    line = _line_of("losses_list", "outputs.append(out)")
+    assert f"losses_list.py:{line}" in site["title"]
+    assert "kept in `outputs`" in site["evidence"] and "`outputs.append(out)`" in site["evidence"]
+    assert "loss.item()" in site["fix"] and ".detach()" in site["fix"]

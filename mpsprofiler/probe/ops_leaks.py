@@ -21,6 +21,7 @@ from __future__ import annotations
 import re
 import sys
 import weakref
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -32,7 +33,7 @@ LAG = 2
 """A tensor still alive this many steps after the step that made it has outlived it."""
 MAX_TRACKED = 50_000  # outputs remembered per sampled step
 MAX_SAMPLES = 4  # sampled steps whose outputs are followed
-MAX_NODES = 20_000  # graph walk per candidate tensor
+MAX_NODES = 5_000  # graph walk per candidate tensor (a few ms at most)
 MAX_CHECKS = 24
 MAX_SITES = 10
 _NO_SEQ = 1 << 63
@@ -133,8 +134,30 @@ class LeakTracker:
             kept["bytes"] = max(kept["bytes"], entry["bytes"])
             kept["steps"] |= entry["steps"]
             kept["grad"] = kept["grad"] or entry["grad"]
+            if len(kept["steps"]) >= 2 and "holder" not in kept:
+                kept["holder"] = self._find_holder(key, old)
         self._find_carries(old[0].seq, step)
         return self._snapshot(step)
+
+    def _find_holder(self, key: Key, samples: list[_Sample]) -> dict[str, Any] | None:
+        """The user's container (a variable of a frame on the stack) that holds a survivor of
+        ``key``, and the line that adds to it: the line that keeps the memory, which is not
+        the line that made the tensor when the tensor comes from inside the model."""
+        survivor = next((t for s in samples for ref, k in s.refs if k == key and (t := ref()) is not None), None)
+        finder = self._finder()
+        if survivor is None or finder is None:
+            return None
+        frame: Any = sys._getframe(2)
+        while frame is not None:
+            if finder.is_user(frame.f_code):
+                for name, value in list(frame.f_locals.items()):
+                    if _holds(value, survivor):
+                        file = frame.f_code.co_filename
+                        line = _adding_line(file, name, frame.f_code)
+                        return {"name": name, "file": file, "line": line or 0,
+                                "code": source_line((file, line)) if line else ""}  # fmt: skip
+            frame = frame.f_back
+        return None
 
     def _find_carries(self, seq_ref: int | None, step: int) -> None:
         """User variables whose autograd graph holds nodes from before ``seq_ref`` (the
@@ -167,6 +190,8 @@ class LeakTracker:
             sites.append({"file": file, "line": line, "module": module, "op": op,
                           "code": source_line((file, line)) if file else "", "alive": e["alive"],
                           "bytes": e["bytes"], "steps": sorted(e["steps"]), "grad": e["grad"]})  # fmt: skip
+            if e.get("holder"):
+                sites[-1]["holder"] = e["holder"]
         carries = [{"file": f, "line": ln, "name": e["name"], "code": source_line((f, ln)), "steps": e["steps"]}
                    for (f, ln), e in self._carries.items()]  # fmt: skip
         if not sites and not carries:
@@ -182,9 +207,9 @@ class LeakTracker:
 def _spans(root: Any, seq_ref: int) -> bool:
     """Whether the graph from ``root`` holds nodes made both before and after ``seq_ref``."""
     before = after = False
-    todo, seen = [root], set()
+    todo, seen = deque([root]), set()
     while todo and len(seen) < MAX_NODES:
-        node = todo.pop()
+        node = todo.popleft()  # breadth first: a chained accumulation is one hop from the root
         if node is None or id(node) in seen:
             continue
         seen.add(id(node))
@@ -204,6 +229,38 @@ def _spans(root: Any, seq_ref: int) -> bool:
     return False
 
 
+def _holds(value: Any, tensor: torch.Tensor) -> bool:
+    """Whether a container (list, tuple, deque, dict values, one level deep) holds ``tensor``."""
+    if isinstance(value, dict):
+        items: Any = value.values()
+    elif isinstance(value, (list, tuple)) or type(value).__name__ == "deque":
+        items = value
+    else:
+        return False
+    try:
+        return any(item is tensor or (isinstance(item, (tuple, list)) and any(x is tensor for x in item))
+                   for item in items)  # fmt: skip
+    except Exception:
+        return False
+
+
+def _adding_line(file: str, name: str, code: Any) -> int | None:
+    """The line in ``code`` that adds to the container ``name`` (append, extend, item set)."""
+    import linecache
+
+    lines = linecache.getlines(file)
+    adds = re.compile(rf"\b{re.escape(name)}\s*(?:\.(?:append|extend|insert|add|appendleft|update|setdefault)\(|\[.*\]\s*=[^=]|\+=)")
+    first, last = _code_range(code, len(lines))
+    return next((n for n in range(first, last + 1) if adds.search(lines[n - 1])), None)
+
+
+def _code_range(code: Any, count: int) -> tuple[int, int]:
+    if code.co_name == "<module>":
+        return 1, count
+    last = max((ln for _, _, ln in code.co_lines() if ln), default=count)
+    return code.co_firstlineno, min(last, count)
+
+
 def _assignment_line(file: str, name: str, code: Any) -> int | None:
     """The line in ``code`` (a function, or the module) that accumulates into ``name``:
     ``name +=`` / ``name = name + ...``; None when not found."""
@@ -213,9 +270,8 @@ def _assignment_line(file: str, name: str, code: Any) -> int | None:
     if not lines:
         return None
     accumulate = re.compile(rf"^\s*{re.escape(name)}\s*(?:[-+*/]=|=\s*{re.escape(name)}\b)")
-    first = code.co_firstlineno if code.co_name != "<module>" else 1
-    last = max((ln for _, _, ln in code.co_lines() if ln), default=len(lines)) if code.co_name != "<module>" else len(lines)
-    found = [n for n in range(first, min(last, len(lines)) + 1) if accumulate.search(lines[n - 1])]
+    first, last = _code_range(code, len(lines))
+    found = [n for n in range(first, last + 1) if accumulate.search(lines[n - 1])]
     # a line that accumulates numbers (`x += loss.item()`) cannot hold a graph: prefer others
     numbers = re.compile(r"\.item\(\)|\bfloat\(|\.detach\(\)|\.tolist\(\)")
     tensors = [n for n in found if not numbers.search(lines[n - 1])]

@@ -24,6 +24,10 @@ class LeakSite:
     bytes: int
     steps: list[int] = field(default_factory=list)
     grad: bool = False
+    holder: str = ""
+    holder_file: str = ""
+    holder_line: int = 0
+    holder_code: str = ""
 
 
 @dataclass
@@ -61,10 +65,7 @@ class LeakStats:
         self.lag = _int(data.get("lag")) or self.lag
         sites = data.get("sites")
         if isinstance(sites, list):
-            self.sites = [LeakSite(_str(s.get("file")), _int(s.get("line")), _str(s.get("module"), 300),
-                                   _str(s.get("op"), 200), _str(s.get("code"), 300), _int(s.get("alive")),
-                                   _int(s.get("bytes")), _steps(s.get("steps")), bool(s.get("grad")))
-                          for s in sites[:MAX_ROWS] if isinstance(s, dict)]  # fmt: skip
+            self.sites = [_site(s) for s in sites[:MAX_ROWS] if isinstance(s, dict)]
         carries = data.get("carries")
         if isinstance(carries, list):
             self.carries = [GraphCarry(_str(c.get("file")), _int(c.get("line")), _str(c.get("name"), 200),
@@ -74,3 +75,11 @@ class LeakStats:
     def to_dict(self) -> dict[str, Any]:
         return {"lag": self.lag, "sites": [vars(s).copy() for s in self.sites],
                 "carries": [vars(c).copy() for c in self.carries]}  # fmt: skip
+
+
+def _site(s: dict[str, Any]) -> LeakSite:
+    holder = s.get("holder") if isinstance(s.get("holder"), dict) else {}
+    return LeakSite(_str(s.get("file")), _int(s.get("line")), _str(s.get("module"), 300), _str(s.get("op"), 200),
+                    _str(s.get("code"), 300), _int(s.get("alive")), _int(s.get("bytes")), _steps(s.get("steps")),
+                    bool(s.get("grad")), _str(holder.get("name"), 200), _str(holder.get("file")),
+                    _int(holder.get("line")), _str(holder.get("code"), 300))

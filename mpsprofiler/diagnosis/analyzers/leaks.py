@@ -53,14 +53,28 @@ def leak_facts(session: Session) -> dict[str, Any]:
         leak_site_op=top.op,
         leak_site_alive=top.alive,
         leak_site_mib=round(top.bytes / MIB, 3),
+        leak_site_kib=round(top.bytes / 1024, 1),
+        leak_site_keep_line=_where(top.holder_file, top.holder_line) if top.holder_line else _where(top.file, top.line),
         leak_site_kib_per_step=round(top.bytes / samples / 1024, 1),
         leak_site_samples=samples,
         leak_site_lag=leaks.lag,
         leak_site_grad=top.grad,
         leak_site_first_step=min(top.steps),
         leak_site_table=_table(sites),
+        leak_site_holder=top.holder or None,
+        leak_site_holder_line=_where(top.holder_file, top.holder_line) if top.holder_line else None,
+        leak_site_kept_by=_kept_by(top),
     )
     return facts
+
+
+def _kept_by(site: Any) -> str:
+    """A sentence naming the container and the line that adds to it, or ''."""
+    if not site.holder:
+        return ""
+    where = f" at {_where(site.holder_file, site.holder_line)}" if site.holder_line else ""
+    code = f" (`{site.holder_code}`)" if site.holder_code else ""
+    return f" They are kept in `{site.holder}`, added to{where}{code}."
 
 
 def _table(sites: list[Any]) -> str:
