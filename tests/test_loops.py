@@ -128,3 +128,19 @@ def test_two_lbfgs_steps_get_op_accounting_and_the_float64_finding(tmp_path):
     assert summary["steps"]["count"] == 2
     assert summary["steps"]["mode"] == "optimizer"
     assert "(float64-mps)" in proc.stderr
+
+
+@pytest.mark.slow
+def test_a_very_long_compiled_first_step_gets_the_warm_up_note(tmp_path):
+    """torch.compile'd model, step 0 made > 10 s with a sleep; the same script with a
+    short step 0 gets no note."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(2) as pool:
+        slow = pool.submit(mpsprof_run, tmp_path / "slow", "compiled_first_step.py", FIRST_STEP_S="10.5")
+        fast = pool.submit(mpsprof_run, tmp_path / "fast", "compiled_first_step.py", FIRST_STEP_S="0")
+        (proc, summary, _), (fast_proc, _, _) = slow.result(), fast.result()
+    assert summary["steps"]["count"] == 8
+    assert "(long-first-step)" in proc.stderr
+    assert re.search(r"Step 0 took 1\d\.\d s", proc.stderr)
+    assert "long-first-step" not in fast_proc.stderr

@@ -250,6 +250,8 @@ SYNTHETIC: dict[str, Callable[[], Session]] = {
         env=_mac(mps_available=False, rosetta=True, machine="x86_64", torch="2.2.2")
     ),
     "intel-mac": lambda: build_session(env=_mac(apple_silicon=False, mps_available=False, machine="x86_64")),
+    # step 0 compiles (torch.compile) for 40 s; the CLI case is tests/test_loops.py
+    "long-first-step": lambda: build_session(rows=step_rows([40.0] + [0.05] * 30)),
 }
 
 

@@ -3,7 +3,8 @@
 Metal compiles kernels on first use, CUDA autotunes, caches fill: the first steps are
 slow on every device, so a benchmark that includes them misjudges the run (field notes
 section 0). Step 0 also carries the script's start-up (imports, building the model and
-the data), which is why the rule looks at warm-ups longer than that one step.
+the data), which is why the rule looks at warm-ups longer than that one step, except
+when step 0 alone is very long (torch.compile compiles the model in its first call).
 """
 
 from __future__ import annotations
@@ -37,6 +38,8 @@ def warmup_facts(session: Session) -> dict[str, Any]:
     facts["warmup_share"] = rounded(warm_s / run_s) if run_s > 0 else None
     if med:
         facts["warmup_first_step_ratio"] = rounded(steps.early[0].dur / med, 2)
+        facts["first_step_s"] = rounded(steps.early[0].dur, 2)
+        facts["first_step_cost_s"] = rounded(max(0.0, steps.early[0].dur - med), 2)
     facts["benchmark_from_step"] = w
     facts["warmup_start_step"] = steps.early[0].i
     return facts
