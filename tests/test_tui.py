@@ -35,7 +35,6 @@ from mpsprofiler.tui.screens.confirm import ConfirmQuitScreen
 from mpsprofiler.tui.screens.help import HelpScreen
 from mpsprofiler.tui.state import RunState, recent_rate
 from mpsprofiler.tui.terminal import TerminalBuffer
-from mpsprofiler.tui.widgets.charts import bucket, integer_ticks
 from mpsprofiler.tui.widgets.findings import FindingsPanel, escape_tags
 from mpsprofiler.tui.widgets.header import RunHeader
 from mpsprofiler.tui.widgets.log_panel import LogPanel
@@ -481,10 +480,7 @@ def test_inbox_asks_for_one_message_until_drained() -> None:
     assert inbox.put([4]) is True
 
 
-def test_recent_rate_and_chart_helpers() -> None:
+def test_recent_rate() -> None:
     points = [StepPoint(i, 10.0 + i * 0.5, 0.5, 0.1, 1, None, None) for i in range(100)]
     assert recent_rate(points, window=10.0) == pytest.approx(2.0)
     assert recent_rate(points[:1]) is None
-    xs, ys = bucket(list(range(1000)), [float(i % 7) for i in range(1000)], 50)
-    assert len(xs) == 50 and max(ys) == 6.0
-    assert integer_ticks(1, 59) == [1, 13, 24, 36, 47, 59]

@@ -23,11 +23,11 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 class TuiProcess:
-    """``python -m mpsprofiler ARGS`` with a pty of ``size`` (columns, rows) on stdin,
+    """``python [PYTHON_ARGS] -m mpsprofiler ARGS`` with a pty of ``size`` (columns, rows) on stdin,
     stdout and stderr; ``output`` is every byte it wrote to the terminal."""
 
     def __init__(self, args: Sequence[str], size: tuple[int, int] = (80, 24), cwd: Path = REPO,
-                 env: dict[str, str] | None = None) -> None:
+                 env: dict[str, str] | None = None, python_args: Sequence[str] = ()) -> None:
         leader, follower = pty.openpty()
         cols, rows = size
         fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
@@ -36,7 +36,7 @@ class TuiProcess:
         environ["TERM"] = "xterm-256color"
         environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), environ.get("PYTHONPATH", "")) if p)
         environ.pop("NO_COLOR", None)
-        self.proc = subprocess.Popen([sys.executable, "-m", "mpsprofiler", *args], cwd=cwd, env=environ,
+        self.proc = subprocess.Popen([sys.executable, *python_args, "-m", "mpsprofiler", *args], cwd=cwd, env=environ,
                                      stdin=follower, stdout=follower, stderr=follower, start_new_session=True)
         os.close(follower)
         self._leader = leader

@@ -33,7 +33,7 @@ from ..launcher.child import RunSpec
 from ..report.console import print_summary
 from ..results import Results, build_results, write_summary
 from ..session.session import Session
-from .live import STOP_GRACE, TICK, LiveRun
+from .live import STOP_GRACE, LiveRun
 from .messages import ShowFinding, ShowRank
 from .panels import DISTRIBUTED_ONLY, FOCUS_TARGET, PANEL_IDS, PANELS
 from .screens.confirm import ConfirmQuitScreen
@@ -43,8 +43,10 @@ from .widgets.findings import FindingsPanel
 from .widgets.header import RunHeader
 from .widgets.log_panel import LogPanel
 
-PANEL_EVERY = 0.5
-"""Seconds between redraws of the visible panel while live (charts hold themselves to 1 Hz)."""
+REDRAW_EVERY = 1.0
+"""Seconds between redraws of the header and the visible panel while live: each redraw
+costs the terminal a screen update, and the figures need no more (keys redraw at once)."""
+PANEL_EVERY = REDRAW_EVERY
 DIAGNOSE_EVERY = 1.0
 RANK_ACTIONS = frozenset({"next_rank", "previous_rank", "show_rank"})
 PANEL_ACTIONS = frozenset({"panel", "next_panel", "previous_panel", "copy_fix", "export", "stop", "explain"}) | RANK_ACTIONS
@@ -115,7 +117,7 @@ class MpsprofApp(LiveRun, App[None]):
         self._sync_panel_tabs()
         self._install_signal_handlers()
         if self.state.live:
-            self._tick_timer = self.set_interval(TICK, self._tick)
+            self._tick_timer = self.set_interval(REDRAW_EVERY, self._tick)
             self._run_child()
         else:
             self._open_recorded_log()

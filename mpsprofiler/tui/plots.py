@@ -14,14 +14,16 @@ MIB = 1024**2
 
 
 def step_series(session: Session) -> tuple[list[float], list[Line], str]:
-    """Step time and its data-wait part in ms, warm-up steps left out (they dwarf the rest)."""
+    """Step time in ms as two stacked areas, compute below and data wait on top (their
+    sum is the step, as in the HTML report's chart); warm-up steps are left out (they
+    dwarf the rest)."""
     steps = session.steps
     warmup = steps.warmup
     points = [p for p in steps.series.points() if p.i >= warmup]
     xs = [float(p.i) for p in points]
     lines = [
-        Line("step", [p.dur * 1e3 for p in points], BLUE),
-        Line("data wait", [p.wait * 1e3 for p in points], ORANGE, fill=True),
+        Line("compute", [max(0.0, p.dur - p.wait) * 1e3 for p in points], BLUE, fill=True),
+        Line("data wait", [min(p.wait, p.dur) * 1e3 for p in points], ORANGE, fill=True),
     ]
     return xs, lines, "ms"
 
@@ -29,8 +31,16 @@ def step_series(session: Session) -> tuple[list[float], list[Line], str]:
 def step_title(session: Session) -> str:
     warmup = session.steps.warmup
     if warmup:
-        return f"Step time, ms (x: step; after {warmup} warm-up step{'s' if warmup != 1 else ''})"
-    return "Step time, ms (x: step)"
+        return f"Step time, ms (after {warmup} warm-up step{'s' if warmup != 1 else ''})"
+    return "Step time, ms"
+
+
+def time_range(session: Session) -> tuple[float, float] | None:
+    """The x range the memory and CPU charts share (seconds of the run)."""
+    points = session.memory.series.points()
+    if not points:
+        return None
+    return (points[0].ts, max(points[-1].ts, points[0].ts + 1.0))
 
 
 FROM_ZERO: YLimits = (0.0, None)

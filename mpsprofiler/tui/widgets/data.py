@@ -13,6 +13,7 @@ from textual.widgets import DataTable, Static
 from ...units import fmt_pct
 from ..plots import wait_series
 from ..state import RunState
+from .quiet import quiet_update
 from .charts import LineChart
 
 LOADER_FIELDS = (
@@ -25,8 +26,8 @@ LOADER_FIELDS = (
     ("len", "batches"),
     ("dataset", "dataset"),
 )
-RECENT_STEPS = 200
-TABLE_EVERY = 1.0
+RECENT_STEPS = 100
+TABLE_EVERY = 2.0
 """Seconds between refills of the recent-steps table (a refill re-renders 200 rows)."""
 
 
@@ -52,7 +53,7 @@ class DataPanel(Widget):
         yield DataTable(id="data-loaders", cursor_type="none", show_cursor=False)
         yield Static("", id="data-share")
         with Horizontal(id="data-middle"):
-            yield LineChart("Data wait per step, % (x: step)", integer_x=True, empty="waiting for steps…", id="data-chart")
+            yield LineChart("Data wait per step, %", xlabel="step", integer_x=True, empty="waiting for steps…", id="data-chart")
             yield DataTable(id="data-steps", cursor_type="row", zebra_stripes=True)
 
     def on_mount(self) -> None:
@@ -76,7 +77,7 @@ class DataPanel(Widget):
         text.append(" of steady step time")
         if steps.idle_waits or steps.busy_waits:
             text.append(f" · device idle during {steps.idle_waits} of {steps.idle_waits + steps.busy_waits} waits")
-        self.query_one("#data-share", Static).update(text)
+        quiet_update(self.query_one("#data-share", Static), text)
         xs, lines = wait_series(session)
         self.query_one("#data-chart", LineChart).set_data(xs, lines, ylim=(0.0, 100.0), key=state.view_key)
         self._fill_steps(session, throttle=state.running and self._steps_view == id(session))

@@ -15,6 +15,7 @@ from textual.widgets import Static
 
 from ...units import fmt_bytes
 from ..state import RunState
+from .quiet import quiet_update
 
 STATUS_STYLE = {"ok": ("✔ ok", "green"), "warn": ("▲ warn", "yellow"), "fail": ("✖ fail", "bold red"), "info": ("● info", "blue")}
 ENV_ROWS = (
@@ -74,10 +75,10 @@ class EnvironmentPanel(Widget):
         if key == self._key:
             return
         self._key = key
-        self.query_one("#env-run", Static).update(run_table(state))
-        self.query_one("#env-facts", Static).update(env_table(session.env))
-        self.query_one("#env-doctor", Static).update(doctor_table(session.env))
-        self.query_one("#env-rules", Static).update(rules_text(state))
+        quiet_update(self.query_one("#env-run", Static), run_table(state))
+        quiet_update(self.query_one("#env-facts", Static), env_table(session.env))
+        quiet_update(self.query_one("#env-doctor", Static), doctor_table(session.env))
+        quiet_update(self.query_one("#env-rules", Static), rules_text(state))
 
 
 def run_table(state: RunState) -> Table:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from textual.app import ComposeResult
@@ -11,8 +12,11 @@ from textual.widgets import Markdown, OptionList, Static
 
 from ..state import RunState
 from .findings_list import FindingsList
+from .quiet import quiet_update
 
 ICONS = {"critical": "✖", "warning": "▲", "info": "●"}
+MARKDOWN_EVERY = 5.0
+"""Seconds between refreshes of the shown finding's figures while the script runs."""
 
 
 def escape_tags(text: str) -> str:
@@ -69,6 +73,9 @@ class FindingsPanel(Widget):
         super().__init__(id=id, classes=classes)
         self._findings: list[Any] = []
         self._shown: str | None = None
+        self._shown_key: str | None = None
+        self._shown_at = 0.0
+        self._live = False
 
     def compose(self) -> ComposeResult:
         box = Vertical(id="fd-list-box")
@@ -89,9 +96,12 @@ class FindingsPanel(Widget):
         lst.set_findings(self._findings)
         empty = self.query_one("#fd-empty", Static)
         empty.display = not self._findings
-        empty.update("nothing yet" if state.running else "none")
+        quiet_update(empty, "nothing yet" if state.running else "none")
         box = self.query_one("#fd-list-box")
-        box.border_title = f"Findings ({len(self._findings)})"
+        title = f"Findings ({len(self._findings)})"
+        if box.border_title != title:
+            box.border_title = title
+        self._live = state.running
         if not self._findings:
             self._show(None, empty_markdown(state))
         else:
@@ -124,8 +134,16 @@ class FindingsPanel(Widget):
         self._show(finding.rule, finding_markdown(finding))
 
     def _show(self, key: str | None, text: str) -> None:
+        """Show a finding's Markdown. While the script runs, the same finding's figures
+        are refreshed every few seconds, not every second: a Markdown update rebuilds
+        its widgets, the costliest redraw of the app."""
         signature = f"{key}\0{text}"
         if signature == self._shown:
             return
+        now = time.monotonic()
+        if self._live and key is not None and key == self._shown_key and now - self._shown_at < MARKDOWN_EVERY:
+            return
         self._shown = signature
+        self._shown_key = key
+        self._shown_at = now
         self.query_one("#fd-markdown", Markdown).update(text)

@@ -8,6 +8,7 @@ import time
 from textual import events
 from textual.app import ComposeResult
 from textual.containers import Horizontal
+from textual.content import Content
 from textual.widget import Widget
 from textual.widgets import Label
 
@@ -82,13 +83,15 @@ class RunHeader(Widget):
         now = time.monotonic() if now is None else now
         self._set("#hdr-script", script_line(session.run, session.script))
         status = state.status
+        self._set("#hdr-status", f"{STATUS_ICONS.get(status, '•')} {state.status_text()}")
         badge = self.query_one("#hdr-status", Label)
-        badge.update(f"{STATUS_ICONS.get(status, '•')} {state.status_text()}")
-        badge.set_classes(f"-{status}")
+        if not badge.has_class(f"-{status}"):
+            badge.set_classes(f"-{status}")
         self._set("#hdr-elapsed", fmt_clock(state.elapsed(now)))
         rank = state.rank_label()
         badge_rank = self.query_one("#hdr-rank", Label)
-        badge_rank.display = bool(rank)
+        if badge_rank.display != bool(rank):
+            badge_rank.display = bool(rank)
         if rank:
             self._set("#hdr-rank", f"{rank} ▸")
         self._set("#hdr-device", device_line(session))
@@ -102,10 +105,14 @@ class RunHeader(Widget):
         self._set("#hdr-findings", findings_line(state))
 
     def _set(self, selector: str, text: str) -> None:
+        """Update a label when its text changed; lay the header out again only when its
+        width changed (a relayout redraws the whole screen: 4 times a second is costly)."""
         label = self.query_one(selector, Label)
         if getattr(label, "_last_text", None) != text:
+            width = Content.from_markup(text).cell_length
             label._last_text = text  # type: ignore[attr-defined]
-            label.update(text)
+            label.update(text, layout=width != getattr(label, "_last_width", None))
+            label._last_width = width  # type: ignore[attr-defined]
 
 
 def script_line(run: dict, fallback: str) -> str:

@@ -77,12 +77,13 @@ class LogPanel(Widget):
         lines = self.output.line_count
         ranks = " · all ranks" if self._every_rank else ""
         self.query_one("#log-path", Static).update(
-            f"{self._path} · {lines} line{'s' if lines != 1 else ''} shown (last 5,000 kept){ranks}"
+            f"{self._path} · {lines} line{'s' if lines != 1 else ''} shown (last 5,000 kept){ranks}", layout=False
         )
 
     def update_state(self, state: RunState) -> None:
         """The log is fed by its own messages, not by the session; a distributed run's
         one log holds every rank's output, whichever rank the other panels show."""
+        self.output.catch_up()
         if state.distributed != self._every_rank:
             self._every_rank = state.distributed
             self._update_path()

@@ -15,8 +15,9 @@ from textual.widget import Widget
 from textual.widgets import Static
 
 from ...units import fmt_bytes
-from ..plots import FROM_ZERO, memory_series, system_series
+from ..plots import FROM_ZERO, memory_series, system_series, time_range
 from ..state import RunState
+from .quiet import quiet_update
 from .charts import LineChart
 
 
@@ -47,13 +48,14 @@ class MemoryPanel(Widget):
         xs, lines, unit = memory_series(session)
         chart = self.query_one("#mem-chart", LineChart)
         chart.chart_title = f"Memory of the training, {unit}"
-        chart.set_data(xs, lines, ylim=FROM_ZERO, key=state.view_key)
+        span = time_range(session)  # both charts: one time line, one x range
+        chart.set_data(xs, lines, ylim=FROM_ZERO, xlim=span, key=state.view_key)
         xs, lines, unit, limits = system_series(session)
         system = self.query_one("#mem-system", LineChart)
         system.chart_title = f"System memory, {unit} (axis: 0 to the machine's total)"
-        system.set_data(xs, lines, ylim=limits, key=state.view_key)
-        self.query_one("#mem-table", Static).update(memory_table(state))
-        self.query_one("#mem-limits", Static).update(limits_table(state))
+        system.set_data(xs, lines, ylim=limits, xlim=span, key=state.view_key)
+        quiet_update(self.query_one("#mem-table", Static), memory_table(state))
+        quiet_update(self.query_one("#mem-limits", Static), limits_table(state))
 
 
 def memory_table(state: RunState) -> Table:

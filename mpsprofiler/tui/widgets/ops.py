@@ -19,6 +19,7 @@ from textual.widget import Widget
 from textual.widgets import DataTable, Static
 
 from ..state import RunState
+from .quiet import quiet_update
 
 COLUMNS = ("kind", "op", "module", "where", "calls/step", "host ms/step", "devices · dtypes")
 KIND_STYLE = {
@@ -135,7 +136,7 @@ class OpsPanel(Widget):
         ops = session.ops.to_dict(predict=False)  # mps_predicted is not shown here
         key = (id(session), ops.get("sampled_steps"), len(ops.get("ops") or []), len(ops.get("syncs") or []))
         summary = self.query_one("#ops-summary", Static)
-        summary.update(summary_text(ops, state))
+        quiet_update(summary, summary_text(ops, state))
         if key == self._key:
             return
         self._key = key

@@ -32,12 +32,27 @@ class OutputLog(ScrollView, can_focus=True):
         self._width = 0
         self._cache: LRUCache[tuple[int, str], Strip] = LRUCache(1024)
         self._seen_changes = -1
+        self._behind = False
 
     def write(self, text: str) -> None:
         """Append output (any mix of partial lines, ``\\r`` and ``\\n``)."""
-        follow = self.is_vertical_scroll_end or self.max_scroll_y == 0
         self.buffer.write(text)
-        self._sync(follow)
+        if self._shown():
+            self._sync(self._following())
+        else:  # hidden (another panel is up): keep the text, lay it out when shown
+            self._behind = True
+
+    def catch_up(self) -> None:
+        """Called when the Log panel is drawn: show what arrived while it was hidden."""
+        if self._behind:
+            self._behind = False
+            self._sync(self._following())
+
+    def _following(self) -> bool:
+        return self.is_vertical_scroll_end or self.max_scroll_y == 0
+
+    def _shown(self) -> bool:
+        return self.is_mounted and all(getattr(node, "display", True) for node in self.ancestors_with_self)
 
     def _sync(self, follow: bool) -> None:
         if self.buffer.changes == self._seen_changes:

@@ -11,8 +11,9 @@ from textual.widgets import OptionList, Static
 
 from ...units import fmt_bytes, fmt_pct, fmt_seconds
 from ..messages import ShowFinding
-from ..plots import FROM_ZERO, cpu_series, memory_series, step_series, step_title
+from ..plots import FROM_ZERO, cpu_series, memory_series, step_series, step_title, time_range
 from ..state import RunState
+from .quiet import quiet_update
 from .charts import LineChart
 from .findings_list import FindingsList
 
@@ -36,9 +37,9 @@ class OverviewPanel(Widget):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="ov-charts"):
-            yield LineChart("Step time, ms", integer_x=True, empty="waiting for the first steps…", id="ov-step")
-            yield LineChart("Memory", empty="waiting for memory samples…", id="ov-mem")
-            yield LineChart("CPU, % of one core (x: seconds)", empty="waiting for CPU samples…", id="ov-cpu")
+            yield LineChart("Step time, ms", xlabel="step", integer_x=True, empty="waiting for the first steps…", id="ov-step")
+            yield LineChart("Memory", xlabel="seconds", empty="waiting for memory samples…", id="ov-mem")
+            yield LineChart("CPU, % of one core", xlabel="seconds", empty="waiting for CPU samples…", id="ov-cpu")
         with Vertical(id="ov-side"):
             figures = Static(id="ov-figures", classes="box")
             figures.border_title = "At a glance"
@@ -59,31 +60,32 @@ class OverviewPanel(Widget):
         chart = self.query_one("#ov-step", LineChart)
         chart.chart_title = step_title(session)
         chart.set_data(xs, lines, ylim=FROM_ZERO, key=version)
+        span = time_range(session)  # memory and CPU: one time line, one x range
         xs, lines, unit = memory_series(session)
         mem = self.query_one("#ov-mem", LineChart)
-        mem.chart_title = f"Memory of the training, {unit} (x: seconds)"
-        mem.set_data(xs, lines, ylim=FROM_ZERO, key=version)
+        mem.chart_title = f"Memory of the training, {unit}"
+        mem.set_data(xs, lines, ylim=FROM_ZERO, xlim=span, key=version)
         xs, lines = cpu_series(session)
-        self.query_one("#ov-cpu", LineChart).set_data(xs, lines, ylim=FROM_ZERO, key=version)
-        self.query_one("#ov-figures", Static).update(figures_table(state))
+        self.query_one("#ov-cpu", LineChart).set_data(xs, lines, ylim=FROM_ZERO, xlim=span, key=version)
+        quiet_update(self.query_one("#ov-figures", Static), figures_table(state))
         top = state.findings[:TOP_FINDINGS]
         self.query_one("#ov-findings", FindingsList).set_findings(top)
         empty = self.query_one("#ov-findings-empty", Static)
         empty.display = not top
         self.query_one("#ov-findings", FindingsList).display = bool(top)
         if not top:
-            empty.update(Text("Diagnosis runs every second…" if state.running else "No problems found ✔", style="dim" if state.running else "green"))
+            quiet_update(empty, Text("Diagnosis runs every second…" if state.running else "No problems found ✔", style="dim" if state.running else "green"))
         self._show_output(state)
 
     def _show_output(self, state: RunState) -> None:
         box = self.query_one("#ov-output", Static)
         buffer = state.output
         if buffer is None or not len(buffer):
-            box.update(Text("no output yet" if state.running else "no output recorded", style="dim"))
+            quiet_update(box, Text("no output yet" if state.running else "no output recorded", style="dim"))
             return
         rows = max(1, box.content_size.height or 20)
         lines = [buffer.line(i) for i in range(max(0, len(buffer) - rows), len(buffer))]
-        box.update(Text.from_ansi("\n".join(lines), no_wrap=True, overflow="ellipsis"))
+        quiet_update(box, Text.from_ansi("\n".join(lines), no_wrap=True, overflow="ellipsis"))
 
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
         event.stop()

@@ -22,6 +22,7 @@ from ...units import fmt_bytes, fmt_pct, fmt_seconds
 from ..messages import ShowRank
 from ..plots import FROM_ZERO, rank_step_split, rank_wait_series
 from ..state import RunState
+from .quiet import quiet_update
 from .charts import LineChart
 
 STRAGGLER_RULE = "straggler-rank"
@@ -166,7 +167,7 @@ class RanksPanel(Widget):
         yield Static("", id="ranks-summary")
         yield DataTable(id="ranks-table", cursor_type="row", zebra_stripes=True)
         yield RankSplit(id="ranks-split")
-        yield LineChart("Data wait per step, ms, by rank (x: step)", integer_x=True,
+        yield LineChart("Data wait per step, ms, by rank", xlabel="step", integer_x=True,
                         empty="waiting for steps…", id="ranks-wait")
         yield Static("single process: no ranks (start the script with --nproc-per-node N to compare ranks)",
                      id="ranks-none")
@@ -192,7 +193,7 @@ class RanksPanel(Widget):
         if key == self._key:
             return
         self._key = key
-        self.query_one("#ranks-summary", Static).update(summary_text(state, straggler))
+        quiet_update(self.query_one("#ranks-summary", Static), summary_text(state, straggler))
         self._fill(rank_rows(job), straggler, shown)
         self.query_one(RankSplit).set_rows(rank_step_split(job), straggler.rank if straggler else None)
         xs, lines = rank_wait_series(job, straggler.rank if straggler else None)

@@ -12,6 +12,7 @@ from textual.widget import Widget
 from textual.widgets import Static
 
 from ..state import RunState
+from .quiet import quiet_update
 
 
 class WarningsPanel(Widget):
@@ -47,8 +48,8 @@ class WarningsPanel(Widget):
             rank = crash_rank(state)
             crash.border_title = "Crash" if rank is None else f"Crash (rank {rank})"
             crash.update(crash_text(session.crash))
-        self.query_one("#warn-list", Static).update(warnings_table(session))
-        self.query_one("#warn-probe", Static).update(probe_text(session))
+        quiet_update(self.query_one("#warn-list", Static), warnings_table(session))
+        quiet_update(self.query_one("#warn-probe", Static), probe_text(session))
 
 
 def crash_rank(state: RunState) -> int | None:
