@@ -192,9 +192,9 @@ def test_ops_table_sorts_by_key_and_by_header_click(recorded: Path) -> None:
         ops = [str(c) for c in table.get_column("1")]
         assert ops == sorted(ops) and len(set(ops)) > 1
         # click the "calls/step" header: sorted by calls per step, most first
-        x = sum(table.columns[str(i)].get_render_width(table) for i in range(4)) + 2
+        x = sum(table.columns[str(i)].get_render_width(table) for i in range(2)) + 2
         await pilot.click("#ops-table", offset=(x, 0))
-        calls = [float(str(c) or 0) for c in table.get_column("4")]
+        calls = [float(str(c) or 0) for c in table.get_column("2")]
         assert calls == sorted(calls, reverse=True)
 
     drive(app, body)
@@ -320,7 +320,7 @@ def test_ranks_panel_lists_both_ranks_and_marks_the_straggler() -> None:
         await pilot.pause()
         rows = [[str(c) for c in table.get_row_at(i)] for i in range(table.row_count)]
         assert [row[1].split()[0] for row in rows] == ["0", "1"]
-        assert ["straggler" in row[1] for row in rows] == [False, True]
+        assert ["◀" in row[1] for row in rows] == [False, True]
         assert rows[0][0] == "▶"  # the job view shows rank 0
         assert f"rank {slow} holds the job back" in plain(app.query_one("#ranks-summary"))
         split = app.query_one("#ranks-split")

@@ -70,6 +70,55 @@ def test_rank_data_snapshot(snap_compare, in_repo) -> None:
     assert snap_compare(make_app(DDP_RECORDING), press=["r", "5", "_"], terminal_size=SIZE)
 
 
+# -- 80x24: every panel usable, figures whole ------------------------------------------------
+SMALL = (80, 24)
+"""The classic terminal size: numbers have priority over labels."""
+SMALL_PANELS = [(RECORDING, panel, key) for panel, key in PANEL_KEYS.items()] + [(DDP_RECORDING, "ranks", "9")]
+
+
+@pytest.mark.parametrize(("recording", "panel", "key"), SMALL_PANELS, ids=[p for _r, p, _k in SMALL_PANELS])
+def test_panel_snapshot_80x24(recording: Path, panel: str, key: str, snap_compare, in_repo) -> None:
+    assert snap_compare(make_app(recording), press=[key, "_"], terminal_size=SMALL)
+
+
+def screen_text(app) -> str:
+    """What the terminal shows, as plain text (the compositor's full frame)."""
+    import io
+
+    from rich.console import Console
+
+    console = Console(width=app.size.width, file=io.StringIO(), record=True, color_system=None)
+    console.print(app.screen._compositor.render_update(full=True))
+    return console.export_text()
+
+
+def test_no_figure_is_cut_to_an_ellipsis_at_80x24(in_repo) -> None:
+    """At 80x24 no panel shows ``…`` next to a digit or in place of a value (the Memory
+    table once showed ``…`` for every figure), and the Overview keeps At a glance."""
+    import asyncio
+
+    seen: dict[str, str] = {}
+
+    async def main(recording: Path, keys: list[tuple[str, str]]) -> None:
+        app = make_app(recording)
+        app.animation_level = "none"
+        async with app.run_test(size=SMALL) as pilot:
+            await pilot.pause()
+            for panel, key in keys:
+                await pilot.press(key)
+                await pilot.pause()
+                seen[panel] = screen_text(app)
+
+    asyncio.run(main(RECORDING, list(PANEL_KEYS.items())))
+    asyncio.run(main(DDP_RECORDING, [("ranks", "9")]))
+    for panel, text in seen.items():
+        for line in text.splitlines():
+            assert not re.search(r"\d…|…\s*(│|$)|\s…\s", line), f"{panel}: {line!r}"
+    assert "At a glance" in seen["overview"] and "step p50" in seen["overview"]
+    assert "calls/step" in seen["ops"] and "host ms/step" in seen["ops"]
+    assert re.search(r"RSS total +\d", seen["memory"])
+
+
 # -- regenerating the recording ------------------------------------------------------------
 SCRUB_CWD = "/home/user/project"
 SCRUB_PYTHON = "/usr/local/bin/python3"

@@ -156,7 +156,7 @@ def render_chart(width: int, height: int, xs: Sequence[float], series: Sequence[
             else:
                 running[i] += v if v > 0 else 0.0
                 tops.append(running[i])
-        stacked = bucket_max(xs, tops, x0, x1, cols)
+        stacked = _hold(bucket_max(xs, tops, x0, x1, cols))
         for c in range(cols):
             if stacked[c] is None:
                 continue
@@ -223,6 +223,20 @@ def render_chart(width: int, height: int, xs: Sequence[float], series: Sequence[
         legend.truncate(width, pad=True)
         text.append_text(legend)
     return text
+
+
+def _hold(values: list[float | None]) -> list[float | None]:
+    """An area has no holes between its points: an empty column (more columns than
+    points) holds the value on its left."""
+    last = max((i for i, v in enumerate(values) if v is not None), default=-1)
+    held: float | None = None
+    out = list(values)
+    for i in range(last + 1):
+        if out[i] is None:
+            out[i] = held
+        else:
+            held = out[i]
+    return out
 
 
 def _fill(glyph, fg, bg, c: int, rows: int, bottom: float, top: float, color: RGB) -> None:

@@ -61,17 +61,18 @@ class MemoryPanel(Widget):
 def memory_table(state: RunState) -> Table:
     mem = state.session.memory
     last = mem.last
-    table = Table(box=None, padding=(0, 2), expand=True, header_style="bold")
-    table.add_column("", style="dim", no_wrap=True)
-    table.add_column("now", justify="right", no_wrap=True)
-    table.add_column("peak", justify="right", no_wrap=True)
-    table.add_column("at start", justify="right", no_wrap=True)
+    table = Table(box=None, padding=(0, 0, 0, 1), pad_edge=False, expand=True, header_style="bold")
+    # numbers first: on a narrow terminal the labels wrap, the figures stay whole
+    table.add_column("", style="dim", overflow="fold")
+    table.add_column("now", justify="right", no_wrap=True, min_width=9)
+    table.add_column("peak", justify="right", no_wrap=True, min_width=9)
+    table.add_column("at start", justify="right", no_wrap=True, min_width=9)
     first = mem.first
     rows = (
         ("device allocated", "allocated", mem.peak_allocated),
         ("driver / cache", "cached", mem.peak.get("cached")),
-        ("RSS (training process)", "rss", mem.peak.get("rss")),
-        ("RSS (DataLoader workers)", "rss_children", mem.peak.get("rss_children")),
+        ("RSS training", "rss", mem.peak.get("rss")),
+        ("RSS workers", "rss_children", mem.peak.get("rss_children")),
         ("RSS total", "rss_total", mem.peak.get("rss_total")),
         ("swap used", "swap_used", mem.peak.get("swap_used")),
     )
@@ -82,7 +83,7 @@ def memory_table(state: RunState) -> Table:
             continue
         table.add_row(label, fmt_bytes(now), fmt_bytes(peak), fmt_bytes(start))
     if last is not None and last.workers is not None:
-        table.add_row("workers alive", str(last.workers), "", "")
+        table.add_row("workers", str(last.workers), "", "")
     if last is None:
         table.add_row("no samples yet", "", "", "")
     return table

@@ -21,7 +21,9 @@ from textual.widgets import DataTable, Static
 from ..state import RunState
 from .quiet import quiet_update
 
-COLUMNS = ("kind", "op", "module", "where", "calls/step", "host ms/step", "devices · dtypes")
+COLUMNS = ("kind", "op", "calls/step", "host ms/step", "module", "where", "devices · dtypes")
+"""Figures right after the op: a narrow terminal scrolls the table sideways, and what
+is cut off first should be words, not numbers."""
 KIND_STYLE = {
     "CPU fallback": "bold red",
     "no MPS kernel": "bold yellow",
@@ -48,8 +50,8 @@ class OpLine:
 
     def sort_value(self, column: int) -> Any:
         values = (
-            KIND_ORDER.get(self.kind, 99), self.op, self.module, (self.file, self.line),
-            -(self.calls_per_step or 0.0), -(self.host_ms or 0.0), self.detail,
+            KIND_ORDER.get(self.kind, 99), self.op, -(self.calls_per_step or 0.0), -(self.host_ms or 0.0),
+            self.module, (self.file, self.line), self.detail,
         )
         return values[column]
 
@@ -91,6 +93,15 @@ def short_path(file: str, cwd: str | None) -> str:
         return file[len(cwd.rstrip(os.sep)) + 1 :]
     parts = file.split(os.sep)
     return os.sep.join(parts[-2:]) if len(parts) > 2 else file
+
+
+OP_WIDTH = 28
+"""Op names are cut to this many characters in the table (the line below the table
+names the selected op in full), so the figures fit an 80-column terminal."""
+
+
+def _short(op: str) -> str:
+    return op if len(op) <= OP_WIDTH else op[: OP_WIDTH - 1] + "…"
 
 
 def _num(value: float | None, digits: int = 2) -> str:
@@ -153,11 +164,11 @@ class OpsPanel(Widget):
         for line in lines:
             table.add_row(
                 Text(line.kind, style=KIND_STYLE.get(line.kind, "")),
-                line.op,
+                _short(line.op),
+                Text(_num(line.calls_per_step), justify="right"),
+                Text(_num(line.host_ms, 3), justify="right"),
                 Text(line.module or "–", style="cyan" if line.module else "dim"),
                 f"{os.path.basename(line.file)}:{line.line}" if line.file else "",
-                _num(line.calls_per_step),
-                _num(line.host_ms, 3),
                 line.detail,
             )
         for i, name in enumerate(COLUMNS):

@@ -102,19 +102,21 @@ def figures_table(state: RunState) -> Table:
     table.add_column(overflow="fold")
     median = steps.quantile(0.5)
     p90 = steps.quantile(0.9)
-    table.add_row("steps", f"{steps.count}" + (f" ({steps.warmup} warm-up)" if steps.warmup else ""))
-    table.add_row("median", f"{fmt_seconds(median)} · p90 {fmt_seconds(p90)}")
-    table.add_row("data wait", fmt_pct(steps.data_wait_share()) + " of step time")
+    # short rows, the figure first: they must fit the 28 columns of an 80x24 terminal
+    table.add_row("steps", f"{steps.count}")
+    table.add_row("step p50", fmt_seconds(median))
+    table.add_row("step p90", fmt_seconds(p90))
+    table.add_row("data wait", fmt_pct(steps.data_wait_share()))
     if steps.warmup:
         table.add_row("warm-up", f"{fmt_seconds(steps.warmup_cost())} extra")
     peak_dev = mem.peak_allocated
     if peak_dev is not None:
-        table.add_row("device", fmt_bytes(peak_dev) + (f" of {fmt_bytes(mem.device_limit)}" if mem.device_limit else "") + " peak")
+        table.add_row("device peak", fmt_bytes(peak_dev) + (f" / {fmt_bytes(mem.device_limit)}" if mem.device_limit else ""))
     if mem.peak.get("rss_total") is not None:
-        table.add_row("RSS", fmt_bytes(mem.peak.get("rss_total")) + " peak")
+        table.add_row("RSS peak", fmt_bytes(mem.peak.get("rss_total")))
     if mem.min_sys_available is not None:
-        table.add_row("free", f"{fmt_bytes(mem.min_sys_available)} at least")
+        table.add_row("free min", fmt_bytes(mem.min_sys_available))
     model = session.model
     if model.get("parameters"):
-        table.add_row("model", f"{model['parameters']:,} params · {', '.join(model.get('dtypes') or [])}")
+        table.add_row("params", f"{model['parameters']:,} " + ", ".join(model.get("dtypes") or []))
     return table

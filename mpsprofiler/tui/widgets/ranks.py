@@ -26,7 +26,8 @@ from .quiet import quiet_update
 from .charts import LineChart
 
 STRAGGLER_RULE = "straggler-rank"
-COLUMNS = ("", "rank", "steps", "median step", "p90", "data wait / step", "wait share", "peak memory", "device", "status")
+COLUMNS = ("", "rank", "steps", "p50 step", "p90 step", "wait/step", "wait %", "peak mem", "device", "status")
+"""Short headers, figures first: at 80 columns the words at the end are what scrolls away."""
 STATUS_STYLE = {"finished": "green", "crashed": "bold red", "stopped": "yellow", "running": ""}
 WAIT_STYLE = "rgb(229,152,75)"
 REST_STYLE = "rgb(97,175,239)"
@@ -75,11 +76,11 @@ def rank_cells(row: dict[str, Any], straggler: Straggler | None, shown: int) -> 
     wait = row.get("data_wait_per_step_s")
     return [
         Text("▶" if row["rank"] == shown else "", style="bold cyan"),
-        Text(f"{row['rank']}" + ("  ◀ straggler" if is_straggler else ""), style=style),
+        Text(f"{row['rank']}" + (" ◀" if is_straggler else ""), style=style),
         Text(str(row.get("steps") or 0), style=style),
         Text(fmt_seconds(row.get("median_s")), style=style),
         Text(fmt_seconds(row.get("p90_s")), style=style),
-        Text(fmt_seconds(wait) if wait else ("–" if wait is None else "0"), style=style),
+        Text(fmt_seconds(wait) if wait else ("–" if wait is None else "0 ms"), style=style),
         Text(fmt_pct(wait_share), style="bold yellow" if (wait_share or 0) >= 0.15 else style),
         Text(fmt_bytes(row.get("peak_memory")), style=style),
         Text(str(row.get("device") or "–"), style="dim" if not is_straggler else style),
@@ -113,7 +114,7 @@ class RankSplit(Widget):
         super().__init__(id=id, classes=classes)
         self.rows: list[tuple[int, float, float]] = []
         self.straggler: int | None = None
-        self.border_title = "Mean steady step per rank: data wait + the rest (in DDP: waiting for the other ranks too)"
+        self.border_title = "Mean step per rank: data wait + the rest (DDP: waits for the others too)"
         self.border_subtitle = f"[{WAIT_STYLE}]█[/] data wait  [{REST_STYLE}]█[/] rest of the step"
 
     def set_rows(self, rows: list[tuple[int, float, float]], straggler: int | None) -> None:
@@ -128,7 +129,7 @@ class RankSplit(Widget):
         if not self.rows:
             return Text("waiting for steady steps…", style="dim")
         label_w = max(len(f"rank {r}") for r, _w, _rest in self.rows)
-        figures = [f"{w + rest:.1f} ms, wait {w:.1f}" for _r, w, rest in self.rows]
+        figures = [f"{w + rest:.1f} ms (wait {w:.1f} ms)" for _r, w, rest in self.rows]
         fig_w = max(len(f) for f in figures)
         width = max(4, self.content_size.width - label_w - fig_w - 4)
         longest = max(w + rest for _r, w, rest in self.rows) or 1.0
