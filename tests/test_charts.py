@@ -40,12 +40,12 @@ def test_a_flat_or_all_zero_series_gets_a_plain_axis() -> None:
     assert all(len(label) <= 3 for label in flat), flat
 
 
-def test_step_chart_stacks_compute_under_data_wait_on_round_ticks() -> None:
-    """The recorded slow-DataLoader run: two areas (compute, data wait) whose top is the
-    step time; the axis reads 0 .. a round number above the slowest step."""
+def test_step_chart_stacks_data_wait_and_the_rest_on_round_ticks() -> None:
+    """The recorded slow-DataLoader run: two areas (data wait, the rest of the step) whose
+    top is the step time; the axis reads 0 .. a round number above the slowest step."""
     session = load_run(RECORDING).session
     xs, lines, unit = step_series(session)
-    assert unit == "ms" and [line.label for line in lines] == ["compute", "data wait"]
+    assert unit == "ms" and [line.label for line in lines] == ["data wait", "rest of step"]
     assert all(line.fill for line in lines)
     points = [p for p in session.steps.series.points() if p.i >= session.steps.warmup]
     for n, p in enumerate(points):
@@ -56,7 +56,7 @@ def test_step_chart_stacks_compute_under_data_wait_on_round_ticks() -> None:
     assert labels[-1] == 0 and labels[0] >= max(p.dur for p in points) * 1e3
     steps = {round(b - a, 6) for a, b in zip(labels[1:], labels)}
     assert len(steps) == 1 and next(iter(steps)) in {1, 2, 2.5, 5, 10, 20, 25, 50, 100}
-    assert "■ compute" in text.plain and "■ data wait" in text.plain and "x: step" in text.plain
+    assert "■ data wait" in text.plain and "■ rest of step" in text.plain and "x: step" in text.plain
     colors = {span.style.color.triplet for span in text.spans
               if isinstance(span.style, Style) and span.style.color is not None}
     assert {BLUE, ORANGE} <= {tuple(c) for c in colors if c is not None}

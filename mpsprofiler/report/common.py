@@ -254,13 +254,16 @@ def humanize(key: str) -> str:
 
 
 def cell_text(value: Any) -> str:
-    """A value as short plain text for a table cell (lists joined, floats to 4 digits)."""
+    """A value as short plain text for a table cell (lists joined, floats with two
+    decimals, so a column of figures lines up: 0.67, 10.67, 2.27, not 0.6667 / 10.67)."""
     if value is None:
         return "–"
     if isinstance(value, bool):
         return "yes" if value else "no"
     if isinstance(value, float):
-        return f"{value:.4g}"
+        if value != 0 and abs(value) < 0.005:
+            return "<0.01" if value > 0 else "> -0.01"
+        return f"{value:,.2f}"
     if isinstance(value, (list, tuple)):
         return ", ".join(cell_text(v) for v in value[:20]) + (" …" if len(value) > 20 else "")
     if isinstance(value, dict):

@@ -62,7 +62,8 @@ def render_markdown(text: str) -> str:
     md = _markdown()
     if md is None:
         return f"<pre>{escape(text)}</pre>"
-    return md.render(text)
+    # a table scrolls sideways in its own box rather than squeezing code to a letter a line
+    return md.render(text).replace("<table>", '<div class="tscroll"><table>').replace("</table>", "</table></div>")
 
 
 def render_inline(text: str) -> str:
@@ -256,7 +257,7 @@ def _table(t: common.Table) -> str:
     body = "".join("<tr>" + "".join(f"<td{_num_cls(i, t)}>{_code(v) if i in t.code else e(v)}</td>"
                                     for i, v in enumerate(row)) + "</tr>" for row in t.rows)
     note = f'<p class="sub">{e(t.note)}</p>' if t.note else ""
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>{note}"
+    return f'<div class="tscroll"><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>{note}'
 
 
 def _code(value: str) -> str:

@@ -5,7 +5,7 @@ chart costs about a millisecond to draw (a plotext build took tens), its axes sa
 numbers in their units, and what it draws is tested without a terminal.
 
 Cells are 2 x 4 braille dots for lines; areas are drawn with eighth blocks, stacked in
-the order given (the HTML report's step chart: compute below, data wait on top).
+the order given (the HTML report's step chart: data wait below, the rest on top).
 """
 
 from __future__ import annotations

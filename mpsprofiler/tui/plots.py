@@ -14,16 +14,16 @@ MIB = 1024**2
 
 
 def step_series(session: Session) -> tuple[list[float], list[Line], str]:
-    """Step time in ms as two stacked areas, compute below and data wait on top (their
-    sum is the step, as in the HTML report's chart); warm-up steps are left out (they
-    dwarf the rest)."""
+    """Step time in ms as two stacked areas, data wait below and the rest of the step
+    (compute, optimizer, syncs) on top: their sum is the step, as in the HTML report's
+    chart; warm-up steps are left out (they dwarf the rest)."""
     steps = session.steps
     warmup = steps.warmup
     points = [p for p in steps.series.points() if p.i >= warmup]
     xs = [float(p.i) for p in points]
     lines = [
-        Line("compute", [max(0.0, p.dur - p.wait) * 1e3 for p in points], BLUE, fill=True),
         Line("data wait", [min(p.wait, p.dur) * 1e3 for p in points], ORANGE, fill=True),
+        Line("rest of step", [max(0.0, p.dur - p.wait) * 1e3 for p in points], BLUE, fill=True),
     ]
     return xs, lines, "ms"
 

@@ -37,7 +37,7 @@ class Line:
     values: Sequence[float | None]
     color: tuple[int, int, int] = BLUE
     fill: bool = False
-    """An area, stacked on the areas before it (the step chart: compute, then data wait)."""
+    """An area, stacked on the areas before it (the step chart: data wait, then the rest)."""
 
 
 class LineChart(Widget):
