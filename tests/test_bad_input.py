@@ -215,3 +215,27 @@ def test_events_file_that_is_not_a_regular_file(tmp_path: Path, kind: str) -> No
         proc = mpsprof_cli(*args, timeout=30)
         assert proc.returncode == 2, proc.stderr
         assert "not a regular file" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_catastrophic_regex_rule_is_switched_off(tmp_path: Path) -> None:
+    """``matches('(a+)+$', crash_message)`` on a long message backtracks for ages: the
+    rule runs out of its time budget, is reported as broken, and the other rules (and
+    the run's exit status) are unaffected."""
+    rules = tmp_path / "rules"
+    rules.mkdir()
+    (rules / "slow.yaml").write_text(
+        "rules:\n  - id: slow-regex\n    title: t\n    severity: warning\n"
+        "    when: \"matches('(a+)+$', crash_message)\"\n    evidence: e\n    fix: f\n")
+    (rules / "fine.yaml").write_text(
+        "rules:\n  - id: fine-rule\n    title: crashed\n    severity: warning\n"
+        "    when: \"matches('a{10}!$', crash_message)\"\n    evidence: e\n    fix: f\n")
+    script = tmp_path / "crash.py"
+    script.write_text("raise RuntimeError('a' * 3000 + '!')\n")
+    run_dir = tmp_path / "run"
+    proc = mpsprof_cli("run", "--headless", "--rules", str(rules), "-o", str(run_dir), str(script), timeout=90)
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    problem = f"mpsprof: rule file problem: {rules / 'slow.yaml'}:2:5: rule 'slow-regex': matches('(a+)+$', ...) ran out of time"
+    assert problem in proc.stderr
+    summary = read_summary(run_dir)
+    assert [f["rule"] for f in summary["findings"] if f["rule"] in ("fine-rule", "slow-regex")] == ["fine-rule"]
+    assert any("slow-regex" in e and "backtracks catastrophically" in e for e in summary["rule_errors"])

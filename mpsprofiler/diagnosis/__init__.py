@@ -35,13 +35,13 @@ def cached_ruleset(rule_dirs: Iterable[Path] = ()) -> Any:
 
 
 def diagnose(session: Session, rule_dirs: Iterable[Path] = ()) -> Diagnosis:
-    from .engine import evaluate
+    from .engine import broken_rules, evaluate
 
     ruleset = cached_ruleset(rule_dirs)
     facts = collect_facts(session)
     if not session.is_distributed:
         findings = evaluate(ruleset, facts, session.device_kind)
-        return Diagnosis(facts=facts, findings=findings, rule_errors=list(ruleset.errors))
+        return Diagnosis(facts=facts, findings=findings, rule_errors=[*ruleset.errors, *broken_rules(ruleset)])
     cross = [r for r in ruleset.rules if CROSS_RANK_FACT in getattr(r.condition, "names", ())]
     per_rank = [r for r in ruleset.rules if r not in cross]
     findings = evaluate(cross, facts, session.device_kind)
@@ -56,7 +56,8 @@ def diagnose(session: Session, rule_dirs: Iterable[Path] = ()) -> Diagnosis:
         findings.append(finding)
     from .findings import sort_findings
 
-    return Diagnosis(facts=facts, findings=sort_findings(findings), rule_errors=list(ruleset.errors))
+    return Diagnosis(facts=facts, findings=sort_findings(findings),
+                     rule_errors=[*ruleset.errors, *broken_rules(ruleset)])
 
 
 CROSS_RANK_FACT = "rank_count"

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import functools
 import json
 import operator as op
 import re
@@ -21,6 +22,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from simpleeval import EvalWithCompoundTypes, NameNotDefined, NumberTooHigh, safe_add, safe_mult
+
+try:  # Python's re cannot be interrupted: a backtracking regex could hang the run
+    import regex as _regex
+except ImportError:  # pragma: no cover - a dependency; without it matches() is refused
+    _regex = None
 
 from .findings import Finding, FindingTracker, as_step, sort_findings
 
@@ -36,6 +42,14 @@ MAX_CONDITION_CHARS = 2000
 MAX_MATCH_TEXT = 4096
 """``matches`` looks at this many characters of the text: bounds regex backtracking."""
 MAX_REGEX_CHARS = 500
+MATCH_TIMEOUT = 0.05
+"""Seconds one ``matches`` may take (the ``regex`` module stops itself; it may overrun a
+few times on a loaded machine). Sane patterns take microseconds on MAX_MATCH_TEXT
+characters; one that runs out (``(a+)+$``: catastrophic backtracking) breaks its rule."""
+
+
+class RuleBroken(Exception):
+    """A rule that cannot be evaluated safely: it is switched off and reported."""
 _MAX_POWER_BITS = 4096
 
 # --------------------------------------------------------------------------- functions
@@ -60,7 +74,19 @@ def _startswith(text: Any, prefix: Any) -> bool:
 def _matches(pattern: Any, text: Any) -> bool:
     if not isinstance(pattern, str) or not isinstance(text, str):
         raise TypeError("matches(): expected (regex, text) strings")
-    return re.search(pattern, text[:MAX_MATCH_TEXT]) is not None
+    if _regex is None:
+        raise RuleBroken("matches() needs the 'regex' package (pip install regex)")
+    text = text[:MAX_MATCH_TEXT]
+    try:
+        return _compiled(pattern).search(text, timeout=MATCH_TIMEOUT) is not None
+    except TimeoutError:
+        raise RuleBroken(f"matches({pattern!r}, ...) ran out of time ({MATCH_TIMEOUT:g} s) on {len(text)} characters: "
+                         "the regex backtracks catastrophically (nested repeats like (a+)+); rule switched off") from None
+
+
+@functools.lru_cache(maxsize=256)
+def _compiled(pattern: str) -> Any:
+    return _regex.compile(pattern)  # type: ignore[union-attr]
 
 
 def _round(value: Any, ndigits: Any = None) -> Any:
@@ -215,8 +241,8 @@ def _check_call(node: ast.Call, where: int) -> None:
         if len(pattern.value) > MAX_REGEX_CHARS:
             raise ConditionError(f"matches(): regex longer than {MAX_REGEX_CHARS} characters", where)
         try:
-            re.compile(pattern.value)
-        except re.error as exc:
+            (_regex or re).compile(pattern.value)
+        except (re.error, getattr(_regex, "error", re.error)) as exc:
             raise ConditionError(f"matches(): bad regex: {exc}", where) from None
 
 
@@ -269,7 +295,7 @@ def evaluate(
     ev = _evaluator(facts)
     found: list[Finding] = []
     for rule in ruleset:
-        if not rule.enabled or rule.condition is None:
+        if not rule.enabled or rule.condition is None or rule.broken:
             continue
         if kind is not None and kind not in rule.devices:
             continue
@@ -293,6 +319,11 @@ def _evaluate_rule(
     except NameNotDefined as exc:
         if diags is not None:
             diags.append(Diagnostic(rule.id, "missing", f"fact '{exc.name}' is absent"))
+        return None
+    except RuleBroken as exc:  # switched off for the rest of the run; diagnose() reports it
+        rule.broken = str(exc)
+        if diags is not None:
+            diags.append(Diagnostic(rule.id, "error", str(exc)))
         return None
     except TypeError as exc:
         if diags is not None:
@@ -426,3 +457,11 @@ def _print_evaluation(ruleset: RuleSet, facts: Mapping[str, Any], device: str | 
     for d in diagnostics:
         print(f"not evaluated: {d.rule}: {d.kind}: {d.message}")
     print(f"{len(findings)} of {len(ruleset)} rules fire")
+
+
+def broken_rules(ruleset: RuleSet | Iterable[Rule]) -> list[Any]:
+    """Rule errors for the rules switched off while being evaluated (see :class:`RuleBroken`)."""
+    from .rules import RuleError
+
+    return [RuleError(rule.source, rule.line, rule.column, f"rule '{rule.id}': {rule.broken}")
+            for rule in ruleset if rule.broken]

@@ -79,6 +79,8 @@ class Rule:
     line: int = 0
     column: int = 1
     overrides: str | None = None  # "path:line" of the rule this one replaced
+    broken: str | None = None
+    """Why evaluating the rule failed for good (a regex out of time): it is skipped."""
     condition: Condition | None = field(default=None, repr=False)
     title_template: Template = field(default=Template("", ()), repr=False)
     evidence_template: Template = field(default=Template("", ()), repr=False)

@@ -40,6 +40,7 @@ def run_headless(spec: RunSpec, rule_dirs: list[Path]) -> tuple[int, Session, Re
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     results = _results(session, rule_dirs)
+    _say_broken_rules(results, rule_dirs)
     run_dir = spec.run_dir if controller.recorder.error is None else None
     if run_dir is not None:
         error = write_summary(run_dir, results)
@@ -63,6 +64,17 @@ def _say_rule_problems(rule_dirs: list[Path]) -> None:
         sys.stderr.write(f"mpsprof: the rules could not be loaded ({type(exc).__name__}: {exc}); the run goes on\n")
         return
     say_rule_problems(errors)
+
+
+def _say_broken_rules(results: Results, rule_dirs: list[Path]) -> None:
+    """Rules switched off while evaluated (a regex out of time): said once, at the end."""
+    try:
+        from ..diagnosis import cached_ruleset
+
+        said = cached_ruleset(rule_dirs).errors
+        say_rule_problems([e for e in results.rule_errors if e not in said])
+    except Exception:  # noqa: BLE001 - the summary says it too
+        pass
 
 
 def _results(session: Session, rule_dirs: list[Path]) -> Results:
