@@ -217,6 +217,16 @@ sent one by one (long runs decimate detail to keep the recording bounded):
 ``hist`` maps log-bucket indices (see :func:`bucket_of`) to counts.
 """
 
+STEP_LOADER_COLUMNS = ("wait_cpu", "wait_runq")
+"""Optional columns of a ``steps`` event (older recordings lack them; readers default to
+None): CPU seconds the waiting thread itself spent inside DataLoader ``__next__``
+(``wait_cpu``: building the batch for ``num_workers=0``, receiving it from a worker
+otherwise) and seconds it was ready to run but waited for a free core (``wait_runq``,
+Linux only, from ``/proc/thread-self/schedstat``). With ``wait`` they tell a loader
+that computes from one that waits for I/O and from one that waits for a CPU core.
+``agg`` then also carries ``wait_cpu_sum`` and ``wait_runq_sum``.
+"""
+
 BUCKETS_PER_DECADE = 64
 """Log buckets for step durations: 64 per decade is ~3.7% wide, enough for p50/p90."""
 

@@ -40,8 +40,11 @@ MAC_ENV = {
 
 
 def steps_event(rows: Sequence[Sequence[Any]], ts: float = 0.0) -> bytes:
-    """One ``steps`` event from rows of (i, end, dur, wait, batches, idle, alloc)."""
+    """One ``steps`` event from rows of (i, end, dur, wait, batches, idle, alloc[, wait_cpu, wait_runq])."""
     cols = {name: [row[k] for row in rows] for k, name in enumerate(events.STEP_COLUMNS)}
+    if rows and len(rows[0]) > len(events.STEP_COLUMNS):
+        for k, name in enumerate(events.STEP_LOADER_COLUMNS, start=len(events.STEP_COLUMNS)):
+            cols[name] = [row[k] for row in rows]
     return events.encode(events.KIND_STEPS, ts, mode="optimizer", **cols)
 
 
@@ -52,12 +55,19 @@ def step_rows(
     idle: Sequence[int | None] | None = None,
     alloc: Sequence[int | None] | None = None,
     start: float = 1.0,
+    cpu: Sequence[float | None] | None = None,
+    runq: Sequence[float | None] | None = None,
 ) -> list[list[Any]]:
+    """Step rows; ``cpu`` / ``runq`` add the loader columns (CPU time and run-queue time of
+    the fetches, as the probe records them)."""
     rows, t = [], start
     for i, dur in enumerate(durs):
         t += dur
-        rows.append([i, round(t, 6), dur, waits[i] if waits else 0.0, batches[i] if batches else 1,
-                     idle[i] if idle else None, alloc[i] if alloc else None])  # fmt: skip
+        row = [i, round(t, 6), dur, waits[i] if waits else 0.0, batches[i] if batches else 1,
+               idle[i] if idle else None, alloc[i] if alloc else None]  # fmt: skip
+        if cpu is not None or runq is not None:
+            row += [cpu[i] if cpu else None, runq[i] if runq else None]
+        rows.append(row)
     return rows
 
 
@@ -162,32 +172,77 @@ def test_thin_keeps_the_ends_and_bounds_the_work():
 # --------------------------------------------------------------------------- data loading
 
 
-def test_stall_facts_and_a_num_workers_computed_from_the_cores():
-    rows = step_rows([0.04] * 30, waits=[0.03] * 30)
+def test_stall_facts_add_up_and_an_unmeasured_loader_is_capped_by_the_cores():
+    rows = step_rows([0.04] * 30, waits=[0.03] * 30)  # no CPU figures: an older recording
     f = facts_of(build_session(env=dict(LINUX_ENV, cores_physical=8, cores_logical=16), loaders=[loader()], rows=rows))
     assert f["data_wait_share"] == pytest.approx(0.75, abs=0.01)
     assert f["loading_wait_share"] == pytest.approx(0.75, abs=0.01)
-    assert f["data_wait_ms"] == pytest.approx(30.0, abs=0.5)
-    assert f["compute_ms"] == pytest.approx(10.0, abs=0.5)
-    assert f["step_ms"] == pytest.approx(40.0, abs=0.5)
+    assert f["loading_wait_share_low"] == pytest.approx(0.75, abs=0.01)
+    # means over the same steps: wait + compute = step
+    assert f["data_wait_ms"] == pytest.approx(30.0, abs=0.5) and f["compute_ms"] == pytest.approx(10.0, abs=0.5)
+    assert f["data_wait_ms"] + f["compute_ms"] == pytest.approx(f["step_mean_ms"], abs=0.01)
     assert f["first_stall_step"] == 1 and f["last_step"] == 29 and f["steady_steps"] == 29
     assert f["num_workers"] == 0 and f["batch_size"] == 32 and f["persistent_workers"] is False
-    # 30 ms of loading per 10 ms of compute: 3 workers keep up; 8 physical cores allow 7
-    assert f["num_workers_needed"] == 3 and f["suggested_num_workers"] == 3
-    assert "3 to hide 30.0 ms of loading" in f["num_workers_reason"]
+    assert f["loader_bound"] == "unknown"
+    # 30 ms of loading per 10 ms of training, 25% to spare: 4 workers; 7 cores are free
+    assert f["num_workers_needed"] == 4 and f["suggested_num_workers"] == 4
+    assert "could not tell" in f["num_workers_reason"]
     assert f["device_idle_share_while_waiting"] is None  # the CPU is synchronous
 
 
-def test_num_workers_prefers_performance_cores_and_never_goes_below_current_plus_one():
-    rows = step_rows([0.04] * 30, waits=[0.036] * 30)  # 4 ms compute: 9 workers needed
+def test_num_workers_prefers_performance_cores_and_never_exceeds_the_free_ones_unmeasured():
+    rows = step_rows([0.04] * 30, waits=[0.036] * 30)  # 4 ms compute: 12 workers needed
     mac = build_session(env=MAC_ENV, device="mps", loaders=[loader()], rows=rows)
     f = facts_of(mac)
     assert f["cores_for_workers"] == 6 and f["suggested_num_workers"] == 5  # 6 performance cores - 1
     assert "performance cores" in f["num_workers_reason"]
     busy = facts_of(build_session(loaders=[loader(num_workers=4)], rows=rows))  # 2 cores, 4 workers
-    assert busy["suggested_num_workers"] == 5 and "make loading cheaper" in busy["num_workers_reason"]
+    assert busy["suggested_num_workers"] == 4  # no more than now: the cores are taken
     quiet = facts_of(build_session(loaders=[loader(num_workers=3)], rows=step_rows([0.04] * 30)))
-    assert quiet["loading_wait_share"] == 0.0 and quiet["suggested_num_workers"] == 3
+    assert quiet["loading_wait_share"] == 0.0
+
+
+def test_a_waiting_loader_gets_workers_from_its_times_not_from_the_cores():
+    # 2 cores; each batch waits 36 ms (1 ms of it CPU), the step computes 4 ms
+    rows = step_rows([0.04] * 30, waits=[0.036] * 30, cpu=[0.001] * 30, runq=[0.0] * 30)
+    f = facts_of(build_session(loaders=[loader()], rows=rows))
+    assert f["loader_bound"] == "waiting"
+    assert f["num_workers_needed"] == 12 and f["suggested_num_workers"] == 12  # ceil(36 / 4 * 1.25)
+    assert "does not limit them" in f["num_workers_reason"] and "36.0 ms to load" in f["num_workers_reason"]
+    # memory caps it: 1 GiB free and ~300 MiB per worker -> 1
+    tight = facts_of(build_session(loaders=[loader()], rows=rows, mem=[mem_event(0.5, 100 * MIB, available=GIB)]))
+    assert tight["suggested_num_workers"] == 1 and "MiB" in tight["num_workers_reason"]
+
+
+def test_a_cpu_bound_loader_is_limited_by_the_free_cores_and_says_so():
+    # the loading is CPU work (28 of 30 ms), the training 10 ms: 4 workers' worth
+    rows = step_rows([0.04] * 30, waits=[0.03] * 30, cpu=[0.028] * 30, runq=[0.0] * 30)
+    f = facts_of(build_session(loaders=[loader(num_workers=0)], rows=rows))  # 2 physical cores
+    assert f["loader_bound"] == "cpu"
+    assert f["suggested_num_workers"] <= 2 and f["num_workers_needed"] == 4
+    reason = f["num_workers_reason"]
+    assert "2 physical cores" in reason and "28.0 ms of CPU work" in reason and "cheaper" in reason
+    roomy = facts_of(build_session(env=dict(LINUX_ENV, cores_physical=16), loaders=[loader()], rows=rows))
+    assert roomy["suggested_num_workers"] == 4 and roomy["num_workers_helps"] is True
+
+
+def test_in_memory_and_contended_loaders_get_no_workers():
+    rows = step_rows([0.004] * 30, waits=[0.002] * 30, cpu=[0.002] * 30, runq=[0.0] * 30)
+    mem = facts_of(build_session(loaders=[loader(dataset="TensorDataset")], rows=rows))
+    assert mem["loader_bound"] == "ipc" and mem["suggested_num_workers"] == 0
+    assert "Index whole batches" in mem["num_workers_reason"]
+    # 20 ms waits: 1 ms of CPU, 15 ms queued for a core
+    busy = step_rows([0.03] * 30, waits=[0.02] * 30, cpu=[0.001] * 30, runq=[0.015] * 30)
+    f = facts_of(build_session(loaders=[loader()], rows=busy))
+    assert f["loader_bound"] == "contention" and f["num_workers_helps"] is False
+    assert "waiting for a free CPU core" in f["num_workers_reason"]
+
+
+def test_a_wait_that_hovers_around_the_threshold_is_seen_in_the_halves():
+    # first half 30% waiting, second half 5%: 17% overall, but not in both halves
+    waits = [0.012] * 15 + [0.002] * 15
+    f = facts_of(build_session(loaders=[loader()], rows=step_rows([0.04] * 30, waits=waits)))
+    assert f["loading_wait_share"] >= 0.15 and f["loading_wait_share_low"] < 0.10
 
 
 def test_idle_share_on_an_asynchronous_device():

@@ -144,10 +144,12 @@ def test_stall_names_a_concrete_num_workers(runs):
     assert summary["dataloaders"][0]["num_workers"] == 0
     # the suggestion is a number, in the fix's code; the reason says how it was computed
     assert "num_workers=" in crit["fix"] and "num_workers=?" not in crit["fix"]
-    suggested = int(crit["fix"].split("num_workers=")[1].split("`")[0])
-    assert 1 <= suggested <= max(2, _CORES)
+    suggested = int(crit["fix"].split("num_workers=")[1].split(",")[0].split("\n")[0])
+    # the trigger's loading sleeps 30 ms per batch against 10 ms of compute: workers that
+    # wait are not limited by the cores, so the number follows from the times
+    assert suggested >= 3
     assert crit["title"].endswith(f"try num_workers={suggested}")
-    assert "field notes" in crit["fix"]
+    assert "ms to load" in crit["fix"] and "field notes" not in crit["fix"]
     warn = findings(runs["stall_warning"])
     assert "dataloader-stall-critical" not in warn
     assert 0.15 <= warn["dataloader-stall"]["facts"]["loading_wait_share"] < 0.35

@@ -3,10 +3,18 @@
 Process figures include the DataLoader worker children (their RSS is real memory the
 training costs, and copy-on-read growth shows there first). CPU utilisation is the
 process tree's CPU seconds over wall seconds, in percent of one core.
+
+For the DataLoader analysis each sample also carries running totals: CPU seconds of the
+training process (``cpu_main_s``) and of its child processes (``cpu_workers_s``: the
+workers build the batches when ``num_workers > 0``), the seconds those children waited
+for a free core (``runq_workers_s``, Linux), and how busy the whole machine was since the
+last sample (``sys_busy``, 0..1 of all logical CPUs). A child's totals are kept after it
+exits, so the totals never go down.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from typing import Any, Callable
@@ -41,6 +49,11 @@ class MemorySampler:
         self._stop = threading.Event()
         self._cpu_prev: tuple[float, float] | None = None
         self._children: dict[int, Any] = {}
+        self._child_cpu: dict[int, float] = {}
+        self._child_runq: dict[int, float] = {}
+        self._gone_cpu = 0.0
+        self._gone_runq = 0.0
+        self._sys_prev: Any = None
         self._thread = threading.Thread(target=self._run, name="mpsprof-sampler", daemon=True)
 
     def start(self) -> None:
@@ -83,6 +96,7 @@ class MemorySampler:
         rss = 0
         rss_children = 0
         cpu_total = 0.0
+        cpu_main = None
         procs = self._tree()
         for n, proc in enumerate(procs):
             try:
@@ -94,8 +108,14 @@ class MemorySampler:
             cpu_total += times.user + times.system
             if n == 0:
                 rss = mem
+                cpu_main = times.user + times.system
             else:
                 rss_children += mem
+                self._child_cpu[proc.pid] = times.user + times.system
+                runq = _runq(proc.pid)
+                if runq is not None:
+                    self._child_runq[proc.pid] = runq
+        self._forget_gone({p.pid for p in procs[1:]})
         now = time.monotonic()
         cpu_pct = None
         if self._cpu_prev is not None:
@@ -116,6 +136,10 @@ class MemorySampler:
             "sys_total": vm.total,
             "swap_used": swap_used,
             "cpu_pct": None if cpu_pct is None else round(cpu_pct, 1),
+            "cpu_main_s": None if cpu_main is None else round(cpu_main, 4),
+            "cpu_workers_s": round(self._gone_cpu + sum(self._child_cpu.values()), 4),
+            "runq_workers_s": round(self._gone_runq + sum(self._child_runq.values()), 4) if self._child_runq or self._gone_runq else None,
+            "sys_busy": self._sys_busy(),
         }
         try:
             figures = self._backend_fn().memory()
@@ -124,3 +148,37 @@ class MemorySampler:
         if figures is not None:
             fields["device"] = figures.as_dict()
         self._emit(events.KIND_MEM, **fields)
+
+    def _forget_gone(self, alive: set[int]) -> None:
+        """Fold the last readings of exited children into the running totals."""
+        for pid in [p for p in self._child_cpu if p not in alive]:
+            self._gone_cpu += self._child_cpu.pop(pid)
+        for pid in [p for p in self._child_runq if p not in alive]:
+            self._gone_runq += self._child_runq.pop(pid)
+
+    def _sys_busy(self) -> float | None:
+        """Share of all logical CPUs busy since the last sample (any process)."""
+        try:
+            now = self._psutil.cpu_times()
+        except Exception:
+            return None
+        prev, self._sys_prev = self._sys_prev, now
+        if prev is None:
+            return None
+        idle = (now.idle + getattr(now, "iowait", 0.0)) - (prev.idle + getattr(prev, "iowait", 0.0))
+        total = sum(now) - sum(prev)
+        # guest time is also counted in user on Linux: leave it out of the total
+        total -= (getattr(now, "guest", 0.0) + getattr(now, "guest_nice", 0.0)) - \
+            (getattr(prev, "guest", 0.0) + getattr(prev, "guest_nice", 0.0))
+        if total <= 0:
+            return None
+        return round(min(1.0, max(0.0, 1.0 - idle / total)), 3)
+
+
+def _runq(pid: int) -> float | None:
+    """Seconds the process's main thread (a DataLoader worker's only busy one) waited for a CPU."""
+    try:
+        with open(f"/proc/{pid}/schedstat", "rb") as fh:
+            return int(fh.read(128).split()[1]) / 1e9
+    except (OSError, IndexError, ValueError):
+        return None

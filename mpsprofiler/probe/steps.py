@@ -16,7 +16,11 @@ Where a step ends, in order of precedence:
    optimizer step (LBFGS's closure) belong to that step.
 4. Loops without either (inference): each DataLoader batch after the first starts a new step.
 
-Data wait is the time spent inside DataLoader iterators' ``__next__``. On asynchronous
+Data wait is the time spent inside DataLoader iterators' ``__next__``, with the CPU time
+the training thread spent there and (Linux) the time it waited for a free core (see
+:mod:`.cputime`). A fetch that follows the last optimizer step of an iteration belongs to
+the next step even before the step's end is known (the first iteration, where the set
+of optimizers is still being learnt). On asynchronous
 devices a stream event recorded when a fetch begins (behind all the work queued so far)
 and queried when it ends tells whether the device ran dry (idle) while the host waited.
 
@@ -33,6 +37,7 @@ from typing import Any, Callable
 
 from .. import events
 from ..devices import DeviceBackend
+from .cputime import ThreadClock
 
 DETAIL_LIMIT = 20_000
 ALLOC_EVERY = 0.05
@@ -55,8 +60,13 @@ class StepTracker:
         self.index = 0  # index of the step in progress
         self._start = clock()
         self._wait = 0.0
+        self._wait_cpu = 0.0
+        self._wait_runq: float | None = None
         self._batches = 0
         self._idle: int | None = None
+        self._carry: list[Any] | None = None
+        """[wait, cpu, runq, batches, idle] of fetches after this iteration's last optimizer step."""
+        self._thread_clock = ThreadClock()
         self._event: Any = None
         self._event_pending = False
         self._cycle: frozenset[int] | None = None
@@ -74,7 +84,7 @@ class StepTracker:
         self._fetches = 0
         self._started = False
         self._alloc_read_at = float("-inf")
-        self._cols: dict[str, list[Any]] = {name: [] for name in events.STEP_COLUMNS}
+        self._cols: dict[str, list[Any]] = _columns()
         self._agg: dict[str, Any] | None = None
         self._lock = threading.Lock()
         self.listeners: list[Callable[[int, float], None]] = []
@@ -106,13 +116,21 @@ class StepTracker:
                 cols["batches"].append(self._batches)
                 cols["idle"].append(self._idle)
                 cols["alloc"].append(alloc)
+                cols["wait_cpu"].append(round(self._wait_cpu, 7))
+                cols["wait_runq"].append(None if self._wait_runq is None else round(self._wait_runq, 7))
             else:
                 self._aggregate(i, end, dur, alloc)
         self.index = i + 1
         self._start = end
         self._wait = 0.0
+        self._wait_cpu = 0.0
+        self._wait_runq = None
         self._batches = 0
         self._idle = None
+        if self._carry is not None:
+            # fetched after the closed step's end: the first data wait of this step
+            self._add_fetch(*self._carry)
+            self._carry = None
         for listener in self.listeners:
             listener(self.index, dur)
 
@@ -121,12 +139,15 @@ class StepTracker:
         if agg is None:
             agg = self._agg = {
                 "n": 0, "dur_sum": 0.0, "wait_sum": 0.0, "dur_min": dur, "dur_max": dur,
-                "i_last": i, "hist": {}, "batches": 0,
+                "i_last": i, "hist": {}, "batches": 0, "wait_cpu_sum": 0.0, "wait_runq_sum": None,
             }
         agg["n"] += 1
         agg["dur_sum"] += dur
         agg["wait_sum"] += self._wait
         agg["batches"] += self._batches
+        agg["wait_cpu_sum"] += self._wait_cpu
+        if self._wait_runq is not None:
+            agg["wait_runq_sum"] = (agg["wait_runq_sum"] or 0.0) + self._wait_runq
         if dur < agg["dur_min"]:
             agg["dur_min"] = dur
         if dur > agg["dur_max"]:
@@ -156,15 +177,14 @@ class StepTracker:
             self._event = None
             self._event_pending = False
 
-    def _read_idle(self) -> None:
+    def _read_idle(self) -> int | None:
         """At a fetch's end: did the device drain its queue during the wait? (Any fetch of a
         step that found it idle makes the step's wait an idle one.)"""
         self._event_pending = False
         try:
-            idle = 1 if self._event.query() else 0
+            return 1 if self._event.query() else 0
         except Exception:
-            return
-        self._idle = idle if self._idle is None else max(self._idle, idle)
+            return None
 
     # -- hooks ------------------------------------------------------------------
     def on_optimizer_step(self, optimizer: Any) -> None:
@@ -177,6 +197,8 @@ class StepTracker:
         if self.index == 0 and self._cycle is None and not self._seen:
             for listener in self.first_optimizer_listeners:
                 listener(now - self._start, self.closure_step)
+        if key not in self._seen:
+            self._keep_carry()
         if key in self._seen:
             # a repeat: the previous iteration ended at the last optimizer step before it
             if self._cycle is None:
@@ -202,6 +224,7 @@ class StepTracker:
             return
         if not reset and (site in self._bwd_seen or (self._bwd_cycle is not None and site in self._bwd_cycle)):
             self._last_bwd_time = end  # a micro-batch: the step goes on
+            self._keep_carry()
             return
         if site in self._bwd_seen:
             # the second iteration has begun: no optimizer stepped in the first one
@@ -212,6 +235,7 @@ class StepTracker:
                 self._close(self._last_bwd_time)
             self._bwd_seen = {site}
         else:
+            self._keep_carry()
             self._bwd_seen.add(site)
         self._last_bwd_time = end
         if self._bwd_cycle is not None and self._bwd_seen >= self._bwd_cycle:
@@ -241,7 +265,7 @@ class StepTracker:
             self._start = self._clock()
         self._started = True
 
-    def on_fetch_start(self) -> float:
+    def on_fetch_start(self) -> tuple[float, float, float | None]:
         now = self._clock()
         if not self._started:
             self._mark_start()
@@ -249,17 +273,49 @@ class StepTracker:
             if self._fetches > 0:
                 self.mode = "dataloader"
                 self._close(now)
+                # the step-boundary listeners (the op sampler switching on) ran just now:
+                # their time is the profiler's, not a wait for data
+                now = self._clock()
         self._fetches += 1
         if self.backend.asynchronous:
             self._mark_queued_work()
-        return now
+        clock = self._thread_clock
+        return now, clock.cpu(), clock.runq()
 
-    def on_fetch_end(self, started: float, got_batch: bool) -> None:
-        self._wait += self._clock() - started
-        if self._event_pending:
-            self._read_idle()
-        if got_batch:
-            self._batches += 1
+    def on_fetch_end(self, started: tuple[float, float, float | None], got_batch: bool) -> None:
+        t0, cpu0, runq0 = started
+        clock = self._thread_clock
+        wait = self._clock() - t0
+        cpu = max(0.0, clock.cpu() - cpu0)
+        runq1 = clock.runq() if runq0 is not None else None
+        runq = None if runq1 is None or runq0 is None else max(0.0, runq1 - runq0)
+        idle = self._read_idle() if self._event_pending else None
+        fetch = [wait, cpu, runq, 1 if got_batch else 0, idle]
+        if (self.mode == "optimizer" and self._seen) or (self.mode in ("none", "backward") and self._bwd_seen):
+            # after an optimizer step (or backward pass) of an iteration not yet closed:
+            # most likely the next step's batch, held until the next one says which
+            if self._carry is None:
+                self._carry = fetch
+            else:
+                self._carry = _merge_fetch(self._carry, fetch)
+        else:
+            self._add_fetch(*fetch)
+
+    def _keep_carry(self) -> None:
+        """The held fetch belonged to the step in progress after all (another optimizer
+        or backward line of the same iteration, or a micro-batch)."""
+        if self._carry is not None:
+            self._add_fetch(*self._carry)
+            self._carry = None
+
+    def _add_fetch(self, wait: float, cpu: float, runq: float | None, batches: int, idle: int | None) -> None:
+        self._wait += wait
+        self._wait_cpu += cpu
+        if runq is not None:
+            self._wait_runq = (self._wait_runq or 0.0) + runq
+        self._batches += batches
+        if idle is not None:
+            self._idle = idle if self._idle is None else max(self._idle, idle)
 
     def manual_step(self) -> None:
         self._started = True
@@ -287,7 +343,7 @@ class StepTracker:
             if not cols["i"] and agg is None:
                 return
             # swap in fresh containers; the training thread appends to the new ones
-            self._cols = {name: [] for name in events.STEP_COLUMNS}
+            self._cols = _columns()
             self._agg = None
         payload: dict[str, Any] = dict(cols)
         payload["mode"] = self.mode
@@ -295,3 +351,13 @@ class StepTracker:
             agg["hist"] = {str(k): v for k, v in agg["hist"].items()}
             payload["agg"] = agg
         self._emit(events.KIND_STEPS, **payload)
+
+
+def _columns() -> dict[str, list[Any]]:
+    return {name: [] for name in events.STEP_COLUMNS + events.STEP_LOADER_COLUMNS}
+
+
+def _merge_fetch(a: list[Any], b: list[Any]) -> list[Any]:
+    runq = None if a[2] is None and b[2] is None else (a[2] or 0.0) + (b[2] or 0.0)
+    idle = b[4] if a[4] is None else (a[4] if b[4] is None else max(a[4], b[4]))
+    return [a[0] + b[0], a[1] + b[1], runq, a[3] + b[3], idle]

@@ -226,6 +226,51 @@ def dataloader_table(session: Session) -> Table | None:
     return Table("DataLoader", list(DATALOADER_COLUMNS), rows, numeric={0, 2, 3, 4, 7})
 
 
+LOADER_BOUND_WORDS = {
+    "waiting": "waiting (I/O, sleep, GIL-free decoding): workers help regardless of cores",
+    "cpu": "CPU work: workers help only on free cores",
+    "ipc": "indexing memory: index whole batches, workers would not help",
+    "contention": "waiting for a busy CPU: the machine is the limit",
+    "unknown": "not measured (run too short or recorded by an older mpsprof)",
+}
+
+
+def loader_rows(session: Session) -> list[tuple[str, str]]:
+    """What the training DataLoader does per step and per batch (the Data panel and the
+    reports' DataLoader section): the same facts the data-loading rules use."""
+    try:
+        from ..diagnosis.analyzers.dataloader import dataloader_facts
+
+        f = dataloader_facts(session)
+    except Exception:  # noqa: BLE001 - a view never fails on a figure
+        return []
+    if f.get("loader_bound") is None or f.get("data_wait_ms") is None:
+        return []
+    rows = [("Loading is", LOADER_BOUND_WORDS.get(str(f["loader_bound"]), str(f["loader_bound"])))]
+    rows.append(("Per step (mean)", f"wait {_ms(f.get('data_wait_ms'))} + compute {_ms(f.get('compute_ms'))} "
+                                    f"= {_ms(f.get('step_mean_ms'))}"))  # fmt: skip
+    batch = [f"load {_ms(f.get('load_ms'))}"]
+    if f.get("load_cpu_ms") is not None:
+        batch.append(f"{_ms(f.get('load_cpu_ms'))} of CPU" + (" in the workers" if f.get("num_workers") else ""))
+    if f.get("fetch_runq_ms"):
+        batch.append(f"{_ms(f.get('fetch_runq_ms'))} queued for a core")
+    batch.append(f"train {_ms(f.get('train_ms'))}")
+    rows.append(("Per batch", ", ".join(batch)))
+    if f.get("machine_busy_share") is not None:
+        rows.append(("Machine CPUs busy", fmt_pct(f["machine_busy_share"])))
+    cores = f.get("cores_for_workers")
+    if cores:
+        rows.append(("Cores", f"{cores}, {f.get('cores_free_for_workers')} free beside the training"))
+    if f.get("suggested_num_workers") is not None:
+        helps = "more workers help" if f.get("num_workers_helps") else "more workers would not help"
+        rows.append(("Suggested num_workers", f"{f['suggested_num_workers']} (now {f.get('num_workers')}; {helps})"))
+    return rows
+
+
+def _ms(v: Any) -> str:
+    return "–" if v is None else f"{float(v):.1f} ms"
+
+
 def ranks_table(session: Session) -> Table | None:
     """Distributed runs: one row per rank, so a straggler stands out at a glance."""
     if not session.ranks or len(session.ranks) < 2:

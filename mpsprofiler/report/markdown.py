@@ -189,6 +189,9 @@ class MarkdownRenderer:
         dl = common.dataloader_table(session)
         if dl is not None:
             out += ["## DataLoader", ""] + _table_block(dl) + [""]
+            profile = common.loader_rows(session)
+            if profile:
+                out += _kv(profile, "Training loader") + [""]
 
         if session.crash is not None:
             out += self._crash(session)

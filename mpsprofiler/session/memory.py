@@ -19,6 +19,13 @@ class MemPoint:
     allocated: int | None
     cached: int | None
     workers: int | None = None
+    cpu_main_s: float | None = None
+    """Running totals (see probe/sampler.py): CPU seconds of the training process, of its
+    child processes (DataLoader workers), and the seconds those children waited for a
+    core; ``sys_busy`` is the share of the machine's CPUs busy since the last sample."""
+    cpu_workers_s: float | None = None
+    runq_workers_s: float | None = None
+    sys_busy: float | None = None
 
     @property
     def rss_total(self) -> int | None:
@@ -51,6 +58,10 @@ class MemoryStats:
             allocated=_opt(device.get("allocated")),
             cached=_opt(device.get("cached")),
             workers=_opt(data.get("workers")),
+            cpu_main_s=_optf(data.get("cpu_main_s")),
+            cpu_workers_s=_optf(data.get("cpu_workers_s")),
+            runq_workers_s=_optf(data.get("runq_workers_s")),
+            sys_busy=_optf(data.get("sys_busy")),
         )
         self.samples += 1
         if self.first is None:

@@ -15,6 +15,7 @@ from typing import Any
 MAX_KEYS = 2_000
 OTHER = "*"
 _NOT_ATEN = ("profiler::", "prim::")
+MAX_SAMPLED_KEPT = 4_096
 """Module name of the bucket that takes new (op, module) keys once the cap is reached."""
 
 
@@ -93,6 +94,9 @@ class OpStats:
         self.mismatches: dict[str, dict[str, Any]] = {}
         self.mps_misses: dict[tuple[str, str], OpRow] = {}
         self.dropped = 0
+        self.sampled: set[int] = set()
+        """Indices of the sampled steps (first MAX_SAMPLED_KEPT): their timings carry the
+        accounting's own cost, so step-time analyses leave them out."""
 
     # -- feeding ------------------------------------------------------------------
     def feed(self, data: dict[str, Any]) -> None:
@@ -103,6 +107,8 @@ class OpStats:
         self.sampled_steps += 1
         self.first_step = step if self.first_step is None else min(self.first_step, step)
         self.last_step = step if self.last_step is None else max(self.last_step, step)
+        if len(self.sampled) < MAX_SAMPLED_KEPT:
+            self.sampled.add(step)
         if isinstance(data.get("device_kind"), str):
             self.device_kind = data["device_kind"]
         if isinstance(data.get("model_device"), str):

@@ -43,6 +43,10 @@ class StepPoint:
     batches: int
     idle: int | None
     alloc: int | None
+    wait_cpu: float | None = None
+    """CPU seconds the training thread spent inside the step's fetches (None: not recorded)."""
+    wait_runq: float | None = None
+    """Seconds of those fetches spent waiting for a free core (Linux only)."""
 
 
 def detect_warmup(durations: list[float]) -> int:
@@ -77,6 +81,9 @@ class StepStats:
         self.late_n = 0
         self.late_dur = 0.0
         self.late_wait = 0.0
+        self.late_batches = 0
+        self.late_wait_cpu: float | None = None
+        self.late_wait_runq: float | None = None
         self.total_dur = 0.0
         self.total_wait = 0.0
         self.total_batches = 0
@@ -91,10 +98,12 @@ class StepStats:
         self.mode = data.get("mode") or self.mode
         cols = [data.get(name) or [] for name in events.STEP_COLUMNS]
         n = min(len(c) for c in cols) if cols else 0
+        extra = [_column(data.get(name), n) for name in events.STEP_LOADER_COLUMNS]
         for k in range(n):
             point = StepPoint(
                 i=_int(cols[0][k]), end=_num(cols[1][k]), dur=_num(cols[2][k]), wait=_num(cols[3][k]),
                 batches=_int(cols[4][k]), idle=_opt_int(cols[5][k]), alloc=_opt_int(cols[6][k]),
+                wait_cpu=_opt_num(extra[0][k]), wait_runq=_opt_num(extra[1][k]),
             )
             self._add(point)
         agg = data.get("agg")
@@ -120,12 +129,18 @@ class StepStats:
             self.early.append(p)
             self._warmup_cache = None
         else:
-            self._late(p.dur, p.wait, 1, {events.bucket_of(p.dur): 1})
+            self._late(p.dur, p.wait, 1, {events.bucket_of(p.dur): 1}, p.batches, p.wait_cpu, p.wait_runq)
 
-    def _late(self, dur: float, wait: float, n: int, hist: dict[int, int]) -> None:
+    def _late(self, dur: float, wait: float, n: int, hist: dict[int, int], batches: int = 0,
+              wait_cpu: float | None = None, wait_runq: float | None = None) -> None:  # fmt: skip
         self.late_n += n
         self.late_dur += dur
         self.late_wait += wait
+        self.late_batches += batches
+        if wait_cpu is not None:
+            self.late_wait_cpu = (self.late_wait_cpu or 0.0) + wait_cpu
+        if wait_runq is not None:
+            self.late_wait_runq = (self.late_wait_runq or 0.0) + wait_runq
         for b, c in hist.items():
             self.late_hist[b] = self.late_hist.get(b, 0) + c
 
@@ -144,9 +159,10 @@ class StepStats:
         self.count += n
         self.total_dur += dur
         self.total_wait += wait
-        self.total_batches += _int(agg.get("batches"))
+        batches = _int(agg.get("batches"))
+        self.total_batches += batches
         self.last_index = max(self.last_index, _int(agg.get("i_last")))
-        self._late(dur, wait, n, hist)
+        self._late(dur, wait, n, hist, batches, _opt_num(agg.get("wait_cpu_sum")), _opt_num(agg.get("wait_runq_sum")))
         sample = agg.get("sample")
         if isinstance(sample, list) and len(sample) == 7:
             p = StepPoint(_int(sample[0]), _num(sample[1]), _num(sample[2]), _num(sample[3]),
@@ -174,6 +190,17 @@ class StepStats:
     def steady_sums(self) -> tuple[float, float]:
         steady = self.steady
         return (sum(p.dur for p in steady) + self.late_dur, sum(p.wait for p in steady) + self.late_wait)
+
+    def steady_loader_sums(self) -> tuple[int, float | None, float | None]:
+        """Steady (batches, fetch CPU seconds, fetch run-queue seconds); None where a step
+        did not record it (older recordings, platforms without run-queue figures)."""
+        steady = self.steady
+        batches = sum(p.batches for p in steady) + self.late_batches
+        cpu = [p.wait_cpu if p.wait > 0 else 0.0 for p in steady]  # no fetch: nothing to know
+        runq = [p.wait_runq if p.wait > 0 else 0.0 for p in steady]
+        late_cpu = self.late_wait_cpu if self.late_wait > 0 else 0.0
+        late_runq = self.late_wait_runq if self.late_wait > 0 else 0.0
+        return batches, _sum_known(cpu, late_cpu, self.steady_count), _sum_known(runq, late_runq, self.steady_count)
 
     def quantile(self, q: float) -> float | None:
         """Steady-state step-time quantile: exact while all steps are held, else ~4%."""
@@ -236,3 +263,31 @@ def _opt_int(v: Any) -> int | None:
         return int(v)
     except (TypeError, ValueError):
         return None
+
+
+def _opt_num(v: Any) -> float | None:
+    if v is None or isinstance(v, bool):
+        return None
+    try:
+        out = float(v)
+    except (TypeError, ValueError):
+        return None
+    return out if out == out and out >= 0.0 else None
+
+
+def _column(values: Any, n: int) -> list[Any]:
+    """An optional column: absent or the wrong length reads as unknown for every step."""
+    if isinstance(values, list) and len(values) >= n:
+        return values
+    return [None] * n
+
+
+def _sum_known(values: list[float | None], late: float | None, count: int) -> float | None:
+    """The sum when every steady step recorded the figure, else None (a partial sum would
+    not match the wait it is compared with)."""
+    known = [v for v in values if v is not None]
+    if len(known) != len(values):
+        return None
+    if late is None and len(values) != count:
+        return None
+    return sum(known) + (late or 0.0)

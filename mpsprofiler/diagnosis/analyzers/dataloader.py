@@ -1,20 +1,21 @@
 """Data-loading facts: how long steps wait for batches, and what the DataLoader should be.
 
-The wait share is measured on steady-state steps only (warm-up would inflate it). The
-``num_workers`` suggestion is computed, not guessed: enough workers to hide the
-measured loading time behind the measured compute time, starting at 2 as the field
-notes advise, capped so workers do not fight the training for cores.
+The wait share is measured on steady-state steps only (warm-up would inflate it), and
+the wait, compute and step figures are means over the same steps, so they add up. What
+the loader does while the training waits (computing, waiting for I/O, queued for a busy
+CPU, or indexing memory) is in :mod:`.loader_profile`; the ``num_workers`` that follows
+from it, and the reason in words, in :mod:`.loader_advice`.
 """
 
 from __future__ import annotations
 
-import math
 from statistics import median
 from typing import Any
 
 from ...session.session import Session
 from ...session.steps import StepPoint
 from ..facts import analyzer
+from . import loader_profile
 from .common import (
     compute_cores,
     is_asynchronous,
@@ -23,11 +24,10 @@ from .common import (
     start_method,
     training_loader,
 )
+from .loader_advice import advise
 
 STALL_STEP_SHARE = 0.15
-"""A step "stalls" when 15% of it is data wait: the TraceML wait-share warning level."""
-START_WORKERS = 2
-"""Field notes (section 0): start num_workers at 2 and increase while the wait falls."""
+"""A step "stalls" when 15% of it is data wait (the rules' warning level)."""
 
 
 @analyzer("dataloader")
@@ -51,12 +51,18 @@ def dataloader_facts(session: Session) -> dict[str, Any]:
     respawn, restarts = _respawn(session, loader, workers) if loader else ({}, set())
     # the loading wait proper: epoch starts that waited for restarted workers are
     # worker-respawn's business, and more workers would not help them
-    dur, wait, n = _steady_sums(session, restarts)
+    # ... and steps whose op accounting ran: its first run imports modules inside
+    # whatever the step does first, often the fetch, which is no wait for data
+    skip = restarts | session.ops.sampled
+    dur, wait, n = _steady_sums(session, skip)
     share = min(1.0, wait / dur) if dur > 0 else None
+    kept = [p for p in steady if p.i not in skip]
     facts["loading_wait_share"] = rounded(share)
+    facts["loading_wait_share_low"] = rounded(_low_share(kept, steps))
     facts["data_wait_ms"] = rounded(wait / n * 1000.0, 3) if n else None
     facts["compute_ms"] = rounded(max(0.0, dur - wait) / n * 1000.0, 3) if n else None
-    facts["first_stall_step"] = _first_stall([p for p in steady if p.i not in restarts])
+    facts["step_mean_ms"] = rounded(dur / n * 1000.0, 3) if n else None
+    facts["first_stall_step"] = _first_stall(kept)
     if loader is None:
         return facts
     facts["num_workers"] = workers
@@ -67,7 +73,7 @@ def dataloader_facts(session: Session) -> dict[str, Any]:
     facts["worker_start_method"] = start_method(session, loader)
     facts["batch_size_arg"] = str(facts["batch_size"])  # `batch_size=None` is a valid setting
     facts["loader_settings"] = _settings(loader, workers)
-    facts.update(_suggest_workers(session, workers, share, facts["data_wait_ms"], facts["compute_ms"]))
+    facts.update(_profile(session, loader, workers or 0, kept))
     facts["suggested_prefetch_factor"] = max(4, (facts["prefetch_factor"] or 2) * 2)
     facts.update(respawn)
     return facts
@@ -103,44 +109,47 @@ def _first_stall(steady: list[StepPoint]) -> int | None:
     return None
 
 
-def _suggest_workers(
-    session: Session, workers: int | None, share: float | None, wait_ms: float | None, compute_ms: float | None
-) -> dict[str, Any]:
-    """``suggested_num_workers`` and the reason, in words, for the finding's fix."""
+def _low_share(kept: list[StepPoint], steps: Any) -> float | None:
+    """The lower of the wait shares of the two halves of the steady steps.
+
+    The rules ask both halves to clear a threshold, so a run whose wait hovers around it
+    (one half above, one below) stays quiet instead of warning on one run and not the next.
+    """
+    if len(kept) < 4:
+        return None
+    half = len(kept) // 2
+    first, second = kept[:half], kept[half:]
+    d1, w1 = sum(p.dur for p in first), sum(p.wait for p in first)
+    d2 = sum(p.dur for p in second) + steps.late_dur
+    w2 = sum(p.wait for p in second) + steps.late_wait
+    if d1 <= 0 or d2 <= 0:
+        return None
+    return min(w1 / d1, w2 / d2)
+
+
+def _profile(session: Session, loader: dict[str, Any], workers: int, kept: list[StepPoint]) -> dict[str, Any]:
+    """How the loader spends a batch, and the suggestion that follows (see the modules)."""
+    fig = loader_profile.measure(session, kept, late=True)
+    dataset = loader.get("dataset")
+    batch_size = _opt_int(loader.get("batch_size"))
     cores, what = compute_cores(session.env)
-    current = workers or 0
-    cap = max(1, cores - 1) if cores else None
-    stalled = share is not None and share >= STALL_STEP_SHARE
-    needed = None
-    if stalled and wait_ms and compute_ms and compute_ms > 0:
-        # n workers deliver n batches per load time L; they keep up when L / n <= compute.
-        # L is the wait itself with no workers; with n workers a step lasts L / n.
-        load_ms = wait_ms if current == 0 else current * (wait_ms + compute_ms)
-        needed = max(1, math.ceil(load_ms / compute_ms))
-    if not stalled:
-        target = current or min(START_WORKERS, cap or START_WORKERS)
-        reasons = ["the steps do not wait for data: keep the loader as it is"]
-    else:
-        target = START_WORKERS
-        reasons = [f"start at {START_WORKERS} (field notes)"]
-        if needed is not None and needed > target:
-            target = needed
-            reasons.append(f"{needed} to hide {wait_ms:.1f} ms of loading per step behind {compute_ms:.1f} ms of compute")
-        if cap is not None and target > cap:
-            target = cap
-            reasons.append(f"at most {cap} = {cores} {what} - 1 for the training process")
-        if target < current + 1:
-            target = current + 1
-            note = "one more than now, since steps still wait"
-            if cap is not None and target > cap:
-                note += f"; beyond the {cores} {what} more workers compete for CPU, so make loading cheaper too"
-            reasons.append(f"at least {target}: {note}")
-    return {
-        "cores_for_workers": cores,
-        "num_workers_needed": needed,
-        "suggested_num_workers": target,
-        "num_workers_reason": "; ".join(reasons),
-    }
+    train = fig.train_per_batch(session.device_kind == "cpu")
+    training_cores = fig.training_cores(workers)
+    free = max(1, cores - training_cores) if cores else None
+    bound = loader_profile.classify(fig, workers, dataset if isinstance(dataset, str) else None, batch_size,
+                                    train, free)
+    memory = session.memory
+    first = memory.first
+    available = first.sys_available if first is not None else None
+    worker_bytes = None
+    rss_children = memory.peak.get("rss_children")
+    if workers and rss_children:
+        worker_bytes = rss_children // workers
+    logical = _opt_int(session.env.get("cores_logical"))
+    out = {"loader_bound": bound, "batches_per_step": rounded(fig.batches / fig.steps, 3) if fig.steps else None}
+    out.update(advise(fig, bound, workers, train, training_cores, cores, what, batch_size, available,
+                      worker_bytes, logical))
+    return out
 
 
 def _respawn(

@@ -10,6 +10,7 @@ from textual.containers import Horizontal
 from textual.widget import Widget
 from textual.widgets import DataTable, Static
 
+from ...report.common import loader_rows
 from ...units import fmt_pct
 from ..plots import wait_series
 from ..state import RunState
@@ -39,6 +40,7 @@ class DataPanel(Widget):
     DataPanel #data-chart { width: 2fr; }
     DataPanel #data-steps { width: 1fr; min-width: 44; }
     DataPanel #data-share { height: auto; padding: 0 1; }
+    DataPanel #data-profile { height: auto; padding: 0 1; color: $text-muted; }
     """
 
     def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
@@ -47,11 +49,14 @@ class DataPanel(Widget):
         self._steps_key: object = None
         self._steps_at = float("-inf")
         self._steps_view = 0
+        self._profile_key: object = None
+        self._profile_at = float("-inf")
         """id() of the session the steps table shows: another rank refills it at once."""
 
     def compose(self) -> ComposeResult:
         yield DataTable(id="data-loaders", cursor_type="none", show_cursor=False)
         yield Static("", id="data-share")
+        yield Static("", id="data-profile")
         with Horizontal(id="data-middle"):
             yield LineChart("Data wait per step, %", xlabel="step", integer_x=True, empty="waiting for steps…", id="data-chart")
             yield DataTable(id="data-steps", cursor_type="row", zebra_stripes=True)
@@ -78,9 +83,32 @@ class DataPanel(Widget):
         if steps.idle_waits or steps.busy_waits:
             text.append(f" · device idle during {steps.idle_waits} of {steps.idle_waits + steps.busy_waits} waits")
         quiet_update(self.query_one("#data-share", Static), text)
+        self._fill_profile(session, throttle=state.running)
         xs, lines = wait_series(session)
         self.query_one("#data-chart", LineChart).set_data(xs, lines, ylim=(0.0, 100.0), key=state.view_key)
         self._fill_steps(session, throttle=state.running and self._steps_view == id(session))
+
+    def _fill_profile(self, session, throttle: bool) -> None:
+        """What the loader does (waiting, CPU work, ...) with its figures; recomputed at
+        most every TABLE_EVERY seconds while the run is live."""
+        steps = session.steps
+        key = (id(session), steps.count, session.memory.samples)
+        now = time.monotonic()
+        if key == self._profile_key or (throttle and now - self._profile_at < TABLE_EVERY):
+            return
+        self._profile_key = key
+        self._profile_at = now
+        rows = loader_rows(session)
+        text = Text()
+        for n, (label, value) in enumerate(rows):
+            if n:
+                text.append("\n")
+            text.append(f"{label}: ", style="bold")
+            text.append(value)
+        widget = self.query_one("#data-profile", Static)
+        quiet_update(widget, text)
+        if widget.display != bool(rows):
+            widget.display = bool(rows)
 
     def _fill_loaders(self, dataloaders: dict) -> None:
         key = repr(sorted(dataloaders.items()))

@@ -1,0 +1,187 @@
+"""The ``num_workers`` to suggest for a classified loader, and why, in the user's terms.
+
+The reason is a sentence with the measured figures ("each batch takes 84 ms to load and
+3 ms to train on ..."): the rule files put it in the finding's fix, so it must read as
+advice to a person, not as arithmetic about the profiler.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from .loader_profile import HEADROOM, MAX_WORKERS, MEMORY_FOR_WORKERS, WORKER_MIB_DEFAULT, LoaderFigures
+
+MIB = 1024**2
+
+
+def advise(
+    fig: LoaderFigures,
+    bound: str,
+    workers: int,
+    train_s: float,
+    training_cores: int,
+    cores: int | None,
+    what: str,
+    batch_size: int | None,
+    available: int | None,
+    worker_bytes: int | None,
+    logical: int | None,
+) -> dict[str, Any]:
+    """Facts for the rules: the suggestion, whether workers help, and the reason."""
+    out: dict[str, Any] = {}
+    per = fig.per_batch
+    train = train_s * 1000.0  # training per batch when not waiting, ms
+    step = fig.dur / fig.steps * 1000.0 if fig.steps else 0.0
+    fetch = fig.wait * per * 1000.0
+    fetch_cpu = fig.wait_cpu * per * 1000.0 if fig.wait_cpu is not None else None
+    worker_cpu = fig.worker_cpu_per_batch()
+    if workers:
+        load = workers * fig.dur * per * 1000.0  # one batch per worker per this many ms
+        load_cpu = worker_cpu * 1000.0 if worker_cpu is not None else None
+    else:
+        load, load_cpu = fetch, fetch_cpu
+    out["load_ms"] = _r(load)
+    out["load_cpu_ms"] = _r(load_cpu)
+    out["train_ms"] = _r(train)
+    out["fetch_cpu_ms"] = _r(fetch_cpu)
+    out["fetch_runq_ms"] = _r(fig.wait_runq * per * 1000.0 if fig.wait_runq is not None else None)
+    out["worker_cpu_ms"] = _r(worker_cpu * 1000.0 if worker_cpu is not None else None)
+    out["training_cores"] = training_cores
+    free = max(1, cores - training_cores) if cores else None
+    out["cores_for_workers"] = cores
+    out["cores_free_for_workers"] = free
+    out["machine_busy_share"] = _r(fig.machine_busy, 3)
+    mib = (worker_bytes / MIB) if worker_bytes else float(WORKER_MIB_DEFAULT)
+    cap = MAX_WORKERS
+    if available:
+        cap = max(1, min(MAX_WORKERS, int(MEMORY_FOR_WORKERS * available / (mib * MIB))))
+    out["worker_memory_mib"] = round(mib)
+    out["workers_memory_cap"] = cap
+
+    needed = None
+    if train > 0 and load > 0:
+        needed = max(1, math.ceil(load / train * HEADROOM))
+    out["num_workers_needed"] = needed
+    helps = True
+    best = None
+    if bound == "ipc":
+        target, helps = 0, False
+        sample_us = (fetch_cpu or fetch) / max(1, batch_size or 1) * 1000.0
+        reason = (
+            f"Each batch of {batch_size} samples takes {fetch:.2f} ms to put together from memory "
+            f"({sample_us:.0f} µs per sample) and {train:.2f} ms to train on. That time is Python "
+            "picking samples one at a time and stacking them, not loading: worker processes would "
+            "add the cost of pickling and copying every batch. Index whole batches at once instead."
+        )
+    elif bound == "contention":
+        target, helps = min(workers, free or workers), False
+        queued = fig.worker_runq_per_batch() if workers else (fig.wait_runq or 0.0) * per
+        busy = f"{fig.machine_busy:.0%} of its {logical} CPUs busy" if fig.machine_busy is not None and logical else "every core busy"
+        reason = (
+            f"Of the {fetch:.1f} ms each batch kept the training waiting, the loader spent about "
+            f"{(queued or 0.0) * 1000.0:.1f} ms ready to run but waiting for a free CPU core: the "
+            f"machine is busy ({busy}). More workers would only lengthen that queue. Close other "
+            "busy programs, or give the training fewer threads (torch.set_num_threads)."
+        )
+    elif bound == "cpu" and load_cpu is not None:
+        ratio = load_cpu / train if train > 0 else math.inf
+        needed = max(1, math.ceil(ratio * HEADROOM)) if math.isfinite(ratio) else None
+        out["num_workers_needed"] = needed
+        if needed is not None and free is not None and needed <= free:
+            target = max(needed, workers + 1) if needed > workers else workers + 1
+            target = min(target, free)
+            reason = (
+                f"Each batch takes {load_cpu:.1f} ms of CPU work to build and {train:.1f} ms to train "
+                f"on, so {_workers(needed)} keep up ({load_cpu:.1f} / {train:.1f} with 25% to spare); "
+                f"this machine has {free} of its {cores} {what} free beside the training."
+            )
+        else:
+            have = cores or 1
+            target = min(max(workers, free or 1), have)
+            helps = target > workers
+            best = (load_cpu + train) / have * fig.batches / max(1, fig.steps)
+            out["best_step_ms"] = _r(best)
+            reason = (
+                f"Each batch takes {load_cpu:.1f} ms of CPU work to build and {train:.1f} ms to train "
+                f"on: hiding it needs about {ratio:.1f} cores for loading alone, but this machine has "
+                f"{have} {what} and the training uses {training_cores}. Workers beyond the free cores "
+                f"only take turns on them. Even with every core busy a step cannot get much below "
+                f"{best:.1f} ms (it takes {step:.1f} ms now). "
+                + (f"Use num_workers={target} at most, and make" if target else "Make")
+                + " each batch cheaper to build: lighter transforms, decode once and cache the "
+                "decoded samples, run augmentation on the device, or use a machine with more cores."
+            )
+    else:
+        # waiting (or not known): workers overlap the waits, cores do not bound them
+        target = max(needed or 1, workers + 1)
+        capped = target > cap
+        target = min(target, cap)
+        if bound == "waiting":
+            spent = (
+                f"only {load_cpu:.1f} ms of it CPU work" if load_cpu is not None else "little of it CPU work"
+            )
+            reason = (
+                f"Each batch takes {load:.1f} ms to load, {spent}: the rest is waiting (disk, "
+                f"network, sleep or decoding that releases the GIL). It trains in {train:.1f} ms, so "
+                f"{_workers(needed)} keep up ({load:.1f} / {train:.1f} with 25% to spare). Waiting "
+                "workers do not need a core each, so the number of cores does not limit them."
+            )
+        else:
+            reason = (
+                f"Each batch takes about {load:.1f} ms to load and {train:.1f} ms to train on, so "
+                f"{_workers(needed)} would keep up if loading waits rather than computes; mpsprof could "
+                f"not tell which (too short a run to read the workers' CPU time)"
+                + (f", so no more than the {free} free {what}." if free else ".")
+            )
+            if free and target > free:
+                target = max(workers + 1, free) if workers < free else workers
+        if capped:
+            reason += (
+                f" Each worker holds about {mib:.0f} MiB, and the memory free at the start allows "
+                f"{cap} without crowding the training, so start there."
+            )
+    out["suggested_num_workers"] = int(target)
+    out["loader_figures"] = figures_text(bound, workers, out, batch_size)
+    out["num_workers_helps"] = bool(helps and target > workers)
+    out["num_workers_reason"] = reason
+    if bound == "ipc":
+        out["stall_advice"] = "index whole batches instead of single samples"
+    elif bound == "contention":
+        out["stall_advice"] = "the machine's CPUs are busy"
+    elif helps and target > workers:
+        out["stall_advice"] = f"try num_workers={target}"
+    else:
+        out["stall_advice"] = "building batches needs more CPU than this machine has"
+    return out
+
+
+def _r(v: float | None, digits: int = 3) -> float | None:
+    return None if v is None or not math.isfinite(v) else round(v, digits)
+
+
+def _workers(n: int | None) -> str:
+    return "1 worker" if n == 1 else f"{n} workers"
+
+
+def figures_text(bound: str, workers: int, out: dict[str, Any], batch_size: int | None) -> str:
+    """One sentence of measured figures for the finding's evidence."""
+    load, cpu, runq = out.get("load_ms"), out.get("load_cpu_ms"), out.get("fetch_runq_ms")
+    if load is None:
+        return ""
+    if workers:
+        parts = f"Each of the {workers} workers takes about {load:.1f} ms per batch"
+        if cpu is not None:
+            parts += f", {cpu:.1f} ms of it CPU work"
+    else:
+        parts = f"Loading one batch of {batch_size} samples takes {load:.1f} ms in the training process"
+        if cpu is not None:
+            parts += f", {cpu:.1f} ms of it CPU work"
+        if runq:
+            parts += f" and {runq:.1f} ms waiting for a free CPU core"
+    busy = out.get("machine_busy_share")
+    if busy is not None and busy >= 0.9:
+        parts += f"; the machine's CPUs were {busy:.0%} busy"
+    names = {"waiting": "mostly waiting (I/O, sleep)", "cpu": "CPU work", "ipc": "indexing memory",
+             "contention": "waiting for a busy CPU", "unknown": "not measured"}
+    return f"{parts}. The loading is {names.get(bound, bound)}."

@@ -1,0 +1,216 @@
+"""What the DataLoader does while the training waits, and how many workers that calls for.
+
+All figures come from the same steady steps, so the wait and compute per step add up
+to the step: ``wait_ms + compute_ms == step_ms`` (means, not medians: a median step and
+a mean wait need not add up to anything).
+
+A loader is classified by where the time of one batch goes:
+
+* ``waiting``: most of the fetch is neither on a CPU nor queued for one (disk, network,
+  ``time.sleep``, decompression that releases the GIL). Workers overlap the waits, so
+  the number that hides it follows from the times alone, not from the cores.
+* ``cpu``: building the batch is computation. Workers run it in parallel only on free
+  cores: the number is bounded by the cores the training leaves free, and when those
+  cannot cover it the honest advice is to make loading cheaper.
+* ``ipc``: the batch comes from memory (a ``TensorDataset``, or a few microseconds per
+  sample): the cost is per-sample indexing and collating in Python, and sending batches
+  through worker processes would cost as much again. Index whole batches instead.
+* ``contention``: the loader mostly waited for a free core (the run queue): the machine
+  is busy, and more processes would only lengthen the queue.
+* ``unknown``: the figures needed were not recorded (older recordings, short runs).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from ...session.session import Session
+
+HEADROOM = 1.25
+"""Workers to spare: 25% more than the bare ratio absorbs jitter in load and compute."""
+CPU_BOUND_SHARE = 0.5
+"""A fetch that spends at least half its wall time on a CPU is computation, not waiting."""
+RUNQ_SHARE = 0.3
+"""A fetch that spends 30% of its time queued for a CPU is held up by a busy machine."""
+IPC_SAMPLE_US = 20.0
+"""Under 20 µs of CPU per sample is indexing memory, not building a sample: about what
+passing the batch through a worker process would cost in pickling and copying."""
+IN_MEMORY_DATASETS = frozenset({"TensorDataset", "StackDataset"})
+WORKER_MIB_DEFAULT = 300
+"""Memory per worker when none ran yet: a spawned worker (macOS) imports torch and the
+script again, about 200-400 MiB resident; forked workers start smaller but grow as they
+touch the dataset (copy-on-read)."""
+MEMORY_FOR_WORKERS = 0.5
+"""At most half of the memory available at the start goes to new workers."""
+MAX_WORKERS = 32
+"""Beyond 32 processes, threads or asynchronous I/O inside the dataset scale better."""
+CONTENDED_SHARE = 0.5
+"""When half of the training's wait was spent queued for a core, the machine is the limit."""
+CHEAP_LOADING = 0.15
+"""Loading that needs under 15% of the training's time per batch in CPU work is cheap:
+if the training still waits, the time went to queuing for a busy CPU."""
+MIN_WINDOW_S = 0.4
+"""CPU totals of the workers are sampled every 0.5 s: a shorter window gives no rate."""
+
+
+@dataclass
+class LoaderFigures:
+    """Sums over the steady steps (seconds) and the worker totals over the same window."""
+
+    steps: int = 0
+    batches: int = 0
+    dur: float = 0.0
+    wait: float = 0.0
+    wait_cpu: float | None = None
+    wait_runq: float | None = None
+    window_s: float | None = None
+    window_batches: float | None = None
+    workers_cpu: float | None = None
+    workers_runq: float | None = None
+    main_cpu: float | None = None
+    machine_busy: float | None = None
+
+    @property
+    def per_batch(self) -> float:
+        return 1.0 / self.batches if self.batches else 0.0
+
+    def worker_cpu_per_batch(self) -> float | None:
+        if self.workers_cpu is None or not self.window_batches:
+            return None
+        return self.workers_cpu / self.window_batches
+
+    def worker_runq_per_batch(self) -> float | None:
+        if self.workers_runq is None or not self.window_batches:
+            return None
+        return self.workers_runq / self.window_batches
+
+    def main_cores(self) -> float | None:
+        if self.main_cpu is None or not self.window_s:
+            return None
+        return self.main_cpu / self.window_s
+
+    def train_per_batch(self, cpu_device: bool) -> float:
+        """Seconds of training per batch when it does not wait for data.
+
+        The wall time between fetches, except on a CPU device where the training is CPU
+        work: there its CPU time (the process's, less what the fetches used) is what it
+        would take on a core of its own, and a busy machine stretches the wall time.
+        """
+        wall = max(0.0, self.dur - self.wait) * self.per_batch
+        if not cpu_device or self.main_cpu is None or not self.window_batches:
+            return wall
+        cpu = self.main_cpu / self.window_batches - (self.wait_cpu or 0.0) * self.per_batch
+        return min(wall, cpu) if cpu > 0.1 * wall else wall
+
+    def training_cores(self, workers: int) -> int:
+        """Cores the training itself keeps busy: one (its thread), more when its process's
+        CPU use says so (intra-op threads); loading in the main process is not training."""
+        cores = self.main_cores()
+        if cores is None:
+            return 1
+        loading = self.wait_cpu / self.dur if not workers and self.wait_cpu is not None and self.dur > 0 else 0.0
+        return max(1, round(cores - loading))
+
+
+def measure(session: Session, points: list[Any], late: bool) -> LoaderFigures:
+    """Figures over ``points`` (the steady steps kept one by one) plus, when ``late``, the
+    aggregated later steps; worker CPU from the sampler over the same stretch of time."""
+    steps = session.steps
+    fig = LoaderFigures()
+    fig.steps = len(points)
+    fig.batches = sum(p.batches for p in points)
+    fig.dur = sum(p.dur for p in points)
+    fig.wait = sum(p.wait for p in points)
+    cpu = [p.wait_cpu if p.wait > 0 else 0.0 for p in points]
+    runq = [p.wait_runq if p.wait > 0 else 0.0 for p in points]
+    fig.wait_cpu = None if any(v is None for v in cpu) else sum(v for v in cpu if v is not None)
+    fig.wait_runq = None if any(v is None for v in runq) else sum(v for v in runq if v is not None)
+    if late and steps.late_n:
+        fig.steps += steps.late_n
+        fig.batches += steps.late_batches
+        fig.dur += steps.late_dur
+        fig.wait += steps.late_wait
+        fig.wait_cpu = _plus(fig.wait_cpu, steps.late_wait_cpu if steps.late_wait > 0 else 0.0)
+        fig.wait_runq = _plus(fig.wait_runq, steps.late_wait_runq if steps.late_wait > 0 else 0.0)
+    if points:
+        _worker_window(session, points, fig, late and bool(steps.late_n))
+    return fig
+
+
+def _worker_window(session: Session, points: list[Any], fig: LoaderFigures, late: bool) -> None:
+    """Worker and machine CPU between the first and last memory samples inside the steps."""
+    start = points[0].end - points[0].dur
+    end = session.steps.last_end if late and session.steps.last_end is not None else points[-1].end
+    inside = [m for m in session.memory.series.points() if start <= m.ts <= end]
+    if len(inside) < 2 or inside[-1].ts - inside[0].ts < MIN_WINDOW_S:
+        return
+    a, b = inside[0], inside[-1]
+    fig.window_s = b.ts - a.ts
+    if late:
+        fig.window_batches = fig.batches * fig.window_s / fig.dur if fig.dur > 0 else None
+    else:
+        fig.window_batches = float(sum(p.batches for p in points if a.ts < p.end <= b.ts))
+    fig.workers_cpu = _delta(a.cpu_workers_s, b.cpu_workers_s)
+    fig.workers_runq = _delta(a.runq_workers_s, b.runq_workers_s)
+    fig.main_cpu = _delta(a.cpu_main_s, b.cpu_main_s)
+    busy = [m.sys_busy for m in inside[1:] if m.sys_busy is not None and math.isfinite(m.sys_busy)]
+    fig.machine_busy = sum(busy) / len(busy) if busy else None
+
+
+def classify(fig: LoaderFigures, workers: int, dataset: str | None, batch_size: int | None,
+             train: float, free: int | None) -> str:
+    """Where a batch's time goes; see the module docstring for the classes.
+
+    CPU demand is judged first because it does not depend on how busy the machine is:
+    a loader that needs more cores than the training leaves free is CPU-bound even when
+    it also queued for them. Otherwise the largest part of the fetch decides: CPU work,
+    waiting for a core (contention) or waiting for anything else (I/O, sleep).
+    """
+    if fig.wait <= 0 or not fig.batches:
+        return "unknown"
+    per_batch = max(1, batch_size or 1)
+    if workers == 0:
+        if fig.wait_cpu is None:
+            return "unknown"
+        cpu, runq = fig.wait_cpu * fig.per_batch, (fig.wait_runq or 0.0) * fig.per_batch
+        blocked = max(0.0, fig.wait * fig.per_batch - cpu - runq)
+        if runq > cpu + blocked and cpu < CHEAP_LOADING * train:
+            return "contention"  # queued for a core, though loading itself costs little
+        if cpu >= blocked:
+            if dataset in IN_MEMORY_DATASETS or cpu / per_batch * 1e6 < IPC_SAMPLE_US:
+                return "ipc"
+            return "cpu"
+        return "waiting"
+    # workers build the batches; the training thread only receives them
+    if fig.wait_cpu is not None and fig.wait_cpu >= CPU_BOUND_SHARE * fig.wait:
+        return "ipc"  # receiving (unpickling, copying) is the cost, not producing
+    cpu = fig.worker_cpu_per_batch()
+    if cpu is not None and dataset in IN_MEMORY_DATASETS and cpu / per_batch * 1e6 < IPC_SAMPLE_US:
+        return "ipc"
+    if cpu is not None and free is not None and train > 0 and cpu / train > free:
+        return "cpu"  # more loading than the free cores can do, however quiet the machine
+    # time the training waited per batch because someone queued for a core: its own
+    # thread, or the worker it waited for (at most as long as it waited for one)
+    wait = fig.wait * fig.per_batch
+    runq_main = (fig.wait_runq or 0.0) * fig.per_batch
+    blocked_main = max(0.0, wait - (fig.wait_cpu or 0.0) * fig.per_batch - runq_main)
+    runq = fig.worker_runq_per_batch() or 0.0
+    if runq_main + min(blocked_main, runq) >= CONTENDED_SHARE * wait:
+        return "contention"
+    if cpu is None:
+        return "unknown"
+    produce = workers * fig.dur * fig.per_batch  # each busy worker delivers a batch this often
+    blocked = max(0.0, produce - cpu - runq)
+    return "cpu" if cpu >= blocked else "waiting"
+
+
+def _delta(a: float | None, b: float | None) -> float | None:
+    if a is None or b is None or not (math.isfinite(a) and math.isfinite(b)):
+        return None
+    return max(0.0, b - a)
+
+
+def _plus(a: float | None, b: float | None) -> float | None:
+    return None if a is None or b is None else a + b
