@@ -107,6 +107,23 @@ def test_two_optimizers_keep_a_fetch_between_them_in_their_step():
     assert sent[-1]["batches"] == [2, 2, 2]
 
 
+def test_a_manual_loop_charges_each_fetch_to_its_own_step():
+    """Manual updates (steps from backward passes): the same first-iteration hold-back."""
+    sent: list[dict[str, Any]] = []
+    clock = StepClock()
+    tracker = StepTracker(lambda kind, **payload: sent.append(payload), CpuBackend(), clock)
+    waits = [0.5, 0.2, 0.05, 0.05]
+    for wait in waits:
+        started = tracker.on_fetch_start()
+        clock.t += wait
+        tracker.on_fetch_end(started, True)
+        clock.t += 0.1
+        tracker.on_backward("train.py:20", clock.t)
+    tracker.finish()
+    tracker.drain()
+    assert sent[-1]["wait"] == pytest.approx(waits)
+
+
 # --------------------------------------------------------------------------- real scripts
 
 
@@ -140,7 +157,7 @@ def test_cpu_bound_workers_are_told_the_core_limit(tmp_path):
 @pytest.mark.slow
 def test_a_manual_loop_over_a_tensor_dataset_gets_no_warning(tmp_path):
     summary, facts = profile(tmp_path, "tensor_manual.py")
-    assert summary["steps"]["mode"] == "dataloader"
+    assert summary["steps"]["mode"] in ("backward", "dataloader")
     assert not loud_loader_findings(summary), (facts.get("loader_bound"), facts.get("data_wait_ms"))
 
 

@@ -94,7 +94,7 @@ def advise(
             reason = (
                 f"Each batch takes {load_cpu:.1f} ms of CPU work to build and {train:.1f} ms to train "
                 f"on, so {_workers(needed)} keep up ({load_cpu:.1f} / {train:.1f} with 25% to spare); "
-                f"this machine has {free} of its {cores} {what} free beside the training."
+                f"this machine has {free} of its {_cores(cores or 0, what)} free beside the training."
             )
         else:
             have = cores or 1
@@ -105,7 +105,7 @@ def advise(
             reason = (
                 f"Each batch takes {load_cpu:.1f} ms of CPU work to build and {train:.1f} ms to train "
                 f"on: hiding it needs about {ratio:.1f} cores for loading alone, but this machine has "
-                f"{have} {what} and the training uses {training_cores}. Workers beyond the free cores "
+                f"{_cores(have, what)} and the training uses {training_cores}. Workers beyond the free cores "
                 f"only take turns on them. Even with every core busy a step cannot get much below "
                 f"{best:.1f} ms (it takes {step:.1f} ms now). "
                 + (f"Use num_workers={target} at most, and make" if target else "Make")
@@ -131,8 +131,8 @@ def advise(
             reason = (
                 f"Each batch takes about {load:.1f} ms to load and {train:.1f} ms to train on, so "
                 f"{_workers(needed)} would keep up if loading waits rather than computes; mpsprof could "
-                f"not tell which (too short a run to read the workers' CPU time)"
-                + (f", so no more than the {free} free {what}." if free else ".")
+                f"not tell which (the loading's CPU time was not recorded: a short run or an older "
+                f"recording)" + (f", so no more than the {_cores(free, what)} free." if free else ".")
             )
             if free and target > free:
                 target = max(workers + 1, free) if workers < free else workers
@@ -160,6 +160,11 @@ def _r(v: float | None, digits: int = 3) -> float | None:
     return None if v is None or not math.isfinite(v) else round(v, digits)
 
 
+def _cores(n: int, what: str) -> str:
+    """'1 physical core', '3 physical cores'."""
+    return f"1 {what[:-1] if what.endswith('s') else what}" if n == 1 else f"{n} {what}"
+
+
 def _workers(n: int | None) -> str:
     return "1 worker" if n == 1 else f"{n} workers"
 
@@ -184,4 +189,6 @@ def figures_text(bound: str, workers: int, out: dict[str, Any], batch_size: int 
         parts += f"; the machine's CPUs were {busy:.0%} busy"
     names = {"waiting": "mostly waiting (I/O, sleep)", "cpu": "CPU work", "ipc": "indexing memory",
              "contention": "waiting for a busy CPU", "unknown": "not measured"}
+    if bound == "unknown":
+        return f"{parts}."
     return f"{parts}. The loading is {names.get(bound, bound)}."
