@@ -235,16 +235,42 @@ LOADER_BOUND_WORDS = {
 }
 
 
-def loader_rows(session: Session) -> list[tuple[str, str]]:
-    """What the training DataLoader does per step and per batch (the Data panel and the
-    reports' DataLoader section): the same facts the data-loading rules use."""
+LOADER_BOUND_SHORT = {"waiting": "waits (I/O, sleep)", "cpu": "CPU-bound", "ipc": "indexes memory",
+                      "contention": "waits for a busy CPU", "unknown": "not measured"}
+
+
+def _loader_facts(session: Session) -> dict[str, Any] | None:
     try:
         from ..diagnosis.analyzers.dataloader import dataloader_facts
 
         f = dataloader_facts(session)
     except Exception:  # noqa: BLE001 - a view never fails on a figure
-        return []
+        return None
     if f.get("loader_bound") is None or f.get("data_wait_ms") is None:
+        return None
+    return f
+
+
+def loader_brief(session: Session) -> list[str]:
+    """Two short lines for the Data panel: what the loader does and its figures."""
+    f = _loader_facts(session)
+    if f is None:
+        return []
+    first = f"loader {LOADER_BOUND_SHORT.get(str(f['loader_bound']), str(f['loader_bound']))}"
+    if f.get("suggested_num_workers") is not None:
+        first += f" · suggested num_workers={f['suggested_num_workers']} (now {f.get('num_workers')})"
+    second = (f"per step: wait {_ms(f.get('data_wait_ms'))} + compute {_ms(f.get('compute_ms'))}"
+              f" · per batch: load {_ms(f.get('load_ms'))}")  # fmt: skip
+    if f.get("load_cpu_ms") is not None:
+        second += f" ({_ms(f.get('load_cpu_ms'))} CPU)"
+    return [first, second]
+
+
+def loader_rows(session: Session) -> list[tuple[str, str]]:
+    """What the training DataLoader does per step and per batch (the reports' DataLoader
+    section): the same facts the data-loading rules use."""
+    f = _loader_facts(session)
+    if f is None:
         return []
     rows = [("Loading is", LOADER_BOUND_WORDS.get(str(f["loader_bound"]), str(f["loader_bound"])))]
     rows.append(("Per step (mean)", f"wait {_ms(f.get('data_wait_ms'))} + compute {_ms(f.get('compute_ms'))} "

@@ -10,7 +10,7 @@ from textual.containers import Horizontal
 from textual.widget import Widget
 from textual.widgets import DataTable, Static
 
-from ...report.common import loader_rows
+from ...report.common import loader_brief
 from ...units import fmt_pct
 from ..plots import wait_series
 from ..state import RunState
@@ -98,13 +98,8 @@ class DataPanel(Widget):
             return
         self._profile_key = key
         self._profile_at = now
-        rows = loader_rows(session)
-        text = Text()
-        for n, (label, value) in enumerate(rows):
-            if n:
-                text.append("\n")
-            text.append(f"{label}: ", style="bold")
-            text.append(value)
+        rows = loader_brief(session)
+        text = Text("\n".join(rows))
         widget = self.query_one("#data-profile", Static)
         quiet_update(widget, text)
         if widget.display != bool(rows):
