@@ -12,6 +12,7 @@ from typing import Any, Iterable
 
 from ..session.session import Session
 from .facts import collect_facts
+from .findings import sort_findings
 
 
 @dataclass
@@ -34,13 +35,25 @@ def cached_ruleset(rule_dirs: Iterable[Path] = ()) -> Any:
     return _RULESET_CACHE[key]
 
 
-def diagnose(session: Session, rule_dirs: Iterable[Path] = ()) -> Diagnosis:
+PROVISIONAL_MIN_STEPS = 5
+"""Steady steps before a live run may show provisional findings."""
+STEP_COUNT_FACTS = ("steady_steps",)
+"""Facts that only gate how much evidence a rule wants, never what it says."""
+
+
+def diagnose(session: Session, rule_dirs: Iterable[Path] = (), *, provisional: bool = False) -> Diagnosis:
+    """Facts and findings of ``session``. With ``provisional`` (a live run), rules whose
+    only missing condition is their minimum step count are evaluated as if it were met,
+    from :data:`PROVISIONAL_MIN_STEPS` steady steps on: a clear 80% data wait shows after
+    a handful of steps, marked provisional until the rule's own count confirms it."""
     from .engine import broken_rules, evaluate
 
     ruleset = cached_ruleset(rule_dirs)
     facts = collect_facts(session)
     if not session.is_distributed:
         findings = evaluate(ruleset, facts, session.device_kind)
+        if provisional:
+            findings = sort_findings(findings + _provisional(ruleset, facts, session.device_kind, findings))
         return Diagnosis(facts=facts, findings=findings, rule_errors=[*ruleset.errors, *broken_rules(ruleset)])
     cross = [r for r in ruleset.rules if CROSS_RANK_FACT in getattr(r.condition, "names", ())]
     per_rank = [r for r in ruleset.rules if r not in cross]
@@ -54,10 +67,26 @@ def diagnose(session: Session, rule_dirs: Iterable[Path] = ()) -> Diagnosis:
         finding.title = f"{_ranks_label(ranks, len(session.ranks))}: {finding.title}"
         finding.facts = {**finding.facts, "ranks": ranks}
         findings.append(finding)
-    from .findings import sort_findings
-
     return Diagnosis(facts=facts, findings=sort_findings(findings),
                      rule_errors=[*ruleset.errors, *broken_rules(ruleset)])
+
+
+def _provisional(ruleset: Any, facts: dict[str, Any], device_kind: str | None, confirmed: list[Any]) -> list[Any]:
+    from .engine import evaluate
+
+    steps = facts.get("steady_steps")
+    if not isinstance(steps, int) or steps < PROVISIONAL_MIN_STEPS:
+        return []
+    enough = dict(facts)
+    for name in STEP_COUNT_FACTS:
+        if isinstance(enough.get(name), int):
+            enough[name] = 10**9
+    seen = {f.rule for f in confirmed}
+    early = [f for f in evaluate(ruleset, enough, device_kind) if f.rule not in seen]
+    for finding in early:
+        finding.provisional = True
+        finding.facts = {**finding.facts, "steady_steps": steps}
+    return early
 
 
 CROSS_RANK_FACT = "rank_count"

@@ -40,9 +40,13 @@ class Finding:
     references: list[str] = field(default_factory=list)
     facts: dict[str, Any] = field(default_factory=dict)
     count: int = 1
+    provisional: bool = False
+    """Live only: the evidence is clear but the rule's minimum step count is not reached
+    yet (see :func:`~mpsprofiler.diagnosis.diagnose`); a run's final findings never are."""
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        extra = {"provisional": True} if self.provisional else {}
+        return {**extra,
             "rule": self.rule,
             "severity": self.severity,
             "title": self.title,
@@ -137,6 +141,7 @@ class FindingTracker:
                 references=list(f.references),
                 facts=dict(f.facts),
                 count=old.count + f.count,
+                provisional=f.provisional and old.provisional,  # once confirmed, it stays so
             )
         self._active = frozenset(active)
         self.evaluations += 1

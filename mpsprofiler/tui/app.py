@@ -144,7 +144,7 @@ class MpsprofApp(LiveRun, App[None]):
 
         self._diagnosed_version = self.session.version
         try:
-            diagnosis = diagnose(self.session, self.rule_dirs)
+            diagnosis = diagnose(self.session, self.rule_dirs, provisional=self.state.running)
         except Exception as exc:  # noqa: BLE001 - a rule bug must not take the view down
             self.log.error(f"diagnosis failed: {exc!r}")
             return

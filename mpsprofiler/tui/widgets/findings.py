@@ -32,6 +32,10 @@ def finding_markdown(finding: Any) -> str:
     meta = [f"**{finding.severity}**", f"`{finding.rule}`"]
     if finding.first_step is not None:
         meta.append(f"first seen at step {finding.first_step}")
+    if getattr(finding, "provisional", False):
+        steps = finding.facts.get("steady_steps")
+        meta.append(f"*provisional: clear on the first {steps} steady steps, confirmed once the rule has all "
+                    "the steps it asks for*")
     parts = [
         f"# {ICONS.get(finding.severity, '•')} {escape_tags(finding.title)}",
         " · ".join(meta),

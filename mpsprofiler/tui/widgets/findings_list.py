@@ -17,6 +17,8 @@ def finding_prompt(finding: Any, compact: bool = False) -> Text:
     text = Text()
     text.append(f"{icon} ", style=style)
     text.append(finding.title, style="bold" if not compact else "")
+    if getattr(finding, "provisional", False):
+        text.append(" (provisional)", style="italic dim")
     if not compact:
         meta = [finding.severity]
         if finding.first_step is not None:
@@ -44,7 +46,7 @@ class FindingsList(OptionList):
 
     def set_findings(self, findings: Sequence[Any]) -> bool:
         """Show ``findings``; keeps the highlighted rule. True when the list changed."""
-        signature = tuple((f.rule, f.severity, f.title, f.first_step) for f in findings)
+        signature = tuple((f.rule, f.severity, f.title, f.first_step, getattr(f, "provisional", False)) for f in findings)
         if signature == self._signature:
             return False
         self._signature = signature
