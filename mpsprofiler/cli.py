@@ -117,6 +117,7 @@ def add_run_options(parser: argparse.ArgumentParser, distributed: bool = True) -
     )
     parser.add_argument("--no-ops", action="store_true", help="switch off op accounting (CPU fallback / sync detection)")
     parser.add_argument("--ops-budget", type=float, default=0.02, metavar="SHARE", help="time budget of op accounting (default 0.02 = 2%%)")
+    add_experiment_options(parser)
     if not distributed:  # the demo is one process
         parser.set_defaults(nproc_per_node=None, standalone=False,
                             **{"tr_" + flag.replace("-", "_"): None for flag in TORCHRUN_FLAGS})
@@ -128,6 +129,45 @@ def add_run_options(parser: argparse.ArgumentParser, distributed: bool = True) -
     for flag in TORCHRUN_FLAGS:
         dist.add_argument(f"--{flag}", dest="tr_" + flag.replace("-", "_"), metavar="VALUE", help=argparse.SUPPRESS)
     dist.add_argument("--standalone", action="store_true", help="single-node rendezvous (default with --nproc-per-node)")
+
+
+def add_experiment_options(parser: argparse.ArgumentParser, with_set: bool = True) -> None:
+    """``--set`` / ``--max-steps`` / ``--max-seconds`` / ``--cwd`` (also used by ``mpsprof try``)."""
+    from .experiment.settings import HELP
+
+    group = parser.add_argument_group("changes and limits (no edit of the script; see `mpsprof try`)")
+    if with_set:
+        group.add_argument("--set", dest="settings", action="append", default=[], metavar="NAME=VALUE", help=HELP)
+    group.add_argument("--max-steps", type=int, metavar="N",
+                       help="end the run cleanly after N steps (exit status 0, the summary says 'cut')")
+    group.add_argument("--max-seconds", type=float, metavar="S",
+                       help="end the run cleanly at the first step boundary after S seconds of training")
+    group.add_argument("--cwd", type=Path, metavar="DIR",
+                       help="run the script in DIR (a scratch directory for the files the script writes)")
+
+
+def experiment_options(args: argparse.Namespace) -> tuple[dict, dict[str, str]]:
+    """The probe options and environment for ``--set`` / limits; raises UsageError."""
+    from .experiment.settings import SettingError, parse_settings
+
+    try:
+        settings = parse_settings(list(getattr(args, "settings", None) or []))
+    except SettingError as exc:
+        raise UsageError(str(exc)) from None
+    options: dict = {}
+    if settings:
+        options["settings"] = settings
+    if args.max_steps is not None:
+        if args.max_steps < 1:
+            raise UsageError("--max-steps must be at least 1")
+        options["max_steps"] = args.max_steps
+    if args.max_seconds is not None:
+        if not args.max_seconds > 0:
+            raise UsageError("--max-seconds must be more than 0")
+        options["max_seconds"] = args.max_seconds
+    if args.cwd is not None and not args.cwd.is_dir():
+        raise UsageError(f"--cwd {args.cwd}: no such directory")
+    return options, dict(settings.get("env") or {})
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -198,6 +238,11 @@ def _run_spec(args: argparse.Namespace):
     plan = _torchrun_plan(args, target, module, script_args)
     if plan is not None:
         target, module, script_args = plan.script, plan.module, plan.script_args
+    experiment, env = experiment_options(args)
+    if plan is not None and (experiment or args.cwd is not None):
+        raise UsageError("--set, --max-steps, --max-seconds and --cwd are not supported for distributed runs yet")
+    if args.cwd is not None and not module:
+        target = os.path.abspath(target)
     run_dir = args.output if args.output is not None else default_run_dir(target.split(".")[-1] if module else target)
     try:
         prepared, error = prepare_run_dir(Path(run_dir), unique=args.output is None)
@@ -205,8 +250,9 @@ def _run_spec(args: argparse.Namespace):
         raise UsageError(str(exc)) from None
     if error:
         sys.stderr.write(f"mpsprof: {error}; the run goes on without a recording\n")
-    options = {"no_ops": bool(args.no_ops), "ops_budget": args.ops_budget}
-    return RunSpec(target=target, args=script_args, module=module, run_dir=prepared, options=options, torchrun=plan)
+    options = {"no_ops": bool(args.no_ops), "ops_budget": args.ops_budget, **experiment}
+    return RunSpec(target=target, args=script_args, module=module, run_dir=prepared, options=options, torchrun=plan,
+                   env=env, cwd=args.cwd)
 
 
 def _is_torchrun(target: str, module: bool) -> bool:

@@ -40,6 +40,8 @@ KIND_EXIT = "exit"  # written by the launcher: how the child ended
 KIND_RANKS = "ranks"  # distributed: world size and the ranks of the job
 KIND_BYE = "bye"  # the probe's last line: nothing follows; events it dropped, and why
 KIND_LEAKS = "leaks"  # tensors outliving their step, by the line that made them
+KIND_OVERRIDE = "override"  # a --set change applied (or refused) inside the script
+KIND_CUT = "cut"  # the run reached --max-steps / --max-seconds and was ended cleanly
 
 ALL_KINDS = frozenset(
     {
@@ -58,6 +60,8 @@ ALL_KINDS = frozenset(
         KIND_RANKS,
         KIND_BYE,
         KIND_LEAKS,
+        KIND_OVERRIDE,
+        KIND_CUT,
     }
 )
 

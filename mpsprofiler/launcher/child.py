@@ -47,6 +47,10 @@ class RunSpec:
     options: dict = field(default_factory=dict)
     torchrun: TorchrunPlan | None = None
     """Distributed: launch through torch.distributed.run with the probe in every rank."""
+    env: dict[str, str] = field(default_factory=dict)
+    """``--set env.NAME=VALUE``: variables set for the script (validated names only)."""
+    cwd: Path | None = None
+    """Where the script runs (``--cwd``); None: the current directory."""
 
     def display_name(self) -> str:
         return ("-m " + self.target) if self.module else self.target
@@ -88,6 +92,7 @@ class RunController:
     def start(self) -> None:
         spec = self.spec
         env = dict(os.environ)
+        env.update(spec.env)
         pass_fds: tuple[int, ...] = ()
         write_fd = None
         if spec.torchrun is not None:
@@ -139,6 +144,7 @@ class RunController:
                 stdout=stdout,
                 stderr=stderr,
                 pass_fds=pass_fds,
+                cwd=spec.cwd,
                 **_group_kwargs(self._own_group),
             )
         finally:
@@ -156,12 +162,13 @@ class RunController:
             "target": spec.target,
             "module": spec.module,
             "argv": redact_argv([spec.target, *spec.args]),  # the script gets the real one
-            "cwd": os.getcwd(),
+            "cwd": os.path.abspath(spec.cwd) if spec.cwd is not None else os.getcwd(),
             "run_dir": str(spec.run_dir) if spec.run_dir else None,
             "mode": "tui" if spec.capture_output else "headless",
             "started": time.time(),
             "python": sys.executable,
             "mpsprof": _version(),
+            **_experiment_fields(spec.options),
         }
 
     def _emit_parent(self, kind: str, **fields: object) -> None:
@@ -363,6 +370,19 @@ class RunController:
         self._emit_parent(events.KIND_EXIT, **fields)
         self.recorder.close()
         return code
+
+
+def _experiment_fields(options: dict) -> dict:
+    """What ``--set`` / ``--max-steps`` asked for: the run's record says what differed."""
+    out: dict = {}
+    if options.get("settings"):
+        from ..experiment.settings import describe
+
+        out["settings"] = describe(options["settings"])
+    for key in ("max_steps", "max_seconds"):
+        if options.get(key):
+            out[key] = options[key]
+    return out
 
 
 def _group_kwargs(own_group: bool) -> dict:

@@ -53,6 +53,8 @@ class Probe:
         self._torch_env_sent = False
         self.sampler: Any = None
         self.ops: Any = None
+        self.overrides: Any = None
+        self.limit: Any = None
 
     # -- emitting ---------------------------------------------------------------
     def emit(self, kind: str, **fields: Any) -> None:
@@ -92,6 +94,7 @@ class Probe:
         if self.channel is not None:
             self.channel.on_flush(self._drain_steps)
         self._guarded("env", lambda: self._emit_environment(with_torch=False))
+        self._guarded("overrides", self._install_experiment)
         self._guarded("warnings", self._install_warnings)
         if not self.options.get("no_memory"):
             self._guarded("memory", self._start_sampler)
@@ -117,6 +120,8 @@ class Probe:
         reads ``CUDA_VISIBLE_DEVICES`` once) wait for the first step or the exit, so a
         script that picks its devices after ``import torch`` still gets the ones it picked.
         """
+        if self.overrides is not None:
+            self._guarded("overrides", self._install_torch_overrides)
         self._guarded("steps", self._install_optimizer_hook)
         self._guarded("steps", self._install_backward_hook)
         self._guarded("dataloader", self._install_dataloader_hooks)
@@ -191,6 +196,7 @@ class Probe:
                 tracker.on_optimizer_step(optimizer)
             except Exception as exc:
                 self.fail("steps", exc)
+            self.check_limit()
 
         def pre_hook(optimizer: Any, args: Any, kwargs: Any) -> None:
             tracker.in_optimizer = True  # backward passes in a closure are the optimizer's
@@ -266,6 +272,7 @@ class Probe:
             except Exception as exc:
                 probe.fail("dataloader", exc)
                 return orig_next(it)
+            probe.check_limit()
             try:
                 batch = orig_next(it)
             except StopIteration:
@@ -292,6 +299,29 @@ class Probe:
             base.__init__ = orig_init  # type: ignore[method-assign]
 
         self._uninstallers.append(uninstall)
+
+    def _install_experiment(self) -> None:
+        """``--set`` changes and ``--max-steps`` / ``--max-seconds`` (see overrides.py, limits.py)."""
+        settings = self.options.get("settings") or {}
+        if settings:
+            from .overrides import Overrides
+
+            self.overrides = Overrides(settings, self.emit, lambda exc: self.fail("overrides", exc))
+            listener = self.overrides.cache_listener(lambda: self.backend)
+            if listener is not None:
+                self.tracker.listeners.append(listener)
+        max_steps, max_seconds = self.options.get("max_steps"), self.options.get("max_seconds")
+        if max_steps or max_seconds:
+            from .limits import StepLimit
+
+            self.limit = StepLimit(max_steps, max_seconds, self.emit, self.clock, lambda: self._closed)
+            self.tracker.listeners.append(self.limit.listener)
+
+    def _install_torch_overrides(self) -> None:
+        for install in (self.overrides.install_dataloader, self.overrides.install_threads):
+            uninstall = install()
+            if uninstall is not None:
+                self._uninstallers.append(uninstall)
 
     def _install_warnings(self) -> None:
         from . import warnings_hook
@@ -354,6 +384,13 @@ class Probe:
             self.tracker.manual_step()
         except Exception as exc:
             self.fail("steps", exc)
+        self.check_limit()
+
+    def check_limit(self) -> None:
+        """End the script if ``--max-steps`` / ``--max-seconds`` was reached (see limits.py).
+        Call it after a step-tracker hook has returned, never from inside one."""
+        if self.limit is not None and self.limit.pending:
+            self.limit.check()
 
     def record_exception(self, exc: BaseException, frames: list[dict[str, Any]]) -> None:
         self.emit(

@@ -12,6 +12,7 @@ from typing import Any, Iterable
 
 from ..session.steps import signal_words
 from ..units import fmt_bytes, fmt_pct, fmt_seconds
+from .changes import change_lines, cut_text
 
 SEVERITY_MARK = {"critical": "CRIT", "warning": "WARN", "info": "info"}
 
@@ -48,6 +49,11 @@ def render_console(summary: dict[str, Any], findings: Iterable[Any] = (), run_di
     if mem.get("device_limit"):
         mem_parts.append(f"limit {fmt_bytes(mem.get('device_limit'))}")
     lines.append("memory      " + "   ".join(mem_parts))
+    cut = cut_text(summary)
+    if cut:
+        lines.append(f"cut         {cut}")
+    for i, change in enumerate(change_lines(summary)):
+        lines.append(("changed     " if i == 0 else "            ") + change)
     crash = summary.get("crash")
     if crash:
         where = crash.get("where") or {}

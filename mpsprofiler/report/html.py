@@ -21,6 +21,7 @@ from ..results import Results
 from ..session.session import Session
 from ..units import fmt_bytes, fmt_pct, fmt_seconds
 from . import charts, common, ops_tables
+from .changes import change_lines, cut_text
 from .svg import e
 
 CSS_FILE = "report.css"
@@ -94,6 +95,7 @@ class HtmlRenderer:
             "</head><body><main>",
         ]
         parts += self._header(session, summary, findings)
+        parts += _changes(summary)
         parts += self._findings(findings)
         parts += self._charts(session)
         if session.crash is not None:
@@ -238,6 +240,16 @@ class HtmlRenderer:
 
 
 # -- helpers ------------------------------------------------------------------------
+def _changes(summary: dict[str, Any]) -> list[str]:
+    """``--set`` changes and a ``--max-steps`` cut, above the findings."""
+    cut, changes = cut_text(summary), change_lines(summary)
+    if not cut and not changes:
+        return []
+    items = "".join(f"<li>{e(line)}</li>" for line in ([cut] if cut else []) + changes)
+    return [f'<section id="changes"><h2>Changed for this run (not in the script)</h2><ul class="notes">{items}</ul>'
+            "</section>"]
+
+
 def _num(value: Any) -> str:
     return f"{value:.2f}" if isinstance(value, (int, float)) else "–"
 

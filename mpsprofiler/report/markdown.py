@@ -18,6 +18,7 @@ from typing import Any
 from ..results import Results
 from ..session.session import Session
 from . import common, ops_tables
+from .changes import change_lines, cut_text
 
 SEVERITY_LABEL = {"critical": "🔴 Critical", "warning": "🟠 Warning", "info": "🔵 Info"}
 _SPECIAL = re.compile(r"([\\`*\[\]<>#|~&$]|(?<![0-9A-Za-z])_|_(?![0-9A-Za-z]))")
@@ -175,6 +176,7 @@ class MarkdownRenderer:
                                                  if variables else "no `PYTORCH_*` or thread variables set"), ""]
 
         out += ["## Summary", ""] + _kv(common.summary_rows(summary), "Figure") + [""]
+        out += _changes(summary)
 
         out += [f"## Findings ({len(findings)})", ""]
         if not findings:
@@ -269,6 +271,16 @@ class MarkdownRenderer:
         if session.exit is None:
             notes.append("- The recording ends before the script exited (still running, or cut off).")
         return notes
+
+
+def _changes(summary: dict[str, Any]) -> list[str]:
+    """``--set`` changes and a ``--max-steps`` cut: figures of a changed run say so."""
+    cut, changes = cut_text(summary), change_lines(summary)
+    if not cut and not changes:
+        return []
+    out = ["## Changed for this run (not in the script)", ""]
+    out += [f"- {escape(line)}" for line in ([cut] if cut else []) + changes]
+    return out + [""]
 
 
 def _kv(rows: list[tuple[str, str]], label: str) -> list[str]:

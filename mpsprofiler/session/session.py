@@ -88,6 +88,10 @@ class Session:
     """Distributed runs: one session per rank (events carry ``r``). The job session itself
     also folds rank 0's events (and the first crash of any rank), so every
     single-process view shows rank 0."""
+    overrides: list[dict[str, Any]] = field(default_factory=list)
+    """``--set`` changes the probe applied or refused (``override`` events), in order."""
+    cut: dict[str, Any] | None = None
+    """Set when ``--max-steps`` / ``--max-seconds`` ended the run (``cut`` event)."""
     primary_rank: int = 0
     """The rank whose figures the job-level views show (rank 0 is on the first node)."""
     bye: dict[str, Any] | None = None
@@ -207,6 +211,12 @@ class Session:
 
     def _on_bye(self, ts: float, data: dict[str, Any]) -> None:
         self.bye = _strip(data)
+    def _on_override(self, ts: float, data: dict[str, Any]) -> None:
+        if len(self.overrides) < 64:
+            self.overrides.append(_strip(data))
+
+    def _on_cut(self, ts: float, data: dict[str, Any]) -> None:
+        self.cut = _strip(data)
 
     def _on_ranks(self, ts: float, data: dict[str, Any]) -> None:
         self.run.setdefault("ranks", _strip(data))
@@ -229,7 +239,7 @@ class Session:
         if self.exit.stopped_by_user:
             return "stopped"
         if self.exit.returncode == 0:
-            return "finished"
+            return "cut" if self.cut is not None else "finished"
         return "crashed"
 
     def recording_problems(self) -> list[str]:
@@ -293,4 +303,6 @@ _HANDLERS = {
     events.KIND_RANKS: Session._on_ranks,
     events.KIND_BYE: Session._on_bye,
     events.KIND_LEAKS: Session._on_leaks,
+    events.KIND_OVERRIDE: Session._on_override,
+    events.KIND_CUT: Session._on_cut,
 }

@@ -73,6 +73,8 @@ def summarize(session: Session) -> dict[str, Any]:
         },
         "probe_errors": session.probe_errors,
         "recording": _recording(session),
+        "changes": changes(session),
+        "cut": session.cut,
     }
     if session.ranks:
         summary["ranks"] = rank_rows(session)
@@ -82,6 +84,22 @@ def summarize(session: Session) -> dict[str, Any]:
 def _recording(session: Session) -> dict[str, Any]:
     problems = session.recording_problems()
     return {"complete": not problems, "problems": problems}
+def changes(session: Session) -> dict[str, Any] | None:
+    """What ``--set`` changed from the script as written (None: nothing was asked)."""
+    asked = session.run.get("settings") or []
+    if not asked and not session.overrides:
+        return None
+    applied, skipped = [], []
+    for record in session.overrides:
+        target = str(record.get("target", "?"))
+        for name, pair in (record.get("applied") or {}).items():
+            before, after = (list(pair) + [None, None])[:2] if isinstance(pair, list) else (None, pair)
+            applied.append({"target": target, "name": str(name), "before": before, "after": after})
+        for item in record.get("skipped") or []:
+            if isinstance(item, dict):
+                skipped.append({"target": target, "setting": str(item.get("setting", "")),
+                                "reason": str(item.get("reason", ""))})
+    return {"asked": [str(a) for a in asked], "applied": applied, "skipped": skipped}
 
 
 def rank_rows(session: Session) -> list[dict[str, Any]]:

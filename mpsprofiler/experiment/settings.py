@@ -1,0 +1,192 @@
+"""``--set NAME=VALUE``: the few changes mpsprof can make to a run without editing the script.
+
+A fix a finding proposes is usually one argument of a DataLoader, one environment
+variable or one call: mpsprof applies it from outside, for one run, so the user can see
+what it does before touching the code. The names are few on purpose; each is checked
+here, in the parent, so a typo is a usage error before anything runs.
+
+=====================================  =========================================================
+``dataloader.num_workers=N``           every DataLoader the script creates (N >= 0)
+``dataloader.persistent_workers=B``    true / false
+``dataloader.prefetch_factor=N``       batches queued per worker (N >= 1)
+``dataloader.pin_memory=B``            true / false
+``dataloader.ID.NAME=VALUE``           one DataLoader only: ID is its creation order (1 = first)
+``env.NAME=VALUE``                     PYTORCH_MPS_HIGH_WATERMARK_RATIO, PYTORCH_MPS_LOW_WATERMARK_RATIO,
+                                       PYTORCH_ENABLE_MPS_FALLBACK, OMP_NUM_THREADS
+``torch.num_threads=N``                ``torch.set_num_threads(N)`` once torch is imported (wins
+                                       over the script's own calls)
+``memory.empty_cache_every=N``         ``empty_cache()`` on the training device every N steps
+=====================================  =========================================================
+
+The parsed form is plain JSON (it travels to the probe in ``MPSPROF_OPTIONS``)::
+
+    {"dataloader": {"*": {"num_workers": 4}, "2": {"pin_memory": false}},
+     "env": {"OMP_NUM_THREADS": "2"}, "torch": {"num_threads": 2}, "memory": {"empty_cache_every": 10}}
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+LOADER_FIELDS = ("num_workers", "persistent_workers", "prefetch_factor", "pin_memory")
+ENV_NAMES = (
+    "PYTORCH_MPS_HIGH_WATERMARK_RATIO",
+    "PYTORCH_MPS_LOW_WATERMARK_RATIO",
+    "PYTORCH_ENABLE_MPS_FALLBACK",
+    "OMP_NUM_THREADS",
+)
+WATERMARK_MAX = 2.0
+"""The MPS allocator accepts watermark ratios from 0 to 2 (0 switches the limit off):
+``default_high_watermark_upper_bound`` in aten/src/ATen/mps/MPSAllocator.mm."""
+
+HELP = (
+    "change the run without editing the script (repeatable): dataloader.num_workers=N, "
+    "dataloader.persistent_workers=true, dataloader.prefetch_factor=N, dataloader.pin_memory=false "
+    "(dataloader.ID.NAME for one loader, ID = creation order), env.OMP_NUM_THREADS=N, "
+    "env.PYTORCH_MPS_HIGH_WATERMARK_RATIO=R, env.PYTORCH_MPS_LOW_WATERMARK_RATIO=R, "
+    "env.PYTORCH_ENABLE_MPS_FALLBACK=1, torch.num_threads=N, memory.empty_cache_every=N"
+)
+
+
+class SettingError(ValueError):
+    """An unknown name or a bad value in ``--set``: a usage error."""
+
+
+def _int_at_least(low: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            value = int(text.strip())
+        except ValueError:
+            raise SettingError(f"expected a whole number, got {text!r}") from None
+        if value < low:
+            raise SettingError(f"must be at least {low}, got {value}")
+        return value
+
+    return parse
+
+
+def _bool(text: str) -> bool:
+    lowered = text.strip().lower()
+    if lowered in ("1", "true", "yes", "on"):
+        return True
+    if lowered in ("0", "false", "no", "off"):
+        return False
+    raise SettingError(f"expected true or false, got {text!r}")
+
+
+def _ratio(text: str) -> str:
+    try:
+        value = float(text.strip())
+    except ValueError:
+        raise SettingError(f"expected a number, got {text!r}") from None
+    if not 0.0 <= value <= WATERMARK_MAX:
+        raise SettingError(f"must be between 0 and {WATERMARK_MAX:g} (0 switches the limit off), got {text}")
+    return text.strip()
+
+
+def _flag(text: str) -> str:
+    if text.strip() not in ("0", "1"):
+        raise SettingError(f"expected 0 or 1, got {text!r}")
+    return text.strip()
+
+
+_LOADER_PARSERS: dict[str, Callable[[str], Any]] = {
+    "num_workers": _int_at_least(0),
+    "persistent_workers": _bool,
+    "prefetch_factor": _int_at_least(1),
+    "pin_memory": _bool,
+}
+_ENV_PARSERS: dict[str, Callable[[str], str]] = {
+    "PYTORCH_MPS_HIGH_WATERMARK_RATIO": _ratio,
+    "PYTORCH_MPS_LOW_WATERMARK_RATIO": _ratio,
+    "PYTORCH_ENABLE_MPS_FALLBACK": _flag,
+    "OMP_NUM_THREADS": lambda text: str(_int_at_least(1)(text)),
+}
+_OTHER_PARSERS: dict[tuple[str, str], Callable[[str], Any]] = {
+    ("torch", "num_threads"): _int_at_least(1),
+    ("memory", "empty_cache_every"): _int_at_least(1),
+}
+
+
+def parse_settings(items: list[str]) -> dict[str, Any]:
+    """``["dataloader.num_workers=4", ...]`` -> the JSON form above; raises SettingError."""
+    out: dict[str, Any] = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        name = name.strip()
+        if not sep or not name:
+            raise SettingError(f"--set {item!r}: expected NAME=VALUE (e.g. dataloader.num_workers=4)")
+        try:
+            _add(out, name, value)
+        except SettingError as exc:
+            raise SettingError(f"--set {name}: {exc}") from None
+    env = out.get("env") or {}
+    low, high = env.get("PYTORCH_MPS_LOW_WATERMARK_RATIO"), env.get("PYTORCH_MPS_HIGH_WATERMARK_RATIO")
+    if low is not None and high is not None and float(high) > 0 and float(low) > float(high):
+        raise SettingError("--set env.PYTORCH_MPS_LOW_WATERMARK_RATIO must not exceed the high watermark ratio")
+    return out
+
+
+def _add(out: dict[str, Any], name: str, value: str) -> None:
+    parts = name.split(".")
+    group = parts[0]
+    if group == "dataloader":
+        if len(parts) == 2:
+            loader, field = "*", parts[1]
+        elif len(parts) == 3 and parts[1].isdigit() and int(parts[1]) >= 1:
+            loader, field = str(int(parts[1])), parts[2]
+        else:
+            raise SettingError("expected dataloader.NAME or dataloader.ID.NAME (ID = 1 for the first loader)")
+        parser = _LOADER_PARSERS.get(field)
+        if parser is None:
+            raise SettingError(f"unknown DataLoader setting {field!r}; known: {', '.join(LOADER_FIELDS)}")
+        out.setdefault("dataloader", {}).setdefault(loader, {})[field] = parser(value)
+        return
+    if group == "env" and len(parts) == 2:
+        env_parser = _ENV_PARSERS.get(parts[1])
+        if env_parser is None:
+            raise SettingError(f"mpsprof sets only these variables: {', '.join(ENV_NAMES)} "
+                               "(set others in your shell)")
+        out.setdefault("env", {})[parts[1]] = env_parser(value)
+        return
+    other = _OTHER_PARSERS.get((group, parts[1])) if len(parts) == 2 else None
+    if other is None:
+        raise SettingError("unknown name; known: dataloader.num_workers, dataloader.persistent_workers, "
+                           "dataloader.prefetch_factor, dataloader.pin_memory, env.NAME, torch.num_threads, "
+                           "memory.empty_cache_every")
+    out.setdefault(group, {})[parts[1]] = other(value)
+
+
+def describe(settings: dict[str, Any]) -> list[str]:
+    """The settings as the user would write them (``dataloader.num_workers=4``), for reports."""
+    lines: list[str] = []
+    for loader, fields in sorted((settings.get("dataloader") or {}).items(), key=lambda kv: (kv[0] != "*", kv[0])):
+        prefix = "dataloader." if loader == "*" else f"dataloader.{loader}."
+        for field, value in fields.items():
+            lines.append(f"{prefix}{field}={_text(value)}")
+    for name, value in (settings.get("env") or {}).items():
+        lines.append(f"env.{name}={value}")
+    for group in ("torch", "memory"):
+        for name, value in (settings.get(group) or {}).items():
+            lines.append(f"{group}.{name}={_text(value)}")
+    return lines
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def merge(*settings: dict[str, Any]) -> dict[str, Any]:
+    """Later settings win, field by field (a candidate on top of the user's ``--set``)."""
+    out: dict[str, Any] = {}
+    for s in settings:
+        for group, body in s.items():
+            if group == "dataloader":
+                loaders = out.setdefault("dataloader", {})
+                for loader, fields in body.items():
+                    loaders.setdefault(loader, {}).update(fields)
+            else:
+                out.setdefault(group, {}).update(body)
+    return out

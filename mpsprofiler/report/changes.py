@@ -1,0 +1,49 @@
+"""Words for what a run changed (``--set``) and why it ended early (``--max-steps``).
+
+Every view (console summary, Markdown, HTML, TUI) says these the same way, so a
+report never shows figures of a changed or shortened run without saying so.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def cut_text(summary: dict[str, Any]) -> str | None:
+    """``cut after 20 steps (--max-steps 20)``, or None when the run was not cut."""
+    cut = summary.get("cut")
+    if not isinstance(cut, dict):
+        return None
+    if cut.get("reason") == "max_seconds":
+        why = f"--max-seconds {cut.get('max_seconds')}"
+    else:
+        why = f"--max-steps {cut.get('max_steps')}"
+    return f"cut after {cut.get('steps')} steps ({why}): ended cleanly at a step boundary"
+
+
+def change_lines(summary: dict[str, Any]) -> list[str]:
+    """One line per change applied and per change refused (with the reason)."""
+    changes = summary.get("changes")
+    if not isinstance(changes, dict):
+        return []
+    lines = []
+    for item in changes.get("applied") or []:
+        before = _value(item.get("before"))
+        after = _value(item.get("after"))
+        if before == "None":
+            lines.append(f"{item.get('target')}: {item.get('name')}={after}")
+        else:
+            lines.append(f"{item.get('target')}: {item.get('name')} {before} → {after}")
+    for item in changes.get("skipped") or []:
+        lines.append(f"{item.get('target')}: NOT applied {item.get('setting')}: {item.get('reason')}")
+    asked = [a for a in changes.get("asked") or [] if a.startswith("env.")]
+    lines.extend(f"environment: {a[4:]}" for a in asked)
+    if not lines and changes.get("asked"):
+        lines.append("asked " + ", ".join(changes["asked"]) + ": nothing it applies to was created")
+    return lines
+
+
+def _value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
