@@ -22,6 +22,8 @@ Profile and troubleshoot PyTorch training on Apple silicon (MPS), CUDA and CPU.
   mpsprof run -m mypkg.train -- --lr 1e-3  module form
   mpsprof view mpsprof-runs/<run>          reopen a recorded run
   mpsprof report mpsprof-runs/<run> --format html
+  mpsprof run --set dataloader.num_workers=4 --max-steps 50 train.py   a change, no edit
+  mpsprof try mpsprof-runs/<run>           prove a finding's fix: A/B runs, speedup and interval
   mpsprof doctor                           is this machine set up right for MPS/CUDA?
   mpsprof bench                            CPU vs accelerator timings
   mpsprof rules                            list the diagnosis rules
@@ -77,6 +79,9 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("-o", "--output", type=Path, help="file to write (default: standard output)")
     report.add_argument("--rules", action="append", type=Path, default=[], metavar="DIR", help="add your rule files")
 
+    try_ = _command(sub, "try", "prove a fix: A/B runs of the script as written and with a change",
+                    "Run the script as written and with a change, interleaved, and report the measured speedup.")
+    _optional_arguments("mpsprofiler.experiment.command", "add_try_arguments", try_)
     doctor = _command(sub, "doctor", "check this machine for training on MPS or CUDA",
                       "Check this machine for training on MPS or CUDA (the Python build, torch, the accelerator), "
                       "each problem with its fix.")
@@ -182,6 +187,10 @@ def main(argv: list[str] | None = None) -> int:
             return _cmd_view(args)
         if args.command == "report":
             return _cmd_report(args)
+        if args.command == "try":
+            from .experiment.command import main_try
+
+            return main_try(args)
         if args.command == "doctor":
             from .doctor import main_doctor
 

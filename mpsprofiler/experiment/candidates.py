@@ -1,0 +1,96 @@
+"""Which findings' fixes can be tried without editing the script, and as which ``--set``.
+
+Each entry turns a finding's facts into settings (see :mod:`.settings`); a finding
+whose fix needs a code change (batch size, dtype, device placement) has none. The
+values are the ones the finding's own fix text proposes (its ``suggested_*`` facts),
+so the experiment proves the advice as given.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from .settings import describe
+
+
+@dataclass
+class Candidate:
+    rule: str
+    title: str
+    settings: dict[str, Any]
+
+    @property
+    def text(self) -> str:
+        return ", ".join(line.split(".", 1)[1] if line.startswith("dataloader.") else line
+                         for line in describe(self.settings))
+
+
+def _int(facts: dict[str, Any], name: str) -> int | None:
+    value = facts.get(name)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return int(value)
+
+
+def _workers(facts: dict[str, Any]) -> dict[str, Any] | None:
+    n = _int(facts, "suggested_num_workers")
+    if n is None or n == _int(facts, "num_workers"):
+        return None
+    return {"dataloader": {"*": {"num_workers": n}}}
+
+
+def _persistent(facts: dict[str, Any]) -> dict[str, Any] | None:
+    return {"dataloader": {"*": {"persistent_workers": True}}}
+
+
+def _threads(facts: dict[str, Any]) -> dict[str, Any] | None:
+    n = _int(facts, "suggested_torch_threads")
+    return {"torch": {"num_threads": n}} if n and n >= 1 else None
+
+
+def _no_pin(facts: dict[str, Any]) -> dict[str, Any] | None:
+    return {"dataloader": {"*": {"pin_memory": False}}}
+
+
+def _watermark(facts: dict[str, Any]) -> dict[str, Any] | None:
+    ratio = facts.get("suggested_watermark_ratio")
+    if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or not 0 <= ratio <= 2:
+        return None
+    return {"env": {"PYTORCH_MPS_HIGH_WATERMARK_RATIO": f"{ratio:g}"}}
+
+
+FIXES: dict[str, Callable[[dict[str, Any]], dict[str, Any] | None]] = {
+    "dataloader-stall": _workers,
+    "dataloader-stall-critical": _workers,
+    "worker-respawn": _persistent,
+    "thread-oversubscription": _threads,
+    "pin-memory-mps": _no_pin,
+    "memory-pressure": _watermark,
+    "cache-growth": _watermark,
+}
+
+
+def candidate_for(finding: Any) -> Candidate | None:
+    """The change that applies ``finding``'s fix, or None when it needs a code edit."""
+    d = finding if isinstance(finding, dict) else finding.to_dict()
+    make = FIXES.get(str(d.get("rule")))
+    if make is None:
+        return None
+    try:
+        settings = make(dict(d.get("facts") or {}))
+    except Exception:
+        return None
+    if not settings:
+        return None
+    return Candidate(rule=str(d.get("rule")), title=str(d.get("title", "")), settings=settings)
+
+
+def candidates(findings: list[Any]) -> list[Candidate]:
+    out, seen = [], set()
+    for f in findings:
+        c = candidate_for(f)
+        if c is not None and c.text not in seen:
+            seen.add(c.text)
+            out.append(c)
+    return out

@@ -1,0 +1,216 @@
+"""``mpsprof try SCRIPT [ARGS]`` and ``mpsprof try RUN_DIR``: prove a fix on the user's script.
+
+With a script, the change is ``--set`` (required). With a run directory, every finding
+of that run whose fix mpsprof can apply (see :mod:`.candidates`) is tried in turn, or
+only ``--set`` when given; the results are stored in the run directory, where ``view``
+and ``report`` show them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from ..units import fmt_bytes
+from .settings import HELP, SettingError, describe, parse_settings
+from .trial import Target, Trial, TrialConfig, fmt_x
+
+EXIT_INTERRUPTED = 130
+
+
+class TryUsageError(Exception):
+    pass
+
+
+def add_try_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.description = ("Run the script as written (A) and with a change (B), interleaved A B / B A, each cut "
+                          "after the same steps, and report the speedup of the steady step time with a 95% interval. "
+                          "TARGET is a script (then --set is the change) or a run directory (then each finding's "
+                          "fix that needs no code edit is tried, or --set).")
+    parser.add_argument("--set", dest="settings", action="append", default=[], metavar="NAME=VALUE", help=HELP)
+    parser.add_argument("--steps", type=int, default=30, metavar="N", help="steps per run (default 30)")
+    parser.add_argument("--pairs", type=int, default=5, metavar="N", help="A/B pairs (default 5)")
+    parser.add_argument("--budget", type=float, default=300.0, metavar="SECONDS",
+                        help="total time budget; no pair starts past it (default 300)")
+    parser.add_argument("--cwd", type=Path, metavar="DIR",
+                        help="run the script in DIR (a scratch directory for the files it writes)")
+    parser.add_argument("-o", "--output", type=Path, metavar="DIR",
+                        help="where the experiment's runs go (default: RUN_DIR/experiments/ or ./mpsprof-runs/)")
+    parser.add_argument("-m", dest="module", metavar="MODULE", help="run a library module (like python -m)")
+    parser.add_argument("target", nargs="?", metavar="TARGET", help="a training script or a run directory")
+    parser.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS", help="arguments for the script")
+
+
+def main_try(args: argparse.Namespace) -> int:
+    from ..cli import UsageError
+
+    try:
+        plans, owner = _plans(args)
+    except (TryUsageError, SettingError) as exc:
+        raise UsageError(str(exc)) from None
+    config = TrialConfig(steps=args.steps, pairs=args.pairs, budget_s=args.budget)
+    target = plans[0][0]
+    where = target.cwd or Path.cwd()
+    say(f"mpsprof try: {target.command()}  (in {where})")
+    say(f"  {len(plans)} change{'s' if len(plans) != 1 else ''} to try, {config.pairs} pairs of runs each, "
+        f"{config.steps} steps per run, at most {config.budget_s:.0f} s in all. Each run is your script as it is: "
+        "files it writes go where it writes them (use --cwd DIR for a scratch directory); mpsprof writes only "
+        "the experiment's directory. Ctrl-C stops cleanly.")
+    started = time.monotonic()
+    results: list[dict[str, Any]] = []
+    interrupted = False
+    for target, change, rule, out_dir in plans:
+        left = config.budget_s - (time.monotonic() - started)
+        if left <= 0 or interrupted:
+            break
+        trial = Trial(target, change, out_dir, TrialConfig(config.steps, config.pairs, left), progress=say, rule=rule)
+        say(f"\ntrying {trial.label}" + (f" (fix of {rule})" if rule else "") + f": runs in {out_dir}")
+        previous = _on_sigint(trial)
+        try:
+            result = trial.run()
+        finally:
+            _restore_sigint(previous)
+        interrupted = trial.stopped == "stopped by the user"
+        result["dir"] = str(out_dir)
+        results.append(result)
+        if owner is not None:
+            from .store import save_experiment
+
+            error = save_experiment(owner, result)
+            if error:
+                say(f"mpsprof: {error}")
+    sys.stdout.write("".join(render_result(r) for r in results))
+    if owner is not None and results:
+        sys.stdout.write(f"\nstored in {owner}: `mpsprof report {owner}` shows it with the findings\n")
+    sys.stdout.flush()
+    return EXIT_INTERRUPTED if interrupted else 0
+
+
+def say(text: str) -> None:
+    try:
+        sys.stderr.write(text + "\n")
+        sys.stderr.flush()
+    except OSError:
+        pass
+
+
+def _on_sigint(trial: Trial) -> Any:
+    def handler(signum: int, frame: Any) -> None:
+        say("\nmpsprof try: stopping (the run in progress is ended; finished pairs are kept)")
+        trial.stop()
+
+    try:
+        return signal.signal(signal.SIGINT, handler)
+    except ValueError:  # not the main thread
+        return None
+
+
+def _restore_sigint(previous: Any) -> None:
+    if previous is not None:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _plans(args: argparse.Namespace) -> tuple[list[tuple[Target, dict, str | None, Path]], Path | None]:
+    if args.steps < 2 or args.pairs < 2 or not args.budget > 0:
+        raise TryUsageError("--steps and --pairs must be at least 2 and --budget more than 0")
+    if args.cwd is not None and not args.cwd.is_dir():
+        raise TryUsageError(f"--cwd {args.cwd}: no such directory")
+    change = parse_settings(list(args.settings))
+    script_args = list(args.args or [])
+    if script_args[:1] == ["--"]:
+        script_args = script_args[1:]
+    if args.module:
+        if args.target is not None:
+            script_args = [args.target, *script_args]
+        return _script_plans(Target(args.module, script_args, True, args.cwd), change, args)
+    if args.target is None:
+        raise TryUsageError("try needs a script (mpsprof try --set ... train.py) or a run directory")
+    path = Path(args.target)
+    if path.is_dir() and (path / "events.jsonl").exists():
+        return _run_dir_plans(path, change, args)
+    if not path.exists():
+        raise TryUsageError(f"no such script or run directory: {args.target}")
+    target = os.path.abspath(path) if args.cwd is not None else str(path)
+    return _script_plans(Target(target, script_args, False, args.cwd), change, args)
+
+
+def _script_plans(target: Target, change: dict, args: argparse.Namespace):
+    if not change:
+        raise TryUsageError("with a script, say what to try: --set NAME=VALUE (or pass a run directory to try "
+                            "its findings' fixes)")
+    from ..launcher.recorder import default_run_dir
+
+    out = args.output or default_run_dir("try-" + Path(target.target).stem)
+    return [(target, change, None, out)], None
+
+
+def _run_dir_plans(run_dir: Path, change: dict, args: argparse.Namespace):
+    from ..results import build_results
+    from ..session.recording import load_runs
+    from .candidates import candidates
+    from .store import experiment_dir
+
+    loaded = load_runs([run_dir])
+    run = loaded.session.run
+    if not run.get("target"):
+        raise TryUsageError(f"{run_dir}: the recording does not say which script ran")
+    if run.get("ranks") or loaded.session.is_distributed:
+        raise TryUsageError("try does not run distributed jobs yet")
+    argv = list(run.get("argv") or [run["target"]])
+    cwd = args.cwd or (Path(run["cwd"]) if run.get("cwd") else None)
+    target_path = str(run["target"])
+    if args.cwd is not None and not run.get("module") and run.get("cwd"):
+        target_path = os.path.join(str(run["cwd"]), target_path)
+    base = parse_settings([str(s) for s in run.get("settings") or []])
+    target = Target(target_path, argv[1:], bool(run.get("module")), cwd, base)
+    if change:
+        todo = [(change, None)]
+    else:
+        found = candidates(build_results(loaded.session).findings)
+        if not found:
+            raise TryUsageError(f"no finding of {run_dir} has a fix mpsprof can apply without editing the script; "
+                                "say what to try with --set NAME=VALUE")
+        todo = [(c.settings, c.rule) for c in found]
+    plans = []
+    for settings, rule in todo:
+        label = "_".join(describe(settings)).replace("dataloader.", "")
+        out = args.output / label if args.output else experiment_dir(run_dir, label)
+        plans.append((target, settings, rule, out))
+    return plans, run_dir
+
+
+def render_result(r: dict[str, Any]) -> str:
+    """The plain-text result of one experiment (stdout of ``mpsprof try``)."""
+    lines = ["", f"── mpsprof try: {r.get('label')}" + (f" (fix of {r['rule']})" if r.get("rule") else "") + " ──",
+             str(r.get("headline"))]
+    a, b = r.get("a_median_s") or [], r.get("b_median_s") or []
+    if a and b:
+        from .stats import median
+
+        am, bm = median(a), median(b)
+        lines.append(f"  step time   as written {am * 1000:.1f} ms   with the change {bm * 1000:.1f} ms   "
+                     f"(medians of {len(a)} runs x {r.get('steps')} steps)")
+    mem = r.get("memory") or {}
+    for key, name in (("peak_rss", "peak RSS"), ("peak_device", "device peak")):
+        x, y = mem.get(f"a_{key}"), mem.get(f"b_{key}")
+        if x and y:
+            lines.append(f"  memory      {name} {fmt_bytes(x)} -> {fmt_bytes(y)} (x{fmt_x(y / x)})")
+    loss = r.get("loss")
+    if loss:
+        if loss.get("equivalent"):
+            lines.append(f"  loss        equivalent: {loss['values']} printed values, largest difference "
+                         f"{loss['max_relative_difference']:.1%}")
+        else:
+            lines.append(f"  loss        DIFFERS: largest difference {loss['max_relative_difference']:.1%} "
+                         f"(as written ends at {loss.get('a_last'):.4g}, with the change {loss.get('b_last'):.4g})")
+    else:
+        lines.append("  loss        not compared (the script prints no 'loss' values)")
+    if r.get("stopped"):
+        lines.append(f"  stopped     {r['stopped']}")
+    lines.append(f"  runs        {r.get('dir')}  ({r.get('seconds')} s)")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,316 @@
+"""``mpsprof try``: run the script as written (A) and with a change (B), interleaved.
+
+Runs alternate in pairs, the order flipping every pair (A B, B A, A B ...) so a load
+that drifts over the experiment hits both sides alike. Every run is cut after the same
+number of steps (``--max-steps``) and measured by its steady median step time, the
+figure the step panel shows. Op accounting is off in experiment runs (less noise).
+The verdict and interval come from :mod:`.stats`.
+
+Safety: each run is the user's script doing what it always does (it may write files
+where it always writes them: ``cwd`` lets the user point it at a scratch directory).
+mpsprof writes only into the experiment's own directory. A total time budget bounds
+the experiment; :meth:`Trial.stop` (Ctrl-C, the TUI) ends the run in progress the way
+the Stop key does and keeps the pairs already finished.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from ..launcher.child import RunController, RunSpec
+from ..launcher.recorder import OUTPUT_FILE, prepare_run_dir
+from ..results import Results, write_summary
+from ..session.session import Session
+from ..session.summary import summarize
+from . import stats
+from .settings import describe, merge
+
+Progress = Callable[[str], None]
+LOSS = re.compile(r"\bloss\b\s*[:=]?\s*(-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)", re.IGNORECASE)
+MAX_LOSSES = 2000
+OK = ("cut", "finished")
+LOSS_TOLERANCE = 0.05
+"""Loss trajectories within 5% (relative), or within twice the spread between the
+unchanged runs themselves, count as equivalent."""
+
+
+@dataclass
+class Target:
+    """What to run: the script and its arguments exactly as the user runs it."""
+
+    target: str
+    args: list[str] = field(default_factory=list)
+    module: bool = False
+    cwd: Path | None = None
+    base: dict[str, Any] = field(default_factory=dict)
+    """Settings both sides share (the recorded run's own ``--set``)."""
+
+    def command(self) -> str:
+        return " ".join(["python", *(["-m"] if self.module else []), self.target, *self.args])
+
+
+@dataclass
+class TrialConfig:
+    steps: int = 30
+    pairs: int = 5
+    budget_s: float = 300.0
+    min_pairs: int = 3
+
+
+@dataclass
+class RunOutcome:
+    arm: str
+    pair: int
+    run_dir: str | None
+    status: str
+    returncode: int | None
+    median_s: float | None
+    steady_steps: int
+    steps: int
+    peak_rss: int | None
+    peak_device: int | None
+    wall_s: float
+    crash: str | None = None
+    losses: list[float] = field(default_factory=list)
+
+
+class Trial:
+    def __init__(self, target: Target, change: dict[str, Any], out_dir: Path, config: TrialConfig,
+                 progress: Progress | None = None, rule: str | None = None) -> None:
+        self.target = target
+        self.change = change
+        self.label = ", ".join(line.split(".", 1)[1] if line.startswith("dataloader.") else line
+                               for line in describe(change))
+        self.out_dir = out_dir
+        self.config = config
+        self.rule = rule
+        self._progress = progress or (lambda text: None)
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._controller: RunController | None = None
+        self.outcomes: list[RunOutcome] = []
+        self.stopped: str | None = None
+
+    # -- control ------------------------------------------------------------------
+    def stop(self) -> None:
+        """End the run in progress (SIGINT, then SIGTERM) and start no other: thread-safe."""
+        self._stop.set()
+        with self._lock:
+            if self._controller is not None:
+                self._controller.stop(grace=3.0)
+
+    # -- running ------------------------------------------------------------------
+    def run(self) -> dict[str, Any]:
+        config = self.config
+        started = time.monotonic()
+        for pair in range(1, config.pairs + 1):
+            if self._stop.is_set():
+                self.stopped = "stopped by the user"
+                break
+            elapsed = time.monotonic() - started
+            estimate = self._pair_estimate()
+            if pair > 1 and elapsed + estimate > config.budget_s:
+                self.stopped = f"time budget of {config.budget_s:.0f} s reached"
+                break
+            order = ("A", "B") if pair % 2 else ("B", "A")
+            done = []
+            for arm in order:
+                outcome = self._run_one(arm, pair, deadline=started + config.budget_s + 60.0)
+                if outcome is None:  # stopped: an unfinished run proves nothing
+                    break
+                done.append(outcome)
+                self._progress(self._line(outcome))
+                if outcome.status not in OK:
+                    break
+            self.outcomes.extend(done)
+            if self._stop.is_set():
+                self.stopped = "stopped by the user"
+                break
+            failed = [o for o in done if o.status not in OK]
+            if failed:
+                self.stopped = f"the {failed[0].arm} run {failed[0].status}"
+                break
+        return self.result(time.monotonic() - started)
+
+    def _pair_estimate(self) -> float:
+        walls = [o.wall_s for o in self.outcomes]
+        return 2.0 * max(walls) if walls else 0.0
+
+    def _run_one(self, arm: str, pair: int, deadline: float) -> RunOutcome | None:
+        settings = self.target.base if arm == "A" else merge(self.target.base, self.change)
+        run_dir, error = prepare_run_dir(self.out_dir / f"{arm.lower()}{pair}")
+        if error:
+            self._progress(f"mpsprof: {error}")
+        options: dict[str, Any] = {"no_ops": True, "max_steps": self.config.steps}
+        if settings:
+            options["settings"] = settings
+        spec = RunSpec(target=self.target.target, args=list(self.target.args), module=self.target.module,
+                       run_dir=run_dir, capture_output=True, options=options,
+                       env=dict(settings.get("env") or {}), cwd=self.target.cwd)
+        session = Session()
+        controller = RunController(spec, session.feed_many)
+        with self._lock:
+            if self._stop.is_set():
+                return None
+            self._controller = controller
+        begun = time.monotonic()
+        try:
+            controller.start()
+            while controller.poll() is None:
+                if time.monotonic() > deadline:
+                    controller.stop(grace=3.0)
+                    deadline = float("inf")
+                time.sleep(0.05)
+            controller.wait()
+        finally:
+            with self._lock:
+                self._controller = None
+        wall = time.monotonic() - begun
+        summary = summarize(session)
+        if run_dir is not None:
+            write_summary(run_dir, Results(summary=summary))
+        if self._stop.is_set():
+            return None
+        steps = summary.get("steps") or {}
+        mem = summary.get("memory") or {}
+        crash = summary.get("crash")
+        return RunOutcome(
+            arm=arm, pair=pair, run_dir=str(run_dir) if run_dir else None, status=str(summary.get("status")),
+            returncode=(summary.get("exit") or {}).get("returncode"), median_s=steps.get("median_s"),
+            steady_steps=int(steps.get("steady") or 0), steps=int(steps.get("count") or 0),
+            peak_rss=mem.get("peak_rss_with_workers") or mem.get("peak_rss"),
+            peak_device=mem.get("peak_device_allocated"), wall_s=round(wall, 3),
+            crash=f"{crash.get('type')}: {crash.get('message')}"[:500] if crash else None,
+            losses=read_losses(run_dir / OUTPUT_FILE) if run_dir is not None else [],
+        )
+
+    def _line(self, o: RunOutcome) -> str:
+        side = "as written " if o.arm == "A" else f"with {self.label}"
+        if o.status not in OK:
+            return f"  pair {o.pair}/{self.config.pairs}  {o.arm} {side}: {o.status}" + (f" ({o.crash})" if o.crash else "")
+        median = f"{o.median_s * 1000:.1f} ms/step" if o.median_s else "no steady steps"
+        return f"  pair {o.pair}/{self.config.pairs}  {o.arm} {side}: {median} ({o.steps} steps, {o.wall_s:.1f} s)"
+
+    # -- result ---------------------------------------------------------------------
+    def result(self, seconds: float) -> dict[str, Any]:
+        a = {o.pair: o for o in self.outcomes if o.arm == "A" and o.status in OK}
+        b = {o.pair: o for o in self.outcomes if o.arm == "B" and o.status in OK}
+        pairs = [(a[p].median_s, b[p].median_s) for p in sorted(a) if p in b and a[p].median_s and b[p].median_s]
+        failed = [o for o in self.outcomes if o.status not in OK]
+        sp = stats.speedup(pairs) if len(pairs) >= 2 else None
+        out: dict[str, Any] = {
+            "rule": self.rule,
+            "change": describe(self.change),
+            "label": self.label,
+            "command": self.target.command(),
+            "cwd": str(self.target.cwd) if self.target.cwd else None,
+            "steps": self.config.steps,
+            "pairs_planned": self.config.pairs,
+            "pairs": len(pairs),
+            "seconds": round(seconds, 1),
+            "stopped": self.stopped,
+            "finished": time.time(),
+            "a_median_s": [x for x, _ in pairs],
+            "b_median_s": [y for _, y in pairs],
+            "speedup": None if sp is None else round(sp.estimate, 4),
+            "interval": None if sp is None else [round(sp.low, 4), round(sp.high, 4)],
+            "memory": _memory(list(a.values()), list(b.values())),
+            "loss": compare_losses([o.losses for o in a.values()], [o.losses for o in b.values()]),
+            "runs": [asdict(o) | {"losses": o.losses[:50]} for o in self.outcomes],
+        }
+        if failed and any(o.arm == "B" for o in failed) and not any(o.arm == "A" for o in failed):
+            out["verdict"] = "failed"
+            out["failure"] = next(o.crash or o.status for o in failed if o.arm == "B")
+        elif failed:
+            out["verdict"] = "failed"
+            out["failure"] = "the script as written failed: " + (failed[0].crash or failed[0].status)
+        elif sp is None or len(pairs) < min(self.config.min_pairs, self.config.pairs):
+            out["verdict"] = "incomplete"
+        else:
+            out["verdict"] = sp.verdict
+        out["headline"] = headline(out)
+        return out
+
+
+def _memory(a: list[RunOutcome], b: list[RunOutcome]) -> dict[str, Any]:
+    return {
+        "a_peak_rss": _med([o.peak_rss for o in a]),
+        "b_peak_rss": _med([o.peak_rss for o in b]),
+        "a_peak_device": _med([o.peak_device for o in a]),
+        "b_peak_device": _med([o.peak_device for o in b]),
+    }
+
+
+def _med(values: list[int | None]) -> int | None:
+    m = stats.median([v for v in values if v is not None])
+    return None if m is None else int(m)
+
+
+def read_losses(path: Path) -> list[float]:
+    """Loss values the script printed (``loss 0.53``, ``loss=0.53``, ``Loss: 0.53``)."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            text = fh.read(4 << 20)
+    except OSError:
+        return []
+    out = []
+    for match in LOSS.finditer(text):
+        try:
+            out.append(float(match.group(1)))
+        except ValueError:
+            continue
+        if len(out) >= MAX_LOSSES:
+            break
+    return out
+
+
+def compare_losses(a_runs: list[list[float]], b_runs: list[list[float]]) -> dict[str, Any] | None:
+    """Is B's printed loss trajectory the same as A's, within the runs' own spread?"""
+    a_runs = [r for r in a_runs if r]
+    b_runs = [r for r in b_runs if r]
+    if not a_runs or not b_runs:
+        return None
+    n = min(len(r) for r in a_runs + b_runs)
+    if n == 0:
+        return None
+    ref = [stats.median([r[i] for r in a_runs]) or 0.0 for i in range(n)]
+
+    def gap(run: list[float]) -> float:
+        return max(abs(run[i] - ref[i]) / max(abs(ref[i]), 1e-8) for i in range(n))
+
+    noise = max((gap(r) for r in a_runs), default=0.0)
+    diff = max(gap(r) for r in b_runs)
+    tolerance = max(LOSS_TOLERANCE, 2.0 * noise)
+    return {"values": n, "max_relative_difference": round(diff, 6), "a_spread": round(noise, 6),
+            "equivalent": diff <= tolerance, "a_last": ref[-1],
+            "b_last": stats.median([r[n - 1] for r in b_runs])}
+
+
+def fmt_x(value: float) -> str:
+    if value >= 10:
+        return f"{value:.0f}"
+    if value >= 1.5:
+        return f"{value:.1f}"
+    return f"{value:.2f}"
+
+
+def headline(result: dict[str, Any]) -> str:
+    """One line for reports: ``proven: 2.9x faster with num_workers=4, interval 2.6-3.1x, 5 pairs``."""
+    label, verdict, n = result.get("label"), result.get("verdict"), result.get("pairs")
+    if verdict == "failed":
+        return f"not proven: the run with {label} failed ({result.get('failure')})"
+    sp, interval = result.get("speedup"), result.get("interval")
+    if verdict == "incomplete" or sp is None or not interval:
+        return f"not proven: {n} pair{'s' if n != 1 else ''} with {label} are too few to judge" + (
+            f" ({result['stopped']})" if result.get("stopped") else "")
+    span = f"interval {fmt_x(interval[0])}-{fmt_x(interval[1])}x, {n} pairs"
+    if verdict == "faster":
+        return f"proven: {fmt_x(sp)}x faster with {label}, {span}"
+    if verdict == "slower":
+        return f"proven slower: {fmt_x(1 / sp)}x slower with {label} (speedup {fmt_x(sp)}x, {span})"
+    return f"no measurable difference with {label}: {fmt_x(sp)}x, {span}"
