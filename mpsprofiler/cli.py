@@ -379,6 +379,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
     loaded = _load(args.run_dir)
     results = build_results(loaded.session, list(args.rules))
+    results.experiments = _experiments(loaded.run_dir)
     say_rule_problems(results.rule_errors)
     text = render_report(args.format, loaded.session, results)
     if args.output is None:
@@ -391,6 +392,12 @@ def _cmd_report(args: argparse.Namespace) -> int:
         raise UsageError(error)
     sys.stderr.write(f"mpsprof: wrote {args.output}\n")
     return 0
+
+
+def _experiments(run_dir: Path | None) -> list:
+    from .experiment.store import load_experiments
+
+    return load_experiments(run_dir)
 
 
 def _write_report_file(session, results, path: Path) -> None:

@@ -23,12 +23,16 @@ class Results:
     summary: dict[str, Any]
     findings: list[Any] = field(default_factory=list)
     rule_errors: list[Any] = field(default_factory=list)
+    experiments: list[dict[str, Any]] = field(default_factory=list)
+    """``mpsprof try`` results stored beside the run (``RUN_DIR/experiments.json``)."""
 
     def document(self) -> dict[str, Any]:
         """The JSON document of ``summary.json`` and of ``report --format json``."""
         doc = dict(self.summary)
         doc["findings"] = [f.to_dict() for f in self.findings]
         doc["rule_errors"] = [str(e) for e in self.rule_errors]
+        if self.experiments:
+            doc["experiments"] = [{k: v for k, v in e.items() if k != "runs"} for e in self.experiments]
         return doc
 
 

@@ -47,3 +47,24 @@ def _value(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     return str(value)
+
+
+def experiment_lines(results: Any, rule: str | None = None) -> list[str]:
+    """``mpsprof try`` results (all, or those trying ``rule``'s fix), one line each."""
+    out = []
+    for exp in getattr(results, "experiments", None) or []:
+        if rule is not None and exp.get("rule") != rule:
+            continue
+        text = str(exp.get("headline") or "")
+        details = []
+        a, b = exp.get("a_median_s") or [], exp.get("b_median_s") or []
+        if a and b:
+            a_ms, b_ms = sorted(a)[len(a) // 2] * 1000, sorted(b)[len(b) // 2] * 1000
+            details.append(f"step {a_ms:.1f} ms → {b_ms:.1f} ms")
+        loss = exp.get("loss")
+        if isinstance(loss, dict):
+            details.append("loss equivalent" if loss.get("equivalent") else "loss DIFFERS")
+        if rule is None and exp.get("rule"):
+            details.append(f"fix of {exp['rule']}")
+        out.append(text + (f" ({'; '.join(details)})" if details else ""))
+    return out

@@ -21,7 +21,7 @@ from ..results import Results
 from ..session.session import Session
 from ..units import fmt_bytes, fmt_pct, fmt_seconds
 from . import charts, common, ops_tables
-from .changes import change_lines, cut_text
+from .changes import change_lines, cut_text, experiment_lines
 from .svg import e
 
 CSS_FILE = "report.css"
@@ -96,6 +96,7 @@ class HtmlRenderer:
         ]
         parts += self._header(session, summary, findings)
         parts += _changes(summary)
+        parts += _tried(results)
         parts += self._findings(findings)
         parts += self._charts(session)
         if session.crash is not None:
@@ -240,6 +241,15 @@ class HtmlRenderer:
 
 
 # -- helpers ------------------------------------------------------------------------
+def _tried(results: Results) -> list[str]:
+    """``mpsprof try`` results stored with the run."""
+    lines = experiment_lines(results)
+    if not lines:
+        return []
+    items = "".join(f"<li>{e(line)}</li>" for line in lines)
+    return [f'<section id="tried"><h2>Tried fixes (mpsprof try)</h2><ul class="notes">{items}</ul></section>']
+
+
 def _changes(summary: dict[str, Any]) -> list[str]:
     """``--set`` changes and a ``--max-steps`` cut, above the findings."""
     cut, changes = cut_text(summary), change_lines(summary)

@@ -18,7 +18,7 @@ from typing import Any
 from ..results import Results
 from ..session.session import Session
 from . import common, ops_tables
-from .changes import change_lines, cut_text
+from .changes import change_lines, cut_text, experiment_lines
 
 SEVERITY_LABEL = {"critical": "🔴 Critical", "warning": "🟠 Warning", "info": "🔵 Info"}
 _SPECIAL = re.compile(r"([\\`*\[\]<>#|~&$]|(?<![0-9A-Za-z])_|_(?![0-9A-Za-z]))")
@@ -183,6 +183,11 @@ class MarkdownRenderer:
             out += ["No rule found a problem in this run.", ""]
         for f in findings:
             out += self._finding(f)
+            out += [f"**Tried:** {escape(line)}" for line in experiment_lines(results, str(f.get("rule")))]
+            out += [""] if experiment_lines(results, str(f.get("rule"))) else []
+        tried = experiment_lines(results)
+        if tried:
+            out += ["## Tried fixes (`mpsprof try`)", ""] + [f"- {escape(line)}" for line in tried] + [""]
 
         ranks = common.ranks_table(session)
         if ranks is not None:

@@ -5,7 +5,7 @@ import torch
 from torch.utils.data import DataLoader, TensorDataset
 
 STEPS = int(os.environ.get("STEPS", "60"))
-WIDTH = int(os.environ.get("WIDTH", "384"))
+WIDTH = int(os.environ.get("WIDTH", "1024"))
 
 
 def main():
