@@ -24,6 +24,7 @@ Profile and troubleshoot PyTorch training on Apple silicon (MPS), CUDA and CPU.
   mpsprof report mpsprof-runs/<run> --format html
   mpsprof run --set dataloader.num_workers=4 --max-steps 50 train.py   a change, no edit
   mpsprof try mpsprof-runs/<run>           prove a finding's fix: A/B runs, speedup and interval
+  mpsprof compare RUN_A RUN_B              two runs side by side, with ratios
   mpsprof doctor                           is this machine set up right for MPS/CUDA?
   mpsprof bench                            CPU vs accelerator timings
   mpsprof rules                            list the diagnosis rules
@@ -82,6 +83,9 @@ def build_parser() -> argparse.ArgumentParser:
     try_ = _command(sub, "try", "prove a fix: A/B runs of the script as written and with a change",
                     "Run the script as written and with a change, interleaved, and report the measured speedup.")
     _optional_arguments("mpsprofiler.experiment.command", "add_try_arguments", try_)
+    compare = _command(sub, "compare", "two runs side by side, with ratios (TUI, text, md, html)",
+                       "Show the figures of two recorded runs side by side with the ratio B / A.")
+    _optional_arguments("mpsprofiler.compare", "add_compare_arguments", compare)
     doctor = _command(sub, "doctor", "check this machine for training on MPS or CUDA",
                       "Check this machine for training on MPS or CUDA (the Python build, torch, the accelerator), "
                       "each problem with its fix.")
@@ -187,6 +191,10 @@ def main(argv: list[str] | None = None) -> int:
             return _cmd_view(args)
         if args.command == "report":
             return _cmd_report(args)
+        if args.command == "compare":
+            from .compare import main_compare
+
+            return main_compare(args)
         if args.command == "try":
             from .experiment.command import main_try
 

@@ -78,6 +78,11 @@ def main_try(args: argparse.Namespace) -> int:
         interrupted = trial.stopped == "stopped by the user"
         result["dir"] = str(out_dir)
         results.append(result)
+        from .store import save_result
+
+        error = save_result(out_dir, result)
+        if error:
+            say(f"mpsprof: {error}")
         if owner is not None:
             from .store import save_experiment
 
@@ -120,6 +125,8 @@ def _plans(args: argparse.Namespace) -> tuple[list[tuple[Target, dict, str | Non
         raise TryUsageError("--steps and --pairs must be at least 2 and --budget more than 0")
     if args.cwd is not None and not args.cwd.is_dir():
         raise TryUsageError(f"--cwd {args.cwd}: no such directory")
+    if args.output is not None and args.output.exists() and any(args.output.iterdir()):
+        raise TryUsageError(f"-o {args.output}: the directory is not empty (an experiment never mixes with other runs)")
     change = parse_settings(list(args.settings))
     script_args = list(args.args or [])
     if script_args[:1] == ["--"]:
@@ -161,7 +168,10 @@ def _run_dir_plans(run_dir: Path, change: dict, args: argparse.Namespace):
         raise TryUsageError(f"{run_dir}: the recording does not say which script ran")
     if run.get("ranks") or loaded.session.is_distributed:
         raise TryUsageError("try does not run distributed jobs yet")
-    argv = list(run.get("argv") or [run["target"]])
+    argv = [str(a) for a in run.get("argv") or [run["target"]]]
+    if any("***" in a for a in argv[1:]):
+        raise TryUsageError(f"{run_dir}: the recorded command line has masked secret values (***); run "
+                            "`mpsprof try --set NAME=VALUE SCRIPT ARGS` with the real arguments instead")
     cwd = args.cwd or (Path(run["cwd"]) if run.get("cwd") else None)
     target_path = str(run["target"])
     if args.cwd is not None and not run.get("module") and run.get("cwd"):

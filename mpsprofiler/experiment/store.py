@@ -11,10 +11,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ..results import write_text_atomic
+from ..launcher.rundir import write_text_atomic
 
 EXPERIMENTS_FILE = "experiments.json"
 EXPERIMENTS_DIR = "experiments"
+RESULT_FILE = "experiment.json"
 MAX_KEPT = 100
 
 
@@ -35,6 +36,15 @@ def save_experiment(run_dir: Path, result: dict[str, Any]) -> str | None:
     items = load_experiments(run_dir) + [result]
     text = json.dumps({"schema": 1, "experiments": items[-MAX_KEPT:]}, indent=2, default=str)
     return write_text_atomic(Path(run_dir) / EXPERIMENTS_FILE, text)
+
+
+def save_result(out_dir: Path, result: dict[str, Any]) -> str | None:
+    """``OUT_DIR/experiment.json``: the experiment's own record, beside its runs."""
+    try:
+        Path(out_dir).mkdir(parents=True, exist_ok=True, mode=0o700)
+    except OSError as exc:
+        return f"cannot write {out_dir}: {exc.strerror or exc}"
+    return write_text_atomic(Path(out_dir) / RESULT_FILE, json.dumps(result, indent=2, default=str))
 
 
 def experiment_dir(run_dir: Path, label: str) -> Path:

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..launcher.child import RunController, RunSpec
-from ..launcher.recorder import OUTPUT_FILE, prepare_run_dir
+from ..launcher.recorder import OUTPUT_FILE, RunDirInUse, prepare_run_dir
 from ..results import Results, write_summary
 from ..session.session import Session
 from ..session.summary import summarize
@@ -143,7 +143,10 @@ class Trial:
 
     def _run_one(self, arm: str, pair: int, deadline: float) -> RunOutcome | None:
         settings = self.target.base if arm == "A" else merge(self.target.base, self.change)
-        run_dir, error = prepare_run_dir(self.out_dir / f"{arm.lower()}{pair}")
+        try:
+            run_dir, error = prepare_run_dir(self.out_dir / f"{arm.lower()}{pair}")
+        except RunDirInUse as exc:
+            run_dir, error = None, str(exc)
         if error:
             self._progress(f"mpsprof: {error}")
         options: dict[str, Any] = {"no_ops": True, "max_steps": self.config.steps}

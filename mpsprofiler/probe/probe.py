@@ -220,6 +220,7 @@ class Probe:
             if not self._torch_env_sent:
                 self._send_torch_environment()
             tracker.on_backward(site, end, reset)
+            self.check_limit()  # SystemExit passes the wrapper's `except Exception`
 
         self._uninstallers.append(backward.install(on_backward, self.clock, lambda exc: self.fail("steps", exc)))
 

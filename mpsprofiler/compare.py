@@ -1,0 +1,189 @@
+"""``mpsprof compare RUN_A RUN_B``: the same figures of two runs side by side, with ratios.
+
+Two runs made any way (before and after an edit, ``--set``, another machine): the rows
+are the summary figures every report shows, the ratio is B / A, and for times the
+ratio is also said the way people ask ("2.9x faster"). Rows come as plain text; the
+text, Markdown, HTML and TUI views only format them.
+
+One caution the view repeats: a single run against a single run measures the machine's
+mood as much as the change; ``mpsprof try`` runs pairs and gives an interval.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass
+from html import escape
+from pathlib import Path
+from typing import Any
+
+from .report.changes import change_lines
+from .units import fmt_bytes, fmt_pct, fmt_seconds
+
+CAUTION = ("One run against one run: the machine's load moves both. `mpsprof try` runs A/B pairs and gives an "
+           "interval.")
+
+
+@dataclass
+class Row:
+    label: str
+    a: str
+    b: str
+    ratio: str = ""
+
+
+def _get(summary: dict[str, Any], *path: str) -> Any:
+    value: Any = summary
+    for key in path:
+        value = value.get(key) if isinstance(value, dict) else None
+    return value
+
+
+def _ratio(a: Any, b: Any, time_like: bool = False) -> str:
+    if not isinstance(a, (int, float)) or not isinstance(b, (int, float)) or isinstance(a, bool) or a <= 0 or b <= 0:
+        return ""
+    r = b / a
+    text = f"x{r:.2f}"
+    if time_like and abs(r - 1) >= 0.005:
+        text += f" ({1 / r:.2f}x faster)" if r < 1 else f" ({r:.2f}x slower)"
+    return text
+
+
+def rows(a: dict[str, Any], b: dict[str, Any]) -> list[Row]:
+    """The figures of two summaries (``summary.json`` documents), A then B."""
+    out = [
+        Row("script", str(a.get("script", "?")), str(b.get("script", "?"))),
+        Row("status", str(a.get("status", "?")), str(b.get("status", "?"))),
+        Row("changed", "; ".join(change_lines(a)) or "–", "; ".join(change_lines(b)) or "–"),
+        Row("cut", _cut(a), _cut(b)),
+        Row("device", str(_get(a, "device", "kind") or "?"), str(_get(b, "device", "kind") or "?")),
+    ]
+    loaders_a, loaders_b = a.get("dataloaders") or [{}], b.get("dataloaders") or [{}]
+    out.append(Row("num_workers", str(loaders_a[0].get("num_workers", "–")), str(loaders_b[0].get("num_workers", "–"))))
+
+    def num(label: str, path: tuple[str, ...], fmt: Any, time_like: bool = False) -> None:
+        x, y = _get(a, *path), _get(b, *path)
+        out.append(Row(label, fmt(x), fmt(y), _ratio(x, y, time_like)))
+
+    num("steps", ("steps", "count"), _int)
+    num("steady steps", ("steps", "steady"), _int)
+    num("median step", ("steps", "median_s"), fmt_seconds, time_like=True)
+    num("p90 step", ("steps", "p90_s"), fmt_seconds, time_like=True)
+    num("steps / s", ("steps", "steps_per_s"), lambda v: f"{v:.2f}" if isinstance(v, (int, float)) else "–")
+    num("data wait", ("steps", "data_wait_share"), fmt_pct)
+    num("warm-up cost", ("steps", "warmup_cost_s"), fmt_seconds)
+    num("training time", ("steps", "training_s"), fmt_seconds, time_like=True)
+    num("run time", ("duration_s",), fmt_seconds, time_like=True)
+    num("peak RSS (with workers)", ("memory", "peak_rss_with_workers"), fmt_bytes)
+    num("peak device memory", ("memory", "peak_device_allocated"), fmt_bytes)
+    num("peak device cache", ("memory", "peak_device_cached"), fmt_bytes)
+    fa, fb = a.get("findings") or [], b.get("findings") or []
+    out.append(Row("findings", _rules(fa), _rules(fb), f"{len(fa)} → {len(fb)}"))
+    return [r for r in out if (r.a, r.b) != ("–", "–")]
+
+
+def _cut(summary: dict[str, Any]) -> str:
+    cut = summary.get("cut")
+    if not isinstance(cut, dict):
+        return "–"
+    flag = "--max-seconds" if cut.get("reason") == "max_seconds" else "--max-steps"
+    return f"after {cut.get('steps')} steps ({flag})"
+
+
+def _int(v: Any) -> str:
+    return str(int(v)) if isinstance(v, (int, float)) and not isinstance(v, bool) else "–"
+
+
+def _rules(findings: list[Any]) -> str:
+    names = [str(f.get("rule")) for f in findings if isinstance(f, dict)]
+    return ", ".join(names) if names else "none"
+
+
+# -- loading --------------------------------------------------------------------------
+def load_summary(run_dir: Path, rule_dirs: list[Path] | None = None) -> dict[str, Any]:
+    """A run's figures and findings, recomputed from its recording (the same as report)."""
+    from .results import build_results
+    from .session.recording import load_runs
+
+    loaded = load_runs([Path(run_dir)])
+    return build_results(loaded.session, list(rule_dirs or [])).document()
+
+
+# -- rendering ------------------------------------------------------------------------
+def render_text(a_name: str, b_name: str, table: list[Row]) -> str:
+    width = max(len(r.label) for r in table)
+    wa = min(48, max(len(a_name), *(len(r.a) for r in table)))
+    wb = min(48, max(len(b_name), *(len(r.b) for r in table)))
+    lines = [f"{'':<{width}}  {'A':<{wa}}  {'B':<{wb}}  B / A", f"{'':<{width}}  {_clip(a_name, wa):<{wa}}  "
+             f"{_clip(b_name, wb):<{wb}}"]
+    for r in table:
+        lines.append(f"{r.label:<{width}}  {_clip(r.a, wa):<{wa}}  {_clip(r.b, wb):<{wb}}  {r.ratio}".rstrip())
+    return "\n".join(lines + ["", CAUTION, ""])
+
+
+def _clip(text: str, n: int) -> str:
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+def render_markdown(a_name: str, b_name: str, table: list[Row]) -> str:
+    from .report.markdown import cell, code, escape as md_escape
+
+    out = ["# mpsprof compare", "", f"A: {code(a_name)}  ", f"B: {code(b_name)}", "",
+           "| Figure | A | B | B / A |", "|---|---|---|---:|"]
+    out += [f"| {cell(r.label)} | {cell(r.a)} | {cell(r.b)} | {cell(r.ratio)} |" for r in table]
+    return "\n".join(out + ["", md_escape(CAUTION), ""])
+
+
+def render_html(a_name: str, b_name: str, table: list[Row]) -> str:
+    body = "".join(f"<tr><th>{escape(r.label)}</th><td>{escape(r.a)}</td><td>{escape(r.b)}</td>"
+                   f"<td class=\"num\">{escape(r.ratio)}</td></tr>" for r in table)
+    css = ("body{font:14px system-ui,sans-serif;margin:2em}table{border-collapse:collapse}"
+           "td,th{border:1px solid #ccc;padding:4px 8px;text-align:left}.num{text-align:right}")
+    return ("<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">"
+            "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'\">"
+            f"<title>mpsprof compare</title><style>{css}</style></head><body><h1>mpsprof compare</h1>"
+            f"<p>A: <code>{escape(a_name)}</code><br>B: <code>{escape(b_name)}</code></p>"
+            f"<table><tr><th>Figure</th><th>A</th><th>B</th><th>B / A</th></tr>{body}</table>"
+            f"<p>{escape(CAUTION)}</p></body></html>\n")
+
+
+# -- command --------------------------------------------------------------------------
+def add_compare_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("run_a", type=Path, metavar="RUN_A", help="the first run directory (A)")
+    parser.add_argument("run_b", type=Path, metavar="RUN_B", help="the second run directory (B)")
+    parser.add_argument("--format", "-f", choices=["text", "md", "html"],
+                        help="text, md or html (default: the TUI in a terminal, else text)")
+    parser.add_argument("-o", "--output", type=Path, help="file to write (default: standard output)")
+    parser.add_argument("--rules", action="append", type=Path, default=[], metavar="DIR", help="add your rule files")
+
+
+def main_compare(args: argparse.Namespace) -> int:
+    from .cli import UsageError
+    from .events import SchemaError
+    from .session.recording import RecordingError
+
+    try:
+        a, b = load_summary(args.run_a, args.rules), load_summary(args.run_b, args.rules)
+    except (RecordingError, SchemaError) as exc:
+        raise UsageError(str(exc)) from None
+    table = rows(a, b)
+    fmt = args.format
+    if fmt is None and args.output is None and sys.stdout.isatty() and sys.stdin.isatty():
+        from .tui.compare import run_compare_tui
+
+        run_compare_tui(str(args.run_a), str(args.run_b), table)
+        return 0
+    fmt = fmt or "text"
+    render = {"text": render_text, "md": render_markdown, "html": render_html}[fmt]
+    text = render(str(args.run_a), str(args.run_b), table)
+    if args.output is None:
+        sys.stdout.write(text)
+        return 0
+    from .launcher.rundir import write_text_atomic
+
+    error = write_text_atomic(args.output, text)
+    if error:
+        raise UsageError(error)
+    sys.stderr.write(f"mpsprof: wrote {args.output}\n")
+    return 0
