@@ -163,21 +163,7 @@ def _run_dir_plans(run_dir: Path, change: dict, args: argparse.Namespace):
     from .store import experiment_dir
 
     loaded = load_runs([run_dir])
-    run = loaded.session.run
-    if not run.get("target"):
-        raise TryUsageError(f"{run_dir}: the recording does not say which script ran")
-    if run.get("ranks") or loaded.session.is_distributed:
-        raise TryUsageError("try does not run distributed jobs yet")
-    argv = [str(a) for a in run.get("argv") or [run["target"]]]
-    if any("***" in a for a in argv[1:]):
-        raise TryUsageError(f"{run_dir}: the recorded command line has masked secret values (***); run "
-                            "`mpsprof try --set NAME=VALUE SCRIPT ARGS` with the real arguments instead")
-    cwd = args.cwd or (Path(run["cwd"]) if run.get("cwd") else None)
-    target_path = str(run["target"])
-    if args.cwd is not None and not run.get("module") and run.get("cwd"):
-        target_path = os.path.join(str(run["cwd"]), target_path)
-    base = parse_settings([str(s) for s in run.get("settings") or []])
-    target = Target(target_path, argv[1:], bool(run.get("module")), cwd, base)
+    target = target_from_session(loaded.session, args.cwd)
     if change:
         todo = [(change, None)]
     else:
@@ -192,6 +178,25 @@ def _run_dir_plans(run_dir: Path, change: dict, args: argparse.Namespace):
         out = args.output / label if args.output else experiment_dir(run_dir, label)
         plans.append((target, settings, rule, out))
     return plans, run_dir
+
+
+def target_from_session(session: Any, cwd: Path | None = None) -> Target:
+    """The recorded run's script, arguments, directory and ``--set`` (raises TryUsageError)."""
+    run = session.run
+    if not run.get("target"):
+        raise TryUsageError("the recording does not say which script ran")
+    if run.get("ranks") or session.is_distributed:
+        raise TryUsageError("try does not run distributed jobs yet")
+    argv = [str(a) for a in run.get("argv") or [run["target"]]]
+    if any("***" in a for a in argv[1:]):
+        raise TryUsageError("the recorded command line has masked secret values (***); run "
+                            "`mpsprof try --set NAME=VALUE SCRIPT ARGS` with the real arguments instead")
+    target_path = str(run["target"])
+    if cwd is not None and not run.get("module") and run.get("cwd"):
+        target_path = os.path.join(str(run["cwd"]), target_path)
+    where = cwd or (Path(run["cwd"]) if run.get("cwd") else None)
+    base = parse_settings([str(s) for s in run.get("settings") or []])
+    return Target(target_path, argv[1:], bool(run.get("module")), where, base)
 
 
 def render_result(r: dict[str, Any]) -> str:
