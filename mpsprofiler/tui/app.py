@@ -38,6 +38,7 @@ from .messages import ShowFinding, ShowRank
 from .panels import DISTRIBUTED_ONLY, FOCUS_TARGET, PANEL_IDS, PANELS
 from .screens.confirm import ConfirmQuitScreen
 from .screens.help import HelpScreen
+from .experiment import TryFixMixin
 from .state import RunState
 from .widgets.findings import FindingsPanel
 from .widgets.header import RunHeader
@@ -49,10 +50,11 @@ costs the terminal a screen update, and the figures need no more (keys redraw at
 PANEL_EVERY = REDRAW_EVERY
 DIAGNOSE_EVERY = 1.0
 RANK_ACTIONS = frozenset({"next_rank", "previous_rank", "show_rank"})
-PANEL_ACTIONS = frozenset({"panel", "next_panel", "previous_panel", "copy_fix", "export", "stop", "explain"}) | RANK_ACTIONS
+PANEL_ACTIONS = frozenset({"panel", "next_panel", "previous_panel", "copy_fix", "export", "stop", "explain",
+                           "try_fix"}) | RANK_ACTIONS
 
 
-class MpsprofApp(LiveRun, App[None]):
+class MpsprofApp(TryFixMixin, LiveRun, App[None]):
     CSS_PATH = "app.tcss"
     TITLE = "mpsprof"
     ENABLE_COMMAND_PALETTE = True
@@ -67,6 +69,7 @@ class MpsprofApp(LiveRun, App[None]):
         Binding("R", "previous_rank", "Previous rank", show=False),
         Binding("c", "copy_fix", "Copy fix"),
         Binding("e", "export", "Export"),
+        Binding("t", "try_fix", "Try fix"),
         Binding("s", "stop", "Stop"),
         Binding("q", "quit", "Quit"),
         Binding("ctrl+c", "quit", "Quit", show=False, priority=True),
@@ -123,6 +126,7 @@ class MpsprofApp(LiveRun, App[None]):
             self._open_recorded_log()
             if self.state.notes:
                 self.notify(f"Recording: {self.state.notes}; showing what is valid.", severity="warning", timeout=8)
+            self.show_stored_experiments()
         self._redraw(force=True)
 
     def _open_recorded_log(self) -> None:
@@ -270,6 +274,9 @@ class MpsprofApp(LiveRun, App[None]):
         results = self.results if self.results is not None and not self.state.running else None
         if results is None:
             results = build_results(self.session, self.rule_dirs)
+            from ..experiment.store import load_experiments
+
+            results.experiments = load_experiments(self.state.run_dir)
         run_dir = self.state.run_dir or (self.spec.run_dir if self.spec is not None else None)
         written, error = export_reports(self.session, results, run_dir)
         if error:
@@ -305,6 +312,7 @@ class MpsprofApp(LiveRun, App[None]):
         self._redraw()
 
     async def action_quit(self) -> None:
+        self.stop_experiment()
         if self.controller is None or not self.state.running:
             self.exit()
             return
@@ -389,9 +397,15 @@ def run_tui(spec: RunSpec, rule_dirs: list[Path]) -> tuple[int, Session, Results
 def view_tui(loaded: Any, rule_dirs: list[Path]) -> None:
     """Open a recorded run (``mpsprof view``) in the same app."""
     app = recorded_app(loaded, rule_dirs)
-    app.run()
+    try:
+        app.run()
+    finally:
+        app.stop_experiment()
 
 
 def recorded_app(loaded: Any, rule_dirs: Iterable[Path] = ()) -> MpsprofApp:
     results = build_results(loaded.session, list(rule_dirs))
+    from ..experiment.store import load_experiments
+
+    results.experiments = load_experiments(loaded.run_dir)
     return MpsprofApp(loaded.session, rule_dirs, run_dir=loaded.run_dir, notes=loaded.notes, results=results)

@@ -18,6 +18,7 @@ HELP = """\
 | `r` / `R` | distributed runs: show the next / previous rank in every panel |
 | `c` | copy the selected finding's fix to the clipboard |
 | `e` | export a report (Markdown and HTML) into the run directory |
+| `t` | try the selected finding's fix (A/B runs of the script, once it has ended); the result shows on the right and is stored with the run |
 | `s` | stop the script (Ctrl-C, then terminate after 5 s) |
 | `q` | quit (asks first while the script runs; stops it before leaving) |
 | `ctrl+p` | command palette: every action by name |
