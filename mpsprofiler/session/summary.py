@@ -84,6 +84,8 @@ def summarize(session: Session) -> dict[str, Any]:
 def _recording(session: Session) -> dict[str, Any]:
     problems = session.recording_problems()
     return {"complete": not problems, "problems": problems}
+
+
 def changes(session: Session) -> dict[str, Any] | None:
     """What ``--set`` changed from the script as written (None: nothing was asked)."""
     asked = session.run.get("settings") or []
