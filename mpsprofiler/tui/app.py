@@ -347,6 +347,8 @@ class MpsprofApp(TryFixMixin, LiveRun, App[None]):
             return True if (self.controller is not None and self.state.running) else None
         if action == "copy_fix":
             return True if self.state.findings else None
+        if action == "try_fix":  # dimmed while the script runs (the experiment runs it again)
+            return True if self.state.findings and not self.state.running else None
         if action in RANK_ACTIONS:
             return self.state.distributed  # False: not even shown in the footer
         return True
@@ -365,6 +367,8 @@ class MpsprofApp(TryFixMixin, LiveRun, App[None]):
                     yield SystemCommand(f"Rank: {rank}", f"Every per-run panel shows rank {rank} (r / R cycle)",
                                         lambda r=rank: self.action_show_rank(r))
         yield SystemCommand("Copy fix", "Copy the selected finding's fix to the clipboard (c)", self.action_copy_fix)
+        yield SystemCommand("Try fix", "A/B runs of the script with the selected finding's fix (t)",
+                            self.action_try_fix)
         yield SystemCommand("Export report", "Write report.md and report.html into the run directory (e)", self.action_export)
         if self.controller is not None and self.state.running:
             yield SystemCommand("Stop the script", "Ctrl-C the script, terminate it after 5 s (s)", self.action_stop)
