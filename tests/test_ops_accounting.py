@@ -504,7 +504,7 @@ def test_no_module_hooks_when_torch_compile_is_in_use(monkeypatch: pytest.Monkey
 
     import mpsprofiler.probe.ops as ops_mod
 
-    monkeypatch.setattr(ops_mod, "_compiled_in_use", lambda: True)
+    monkeypatch.setattr(ops_mod, "dynamo_used", lambda: True)
     events, emit = recorder()
     acct = OpAccountant(emit, early_steps=(1,))
     acct.on_step_boundary(1, None)

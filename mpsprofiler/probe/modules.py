@@ -4,6 +4,14 @@ Global forward pre/post hooks keep a stack of module paths (``encoder.layers.3.a
 Any global hook sends every module call of the process down PyTorch's slow path, so the
 hooks are installed for sampled steps and removed right after.
 
+Global hooks are what Dynamo must never see (``compiling``): the accountant stops
+installing them once ``torch.compile`` is called. Per-module hooks or a patched
+``Module.__call__`` would be traced just the same, and naming modules from the Python
+stack inside the dispatch mode would cost a frame walk per op; a compiled graph runs as
+one call anyway, so its ops are counted without module names. The hooks start with
+``is_compiling()``: should another Dynamo entry (``torch.export``) reach one, it is a
+no-op Dynamo can trace.
+
 Backward ops run outside any forward: at the end of each module's forward the autograd
 nodes it created (sequence numbers at or above the one current when it started) are
 mapped to its path, and during backward ``torch._C._current_autograd_node()`` finds the
@@ -23,6 +31,8 @@ from typing import Any
 
 import torch
 from torch import nn
+
+from .compiling import is_compiling
 
 _NO_SEQ = 1 << 63  # AccumulateGrad and other graph leaves have sequence number UINT64_MAX
 MAX_NAMES = 100_000
@@ -177,6 +187,8 @@ class ModuleTracker:
 
     # -- hooks ------------------------------------------------------------------
     def _pre(self, module: nn.Module, args: Any) -> None:
+        if is_compiling():
+            return
         if self.release is not None:
             # a module call is outside any op: the dispatch stack can be changed here (the
             # hook loop of _call_impl runs over a copy, so removing hooks is safe too)
@@ -201,7 +213,7 @@ class ModuleTracker:
         return
 
     def _post(self, module: nn.Module, args: Any, output: Any) -> None:
-        if self.broken:
+        if self.broken or is_compiling():
             return
         try:
             stack = self._stack

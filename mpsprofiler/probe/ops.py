@@ -11,6 +11,11 @@ The mode is pushed with the raw dispatch-stack API and inserted *below* modes th
 entered earlier, so a user's ``with MyMode():`` still pops its own mode when it exits
 (``TorchDispatchMode.__exit__`` pops whatever is on top). It reports
 ``ignore_compile_internals()`` so ``torch.compile`` behaves as if it were absent.
+
+Module names come from global module hooks (``modules``), which ``torch.compile`` must
+never see (``compiling``): once the script calls ``torch.compile`` the hooks are removed
+and never installed again; ops are still counted, without module names (a compiled graph
+is one opaque call anyway), and the run says so once.
 """
 
 from __future__ import annotations
@@ -18,7 +23,6 @@ from __future__ import annotations
 import math
 import os
 import statistics
-import sys
 import time
 import weakref
 from collections import deque
@@ -30,6 +34,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from .. import events
 from ..ops.readiness import COMPOSITE_KEYS
+from .compiling import dynamo_used
 from .modules import ModuleTracker
 from .ops_leaks import LeakTracker
 from .ops_record import StepRecord
@@ -144,6 +149,7 @@ class OpAccountant:
         self._step: StepRecord | None = None
         self._bookkeeping = 0.0
         self._pid = os.getpid()
+        self._modules_off: str | None = None
         self._truncated = False
         self._time_cap = MIN_SAMPLE_CAP_S
         ref = weakref.ref(self)
@@ -187,6 +193,26 @@ class OpAccountant:
             self._fail(exc)
         self._stop()
 
+    def compile_in_use(self) -> None:
+        """``torch.compile`` was called: module hooks go now (before Dynamo traces) for good."""
+        self.modules_off("torch.compile is in use, and Dynamo must not see global module hooks; "
+                         "ops are still counted, without module names")
+
+    def modules_off(self, reason: str) -> None:
+        """Stop naming modules for the rest of the run (hooks removed now) and say so once.
+
+        Called outside any op (torch.compile's caller, a step boundary), where removing
+        hooks is safe; a sample in progress goes on without module names."""
+        if self._modules_off is not None:
+            return
+        self._modules_off = reason
+        self._tracker.remove()
+        self._tracker.reset_step()
+        try:
+            self._emit(events.KIND_PROBE_ERROR, instrument="ops modules", message=reason)
+        except Exception:
+            pass
+
     # -- sampling -----------------------------------------------------------------
     def _boundary(self, next_step: int, last: float | None) -> None:
         try:
@@ -216,9 +242,9 @@ class OpAccountant:
             self._next_sample = step + 1  # a tracing (infra) mode is active: try later
             return
         self._pushed = True
-        if not _compiled_in_use():
-            # global module hooks make torch.compile warn, and a compiled model's graph is
-            # one opaque call anyway; ops are still counted, without module names
+        if self._modules_off is None and dynamo_used():
+            self.modules_off("Dynamo compiled code in this process (module hooks would be traced)")
+        if self._modules_off is None:
             self._tracker.install()
         self._patches.install()
         if self._warn_always and self._device_kind == "mps":
@@ -410,18 +436,6 @@ class OpAccountant:
                                   "bookkeeping_s": round(self._bookkeeping, 7)}  # fmt: skip
         record.update(self._step.build(self._run_kind(), self._mps_check, self._mps_type))
         return record
-
-
-def _compiled_in_use() -> bool:
-    """Whether torch.compile has compiled a frame in this process."""
-    if "torch._dynamo" not in sys.modules:
-        return False
-    try:
-        from torch._dynamo.utils import counters
-
-        return bool(counters["frames"]["ok"])
-    except Exception:
-        return True
 
 
 def _pop_top() -> Any:

@@ -23,6 +23,8 @@ from typing import Any
 
 import torch
 
+from .transparent import hide_from_warnings
+
 Site = tuple[str, int]
 """(file, line) of a call in the user's code."""
 
@@ -216,4 +218,4 @@ class TensorPatches:
             finally:
                 patches.active = None
 
-        return wrapper
+        return hide_from_warnings(wrapper)  # torch's warnings keep naming the user's line

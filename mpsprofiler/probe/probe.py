@@ -19,6 +19,7 @@ from ..devices.cpu import CpuBackend
 from ..redact import TEXT_KINDS, scrub_fields
 from .channel import Channel
 from .steps import StepTracker
+from .transparent import hide_from_warnings
 
 _ACTIVE: "Probe | None" = None
 AGGREGATE_EVERY = 2.0
@@ -55,6 +56,8 @@ class Probe:
         self.ops: Any = None
         self.overrides: Any = None
         self.limit: Any = None
+        self.compile_watch: Any = None
+        """Set once ``torch.compile`` is watched; global module hooks need it (see compiling)."""
 
     # -- emitting ---------------------------------------------------------------
     def emit(self, kind: str, **fields: Any) -> None:
@@ -119,9 +122,12 @@ class Probe:
         torch's own facts (``cuda.is_available()`` initialises the CUDA driver, which
         reads ``CUDA_VISIBLE_DEVICES`` once) wait for the first step or the exit, so a
         script that picks its devices after ``import torch`` still gets the ones it picked.
+        The ``torch.compile`` watch comes first: without it no global module hook is
+        installed at all (one Dynamo would trace breaks compiled scripts).
         """
         if self.overrides is not None:
             self._guarded("overrides", self._install_torch_overrides)
+        self._guarded("compile", self._install_compile_watch)
         self._guarded("steps", self._install_optimizer_hook)
         self._guarded("steps", self._install_backward_hook)
         self._guarded("dataloader", self._install_dataloader_hooks)
@@ -206,7 +212,24 @@ class Probe:
 
         self._uninstallers.append(register_optimizer_step_post_hook(hook).remove)
         self._uninstallers.append(register_optimizer_step_pre_hook(pre_hook).remove)
-        self._uninstallers.append(tracker.start_marker())
+        watch = self.compile_watch
+        if watch is not None and not watch.in_use:
+            remove_marker = tracker.start_marker()
+            self._uninstallers.append(remove_marker)
+
+            def on_compile() -> None:
+                # before Dynamo traces anything: step 0 starts here if nothing started it
+                remove_marker()
+                tracker._mark_start()
+
+            watch.listeners.append(on_compile)
+
+    def _install_compile_watch(self) -> None:
+        from .compiling import CompileWatch
+
+        watch = CompileWatch(lambda exc: self.fail("compile", exc))
+        self._uninstallers.append(watch.install())
+        self.compile_watch = watch
 
     def _install_backward_hook(self) -> None:
         from . import backward
@@ -292,8 +315,10 @@ class Probe:
             except Exception as exc:
                 probe.fail("dataloader", exc)
 
-        base.__next__ = __next__  # type: ignore[method-assign]
-        base.__init__ = __init__  # type: ignore[method-assign]
+        # torch's warnings inside them (pin_memory without an accelerator, an
+        # IterableDataset's wrong length) must name torch's caller, not these wrappers
+        base.__next__ = hide_from_warnings(__next__)  # type: ignore[method-assign]
+        base.__init__ = hide_from_warnings(__init__)  # type: ignore[method-assign]
 
         def uninstall() -> None:
             base.__next__ = orig_next  # type: ignore[method-assign]
@@ -356,6 +381,13 @@ class Probe:
         budget = float(self.options.get("ops_budget", 0.02))
         self.ops = OpAccountant(self.emit, budget=budget)
         ops = self.ops
+        watch = self.compile_watch
+        if watch is None:
+            ops.modules_off("the torch.compile watch could not be installed")
+        elif watch.in_use:
+            ops.compile_in_use()
+        else:
+            watch.listeners.append(ops.compile_in_use)
 
         def listener(next_step: int, last: float) -> None:
             if "ops" in self.disabled:

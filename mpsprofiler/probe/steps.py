@@ -247,12 +247,19 @@ class StepTracker:
 
         Without it the first step would include the script's imports and setup. The first
         DataLoader fetch does the same for loops that load data before the forward pass.
+        The probe removes the hook when ``torch.compile`` is first called (a global hook
+        must never be seen by Dynamo, see ``compiling``); ``is_compiling`` keeps the body
+        a no-op Dynamo can trace should any other Dynamo entry reach it.
         """
         from torch.nn.modules.module import register_module_forward_pre_hook
+
+        from .compiling import is_compiling
 
         handle = None
 
         def first_forward(module: Any, args: Any) -> None:
+            if is_compiling():
+                return
             if handle is not None:
                 handle.remove()
             self._mark_start()

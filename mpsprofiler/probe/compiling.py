@@ -1,0 +1,120 @@
+"""Keep the probe invisible to ``torch.compile`` (TorchDynamo).
+
+Dynamo traces ``nn.Module.__call__`` with everything it finds there: a global module hook
+(``register_module_forward_pre_hook``) is inlined into the graph, its closure and handle
+become variables Dynamo must represent (``fullgraph=True`` then fails with ``Unsupported
+... RemovableHandle`` or ``... already tracked for mutation``), Dynamo guards on the hook
+dicts (installing or removing a hook later forces a recompile), and
+``OptimizedModule.__call__`` warns about global hooks on every compiled model. See
+torch/_dynamo/eval_frame.py (``OptimizedModule.__call__``), torch/_dynamo/convert_frame.py
+and torch/_dynamo/variables/nn_module.py, which all read
+``torch.nn.modules.module._global_forward_pre_hooks`` and friends.
+
+So the probe's global module hooks (the one-shot start-of-step-0 marker and the op
+sampler's module tracker) must be gone before Dynamo first looks, and never come back.
+No flag of torch says "this script will compile" ahead of time, and the signals that
+exist come too late or are unreliable: ``torch._dynamo`` is imported by any
+``optimizer.step()`` of torch >= 2.2, and Dynamo's frame counters stay at zero for
+``fullgraph=True`` models in torch 2.13. The one reliable point is the public entry
+``torch.compile`` itself (``nn.Module.compile`` and ``@torch.compile`` decorators call it
+too): it always runs eagerly, before any tracing, so :class:`CompileWatch` wraps it and
+tells its listeners once. The wrapper is a pass-through hidden from warnings' stacklevel
+(see ``transparent``). Other Dynamo entries (``torch._dynamo.optimize``, ``torch.export``)
+are covered by :func:`dynamo_used`, checked before every install, and by
+:func:`is_compiling` at the top of every hook, which makes a hook Dynamo does reach a
+no-op it can trace.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from typing import Any, Callable
+
+from .transparent import hide_from_warnings
+
+_IS_COMPILING: Callable[[], bool] | None = None
+
+
+def _resolve_is_compiling() -> Callable[[], bool] | None:
+    """torch.compiler.is_compiling (torch >= 2.3), else torch._dynamo.is_compiling (2.1, 2.2);
+    Dynamo folds both to True while it traces."""
+    torch = sys.modules.get("torch")
+    fn = getattr(getattr(torch, "compiler", None), "is_compiling", None)
+    if fn is None:
+        fn = getattr(sys.modules.get("torch._dynamo"), "is_compiling", None)
+    return fn if callable(fn) else None
+
+
+def is_compiling() -> bool:
+    """Whether Dynamo is tracing the caller right now (False when it cannot be)."""
+    global _IS_COMPILING
+    fn = _IS_COMPILING
+    if fn is None:
+        if "torch._dynamo" not in sys.modules:
+            return False  # nothing can be tracing yet
+        fn = _IS_COMPILING = _resolve_is_compiling()
+        if fn is None:
+            return False
+    try:
+        return bool(fn())
+    except Exception:
+        return False
+
+
+def dynamo_used() -> bool:
+    """Whether Dynamo has compiled a frame in this process (a net for entries other than
+    ``torch.compile``; ``fullgraph=True`` compilations may not be counted)."""
+    if "torch._dynamo" not in sys.modules:
+        return False
+    try:
+        from torch._dynamo.utils import counters
+
+        return bool(counters["frames"]["ok"])
+    except Exception:
+        return True  # cannot tell: assume it was, hooks stay off
+
+
+class CompileWatch:
+    """Calls its listeners once, when ``torch.compile`` is first called."""
+
+    def __init__(self, on_error: Callable[[BaseException], None]) -> None:
+        self.in_use = False
+        self.listeners: list[Callable[[], None]] = []
+        self._on_error = on_error
+
+    def install(self) -> Callable[[], None]:
+        """Wrap ``torch.compile``; returns the uninstaller."""
+        import torch
+
+        original = getattr(torch, "compile", None)
+        if original is None:  # torch < 2.0: nothing to watch
+            return lambda: None
+        notify = self.notify
+
+        def compile(*args: Any, **kwargs: Any) -> Any:
+            notify()
+            return original(*args, **kwargs)
+
+        wrapper = functools.wraps(original)(hide_from_warnings(compile))
+        torch.compile = wrapper  # type: ignore[assignment]
+
+        def uninstall() -> None:
+            if getattr(torch, "compile", None) is wrapper:
+                torch.compile = original  # type: ignore[assignment]
+
+        return uninstall
+
+    def notify(self) -> None:
+        """torch.compile is in use: tell the listeners (once); never raises."""
+        if self.in_use:
+            return
+        self.in_use = True
+        for listener in self.listeners:
+            try:
+                listener()
+            except Exception as exc:
+                try:
+                    self._on_error(exc)
+                except Exception:
+                    pass
