@@ -194,7 +194,24 @@ class OpAccountant:
         self._stop()
 
     def compile_in_use(self) -> None:
-        """``torch.compile`` was called: module hooks go now (before Dynamo traces) for good."""
+        """``torch.compile`` was called: module hooks go now (before Dynamo traces) for good.
+
+        A torch whose ``TorchDispatchMode`` has no ``ignore_compile_internals`` (before
+        2.9) does not compile while a dispatch mode is active: a compiled function first
+        called on a sampled step would run eagerly there, with eager numerics. There op
+        accounting switches itself off instead."""
+        if not _compile_ignores_mode():
+            self._active_step = None  # a sample in progress is dropped, not reported
+            self._step = None
+            self._closed = True
+            self._stop()
+            try:
+                self._emit(events.KIND_PROBE_ERROR, instrument="ops",
+                           message="torch.compile is in use, and this torch does not compile while the op "
+                                   "sampler's dispatch mode is active (ignore_compile_internals: torch >= 2.9)")
+            except Exception:
+                pass
+            return
         self.modules_off("torch.compile is in use, and Dynamo must not see global module hooks; "
                          "ops are still counted, without module names")
 
@@ -436,6 +453,11 @@ class OpAccountant:
                                   "bookkeeping_s": round(self._bookkeeping, 7)}  # fmt: skip
         record.update(self._step.build(self._run_kind(), self._mps_check, self._mps_type))
         return record
+
+
+def _compile_ignores_mode() -> bool:
+    """Whether Dynamo compiles as usual while a mode saying ``ignore_compile_internals`` is active."""
+    return callable(getattr(TorchDispatchMode, "ignore_compile_internals", None))
 
 
 def _pop_top() -> Any:

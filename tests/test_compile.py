@@ -1,0 +1,122 @@
+"""torch.compile under mpsprof behaves as under plain python (issue 14, item 1), and torch's
+own warnings raised inside the probe's wrappers keep torch's location (item 9).
+
+Compiled scripts run through the real CLI next to plain python: same exit status, stdout
+and stderr byte for byte. Each script changes what Dynamo must compile on step 3, a step
+the op sampler always samples, and the test checks that step was sampled, so a probe
+visible to Dynamo (global module hooks, their handles) cannot go unnoticed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+
+from helpers import compare, read_events
+
+COMPILE_SCRIPTS = Path(__file__).resolve().parent / "scripts_compile"
+
+CASES = {
+    # the one-shot step-0 hook was traced: Unsupported ... RemovableHandle
+    "fullgraph-function": ["compiled_function.py", "eager"],
+    # the sampler's module hooks were traced on a recompile: ... tracked for mutation
+    "fullgraph-model": ["compiled_model.py", "aot_eager", "--fullgraph"],
+    # OptimizedModule warned about global hooks: fatal under simplefilter("error")
+    "strict-warnings": ["compiled_model.py", "eager", "--warnings-error"],
+}
+
+
+def _sampled_steps(run_dir: Path) -> set[int]:
+    return {e["step"] for e in read_events(run_dir) if e["k"] == "ops"}
+
+
+def _notes(run_dir: Path) -> list[dict]:
+    return [e for e in read_events(run_dir) if e["k"] == "probe_error"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", CASES)
+def test_compiled_training_runs_as_under_python(tmp_path: Path, case: str) -> None:
+    script, *args = CASES[case]
+    plain, profiled = compare([str(COMPILE_SCRIPTS / script), *args], tmp_path / "run", timeout=400)
+    assert plain.returncode == 0 and b"step 6: loss" in plain.stdout
+    assert {3, 5} <= _sampled_steps(tmp_path / "run")  # the recompile ran under the sampler
+    (note,) = _notes(tmp_path / "run")  # said once, in the run, never on the script's stderr
+    assert note["instrument"] == "ops modules" and "torch.compile" in note["message"]
+
+
+@pytest.mark.slow
+def test_nanogpt_style_compiled_training(tmp_path: Path) -> None:
+    """The model user: nanoGPT's train.py with --compile=True (inductor), in miniature."""
+    plain, _ = compare([str(COMPILE_SCRIPTS / "nanogpt_compile.py")], tmp_path / "run", timeout=580)
+    assert plain.returncode == 0 and b"iter 7: loss" in plain.stdout
+    assert {3, 5} <= _sampled_steps(tmp_path / "run")
+
+
+def test_torch_warnings_in_dataloader_keep_their_location(tmp_path: Path) -> None:
+    """pin_memory without an accelerator warns from the iterator's __init__, a wrong
+    IterableDataset length from __next__: both name torch's caller, as under python."""
+    plain, _ = compare([str(COMPILE_SCRIPTS / "loader_warnings.py")], tmp_path / "run")
+    assert b"pin_memory" in plain.stderr and b"Length of IterableDataset" in plain.stderr
+
+
+# -- in-process (fast): the pieces the CLI tests above go through -------------------------
+def _global_hooks() -> int:
+    from torch.nn.modules import module as mod
+
+    return len(mod._global_forward_pre_hooks) + len(mod._global_forward_hooks)
+
+
+def test_torch_compile_call_removes_every_global_hook_before_dynamo_looks(monkeypatch: pytest.MonkeyPatch) -> None:
+    import mpsprofiler.probe.ops as ops_mod
+    from mpsprofiler.probe.probe import Probe
+
+    monkeypatch.setattr(ops_mod, "dynamo_used", lambda: False)  # whatever ran earlier in this process
+
+    before = _global_hooks()
+    original = torch.compile
+    probe = Probe(None)
+    probe._on_torch_imported()
+    try:
+        assert torch.compile is not original and torch.compile.__wrapped__ is original
+        assert _global_hooks() == before + 1  # the one-shot step-0 marker
+        acct = probe.ops
+        acct.on_step_boundary(3, 0.01)  # a sample starts: module hooks too
+        assert _global_hooks() == before + 3
+        lin = nn.Linear(4, 4)
+        fn = torch.compile(lambda x: lin(x).sum(), fullgraph=True, backend="eager")
+        assert _global_hooks() == before  # gone at the call, before any tracing
+        assert fn(torch.ones(2, 4)).shape == ()
+        acct.on_step_boundary(4, 0.01)
+        acct.on_step_boundary(5, 0.01)
+        assert _global_hooks() == before  # and never installed again
+        assert probe.tracker._started
+    finally:
+        probe.close()
+        for undo in probe._uninstallers:
+            undo()
+    assert torch.compile is original and _global_hooks() == before
+
+
+def test_old_torch_switches_op_accounting_off_when_compile_is_used(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before torch 2.9 Dynamo would not compile under the sampler's mode (eager numerics)."""
+    import mpsprofiler.probe.ops as ops_mod
+    from mpsprofiler.probe.ops import OpAccountant
+
+    monkeypatch.setattr(ops_mod, "_compile_ignores_mode", lambda: False)
+    monkeypatch.setattr(ops_mod, "dynamo_used", lambda: False)
+    events: list[tuple[str, dict]] = []
+    acct = OpAccountant(lambda kind, **fields: events.append((kind, fields)), early_steps=(1, 2))
+    stack, hooks = torch._C._len_torch_dispatch_stack(), _global_hooks()
+    acct.on_step_boundary(1, None)
+    assert torch._C._len_torch_dispatch_stack() == stack + 1 and _global_hooks() == hooks + 2
+    acct.compile_in_use()  # the script calls torch.compile in the middle of a sample
+    assert torch._C._len_torch_dispatch_stack() == stack and _global_hooks() == hooks
+    acct.on_step_boundary(2, 0.01)
+    acct.close()
+    assert torch._C._len_torch_dispatch_stack() == stack
+    assert [kind for kind, _ in events] == ["probe_error"]
+    assert events[0][1]["instrument"] == "ops" and "ignore_compile_internals" in events[0][1]["message"]
