@@ -56,6 +56,7 @@ def test_nanogpt_style_compiled_training(tmp_path: Path) -> None:
     assert {3, 5} <= _sampled_steps(tmp_path / "run")
 
 
+@pytest.mark.slow
 def test_torch_warnings_in_dataloader_keep_their_location(tmp_path: Path) -> None:
     """pin_memory without an accelerator warns from the iterator's __init__, a wrong
     IterableDataset length from __next__: both name torch's caller, as under python."""
@@ -70,6 +71,7 @@ def _global_hooks() -> int:
     return len(mod._global_forward_pre_hooks) + len(mod._global_forward_hooks)
 
 
+@pytest.mark.slow  # imports Dynamo and compiles (eager backend): seconds
 def test_torch_compile_call_removes_every_global_hook_before_dynamo_looks(monkeypatch: pytest.MonkeyPatch) -> None:
     import mpsprofiler.probe.ops as ops_mod
     from mpsprofiler.probe.probe import Probe
