@@ -76,11 +76,14 @@ def dynamo_used() -> bool:
 
 
 class CompileWatch:
-    """Calls its listeners once, when ``torch.compile`` is first called."""
+    """Calls its listeners once, when ``torch.compile`` is first called, and its
+    ``after`` listeners when that first call has returned (``torch.compile`` imports
+    Dynamo, seconds that belong to no step)."""
 
     def __init__(self, on_error: Callable[[BaseException], None]) -> None:
         self.in_use = False
         self.listeners: list[Callable[[], None]] = []
+        self.after: list[Callable[[], None]] = []
         self._on_error = on_error
 
     def install(self) -> Callable[[], None]:
@@ -91,10 +94,14 @@ class CompileWatch:
         if original is None:  # torch < 2.0: nothing to watch
             return lambda: None
         notify = self.notify
+        done = self._done
 
         def compile(*args: Any, **kwargs: Any) -> Any:
-            notify()
-            return original(*args, **kwargs)
+            first = notify()
+            result = original(*args, **kwargs)
+            if first:
+                done()
+            return result
 
         wrapper = functools.wraps(original)(hide_from_warnings(compile))
         torch.compile = wrapper  # type: ignore[assignment]
@@ -105,12 +112,19 @@ class CompileWatch:
 
         return uninstall
 
-    def notify(self) -> None:
-        """torch.compile is in use: tell the listeners (once); never raises."""
+    def notify(self) -> bool:
+        """torch.compile is in use: tell the listeners (once; True that time); never raises."""
         if self.in_use:
-            return
+            return False
         self.in_use = True
-        for listener in self.listeners:
+        self._call(self.listeners)
+        return True
+
+    def _done(self) -> None:
+        self._call(self.after)
+
+    def _call(self, listeners: list[Callable[[], None]]) -> None:
+        for listener in listeners:
             try:
                 listener()
             except Exception as exc:

@@ -217,12 +217,10 @@ class Probe:
             remove_marker = tracker.start_marker()
             self._uninstallers.append(remove_marker)
 
-            def on_compile() -> None:
-                # before Dynamo traces anything: step 0 starts here if nothing started it
-                remove_marker()
-                tracker._mark_start()
-
-            watch.listeners.append(on_compile)
+            # gone before Dynamo traces anything; step 0 starts once torch.compile has
+            # returned (it imports Dynamo first), if nothing started it before
+            watch.listeners.append(remove_marker)
+            watch.after.append(tracker._mark_start)
 
     def _install_compile_watch(self) -> None:
         from .compiling import CompileWatch
