@@ -32,6 +32,7 @@ import sys
 from typing import Any, Callable
 
 from .. import events
+from .transparent import hide_from_warnings
 
 SPAWNING = ("spawn", "forkserver")
 
@@ -69,7 +70,8 @@ class Overrides:
             original(loader, *args, **kwargs)
 
         __init__.__wrapped__ = original  # type: ignore[attr-defined]
-        DataLoader.__init__ = __init__  # type: ignore[method-assign]
+        # torch's stacklevel=2 warnings in DataLoader.__init__ keep naming the script's line
+        DataLoader.__init__ = hide_from_warnings(__init__)  # type: ignore[method-assign]
 
         def uninstall() -> None:
             DataLoader.__init__ = original  # type: ignore[method-assign]
