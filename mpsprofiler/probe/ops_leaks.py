@@ -31,8 +31,8 @@ from .ops_sites import FrameFinder, source_line
 
 LAG = 2
 """A tensor still alive this many steps after the step that made it has outlived it."""
-MAX_TRACKED = 50_000  # outputs remembered per sampled step
-MAX_SAMPLES = 4  # sampled steps whose outputs are followed
+MAX_TRACKED = 20_000  # outputs remembered per sampled step (dead ones are dropped at checks)
+MAX_SAMPLES = 3  # sampled steps whose outputs are followed
 MAX_NODES = 5_000  # graph walk per candidate tensor (a few ms at most)
 MAX_CHECKS = 24
 MAX_SITES = 10
@@ -112,6 +112,7 @@ class LeakTracker:
         per_key: dict[Key, dict[str, Any]] = {}
         for sample in old:
             storages: set[int] = set()
+            sample.refs = [(ref, key) for ref, key in sample.refs if ref() is not None]  # keep survivors only
             for ref, key in sample.refs:
                 t = ref()
                 if t is None:
@@ -136,6 +137,8 @@ class LeakTracker:
             kept["grad"] = kept["grad"] or entry["grad"]
             if len(kept["steps"]) >= 2 and "holder" not in kept:
                 kept["holder"] = self._find_holder(key, old)
+        for key in [k for k, e in self._alive.items() if e.get("holder") and e["holder"].get("bounded")]:
+            del self._alive[key]  # a deque(maxlen=...) keeps a bounded number: not a leak
         self._find_carries(old[0].seq, step)
         return self._snapshot(step)
 
@@ -155,7 +158,8 @@ class LeakTracker:
                         file = frame.f_code.co_filename
                         line = _adding_line(file, name, frame.f_code)
                         return {"name": name, "file": file, "line": line or 0,
-                                "code": source_line((file, line)) if line else ""}  # fmt: skip
+                                "code": source_line((file, line)) if line else "",
+                                "bounded": getattr(value, "maxlen", None) is not None}  # fmt: skip
             frame = frame.f_back
         return None
 
