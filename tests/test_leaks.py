@@ -47,6 +47,7 @@ def test_total_loss_without_item_is_reported_with_its_line(tmp_path: Path) -> No
     assert "`total_loss += loss`" in carry["evidence"]
     assert "loss.item()" in carry["fix"] and "loss.detach()" in carry["fix"]
     assert carry["severity"] == "warning"
+    assert "leak-site-graph" not in found  # one finding for one line
     # the same loop accumulating numbers keeps nothing
     assert not LEAK_RULES & set(_findings(fixed)), fixed["findings"]
 

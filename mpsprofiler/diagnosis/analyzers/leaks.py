@@ -64,6 +64,9 @@ def leak_facts(session: Session) -> dict[str, Any]:
         leak_site_holder=top.holder or None,
         leak_site_holder_line=_where(top.holder_file, top.holder_line) if top.holder_line else None,
         leak_site_kept_by=_kept_by(top),
+        # the same line as a graph kept across steps: one finding (graph-kept-across-steps) says it
+        leak_site_is_carry=any((c.file, c.line) in ((top.file, top.line), (top.holder_file, top.holder_line))
+                               for c in leaks.carries),
     )
     return facts
 
