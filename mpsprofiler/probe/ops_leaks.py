@@ -88,17 +88,20 @@ class LeakTracker:
         if not module and not backward:
             finder = self._finder()
             if finder is not None:
-                site = finder.find(4)[0] or site
+                site = finder.user_site(3) or site
         file, line = site if site is not None else ("", 0)
         key = (file, line, module, name)
-        inputs = tensors[:n_in]
-        for t in tensors[n_in:]:
-            if any(t is i for i in inputs):
-                continue  # in place: the tensor existed before
-            try:
-                sample.refs.append((weakref.ref(t), key))
-            except TypeError:
-                pass
+        refs = sample.refs
+        for j in range(n_in, len(tensors)):
+            t = tensors[j]
+            for i in range(n_in):
+                if tensors[i] is t:
+                    break  # in place: the tensor existed before
+            else:
+                try:
+                    refs.append((weakref.ref(t), key))
+                except TypeError:
+                    pass
 
     # -- at step boundaries ---------------------------------------------------------
     def check(self, step: int) -> dict[str, Any] | None:

@@ -104,6 +104,24 @@ class FrameFinder:
         return library, printing, internal
 
 
+    def user_site(self, depth: int = 2) -> Site | None:
+        """The innermost user frame's (file, line), or None: :meth:`find` without the
+        printing and data-loading questions (leak tracking asks for every loop-level op)."""
+        try:
+            frame: Any = sys._getframe(depth)
+        except ValueError:
+            return None
+        kinds = self._kind
+        while frame is not None:
+            code = frame.f_code
+            kind = kinds.get(code)
+            if kind is None:
+                kind = kinds[code] = self._classify(code.co_filename)
+            if kind == 2:
+                return code.co_filename, frame.f_lineno
+            frame = frame.f_back
+        return None
+
     def is_user(self, code: CodeType) -> bool:
         """Whether a code object is the user's own (not torch, a library or the stdlib)."""
         kind = self._kind.get(code)
