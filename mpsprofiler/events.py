@@ -206,6 +206,11 @@ def decode_lines(lines: Iterable[bytes | str], report: DecodeReport | None = Non
 
 # -- step batches --------------------------------------------------------------
 STEP_COLUMNS = ("i", "end", "dur", "wait", "batches", "idle", "alloc")
+STEP_PHASE_COLUMNS = ("pre", "bwd")
+"""Optional columns (older recordings lack them): ``pre``: seconds from the step's start
+to its first backward pass (data wait, forward and the script's own code); ``bwd``:
+seconds inside backward passes (in DDP, waiting for the other ranks' gradients too).
+None in steps without a backward pass."""
 """Columns of a ``steps`` event, each a list of the same length:
 
 * ``i``: step index (0-based); ``end``: probe time at the step's end;

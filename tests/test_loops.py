@@ -144,3 +144,28 @@ def test_a_very_long_compiled_first_step_gets_the_warm_up_note(tmp_path):
     assert "(long-first-step)" in proc.stderr
     assert re.search(r"Step 0 took 1\d\.\d s", proc.stderr)
     assert "long-first-step" not in fast_proc.stderr
+
+
+@pytest.mark.slow
+def test_ddp_straggler_in_its_own_code_is_named_with_the_phase(tmp_path):
+    """2-rank gloo DDP, no DataLoader; rank 1 sleeps 10 ms per step in its loop. Step times
+    are equal (the all-reduce evens them out): the split of each rank's step names it.
+    The same job without the sleep names no straggler."""
+    script = str(Path(__file__).parent / "scripts_dist" / "ddp_own_code.py")
+
+    def run(name: str, slow_ms: str) -> tuple[subprocess.CompletedProcess, Path]:
+        run_dir = tmp_path / name
+        proc = mpsprof_cli("run", "--headless", "-o", str(run_dir), "--nproc-per-node", "2", script,
+                           env=child_env(SLOW_MS=slow_ms), timeout=240)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        return proc, run_dir
+
+    # one job at a time: four ranks on two cores would make stragglers of their own
+    proc, run_dir = run("slow", "10")
+    _, even_dir = run("even", "0")
+    findings = read_summary(run_dir)["findings"]
+    straggler = next(f for f in findings if f["rule"] == "straggler-rank-work")
+    assert straggler["facts"]["straggler_rank"] == 1
+    assert straggler["facts"]["straggler_cause"].startswith("its own code")
+    assert "Rank 1 holds the job back: its own code" in proc.stderr
+    assert not [f for f in read_summary(even_dir)["findings"] if f["rule"].startswith("straggler")]

@@ -35,9 +35,10 @@ MAX_NODES = 64
 """Graph nodes searched, once per call site, for a parameter (an AccumulateGrad node)."""
 
 
-def install(on_backward: Callable[[Any, float, bool], None], clock: Callable[[], float],
+def install(on_backward: Callable[[Any, float, float, bool], None], clock: Callable[[], float],
             on_error: Callable[[BaseException], None]) -> Callable[[], None]:
-    """Wrap the engine entry; returns the uninstaller. ``on_backward(site, end_time, reset)``:
+    """Wrap the engine entry; returns the uninstaller. ``on_backward(site, start, end, reset)``
+    (start: before the call-site lookup, so the pass's time includes it, a few µs):
     ``reset`` is False when the site ran before and the gradients it accumulates into were
     not zeroed since (gradient accumulation: a micro-batch, not a new iteration)."""
     import torch
@@ -70,31 +71,32 @@ def install(on_backward: Callable[[Any, float, bool], None], clock: Callable[[],
 
     def before(t_outputs: Any) -> Any:
         try:
+            started = clock()
             site = site_of()
             watched = watch.get(site)
             param = watched[0]() if watched is not None else None
             if param is None:
                 ref = _leaf_of(t_outputs)
                 watch[site] = (ref, None)
-                return site, True, ref
+                return site, True, ref, started
             grad_ref = watched[1]
             # the gradient was set to None or replaced since this line's last pass: the
             # loop zeroed it, so this pass starts a new iteration (not a micro-batch)
             reset = grad_ref is None or grad_ref() is None or grad_ref() is not param.grad
-            return site, reset, watched[0]
+            return site, reset, watched[0], started
         except Exception as exc:
             state["failed"] = True
             on_error(exc)
             return None
 
     def after(token: Any) -> None:
-        site, reset, ref = token
+        site, reset, ref, started = token
         try:
             param = ref() if ref is not None else None
             grad = getattr(param, "grad", None)
             if len(watch) < MAX_SITES or site in watch:
                 watch[site] = (ref, weakref.ref(grad) if grad is not None else None)
-            on_backward(site, clock(), reset)
+            on_backward(site, started, clock(), reset)
         except Exception as exc:
             state["failed"] = True
             on_error(exc)

@@ -234,13 +234,13 @@ class Probe:
 
         tracker = self.tracker
 
-        def on_backward(site: Any, end: float, reset: bool) -> None:
+        def on_backward(site: Any, start: float, end: float, reset: bool) -> None:
             if "steps" in self.disabled:
                 return
             self.fault("steps")
             if not self._torch_env_sent:
                 self._send_torch_environment()
-            tracker.on_backward(site, end, reset)
+            tracker.on_backward(site, end, reset, start)
             self.check_limit()  # SystemExit passes the wrapper's `except Exception`
 
         self._uninstallers.append(backward.install(on_backward, self.clock, lambda exc: self.fail("steps", exc)))

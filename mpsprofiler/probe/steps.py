@@ -85,6 +85,8 @@ class StepTracker:
         self._started = False
         self._alloc_read_at = float("-inf")
         self._cols: dict[str, list[Any]] = _columns()
+        self._bwd = 0.0
+        self._bwd_start: float | None = None
         self._agg: dict[str, Any] | None = None
         self._lock = threading.Lock()
         self.listeners: list[Callable[[int, float], None]] = []
@@ -97,6 +99,9 @@ class StepTracker:
     def _close(self, end: float) -> None:
         dur = end - self._start
         i = self.index
+        pre = bwd = None
+        if self._bwd_start is not None:
+            pre, bwd = round(max(0.0, self._bwd_start - self._start), 7), round(self._bwd, 7)
         alloc = None
         if end - self._alloc_read_at >= ALLOC_EVERY:
             # torch.cuda.memory_allocated builds the allocator's whole stats dict (~0.5 ms):
@@ -118,8 +123,10 @@ class StepTracker:
                 cols["alloc"].append(alloc)
                 cols["wait_cpu"].append(round(self._wait_cpu, 7))
                 cols["wait_runq"].append(None if self._wait_runq is None else round(self._wait_runq, 7))
+                cols["pre"].append(pre)
+                cols["bwd"].append(bwd)
             else:
-                self._aggregate(i, end, dur, alloc)
+                self._aggregate(i, end, dur, alloc, pre, bwd)
         self.index = i + 1
         self._start = end
         self._wait = 0.0
@@ -131,10 +138,13 @@ class StepTracker:
             # fetched after the closed step's end: the first data wait of this step
             self._add_fetch(*self._carry)
             self._carry = None
+        self._bwd = 0.0
+        self._bwd_start = None
         for listener in self.listeners:
             listener(self.index, dur)
 
-    def _aggregate(self, i: int, end: float, dur: float, alloc: int | None) -> None:
+    def _aggregate(self, i: int, end: float, dur: float, alloc: int | None, pre: float | None,
+                   bwd: float | None) -> None:
         agg = self._agg
         if agg is None:
             agg = self._agg = {
@@ -148,6 +158,10 @@ class StepTracker:
         agg["wait_cpu_sum"] += self._wait_cpu
         if self._wait_runq is not None:
             agg["wait_runq_sum"] = (agg["wait_runq_sum"] or 0.0) + self._wait_runq
+        if pre is not None and bwd is not None:
+            agg["phase_n"] = agg.get("phase_n", 0) + 1
+            agg["pre_sum"] = agg.get("pre_sum", 0.0) + pre
+            agg["bwd_sum"] = agg.get("bwd_sum", 0.0) + bwd
         if dur < agg["dur_min"]:
             agg["dur_min"] = dur
         if dur > agg["dur_max"]:
@@ -212,7 +226,14 @@ class StepTracker:
             self._close(now)
             self._seen = set()
 
-    def on_backward(self, site: Any, end: float, reset: bool = True) -> None:
+    def _add_backward(self, start: float | None, end: float) -> None:
+        if start is None:
+            return
+        self._bwd += end - start
+        if self._bwd_start is None:
+            self._bwd_start = start
+
+    def on_backward(self, site: Any, end: float, reset: bool = True, start: float | None = None) -> None:
         """A backward pass from call site ``site`` ended at ``end`` (see module docstring).
 
         ``reset`` False: the site ran before and its gradients were not zeroed since, so
@@ -221,8 +242,10 @@ class StepTracker:
         """
         self.backwards += 1
         if self.mode in ("manual", "optimizer") or self.in_optimizer:
+            self._add_backward(start, end)
             return
         if not reset and (site in self._bwd_seen or (self._bwd_cycle is not None and site in self._bwd_cycle)):
+            self._add_backward(start, end)
             self._last_bwd_time = end  # a micro-batch: the step goes on
             self._keep_carry()
             return
@@ -237,6 +260,7 @@ class StepTracker:
         else:
             self._keep_carry()
             self._bwd_seen.add(site)
+        self._add_backward(start, end)
         self._last_bwd_time = end
         if self._bwd_cycle is not None and self._bwd_seen >= self._bwd_cycle:
             self._close(end)
@@ -361,7 +385,7 @@ class StepTracker:
 
 
 def _columns() -> dict[str, list[Any]]:
-    return {name: [] for name in events.STEP_COLUMNS + events.STEP_LOADER_COLUMNS}
+    return {name: [] for name in (*events.STEP_COLUMNS, *events.STEP_LOADER_COLUMNS, *events.STEP_PHASE_COLUMNS)}
 
 
 def _merge_fetch(a: list[Any], b: list[Any]) -> list[Any]:

@@ -47,6 +47,8 @@ class StepPoint:
     """CPU seconds the training thread spent inside the step's fetches (None: not recorded)."""
     wait_runq: float | None = None
     """Seconds of those fetches spent waiting for a free core (Linux only)."""
+    pre: float | None = None
+    bwd: float | None = None
 
 
 def detect_warmup(durations: list[float]) -> int:
@@ -92,6 +94,7 @@ class StepStats:
         self.first_end: float | None = None
         self.last_end: float | None = None
         self._warmup_cache: int | None = None
+        self.late_phase: dict[str, float] = {}
 
     # -- folding ------------------------------------------------------------------
     def feed(self, data: dict[str, Any]) -> None:
@@ -99,11 +102,13 @@ class StepStats:
         cols = [data.get(name) or [] for name in events.STEP_COLUMNS]
         n = min(len(c) for c in cols) if cols else 0
         extra = [_column(data.get(name), n) for name in events.STEP_LOADER_COLUMNS]
+        pre, bwd = (_column(data.get(name), n) for name in events.STEP_PHASE_COLUMNS)
         for k in range(n):
             point = StepPoint(
                 i=_int(cols[0][k]), end=_num(cols[1][k]), dur=_num(cols[2][k]), wait=_num(cols[3][k]),
                 batches=_int(cols[4][k]), idle=_opt_int(cols[5][k]), alloc=_opt_int(cols[6][k]),
                 wait_cpu=_opt_num(extra[0][k]), wait_runq=_opt_num(extra[1][k]),
+                pre=_opt_num(pre[k]), bwd=_opt_num(bwd[k]),
             )
             self._add(point)
         agg = data.get("agg")
@@ -130,6 +135,8 @@ class StepStats:
             self._warmup_cache = None
         else:
             self._late(p.dur, p.wait, 1, {events.bucket_of(p.dur): 1}, p.batches, p.wait_cpu, p.wait_runq)
+            if p.pre is not None and p.bwd is not None:
+                self._late_phases(1, p.pre, p.bwd, p.wait, p.dur)
 
     def _late(self, dur: float, wait: float, n: int, hist: dict[int, int], batches: int = 0,
               wait_cpu: float | None = None, wait_runq: float | None = None) -> None:  # fmt: skip
@@ -163,12 +170,41 @@ class StepStats:
         self.total_batches += batches
         self.last_index = max(self.last_index, _int(agg.get("i_last")))
         self._late(dur, wait, n, hist, batches, _opt_num(agg.get("wait_cpu_sum")), _opt_num(agg.get("wait_runq_sum")))
+        phase_n = _int(agg.get("phase_n"))
+        if phase_n > 0 and phase_n == n:
+            self._late_phases(n, _num(agg.get("pre_sum")), _num(agg.get("bwd_sum")), wait, dur)
         sample = agg.get("sample")
         if isinstance(sample, list) and len(sample) == 7:
             p = StepPoint(_int(sample[0]), _num(sample[1]), _num(sample[2]), _num(sample[3]),
                           _int(sample[4]), _opt_int(sample[5]), _opt_int(sample[6]))
             self.last_end = p.end
             self.series.append(p)
+
+    def _late_phases(self, n: int, pre: float, bwd: float, wait: float, dur: float) -> None:
+        sums = self.late_phase
+        for key, v in (("n", n), ("pre", pre), ("bwd", bwd), ("wait", wait), ("dur", dur)):
+            sums[key] = sums.get(key, 0) + v
+
+    def phase_means(self) -> dict[str, float] | None:
+        """Seconds per steady step with a backward pass: ``data`` (wait), ``own`` (before
+        the first backward pass, less the wait: forward and the script's code between
+        steps), ``backward`` (including waiting for other ranks in DDP) and ``after``
+        (the optimizer step and code after backward); None without them.
+
+        Medians of the steps held one by one (a sampled step's overhead or a pause stays
+        out of them), else means of the aggregated ones."""
+        held = [p for p in self.steady if p.pre is not None and p.bwd is not None]
+        if held:
+            pick = [(p.wait, max(0.0, p.pre - p.wait), p.bwd, max(0.0, p.dur - p.pre - p.bwd)) for p in held]  # type: ignore[operator]
+            data, own, backward, after = (median(col) for col in zip(*pick))
+            return {"data": data, "own": own, "backward": backward, "after": after, "steps": len(held)}
+        sums = self.late_phase
+        n = sums.get("n", 0)
+        if not n:
+            return None
+        return {"data": sums["wait"] / n, "own": max(0.0, (sums["pre"] - sums["wait"]) / n),
+                "backward": sums["bwd"] / n, "after": max(0.0, (sums["dur"] - sums["pre"] - sums["bwd"]) / n),
+                "steps": n}
 
     # -- figures ------------------------------------------------------------------
     @property

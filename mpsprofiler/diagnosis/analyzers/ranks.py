@@ -2,9 +2,13 @@
 
 In DDP every rank waits for the slowest one inside the gradient all-reduce, so step
 times even out across ranks; the straggler shows in what it does *outside* the
-collectives. We measure each rank's data wait (and its step time, for jobs whose ranks
-do not synchronise every step), so a rank that waits much longer for data than the
-others is the straggler, with its input pipeline as the cause.
+collectives. Each rank's step is split where the time goes (the probe times backward
+passes, which in DDP include the all-reduce wait; NCCL and gloo alike, since DDP's
+backward ends only when its buckets are reduced): data wait, its own work before the
+backward pass (forward and the code between steps), the backward pass, and the work
+after it (the optimizer step). The rank that spends clearly more than the others in a
+phase of its own work, while they wait longer in backward, holds the job back: named
+with that phase. Jobs whose ranks do not synchronise every step fall back on step time.
 """
 
 from __future__ import annotations
@@ -27,8 +31,12 @@ def _rank_row(rank: int, s: Session) -> dict[str, Any]:
     mem = s.memory
     peak = mem.peak_allocated or mem.peak.get("rss_total")
     limit = mem.device_limit if mem.peak_allocated else mem.sys_total
+    phases = steps.phase_means() or {}
     return {
         "rank": rank,
+        "own_ms": phases["own"] * 1e3 if phases else None,
+        "backward_ms": phases["backward"] * 1e3 if phases else None,
+        "after_ms": phases["after"] * 1e3 if phases else None,
         "steps": steps.count,
         "step_ms": None if med is None else med * 1e3,
         "wait_ms": (wait / n * 1e3) if n else None,
@@ -41,13 +49,40 @@ def _rank_row(rank: int, s: Session) -> dict[str, Any]:
 def _table(rows: list[dict[str, Any]]) -> str:
     from ...units import fmt_bytes, fmt_pct
 
-    lines = ["| rank | steps | median step | data wait / step | wait share | peak memory |",
-             "|---:|---:|---:|---:|---:|---:|"]
+    def ms(v: float | None) -> str:
+        return "–" if v is None else f"{v:.1f} ms"
+
+    lines = ["| rank | steps | median step | data wait / step | own work / step | backward / step | wait share | peak memory |",
+             "|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
-        step = "–" if r["step_ms"] is None else f"{r['step_ms']:.1f} ms"
-        wait = "–" if r["wait_ms"] is None else f"{r['wait_ms']:.1f} ms"
-        lines.append(f"| {r['rank']} | {r['steps']} | {step} | {wait} | {fmt_pct(r['wait_share'])} | {fmt_bytes(r['peak'])} |")
+        lines.append(f"| {r['rank']} | {r['steps']} | {ms(r['step_ms'])} | {ms(r['wait_ms'])} | {ms(r['own_ms'])} "
+                     f"| {ms(r['backward_ms'])} | {fmt_pct(r['wait_share'])} | {fmt_bytes(r['peak'])} |")
     return "\n".join(lines)
+
+
+PHASES = (("own_ms", "its own code (forward and the code between steps)"),
+          ("after_ms", "the optimizer step and the code after backward"))
+
+
+def _work_straggler(rows: list[dict[str, Any]], job_step: float) -> tuple[dict[str, Any], str, float, str] | None:
+    """The rank whose own work (outside backward) exceeds the others' by 10% of the job's
+    step while the others spend correspondingly longer in backward, waiting for it."""
+    phased = [r for r in rows if r["own_ms"] is not None and r["backward_ms"] is not None]
+    if len(phased) < 2 or not job_step:
+        return None
+    best = None
+    for key, name in PHASES:
+        top = max(phased, key=lambda r: r[key] or 0.0)
+        others = [r for r in phased if r is not top]
+        excess = (top[key] or 0.0) - median(r[key] or 0.0 for r in others)
+        others_bwd = median(r["backward_ms"] for r in others)
+        waited = others_bwd - top["backward_ms"]  # the others' extra time in backward
+        if excess / job_step >= STRAGGLER_SHARE and waited >= 0.5 * excess and (best is None or excess > best[2]):
+            detail = (f"{top[key]:.1f} ms per step against "
+                      f"{median(r[key] or 0.0 for r in others):.1f} ms on the others, who wait for it in "
+                      f"backward ({others_bwd:.1f} ms against its {top['backward_ms']:.1f} ms)")
+            best = (top, name, excess, detail)
+    return best
 
 
 @analyzer("ranks")
@@ -73,10 +108,16 @@ def rank_facts(session: Session) -> dict[str, Any]:
         rank_wait_share_spread=max(r["wait_share"] or 0 for r in timed) - min(r["wait_share"] or 0 for r in timed),
     )
     straggler = None
+    detail = ""
+    work = _work_straggler(timed, job_step)
     if job_step and wait_excess / job_step >= STRAGGLER_SHARE:
         straggler, cause, excess = by_wait, "data wait", wait_excess
+        detail = (f"{by_wait['wait_ms']:.1f} ms of data wait per step against {others_wait:.1f} ms on the others")
+    elif work is not None:
+        straggler, cause, excess, detail = work
     elif others_step and step_excess / others_step >= STRAGGLER_SHARE:
         straggler, cause, excess = by_step, "slower steps", step_excess
+        detail = f"{by_step['step_ms']:.1f} ms per step against {others_step:.1f} ms on the others"
     if straggler is not None:
         facts.update(
             straggler_rank=straggler["rank"],
@@ -86,6 +127,8 @@ def rank_facts(session: Session) -> dict[str, Any]:
             straggler_wait_ms=straggler["wait_ms"],
             others_wait_ms=others_wait,
             straggler_step_ms=straggler["step_ms"],
+            straggler_detail=detail,
+            straggler_phase=cause,
         )
     near = [r for r in rows if r["peak"] and r["limit"]]
     if near:
