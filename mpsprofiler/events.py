@@ -42,10 +42,12 @@ KIND_BYE = "bye"  # the probe's last line: nothing follows; events it dropped, a
 KIND_LEAKS = "leaks"  # tensors outliving their step, by the line that made them
 KIND_OVERRIDE = "override"  # a --set change applied (or refused) inside the script
 KIND_CUT = "cut"  # the run reached --max-steps / --max-seconds and was ended cleanly
+KIND_CHILD = "child"  # a process the script started (not a DataLoader worker), not followed
 
 ALL_KINDS = frozenset(
     {
         KIND_HELLO,
+        KIND_CHILD,
         KIND_RUN,
         KIND_ENV,
         KIND_MODEL,

@@ -169,3 +169,27 @@ def test_ddp_straggler_in_its_own_code_is_named_with_the_phase(tmp_path):
     assert straggler["facts"]["straggler_cause"].startswith("its own code")
     assert "Rank 1 holds the job back: its own code" in proc.stderr
     assert not [f for f in read_summary(even_dir)["findings"] if f["rule"].startswith("straggler")]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_hogwild_trainers_in_child_processes_are_reported_as_not_observed(tmp_path, method):
+    """pytorch/examples mnist_hogwild-style: 2 trainer processes, the parent only evaluates."""
+    proc, summary, _ = mpsprof_run(tmp_path, "hogwild.py", START_METHOD=method)
+    assert proc.stdout.count(": 10 steps") == 2
+    finding = next(f for f in summary["findings"] if f["rule"] == "unobserved-child-processes")
+    assert finding["facts"]["child_processes"] == 2
+    assert finding["facts"]["child_targets"] == "train"
+    assert finding["facts"]["child_start_methods"] == method
+    assert "Training in 2 child processes was not observed" in proc.stderr
+
+
+@pytest.mark.slow
+def test_dataloader_workers_are_not_child_processes_of_the_script(tmp_path):
+    run_dir = tmp_path / "run"
+    proc = mpsprof_cli("run", "--headless", "-o", str(run_dir),
+                       str(Path(__file__).parent / "scripts_core" / "sleepy_dataset.py"),
+                       env=child_env(WORKERS="2", STEPS="6", SLEEP="0.001"), timeout=180)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "unobserved-child-processes" not in proc.stderr
+    assert read_summary(run_dir)["steps"]["count"] == 6

@@ -24,7 +24,7 @@ from .transparent import hide_from_warnings
 _ACTIVE: "Probe | None" = None
 AGGREGATE_EVERY = 2.0
 """Seconds between ``steps`` events once only aggregates are sent (see StepTracker)."""
-INSTRUMENTS = ("env", "steps", "dataloader", "warnings", "memory", "ops")
+INSTRUMENTS = ("env", "steps", "dataloader", "warnings", "memory", "ops", "children")
 
 
 def active() -> "Probe | None":
@@ -101,6 +101,7 @@ class Probe:
         self._guarded("warnings", self._install_warnings)
         if not self.options.get("no_memory"):
             self._guarded("memory", self._start_sampler)
+        self._guarded("children", self._watch_children)
         # torch is imported by the script, never by us: a script that sets
         # PYTORCH_ENABLE_MPS_FALLBACK or OMP_NUM_THREADS before its own `import torch`
         # must see them take effect, and a script without torch must not pay for it
@@ -115,6 +116,14 @@ class Probe:
         except Exception:
             pass
         atexit.register(self.close)
+
+    def _watch_children(self) -> None:
+        from . import children
+
+        def emit(**fields: Any) -> None:
+            self.emit(events.KIND_CHILD, **fields)
+
+        self._uninstallers.append(children.install(emit, lambda exc: self.fail("children", exc)))
 
     def _on_torch_imported(self) -> None:
         """Install the torch instruments once the script's ``import torch`` has finished.

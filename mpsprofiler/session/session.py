@@ -21,6 +21,7 @@ from .steps import StepStats
 MAX_WARNINGS = 200
 MAX_PROBE_ERRORS = 50
 MAX_RANKS = 1024
+MAX_CHILDREN = 64
 
 
 @dataclass
@@ -84,6 +85,10 @@ class Session:
     unknown_events: int = 0
     version: int = 0
     """Bumped at every fed event batch: views redraw only when it changed."""
+    children: list[dict[str, Any]] = field(default_factory=list)
+    """Processes the script started itself (multiprocessing, not DataLoader workers): the
+    probe does not follow them, so their work is missing from the run."""
+    children_started: int = 0
     ranks: dict[int, "Session"] = field(default_factory=dict)
     """Distributed runs: one session per rank (events carry ``r``). The job session itself
     also folds rank 0's events (and the first crash of any rank), so every
@@ -181,6 +186,11 @@ class Session:
 
     def _on_ops(self, ts: float, data: dict[str, Any]) -> None:
         self.ops.feed(data)
+
+    def _on_child(self, ts: float, data: dict[str, Any]) -> None:
+        self.children_started += 1
+        if len(self.children) < MAX_CHILDREN:
+            self.children.append(_strip(data))
 
     def _on_leaks(self, ts: float, data: dict[str, Any]) -> None:
         self.leaks.feed(data)
@@ -305,4 +315,5 @@ _HANDLERS = {
     events.KIND_LEAKS: Session._on_leaks,
     events.KIND_OVERRIDE: Session._on_override,
     events.KIND_CUT: Session._on_cut,
+    events.KIND_CHILD: Session._on_child,
 }

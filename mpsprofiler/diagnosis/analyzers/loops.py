@@ -1,6 +1,7 @@
 """Facts about the training loop itself: what counted its steps, and what was not seen.
 
-A run whose steps nobody counted (no optimizer step, no backward pass, no DataLoader
+A run whose training happens in processes the script started (Hogwild) is reported as
+the parent's work only unless the run says so. A run whose steps nobody counted (no optimizer step, no backward pass, no DataLoader
 batch, no ``mpsprofiler.step()``) has no step figures, no op accounting and therefore
 almost no findings; saying "no findings" there would be wrong, so these facts let a rule
 say what happened and give the one-line fix.
@@ -20,7 +21,12 @@ from .common import rounded
 def loop_facts(session: Session) -> dict[str, Any]:
     steps = session.steps
     run_s = session.exit.duration if session.exit and session.exit.duration is not None else session.last_ts
+    targets = sorted({str(c.get("target") or "?") for c in session.children})
+    methods = sorted({str(c.get("method") or "?") for c in session.children})
     return {
+        "child_processes": session.children_started,
+        "child_targets": ", ".join(targets[:3]) + (", ..." if len(targets) > 3 else ""),
+        "child_start_methods": ", ".join(methods),
         "step_signal": steps.mode,
         "step_signal_words": signal_words(steps.mode),
         "step_count": steps.count,
