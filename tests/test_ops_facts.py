@@ -131,7 +131,7 @@ def test_sync_facts_and_rules() -> None:
     assert facts["syncs_predicted"] is True
     assert facts["sync_top_line"] == f"sync_heavy.py:{line}"
     assert facts["sync_top_code"].startswith("norms[name] = param.grad.norm().item()")
-    assert facts["sync_top_module"] == "(no module)" and facts["sync_top_kind"] == "item"
+    assert facts["sync_top_module"] == "code outside any nn.Module" and facts["sync_top_kind"] == "item"
     assert f"sync_heavy.py:{line}" in facts["sync_table"]
     found = _findings(facts, "cpu")
     assert set(found) == {"sync-heavy-mac"}

@@ -17,7 +17,9 @@ from ..session.ops import OTHER, OpRow, OpStats, SyncRow
 from .engine import normalize_device
 
 TABLE_ROWS = 8
-NO_MODULE = "(no module)"
+NO_MODULE = "code outside any nn.Module"
+"""What a rule's evidence says for an op run by no module ("... in code outside any
+nn.Module (train.py:48)"); a table cell shows a dash instead."""
 
 
 def _where(file: str, line: int) -> str:
@@ -40,7 +42,7 @@ def _op_table(rows: list[OpRow], stats: OpStats, evidence: Callable[[str], str] 
     lines = [head, rule]
     for r in rows[:TABLE_ROWS]:
         line = (f"| `{_cell(r.op)}` | {stats.per_step(r.calls):.1f} | {stats.per_step(r.host_s) * 1e3:.2f} "
-                f"| {_cell(_module(r.module))} | {_cell(_where(r.file, r.line))} |")  # fmt: skip
+                f"| {_cell(r.module or '–')} | {_cell(_where(r.file, r.line))} |")  # fmt: skip
         if evidence is not None:
             line += f" {_cell(evidence(r.op))} |"
         lines.append(line)
@@ -54,7 +56,7 @@ def _sync_table(rows: list[SyncRow], stats: OpStats) -> str:
     for r in rows[:TABLE_ROWS]:
         code = f"`{_cell(r.code)}`" if r.code else ""
         lines.append(f"| {_cell(r.kind)} | {stats.per_step(r.calls):.1f} | {_cell(_where(r.file, r.line))} "
-                     f"| {code} | {_cell(_module(r.module))} |")  # fmt: skip
+                     f"| {code} | {_cell(r.module or '–')} |")  # fmt: skip
     return "\n".join(lines)
 
 

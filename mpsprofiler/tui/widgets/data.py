@@ -27,9 +27,9 @@ LOADER_FIELDS = (
     ("len", "batches"),
     ("dataset", "dataset"),
 )
-RECENT_STEPS = 100
-TABLE_EVERY = 2.0
-"""Seconds between refills of the recent-steps table (a refill re-renders 200 rows)."""
+RECENT_STEPS = 50
+TABLE_EVERY = 3.0
+"""Seconds between refills of the recent-steps table (a refill re-renders every row)."""
 
 
 class DataPanel(Widget):

@@ -97,7 +97,7 @@ class FindingsPanel(Widget):
     def update_state(self, state: RunState) -> None:
         self._findings = list(state.findings)
         lst = self.findings_list
-        lst.set_findings(self._findings)
+        lst.set_findings(self._findings, throttle=state.running)
         empty = self.query_one("#fd-empty", Static)
         empty.display = not self._findings
         quiet_update(empty, "nothing yet" if state.running else "none")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 from typing import Any
 from collections.abc import Sequence
 
@@ -26,6 +28,9 @@ def finding_prompt(finding: Any, compact: bool = False) -> Text:
         text.append("\n  " + " · ".join(meta), style="dim")
     return text
 
+TITLES_EVERY = 5.0
+"""Seconds between rebuilds of a live list whose titles' figures changed."""
+
 
 class FindingsList(OptionList):
     DEFAULT_CSS = """
@@ -43,12 +48,22 @@ class FindingsList(OptionList):
         self.compact = compact
         self._rules: list[str] = []
         self._signature: tuple = ()
+        self._built_at = 0.0
 
-    def set_findings(self, findings: Sequence[Any]) -> bool:
-        """Show ``findings``; keeps the highlighted rule. True when the list changed."""
+    def set_findings(self, findings: Sequence[Any], throttle: bool = False) -> bool:
+        """Show ``findings``; keeps the highlighted rule. True when the list changed.
+
+        With ``throttle`` (a live run), a list whose findings are the same and only
+        their titles' figures moved is rebuilt every :data:`TITLES_EVERY` seconds, not
+        at every diagnosis (a rebuild re-renders and re-lays out the whole list)."""
         signature = tuple((f.rule, f.severity, f.title, f.first_step, getattr(f, "provisional", False)) for f in findings)
         if signature == self._signature:
             return False
+        same_findings = [s[:2] + s[3:] for s in signature] == [s[:2] + s[3:] for s in self._signature]
+        now = time.monotonic()
+        if throttle and same_findings and now - self._built_at < TITLES_EVERY:
+            return False
+        self._built_at = now
         self._signature = signature
         keep = self.highlighted_rule
         self.clear_options()

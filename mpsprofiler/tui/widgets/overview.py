@@ -69,7 +69,7 @@ class OverviewPanel(Widget):
         self.query_one("#ov-cpu", LineChart).set_data(xs, lines, ylim=FROM_ZERO, xlim=span, key=version)
         quiet_update(self.query_one("#ov-figures", Static), figures_table(state))
         top = state.findings[:TOP_FINDINGS]
-        self.query_one("#ov-findings", FindingsList).set_findings(top)
+        self.query_one("#ov-findings", FindingsList).set_findings(top, throttle=state.running)
         empty = self.query_one("#ov-findings-empty", Static)
         empty.display = not top
         self.query_one("#ov-findings", FindingsList).display = bool(top)
