@@ -191,7 +191,7 @@ def render_chart(width: int, height: int, xs: Sequence[float], series: Sequence[
         text.append("".join(run), _style(styles, run_key))
         text.append("\n")
     # x axis and its ticks
-    xstep_count = max(1, min(8, cols // 10))
+    xstep_count = max(2, min(8, cols // 8))
     xticks = [t for t in nice_ticks(x0, x1, xstep_count, integer=integer_x) if x0 - 1e-9 <= t <= x1 + 1e-9]
     xstep = nice_step(x1 - x0, xstep_count)
     if integer_x:
@@ -217,9 +217,9 @@ def render_chart(width: int, height: int, xs: Sequence[float], series: Sequence[
         for s in series:
             legend.append("■ " if s.area else "━ ", Style(color=_rgb(s.color)))
             legend.append(s.label + "  ")
-        if xlabel:
-            gap = width - legend.cell_len - len(xlabel) - 3
-            legend.append(" " * max(1, gap) + f"x: {xlabel}", axis_style)
+        gap = width - legend.cell_len - len(xlabel) - 3
+        if xlabel and gap >= 1:  # the x unit when it fits whole, never cut
+            legend.append(" " * gap + f"x: {xlabel}", axis_style)
         legend.truncate(width, pad=True)
         text.append_text(legend)
     return text

@@ -92,7 +92,7 @@ def wait_series(session: Session) -> tuple[list[float], list[Line]]:
     warmup = session.steps.warmup
     points = [p for p in points if p.i >= warmup and p.dur > 0] or [p for p in points if p.dur > 0]
     xs = [float(p.i) for p in points]
-    return xs, [Line("data wait, % of the step", [min(100.0, 100.0 * p.wait / p.dur) for p in points], ORANGE)]
+    return xs, [Line("data wait", [min(100.0, 100.0 * p.wait / p.dur) for p in points], ORANGE)]
 
 
 RANK_COLORS = (BLUE, ORANGE, GREEN, MAGENTA, CYAN, RED, GREY, (209, 154, 102))
