@@ -66,6 +66,9 @@ def test_detached_cache_names_the_append_line_and_bounds_the_container(tmp_path:
     assert site["facts"]["leak_site_kib_per_step"] == pytest.approx(128, rel=0.05)  # 128 x 256 float32
     fix = site["fix"]
     assert "deque(maxlen=" in fix and ".item()" in fix and "torch.save" in fix
+    # the recording replays to the same finding (report = session rebuilt from events.jsonl)
+    report = mpsprof_cli("report", str(tmp_path / "detached_cache"), "--format", "md")
+    assert f"Tensors kept at detached_cache.py:{line} pile up" in report.stdout, report.stdout[-2000:]
     assert ".detach().cpu())" not in fix.replace("torch.stack(chunk).cpu()", "")  # never the leaking pattern
     assert "graph-kept-across-steps" not in found and "leak-site-graph" not in found
 
