@@ -128,6 +128,12 @@ def test_two_lbfgs_steps_get_op_accounting_and_the_float64_finding(tmp_path):
     assert summary["steps"]["count"] == 2
     assert summary["steps"]["mode"] == "optimizer"
     assert "(float64-mps)" in proc.stderr
+    # LBFGS's own .item() / tensor-as-scalar calls are device syncs on a Mac: the
+    # optimizer's, at its own lines, not the user's `optimizer.step(closure)` line
+    syncs = next(f for f in summary["findings"] if f["rule"] == "sync-heavy-mac")["facts"]
+    assert syncs["sync_top_line"].startswith("lbfgs.py:")
+    assert syncs["sync_top_module"] == "torch.optim.LBFGS.step"
+    assert "optimizer.step(closure)" not in syncs["sync_table"]
 
 
 @pytest.mark.slow

@@ -197,6 +197,7 @@ class StepRecord:
             if internal and device == "cpu":
                 return  # a CPU scalar of torch's own bookkeeping: on a Mac it stays on the CPU
             site = found or site
+            module = self._finder.owner(site) or module
             if printing:
                 kind = "print"
         if kind == "item" and op.endswith("_local_scalar_dense"):

@@ -59,12 +59,18 @@ class FrameFinder:
         # CPU-side bookkeeping that stays on the CPU on a Mac too (Adam's step counters,
         # samplers' randperm().tolist()): never a predicted sync
         self._internal = tuple(os.path.join(torch_dir, d) + _SEP for d in ("optim", os.path.join("utils", "data")))
-        self._kind: dict[CodeType, int] = {}  # 0 skip, 1 library, 2 user, 3 skip + internal
+        # ... except optimizers whose state lives on the parameters' device: LBFGS's
+        # .item() / float() / tensor conditions (hundreds per step) are device syncs, made
+        # by the optimizer, not by the user's `opt.step(closure)` line
+        self._device_optim = (os.path.join(torch_dir, "optim", "lbfgs.py"),)
+        self._kind: dict[CodeType, int] = {}  # 0 skip, 1 library, 2 user, 3 skip + internal, 4 device optimizer
 
     def _classify(self, filename: str) -> int:
         if filename.startswith("<"):
             return 2 if filename in ("<stdin>", "<string>") or filename.startswith("<ipython") else 0
         path = os.path.abspath(filename)
+        if path in self._device_optim:
+            return 4
         if path.startswith(self._internal):
             return 3
         if path.startswith(self._skip):
@@ -76,13 +82,15 @@ class FrameFinder:
 
     def find(self, depth: int = 2) -> tuple[Site | None, bool, bool]:
         """(user site, whether the call comes from tensor printing, whether it comes from
-        torch's own CPU-side bookkeeping: optimizers, data loading)."""
+        torch's own CPU-side bookkeeping: optimizers, data loading). A call made by an
+        optimizer that keeps its state on the device (LBFGS) is that optimizer's line."""
         try:
             frame: Any = sys._getframe(depth)
         except ValueError:
             return None, False, False
         kinds = self._kind
         library: Site | None = None
+        optimizer: Site | None = None
         printing = internal = False
         while frame is not None:
             code = frame.f_code
@@ -90,19 +98,30 @@ class FrameFinder:
             if kind is None:
                 kind = kinds[code] = self._classify(code.co_filename)
             if kind == 2:
+                if optimizer is not None:
+                    return optimizer, printing, False
                 # the user's code; still look outward: a Dataset's __getitem__ runs inside
                 # the DataLoader, on CPU tensors that stay on the CPU on a Mac too
                 site = (code.co_filename, frame.f_lineno)
                 return site, printing, internal or self._called_by_loader(frame.f_back)
-            if kind == 1 and library is None:
+            if kind == 4 and optimizer is None and not internal:
+                optimizer = (code.co_filename, frame.f_lineno)
+            elif kind == 1 and library is None:
                 library = (code.co_filename, frame.f_lineno)
             elif kind == 3:
                 internal = True
             elif kind == 0 and code.co_filename == self._tensor_str:
                 printing = True
             frame = frame.f_back
+        if optimizer is not None:
+            return optimizer, printing, False
         return library, printing, internal
 
+    def owner(self, site: Site | None) -> str | None:
+        """The optimizer that made a call at ``site`` (a line of torch.optim.LBFGS), else None."""
+        if site is not None and site[0] in self._device_optim:
+            return "torch.optim.LBFGS.step"
+        return None
 
     def user_site(self, depth: int = 2) -> Site | None:
         """The innermost user frame's (file, line), or None: :meth:`find` without the
