@@ -212,6 +212,9 @@ def test_a_waiting_loader_gets_workers_from_its_times_not_from_the_cores():
     # memory caps it: 1 GiB free and ~300 MiB per worker -> 1
     tight = facts_of(build_session(loaders=[loader()], rows=rows, mem=[mem_event(0.5, 100 * MIB, available=GIB)]))
     assert tight["suggested_num_workers"] == 1 and "MiB" in tight["num_workers_reason"]
+    # 20 batches an epoch: a worker must build 4 of them to repay its start-up -> 5
+    short = facts_of(build_session(loaders=[loader(len=20)], rows=rows))
+    assert short["suggested_num_workers"] == 5 and "repay its start-up" in short["num_workers_reason"]
 
 
 def test_a_cpu_bound_loader_is_limited_by_the_free_cores_and_says_so():

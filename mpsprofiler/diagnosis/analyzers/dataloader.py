@@ -148,7 +148,7 @@ def _profile(session: Session, loader: dict[str, Any], workers: int, kept: list[
     logical = _opt_int(session.env.get("cores_logical"))
     out = {"loader_bound": bound, "batches_per_step": rounded(fig.batches / fig.steps, 3) if fig.steps else None}
     out.update(advise(fig, bound, workers, train, training_cores, cores, what, batch_size, available,
-                      worker_bytes, logical))
+                      worker_bytes, logical, _opt_int(loader.get("len"))))
     return out
 
 

@@ -13,6 +13,9 @@ from typing import Any
 from .loader_profile import HEADROOM, MAX_WORKERS, MEMORY_FOR_WORKERS, WORKER_MIB_DEFAULT, LoaderFigures
 
 MIB = 1024**2
+BATCHES_PER_WORKER = 4
+"""A worker must build at least this many batches per epoch to repay starting it (a fork
+costs tens of milliseconds of CPU, a spawn on macOS a second or more: it imports torch)."""
 
 
 def advise(
@@ -27,6 +30,7 @@ def advise(
     available: int | None,
     worker_bytes: int | None,
     logical: int | None,
+    batches_per_epoch: int | None = None,
 ) -> dict[str, Any]:
     """Facts for the rules: the suggestion, whether workers help, and the reason."""
     out: dict[str, Any] = {}
@@ -113,10 +117,25 @@ def advise(
                 "decoded samples, run augmentation on the device, or use a machine with more cores."
             )
     else:
-        # waiting (or not known): workers overlap the waits, cores do not bound them
+        # waiting (or not known): workers overlap the waits, cores do not bound them. The
+        # training consumes a batch per wall-clock compute time here (on a busy machine
+        # that is longer than its CPU time), so size from the wall time.
+        wall = max(0.0, fig.dur - fig.wait) * per * 1000.0
+        if wall > 0 and load > 0:
+            needed = max(1, math.ceil(load / wall * HEADROOM))
+            out["num_workers_needed"] = needed
+            train = wall
         target = max(needed or 1, workers + 1)
         capped = target > cap
         target = min(target, cap)
+        short = None
+        if batches_per_epoch and target > max(1, batches_per_epoch // BATCHES_PER_WORKER):
+            # a worker that builds only a handful of batches costs more to start than it saves
+            short = max(workers + 1, batches_per_epoch // BATCHES_PER_WORKER)
+            if short < target:
+                target = short
+            else:
+                short = None
         if bound == "waiting":
             spent = (
                 f"only {load_cpu:.1f} ms of it CPU work" if load_cpu is not None else "little of it CPU work"
@@ -136,7 +155,12 @@ def advise(
             )
             if free and target > free:
                 target = max(workers + 1, free) if workers < free else workers
-        if capped:
+        if short is not None:
+            reason += (
+                f" An epoch has only {batches_per_epoch} batches, and a worker should build at least "
+                f"{BATCHES_PER_WORKER} of them to repay its start-up, so start with {target}."
+            )
+        elif capped:
             reason += (
                 f" Each worker holds about {mib:.0f} MiB, and the memory free at the start allows "
                 f"{cap} without crowding the training, so start there."
