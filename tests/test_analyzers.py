@@ -192,9 +192,12 @@ def test_stall_facts_add_up_and_an_unmeasured_loader_is_capped_by_the_cores():
 
 def test_num_workers_prefers_performance_cores_and_never_exceeds_the_free_ones_unmeasured():
     rows = step_rows([0.04] * 30, waits=[0.036] * 30)  # 4 ms compute: 12 workers needed
-    mac = build_session(env=MAC_ENV, device="mps", loaders=[loader()], rows=rows)
+    mac = build_session(env=MAC_ENV, device="mps", loaders=[loader(len=1000, persistent_workers=True)], rows=rows)
     f = facts_of(mac)
     assert f["cores_for_workers"] == 6 and f["suggested_num_workers"] == 5  # 6 performance cores - 1
+    # spawn costs ~1.5 s a worker: for 100 batches an epoch, restarted each epoch, 2 at most
+    restarted = facts_of(build_session(env=MAC_ENV, device="mps", loaders=[loader(len=100)], rows=rows))
+    assert restarted["suggested_num_workers"] == 2 and "1,500 ms (spawn)" in restarted["num_workers_reason"]
     assert "performance cores" in f["num_workers_reason"]
     busy = facts_of(build_session(loaders=[loader(num_workers=4)], rows=rows))  # 2 cores, 4 workers
     assert busy["suggested_num_workers"] == 4  # no more than now: the cores are taken
@@ -205,16 +208,16 @@ def test_num_workers_prefers_performance_cores_and_never_exceeds_the_free_ones_u
 def test_a_waiting_loader_gets_workers_from_its_times_not_from_the_cores():
     # 2 cores; each batch waits 36 ms (1 ms of it CPU), the step computes 4 ms
     rows = step_rows([0.04] * 30, waits=[0.036] * 30, cpu=[0.001] * 30, runq=[0.0] * 30)
-    f = facts_of(build_session(loaders=[loader()], rows=rows))
+    f = facts_of(build_session(loaders=[loader(len=1000)], rows=rows))
     assert f["loader_bound"] == "waiting"
     assert f["num_workers_needed"] == 12 and f["suggested_num_workers"] == 12  # ceil(36 / 4 * 1.25)
     assert "does not limit them" in f["num_workers_reason"] and "36.0 ms to load" in f["num_workers_reason"]
     # memory caps it: 1 GiB free and ~300 MiB per worker -> 1
     tight = facts_of(build_session(loaders=[loader()], rows=rows, mem=[mem_event(0.5, 100 * MIB, available=GIB)]))
     assert tight["suggested_num_workers"] == 1 and "MiB" in tight["num_workers_reason"]
-    # 20 batches an epoch: a worker must build 4 of them to repay its start-up -> 5
-    short = facts_of(build_session(loaders=[loader(len=20)], rows=rows))
-    assert short["suggested_num_workers"] == 5 and "repay its start-up" in short["num_workers_reason"]
+    # 10 batches an epoch, workers started at each (fork, ~50 ms): sqrt(10 * 36 / 50) -> 3
+    short = facts_of(build_session(loaders=[loader(len=10)], rows=rows))
+    assert short["suggested_num_workers"] == 3 and "cost more to start" in short["num_workers_reason"]
 
 
 def test_a_cpu_bound_loader_is_limited_by_the_free_cores_and_says_so():

@@ -147,8 +147,14 @@ def _profile(session: Session, loader: dict[str, Any], workers: int, kept: list[
         worker_bytes = rss_children // workers
     logical = _opt_int(session.env.get("cores_logical"))
     out = {"loader_bound": bound, "batches_per_step": rounded(fig.batches / fig.steps, 3) if fig.steps else None}
+    # workers start at every epoch, or once if persistent: the batches each start serves
+    # are an epoch's (a profiled run may be shorter than the training), or all the run's
+    length = _opt_int(loader.get("len"))
+    total = session.steps.total_batches
+    per_start = max(length, total) if loader.get("persistent_workers") and length else (length or total)
+    method = start_method(session, dict(loader, num_workers=max(1, workers)))
     out.update(advise(fig, bound, workers, train, training_cores, cores, what, batch_size, available,
-                      worker_bytes, logical, _opt_int(loader.get("len"))))
+                      worker_bytes, logical, per_start, method))
     return out
 
 

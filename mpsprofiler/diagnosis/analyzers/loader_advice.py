@@ -13,9 +13,10 @@ from typing import Any
 from .loader_profile import HEADROOM, MAX_WORKERS, MEMORY_FOR_WORKERS, WORKER_MIB_DEFAULT, LoaderFigures
 
 MIB = 1024**2
-BATCHES_PER_WORKER = 4
-"""A worker must build at least this many batches per epoch to repay starting it (a fork
-costs tens of milliseconds of CPU, a spawn on macOS a second or more: it imports torch)."""
+START_MS = {"fork": 50.0, "forkserver": 1500.0, "spawn": 1500.0}
+"""What starting one worker costs the run: a fork of a process that imported torch takes
+tens of milliseconds (50 ms assumed, more on a busy machine); spawn (macOS, Windows) and
+forkserver start a new interpreter that imports torch and the script, a second or more."""
 
 
 def advise(
@@ -30,7 +31,8 @@ def advise(
     available: int | None,
     worker_bytes: int | None,
     logical: int | None,
-    batches_per_epoch: int | None = None,
+    batches_per_start: int | None = None,
+    start_method: str | None = None,
 ) -> dict[str, Any]:
     """Facts for the rules: the suggestion, whether workers help, and the reason."""
     out: dict[str, Any] = {}
@@ -128,14 +130,14 @@ def advise(
         target = max(needed or 1, workers + 1)
         capped = target > cap
         target = min(target, cap)
+        # n workers save about B * L * (1 - 1/n) of loading over B batches and cost n
+        # start-ups of s each: past sqrt(B * L / s) one more costs more than it saves
         short = None
-        if batches_per_epoch and target > max(1, batches_per_epoch // BATCHES_PER_WORKER):
-            # a worker that builds only a handful of batches costs more to start than it saves
-            short = max(workers + 1, batches_per_epoch // BATCHES_PER_WORKER)
-            if short < target:
-                target = short
-            else:
-                short = None
+        start_ms = START_MS.get(start_method or "fork", START_MS["fork"])
+        if batches_per_start and load > 0:
+            limit = max(workers + 1, math.ceil(math.sqrt(batches_per_start * load / start_ms)))
+            if limit < target:
+                target, short = limit, limit
         if bound == "waiting":
             spent = (
                 f"only {load_cpu:.1f} ms of it CPU work" if load_cpu is not None else "little of it CPU work"
@@ -157,8 +159,9 @@ def advise(
                 target = max(workers + 1, free) if workers < free else workers
         if short is not None:
             reason += (
-                f" An epoch has only {batches_per_epoch} batches, and a worker should build at least "
-                f"{BATCHES_PER_WORKER} of them to repay its start-up, so start with {target}."
+                f" Starting a worker costs about {start_ms:,.0f} ms ({start_method or 'fork'}), and "
+                f"workers are started for every {batches_per_start} batches here: beyond {target} "
+                "they cost more to start than they save, so start with that."
             )
         elif capped:
             reason += (
