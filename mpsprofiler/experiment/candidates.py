@@ -71,14 +71,17 @@ FIXES: dict[str, Callable[[dict[str, Any]], dict[str, Any] | None]] = {
 }
 
 
-def candidate_for(finding: Any) -> Candidate | None:
-    """The change that applies ``finding``'s fix, or None when it needs a code edit."""
+def candidate_for(finding: Any, facts: dict[str, Any] | None = None) -> Candidate | None:
+    """The change that applies ``finding``'s fix, or None when it needs a code edit.
+
+    A finding carries the facts of its condition, title and evidence; the values its fix
+    text uses (``suggested_num_workers``) come from the run's full ``facts`` when given."""
     d = finding if isinstance(finding, dict) else finding.to_dict()
     make = FIXES.get(str(d.get("rule")))
     if make is None:
         return None
     try:
-        settings = make(dict(d.get("facts") or {}))
+        settings = make({**(facts or {}), **dict(d.get("facts") or {})})
     except Exception:
         return None
     if not settings:
@@ -86,10 +89,10 @@ def candidate_for(finding: Any) -> Candidate | None:
     return Candidate(rule=str(d.get("rule")), title=str(d.get("title", "")), settings=settings)
 
 
-def candidates(findings: list[Any]) -> list[Candidate]:
+def candidates(findings: list[Any], facts: dict[str, Any] | None = None) -> list[Candidate]:
     out, seen = [], set()
     for f in findings:
-        c = candidate_for(f)
+        c = candidate_for(f, facts)
         if c is not None and c.text not in seen:
             seen.add(c.text)
             out.append(c)

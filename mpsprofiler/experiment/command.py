@@ -157,7 +157,6 @@ def _script_plans(target: Target, change: dict, args: argparse.Namespace):
 
 
 def _run_dir_plans(run_dir: Path, change: dict, args: argparse.Namespace):
-    from ..results import build_results
     from ..session.recording import load_runs
     from .candidates import candidates
     from .store import experiment_dir
@@ -167,7 +166,10 @@ def _run_dir_plans(run_dir: Path, change: dict, args: argparse.Namespace):
     if change:
         todo = [(change, None)]
     else:
-        found = candidates(build_results(loaded.session).findings)
+        from ..diagnosis import diagnose
+
+        diagnosis = diagnose(loaded.session)
+        found = candidates(diagnosis.findings, diagnosis.facts)
         if not found:
             raise TryUsageError(f"no finding of {run_dir} has a fix mpsprof can apply without editing the script; "
                                 "say what to try with --set NAME=VALUE")

@@ -309,7 +309,7 @@ def headline(result: dict[str, Any]) -> str:
         return f"not proven: the run with {label} failed ({result.get('failure')})"
     sp, interval = result.get("speedup"), result.get("interval")
     if verdict == "incomplete" or sp is None or not interval:
-        return f"not proven: {n} pair{'s' if n != 1 else ''} with {label} are too few to judge" + (
+        return f"not proven: {n} pair{'s are' if n != 1 else ' is'} too few to judge {label}" + (
             f" ({result['stopped']})" if result.get("stopped") else "")
     span = f"interval {fmt_x(interval[0])}-{fmt_x(interval[1])}x, {n} pairs"
     if verdict == "faster":

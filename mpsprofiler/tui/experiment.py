@@ -56,7 +56,13 @@ class TryFixMixin:
         if finding is None:
             notify("No finding selected (2 shows the findings).", severity="warning")
             return
-        candidate = candidate_for(finding)
+        from ..diagnosis.facts import collect_facts
+
+        try:
+            facts = collect_facts(self.session)  # type: ignore[attr-defined]
+        except Exception:  # noqa: BLE001 - the finding's own facts may still do
+            facts = {}
+        candidate = candidate_for(finding, facts)
         if candidate is None:
             notify(f"“{finding.title}”: its fix needs a change to the code; mpsprof cannot try it for you.",
                    severity="warning")
