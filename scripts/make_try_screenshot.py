@@ -22,7 +22,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 OUT = REPO / "screenshots"
-EXAMPLE = "examples/slow_dataloader.py"
+EXAMPLE = ["examples/slow_dataloader.py", "--batch-size", "4", "--delay", "0.01"]
+"""Fewer, longer sleeps than the example's defaults: on a busy machine every short sleep
+also waits for a core, which would make each run much longer."""
 
 
 async def shoot(run_dir: Path, size: tuple[int, int], steps: int, pairs: int) -> Path:
@@ -52,7 +54,7 @@ async def shoot(run_dir: Path, size: tuple[int, int], steps: int, pairs: int) ->
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=20, help="steps per experiment run")
-    parser.add_argument("--pairs", type=int, default=3, help="A/B pairs")
+    parser.add_argument("--pairs", type=int, default=5, help="A/B pairs")
     parser.add_argument("--size", default="150x42", help="terminal size, COLUMNSxROWS")
     args = parser.parse_args()
     width, height = (int(v) for v in args.size.lower().split("x"))
@@ -62,7 +64,7 @@ def main() -> int:
     env = dict(os.environ, OMP_NUM_THREADS="1")
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH", "")) if p)
     os.environ["PYTHONPATH"] = env["PYTHONPATH"]  # the experiment's runs import this mpsprofiler
-    cmd = [sys.executable, "-m", "mpsprofiler", "run", "--headless", "-o", str(run_dir), "--max-steps", "40", EXAMPLE]
+    cmd = [sys.executable, "-m", "mpsprofiler", "run", "--headless", "-o", str(run_dir), "--max-steps", "40", *EXAMPLE]
     print("$ python", " ".join(cmd[1:]), flush=True)
     subprocess.run(cmd, env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     started = time.monotonic()

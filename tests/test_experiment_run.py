@@ -53,6 +53,7 @@ def test_cli_refuses_bad_set_before_running(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1500)  # many full runs: minutes when the machine is shared
 def test_set_num_workers_and_max_steps(tmp_path: Path) -> None:
     """The loader gets the workers asked for, the run stops after exactly 8 steps with
     exit status 0, and the summary says both."""
@@ -81,6 +82,7 @@ def test_set_num_workers_and_max_steps(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1500)  # many full runs: minutes when the machine is shared
 def test_threads_env_and_max_seconds(tmp_path: Path) -> None:
     """torch.num_threads wins over the script's own set_num_threads; env.* reaches the
     script; persistent_workers without workers is refused with its reason; a time limit cuts."""
@@ -105,6 +107,7 @@ def test_threads_env_and_max_seconds(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1500)  # many full runs: minutes when the machine is shared
 def test_num_workers_refused_without_main_guard_under_spawn(tmp_path: Path) -> None:
     """Spawned workers would re-run a guard-less script: mpsprof keeps num_workers=0,
     says why, and the script runs exactly as without mpsprof."""

@@ -59,6 +59,7 @@ def test_try_refuses_without_a_change(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1500)  # many full runs: minutes when the machine is shared
 def test_try_run_dir_tries_the_findings_num_workers(tmp_path: Path) -> None:
     """A sleep-bound Dataset with num_workers=0 gets a stall finding; `mpsprof try RUN_DIR`
     tries that finding's suggested num_workers and proves it faster with an interval
@@ -89,6 +90,7 @@ def test_try_run_dir_tries_the_findings_num_workers(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1500)  # many full runs: minutes when the machine is shared
 def test_try_proves_num_workers_on_a_sleep_bound_dataset(tmp_path: Path) -> None:
     """Done-when of issue 18: loading 40 ms and computing 6 ms a step, num_workers=4
     proves >= 2x with an interval above 1; more memory with the workers is reported."""
@@ -105,6 +107,7 @@ def test_try_proves_num_workers_on_a_sleep_bound_dataset(tmp_path: Path) -> None
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1500)  # many full runs: minutes when the machine is shared
 def test_try_compute_bound_script_shows_no_measurable_difference(tmp_path: Path) -> None:
     """Done-when of issue 18: more workers do nothing for a clean compute-bound script."""
     out = tmp_path / "exp"

@@ -20,6 +20,7 @@ TRY = Path(__file__).resolve().parent / "scripts_try"
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1500)  # many full runs: minutes when the machine is shared
 def test_t_key_tries_the_stall_fix_and_stores_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     env = child_env(STEPS="40", SLEEP="0.02", WORK="0.006")
     for key in ("STEPS", "SLEEP", "WORK", "OMP_NUM_THREADS", "PYTHONPATH"):
