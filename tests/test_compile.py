@@ -26,6 +26,8 @@ CASES = {
     "fullgraph-model": ["compiled_model.py", "aot_eager", "--fullgraph"],
     # OptimizedModule warned about global hooks: fatal under simplefilter("error")
     "strict-warnings": ["compiled_model.py", "eager", "--warnings-error"],
+    # Dynamo inlined the global optimizer hooks into a compiled optimizer step
+    "compiled-optimizer-step": ["compiled_optimizer.py", "eager"],
 }
 
 

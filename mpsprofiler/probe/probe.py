@@ -200,9 +200,13 @@ class Probe:
         from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
 
         tracker = self.tracker
+        from .compiling import is_compiling
 
+        # A compiled optimizer step (``torch.compile(opt.step)``, the "compiling the
+        # optimizer" recipe) makes Dynamo inline these global hooks: they must be a no-op
+        # it can trace (the step is then counted from the backward pass instead)
         def hook(optimizer: Any, args: Any, kwargs: Any) -> None:
-            if "steps" in self.disabled:
+            if "steps" in self.disabled or is_compiling():
                 return
             try:
                 self.fault("steps")
@@ -214,6 +218,8 @@ class Probe:
             self.check_limit()
 
         def pre_hook(optimizer: Any, args: Any, kwargs: Any) -> None:
+            if is_compiling():
+                return
             tracker.in_optimizer = True  # backward passes in a closure are the optimizer's
             # args holds the optimizer itself first, then step()'s own arguments
             if any(callable(a) for a in args[1:2]) or callable(kwargs.get("closure")):
