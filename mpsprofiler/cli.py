@@ -181,7 +181,7 @@ def experiment_options(args: argparse.Namespace) -> tuple[dict, dict[str, str]]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = _parse(parser, list(sys.argv[1:] if argv is None else argv))
     if getattr(args, "_broken", None):
         parser.exit(1, f"mpsprof: internal error: {args._broken}\n")
     try:
@@ -219,6 +219,47 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:
+    """argparse for mpsprof's own options; the script and every argument after it are
+    the script's, verbatim (argparse would eat a ``--`` among them)."""
+    if argv[:1] != ["run"]:
+        return parser.parse_args(argv)
+    subparsers = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    own, script = split_run_argv(subparsers.choices["run"], argv[1:])
+    args = parser.parse_args(["run", *own])
+    if args.module:
+        args.target, args.args = None, script
+    else:
+        args.target, args.args = (script[0] if script else None), script[1:]
+    return args
+
+
+def split_run_argv(run_parser: argparse.ArgumentParser, tokens: list[str]) -> tuple[list[str], list[str]]:
+    """(mpsprof's options, the script and its arguments). As with ``python``, the first
+    word that is not an option is the script and everything after it is the script's;
+    a ``--`` before the script (or right after ``-m MODULE``) ends mpsprof's options."""
+    options = run_parser._option_string_actions
+    i = 0
+    while i < len(tokens):
+        token = tokens[i]
+        if token == "--":
+            return tokens[:i], tokens[i + 1 :]
+        if not token.startswith("-") or token == "-":
+            return tokens[:i], tokens[i:]
+        name = token.split("=", 1)[0]
+        action = options.get(name)
+        inline = "=" in token
+        if action is None and not token.startswith("--") and len(token) > 2:
+            action, inline = options.get(token[:2]), True  # -oDIR, -mpkg.mod
+        if action is not None and action.dest == "module":
+            end = i + 1 if inline else i + 2
+            rest = tokens[end:]
+            return tokens[:end], rest[1:] if rest[:1] == ["--"] else rest
+        takes_value = action is not None and action.nargs != 0 and not inline
+        i += 2 if takes_value else 1
+    return tokens, []
+
+
 # -- run ----------------------------------------------------------------------
 def _run_spec(args: argparse.Namespace):
     from .launcher.child import RunSpec
@@ -230,9 +271,7 @@ def _run_spec(args: argparse.Namespace):
         target, module = str(demo_script()), False
         script_args = [] if args.steps is None else ["--steps", str(args.steps)]
     else:
-        script_args = list(args.args or [])
-        if script_args and script_args[0] == "--":
-            script_args = script_args[1:]
+        script_args = list(args.args or [])  # verbatim: see split_run_argv
         if args.module:
             if args.target is not None:
                 script_args = [args.target, *script_args]

@@ -33,7 +33,7 @@ from ..launcher.child import RunSpec
 from ..report.console import print_summary
 from ..results import Results, build_results, write_summary
 from ..session.session import Session
-from .live import STOP_GRACE, LiveRun
+from .live import STOP_GRACE, LiveRun, outlive_app_crash
 from .messages import ShowFinding, ShowRank
 from .panels import DISTRIBUTED_ONLY, FOCUS_TARGET, PANEL_IDS, PANELS
 from .screens.confirm import ConfirmQuitScreen
@@ -103,6 +103,7 @@ class MpsprofApp(TryFixMixin, LiveRun, App[None]):
         self._last_diagnosis = 0.0
         self._diagnosed_version = -1
         self._hidden_panels: set[str] = set()
+        self._panel_errors: set[str] = set()
         if results is not None:
             self._set_findings(results.findings, results.rule_errors)
 
@@ -202,7 +203,19 @@ class MpsprofApp(TryFixMixin, LiveRun, App[None]):
         if self._drawn.get(pid) == key:
             return
         self._drawn[pid] = key
-        self.query_one(f"#panel-{pid}").update_state(self.state)  # type: ignore[attr-defined]
+        try:
+            self.query_one(f"#panel-{pid}").update_state(self.state)  # type: ignore[attr-defined]
+        except Exception as exc:  # noqa: BLE001 - a value a panel cannot draw must not end the app
+            self.log.error(f"panel {pid} failed: {exc!r}")
+            if pid not in self._panel_errors:
+                self._panel_errors.add(pid)
+                self.notify(f"The {pid} panel cannot draw a recorded value ({type(exc).__name__}: {exc}); "
+                            "the rest of the app works.", severity="warning", timeout=10)
+
+    def notify(self, message: str, *, title: str = "", severity: Any = "information", timeout: float | None = None,
+               markup: bool = False) -> None:
+        """Notifications quote the script's text (crash messages, paths): never markup."""
+        super().notify(message, title=title, severity=severity, timeout=timeout, markup=markup)
 
     def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
         pid = event.pane.id or ""
@@ -382,6 +395,7 @@ def run_tui(spec: RunSpec, rule_dirs: list[Path]) -> tuple[int, Session, Results
     app = MpsprofApp(session, rule_dirs, spec=spec, run_dir=spec.run_dir)
     try:
         app.run()
+        outlive_app_crash(app)
     finally:
         if app.controller is not None and not app.ended.is_set():
             app.controller.stop(grace=2.0)

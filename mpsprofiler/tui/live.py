@@ -214,5 +214,47 @@ class LiveRun:
         except (RuntimeError, ValueError):
             pass
         self._tail_done.set()
-        if self.controller is not None and not self.ended.is_set():
-            self.controller.stop(grace=2.0)
+        if self.controller is not None and not self.ended.is_set() and self._exception is None:
+            self.controller.stop(grace=2.0)  # a crash of the app itself leaves the script running
+
+
+def outlive_app_crash(app: Any) -> None:
+    """The app died of its own bug while the script runs: a bug in mpsprof must not stop
+    the training. Say so, show the script's output from here on as plain text, pass on
+    Ctrl-C / SIGTERM / SIGHUP as headless mode does, and wait for the end."""
+    import sys
+
+    controller = app.controller
+    if controller is None or app.ended.is_set() or app._exception is None:
+        return
+    path = controller.output_path
+    sys.stderr.write(f"mpsprof: the live view failed ({type(app._exception).__name__}); the script goes on, "
+                     f"its output follows (also in {path}); Ctrl-C stops it\n")
+    sys.stderr.flush()
+    previous = {}
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        try:
+            previous[sig] = signal.signal(sig, lambda signum, frame: controller.send_signal(signum))
+        except (ValueError, OSError):
+            pass
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            while True:
+                done = app.ended.is_set()
+                data = fh.read(1 << 16)
+                if data:
+                    try:
+                        sys.stdout.buffer.write(data)
+                        sys.stdout.flush()
+                    except OSError:
+                        pass
+                    continue
+                if done:
+                    return
+                app.ended.wait(TICK)
+    except OSError:
+        app.ended.wait()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)

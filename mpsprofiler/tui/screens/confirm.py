@@ -40,6 +40,7 @@ class ConfirmQuitScreen(ModalScreen[bool]):
                 f"Quitting stops {self.script} first (Ctrl-C, then terminate after 5 s). "
                 "The recording and findings so far are kept.",
                 id="confirm-text",
+                markup=False,  # the script's name is the user's text
             )
             with Horizontal():
                 yield Button("Cancel (n)", id="cancel")

@@ -17,6 +17,7 @@ from textual.timer import Timer
 from textual.widget import Widget
 
 from ..chart_render import Series, render_chart
+from ..safe import finite
 
 # colours that read well on dark and light themes
 BLUE = (97, 175, 239)
@@ -38,6 +39,20 @@ class Line:
     color: tuple[int, int, int] = BLUE
     fill: bool = False
     """An area, stacked on the areas before it (the step chart: data wait, then the rest)."""
+
+
+def _plottable(x: Sequence[float], lines: list[Line]) -> tuple[list[float], list[Line]]:
+    """Only points a chart can place: a recording may hold NaN, inf or a string where a
+    number belongs (the tables show those raw); such an x drops its point, such a y is a gap."""
+    keep = [i for i, v in enumerate(x) if finite(v) is not None]
+    xs = [float(x[i]) for i in keep]
+    out = []
+    for line in lines:
+        values = list(line.values)
+        ys = [finite(values[i]) if i < len(values) else None for i in keep]
+        if any(v is not None for v in ys):
+            out.append(Line(line.label, ys, line.color, line.fill))
+    return xs, out
 
 
 class LineChart(Widget):
@@ -108,8 +123,7 @@ class LineChart(Widget):
         self._key = key
         self._ylim = ylim
         self._xlim = xlim
-        self._x = list(x)
-        self._lines = [line for line in lines if any(v is not None for v in line.values)]
+        self._x, self._lines = _plottable(x, lines)
         wait = self._last_draw + self.min_interval - time.monotonic()
         if wait <= 0:
             self._draw()
@@ -132,7 +146,10 @@ class LineChart(Widget):
         signature = (self._generation, self.size, self.app.theme)
         if self._rendered is not None and self._rendered[0] == signature:
             return self._rendered[1]
-        result = self._build()
+        try:
+            result = self._build()
+        except Exception as exc:  # noqa: BLE001 - a value the chart cannot place must not end the app
+            result = Text(f"\ncannot draw this chart ({type(exc).__name__}: {exc})", style="dim", justify="center")
         self._rendered = (signature, result)
         return result
 

@@ -113,7 +113,7 @@ class DataPanel(Widget):
         table = self.query_one("#data-loaders", DataTable)
         table.clear()
         for loader_id, cfg in sorted(dataloaders.items()):
-            table.add_row(str(loader_id), *(_cell(key, cfg.get(key)) for key, _ in LOADER_FIELDS))
+            table.add_row(Text(str(loader_id)), *(_cell(key, cfg.get(key)) for key, _ in LOADER_FIELDS))
         table.display = bool(dataloaders)
 
     def _fill_steps(self, session, throttle: bool) -> None:
@@ -133,8 +133,8 @@ class DataPanel(Widget):
             share = p.wait / p.dur if p.dur > 0 else 0.0
             style = "yellow" if share >= 0.5 else ""
             label = f"{p.i}" + (" w" if p.i < warmup else "")
-            table.add_row(label, f"{p.dur * 1e3:.1f}", Text(f"{p.wait * 1e3:.1f}", style=style),
-                          Text(f"{share * 100:.0f}%", style=style), str(p.batches))
+            table.add_row(Text(label), Text(f"{p.dur * 1e3:.1f}"), Text(f"{p.wait * 1e3:.1f}", style=style),
+                          Text(f"{share * 100:.0f}%", style=style), Text(str(p.batches)))
 
 
 def _cell(key: str, value) -> Text:

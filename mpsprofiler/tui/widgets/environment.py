@@ -14,6 +14,7 @@ from textual.widget import Widget
 from textual.widgets import Static
 
 from ...units import fmt_bytes
+from ..safe import finite, fmt_count, raw
 from ..state import RunState
 from .quiet import quiet_update
 
@@ -86,22 +87,24 @@ def run_table(state: RunState) -> Table:
     table = Table.grid(padding=(0, 2))
     table.add_column(style="dim", no_wrap=True)
     table.add_column(overflow="fold")
-    table.add_row("script", str(run.get("script") or "–"))
-    table.add_row("argv", " ".join(str(a) for a in run.get("argv") or []) or "–")
-    table.add_row("working dir", str(run.get("cwd") or "–"))
-    table.add_row("run dir", str(state.run_dir or run.get("run_dir") or "not recorded"))
-    table.add_row("mode", str(run.get("mode") or "–"))
-    table.add_row("status", state.status_text())
+    argv = run.get("argv")
+    table.add_row("script", raw(run.get("script") or "–"))
+    table.add_row("argv", raw(" ".join(str(a) for a in argv) if isinstance(argv, list) and argv else (argv or "–")))
+    table.add_row("working dir", raw(run.get("cwd") or "–"))
+    table.add_row("run dir", raw(state.run_dir or run.get("run_dir") or "not recorded"))
+    table.add_row("mode", raw(run.get("mode") or "–"))
+    table.add_row("status", raw(state.status_text()))
     ex = state.session.exit
     if ex is not None:
         how = f"signal {ex.signal_name}" if ex.signal_name else f"exit status {ex.returncode}"
-        table.add_row("ended", how + (" (stopped from mpsprof)" if ex.stopped_by_user else ""))
+        table.add_row("ended", raw(how + (" (stopped from mpsprof)" if ex.stopped_by_user else "")))
     model = state.session.model
     if model:
-        table.add_row("model", f"{model.get('device') or '?'} · {model.get('optimizer') or 'no optimizer seen'}")
-    table.add_row("events", f"{state.session.events_seen:,}" + (f" ({state.session.unknown_events} unreadable)" if state.session.unknown_events else ""))
+        table.add_row("model", raw(f"{model.get('device') or '?'} · {model.get('optimizer') or 'no optimizer seen'}"))
+    unreadable = state.session.unknown_events
+    table.add_row("events", raw(fmt_count(state.session.events_seen) + (f" ({unreadable} unreadable)" if unreadable else "")))
     if run.get("mpsprof"):
-        table.add_row("mpsprof", str(run["mpsprof"]))
+        table.add_row("mpsprof", raw(run["mpsprof"]))
     if state.notes:
         table.add_row("recording", Text(state.notes, style="yellow"))
     for problem in state.session.recording_problems() if ex is not None else ():
@@ -114,7 +117,7 @@ def _value(key: str, value: Any) -> Text:
         return Text("–", style="dim")
     if isinstance(value, bool):
         return Text("yes" if value else "no", style="green" if value else "")
-    if key == "memory_total":
+    if key == "memory_total" and finite(value) is not None:
         return Text(fmt_bytes(value))
     return Text(str(value))
 
@@ -130,7 +133,8 @@ def env_table(env: dict[str, Any]) -> Table | Text:
             table.add_row(label, _value(key, env[key]))
     variables = env.get("pytorch_env") or {}
     if variables:
-        table.add_row("variables", "  ".join(f"{k}={v}" for k, v in sorted(variables.items())))
+        items = variables.items() if isinstance(variables, dict) else []
+        table.add_row("variables", raw("  ".join(f"{k}={v}" for k, v in sorted(items, key=str)) or variables))
     else:
         table.add_row("variables", Text("no PYTORCH_* / thread variables set", style="dim"))
     return table
@@ -157,7 +161,7 @@ def doctor_table(env: dict[str, Any]) -> Table | Text:
         if check.fix:
             body.append("\nfix: ", style="bold")
             body.append_text(inline_code(check.fix))
-        table.add_row(Text(label, style=style), check.title, body)
+        table.add_row(Text(label, style=style), raw(check.title), body)
     return table
 
 

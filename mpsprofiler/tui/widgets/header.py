@@ -83,7 +83,7 @@ class RunHeader(Widget):
         now = time.monotonic() if now is None else now
         self._set("#hdr-script", script_line(session.run, session.script))
         status = state.status
-        self._set("#hdr-status", f"{STATUS_ICONS.get(status, '•')} {state.status_text()}")
+        self._set("#hdr-status", f"{STATUS_ICONS.get(status, '•')} {escape(state.status_text())}")
         badge = self.query_one("#hdr-status", Label)
         if not badge.has_class(f"-{status}"):
             badge.set_classes(f"-{status}")
@@ -93,7 +93,7 @@ class RunHeader(Widget):
         if badge_rank.display != bool(rank):
             badge_rank.display = bool(rank)
         if rank:
-            self._set("#hdr-rank", f"{rank} ▸")
+            self._set("#hdr-rank", f"{escape(rank)} ▸")
         self._set("#hdr-device", device_line(session))
         steps = session.steps
         self._set("#hdr-step", f"step [b $foreground]{steps.last_index + 1 if steps.count else 0}[/]")

@@ -30,7 +30,7 @@ class LogPanel(Widget):
         self._every_rank = False
 
     def compose(self) -> ComposeResult:
-        yield Static("", id="log-path")
+        yield Static("", id="log-path", markup=False)  # a path may hold "[...]"
         yield OutputLog(id="log-output")
 
     @property

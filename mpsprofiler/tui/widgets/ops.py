@@ -105,7 +105,12 @@ def _short(op: str) -> str:
 
 
 def _num(value: float | None, digits: int = 2) -> str:
-    return "" if value is None else f"{value:.{digits}f}"
+    if value is None:
+        return ""
+    try:
+        return f"{value:.{digits}f}"
+    except (TypeError, ValueError):  # a recording's odd value: shown as recorded
+        return str(value)
 
 
 class OpsPanel(Widget):
@@ -164,12 +169,12 @@ class OpsPanel(Widget):
         for line in lines:
             table.add_row(
                 Text(line.kind, style=KIND_STYLE.get(line.kind, "")),
-                _short(line.op),
+                Text(_short(line.op)),
                 Text(_num(line.calls_per_step), justify="right"),
                 Text(_num(line.host_ms, 3), justify="right"),
                 Text(line.module or "–", style="cyan" if line.module else "dim"),
-                f"{os.path.basename(line.file)}:{line.line}" if line.file else "",
-                line.detail,
+                Text(f"{os.path.basename(line.file)}:{line.line}" if line.file else ""),
+                Text(line.detail),
             )
         for i, name in enumerate(COLUMNS):
             arrow = (" ▼" if not self._reverse else " ▲") if i == self._sort_column else ""
@@ -195,12 +200,12 @@ class OpsPanel(Widget):
         self._sort_column = (self._sort_column + 1) % len(COLUMNS)
         self._reverse = False
         self._fill()
-        self.app.notify(f"sorted by {COLUMNS[self._sort_column]}", timeout=1.5)
+        self.app.notify(f"sorted by {COLUMNS[self._sort_column]}", timeout=1.5, markup=False)
 
     def action_toggle_all(self) -> None:
         self._problems_only = not self._problems_only
         self._fill()
-        self.app.notify("problems only" if self._problems_only else "all ops", timeout=1.5)
+        self.app.notify("problems only" if self._problems_only else "all ops", timeout=1.5, markup=False)
 
     def _show_detail(self) -> None:
         detail = self.query_one("#ops-detail", Static)

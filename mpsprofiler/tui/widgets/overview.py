@@ -12,6 +12,7 @@ from textual.widgets import OptionList, Static
 from ...units import fmt_bytes, fmt_pct, fmt_seconds
 from ..messages import ShowFinding
 from ..plots import FROM_ZERO, cpu_series, memory_series, step_series, step_title, time_range
+from ..safe import fmt_count, raw
 from ..state import RunState
 from .quiet import quiet_update
 from .charts import LineChart
@@ -118,5 +119,7 @@ def figures_table(state: RunState) -> Table:
         table.add_row("free min", fmt_bytes(mem.min_sys_available))
     model = session.model
     if model.get("parameters"):
-        table.add_row("params", f"{model['parameters']:,} " + ", ".join(model.get("dtypes") or []))
+        dtypes = model.get("dtypes") or []
+        dtypes = ", ".join(str(d) for d in dtypes) if isinstance(dtypes, list) else str(dtypes)
+        table.add_row("params", raw(f"{fmt_count(model['parameters'])} {dtypes}"))
     return table

@@ -11,6 +11,7 @@ from textual.containers import VerticalScroll
 from textual.widget import Widget
 from textual.widgets import Static
 
+from ..safe import raw
 from ..state import RunState
 from .quiet import quiet_update
 
@@ -68,8 +69,8 @@ def crash_rank(state: RunState) -> int | None:
 
 def crash_text(crash) -> Group:
     head = Text()
-    head.append(f"{crash.type}: ", style="bold red")
-    head.append(crash.message)
+    head.append(f"{crash.type}: ", style="bold red")  # Text.append never reads markup
+    head.append(str(crash.message))
     parts: list = [head]
     frame = crash.user_frame
     if frame:
@@ -95,7 +96,7 @@ def warnings_table(session) -> Table | Text:
     records = sorted(session.warnings.values(), key=lambda w: (-w.count, w.first_ts))
     for w in records:
         where = f"{w.filename.rsplit('/', 1)[-1]}:{w.lineno}" if w.filename else ""
-        table.add_row(f"{w.count}×", w.category, w.message, where)
+        table.add_row(raw(f"{w.count}×"), raw(w.category), raw(w.message), raw(where))
     return table
 
 

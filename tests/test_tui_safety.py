@@ -1,0 +1,148 @@
+"""The TUI never harms the training: script text is data (never markup), a full disk,
+stdin, signals and file descriptors behave as under plain ``python``.
+
+Live runs start real scripts through the app's own controller (as ``mpsprof run`` does)
+under Textual's pilot; the terminal-level behaviour (stdin, the tty) runs the real CLI
+in tmux.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers import mpsprof_cli
+
+from mpsprofiler.launcher.child import RunSpec
+from mpsprofiler.session.recording import load_run
+from mpsprofiler.session.session import Session
+from mpsprofiler.tui.app import MpsprofApp, recorded_app
+from mpsprofiler.tui.panels import DISTRIBUTED_ONLY, PANEL_IDS
+from mpsprofiler.tui.widgets.log_panel import LogPanel
+
+REPO = Path(__file__).resolve().parents[1]
+SCRIPTS = REPO / "tests" / "scripts"
+SIZE = (130, 40)
+
+
+def drive(app: MpsprofApp, body: Any) -> None:
+    """Run the app under the pilot; an exception inside the app (a MarkupError at render
+    time included) fails the test."""
+    app.animation_level = "none"
+
+    async def main() -> None:
+        async with app.run_test(size=SIZE) as pilot:
+            await pilot.pause()
+            await body(pilot)
+
+    asyncio.run(main())
+
+
+async def wait_for(pilot: Any, condition: Any, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out waiting for the app"
+        await pilot.pause(0.1)
+
+
+async def visit_every_panel(app: MpsprofApp, pilot: Any) -> None:
+    for number, pid in enumerate(PANEL_IDS, start=1):
+        if pid in DISTRIBUTED_ONLY:
+            continue
+        await pilot.press(str(number))
+        await pilot.pause(0.2)
+        assert app.query_one("#panels").active == pid
+
+
+# -- item: script text is data -------------------------------------------------------------
+@pytest.mark.slow
+def test_script_text_with_markup_never_crashes_the_live_app(tmp_path: Path) -> None:
+    """``[/x]`` in argv, in output, in a warning and in the crash message (and so in the
+    crash notification): every panel draws it as text."""
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    spec = RunSpec(target=str(SCRIPTS / "markup_text.py"), args=["[/x]", "--name=[b]"], run_dir=run_dir,
+                   capture_output=True)
+    app = MpsprofApp(Session(), [], spec=spec, run_dir=run_dir)
+
+    async def body(pilot: Any) -> None:
+        await wait_for(pilot, lambda: app.results is not None)
+        await pilot.pause(0.3)  # the crash notification is drawn
+        assert any("[/data/train]" in str(n.message) for n in app._notifications)
+        await visit_every_panel(app, pilot)
+        lines = app.query_one(LogPanel).output.buffer.plain_lines()
+        assert "[/x] a closing tag, [bold]bold?[/] and an open [red" in lines
+        await pilot.press("8")
+        await pilot.pause(0.2)
+        screen = app.export_screenshot()
+        assert "config value [/] ignored" in _unhtml(screen)
+        assert "no data in [/data/train]" in _unhtml(screen)
+        await pilot.press("7")
+        await pilot.pause(0.2)
+        assert "[/x] --name=[b]" in _unhtml(app.export_screenshot())
+
+    drive(app, body)
+    assert app.returncode == 1 and app.session.status == "crashed"
+
+
+def _unhtml(svg: str) -> str:
+    """The text of a Textual SVG screenshot (non-breaking spaces and entities undone)."""
+    import html
+    import re
+
+    text = html.unescape(re.sub(r"<[^>]+>", "", svg))
+    return text.replace("\xa0", " ")
+
+
+def odd_recording(source: Path, target: Path) -> Path:
+    """A copy of a real recording whose values are odd: markup in every string the views
+    show, a count that is a string, NaN and inf where numbers belong."""
+    target.mkdir()
+    lines = []
+    for line in (source / "events.jsonl").read_text().splitlines():
+        event = json.loads(line)
+        kind = event["k"]
+        if kind == "run":
+            event["argv"] = [event["argv"][0], "[/x]", "--name=[b]"]
+            event["cwd"] = "/data/[/train]"
+        elif kind == "model":
+            event.update(parameters="12M", optimizer="[/opt]", device_name="[/dev]")
+        elif kind == "steps":
+            event["dur"][0] = float("nan")
+            event["wait"][-1] = float("inf")
+        elif kind == "mem":
+            event["rss"] = float("nan")
+        elif kind == "dataloader":
+            event["dataset"] = "[/ds]"
+        elif kind == "exit":
+            event.update(duration=float("nan"), returncode=-2, signal=2, signal_name="[/SIG]")
+        lines.append(json.dumps(event))
+    lines.append(json.dumps({"k": "warning", "ts": 1.0, "category": "UserWarning", "message": "config value [/] ignored",
+                             "filename": "/x/[/y].py", "lineno": 3}))
+    (target / "events.jsonl").write_text("\n".join(lines) + "\n")
+    (target / "output.log").write_text("[/x] output\n")
+    return target
+
+
+@pytest.mark.slow
+def test_view_draws_odd_recorded_values_raw(tmp_path: Path) -> None:
+    """``mpsprof view`` of a recording with markup, NaN and a string count: every panel
+    draws, and what cannot be formatted shows as recorded ("12M")."""
+    source = tmp_path / "source"
+    proc = mpsprof_cli("run", "--headless", "-o", str(source), str(REPO / "examples" / "slow_dataloader.py"),
+                       "--steps", "8", cwd=REPO, timeout=180)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    app = recorded_app(load_run(odd_recording(source, tmp_path / "odd")))
+
+    async def body(pilot: Any) -> None:
+        await pilot.pause(0.3)
+        text = _unhtml(app.export_screenshot())
+        assert "12M params" in text and "crashed ([/SIG])" in text
+        await visit_every_panel(app, pilot)
+        assert not app._panel_errors
+
+    drive(app, body)
