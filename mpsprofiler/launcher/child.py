@@ -113,6 +113,7 @@ class RunController:
             env["MPSPROF_SPILL"] = self._spill_dir
         except OSError:
             self._spill_dir = None
+        pass_fds = (*pass_fds, *inherited_fds())
         stdin = stdout = stderr = None
         out_file = None
         if spec.capture_output:
@@ -383,6 +384,30 @@ def _experiment_fields(options: dict) -> dict:
         if options.get(key):
             out[key] = options[key]
     return out
+
+
+def inherited_fds() -> tuple[int, ...]:
+    """Descriptors above 2 that we were started with (``mpsprof run s.py 3>f``): python
+    would hand them to the script, so do we. Only inheritable ones: every descriptor
+    mpsprof opens itself (the event channel, the recording, the app's own) is created
+    non-inheritable (PEP 446), so none of ours leaks into the script."""
+    for folder in ("/proc/self/fd", "/dev/fd"):
+        try:
+            names = os.listdir(folder)
+            break
+        except OSError:
+            continue
+    else:
+        return ()
+    fds = []
+    for name in names:
+        try:
+            fd = int(name)
+            if fd > 2 and os.get_inheritable(fd):
+                fds.append(fd)
+        except (ValueError, OSError):  # the listing's own descriptor is closed by now
+            continue
+    return tuple(sorted(fds))
 
 
 def _group_kwargs(own_group: bool) -> dict:
