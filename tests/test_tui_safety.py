@@ -146,3 +146,45 @@ def test_view_draws_odd_recorded_values_raw(tmp_path: Path) -> None:
         assert not app._panel_errors
 
     drive(app, body)
+
+
+# -- item: a full disk costs the copy, never the script's prints ------------------------------
+@pytest.fixture
+def tiny_disk(tmp_path: Path):
+    """A real 256 KiB filesystem (tmpfs; needs root, skipped otherwise)."""
+    import subprocess
+
+    mount = tmp_path / "tiny"
+    mount.mkdir()
+    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mount)], capture_output=True)
+    if proc.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs: {proc.stderr.decode(errors='replace').strip()}")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], capture_output=True)
+
+
+@pytest.mark.slow
+def test_full_disk_in_the_tui_keeps_the_training_going(tiny_disk: Path) -> None:
+    """The run directory's disk fills while the script prints 1 MB: under python the
+    prints succeed, so they must here (they raised ENOSPC and ended the script); the view
+    keeps showing the output and says once that output.log stopped."""
+    run_dir = tiny_disk / "run"
+    run_dir.mkdir()
+    spec = RunSpec(target=str(SCRIPTS / "chatty.py"), run_dir=run_dir, capture_output=True)
+    app = MpsprofApp(Session(), [], spec=spec, run_dir=run_dir)
+
+    lines: list[str] = []
+
+    async def body(pilot: Any) -> None:
+        await wait_for(pilot, lambda: app.results is not None)
+        buffer = app.query_one(LogPanel).output.buffer
+        await wait_for(pilot, lambda: "done" in buffer.plain_lines(), timeout=10)
+        lines.extend(buffer.plain_lines())
+        said = [n for n in app._notifications if "output.log is no longer written" in str(n.message)]
+        assert len(said) == 1 and "No space left" in str(said[0].message)
+
+    drive(app, body)
+    assert app.returncode == 0 and app.session.status == "finished"
+    assert lines[-2].startswith(" 1999 ") and lines[-1] == "done"

@@ -4,8 +4,9 @@ The child is the same interpreter running :mod:`mpsprofiler.probe.boot`. Its eve
 back over a private pipe (an inherited fd: nothing is listening on any port), which a
 reader thread decodes, records and hands to ``on_events`` in batches. The child's
 stdin/stdout/stderr are the parent's own in headless mode (output passes through
-untouched, and a dead parent cannot block it); in TUI mode they go to
-``RUN_DIR/output.log``, a file, for the same reason.
+untouched, and a dead parent cannot block it); in TUI mode stdout and stderr are a pipe
+that :class:`~.output.OutputRelay` copies to ``RUN_DIR/output.log`` and to the view (a
+full disk costs the copy, never the script's prints).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from typing import Callable
 from .. import events
 from ..redact import redact_argv
 from .distributed import FifoChannels, TorchrunPlan, boot_args
+from .output import OutputRelay
 from .recorder import OUTPUT_FILE, Recorder
 from .rundir import open_new
 
@@ -71,6 +73,8 @@ class RunController:
         self.recorder = Recorder(spec.run_dir)
         self.process: subprocess.Popen[bytes] | None = None
         self.output_path: Path | None = None
+        self.output: OutputRelay | None = None
+        """TUI mode: the script's stdout/stderr, relayed to ``output.log`` and the view."""
         self._reader: threading.Thread | None = None
         self._read_fds: list[int] = []
         self._fifos: FifoChannels | None = None
@@ -115,7 +119,7 @@ class RunController:
             self._spill_dir = None
         pass_fds = (*pass_fds, *inherited_fds())
         stdin = stdout = stderr = None
-        out_file = None
+        relay = None
         if spec.capture_output:
             stdin = subprocess.DEVNULL
             out_file = None
@@ -129,7 +133,8 @@ class RunController:
                 fd, name = tempfile.mkstemp(prefix="mpsprof-output-", suffix=".log")
                 out_file = os.fdopen(fd, "ab")
                 self.output_path = Path(name)
-            stdout = stderr = out_file
+            relay = self.output = OutputRelay(self.output_path, out_file)
+            stdout = stderr = relay.write_fd
         # A terminal delivers Ctrl-C to its whole foreground group, the child included:
         # then the child shares our group and we do not forward SIGINT (it would arrive
         # twice). Otherwise the child gets its own group and we forward signals to it.
@@ -148,11 +153,15 @@ class RunController:
                 cwd=spec.cwd,
                 **_group_kwargs(self._own_group),
             )
+        except BaseException:
+            if relay is not None:
+                relay.close_unstarted()
+            raise
         finally:
             if write_fd is not None:
                 os.close(write_fd)
-            if out_file is not None:
-                out_file.close()
+        if relay is not None:
+            relay.start()
         self._reader = threading.Thread(target=self._read_loop, name="mpsprof-reader", daemon=True)
         self._reader.start()
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import codecs
-import os
 import signal
 import threading
 import time
@@ -21,9 +20,10 @@ from textual import work
 from textual.worker import get_current_worker
 
 from ..launcher.child import RunController
+from ..launcher.output import OutputRelay
 from ..results import Results, build_results, write_summary
 from .inbox import EventInbox
-from .messages import EventsArrived, OutputArrived, RunEnded, RunFailed, RunStarted
+from .messages import EventsArrived, OutputArrived, OutputCopyFailed, RunEnded, RunFailed, RunStarted
 from .state import RunState
 from .widgets.log_panel import LogPanel
 
@@ -33,8 +33,6 @@ if TYPE_CHECKING:
 TICK = 0.25
 """Seconds between redraws of a live run (at most 4 Hz), and between output reads."""
 STOP_GRACE = 5.0
-TAIL_CHUNK = 1 << 20
-"""At most 1 MiB of output per tail read: a flood shows its end, not every byte."""
 EXIT_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 
 
@@ -79,6 +77,8 @@ class LiveRun:
             self.post_message(RunFailed(f"{exc.strerror or exc}"))
             return
         assert controller.process is not None
+        if controller.output is not None:
+            controller.output.on_error = lambda error: self.post_message(OutputCopyFailed(error))
         self.post_message(RunStarted(controller.output_path))
         code = controller.wait()
         self.returncode = code
@@ -86,34 +86,21 @@ class LiveRun:
         self.post_message(RunEnded(code))
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="tail")
-    def _tail_output(self, path: Path) -> None:
+    def _tail_output(self, relay: OutputRelay) -> None:
+        """Hand what the relay read to the view, at most every TICK."""
         worker = get_current_worker()
         decoder = codecs.getincrementaldecoder("utf-8")("replace")
-        try:
-            fh = open(path, "rb")
-        except OSError:
-            return
-        with fh:
-            pos = 0
-            while not worker.is_cancelled:
-                finishing = self._tail_done.is_set()
-                try:
-                    size = os.fstat(fh.fileno()).st_size
-                except OSError:
-                    return
-                if size > pos:
-                    skipped = max(0, size - pos - TAIL_CHUNK)
-                    pos += skipped
-                    fh.seek(pos)
-                    data = fh.read(size - pos)
-                    pos += len(data)
-                    text = decoder.decode(data, final=finishing)
-                    if text or skipped:
-                        self.post_message(OutputArrived(text, skipped))
-                    continue
-                if finishing:
-                    return
-                self._tail_done.wait(TICK)
+        while not worker.is_cancelled:
+            finishing = self._tail_done.is_set()
+            if finishing:
+                relay.wait(1.0)  # the last bytes of a script that just ended
+            data, skipped = relay.take()
+            text = decoder.decode(data, final=finishing)
+            if text or skipped:
+                self.post_message(OutputArrived(text, skipped))
+            if finishing:
+                return
+            self._tail_done.wait(TICK)
 
     # -- live run: message handlers (UI thread) ------------------------------------
     def on_events_arrived(self, message: EventsArrived) -> None:
@@ -123,9 +110,14 @@ class LiveRun:
 
     def on_run_started(self, message: RunStarted) -> None:
         self.state.started_at = time.monotonic()
-        if message.output_path is not None:
+        relay = self.controller.output if self.controller is not None else None
+        if message.output_path is not None and relay is not None:
             self.query_one(LogPanel).set_path(message.output_path)
-            self._tail_output(message.output_path)
+            self._tail_output(relay)
+
+    def on_output_copy_failed(self, message: OutputCopyFailed) -> None:
+        self.query_one(LogPanel).copy_failed(message.error)
+        self.notify(f"{message.error}. The training goes on.", severity="warning", timeout=15)
 
     def on_output_arrived(self, message: OutputArrived) -> None:
         self.query_one(LogPanel).write(message.text, message.skipped)
@@ -227,9 +219,9 @@ def outlive_app_crash(app: Any) -> None:
     controller = app.controller
     if controller is None or app.ended.is_set() or app._exception is None:
         return
-    path = controller.output_path
+    relay = controller.output
     sys.stderr.write(f"mpsprof: the live view failed ({type(app._exception).__name__}); the script goes on, "
-                     f"its output follows (also in {path}); Ctrl-C stops it\n")
+                     f"its output follows (also in {controller.output_path}); Ctrl-C stops it\n")
     sys.stderr.flush()
     previous = {}
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
@@ -238,23 +230,11 @@ def outlive_app_crash(app: Any) -> None:
         except (ValueError, OSError):
             pass
     try:
-        with open(path, "rb") as fh:
-            fh.seek(0, os.SEEK_END)
-            while True:
-                done = app.ended.is_set()
-                data = fh.read(1 << 16)
-                if data:
-                    try:
-                        sys.stdout.buffer.write(data)
-                        sys.stdout.flush()
-                    except OSError:
-                        pass
-                    continue
-                if done:
-                    return
-                app.ended.wait(TICK)
-    except OSError:
-        app.ended.wait()
+        if relay is not None:
+            relay.take()  # shown already (or lost with the view); from here on it is echoed
+            relay.echo = True
+        while not app.ended.wait(0.5):
+            pass
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)

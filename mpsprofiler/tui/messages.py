@@ -60,3 +60,10 @@ class ShowRank(Message):
     """A widget asks for one rank's figures in every per-run panel (None: the job view)."""
 
     rank: int | None
+
+
+@dataclass
+class OutputCopyFailed(Message):
+    """``output.log`` could not be written any more (a full disk): said once."""
+
+    error: str

@@ -28,6 +28,7 @@ class LogPanel(Widget):
         self._path: Path | None = None
         self._skipped = 0
         self._every_rank = False
+        self._copy_error: str | None = None
 
     def compose(self) -> ComposeResult:
         yield Static("", id="log-path", markup=False)  # a path may hold "[...]"
@@ -42,6 +43,11 @@ class LogPanel(Widget):
             self._skipped += skipped
             text = f"\n[mpsprof: {skipped} bytes of fast output skipped]\n" + text
         self.output.write(text)
+        self._update_path()
+
+    def copy_failed(self, error: str) -> None:
+        """The copy in output.log stopped (a full disk): the path line says so for good."""
+        self._copy_error = error
         self._update_path()
 
     def set_path(self, path: Path | None) -> None:
@@ -76,8 +82,9 @@ class LogPanel(Widget):
             return
         lines = self.output.line_count
         ranks = " · all ranks" if self._every_rank else ""
+        where = f"{self._path} (not written since: {self._copy_error})" if self._copy_error else str(self._path)
         self.query_one("#log-path", Static).update(
-            f"{self._path} · {lines} line{'s' if lines != 1 else ''} shown (last 5,000 kept){ranks}", layout=False
+            f"{where} · {lines} line{'s' if lines != 1 else ''} shown (last 5,000 kept){ranks}", layout=False
         )
 
     def update_state(self, state: RunState) -> None:
