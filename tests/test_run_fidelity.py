@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from helpers import SCRIPTS, compare
 
 
@@ -36,3 +37,65 @@ def test_descriptors_the_shell_opened_reach_the_script(tmp_path: Path) -> None:
     assert profiled.stdout == plain.stdout == b"wrote to fd 3\n"
     assert (tmp_path / "profiled.txt").read_bytes() == (tmp_path / "plain.txt").read_bytes() == b"written to fd 3\n"
     assert [e["k"] for e in read_events(tmp_path / "run")][-1] == "exit"  # the channel was not disturbed
+
+
+# -- at a terminal (tmux) ------------------------------------------------------------------
+@pytest.fixture
+def term(tmp_path: Path):
+    from tmux import Tmux
+
+    t = Tmux(tmp_path)
+    yield t
+    t.close()
+
+
+@pytest.mark.slow
+def test_kill_int_to_mpsprof_at_a_terminal_reaches_the_script_once(term, tmp_path: Path) -> None:
+    """``kill -INT <mpsprof pid>`` (headless, at a terminal) is one KeyboardInterrupt in the
+    script, as ``kill -INT <python pid>`` is (it never arrived: the script shared
+    mpsprof's group and mpsprof left SIGINT to the terminal)."""
+    import os
+    import signal
+
+    from tmux import mpsprof_line, pid_of
+
+    run_dir = tmp_path / "run"
+    term.send(mpsprof_line("run", "--headless", "-o", str(run_dir), str(SCRIPTS / "tty_job.py")), enter=True)
+    screen = term.wait_for("ready ")
+    assert "ready foreground" in screen  # the terminal's job is the script, as under a shell
+    os.kill(pid_of(f"mpsprofiler run --headless -o {run_dir}"), signal.SIGINT)
+    code, screen = term.wait_for_exit()
+    assert "interrupted once" in screen and "interrupted twice" not in screen and code == 0
+
+
+@pytest.mark.slow
+def test_piped_stdin_getpass_ctrl_z_and_ctrl_c_at_a_terminal(term, tmp_path: Path) -> None:
+    """stdin a pipe, the terminal still there: ``getpass`` reads the terminal (EIO before:
+    the script ran in a background group), Ctrl-Z stops the script and mpsprof together
+    (the shell says Stopped; training went on before), ``fg`` continues both, Ctrl-C is
+    one KeyboardInterrupt."""
+    from tmux import mpsprof_line, stat_of
+
+    # no "; echo EXIT" here: the shell runs it as soon as the job stops
+    line = mpsprof_line("run", "--headless", "-o", str(tmp_path / "run"), str(SCRIPTS / "tty_job.py"), "--getpass", echo=False)
+    term.send("echo piped | " + line, enter=True)
+    screen = term.wait_for("secret:")
+    assert "ready foreground" in screen
+    pid = int(screen.split("ready foreground ", 1)[1].split()[0])
+    term.send("hunter2", enter=True)
+    term.wait_for("got 2retnuh")
+    term.wait_for("tick")
+    term.key("C-z")
+    term.wait_for("Stopped")
+    assert stat_of(pid) == "T"
+    term.send("fg", enter=True)
+    deadline_ticks = term.screen().count("tick")
+    import time
+
+    time.sleep(1.5)
+    assert term.screen().count("tick") > deadline_ticks and stat_of(pid) in ("S", "R")
+    term.key("C-c")
+    term.wait_for("run saved in")
+    term.send("echo EXIT=$?", enter=True)  # fg's status is the job's
+    code, screen = term.wait_for_exit()
+    assert "interrupted once" in screen and "interrupted twice" not in screen and code == 0

@@ -188,3 +188,38 @@ def test_full_disk_in_the_tui_keeps_the_training_going(tiny_disk: Path) -> None:
     drive(app, body)
     assert app.returncode == 0 and app.session.status == "finished"
     assert lines[-2].startswith(" 1999 ") and lines[-1] == "done"
+
+
+# -- item: kill -INT to mpsprof is one KeyboardInterrupt in the script ----------------------
+@pytest.mark.slow
+def test_sigint_to_the_tui_reaches_the_script_once_and_the_app_follows(tmp_path: Path) -> None:
+    """``kill -INT <mpsprof pid>`` while the TUI runs a script: the script gets that one
+    SIGINT (KeyboardInterrupt, as under python), nothing after it, and the app leaves when
+    the script has ended. (Before, the app died at once and the script got SIGINT, then
+    SIGTERM after 2 s.)"""
+    import os
+    import signal
+
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    spec = RunSpec(target=str(SCRIPTS / "sleeper.py"), run_dir=run_dir, capture_output=True)
+    app = MpsprofApp(Session(), [], spec=spec, run_dir=run_dir)
+    got: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: got.append(signum))  # the app's own replaces it
+
+    async def body(pilot: Any) -> None:
+        await wait_for(pilot, lambda: "ready" in app.query_one(LogPanel).output.buffer.plain_lines())
+        os.kill(os.getpid(), signal.SIGINT)
+        deadline = time.monotonic() + 20
+        while app.is_running and time.monotonic() < deadline:
+            await asyncio.sleep(0.1)
+        assert not app.is_running, "the app did not leave after the script ended"
+
+    try:
+        drive(app, body)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert not got, "the app did not handle SIGINT"
+    assert app.returncode == -signal.SIGINT
+    output = (run_dir / "output.log").read_text()
+    assert output.count("KeyboardInterrupt") == 1 and "not interrupted" not in output

@@ -28,6 +28,7 @@ from typing import Callable
 from .. import events
 from ..redact import redact_argv
 from .distributed import FifoChannels, TorchrunPlan, boot_args
+from .foreground import ForegroundTerminal
 from .output import OutputRelay
 from .recorder import OUTPUT_FILE, Recorder
 from .rundir import open_new
@@ -81,6 +82,7 @@ class RunController:
         self._exited = threading.Event()
         self._started_at = 0.0
         self._own_group = False
+        self._terminal: ForegroundTerminal | None = None
         self.bad_lines = 0
         self._stop_requested = False
         self._spill_dir: str | None = None
@@ -138,8 +140,12 @@ class RunController:
         # A terminal delivers Ctrl-C to its whole foreground group, the child included:
         # then the child shares our group and we do not forward SIGINT (it would arrive
         # twice). Otherwise the child gets its own group and we forward signals to it.
-        terminal = _isatty(0) and not spec.capture_output
+        # With mpsprof the foreground job of its terminal, the script becomes that job
+        # instead (see foreground.py): its own group, and every signal we get is passed on.
+        self._terminal = None if spec.capture_output else ForegroundTerminal.claim()
+        terminal = self._terminal is None and _isatty(0) and not spec.capture_output
         self._own_group = not terminal
+        group = {"preexec_fn": self._terminal.preexec()} if self._terminal is not None else _group_kwargs(self._own_group)
         self._emit_parent(events.KIND_RUN, **self._run_fields())
         self._started_at = time.monotonic()
         try:
@@ -151,9 +157,11 @@ class RunController:
                 stderr=stderr,
                 pass_fds=pass_fds,
                 cwd=spec.cwd,
-                **_group_kwargs(self._own_group),
+                **group,
             )
         except BaseException:
+            if self._terminal is not None:
+                self._terminal.take_back()
             if relay is not None:
                 relay.close_unstarted()
             raise
@@ -351,10 +359,12 @@ class RunController:
         assert self.process is not None
         while True:
             try:
-                code = self.process.wait()
+                code = self._terminal.wait(self.process) if self._terminal is not None else self.process.wait()
                 break
             except KeyboardInterrupt:  # pragma: no cover - parent got Ctrl-C outside handlers
                 continue
+        if self._terminal is not None:
+            self._terminal.close()
         self._exited.set()
         if self._reader is not None:
             self._reader.join(timeout=10.0)

@@ -398,7 +398,7 @@ def run_tui(spec: RunSpec, rule_dirs: list[Path]) -> tuple[int, Session, Results
         outlive_app_crash(app)
     finally:
         if app.controller is not None and not app.ended.is_set():
-            app.controller.stop(grace=2.0)
+            app.controller.stop(grace=STOP_GRACE)
         app.ended.wait(timeout=30.0)
     leftover = app.inbox.drain()  # events that arrived after the app closed
     if leftover:

@@ -33,7 +33,11 @@ if TYPE_CHECKING:
 TICK = 0.25
 """Seconds between redraws of a live run (at most 4 Hz), and between output reads."""
 STOP_GRACE = 5.0
-EXIT_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+EXIT_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
+"""Signals to mpsprof itself (``kill PID``): passed on to the script, as headless mode
+does; the app leaves once the script has ended. SIGINT is passed on once per signal and
+never escalated (under python, ``kill -INT`` is one KeyboardInterrupt the script may
+catch); SIGTERM / SIGHUP are followed by SIGKILL if the script outlives them by 10 s."""
 
 
 class LiveRun:
@@ -194,7 +198,8 @@ class LiveRun:
             return
         self._quit_when_ended = True
         self.controller.send_signal(signum)
-        self.set_timer(2 * STOP_GRACE, lambda: self.controller.send_signal(signal.SIGKILL) if self.controller else None)
+        if signum != signal.SIGINT:
+            self.set_timer(2 * STOP_GRACE, lambda: self.controller.send_signal(signal.SIGKILL) if self.controller else None)
 
 
     def on_unmount(self) -> None:
@@ -207,7 +212,7 @@ class LiveRun:
             pass
         self._tail_done.set()
         if self.controller is not None and not self.ended.is_set() and self._exception is None:
-            self.controller.stop(grace=2.0)  # a crash of the app itself leaves the script running
+            self.controller.stop(grace=STOP_GRACE)  # what the dialog says; a crash of the app itself leaves the script running
 
 
 def outlive_app_crash(app: Any) -> None:
