@@ -223,3 +223,36 @@ def test_sigint_to_the_tui_reaches_the_script_once_and_the_app_follows(tmp_path:
     assert app.returncode == -signal.SIGINT
     output = (run_dir / "output.log").read_text()
     assert output.count("KeyboardInterrupt") == 1 and "not interrupted" not in output
+
+
+# -- item: input() and breakpoint() get the terminal ----------------------------------------
+@pytest.mark.slow
+def test_input_and_breakpoint_get_the_terminal_in_the_tui(tmp_path: Path) -> None:
+    """Under the TUI (a real terminal, tmux) ``input()`` and ``breakpoint()`` are answered
+    at the terminal: the app steps aside while the script reads, pdb stops in the script's
+    frame, and the view comes back when the script goes on (before: EOFError, BdbQuit)."""
+    from tmux import Tmux, mpsprof_line
+
+    term = Tmux(tmp_path)
+    try:
+        run_dir = tmp_path / "run"
+        term.send(mpsprof_line("run", "-o", str(run_dir), str(SCRIPTS / "asks.py")), enter=True)
+        screen = term.wait_for("your name?")
+        assert "the script reads the terminal" in screen and "before the question" in screen
+        term.send("Ada", enter=True)
+        term.wait_for("(Pdb)")
+        term.send("p x + 1", enter=True)
+        screen = term.wait_for("42")
+        assert "asks.py" in screen and "hello Ada" in screen  # pdb stops in the script's own frame
+        term.send("c", enter=True)
+        term.wait_for("The script finished")  # the view is back
+        term.key("6")
+        screen = term.wait_for("x is 41")
+        assert "done" in screen
+        term.key("q")
+        code, _ = term.wait_for_exit()
+        assert code == 0
+    finally:
+        term.close()
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["status"] == "finished"

@@ -75,6 +75,8 @@ class RunController:
         self.process: subprocess.Popen[bytes] | None = None
         self.output_path: Path | None = None
         self.output: OutputRelay | None = None
+        self.on_terminal: Callable[[bool], None] | None = None
+        """TUI mode: the script asks for the terminal (True) or is done with it (False)."""
         """TUI mode: the script's stdout/stderr, relayed to ``output.log`` and the view."""
         self._reader: threading.Thread | None = None
         self._read_fds: list[int] = []
@@ -283,6 +285,9 @@ class RunController:
                 self.bye_seen = True
             elif event.kind == events.KIND_HELLO:
                 self.hello_seen = True
+            elif event.kind == events.KIND_TERMINAL:  # a request to the view, not data
+                self._control(event)
+                continue
             self.recorder.write(line + b"\n")
             batch.append(event)
 
@@ -311,6 +316,14 @@ class RunController:
             sys.stderr.write(f"mpsprof: cannot read the probe's spill file: {exc.strerror or exc}\n")
         finally:
             shutil.rmtree(folder, ignore_errors=True)
+
+    def _control(self, event: events.Event) -> None:
+        handler = self.on_terminal
+        if handler is not None:
+            try:
+                handler(bool(event.get("want")))
+            except Exception:  # noqa: BLE001 - a view bug must not stop the recording
+                pass
 
     # -- control ----------------------------------------------------------------
     def send_signal(self, sig: int) -> None:

@@ -19,6 +19,7 @@ from typing import IO
 PIPE_SIZE = 1 << 20
 VIEW_LIMIT = 1 << 20
 """Bytes kept for the view between two reads: a flood shows its end, not every byte."""
+RECENT = 8 << 10
 
 
 class OutputRelay:
@@ -33,6 +34,7 @@ class OutputRelay:
         """Also write the output to our own stdout (the view is gone, the script is not)."""
         self._lock = threading.Lock()
         self._pending = bytearray()
+        self._recent = bytearray()
         self._skipped = 0
         self._closed = threading.Event()
         self._thread: threading.Thread | None = None
@@ -77,7 +79,10 @@ class OutputRelay:
                         cut = len(self._pending) - VIEW_LIMIT
                         del self._pending[:cut]
                         self._skipped += cut
-                if self.echo:
+                    echo = self.echo
+                    self._recent += data
+                    del self._recent[: max(0, len(self._recent) - RECENT)]
+                if echo:
                     try:
                         sys.stdout.buffer.write(data)
                         sys.stdout.flush()
@@ -122,6 +127,13 @@ class OutputRelay:
             self._pending.clear()
             self._skipped = 0
         return data, skipped
+
+    def start_echo(self) -> bytes:
+        """Echo from now on; returns the last bytes read before (up to 8 KiB), to show
+        what led up to this moment."""
+        with self._lock:
+            self.echo = True
+            return bytes(self._recent)
 
     @property
     def finished(self) -> bool:

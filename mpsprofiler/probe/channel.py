@@ -74,6 +74,10 @@ class Channel:
         self._buf.append(line)
         self._buffered += len(line)
 
+    def flush_soon(self) -> None:
+        """Write now instead of at the next interval (a request the app must see)."""
+        self._wake.set()
+
     def _run(self) -> None:
         while not self._stop:
             self._wake.wait(self._interval)

@@ -102,6 +102,8 @@ class Probe:
         if not self.options.get("no_memory"):
             self._guarded("memory", self._start_sampler)
         self._guarded("children", self._watch_children)
+        if self.options.get("terminal_loan"):
+            self._guarded("terminal", self._install_terminal_loan)
         # torch is imported by the script, never by us: a script that sets
         # PYTORCH_ENABLE_MPS_FALLBACK or OMP_NUM_THREADS before its own `import torch`
         # must see them take effect, and a script without torch must not pay for it
@@ -124,6 +126,17 @@ class Probe:
             self.emit(events.KIND_CHILD, **fields)
 
         self._uninstallers.append(children.install(emit, lambda exc: self.fail("children", exc)))
+
+    def _install_terminal_loan(self) -> None:
+        """TUI mode: input() and breakpoint() borrow the terminal (probe/terminal.py)."""
+        from .terminal import TerminalLoan
+
+        def ask(want: bool) -> None:
+            self.emit(events.KIND_TERMINAL, want=want)
+            if self.channel is not None:
+                self.channel.flush_soon()
+
+        TerminalLoan(ask).install()
 
     def _on_torch_imported(self) -> None:
         """Install the torch instruments once the script's ``import torch`` has finished.

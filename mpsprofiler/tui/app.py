@@ -391,6 +391,8 @@ class MpsprofApp(TryFixMixin, LiveRun, App[None]):
 def run_tui(spec: RunSpec, rule_dirs: list[Path]) -> tuple[int, Session, Results]:
     """Run the script under the live TUI; returns its exit status, the session, the results."""
     spec.capture_output = True
+    if _at_terminal():
+        spec.options["terminal_loan"] = True  # input() and breakpoint() borrow it (probe/terminal.py)
     session = Session()
     app = MpsprofApp(session, rule_dirs, spec=spec, run_dir=spec.run_dir)
     try:
@@ -410,6 +412,16 @@ def run_tui(spec: RunSpec, rule_dirs: list[Path]) -> tuple[int, Session, Results
     print_summary(results, str(run_dir) if run_dir is not None else None)  # the terminal is ours again
     code = app.returncode if app.returncode is not None else 1
     return code, session, results
+
+
+def _at_terminal() -> bool:
+    import os
+    import sys
+
+    try:
+        return os.isatty(sys.stdin.fileno()) and os.isatty(sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):
+        return False
 
 
 def view_tui(loaded: Any, rule_dirs: list[Path]) -> None:

@@ -23,7 +23,8 @@ from ..launcher.child import RunController
 from ..launcher.output import OutputRelay
 from ..results import Results, build_results, write_summary
 from .inbox import EventInbox
-from .messages import EventsArrived, OutputArrived, OutputCopyFailed, RunEnded, RunFailed, RunStarted
+from .messages import EventsArrived, OutputArrived, OutputCopyFailed, RunEnded, RunFailed, RunStarted, TerminalWanted
+from .terminal_loan import TerminalLender
 from .state import RunState
 from .widgets.log_panel import LogPanel
 
@@ -51,8 +52,10 @@ class LiveRun:
     def _init_live(self) -> None:
         self.inbox: EventInbox = EventInbox()
         self.controller = None
+        self.lender = TerminalLender(self)
         if self.spec is not None:
             self.controller = RunController(self.spec, self._on_controller_events, batch_interval=TICK)
+            self.controller.on_terminal = lambda want: self.post_message(TerminalWanted(want))
         self.returncode: int | None = None
         self.ended = threading.Event()
         """Set once the child has exited (or could not start): safe to read from any thread."""
@@ -119,6 +122,9 @@ class LiveRun:
             self.query_one(LogPanel).set_path(message.output_path)
             self._tail_output(relay)
 
+    def on_terminal_wanted(self, message: TerminalWanted) -> None:
+        self.lender.request(message.want)
+
     def on_output_copy_failed(self, message: OutputCopyFailed) -> None:
         self.query_one(LogPanel).copy_failed(message.error)
         self.notify(f"{message.error}. The training goes on.", severity="warning", timeout=15)
@@ -132,6 +138,7 @@ class LiveRun:
         self._finish_run()
 
     def on_run_ended(self, message: RunEnded) -> None:
+        self.lender.take_back()
         self.on_events_arrived(EventsArrived())  # the exit event is in the inbox already
         self._tail_done.set()
         ex = self.session.exit
@@ -211,6 +218,7 @@ class LiveRun:
         except (RuntimeError, ValueError):
             pass
         self._tail_done.set()
+        self.lender.take_back()
         if self.controller is not None and not self.ended.is_set() and self._exception is None:
             self.controller.stop(grace=STOP_GRACE)  # what the dialog says; a crash of the app itself leaves the script running
 

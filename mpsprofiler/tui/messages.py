@@ -67,3 +67,10 @@ class OutputCopyFailed(Message):
     """``output.log`` could not be written any more (a full disk): said once."""
 
     error: str
+
+
+@dataclass
+class TerminalWanted(Message):
+    """The script reads the terminal (``input()``, pdb) and wants it (True), or is done."""
+
+    want: bool
