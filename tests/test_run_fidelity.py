@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 from helpers import SCRIPTS, compare
 
+pytestmark = pytest.mark.slow  # every test starts real runs, plain and profiled
+
 
 def test_everything_after_the_script_is_its_own_verbatim(tmp_path: Path) -> None:
     """``mpsprof run s.py -- --lr 1``: the ``--`` is the script's (argparse used to eat it);

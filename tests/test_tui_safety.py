@@ -141,7 +141,7 @@ def test_view_draws_odd_recorded_values_raw(tmp_path: Path) -> None:
     async def body(pilot: Any) -> None:
         await pilot.pause(0.3)
         text = _unhtml(app.export_screenshot())
-        assert "12M params" in text and "crashed ([/SIG])" in text
+        assert "12M float32" in text and "crashed ([/SIG])" in text
         await visit_every_panel(app, pilot)
         assert not app._panel_errors
 

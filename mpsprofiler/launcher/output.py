@@ -72,7 +72,10 @@ class OutputRelay:
                     break
                 if not data:
                     break
-                self._copy(data)
+                try:
+                    self._copy(data)
+                except Exception:  # noqa: BLE001 - never stop reading: the script would block
+                    pass
                 with self._lock:
                     self._pending += data
                     if len(self._pending) > VIEW_LIMIT:
@@ -82,11 +85,12 @@ class OutputRelay:
                     echo = self.echo
                     self._recent += data
                     del self._recent[: max(0, len(self._recent) - RECENT)]
-                if echo:
+                if echo:  # the real stdout: the app may have replaced sys.stdout meanwhile
                     try:
-                        sys.stdout.buffer.write(data)
-                        sys.stdout.flush()
-                    except (OSError, ValueError):
+                        out = sys.__stdout__
+                        out.buffer.write(data)
+                        out.flush()
+                    except Exception:  # noqa: BLE001 - this thread must keep reading, whatever happens
                         pass
         finally:
             try:
