@@ -28,7 +28,7 @@ LOADER_FIELDS = (
     ("dataset", "dataset"),
 )
 RECENT_STEPS = 50
-TABLE_EVERY = 3.0
+TABLE_EVERY = 5.0
 """Seconds between refills of the recent-steps table (a refill re-renders every row)."""
 
 

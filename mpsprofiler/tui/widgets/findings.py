@@ -15,7 +15,7 @@ from .findings_list import FindingsList
 from .quiet import quiet_update
 
 ICONS = {"critical": "✖", "warning": "▲", "info": "●"}
-MARKDOWN_EVERY = 5.0
+MARKDOWN_EVERY = 10.0
 """Seconds between refreshes of the shown finding's figures while the script runs."""
 
 

@@ -28,7 +28,7 @@ def finding_prompt(finding: Any, compact: bool = False) -> Text:
         text.append("\n  " + " · ".join(meta), style="dim")
     return text
 
-TITLES_EVERY = 5.0
+TITLES_EVERY = 10.0
 """Seconds between rebuilds of a live list whose titles' figures changed."""
 
 
