@@ -86,15 +86,20 @@ class Event:
         return self.data.get(key, default)
 
 
-def _clean(value: Any) -> Any:
-    """Make a value JSON-safe: NaN/inf become None (JSON has no such numbers)."""
+def json_safe(value: Any) -> Any:
+    """Make a value JSON-safe: NaN/inf become None (JSON has no such numbers), so every
+    document mpsprof writes (events, summary.json, JSON and trace reports) is valid JSON
+    whatever a damaged recording fed into its arithmetic."""
     if isinstance(value, float):
         return value if math.isfinite(value) else None
     if isinstance(value, dict):
-        return {str(k): _clean(v) for k, v in value.items()}
+        return {str(k): json_safe(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_clean(v) for v in value]
+        return [json_safe(v) for v in value]
     return value
+
+
+_clean = json_safe
 
 
 def encode(kind: str, ts: float, **fields: Any) -> bytes:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
+from .events import json_safe
 from .launcher.recorder import SUMMARY_FILE
 from .launcher.rundir import write_text_atomic
 from .session.session import Session
@@ -49,7 +50,7 @@ def build_results(session: Session, rule_dirs: Iterable[Path] = ()) -> Results:
 
 def write_summary(run_dir: Path, results: Results) -> str | None:
     """Write ``summary.json`` atomically; returns an error message instead of raising."""
-    return write_text_atomic(Path(run_dir) / SUMMARY_FILE, json.dumps(results.document(), indent=2, default=str))
+    return write_text_atomic(Path(run_dir) / SUMMARY_FILE, json.dumps(json_safe(results.document()), indent=2, default=str, allow_nan=False))
 
 
 def say_rule_problems(errors: Iterable[Any]) -> None:

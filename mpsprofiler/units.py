@@ -3,13 +3,36 @@ text tables for the command-line views."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
+
+
+def finite(value: Any) -> float | None:
+    """``value`` as a finite float, or None when it is no number (a damaged or hand-edited
+    recording may hold ``"NaN"``, ``"12M"``, a list, 1e308 grown to infinity)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        v = float(value)
+    except OverflowError:  # an int past float's range
+        return None
+    return v if math.isfinite(v) else None
+
+
+def raw(value: Any, limit: int = 40) -> str:
+    """A value no formatter understands, shown as it was recorded (shortened)."""
+    text = str(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def fmt_seconds(value: float | None) -> str:
     if value is None:
         return "–"
-    v = float(value)
+    v = finite(value)
+    if v is None:
+        return raw(value)
+    if v >= 1e12:  # no run lasts 30,000 years: a damaged figure, shown as a number
+        return f"{v:.3g} s"
     if v < 1e-3:
         return f"{v * 1e6:.0f} µs"
     if v < 1:
@@ -26,7 +49,9 @@ def fmt_seconds(value: float | None) -> str:
 def fmt_bytes(value: float | None) -> str:
     if value is None:
         return "–"
-    v = float(value)
+    v = finite(value)
+    if v is None:
+        return raw(value)
     sign = "-" if v < 0 else ""
     v = abs(v)
     for unit in ("B", "KiB", "MiB", "GiB"):
@@ -39,7 +64,10 @@ def fmt_bytes(value: float | None) -> str:
 def fmt_pct(value: float | None) -> str:
     if value is None:
         return "–"
-    return f"{value * 100:.0f}%"
+    v = finite(value)
+    if v is None:
+        return raw(value)
+    return f"{v * 100:.0f}%"
 
 
 def text_console(color: bool, width: int | None) -> Any:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, example, given, settings
@@ -146,3 +147,149 @@ def test_rule_conditions_are_not_python(when: str) -> None:
     text = f"rules:\n  - id: evil\n    title: t\n    severity: info\n    when: {json.dumps(when)}\n    evidence: e\n    fix: f\n"
     rules, errors = parse_rules_text(text, Path("evil.yaml"))
     assert rules == [] and errors and errors[0].line == 5
+
+
+# -- every view over damaged recordings ----------------------------------------------------
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "recordings"
+BASES = [[json.loads(line) for line in (FIXTURES / name / "events.jsonl").read_text().splitlines() if line.strip()]
+         for name in ("slow_dataloader", "ddp_straggler")]
+EXTRA = [  # kinds the fixtures lack
+    {"k": "warning", "ts": 1, "category": "UserWarning", "message": "m", "filename": "f.py", "lineno": 3, "count": 2},
+    {"k": "exception", "ts": 2, "type": "RuntimeError", "module": "builtins", "message": "boom",
+     "frames": [{"file": "a.py", "line": 1, "func": "f", "code": "x", "user": True}]},
+    {"k": "probe_error", "ts": 1, "instrument": "ops", "message": "x"},
+    {"k": "bye", "ts": 3, "dropped": 3, "reason": "r"},
+]
+WEIRD = ["NaN", "12M", "", "<b>", "inf", 1e308, -1e308, 1e-320, 2**63 - 1, -(2**63), 10**18, -1, 0, None, True,
+         [], {}, [1e308], [None], [[1]], {"a": "b"}]
+"""Wrong types and huge values, as a hand-edited or damaged recording may hold (markup-like
+text such as ``[/x]`` is the TUI escaping tests' business)."""
+
+
+def _strict_json(text: str) -> Any:
+    def refuse(name: str) -> None:
+        raise ValueError(f"not JSON: {name}")
+    return json.loads(text, parse_constant=refuse)
+
+
+@st.composite
+def damaged_recordings(draw: st.DrawFn) -> list[dict]:
+    """A real recording (plus the kinds it lacks) with a few values replaced by weird ones:
+    a top-level field, an item of a list field, or a key of a dict (or of a list's dict)."""
+    records = [dict(r) for r in draw(st.sampled_from(BASES))] + [dict(e) for e in EXTRA]
+    for _ in range(draw(st.integers(1, 4))):
+        record = records[draw(st.integers(0, len(records) - 1))]
+        key = draw(st.sampled_from(sorted(k for k in record if k != "k")))
+        value, weird = record[key], draw(st.sampled_from(WEIRD))
+        if isinstance(value, list) and value and draw(st.booleans()):
+            value = list(value)
+            i = draw(st.integers(0, len(value) - 1))
+            if isinstance(value[i], dict) and value[i]:
+                value[i] = {**value[i], draw(st.sampled_from(sorted(value[i]))): weird}
+            else:
+                value[i] = weird
+        elif isinstance(value, dict) and value and draw(st.booleans()):
+            value = {**value, draw(st.sampled_from(sorted(value))): weird}
+        else:
+            value = weird
+        record[key] = value
+    return records
+
+
+def _tui_data(session: Session, results: Any) -> None:
+    """What the TUI's panels prepare from a session, rendered to text."""
+    import io
+
+    from rich.console import Console
+    from rich.markdown import Markdown
+
+    from mpsprofiler.tui import plots
+    from mpsprofiler.tui.state import RunState
+    from mpsprofiler.tui.widgets import environment, findings, findings_list, header, memory, ops, overview, warnings
+
+    state = RunState(session, live=False, findings=list(results.findings), rule_errors=list(results.rule_errors))
+    items = [environment.run_table(state), environment.env_table(session.env), environment.doctor_table(session.env),
+             environment.rules_text(state), memory.memory_table(state), memory.limits_table(state),
+             overview.figures_table(state), warnings.warnings_table(session), warnings.probe_text(session),
+             ops.summary_text(session.ops.to_dict(), state), header.script_line(session.run, session.script),
+             header.device_line(session), state.status_text()]
+    items += [str(line) for line in ops.op_lines(session.ops.to_dict())]
+    if session.crash is not None:
+        items.append(warnings.crash_text(session.crash))
+    for finding in results.findings:
+        items += [Markdown(findings.finding_markdown(finding)), findings_list.finding_prompt(finding)]
+    header.findings_line(state)
+    for series in (plots.step_series, plots.memory_series, plots.system_series, plots.cpu_series, plots.wait_series,
+                   plots.time_range, plots.rank_step_split):
+        series(session)
+    console = Console(file=io.StringIO(), width=120)
+    for item in items:
+        console.print(item)
+
+
+def check_every_view(records: list[dict]) -> None:
+    from mpsprofiler.report import render_report
+    from mpsprofiler.report.console import render_console
+    from mpsprofiler.results import build_results
+
+    with tempfile.TemporaryDirectory() as tmp:
+        Path(tmp, "events.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+        try:
+            loaded = load_run(Path(tmp))
+        except (RecordingError, events.SchemaError) as exc:
+            assert str(exc)
+            return
+        results = build_results(loaded.session)
+        json.dumps(json.loads(json.dumps(events.json_safe(results.document()), default=str, allow_nan=False)))
+        render_console(results.summary, results.findings, tmp)
+        for fmt in ("md", "html", "json", "trace"):
+            text = render_report(fmt, loaded.session, results)
+            if fmt in ("json", "trace"):
+                _strict_json(text)  # valid JSON: no NaN, no Infinity
+        _tui_data(loaded.session, results)
+
+
+DAMAGED_EXAMPLES = [  # the shapes of the crashes the fuzzing found
+    [{**r, "duration": "NaN"} if r["k"] == "exit" else r for r in BASES[0]],
+    [{**r, "parameters": "12M", "dtypes": 3} if r["k"] == "model" else r for r in BASES[0]],
+    [{**r, "dur": [1e308] * len(r["dur"])} if r["k"] == "steps" else r for r in BASES[0]],
+    [{**r, "rss": 1e308, "cpu_pct": [1]} if r["k"] == "mem" else r for r in BASES[1]],
+    [{**r, "argv": 1.5, "cwd": {}} if r["k"] == "run" else r for r in BASES[0]],
+    [{**r, "chip": 7, "pytorch_env": "x"} if r["k"] == "env" else r for r in BASES[0]],
+]
+
+
+@settings(max_examples=8, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(damaged_recordings())
+def test_every_view_reads_damaged_recordings(records: list[dict]) -> None:
+    check_every_view(records)
+
+
+@pytest.mark.parametrize("number", range(len(DAMAGED_EXAMPLES)))
+def test_every_view_reads_known_damage(number: int) -> None:
+    check_every_view(DAMAGED_EXAMPLES[number])
+
+
+@pytest.mark.slow
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(damaged_recordings())
+def test_every_view_reads_damaged_recordings_long(records: list[dict]) -> None:
+    check_every_view(records)
+
+
+def test_report_command_on_damaged_values(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``mpsprof report`` in every format on a recording with a duration "NaN", parameters
+    "12M" and step times of 1e308: no traceback, the odd values shown raw, valid JSON."""
+    from mpsprofiler.cli import main
+
+    damage = {"exit": {"duration": "NaN"}, "model": {"parameters": "12M"}}
+    records = [{**r, **damage.get(r["k"], {})} for r in BASES[0]]
+    records = [{**r, "dur": [1e308] * len(r["dur"])} if r["k"] == "steps" else r for r in records]
+    (tmp_path / "events.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    out = {}
+    for fmt in ("md", "html", "json", "trace"):
+        assert main(["report", str(tmp_path), "--format", fmt]) == 0
+        out[fmt] = capsys.readouterr().out
+    assert "| Model parameters | 12M |" in out["md"] and "| Duration | NaN |" in out["md"]
+    assert _strict_json(out["json"])["device"]["parameters"] == "12M"
+    assert _strict_json(out["trace"])["traceEvents"]

@@ -18,7 +18,7 @@ from ..redact import redact_argv
 from ..session.session import Session
 from ..session.summary import rank_rows
 from ..session.steps import signal_words
-from ..units import fmt_bytes, fmt_pct, fmt_seconds
+from ..units import finite, fmt_bytes, fmt_pct, fmt_seconds, raw
 
 MAX_TABLE_ROWS = 25
 """Op tables and warning lists are cut here: a report is read, not searched."""
@@ -124,8 +124,9 @@ def summary_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
         ("Device", device_text(summary)),
     ]
     if device.get("parameters"):
-        rows.append(("Model parameters", f"{int(device['parameters']):,}"))
-    count = int(steps.get("count") or 0)
+        params = finite(device["parameters"])
+        rows.append(("Model parameters", f"{int(params):,}" if params is not None else raw(device["parameters"])))
+    count = steps.get("count") or 0
     rows.append(("Steps", f"{count} ({steps.get('warmup', 0)} warm-up, {steps.get('steady', 0)} steady)"
                  + f", counted from {signal_words(steps.get('mode'))}"))
     rows.append(("Median step time", fmt_seconds(steps.get("median_s"))))

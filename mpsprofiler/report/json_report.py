@@ -15,6 +15,7 @@ from importlib import resources
 from typing import Any
 
 from .. import __version__
+from ..events import json_safe
 from ..results import Results
 from ..session.session import Session
 from ..session.summary import SUMMARY_SCHEMA
@@ -41,7 +42,7 @@ class JsonRenderer:
     extension = ".json"
 
     def render(self, session: Session, results: Results) -> str:
-        return json.dumps(report_document(results), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+        return json.dumps(json_safe(report_document(results)), indent=2, ensure_ascii=False, allow_nan=False, default=str) + "\n"
 
 
 def _clean(value: Any) -> Any:

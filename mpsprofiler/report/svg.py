@@ -62,6 +62,8 @@ def nice_step(span: float, count: int = 4) -> float:
 
 def axis(lo: float, hi: float, fmt: Callable[[float], str], count: int = 4, from_zero: bool = True) -> Axis:
     """An axis with round ticks that covers ``lo..hi``."""
+    if not (math.isfinite(lo) and math.isfinite(hi)) or hi - lo > 1e300:
+        lo, hi = 0.0, 1.0  # damaged figures: an empty axis rather than a crash
     if from_zero:
         lo = min(0.0, lo)
     if hi <= lo:

@@ -14,6 +14,8 @@ import math
 from typing import Any
 
 from .. import __version__
+from ..events import json_safe
+from ..units import finite
 from ..results import Results
 from ..session.session import Session
 from . import common, ops_tables
@@ -24,8 +26,10 @@ TID_OPS = 3
 MIB = 1024 * 1024
 
 
-def _us(seconds: float) -> float:
-    return round(max(0.0, float(seconds)) * 1e6, 1)
+def _us(seconds: Any) -> float:
+    """Microseconds for the trace; a damaged time (not a number) is put at 0."""
+    value = finite(seconds)
+    return round(max(0.0, min(value, 1e12)) * 1e6, 1) if value is not None else 0.0
 
 
 class TraceRenderer:
@@ -39,7 +43,7 @@ class TraceRenderer:
             "otherData": {"generator": common.footer_text(), "script": session.script,
                           "status": session.status, "version": __version__},
         }
-        return json.dumps(doc, ensure_ascii=False, allow_nan=False, default=str) + "\n"
+        return json.dumps(json_safe(doc), ensure_ascii=False, allow_nan=False, default=str) + "\n"
 
 
 def trace_events(session: Session, results: Results) -> list[dict[str, Any]]:

@@ -116,7 +116,8 @@ class RunHeader(Widget):
 
 
 def script_line(run: dict, fallback: str) -> str:
-    argv = run.get("argv") or []
+    argv = run.get("argv")
+    argv = argv if isinstance(argv, list) else []
     args = " ".join(shlex.quote(str(a)) for a in argv[1:])
     text = f"{fallback} {args}".strip()
     return escape(text)
@@ -124,8 +125,8 @@ def script_line(run: dict, fallback: str) -> str:
 
 def device_line(session) -> str:
     kind = session.device_kind
-    name = session.model.get("device_name") or ""
-    chip = session.env.get("chip") or ""
+    name = str(session.model.get("device_name") or "")
+    chip = str(session.env.get("chip") or "")
     parts = [kind]
     if name and name.lower() != kind:
         parts.append(str(name))
