@@ -56,6 +56,8 @@ def main() -> int:
     parser.add_argument("--steps", type=int, default=20, help="steps per experiment run")
     parser.add_argument("--pairs", type=int, default=5, help="A/B pairs")
     parser.add_argument("--size", default="150x42", help="terminal size, COLUMNSxROWS")
+    parser.add_argument("--script", nargs="+", default=EXAMPLE, metavar="ARG",
+                        help="the script and its arguments (default: the bundled slow-DataLoader example)")
     args = parser.parse_args()
     width, height = (int(v) for v in args.size.lower().split("x"))
     os.chdir(REPO)
@@ -64,7 +66,7 @@ def main() -> int:
     env = dict(os.environ, OMP_NUM_THREADS="1")
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH", "")) if p)
     os.environ["PYTHONPATH"] = env["PYTHONPATH"]  # the experiment's runs import this mpsprofiler
-    cmd = [sys.executable, "-m", "mpsprofiler", "run", "--headless", "-o", str(run_dir), "--max-steps", "40", *EXAMPLE]
+    cmd = [sys.executable, "-m", "mpsprofiler", "run", "--headless", "-o", str(run_dir), "--max-steps", "40", *args.script]
     print("$ python", " ".join(cmd[1:]), flush=True)
     subprocess.run(cmd, env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     started = time.monotonic()

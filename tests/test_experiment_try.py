@@ -68,7 +68,7 @@ def test_try_run_dir_tries_the_findings_num_workers(tmp_path: Path) -> None:
     env = child_env(STEPS="40", SLEEP="0.02", WORK="0.02")
     run = tmp_path / "run"
     proc = mpsprof_cli("run", "--headless", "-o", str(run), "--max-steps", "30", str(TRY / "sleepy_loader.py"),
-                       env=env)
+                       env=env, timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
     finding = next(f for f in read_summary(run)["findings"] if f["rule"].startswith("dataloader-stall"))
     from mpsprofiler.diagnosis.facts import collect_facts

@@ -27,7 +27,7 @@ def test_t_key_tries_the_stall_fix_and_stores_it(tmp_path: Path, monkeypatch: py
         monkeypatch.setenv(key, env[key])  # the experiment's runs inherit the app's environment
     run = tmp_path / "run"
     proc = mpsprof_cli("run", "--headless", "-o", str(run), "--max-steps", "30", str(TRY / "sleepy_loader.py"),
-                       env=env)
+                       env=env, timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
     rule = next(f["rule"] for f in read_summary(run)["findings"] if f["rule"].startswith("dataloader-stall"))
     app = recorded_app(load_runs([run]))
