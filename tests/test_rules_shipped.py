@@ -60,7 +60,9 @@ TRIGGERS: dict[str, tuple[str, list[str], dict[str, str]]] = {
     "spawn": ("triggers/spawn_bootstrap.py", [], {}),  # the slowest (a spawned worker): first
     "leak": ("triggers/tensor_leak.py", [], {}),
     "stall_critical": ("triggers/dataloader_stall.py", [], {}),
-    "stall_warning": ("triggers/dataloader_stall.py", ["--load-ms", "7", "--compute-ms", "28"], {}),
+    # 20 ms sleeps: on a busy machine the wait for a core after each wake-up (~10 ms at a
+    # load of 16 on 2 cores) stays smaller than the sleep, so the loader still reads as waiting
+    "stall_warning": ("triggers/dataloader_stall.py", ["--load-ms", "20", "--compute-ms", "80"], {}),
     # torch's default: one intra-op thread per core, as on a user's machine
     "threads": ("triggers/thread_oversubscription.py", [], {"OMP_NUM_THREADS": str(max(2, _CORES)),
                                                             "MKL_NUM_THREADS": str(max(2, _CORES))}),
@@ -147,7 +149,7 @@ def test_stall_names_a_concrete_num_workers(runs):
     suggested = int(crit["fix"].split("num_workers=")[1].split(",")[0].split("\n")[0])
     # the trigger's loading sleeps 30 ms per batch against 10 ms of compute: workers that
     # wait are not limited by the cores, so the number follows from the times
-    assert suggested >= 3
+    assert suggested >= 2 and "does not limit them" in crit["fix"]  # not capped at cores - 1
     assert crit["title"].endswith(f"try num_workers={suggested}")
     assert "ms to load" in crit["fix"] and "field notes" not in crit["fix"]
     warn = findings(runs["stall_warning"])

@@ -3,7 +3,7 @@ training process (num_workers=0) and each one takes longer to load than the step
 to compute, so the device waits for data.
 
     mpsprof run examples/triggers/dataloader_stall.py                         # critical (~75% wait)
-    mpsprof run examples/triggers/dataloader_stall.py --load-ms 7 --compute-ms 28  # warning (~20%)
+    mpsprof run examples/triggers/dataloader_stall.py --load-ms 20 --compute-ms 80  # warning (~20%)
 
 Loading and compute are simulated with fixed times (decoding a JPEG, a model step) so the
 shares are the same on any machine; the fix mpsprof names is `num_workers=N`.
