@@ -247,8 +247,10 @@ def test_input_and_breakpoint_get_the_terminal_in_the_tui(tmp_path: Path) -> Non
         term.send("c", enter=True)
         term.wait_for("The script finished")  # the view is back
         term.key("6")
-        screen = term.wait_for("x is 41")
-        assert "done" in screen
+        deadline = time.monotonic() + 30  # the Log panel redraws about once a second
+        while not {"x is 41", "done"} <= {line.strip() for line in term.screen(history=False).splitlines()}:
+            assert time.monotonic() < deadline, term.screen(history=False)
+            time.sleep(0.2)
         term.key("q")
         code, _ = term.wait_for_exit()
         assert code == 0
