@@ -65,10 +65,10 @@ def test_fallback_ops_attributed_to_their_modules() -> None:
     expected = {
         "aten::_ctc_loss.Tensor": "CTCLoss",
         "aten::_ctc_loss_backward.Tensor": "CTCLoss",
-        "aten::_pdist_forward": "spread",
-        "aten::_pdist_backward": "spread",
-        "aten::adaptive_max_pool3d": "encoder.pool",
-        "aten::adaptive_max_pool3d_backward": "encoder.pool",
+        "aten::_pdist_forward": "model.spread (SpreadPenalty)",
+        "aten::_pdist_backward": "model.spread (SpreadPenalty)",
+        "aten::adaptive_max_pool3d": "model.encoder.pool (AdaptiveMaxPool3d)",
+        "aten::adaptive_max_pool3d_backward": "model.encoder.pool (AdaptiveMaxPool3d)",
     }
     for record in records:
         ops = _ops_by_name(record)
@@ -347,8 +347,8 @@ def test_fake_mps_actual_fallbacks() -> None:
     for record in records:
         misses = {(m["op"], m["module"]) for m in record["mps_kernel"]}
         assert ("aten::_ctc_loss.Tensor", "CTCLoss") in misses
-        assert ("aten::_pdist_forward", "spread") in misses
-        assert ("aten::adaptive_max_pool3d_backward", "encoder.pool") in misses
+        assert ("aten::_pdist_forward", "model.spread (SpreadPenalty)") in misses
+        assert ("aten::adaptive_max_pool3d_backward", "model.encoder.pool (AdaptiveMaxPool3d)") in misses
         assert all(table.status(op) == "cpu_fallback" for op, _ in misses)
         assert record["device_kind"] == "mps"
     assert len(asked) == len(set(asked))  # cached per op
@@ -425,9 +425,10 @@ def test_module_names_nested_and_unregistered() -> None:
     model(torch.ones(1, 2, requires_grad=True)).sum().backward()
     acct.on_step_boundary(2, 0.01)
     modules = {(o["op"], o["module"]) for o in ops_events(events)[0]["ops"]}
-    assert ("aten::addmm", "0") in modules and ("aten::addmm", "1.lin") in modules
-    assert ("aten::relu", "1.ReLU") in modules
-    assert ("aten::threshold_backward", "1.ReLU") in modules  # backward, by autograd node
+    # the model's paths start with "model" and name each module's type
+    assert ("aten::addmm", "model.0 (Linear)") in modules and ("aten::addmm", "model.1.lin (Linear)") in modules
+    assert ("aten::relu", "model.1.ReLU") in modules
+    assert ("aten::threshold_backward", "model.1.ReLU") in modules  # backward, by autograd node
     assert ("aten::sum", "") in modules
 
 
@@ -611,12 +612,12 @@ def test_cuda_layer_on_cpu() -> None:
     acct.on_step_boundary(2, 0.01)
     (record,) = ops_events(events)
     assert record["model_device"] == "cuda:0"
-    assert record["mismatch"] == [{"module": "scale", "param_device": "cpu", "input_device": "cuda:0"}]
+    assert record["mismatch"] == [{"module": "model.scale (_Scale)", "param_device": "cpu", "input_device": "cuda:0"}]
     stats = OpStats()
     stats.feed(record)
     facts = ops_facts(stats, "cuda")
-    assert facts["layer_on_cpu_module"] == "scale" and facts["layer_on_cpu_device"] == "cuda:0"
-    emb_ops = [o for o in record["ops"] if o["module"] == "emb"]
+    assert facts["layer_on_cpu_module"] == "model.scale (_Scale)" and facts["layer_on_cpu_device"] == "cuda:0"
+    emb_ops = [o for o in record["ops"] if o["module"] == "model.emb (Embedding)"]
     assert emb_ops and all(o["devices"] == ["cpu"] for o in emb_ops)
 
 
@@ -666,8 +667,8 @@ def test_backward_ops_paired_with_forward_when_nodes_are_not_mapped(monkeypatch:
     (record,) = ops_events(events)
     modules = {o["op"]: o["module"] for o in record["ops"]}
     assert modules["aten::_ctc_loss_backward.Tensor"] == "CTCLoss"
-    assert modules["aten::_pdist_backward"] == "spread"
-    assert modules["aten::adaptive_max_pool3d_backward"] == "encoder.pool"
+    assert modules["aten::_pdist_backward"] == "model.spread (SpreadPenalty)"
+    assert modules["aten::adaptive_max_pool3d_backward"] == "model.encoder.pool (AdaptiveMaxPool3d)"
 
 
 def test_optimizer_bookkeeping_is_not_a_predicted_sync() -> None:

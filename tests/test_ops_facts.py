@@ -100,7 +100,8 @@ def test_predicted_fallback_facts_and_rule() -> None:
             "aten::adaptive_max_pool3d_backward"} <= ops  # fmt: skip
     assert facts["mps_predicted_fallback_count"] == len(ops)
     assert facts["mps_predicted_fallback_calls_per_step"] == pytest.approx(6.0)
-    assert {"CTCLoss", "spread", "encoder.pool"} <= set(facts["mps_predicted_fallback_modules"])
+    assert {"CTCLoss", "model.spread (SpreadPenalty)", "model.encoder.pool (AdaptiveMaxPool3d)"} <= set(
+        facts["mps_predicted_fallback_modules"])
     table = facts["mps_predicted_fallback_table"]
     assert table.startswith("| op | calls/step |") and "`aten::_pdist_forward`" in table
     assert "fallback_ops.py:" in table

@@ -66,6 +66,10 @@ def _grad_fns(value: Any) -> list[Any]:
     return [t.grad_fn for t in items if isinstance(t, torch.Tensor) and t.grad_fn is not None]
 
 
+ROOT_PREFIX = "model"
+"""The path of the first root module with children: ``model.encoder.0 (Linear)``."""
+
+
 class ModuleTracker:
     """Module path of the op in progress, plus placement facts, while installed."""
 
@@ -82,6 +86,7 @@ class ModuleTracker:
         self.mismatches: dict[str, tuple[str, str]] = {}
         self.root_devices: Counter[str] = Counter()
         self._roots_seen: set[int] = set()
+        self._model_named = False
         self.broken = False
         self.release: Callable[[], None] | None = None
         """Set by the accountant to end a sample early; run at the next module call."""
@@ -148,7 +153,8 @@ class ModuleTracker:
             if entry is not None and entry[0]() is module:
                 return entry[1]
             # called by a parent but not registered as its child (a plain list, a function)
-            path = f"{self._stack[-1][0]}.{type(module).__name__}"
+            parent_prefix = self._prefix_of(parent)
+            path = f"{parent_prefix}.{type(module).__name__}" if parent_prefix else type(module).__name__
             self._remember(module, path, path)
             return path
         self._register(module, "")
@@ -159,14 +165,22 @@ class ModuleTracker:
         return entry[2] if entry is not None and entry[0]() is module else ""
 
     def _register(self, root: nn.Module, prefix: str) -> None:
-        """Name every submodule of ``root`` once; the root of a model shows its class name."""
+        """Name every submodule of ``root`` once, with its type: ``model.3 (Conv2d)``.
+
+        A root module with children is the model: its children's paths start with
+        ``model`` (a second such root with its class name); a root without children (a
+        loss function) is named by its class alone."""
         if len(self._names) > MAX_NAMES:
             self._names.clear()
+        if not prefix:
+            if next(root.children(), None) is None:
+                self._remember(root, type(root).__name__, "")
+                return
+            prefix = ROOT_PREFIX if not self._model_named else type(root).__name__
+            self._model_named = True
         for name, sub in root.named_modules(prefix=prefix):
-            if sub is root and not prefix:
-                self._remember(sub, type(sub).__name__, "")
-            elif id(sub) not in self._names or self._names[id(sub)][0]() is not sub:
-                self._remember(sub, name, name)
+            if id(sub) not in self._names or self._names[id(sub)][0]() is not sub:
+                self._remember(sub, f"{name} ({type(sub).__name__})", name)
 
     def _remember(self, module: nn.Module, path: str, prefix: str) -> None:
         try:
