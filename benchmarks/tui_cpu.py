@@ -96,8 +96,9 @@ def measure(rate: float, panels: list[str], window: float, repeats: int, size: t
             tui.wait_for(lambda: (run_dir / "summary.json").exists(), timeout=30, what="the end of the script")
             tui.send("q")
             tui.finish(timeout=30)
-        except Exception:  # noqa: BLE001 - a benchmark cleans up whatever happened
-            tui.proc.kill()
+        except BaseException:  # a benchmark cleans up whatever happened, its training too
+            tui.kill()
+            raise
     return shares, achieved
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import fcntl
 import os
 import pty
+import signal
 import struct
 import subprocess
 import sys
@@ -83,11 +84,19 @@ class TuiProcess:
             code = self.proc.wait(timeout=timeout)
         finally:
             if self.proc.poll() is None:
-                self.proc.kill()
-                self.proc.wait()
+                self.kill()
             self._reader.join(timeout=5)
             os.close(self._leader)
         return code
+
+    def kill(self) -> None:
+        """SIGKILL mpsprof and the training it started (its own session's process group:
+        a killed mpsprof cannot stop its child any more)."""
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except OSError:
+            pass
+        self.proc.wait()
 
     def after_app(self) -> str:
         """What the terminal shows once the app has left its alternate screen."""
