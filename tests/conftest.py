@@ -26,9 +26,13 @@ SLOW_FUNCTIONS = frozenset({
     "test_live_torchrun_ranks_and_stop_key",
 })
 
+SLOW_FIXTURES = frozenset({"runs"})
+"""test_rules_shipped's module fixture runs every trigger script: its users are slow too."""
+
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         name = getattr(item, "originalname", None) or item.name.split("[")[0]
-        if item.path.name in SLOW_MODULES or name in SLOW_FUNCTIONS:
+        uses_slow_fixture = bool(SLOW_FIXTURES & set(getattr(item, "fixturenames", ())))
+        if item.path.name in SLOW_MODULES or name in SLOW_FUNCTIONS or uses_slow_fixture:
             item.add_marker(pytest.mark.slow)

@@ -1,0 +1,132 @@
+"""The layers of docs/architecture.md, checked: data flows down only, and the probe stays light.
+
+The import graph is read from the source with ``ast`` (every import counts, also those inside
+functions: a lazy import is still a dependency), so a change that makes the session read
+launcher internals, or the probe pull in the TUI, fails here instead of in review.
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+from helpers import child_env
+
+REPO = Path(__file__).resolve().parents[1]
+PACKAGE = REPO / "mpsprofiler"
+
+# A part is the first name below mpsprofiler: a subpackage or a top-level module.
+LEAVES = {"events", "units", "redact", "environment", "__version__", "(root)"}
+"""Parts every layer may use: the wire format, formatting helpers, redaction, machine facts
+and the package root (``mpsprofiler.step`` and ``__version__``)."""
+
+ALLOWED: dict[str, set[str]] = {
+    "events": set(),
+    "units": set(),
+    "redact": set(),
+    "environment": set(),
+    "devices": {"environment"},
+    "ops": set(),
+    "probe": {"devices", "ops", "probe"},
+    "rundir": set(),
+    "session": {"ops", "rundir"},
+    "diagnosis": {"session", "devices", "ops"},
+}
+"""What each lower layer may import besides LEAVES. Parts not named here (launcher, views,
+cli, doctor, bench) may import anything except what FORBIDDEN says."""
+
+FORBIDDEN: dict[str, set[str]] = {
+    "launcher": {"tui", "cli"},
+    "report": {"tui", "launcher", "cli"},
+    "results": {"tui", "cli"},
+    "tui": {"cli"},
+}
+
+
+def _part(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "(root)"
+
+
+def import_graph() -> dict[str, set[str]]:
+    """part -> the parts it imports (mpsprofiler only)."""
+    graph: dict[str, set[str]] = defaultdict(set)
+    for path in PACKAGE.rglob("*.py"):
+        rel = path.relative_to(REPO).with_suffix("").parts
+        module = ".".join(rel[:-1] if rel[-1] == "__init__" else rel)
+        package = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            targets: list[str] = []
+            if isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                    target = ".".join(base + ([node.module] if node.module else []))
+                else:
+                    target = node.module or ""
+                if target == "mpsprofiler":
+                    targets = [f"mpsprofiler.{alias.name}" for alias in node.names]
+                else:
+                    targets = [target]
+            elif isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            for target in targets:
+                if target == "mpsprofiler" or target.startswith("mpsprofiler."):
+                    graph[_part(module)].add(_part(target))
+    return graph
+
+
+def test_the_graph_is_read() -> None:
+    graph = import_graph()
+    assert "events" in graph["probe"] and "session" in graph["diagnosis"]
+
+
+@pytest.mark.parametrize("part", sorted(ALLOWED))
+def test_lower_layers_import_only_what_is_below_them(part: str) -> None:
+    imported = import_graph().get(part, set()) - {part}
+    extra = imported - ALLOWED[part] - LEAVES
+    assert not extra, f"mpsprofiler/{part} imports {sorted(extra)}: above it in the layers"
+
+
+@pytest.mark.parametrize("part", sorted(FORBIDDEN))
+def test_views_and_launcher_keep_their_direction(part: str) -> None:
+    bad = import_graph().get(part, set()) & FORBIDDEN[part]
+    assert not bad, f"mpsprofiler/{part} imports {sorted(bad)}"
+
+
+def test_no_import_cycle_between_parts() -> None:
+    graph = {k: v - {k} - {"(root)", "__version__"} for k, v in import_graph().items()}
+    cycles = []
+
+    def visit(node: str, path: list[str]) -> None:
+        for nxt in sorted(graph.get(node, ())):
+            if nxt in path:
+                cycles.append(path[path.index(nxt):] + [nxt])
+            elif len(path) < 12:
+                visit(nxt, path + [nxt])
+
+    for start in sorted(graph):
+        visit(start, [start])
+    assert not cycles, "import cycles: " + "; ".join(" -> ".join(c) for c in cycles[:5])
+
+
+def test_profiled_script_never_imports_the_ui_stack(tmp_path: Path) -> None:
+    """The probe runs inside the training process: textual, rich and yaml stay out of it."""
+    script = tmp_path / "which.py"
+    script.write_text(
+        "import sys, torch\n"
+        "m = torch.nn.Linear(2, 1); opt = torch.optim.SGD(m.parameters(), 0.1)\n"
+        "for _ in range(3):\n"
+        "    m(torch.ones(1, 2)).sum().backward(); opt.step(); opt.zero_grad()\n"
+        "print(sorted(n for n in ('textual', 'rich', 'yaml', 'simpleeval') if n in sys.modules))\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "mpsprofiler", "run", "--headless", "-o", str(tmp_path / "run"), str(script)],
+        capture_output=True, env=child_env(), timeout=120, stdin=subprocess.DEVNULL,
+    )
+    assert proc.returncode == 0, proc.stderr.decode()
+    assert proc.stdout.decode().strip() == "[]"
