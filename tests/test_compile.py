@@ -15,7 +15,7 @@ import pytest
 import torch
 from torch import nn
 
-from helpers import compare, read_events
+from helpers import compare, read_events, read_summary
 
 COMPILE_SCRIPTS = Path(__file__).resolve().parent / "scripts_compile"
 
@@ -124,3 +124,14 @@ def test_old_torch_switches_op_accounting_off_when_compile_is_used(monkeypatch: 
     assert torch._C._len_torch_dispatch_stack() == stack
     assert [kind for kind, _ in events] == ["probe_error"]
     assert events[0][1]["instrument"] == "ops" and "ignore_compile_internals" in events[0][1]["message"]
+
+
+def test_sampling_never_loads_dynamo_into_a_script_that_does_not(tmp_path: Path) -> None:
+    """torch wraps every dispatch mode's __torch_dispatch__ so that its first call imports
+    torch._dynamo: seconds inside a sampled step, and a false long-warmup finding."""
+    run_dir = tmp_path / "run"
+    plain, _ = compare([str(COMPILE_SCRIPTS / "manual_updates_no_dynamo.py")], run_dir)
+    assert b"dynamo loaded: False" in plain.stdout  # and the same under mpsprof (compare)
+    assert 3 in _sampled_steps(run_dir)
+    summary = read_summary(run_dir)
+    assert "long-warmup" not in {f["rule"] for f in summary["findings"]}

@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 import os
 import statistics
+import sys
 import time
 import weakref
 from collections import deque
@@ -70,6 +71,14 @@ class _OpMode(TorchDispatchMode):
     @classmethod
     def ignore_compile_internals(cls) -> bool:
         return True
+
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        """False: torch (2.6+) would wrap ``__torch_dispatch__`` in ``torch._disable_dynamo``,
+        whose first call imports ``torch._dynamo`` (~3 s, and far more memory) in scripts
+        that never use it, inside a sampled step. ``shield_from_dynamo`` does the same
+        wrapping once Dynamo is already loaded, the only time it can trace anything."""
+        return False
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
@@ -200,6 +209,12 @@ class OpAccountant:
         2.9) does not compile while a dispatch mode is active: a compiled function first
         called on a sampled step would run eagerly there, with eager numerics. There op
         accounting switches itself off instead."""
+        try:
+            import torch._dynamo  # noqa: F401  (torch.compile loads it anyway: no extra cost)
+
+            shield_from_dynamo()
+        except Exception:
+            pass
         if not _compile_ignores_mode():
             self._active_step = None  # a sample in progress is dropped, not reported
             self._step = None
@@ -371,6 +386,7 @@ class OpAccountant:
 
     def _push_mode(self) -> bool:
         """Insert the mode at the bottom of the dispatch stack (see the module docstring)."""
+        shield_from_dynamo()
         C = torch._C
         n = C._len_torch_dispatch_stack()
         for i in range(n):
@@ -453,6 +469,25 @@ class OpAccountant:
                                   "bookkeeping_s": round(self._bookkeeping, 7)}  # fmt: skip
         record.update(self._step.build(self._run_kind(), self._mps_check, self._mps_type))
         return record
+
+
+_RAW_DISPATCH = _OpMode.__torch_dispatch__
+
+
+def shield_from_dynamo() -> None:
+    """Make Dynamo skip the mode's ``__torch_dispatch__`` (as torch does for every mode),
+    but only once ``torch._dynamo`` is imported: before that nothing can trace it, and
+    importing it ourselves would cost the script seconds it never pays under python."""
+    if _OpMode.__torch_dispatch__ is not _RAW_DISPATCH:
+        return
+    dynamo = sys.modules.get("torch._dynamo")
+    disable = getattr(dynamo, "disable", None)
+    if disable is None:
+        return
+    try:
+        _OpMode.__torch_dispatch__ = disable(_RAW_DISPATCH, recursive=True)  # type: ignore[method-assign]
+    except Exception:
+        pass  # an unusual torch: the mode stays unwrapped, as before torch 2.6
 
 
 def _compile_ignores_mode() -> bool:
