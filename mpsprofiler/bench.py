@@ -2,7 +2,7 @@
 
 Honest means: warm-up calls first (Metal and CUDA compile kernels on first use), a device
 synchronize around every timed region (MPS and CUDA return before the work is done), several
-repeats, medians. The verdict follows the field notes: below 1.2x on a 2048 matmul, a slow
+repeats, medians. The verdict: below 1.2x on a 2048 matmul, a slow
 training job is bound by data loading or small ops rather than by the GPU's arithmetic.
 """
 

@@ -51,7 +51,7 @@ def version_tuple(text: str | None) -> tuple[int, ...] | None:
 
 
 def mps_min_macos(torch_version: str | None) -> tuple[int, int] | None:
-    """The oldest macOS a torch release runs MPS on (field notes, section 6)."""
+    """The oldest macOS a torch release runs MPS on (PyTorch's release notes)."""
     version = version_tuple(torch_version)
     return None if version is None else mps_min_macos_for(version)
 
@@ -117,7 +117,8 @@ def _mps(status: str, detail: str, fix: str = "") -> Check:
 
 
 def check_mps(env: dict[str, Any]) -> Check:
-    """MPS built and available, and the first reason it is not (field notes, section 6)."""
+    """MPS built and available, and the first reason it is not
+    (``torch.backends.mps.is_built`` / ``is_available``)."""
     if not _on_mac(env):
         return _mps("info", f"Unavailable: not macOS (platform {env.get('platform')!r}). MPS is the "
                     "Apple-GPU backend; on this machine mpsprof profiles CUDA or the CPU.")
@@ -312,7 +313,7 @@ def check_hardware(env: dict[str, Any]) -> Check:
 
 
 def check_threads(env: dict[str, Any]) -> Check:
-    """Oversubscribed CPU threads make every CPU-side op slower (field notes, section 5)."""
+    """Oversubscribed CPU threads make every CPU-side op slower (PyTorch's CPU threading notes)."""
     title, omp = "CPU threads", env.get("omp_num_threads")
     threads, logical = env.get("torch_threads"), env.get("cores_logical")
     if omp is not None and not (omp.strip().isdigit() and int(omp) > 0):

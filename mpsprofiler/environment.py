@@ -158,8 +158,8 @@ def _memory_total() -> int | None:
 
 
 def mps_min_macos_for(torch_version: tuple[int, ...]) -> tuple[int, int]:
-    """The oldest macOS a torch release, as (major, minor), runs MPS on (field notes,
-    section 6). ``doctor`` and the environment analyzer both ask here."""
+    """The oldest macOS a torch release, as (major, minor), runs MPS on (PyTorch's
+    release notes). ``doctor`` and the environment analyzer both ask here."""
     if torch_version <= (2, 4):
         return (12, 3)
     if torch_version <= (2, 8):

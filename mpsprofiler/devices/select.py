@@ -20,7 +20,7 @@ def backend_for(device_type: str, index: int | None = None) -> DeviceBackend:
 
 
 def accelerator_kind() -> str | None:
-    """``"mps"``, else ``"cuda"``, else None: the order the field notes advise."""
+    """``"mps"``, else ``"cuda"``, else None: MPS first on a Mac, CUDA elsewhere."""
     try:
         import torch
 

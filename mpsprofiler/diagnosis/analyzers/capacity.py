@@ -3,7 +3,7 @@ what one sample costs, and the largest batch size that fits.
 
 The batch-size estimate splits peak memory into a fixed part (parameters, gradients and
 optimizer state, from the parameter count) and a per-sample part (activations), then
-takes the largest power of two (field notes section 0) that stays 10% under the limit.
+takes the largest power of two (what GPU kernels tile best) that stays 10% under the limit.
 On the CPU the process RSS and the machine's memory play the device's roles.
 """
 

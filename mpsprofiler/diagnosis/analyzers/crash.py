@@ -1,7 +1,7 @@
 """Crash facts: what the uncaught exception was, where in the user's code, and its kind.
 
-The kinds are recognised by the exact messages PyTorch and Python print (field notes
-sections 1-5), every wording of each: users paste these, and rules key on the kind.
+The kinds are recognised by the exact messages PyTorch and Python print
+(aten/src/ATen/mps/MPSFallback.mm, MPSAllocator.mm, c10/cuda ...), every wording of each: users paste these, and rules key on the kind.
 The location is the innermost frame of the user's own file, which is where the fix goes.
 """
 

@@ -2,7 +2,7 @@
 
 Read from the ``env`` event the probe sends at start (versions, chip, ``PYTORCH_*``
 variables) plus the DataLoader and warnings seen, so a run can say *why* MPS was not
-used (field notes section 6) and which settings do nothing on MPS (section 5).
+used (macOS version, Rosetta, the build) and which settings do nothing on MPS.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ the GPU, so a too-large job gets a clean out-of-memory error instead of swapping
 
 
 def mps_min_macos(torch_version: str | None) -> str | None:
-    """The oldest macOS a torch release runs MPS on (field notes section 6)."""
+    """The oldest macOS a torch release runs MPS on (PyTorch release notes)."""
     m = re.match(r"(\d+)\.(\d+)", torch_version or "")
     if not m:
         return None

@@ -1,6 +1,6 @@
 """Memory growth facts: leaks, cache growth, host growth and swap, after warm-up.
 
-Three patterns from the field notes (section 2) are told apart:
+Three patterns (figures from torch/mps/__init__.py and torch.cuda.memory) are told apart:
 
 * tensor memory growing step after step: references kept alive (``total += loss``,
   outputs appended to a list). Measured per step from the device's allocated bytes on

@@ -1,8 +1,8 @@
 """Warm-up facts: how many leading steps were slow, and what they cost.
 
 Metal compiles kernels on first use, CUDA autotunes, caches fill: the first steps are
-slow on every device, so a benchmark that includes them misjudges the run (field notes
-section 0). Step 0 also carries the script's start-up (imports, building the model and
+slow on every device, so a benchmark that includes them misjudges the run.
+Step 0 also carries the script's start-up (imports, building the model and
 the data), which is why the rule looks at warm-ups longer than that one step, except
 when step 0 alone is very long (torch.compile compiles the model in its first call).
 """
