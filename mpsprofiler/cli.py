@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from . import __version__
+from .errors import UsageError
 
 EXIT_USAGE = 2
 EXIT_FINDINGS = 3
@@ -35,10 +36,6 @@ Profile and troubleshoot PyTorch training on Apple silicon (MPS), CUDA and CPU.
 TORCHRUN_FLAGS = ("nnodes", "node-rank", "master-addr", "master-port", "rdzv-backend", "rdzv-endpoint",
                   "rdzv-id", "max-restarts")
 """torchrun options mpsprof passes through (``--nnodes 2 --node-rank 0 ...``)."""
-
-
-class UsageError(Exception):
-    """Bad command-line input: printed as ``mpsprof: error: ...`` with exit status 2."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -142,7 +139,7 @@ def add_run_options(parser: argparse.ArgumentParser, distributed: bool = True) -
 
 def add_experiment_options(parser: argparse.ArgumentParser, with_set: bool = True) -> None:
     """``--set`` / ``--max-steps`` / ``--max-seconds`` / ``--cwd`` (also used by ``mpsprof try``)."""
-    from .experiment.settings import HELP
+    from .settings import HELP
 
     group = parser.add_argument_group("changes and limits (no edit of the script; see `mpsprof try`)")
     if with_set:
@@ -157,7 +154,7 @@ def add_experiment_options(parser: argparse.ArgumentParser, with_set: bool = Tru
 
 def experiment_options(args: argparse.Namespace) -> tuple[dict, dict[str, str]]:
     """The probe options and environment for ``--set`` / limits; raises UsageError."""
-    from .experiment.settings import SettingError, parse_settings
+    from .settings import SettingError, parse_settings
 
     try:
         settings = parse_settings(list(getattr(args, "settings", None) or []))
@@ -432,7 +429,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
     if args.output is None:
         sys.stdout.write(text)
         return 0
-    from .launcher.rundir import write_text_atomic
+    from .rundir import write_text_atomic
 
     error = write_text_atomic(args.output, text)
     if error:
@@ -448,7 +445,7 @@ def _experiments(run_dir: Path | None) -> list:
 
 
 def _write_report_file(session, results, path: Path) -> None:
-    from .launcher.rundir import write_text_atomic
+    from .rundir import write_text_atomic
     from .report import format_for_path, render_report
 
     # often inside the run directory: replaced through a fresh file, never written through a link

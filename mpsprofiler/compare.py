@@ -159,7 +159,7 @@ def add_compare_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main_compare(args: argparse.Namespace) -> int:
-    from .cli import UsageError
+    from .errors import UsageError
     from .events import SchemaError
     from .session.recording import RecordingError
 
@@ -172,7 +172,7 @@ def main_compare(args: argparse.Namespace) -> int:
     if fmt is None and args.output is None and sys.stdout.isatty() and sys.stdin.isatty():
         from .tui.compare import run_compare_tui
 
-        run_compare_tui(str(args.run_a), str(args.run_b), table)
+        run_compare_tui(str(args.run_a), str(args.run_b), table, CAUTION)
         return 0
     fmt = fmt or "text"
     render = {"text": render_text, "md": render_markdown, "html": render_html}[fmt]
@@ -180,7 +180,7 @@ def main_compare(args: argparse.Namespace) -> int:
     if args.output is None:
         sys.stdout.write(text)
         return 0
-    from .launcher.rundir import write_text_atomic
+    from .rundir import write_text_atomic
 
     error = write_text_atomic(args.output, text)
     if error:

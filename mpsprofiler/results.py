@@ -13,8 +13,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from .events import json_safe
-from .launcher.recorder import SUMMARY_FILE
-from .launcher.rundir import write_text_atomic
+from .rundir import SUMMARY_FILE, write_text_atomic
 from .session.session import Session
 from .session.summary import summarize
 

@@ -62,11 +62,11 @@ def test_compare_tui_shows_both_runs(tmp_path: Path) -> None:
 
     from textual.widgets import DataTable
 
-    from mpsprofiler.compare import load_summary
+    from mpsprofiler.compare import CAUTION, load_summary
     from mpsprofiler.tui.compare import CompareApp
 
     b = _changed_copy(tmp_path)
-    app = CompareApp(str(RECORDED), str(b), rows(load_summary(RECORDED), load_summary(b)))
+    app = CompareApp(str(RECORDED), str(b), rows(load_summary(RECORDED), load_summary(b)), CAUTION)
 
     async def main() -> None:
         async with app.run_test(size=(140, 40)) as pilot:

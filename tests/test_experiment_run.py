@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from mpsprofiler.experiment.settings import SettingError, describe, merge, parse_settings
+from mpsprofiler.settings import SettingError, describe, merge, parse_settings
 from tests.helpers import child_env, mpsprof_cli, read_summary, run_python
 
 TRY = Path(__file__).resolve().parent / "scripts_try"

@@ -195,7 +195,7 @@ def test_files_are_never_written_through_symlinks(tmp_path: Path) -> None:
 
 
 def test_safe_file_helpers(tmp_path: Path) -> None:
-    from mpsprofiler.launcher.rundir import open_new, write_atomic
+    from mpsprofiler.rundir import open_new, write_atomic
 
     victim = tmp_path / "victim"
     victim.write_text("precious\n")

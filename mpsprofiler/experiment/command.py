@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ..units import fmt_bytes
-from .settings import HELP, SettingError, describe, parse_settings
+from ..settings import HELP, SettingError, describe, parse_settings
 from .trial import Target, Trial, TrialConfig, fmt_x
 
 EXIT_INTERRUPTED = 130
@@ -47,7 +47,7 @@ def add_try_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main_try(args: argparse.Namespace) -> int:
-    from ..cli import UsageError
+    from ..errors import UsageError
 
     try:
         plans, owner = _plans(args)

@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ..launcher.rundir import write_text_atomic
+from ..rundir import write_text_atomic
 
 EXPERIMENTS_FILE = "experiments.json"
 EXPERIMENTS_DIR = "experiments"

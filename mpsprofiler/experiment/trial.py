@@ -28,7 +28,7 @@ from ..results import Results, write_summary
 from ..session.session import Session
 from ..session.summary import summarize
 from . import stats
-from .settings import describe, merge
+from ..settings import describe, merge
 
 Progress = Callable[[str], None]
 LOSS = re.compile(r"\bloss\b\s*[:=]?\s*(-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)", re.IGNORECASE)

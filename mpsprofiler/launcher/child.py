@@ -31,7 +31,7 @@ from .distributed import FifoChannels, TorchrunPlan, boot_args
 from .foreground import ForegroundTerminal
 from .output import OutputRelay
 from .recorder import OUTPUT_FILE, Recorder
-from .rundir import open_new
+from ..rundir import open_new
 
 EventSink = Callable[[list[events.Event]], None]
 MAX_LINE_BYTES = 8 * 1024 * 1024
@@ -409,7 +409,7 @@ def _experiment_fields(options: dict) -> dict:
     """What ``--set`` / ``--max-steps`` asked for: the run's record says what differed."""
     out: dict = {}
     if options.get("settings"):
-        from ..experiment.settings import describe
+        from ..settings import describe
 
         out["settings"] = describe(options["settings"])
     for key in ("max_steps", "max_seconds"):

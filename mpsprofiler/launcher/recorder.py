@@ -14,13 +14,13 @@ import time
 from pathlib import Path
 from typing import IO
 
-from .rundir import RunDirInUse, check_writable, create_run_dir, open_new
+from ..rundir import EVENTS_FILE, OUTPUT_FILE, SUMMARY_FILE, RunDirInUse, check_writable, create_run_dir, open_new
 
-__all__ = ["Recorder", "RunDirInUse", "default_run_dir", "prepare_run_dir"]
 
-EVENTS_FILE = "events.jsonl"
-SUMMARY_FILE = "summary.json"
-OUTPUT_FILE = "output.log"
+__all__ = [
+    "EVENTS_FILE", "OUTPUT_FILE", "SUMMARY_FILE",  # re-exported: the run directory owns them
+    "Recorder", "RunDirInUse", "default_run_dir", "prepare_run_dir",
+]
 
 
 class Recorder:

@@ -1,6 +1,6 @@
 """Apply ``--set`` changes inside the training process, and say what was changed.
 
-The settings were validated by the parent (:mod:`mpsprofiler.experiment.settings`);
+The settings were validated by the parent (:mod:`mpsprofiler.settings`);
 environment variables were set by the launcher before the interpreter started. Here
 the rest is done where the script does it:
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import BinaryIO, Iterator
 
 from .. import events
-from ..launcher.recorder import EVENTS_FILE
+from ..rundir import EVENTS_FILE
 from .session import Session
 
 

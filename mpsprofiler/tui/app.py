@@ -32,6 +32,7 @@ from textual.widgets import Footer, TabbedContent, TabPane
 from ..launcher.child import RunSpec
 from ..report.console import print_summary
 from ..results import Results, build_results, write_summary
+from ..rundir import OUTPUT_FILE
 from ..session.session import Session
 from .live import STOP_GRACE, LiveRun, outlive_app_crash
 from .messages import ShowFinding, ShowRank
@@ -133,7 +134,7 @@ class MpsprofApp(TryFixMixin, LiveRun, App[None]):
     def _open_recorded_log(self) -> None:
         panel = self.query_one(LogPanel)
         run_dir = self.state.run_dir
-        if run_dir is None or not panel.load_file(run_dir / "output.log"):
+        if run_dir is None or not panel.load_file(run_dir / OUTPUT_FILE):
             panel.show_missing(self.state)
 
     # -- redrawing ------------------------------------------------------------------

@@ -18,14 +18,12 @@ class CompareApp(App[None]):
     """
     BINDINGS = [Binding("q", "quit", "Quit"), Binding("escape", "quit", "Quit", show=False)]
 
-    def __init__(self, a_name: str, b_name: str, rows: list[Any]) -> None:
+    def __init__(self, a_name: str, b_name: str, rows: list[Any], caution: str = "") -> None:
         super().__init__()
-        self.a_name, self.b_name, self.rows = a_name, b_name, rows
+        self.a_name, self.b_name, self.rows, self.caution = a_name, b_name, rows, caution
 
     def compose(self) -> ComposeResult:
         from rich.text import Text
-
-        from ..compare import CAUTION
 
         yield Static(Text(f"A: {self.a_name}\nB: {self.b_name}"), id="names")
         table: DataTable[Any] = DataTable(zebra_stripes=True, cursor_type="row")
@@ -34,9 +32,9 @@ class CompareApp(App[None]):
             # plain Text cells: a run's script name or path is never read as markup
             table.add_row(Text(r.label), Text(r.a), Text(r.b), Text(r.ratio, justify="right"))
         yield table
-        yield Static(Text(CAUTION), id="caution")
+        yield Static(Text(self.caution), id="caution")
         yield Footer()
 
 
-def run_compare_tui(a_name: str, b_name: str, rows: list[Any]) -> None:
-    CompareApp(a_name, b_name, rows).run()
+def run_compare_tui(a_name: str, b_name: str, rows: list[Any], caution: str = "") -> None:
+    CompareApp(a_name, b_name, rows, caution).run()

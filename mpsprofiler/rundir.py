@@ -19,6 +19,13 @@ import stat
 from pathlib import Path
 from typing import IO
 
+EVENTS_FILE = "events.jsonl"
+"""The event stream, appended as it arrives (flushed every second)."""
+SUMMARY_FILE = "summary.json"
+"""Figures and findings, written once the run ends."""
+OUTPUT_FILE = "output.log"
+"""The script's output (TUI mode)."""
+
 NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 
