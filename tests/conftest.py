@@ -24,6 +24,12 @@ SLOW_FUNCTIONS = frozenset({
     "test_live_run_stop_key",  # live TUI runs wait on real processes and signals
     "test_live_quit_asks_then_stops_the_script",
     "test_live_torchrun_ranks_and_stop_key",
+    "test_fail_on_uses_the_findings_severity",  # --fail-on: three full runs each
+    "test_fail_on_warning_fails_a_data_loader_stall",
+    "test_fail_on_warning_passes_a_clean_run",
+    "test_crashed_script_keeps_its_own_status_despite_fail_on",
+    "test_spawn_workers",  # spawn-started workers re-import torch
+    "test_data_wait_matches_the_sleeps",  # timed sleeps: wants a quiet machine
 })
 
 SLOW_FIXTURES = frozenset({"runs"})

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import os
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -142,7 +143,9 @@ def test_a_loader_that_sleeps_gets_workers_from_its_times(tmp_path):
 
 @pytest.mark.slow
 def test_cpu_bound_workers_are_told_the_core_limit(tmp_path):
-    summary, facts = profile(tmp_path, "cpu_workers.py")
+    # 200 steps (~5 s): the sampler reads the workers' CPU every 0.5-2 s, a shorter run may
+    # end before it has two readings (the loader then stays "unknown")
+    summary, facts = profile(tmp_path, "cpu_workers.py", "--steps", "200")
     assert facts["loader_bound"] in ("cpu", "contention"), facts
     assert facts["suggested_num_workers"] <= cores()
     found = {f["rule"]: f for f in summary["findings"]}
@@ -158,7 +161,22 @@ def test_cpu_bound_workers_are_told_the_core_limit(tmp_path):
 def test_a_manual_loop_over_a_tensor_dataset_gets_no_warning(tmp_path):
     summary, facts = profile(tmp_path, "tensor_manual.py")
     assert summary["steps"]["mode"] in ("backward", "dataloader")
+    # one step per batch: `w.grad.zero_()` ends an iteration (8 epochs x 32 batches)
+    assert summary["steps"]["count"] == 8 * 32
     assert not loud_loader_findings(summary), (facts.get("loader_bound"), facts.get("data_wait_ms"))
+
+
+@pytest.mark.slow
+def test_large_batches_indexed_one_sample_at_a_time_get_batch_indexing(tmp_path):
+    """Trigger of dataloader-batch-indexing: 512 samples indexed and collated one by one
+    from an in-memory TensorDataset, against a tiny step; workers would not help."""
+    summary, facts = profile(tmp_path, "tensor_manual.py", "--batch-size", "512", "--epochs", "60")
+    assert summary["steps"]["count"] == 60
+    found = {f["rule"]: f for f in summary["findings"]}
+    assert facts.get("loader_bound") == "ipc", facts.get("loader_bound")
+    assert "dataloader-batch-indexing" in found, sorted(found)
+    assert "BatchSampler" in found["dataloader-batch-indexing"]["fix"]
+    assert not loud_loader_findings(summary)
 
 
 @pytest.mark.slow
@@ -192,3 +210,21 @@ def test_rule_texts_cite_public_sources_only():
             assert bad not in joined, (rule.id, bad)
         for ref in rule.references:
             assert ref.startswith("https://"), (rule.id, ref)
+
+
+@pytest.mark.slow
+def test_a_busy_machine_is_named_as_cpu_contention(tmp_path):
+    """Trigger of dataloader-cpu-contention: the minGPT-adder-style loop (its loader costs
+    microseconds) while six busy processes hold the cores: the wait is queuing for a core,
+    which no DataLoader setting fixes, and is named so (info), never a loader stall."""
+    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(6)]
+    try:
+        summary, facts = profile(tmp_path, "adder_style.py", "--max-iters", "80")
+    finally:
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
+    found = {f["rule"] for f in summary["findings"]}
+    assert facts.get("loader_bound") == "contention", facts.get("loader_bound")
+    assert "dataloader-cpu-contention" in found, (sorted(found), facts.get("loading_wait_share"))
+    assert not loud_loader_findings(summary)

@@ -315,7 +315,8 @@ def test_every_shipped_rule_is_triggered_by_a_test():
     ruleset = load_rules([RULES / name for name in RULE_FILES])
     ids = {rule.id for rule in ruleset}
     leak_sites = {"graph-kept-across-steps", "leak-site-graph", "leak-site-container"}  # tests/test_leaks.py
-    assert ids == set(CLI_RULES) | set(SYNTHETIC) | {"tensor-leak"} | leak_sites
+    loader = {"dataloader-batch-indexing", "dataloader-cpu-contention"}  # tests/test_loader_advice.py
+    assert ids == set(CLI_RULES) | set(SYNTHETIC) | {"tensor-leak"} | leak_sites | loader
 
 
 def test_rule_files_load_cleanly_with_reasons_for_their_thresholds():

@@ -49,9 +49,9 @@ def install(on_backward: Callable[[Any, float, float, bool], None], clock: Calla
     torch_dir = os.path.dirname(torch.__file__) + os.sep
     own_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
     state = {"failed": False}
-    watch: dict[Any, tuple[Any, Any]] = {}
+    watch: dict[Any, tuple[Any, Any, int]] = {}
     """site -> (weakref to one parameter its passes reach, weakref to that parameter's
-    gradient after the site's last pass)."""
+    gradient after the site's last pass, that gradient's version counter then)."""
 
     def site_of() -> Any:
         frame = sys._getframe(3)
@@ -77,12 +77,14 @@ def install(on_backward: Callable[[Any, float, float, bool], None], clock: Calla
             param = watched[0]() if watched is not None else None
             if param is None:
                 ref = _leaf_of(t_outputs)
-                watch[site] = (ref, None)
+                watch[site] = (ref, None, -1)
                 return site, True, ref, started
-            grad_ref = watched[1]
-            # the gradient was set to None or replaced since this line's last pass: the
-            # loop zeroed it, so this pass starts a new iteration (not a micro-batch)
-            reset = grad_ref is None or grad_ref() is None or grad_ref() is not param.grad
+            grad_ref, version = watched[1], watched[2]
+            grad = grad_ref() if grad_ref is not None else None
+            # the gradient was set to None, replaced or changed in place (``.zero_()``, a
+            # clip) since this line's last pass: the loop ended an iteration, so this pass
+            # starts a new one. Untouched since then: gradient accumulation, a micro-batch.
+            reset = grad is None or grad is not param.grad or getattr(grad, "_version", version) != version
             return site, reset, watched[0], started
         except Exception as exc:
             state["failed"] = True
@@ -95,7 +97,8 @@ def install(on_backward: Callable[[Any, float, float, bool], None], clock: Calla
             param = ref() if ref is not None else None
             grad = getattr(param, "grad", None)
             if len(watch) < MAX_SITES or site in watch:
-                watch[site] = (ref, weakref.ref(grad) if grad is not None else None)
+                watch[site] = (ref, weakref.ref(grad) if grad is not None else None,
+                               getattr(grad, "_version", -1))
             on_backward(site, started, clock(), reset)
         except Exception as exc:
             state["failed"] = True
