@@ -126,6 +126,10 @@ def test_parent_killed_training_completes(tmp_path: Path) -> None:
         line = proc.stdout.readline()
         assert line, proc.stderr.read() if proc.stderr else b""
         seen += line
+    events = tmp_path / "run" / "events.jsonl"
+    deadline = time.monotonic() + 20  # a fast machine prints 20000 before the first flush
+    while time.monotonic() < deadline and not (events.exists() and b"\n" in events.read_bytes()[:65536]):
+        time.sleep(0.05)
     proc.kill()
     proc.wait(timeout=10)
     out, err = proc.communicate(timeout=60)  # EOF once the orphaned child has exited too

@@ -271,7 +271,7 @@ def test_every_view_reads_known_damage(number: int) -> None:
 
 
 @pytest.mark.slow
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(damaged_recordings())
 def test_every_view_reads_damaged_recordings_long(records: list[dict]) -> None:
     check_every_view(records)
