@@ -426,15 +426,11 @@ def _cmd_report(args: argparse.Namespace) -> int:
     results.experiments = _experiments(loaded.run_dir)
     say_rule_problems(results.rule_errors)
     text = render_report(args.format, loaded.session, results)
-    if args.output is None:
-        sys.stdout.write(text)
-        return 0
-    from .rundir import write_text_atomic
+    from .rundir import print_or_write
 
-    error = write_text_atomic(args.output, text)
+    error = print_or_write(text, args.output)
     if error:
         raise UsageError(error)
-    sys.stderr.write(f"mpsprof: wrote {args.output}\n")
     return 0
 
 

@@ -177,13 +177,9 @@ def main_compare(args: argparse.Namespace) -> int:
     fmt = fmt or "text"
     render = {"text": render_text, "md": render_markdown, "html": render_html}[fmt]
     text = render(str(args.run_a), str(args.run_b), table)
-    if args.output is None:
-        sys.stdout.write(text)
-        return 0
-    from .rundir import write_text_atomic
+    from .rundir import print_or_write
 
-    error = write_text_atomic(args.output, text)
+    error = print_or_write(text, args.output)
     if error:
         raise UsageError(error)
-    sys.stderr.write(f"mpsprof: wrote {args.output}\n")
     return 0

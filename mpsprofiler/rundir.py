@@ -130,3 +130,17 @@ def check_writable(path: Path) -> None:
     name = Path(path) / f".mpsprof-write-test.{os.getpid()}.{os.urandom(4).hex()}"
     open_new(name).close()
     os.unlink(name)
+
+
+def print_or_write(text: str, output: str | Path | None) -> str | None:
+    """A command's rendered output: to stdout when ``output`` is None, else written safely
+    (:func:`write_text_atomic`) and said on stderr. Returns the error text, or None."""
+    import sys
+
+    if output is None:
+        sys.stdout.write(text)
+        return None
+    error = write_text_atomic(Path(output), text)
+    if not error:
+        sys.stderr.write(f"mpsprof: wrote {output}\n")
+    return error
