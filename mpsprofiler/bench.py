@@ -14,8 +14,9 @@ import math
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from .devices import backend_for
 from .devices.select import accelerator_kind
@@ -353,7 +354,7 @@ def _sizes(text: str) -> list[int]:
     try:
         sizes = [int(part) for part in text.replace(" ", "").split(",") if part]
     except ValueError:
-        raise argparse.ArgumentTypeError(f"sizes must be integers separated by commas, not {text!r}")
+        raise argparse.ArgumentTypeError(f"sizes must be integers separated by commas, not {text!r}") from None
     if not sizes or any(n <= 0 for n in sizes):
         raise argparse.ArgumentTypeError("sizes must be positive")
     return sizes

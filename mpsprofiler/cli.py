@@ -441,8 +441,8 @@ def _experiments(run_dir: Path | None) -> list:
 
 
 def _write_report_file(session, results, path: Path) -> None:
-    from .rundir import write_text_atomic
     from .report import format_for_path, render_report
+    from .rundir import write_text_atomic
 
     # often inside the run directory: replaced through a fresh file, never written through a link
     error = write_text_atomic(path, render_report(format_for_path(path), session, results))

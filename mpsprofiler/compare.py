@@ -127,7 +127,8 @@ def _clip(text: str, n: int) -> str:
 
 
 def render_markdown(a_name: str, b_name: str, table: list[Row]) -> str:
-    from .report.markdown import cell, code, escape as md_escape
+    from .report.markdown import cell, code
+    from .report.markdown import escape as md_escape
 
     out = ["# mpsprof compare", "", f"A: {code(a_name)}  ", f"B: {code(b_name)}", "",
            "| Figure | A | B | B / A |", "|---|---|---|---:|"]

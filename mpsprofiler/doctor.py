@@ -13,8 +13,9 @@ import os
 import re
 import shutil
 import sys
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import Any, Callable
+from typing import Any
 
 from .devices.mps import DEFAULT_HIGH_WATERMARK_UNIFIED
 from .environment import mps_min_macos_for

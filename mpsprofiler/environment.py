@@ -13,7 +13,8 @@ import platform
 import re
 import subprocess
 import sys
-from typing import Any, Callable, TypeVar
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 
@@ -49,7 +50,7 @@ def _run(args: list[str]) -> str | None:
     return out or None
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def sysctl(name: str) -> str | None:
     """``sysctl -n NAME`` on macOS (None elsewhere); cached since these never change."""
     if sys.platform != "darwin":

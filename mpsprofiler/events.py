@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any, Iterable, Iterator
+from typing import Any
 
 SCHEMA_VERSION = 1
 """Bumped when a change would make old readers misread new recordings."""

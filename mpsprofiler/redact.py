@@ -16,7 +16,8 @@ and warning texts) and again when a recording is read, for recordings made befor
 from __future__ import annotations
 
 import re
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 MASK = "***"
 SECRET_WORDS = ("key", "token", "secret", "password", "passwd", "pwd", "auth", "credential", "cookie",
@@ -71,7 +72,7 @@ def secret_values(argv: Iterable[Any]) -> list[str]:
     argv = list(argv)
     masked = redact_argv(argv)
     values: set[str] = set()
-    for original, shown in zip(argv, masked):
+    for original, shown in zip(argv, masked, strict=True):
         if not isinstance(original, str) or original == shown:
             continue
         value = original.split("=", 1)[1] if shown.endswith("=" + MASK) and "=" in original else original

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from .events import json_safe
 from .rundir import SUMMARY_FILE, write_text_atomic

@@ -94,7 +94,7 @@ def write_atomic(path: Path, data: bytes) -> None:
     directory, then renamed over ``path``. A reader never sees half a file, and a symlink
     at ``path`` is replaced, not followed. Raises OSError."""
     path = Path(path)
-    for attempt in range(100):
+    for _attempt in range(100):
         tmp = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
         try:
             fh = open_new(tmp)

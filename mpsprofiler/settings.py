@@ -26,7 +26,8 @@ The parsed form is plain JSON (it travels to the probe in ``MPSPROF_OPTIONS``)::
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 LOADER_FIELDS = ("num_workers", "persistent_workers", "prefetch_factor", "pin_memory")
 ENV_NAMES = (

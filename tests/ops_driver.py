@@ -94,7 +94,7 @@ def ops_events(events: Events) -> list[dict[str, Any]]:
 
 def same_parameters(a: torch.nn.Module, b: torch.nn.Module) -> bool:
     pa, pb = list(a.parameters()), list(b.parameters())
-    return len(pa) == len(pb) and all(torch.equal(x, y) for x, y in zip(pa, pb))
+    return len(pa) == len(pb) and all(torch.equal(x, y) for x, y in zip(pa, pb, strict=True))
 
 
 @pytest.fixture(autouse=True, scope="module")

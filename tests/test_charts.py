@@ -9,8 +9,8 @@ from pathlib import Path
 from rich.style import Style
 
 from mpsprofiler.session.recording import load_run
-from mpsprofiler.tui.chart_render import Series, nice_ticks, render_chart
 from mpsprofiler.tui.app import recorded_app
+from mpsprofiler.tui.chart_render import Series, nice_ticks, render_chart
 from mpsprofiler.tui.plots import step_series, time_range
 from mpsprofiler.tui.widgets.charts import LineChart
 
@@ -54,7 +54,7 @@ def test_step_chart_stacks_data_wait_and_the_rest_on_round_ticks() -> None:
                         xlabel="step", integer_x=True)
     labels = [float(label) for label in axis_labels(text.plain)]
     assert labels[-1] == 0 and labels[0] >= max(p.dur for p in points) * 1e3
-    steps = {round(b - a, 6) for a, b in zip(labels[1:], labels)}
+    steps = {round(b - a, 6) for a, b in zip(labels[1:], labels[:-1], strict=True)}
     assert len(steps) == 1 and next(iter(steps)) in {1, 2, 2.5, 5, 10, 20, 25, 50, 100}
     assert "■ data wait" in text.plain and "■ rest of step" in text.plain and "x: step" in text.plain
     colors = {span.style.color.triplet for span in text.spans

@@ -17,7 +17,7 @@ def test_every_subcommand_help_has_a_description_and_no_undocumented_option() ->
         body = text.split("\n\n")
         assert len(body) > 2 and not body[1].lstrip().startswith(("positional", "options")), f"{name}: no description"
         # an option line with no help text after it: "  --format {md,...}" alone and then another option
-        for line, following in zip(text.splitlines(), text.splitlines()[1:] + [""]):
+        for line, following in zip(text.splitlines(), text.splitlines()[1:] + [""], strict=True):
             if re.match(r"^  -", line) and len(line.split("  ")) <= 2 and not following.startswith(" " * 10):
                 assert line.strip().startswith("-h"), f"{name}: {line.strip()!r} has no help"
     demo = mpsprof_cli("demo", "--help", timeout=60, stdin=None)

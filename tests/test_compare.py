@@ -36,7 +36,7 @@ def test_compare_text_md_html_side_by_side(tmp_path: Path) -> None:
     b = _changed_copy(tmp_path)
     proc = mpsprof_cli("compare", str(RECORDED), str(b))
     assert proc.returncode == 0, proc.stderr
-    line = next(l for l in proc.stdout.splitlines() if l.startswith("median step"))
+    line = next(ln for ln in proc.stdout.splitlines() if ln.startswith("median step"))
     assert "x0.50 (2.00x faster)" in line
     assert "dataloader 1: num_workers 0 → 4" in proc.stdout
     md = mpsprof_cli("compare", "-f", "md", str(RECORDED), str(b)).stdout

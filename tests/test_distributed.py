@@ -93,7 +93,7 @@ def test_recordings_of_several_nodes_merge(straggler_run, tmp_path):
     _, run_dir = straggler_run
     lines = (run_dir / "events.jsonl").read_text().splitlines(keepends=True)
     nodes = [tmp_path / "node0", tmp_path / "node1"]
-    for node, rank in zip(nodes, ("0", "1")):
+    for node, rank in zip(nodes, ("0", "1"), strict=True):
         node.mkdir()
         keep = [ln for ln in lines if f'"r":{rank}' in ln or '"r":' not in ln]
         (node / "events.jsonl").write_text("".join(keep))

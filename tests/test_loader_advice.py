@@ -9,7 +9,6 @@ run's recording, as ``mpsprof report`` would.
 
 from __future__ import annotations
 
-import math
 import os
 import subprocess
 import sys
@@ -19,9 +18,9 @@ from typing import Any
 import pytest
 
 from helpers import child_env, mpsprof_cli, read_summary
+from mpsprofiler.devices.cpu import CpuBackend
 from mpsprofiler.diagnosis import diagnose
 from mpsprofiler.probe.steps import StepTracker
-from mpsprofiler.devices.cpu import CpuBackend
 from mpsprofiler.session.recording import load_run
 
 SCRIPTS = Path(__file__).resolve().parent / "scripts_loader"
@@ -83,7 +82,7 @@ def test_a_fetch_after_the_first_optimizer_step_belongs_to_the_next_step():
     cols = sent[-1]
     assert cols["wait"] == pytest.approx(waits)
     assert cols["batches"] == [1, 1, 1, 1]
-    for dur, wait in zip(cols["dur"], cols["wait"]):
+    for dur, wait in zip(cols["dur"], cols["wait"], strict=True):
         assert wait <= dur + 1e-9  # a step never waits longer than it lasts
     assert len(cols["wait_cpu"]) == 4 and all(v >= 0 for v in cols["wait_cpu"])
 

@@ -9,6 +9,13 @@ from typing import Any
 
 import pytest
 import torch
+from torch import nn
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from mpsprofiler import events as ev
+from mpsprofiler.ops.readiness import MpsKernelTable
+from mpsprofiler.probe.modules import ModuleTracker
+from mpsprofiler.probe.ops import OpAccountant
 from ops_driver import (  # noqa: F401
     StepDriver,
     load_example,
@@ -18,13 +25,6 @@ from ops_driver import (  # noqa: F401
     run_example,
     same_parameters,
 )
-from torch import nn
-from torch.utils._python_dispatch import TorchDispatchMode
-
-from mpsprofiler import events as ev
-from mpsprofiler.ops.readiness import MpsKernelTable
-from mpsprofiler.probe.modules import ModuleTracker
-from mpsprofiler.probe.ops import OpAccountant
 
 CPU = torch.device("cpu")
 

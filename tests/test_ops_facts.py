@@ -6,11 +6,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ops_driver import load_example, ops_events, private_cache, run_example  # noqa: F401
 
 from mpsprofiler.diagnosis.ops_facts import ops_facts
 from mpsprofiler.ops.readiness import MpsKernelTable
 from mpsprofiler.session.ops import OpStats
+from ops_driver import load_example, ops_events, private_cache, run_example  # noqa: F401
 
 RULES = Path(__file__).resolve().parents[1] / "rules" / "ops.yaml"
 

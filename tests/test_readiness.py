@@ -7,7 +7,6 @@ import time
 from pathlib import Path
 
 import pytest
-from ops_driver import private_cache  # noqa: F401
 
 from mpsprofiler.ops import readiness
 from mpsprofiler.ops.readiness import (
@@ -18,6 +17,7 @@ from mpsprofiler.ops.readiness import (
     normalize_op,
     predict_fallbacks,
 )
+from ops_driver import private_cache  # noqa: F401
 
 
 @pytest.fixture(scope="module")

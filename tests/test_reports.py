@@ -332,7 +332,7 @@ def test_trace_is_valid_trace_event_json(hostile: SimpleNamespace, rendered: dic
     steps = [ev for ev in events if ev["ph"] == "X" and ev.get("cat") == "step"]
     points = hostile.session.steps.series.points()
     assert [ev["args"]["step"] for ev in steps] == [p.i for p in points]
-    for ev, p in zip(steps, points):
+    for ev, p in zip(steps, points, strict=True):
         assert ev["ts"] + ev["dur"] == pytest.approx(p.end * 1e6, abs=1.0)
     by_step = {ev["args"]["step"]: ev for ev in steps}
     waits = [ev for ev in events if ev["ph"] == "X" and ev["name"] == "data wait"]

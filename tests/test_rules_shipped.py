@@ -16,6 +16,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from helpers import child_env, loud_rules, mpsprof_cli, read_summary
+from mpsprofiler.devices.fake import FakeMpsBackend
+from mpsprofiler.diagnosis import diagnose
+from mpsprofiler.diagnosis.findings import Finding
+from mpsprofiler.diagnosis.rules import load_rules
+from mpsprofiler.session.recording import load_run
+from mpsprofiler.session.session import Session
 from test_analyzers import (
     GIB,
     LINUX_ENV,
@@ -28,14 +36,6 @@ from test_analyzers import (
     mem_event,
     step_rows,
 )
-
-from helpers import child_env, loud_rules, mpsprof_cli, read_summary
-from mpsprofiler.devices.fake import FakeMpsBackend
-from mpsprofiler.diagnosis import diagnose
-from mpsprofiler.diagnosis.findings import Finding
-from mpsprofiler.diagnosis.rules import load_rules
-from mpsprofiler.session.recording import load_run
-from mpsprofiler.session.session import Session
 
 REPO = Path(__file__).resolve().parents[1]
 RULES = REPO / "rules"
@@ -230,7 +230,7 @@ def _mps_leak() -> Session:
     rows = step_rows([0.05] * 150, alloc=alloc)
     dev = [{"allocated": a, "cached": a + GIB, "peak": None, "total": 21 * GIB, "limit": int(21 * 1.7 * GIB)}
            for a in alloc]  # fmt: skip
-    return build_session(env=_mac(), device="mps", rows=rows, mem=[mem_event(r[1], GIB, device=d) for r, d in zip(rows, dev)])
+    return build_session(env=_mac(), device="mps", rows=rows, mem=[mem_event(r[1], GIB, device=d) for r, d in zip(rows, dev, strict=True)])
 
 
 def _crash(kind: str, env: dict[str, Any] | None = None) -> Callable[[], Session]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from helpers import SCRIPTS, compare
 
 pytestmark = pytest.mark.slow  # every test starts real runs, plain and profiled

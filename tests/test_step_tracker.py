@@ -8,7 +8,8 @@ the fetch ends.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from mpsprofiler.devices.base import DeviceBackend
 from mpsprofiler.probe.steps import StepTracker

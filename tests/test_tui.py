@@ -15,9 +15,9 @@ import os
 import shutil
 import signal
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
-from collections.abc import Awaitable, Callable
 
 import pytest
 from rich.console import Console

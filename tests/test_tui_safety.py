@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import mpsprof_cli
 
+from helpers import mpsprof_cli
 from mpsprofiler.launcher.child import RunSpec
 from mpsprofiler.session.recording import load_run
 from mpsprofiler.session.session import Session

@@ -17,8 +17,8 @@ import sys
 import termios
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -6,9 +6,10 @@ Rules are data (top-level ``rules/``, plus the user's ``--rules`` folders) evalu
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from ..session.session import Session
 from .facts import collect_facts

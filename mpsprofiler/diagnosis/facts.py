@@ -8,7 +8,8 @@ fact, so a bug in one analyzer never hides the others' findings.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from ..session.session import Session
 

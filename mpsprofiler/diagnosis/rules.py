@@ -22,8 +22,7 @@ from yaml.composer import ComposerError
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from ..ops.readiness import rules_dir
-from .engine import Condition, ConditionError, compile_condition
-from .engine import add_rules_arguments, main_rules  # noqa: F401 - `mpsprof rules` entry points
+from .engine import Condition, ConditionError, add_rules_arguments, compile_condition, main_rules  # noqa: F401 - `mpsprof rules` entry points
 from .findings import SEVERITIES
 from .template import Template, TemplateError, compile_template
 

@@ -8,8 +8,9 @@ so the experiment proves the advice as given.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from ..settings import describe
 

@@ -16,8 +16,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..units import fmt_bytes
 from ..settings import HELP, SettingError, describe, parse_settings
+from ..units import fmt_bytes
 from .trial import Target, Trial, TrialConfig, fmt_x
 
 EXIT_INTERRUPTED = 130

@@ -18,17 +18,18 @@ from __future__ import annotations
 import re
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from ..launcher.child import RunController, RunSpec
 from ..launcher.recorder import OUTPUT_FILE, RunDirInUse, prepare_run_dir
 from ..results import Results, write_summary
 from ..session.session import Session
 from ..session.summary import summarize
-from . import stats
 from ..settings import describe, merge
+from . import stats
 
 Progress = Callable[[str], None]
 LOSS = re.compile(r"\bloss\b\s*[:=]?\s*(-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)", re.IGNORECASE)

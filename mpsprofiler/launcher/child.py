@@ -21,17 +21,17 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from .. import events
 from ..redact import redact_argv
+from ..rundir import open_new
 from .distributed import FifoChannels, TorchrunPlan, boot_args
 from .foreground import ForegroundTerminal
 from .output import OutputRelay
 from .recorder import OUTPUT_FILE, Recorder
-from ..rundir import open_new
 
 EventSink = Callable[[list[events.Event]], None]
 MAX_LINE_BYTES = 8 * 1024 * 1024

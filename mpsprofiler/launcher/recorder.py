@@ -16,7 +16,6 @@ from typing import IO
 
 from ..rundir import EVENTS_FILE, OUTPUT_FILE, SUMMARY_FILE, RunDirInUse, check_writable, create_run_dir, open_new
 
-
 __all__ = [
     "EVENTS_FILE", "OUTPUT_FILE", "SUMMARY_FILE",  # re-exported: the run directory owns them
     "Recorder", "RunDirInUse", "default_run_dir", "prepare_run_dir",

@@ -28,7 +28,8 @@ from __future__ import annotations
 import os
 import sys
 import weakref
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 MAX_SITES = 256
 MAX_NODES = 64

@@ -23,7 +23,8 @@ import select
 import threading
 import time
 from collections import deque
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 MAX_BUFFERED_BYTES = 16 * 1024 * 1024
 """Past this the parent is not reading: drop rather than grow the training's memory."""

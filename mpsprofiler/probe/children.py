@@ -17,7 +17,8 @@ memory): they are recognised by their target, ``torch.utils.data``'s worker loop
 from __future__ import annotations
 
 import multiprocessing.process as mp_process
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 WORKER_LOOP = ("torch.utils.data._utils.worker", "_worker_loop")
 

@@ -29,7 +29,8 @@ from __future__ import annotations
 
 import functools
 import sys
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from .transparent import hide_from_warnings
 

@@ -29,7 +29,8 @@ import ast
 import inspect
 import os
 import sys
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from .. import events
 from .transparent import hide_from_warnings

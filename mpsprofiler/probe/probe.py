@@ -11,7 +11,8 @@ import os
 import sys
 import threading
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from .. import events
 from ..devices import DeviceBackend, backend_for
@@ -21,13 +22,13 @@ from .channel import Channel
 from .steps import StepTracker
 from .transparent import hide_from_warnings
 
-_ACTIVE: "Probe | None" = None
+_ACTIVE: Probe | None = None
 AGGREGATE_EVERY = 2.0
 """Seconds between ``steps`` events once only aggregates are sent (see StepTracker)."""
 INSTRUMENTS = ("env", "steps", "dataloader", "warnings", "memory", "ops", "children")
 
 
-def active() -> "Probe | None":
+def active() -> Probe | None:
     return _ACTIVE
 
 

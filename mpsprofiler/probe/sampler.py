@@ -14,10 +14,10 @@ exits, so the totals never go down.
 
 from __future__ import annotations
 
-import os
 import threading
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from .. import events
 from ..devices import DeviceBackend

@@ -33,7 +33,8 @@ bounded recording.
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from .. import events
 from ..devices import DeviceBackend

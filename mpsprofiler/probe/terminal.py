@@ -22,7 +22,8 @@ import os
 import sys
 import threading
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 GRANT_TIMEOUT = 10.0
 """Seconds to wait for the app to hand over the terminal before reading stdin as is."""

@@ -23,7 +23,8 @@ avoid that (it concerns the Tensor methods wrapped during sampled steps only).
 from __future__ import annotations
 
 import os
-from typing import Any, Callable, TypeVar
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 F = TypeVar("F", bound=Callable[..., Any])
 

@@ -10,7 +10,8 @@ counts are kept.
 from __future__ import annotations
 
 import warnings
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from .. import events
 

@@ -7,7 +7,8 @@ rest); memory is the process and device lines, and system memory on its own scal
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from ..session.session import Session
 from ..units import fmt_bytes, fmt_seconds
@@ -80,7 +81,10 @@ def memory_charts(session: Session) -> list[str]:
     t0, t1 = points[0].ts, points[-1].ts
     minutes = (t1 - t0) > 600
     scale = 60.0 if minutes else 1.0
-    x_fmt: Callable[[float], str] = lambda v: f"{round(v, 3):g}"
+
+    def x_fmt(v: float) -> str:
+        return f"{round(v, 3):g}"
+
     x_label = "minutes since start" if minutes else "seconds since start"
 
     def series(get: Callable[[Any], Any]) -> list[tuple[float, float]]:

@@ -9,15 +9,16 @@ from __future__ import annotations
 
 import datetime as _dt
 import shlex
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 from .. import __version__
 from ..diagnosis.findings import severity_rank
 from ..redact import redact_argv
 from ..session.session import Session
-from ..session.summary import rank_rows
 from ..session.steps import signal_words
+from ..session.summary import rank_rows
 from ..units import finite, fmt_bytes, fmt_pct, fmt_seconds, raw
 
 MAX_TABLE_ROWS = 25

@@ -8,7 +8,8 @@ commands.
 from __future__ import annotations
 
 import sys
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from ..session.steps import signal_words
 from ..units import fmt_bytes, fmt_pct, fmt_seconds

@@ -8,9 +8,10 @@ values without JavaScript. Every label is escaped: series names may quote the sc
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from html import escape
-from typing import Any, Callable, Sequence
+from typing import Any
 
 WIDTH = 960
 HEIGHT = 240

@@ -15,9 +15,9 @@ from typing import Any
 
 from .. import __version__
 from ..events import json_safe
-from ..units import finite
 from ..results import Results
 from ..session.session import Session
+from ..units import finite
 from . import common, ops_tables
 
 TID_STEPS = 1
@@ -161,7 +161,7 @@ def _ops(session: Session, pid: int) -> list[dict[str, Any]]:
         return []
     args = {}
     for table in ops_tables.ops_tables(session, data):
-        args[table.title] = [dict(zip(table.columns, row)) for row in table.rows]
+        args[table.title] = [dict(zip(table.columns, row, strict=False)) for row in table.rows]
     end = session.steps.last_end or session.last_ts
     start = session.steps.first_end or 0.0
     return [{"ph": "X", "name": "op accounting", "cat": "ops", "pid": pid, "tid": TID_OPS,

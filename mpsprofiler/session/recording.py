@@ -10,9 +10,10 @@ from __future__ import annotations
 import errno
 import os
 import stat
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, Iterator
+from typing import BinaryIO
 
 from .. import events
 from ..rundir import EVENTS_FILE

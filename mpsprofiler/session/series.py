@@ -7,7 +7,8 @@ memory fixed up front, and charts still span the whole run.
 
 from __future__ import annotations
 
-from typing import Generic, Iterator, TypeVar
+from collections.abc import Iterator
+from typing import Generic, TypeVar
 
 T = TypeVar("T")
 

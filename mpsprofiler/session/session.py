@@ -8,13 +8,14 @@ thinned, lists are capped, and steps beyond the first few hundred are aggregated
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 from .. import events
 from ..redact import TEXT_KINDS, redact_argv, scrub_fields, secret_values
-from .memory import MemoryStats
 from .leaks import LeakStats
+from .memory import MemoryStats
 from .ops import OpStats
 from .steps import StepStats
 
@@ -89,7 +90,7 @@ class Session:
     """Processes the script started itself (multiprocessing, not DataLoader workers): the
     probe does not follow them, so their work is missing from the run."""
     children_started: int = 0
-    ranks: dict[int, "Session"] = field(default_factory=dict)
+    ranks: dict[int, Session] = field(default_factory=dict)
     """Distributed runs: one session per rank (events carry ``r``). The job session itself
     also folds rank 0's events (and the first crash of any rank), so every
     single-process view shows rank 0."""

@@ -196,7 +196,7 @@ class StepStats:
         held = [p for p in self.steady if p.pre is not None and p.bwd is not None]
         if held:
             pick = [(p.wait, max(0.0, p.pre - p.wait), p.bwd, max(0.0, p.dur - p.pre - p.bwd)) for p in held]  # type: ignore[operator]
-            data, own, backward, after = (median(col) for col in zip(*pick))
+            data, own, backward, after = (median(col) for col in zip(*pick, strict=True))
             return {"data": data, "own": own, "backward": backward, "after": after, "steps": len(held)}
         sums = self.late_phase
         n = sums.get("n", 0)

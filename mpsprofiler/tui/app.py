@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import signal
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
-from collections.abc import Iterable
 
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
@@ -34,12 +34,12 @@ from ..report.console import print_summary
 from ..results import Results, build_results, write_summary
 from ..rundir import OUTPUT_FILE
 from ..session.session import Session
+from .experiment import TryFixMixin
 from .live import STOP_GRACE, LiveRun, outlive_app_crash
 from .messages import ShowFinding, ShowRank
 from .panels import DISTRIBUTED_ONLY, FOCUS_TARGET, PANEL_IDS, PANELS
 from .screens.confirm import ConfirmQuitScreen
 from .screens.help import HelpScreen
-from .experiment import TryFixMixin
 from .state import RunState
 from .widgets.findings import FindingsPanel
 from .widgets.header import RunHeader

@@ -11,8 +11,8 @@ the order given (the HTML report's step chart: data wait below, the rest on top)
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from rich.style import Style
 from rich.text import Text
@@ -173,7 +173,7 @@ def render_chart(width: int, height: int, xs: Sequence[float], series: Sequence[
         _draw_line(dots, fg, glyph, xs, s.values, x0, x1, y0, yspan, rows, cols, s.color)
     # -- assemble
     text = Text(no_wrap=True, overflow="crop")
-    tick_rows = {round((1 - (t - y0) / yspan) * (rows - 1)): label for t, label in zip(yticks, labels)}
+    tick_rows = {round((1 - (t - y0) / yspan) * (rows - 1)): label for t, label in zip(yticks, labels, strict=True)}
     axis_style = Style(dim=True)
     styles: dict[tuple[RGB | None, RGB | None], Style | None] = {(None, None): None}
     for r in range(rows):

@@ -24,8 +24,8 @@ from ..launcher.output import OutputRelay
 from ..results import Results, build_results, write_summary
 from .inbox import EventInbox
 from .messages import EventsArrived, OutputArrived, OutputCopyFailed, RunEnded, RunFailed, RunStarted, TerminalWanted
-from .terminal_loan import TerminalLender
 from .state import RunState
+from .terminal_loan import TerminalLender
 from .widgets.log_panel import LogPanel
 
 if TYPE_CHECKING:

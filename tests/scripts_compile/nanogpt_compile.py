@@ -86,7 +86,7 @@ class GPT(nn.Module):
         for name, p in self.named_parameters():
             if name.endswith("c_proj.weight"):
                 torch.nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * config.n_layer))
-        print("number of parameters: %.4fM" % (sum(p.numel() for p in self.parameters()) / 1e6,))
+        print(f"number of parameters: {sum(p.numel() for p in self.parameters()) / 1e6:.4f}M")
 
     def _init_weights(self, module: nn.Module) -> None:
         if isinstance(module, nn.Linear):

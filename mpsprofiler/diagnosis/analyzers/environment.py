@@ -95,7 +95,7 @@ def _watermark(pyenv: dict[str, Any]) -> dict[str, Any]:
 
 
 def _pin_memory_on_mps(session: Session) -> bool:
-    for category, message in session.warnings:
+    for _category, message in session.warnings:
         if PIN_MEMORY_WARNING in message:
             return True
     if session.device_kind != "mps":

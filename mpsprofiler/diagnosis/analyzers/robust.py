@@ -94,7 +94,7 @@ def mann_kendall(ys: Sequence[float]) -> float:
 
 def trend(xs: Sequence[float], ys: Sequence[float], limit: int = MAX_POINTS) -> Trend | None:
     """Trend of y over x (x increasing), or None with fewer than 3 points or no x span."""
-    pairs = thin([(float(x), float(y)) for x, y in zip(xs, ys)], limit)
+    pairs = thin([(float(x), float(y)) for x, y in zip(xs, ys, strict=False)], limit)
     if len(pairs) < 3:
         return None
     px = [p[0] for p in pairs]

@@ -8,8 +8,8 @@ millisecond, and the result is kept until the data, the size or the theme change
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from rich.text import Text
 from textual.app import RenderResult

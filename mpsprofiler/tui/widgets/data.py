@@ -14,8 +14,8 @@ from ...report.common import loader_brief
 from ...units import fmt_pct
 from ..plots import wait_series
 from ..state import RunState
-from .quiet import quiet_update
 from .charts import LineChart
+from .quiet import quiet_update
 
 LOADER_FIELDS = (
     ("batch_size", "batch size"),

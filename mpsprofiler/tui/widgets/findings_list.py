@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import time
-
-from typing import Any
 from collections.abc import Sequence
+from typing import Any
 
 from rich.text import Text
 from textual.widgets import OptionList

@@ -17,8 +17,8 @@ from textual.widgets import Static
 from ...units import fmt_bytes
 from ..plots import FROM_ZERO, memory_series, system_series, time_range
 from ..state import RunState
-from .quiet import quiet_update
 from .charts import LineChart
+from .quiet import quiet_update
 
 
 class MemoryPanel(Widget):

@@ -14,9 +14,9 @@ from ..messages import ShowFinding
 from ..plots import FROM_ZERO, cpu_series, memory_series, step_series, step_title, time_range
 from ..safe import fmt_count, raw
 from ..state import RunState
-from .quiet import quiet_update
 from .charts import LineChart
 from .findings_list import FindingsList
+from .quiet import quiet_update
 
 TOP_FINDINGS = 6
 

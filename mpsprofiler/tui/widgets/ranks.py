@@ -22,8 +22,8 @@ from ...units import fmt_bytes, fmt_pct, fmt_seconds
 from ..messages import ShowRank
 from ..plots import FROM_ZERO, rank_step_split, rank_wait_series
 from ..state import RunState
-from .quiet import quiet_update
 from .charts import LineChart
+from .quiet import quiet_update
 
 STRAGGLER_RULE = "straggler-rank"
 COLUMNS = ("", "rank", "steps", "p50 step", "p90 step", "wait/step", "wait %", "peak mem", "device", "status")
@@ -135,7 +135,7 @@ class RankSplit(Widget):
         longest = max(w + rest for _r, w, rest in self.rows) or 1.0
         scale = longest / width
         out = Text(no_wrap=True, overflow="crop")
-        for n, ((rank, wait, rest), figure) in enumerate(zip(self.rows, figures)):
+        for n, ((rank, wait, rest), figure) in enumerate(zip(self.rows, figures, strict=True)):
             if n:
                 out.append("\n")
             style = "bold yellow" if rank == self.straggler else ""
