@@ -94,7 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
                      "files with `mpsprof rules check FILE`.")
     _optional_arguments("mpsprofiler.doctor", "add_doctor_arguments", doctor)
     _optional_arguments("mpsprofiler.bench", "add_bench_arguments", bench)
-    _optional_arguments("mpsprofiler.diagnosis.rules", "add_rules_arguments", rules)
+    _optional_arguments("mpsprofiler.rules_cli", "add_rules_arguments", rules)
     return parser
 
 
@@ -205,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
 
             return main_bench(args)
         if args.command == "rules":
-            from .diagnosis.rules import main_rules
+            from .rules_cli import main_rules
 
             return main_rules(args)
     except UsageError as exc:
@@ -263,7 +263,7 @@ def _run_spec(args: argparse.Namespace):
     from .launcher.recorder import RunDirInUse, default_run_dir, prepare_run_dir
 
     if args.command == "demo":
-        from .examples import demo_script
+        from .resources import demo_script
 
         target, module = str(demo_script()), False
         script_args = [] if args.steps is None else ["--steps", str(args.steps)]

@@ -11,11 +11,12 @@ import json
 import math
 import random
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from mpsprofiler import events
+from mpsprofiler import events, resources
 from mpsprofiler.devices.fake import FakeMpsBackend
 from mpsprofiler.diagnosis.analyzers import crash as crash_mod
 from mpsprofiler.diagnosis.analyzers import robust
@@ -456,7 +457,7 @@ def test_crash_devices(message, devices):
 def test_crash_location_is_the_users_line_not_the_profilers_hook():
     frames = [
         {"file": "/home/u/proj/train.py", "line": 18, "func": "<module>", "code": "for x, y in loader:", "user": True},
-        {"file": crash_mod._OWN_DIR + "probe/probe.py", "line": 225, "func": "__next__", "code": "batch = orig_next(it)",
+        {"file": resources.OWN_DIR + "probe/probe.py", "line": 225, "func": "__next__", "code": "batch = orig_next(it)",
          "user": True},
         {"file": "/usr/lib/python3/site-packages/torch/utils/data/dataloader.py", "line": 1304, "func": "_try_get_data",
          "code": "raise RuntimeError(", "user": False},
@@ -549,3 +550,38 @@ def test_an_empty_session_computes_without_errors():
     f = facts_of(Session())
     assert f["steady_steps"] == 0 and f["data_wait_share"] is None and "leak_significance" not in f
     assert not any(isinstance(v, float) and math.isnan(v) for v in f.values())
+
+
+# --------------------------------------------------------------------------- the registry
+
+
+def test_collecting_a_fact_from_two_analyzers_is_refused() -> None:
+    from mpsprofiler.diagnosis.analyzers.registry import Analyzer, DuplicateFact, register
+
+    registry: list[Analyzer] = []
+    register(Analyzer("a", lambda s: {}, frozenset({"x", "y"})), registry)
+    with pytest.raises(DuplicateFact, match="'a' and 'b' both provide \\['y'\\]"):
+        register(Analyzer("b", lambda s: {}, frozenset({"y", "z"})), registry)
+    with pytest.raises(DuplicateFact, match="reserved"):
+        register(Analyzer("c", lambda s: {}, frozenset({"device_kind"})), registry)
+    assert [a.name for a in registry] == ["a"]
+
+
+def test_worker_start_method_has_one_provider() -> None:
+    from mpsprofiler.diagnosis.analyzers import ANALYZERS, provider_of
+
+    assert provider_of("worker_start_method") == "dataloader"
+    assert sum("worker_start_method" in a.provides for a in ANALYZERS) == 1
+
+
+@pytest.mark.parametrize("recording", ["slow_dataloader", "ddp_straggler"])
+def test_every_analyzer_returns_only_the_facts_it_declares(recording: str) -> None:
+    from mpsprofiler.diagnosis.analyzers import ANALYZERS
+    from mpsprofiler.session.recording import load_run
+
+    loaded = load_run(Path(__file__).parent / "fixtures" / "recordings" / recording)
+    sessions = [loaded.session, *loaded.session.ranks.values()]
+    for session in sessions:
+        for entry in ANALYZERS:
+            undeclared = set(entry.fn(session)) - entry.provides
+            assert not undeclared, f"analyzer '{entry.name}' returns undeclared facts {sorted(undeclared)}"

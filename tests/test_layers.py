@@ -21,9 +21,9 @@ REPO = Path(__file__).resolve().parents[1]
 PACKAGE = REPO / "mpsprofiler"
 
 # A part is the first name below mpsprofiler: a subpackage or a top-level module.
-LEAVES = {"events", "units", "redact", "environment", "__version__", "(root)"}
-"""Parts every layer may use: the wire format, formatting helpers, redaction, machine facts
-and the package root (``mpsprofiler.step`` and ``__version__``)."""
+LEAVES = {"events", "units", "redact", "environment", "resources", "__version__", "(root)"}
+"""Parts every layer may use: the wire format, formatting helpers, redaction, machine facts,
+where the shipped files are (resources) and the package root (``mpsprofiler.step`` and ``__version__``)."""
 
 ALLOWED: dict[str, set[str]] = {
     "events": set(),
@@ -112,6 +112,104 @@ def test_no_import_cycle_between_parts() -> None:
     for start in sorted(graph):
         visit(start, [start])
     assert not cycles, "import cycles: " + "; ".join(" -> ".join(c) for c in cycles[:5])
+
+
+def _modules() -> dict[str, Path]:
+    found = {}
+    for path in PACKAGE.rglob("*.py"):
+        rel = path.relative_to(REPO).with_suffix("").parts
+        found[".".join(rel[:-1] if rel[-1] == "__init__" else rel)] = path
+    return found
+
+
+def module_graph() -> dict[str, set[str]]:
+    """module -> the mpsprofiler modules it imports, every import counted (lazy ones and those
+    under ``TYPE_CHECKING`` too). ``from pkg import name`` points at ``pkg.name`` when that is a
+    module, else at ``pkg``; the implicit import of a package's ``__init__`` by its submodules
+    is not an edge (Python finishes that one first)."""
+    modules = _modules()
+
+    def resolve(name: str) -> str:
+        while name and name not in modules:
+            name = name.rsplit(".", 1)[0] if "." in name else ""
+        return name
+
+    graph: dict[str, set[str]] = defaultdict(set)
+    for module, path in modules.items():
+        package = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            targets: list[str] = []
+            if isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                    target = ".".join(base + ([node.module] if node.module else []))
+                else:
+                    target = node.module or ""
+                targets = [f"{target}.{a.name}" if f"{target}.{a.name}" in modules else target for a in node.names]
+            elif isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            for target in targets:
+                if target == "mpsprofiler" or target.startswith("mpsprofiler."):
+                    resolved = resolve(target)
+                    if resolved and resolved != module:
+                        graph[module].add(resolved)
+    return graph
+
+
+def module_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components with more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    cycles: list[list[str]] = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph.get(root, ()))))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph.get(child, ())))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    cycles.append(sorted(component))
+    return cycles
+
+
+def test_the_cycle_finder_finds_a_cycle() -> None:
+    assert module_cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert module_cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_import_cycle_between_modules() -> None:
+    """Not only parts: no two modules of mpsprofiler may import each other, directly or around
+    a circle, however lazily (a function-level import still ties the two together)."""
+    graph = module_graph()
+    assert "mpsprofiler.diagnosis.conditions" in graph["mpsprofiler.diagnosis.rules"]
+    cycles = module_cycles(graph)
+    assert not cycles, "module import cycles: " + "; ".join(" <-> ".join(c) for c in cycles)
 
 
 def test_profiled_script_never_imports_the_ui_stack(tmp_path: Path) -> None:

@@ -598,7 +598,7 @@ class _Scale(nn.Module):
 @pytest.mark.gpu
 @cuda_only
 def test_cuda_layer_on_cpu() -> None:
-    from mpsprofiler.diagnosis.ops_facts import ops_facts
+    from mpsprofiler.diagnosis.analyzers.ops import ops_facts
     from mpsprofiler.session.ops import OpStats
 
     model = _MixedModel()
@@ -624,7 +624,7 @@ def test_cuda_layer_on_cpu() -> None:
 @pytest.mark.gpu
 @cuda_only
 def test_cuda_results_bit_identical_and_predictions() -> None:
-    from mpsprofiler.diagnosis.ops_facts import ops_facts
+    from mpsprofiler.diagnosis.analyzers.ops import ops_facts
     from mpsprofiler.session.ops import OpStats
 
     example = load_example("sync_heavy")

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from mpsprofiler import resources
 from mpsprofiler.ops import readiness
 from mpsprofiler.ops.readiness import (
     MpsKernelTable,
@@ -153,7 +154,7 @@ def test_overrides_file_in_rules_data() -> None:
 def test_overrides_file_is_not_picked_up_as_a_rule_file() -> None:
     from mpsprofiler.diagnosis.rules import builtin_rules_dir, rule_files
 
-    assert readiness.rules_dir() == builtin_rules_dir()
+    assert resources.rules_dir() == builtin_rules_dir()
     assert all(p.name != readiness.OVERRIDES_NAME for p in rule_files(builtin_rules_dir()))
 
 

@@ -13,17 +13,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from mpsprofiler import rules_cli
 from mpsprofiler.diagnosis import rules as rules_mod
-from mpsprofiler.diagnosis.engine import (
-    ConditionError,
-    Diagnostic,
-    FindingTracker,
-    add_rules_arguments,
-    compile_condition,
-    evaluate,
-    main_rules,
-)
-from mpsprofiler.diagnosis.findings import SEVERITY_ORDER, Finding, sort_findings
+from mpsprofiler.diagnosis.conditions import ConditionError, compile_condition
+from mpsprofiler.diagnosis.engine import Diagnostic, evaluate
+from mpsprofiler.diagnosis.findings import SEVERITY_ORDER, Finding, FindingTracker, sort_findings
 from mpsprofiler.diagnosis.rules import (
     MAX_FILE_BYTES,
     RuleSet,
@@ -370,10 +364,10 @@ def test_sort_findings_puts_unknown_steps_last() -> None:
 def test_tracker_merges_by_rule() -> None:
     ruleset = load_rules([VALID])
     tracker = FindingTracker()
-    new = tracker.observe(ruleset, dict(FACTS, first_stall_step=12), "mps")
+    new = tracker.update(evaluate(ruleset, dict(FACTS, first_stall_step=12), "mps"))
     assert {f.rule for f in new} == {"dataloader-stall", "mps-fallback-ops", "float64-input"}
     facts = dict(FACTS, first_stall_step=30, data_wait_share=0.5, last_error=None)
-    assert tracker.observe(ruleset, facts, "mps") == []
+    assert tracker.update(evaluate(ruleset, facts, "mps")) == []
     stall = next(f for f in tracker.findings if f.rule == "dataloader-stall")
     assert stall.first_step == 12 and stall.count == 2
     assert stall.evidence.startswith("50% of each step")
@@ -450,11 +444,10 @@ def test_fuzz_conditions(text: str, facts: dict) -> None:
 
 
 def run_cli(argv: list[str]) -> int:
-    """Through the names the main CLI imports from ``mpsprofiler.diagnosis.rules``."""
-    assert rules_mod.main_rules is main_rules and rules_mod.add_rules_arguments is add_rules_arguments
+    """Through the names the main CLI imports from ``mpsprofiler.rules_cli``."""
     parser = argparse.ArgumentParser(prog="mpsprof rules")
-    rules_mod.add_rules_arguments(parser)
-    return rules_mod.main_rules(parser.parse_args(argv))
+    rules_cli.add_rules_arguments(parser)
+    return rules_cli.main_rules(parser.parse_args(argv))
 
 
 def test_cli_check_valid_file(capsys: pytest.CaptureFixture[str]) -> None:

@@ -9,11 +9,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from .engine import Diagnostic
-    from .rules import Rule, RuleSet
+from typing import Any
 
 SEVERITIES: tuple[str, ...] = ("info", "warning", "critical")
 """Valid severities, least severe first."""
@@ -146,19 +142,6 @@ class FindingTracker:
         self._active = frozenset(active)
         self.evaluations += 1
         return sort_findings(new)
-
-    def observe(
-        self,
-        ruleset: RuleSet | Iterable[Rule],
-        facts: Mapping[str, Any],
-        device_kind: str | None,
-        *,
-        diagnostics: list[Diagnostic] | None = None,
-    ) -> list[Finding]:
-        """Evaluate and merge in one call; returns the findings seen for the first time."""
-        from .engine import evaluate  # the engine imports this module
-
-        return self.update(evaluate(ruleset, facts, device_kind, diagnostics=diagnostics))
 
     @property
     def findings(self) -> list[Finding]:

@@ -1,8 +1,8 @@
 """Rule model, loader and validator for the YAML rule files.
 
 Rules are data: a file is parsed into a YAML node tree (never constructed into Python
-objects), every key is checked with its line, the condition is compiled by the engine's
-whitelist and the templates by :mod:`.template`. A broken file never raises out of the
+objects), every key is checked with its line, the condition is compiled by the
+whitelist of :mod:`.conditions` and the templates by :mod:`.template`. A broken file never raises out of the
 loader: its problems become :class:`RuleError` entries with a path, line and column,
 and the good rules of other files (and of the same file, when it parses) still load.
 The format is documented for users in ``rules/README.md``.
@@ -21,8 +21,8 @@ import yaml
 from yaml.composer import ComposerError
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-from ..ops.readiness import rules_dir
-from .engine import Condition, ConditionError, add_rules_arguments, compile_condition, main_rules  # noqa: F401 - `mpsprof rules` entry points
+from ..resources import rules_dir
+from .conditions import Condition, ConditionError, compile_condition
 from .findings import SEVERITIES
 from .template import Template, TemplateError, compile_template
 

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..resources import rules_data_file
+
 BACKENDS_NAME = "mps_backend_kernels.yaml"
 
 
@@ -56,13 +58,7 @@ def base_name(op: str) -> str:
 
 
 def backends_path() -> Path | None:
-    from .readiness import rules_dir
-
-    base = rules_dir()
-    for path in (base / "data" / BACKENDS_NAME, base / BACKENDS_NAME):
-        if path.is_file():
-            return path
-    return None
+    return rules_data_file(BACKENDS_NAME)
 
 
 def _strings(value: Any) -> tuple[str, ...]:

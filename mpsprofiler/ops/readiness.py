@@ -29,6 +29,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from ..resources import rules_data_file
 from .backends import BACKENDS_NAME, BackendRow, BackendTable, base_name, load_backend_table
 
 MPS = "mps"
@@ -226,25 +227,10 @@ def _write_cache(path: Path, ops: Mapping[str, str], keys: Mapping[str, str], ve
 # --------------------------------------------------------------------------- overrides
 
 
-def rules_dir() -> Path:
-    """The rules folder: ``mpsprofiler/_rules`` in a wheel, else the repo's ``rules/``.
-
-    The rule loader asks here too; this module imports only the standard library, so the
-    probe can call it without pulling in the rules engine."""
-    packaged = Path(__file__).resolve().parents[1] / "_rules"
-    if packaged.is_dir():
-        return packaged
-    return Path(__file__).resolve().parents[2] / "rules"
-
-
 def overrides_path() -> Path | None:
     """``rules/data/mps_ops_overrides.yaml`` (kept out of the rule loader's folder scan),
     or ``rules/mps_ops_overrides.yaml``."""
-    base = rules_dir()
-    for path in (base / "data" / OVERRIDES_NAME, base / OVERRIDES_NAME):
-        if path.is_file():
-            return path
-    return None
+    return rules_data_file(OVERRIDES_NAME)
 
 
 def load_overrides(path: Path | None = None) -> dict[str, str]:

@@ -28,13 +28,7 @@ from importlib.machinery import SourceFileLoader
 from types import TracebackType
 from typing import Any
 
-_OWN_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-_EXAMPLES_DIR = os.path.join(_OWN_DIR, "_examples")  # bundled demo scripts are user code
-
-
-def _ours(filename: str) -> bool:
-    return filename.startswith(_OWN_DIR + os.sep) and not filename.startswith(_EXAMPLES_DIR + os.sep)
-
+from ..resources import is_own_file as _ours
 
 _BOOT_MODULE = sys.modules.get(__name__)
 """Keep this module alive once the script's module replaces it as ``__main__``."""

@@ -23,6 +23,7 @@ from typing import Any
 
 import torch
 
+from ..resources import OWN_DIR
 from .transparent import hide_from_warnings
 
 Site = tuple[str, int]
@@ -43,9 +44,7 @@ class FrameFinder:
     """
 
     def __init__(self) -> None:
-        import mpsprofiler
-
-        skip = [_dir_of(torch.__file__), _dir_of(mpsprofiler.__file__)]
+        skip = [_dir_of(torch.__file__), OWN_DIR]
         for name in ("torchgen", "functorch"):
             module = sys.modules.get(name)
             skip.append(_dir_of(getattr(module, "__file__", None)))

@@ -13,10 +13,10 @@ import base64
 import hashlib
 from functools import lru_cache
 from html import escape
-from importlib import resources
 from typing import Any
 
 from ..diagnosis.findings import SEVERITY_ORDER
+from ..resources import report_stylesheet
 from ..results import Results
 from ..session.session import Session
 from ..units import fmt_bytes, fmt_pct, fmt_seconds
@@ -24,12 +24,10 @@ from . import charts, common, ops_tables
 from .changes import change_lines, cut_text, experiment_lines
 from .svg import e
 
-CSS_FILE = "report.css"
-
 
 @lru_cache(maxsize=1)
 def stylesheet() -> str:
-    return resources.files(__package__).joinpath(CSS_FILE).read_text(encoding="utf-8")
+    return report_stylesheet()
 
 
 def csp(css: str) -> str:

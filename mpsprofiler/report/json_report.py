@@ -11,23 +11,20 @@ from __future__ import annotations
 import json
 import math
 from functools import lru_cache
-from importlib import resources
 from typing import Any
 
 from .. import __version__
 from ..events import json_safe
+from ..resources import report_schema_text
 from ..results import Results
 from ..session.session import Session
 from ..session.summary import SUMMARY_SCHEMA
-
-SCHEMA_FILE = "schema.json"
 
 
 @lru_cache(maxsize=1)
 def load_schema() -> dict[str, Any]:
     """The JSON Schema of the document (shipped inside the package)."""
-    text = resources.files(__package__).joinpath(SCHEMA_FILE).read_text(encoding="utf-8")
-    return json.loads(text)
+    return json.loads(report_schema_text())
 
 
 def report_document(results: Results) -> dict[str, Any]:

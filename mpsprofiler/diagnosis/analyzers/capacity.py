@@ -12,8 +12,8 @@ from __future__ import annotations
 from typing import Any
 
 from ...session.session import Session
-from ..facts import analyzer
 from .common import is_asynchronous, num, training_loader
+from .registry import analyzer
 
 MARGIN = 0.9
 """Keep 10% free: allocator fragmentation and other apps need room (unified memory)."""
@@ -24,7 +24,15 @@ OPTIMIZER_STATES = {"SGD": 1, "Adagrad": 1, "RMSprop": 1, "Adadelta": 2, "Adam":
 """State tensors per parameter; SGD counts its momentum buffer (worst case)."""
 
 
-@analyzer("capacity")
+CAPACITY_FACTS: tuple[str, ...] = (
+    "device_label", "device_limit", "device_limit_gib", "device_peak", "device_peak_gib",
+    "device_peak_share", "device_total", "max_batch_size_fits", "memory_per_sample", "memory_per_sample_mib",
+    "memory_pressure", "memory_total", "memory_total_gib", "model_state_bytes", "suggested_batch_size",
+)
+"""Every fact the ``capacity`` analyzer may return (declared: no other analyzer may provide one)."""
+
+
+@analyzer("capacity", provides=CAPACITY_FACTS)
 def capacity_facts(session: Session) -> dict[str, Any]:
     mem = session.memory
     device = is_asynchronous(session)

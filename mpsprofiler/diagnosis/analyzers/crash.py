@@ -9,16 +9,14 @@ from __future__ import annotations
 
 import os
 import re
-from pathlib import Path
 from typing import Any
 
+from ...resources import is_own_file
 from ...session.session import CrashInfo, Session
 from ...units import fmt_bytes
-from ..facts import analyzer
 from .common import start_method, training_loader
+from .registry import analyzer
 
-_OWN_DIR = str(Path(__file__).resolve().parents[2]) + os.sep
-"""The mpsprofiler package: its frames (the probe's hooks) are never the user's."""
 
 def _phrase(text: str) -> str:
     """A message Python wraps over lines: any whitespace between its words."""
@@ -76,12 +74,20 @@ def classify(crash_type: str, message: str) -> str:
 def user_frame(crash: CrashInfo) -> dict[str, Any] | None:
     """The innermost frame in the user's code, skipping mpsprofiler's own hooks."""
     for frame in reversed(crash.frames):
-        if frame.get("user") and not str(frame.get("file", "")).startswith(_OWN_DIR):
+        if frame.get("user") and not is_own_file(str(frame.get("file", ""))):
             return frame
     return crash.user_frame
 
 
-@analyzer("crash")
+CRASH_FACTS: tuple[str, ...] = (
+    "crash_argument", "crash_code", "crash_devices", "crash_file", "crash_func", "crash_kind",
+    "crash_kind_inferred", "crash_line", "crash_message", "crash_op", "crash_step", "crash_summary",
+    "crash_type", "crashed", "oom_mps_allocated", "oom_mps_max_allowed", "oom_mps_other", "oom_requested",
+)
+"""Every fact the ``crash`` analyzer may return (declared: no other analyzer may provide one)."""
+
+
+@analyzer("crash", provides=CRASH_FACTS)
 def crash_facts(session: Session) -> dict[str, Any]:
     crash = session.crash
     if crash is None:
@@ -125,8 +131,7 @@ def _maybe_bootstrap(session: Session, facts: dict[str, Any]) -> None:
     ``if __name__ == "__main__":`` guard. The parent only sees "worker exited"; the
     bootstrapping message went to the worker's stderr."""
     loader = training_loader(session)
-    method = start_method(session, loader) if loader else None
-    facts["worker_start_method"] = method
+    method = start_method(session, loader) if loader else None  # the fact is the dataloader analyzer's
     if method in ("spawn", "forkserver") and session.steps.total_batches == 0:
         facts["crash_kind"] = "spawn_bootstrap"
         facts["crash_kind_inferred"] = True

@@ -14,7 +14,6 @@ from typing import Any
 
 from ...session.session import Session
 from ...session.steps import StepPoint
-from ..facts import analyzer
 from . import loader_profile
 from .common import (
     compute_cores,
@@ -25,12 +24,28 @@ from .common import (
     training_loader,
 )
 from .loader_advice import advise
+from .registry import analyzer
 
 STALL_STEP_SHARE = 0.15
 """A step "stalls" when 15% of it is data wait (the rules' warning level)."""
 
 
-@analyzer("dataloader")
+DATALOADER_FACTS: tuple[str, ...] = (
+    "batch_size", "batch_size_arg", "batches_per_step", "best_step_ms", "compute_ms", "cores_for_workers",
+    "cores_free_for_workers", "data_wait_ms", "data_wait_share", "dataloader_count",
+    "device_idle_share_while_waiting", "epochs_seen", "fetch_cpu_ms", "fetch_runq_ms", "first_stall_step",
+    "last_step", "load_cpu_ms", "load_ms", "loader_bound", "loader_figures", "loader_settings",
+    "loading_wait_share", "loading_wait_share_low", "machine_busy_share", "num_workers", "num_workers_helps",
+    "num_workers_needed", "num_workers_reason", "persistent_workers", "pin_memory", "prefetch_factor",
+    "respawn_cost_s", "respawn_first_step", "respawn_share", "respawn_wait_ms", "stall_advice",
+    "steady_steps", "step_mean_ms", "step_ms", "suggested_num_workers", "suggested_prefetch_factor",
+    "train_ms", "training_cores", "worker_cpu_ms", "worker_memory_mib", "worker_start_method",
+    "workers_memory_cap", "workers_respawn_each_epoch",
+)
+"""Every fact the ``dataloader`` analyzer may return (declared: no other analyzer may provide one)."""
+
+
+@analyzer("dataloader", provides=DATALOADER_FACTS)
 def dataloader_facts(session: Session) -> dict[str, Any]:
     facts: dict[str, Any] = {}
     steps = session.steps

@@ -13,7 +13,7 @@ from typing import Any
 from ...devices.mps import DEFAULT_HIGH_WATERMARK_UNIFIED, high_watermark_ratio
 from ...environment import mps_min_macos_for
 from ...session.session import Session
-from ..facts import analyzer
+from .registry import analyzer
 
 PIN_MEMORY_WARNING = "'pin_memory' argument is set as true but not supported on MPS now"
 SAFER_WATERMARK = 1.0
@@ -34,7 +34,16 @@ def _version_tuple(text: str | None) -> tuple[int, ...]:
     return tuple(int(p) for p in re.findall(r"\d+", text or "")[:3])
 
 
-@analyzer("environment")
+ENVIRONMENT_FACTS: tuple[str, ...] = (
+    "apple_silicon", "cuda_available", "default_watermark_ratio", "fallback_env_set", "intel_mac",
+    "is_macos", "machine", "macos_too_old", "macos_version", "mps_available", "mps_built", "mps_min_macos",
+    "mps_unavailable_reason", "pin_memory_on_mps", "python_version", "rosetta", "suggested_watermark_ratio",
+    "torch_version", "watermark_ratio", "watermark_ratio_set", "watermark_unlimited",
+)
+"""Every fact the ``environment`` analyzer may return (declared: no other analyzer may provide one)."""
+
+
+@analyzer("environment", provides=ENVIRONMENT_FACTS)
 def environment_facts(session: Session) -> dict[str, Any]:
     env = session.env
     is_macos = env.get("platform") == "darwin" if env.get("platform") else None

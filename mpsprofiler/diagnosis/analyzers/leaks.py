@@ -17,8 +17,8 @@ import os
 from typing import Any
 
 from ...session.session import Session
-from ..facts import analyzer
 from .common import MIB
+from .registry import analyzer
 
 MIN_SAMPLES = 2
 
@@ -31,7 +31,18 @@ def _cell(text: Any) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
-@analyzer("leaks")
+LEAK_FACTS: tuple[str, ...] = (
+    "graph_carry_code", "graph_carry_count", "graph_carry_file", "graph_carry_first_step",
+    "graph_carry_line", "graph_carry_name", "leak_site_alive", "leak_site_code", "leak_site_count",
+    "leak_site_file", "leak_site_first_step", "leak_site_grad", "leak_site_holder", "leak_site_holder_line",
+    "leak_site_is_carry", "leak_site_keep_line", "leak_site_kept_by", "leak_site_kib",
+    "leak_site_kib_per_step", "leak_site_lag", "leak_site_line", "leak_site_mib", "leak_site_module",
+    "leak_site_op", "leak_site_samples", "leak_site_table",
+)
+"""Every fact the ``leaks`` analyzer may return (declared: no other analyzer may provide one)."""
+
+
+@analyzer("leaks", provides=LEAK_FACTS)
 def leak_facts(session: Session) -> dict[str, Any]:
     leaks = session.leaks
     facts: dict[str, Any] = {"graph_carry_count": len(leaks.carries)}

@@ -13,11 +13,17 @@ from typing import Any
 
 from ...session.session import Session
 from ...session.steps import signal_words
-from ..facts import analyzer
 from .common import rounded
+from .registry import analyzer
+
+LOOP_FACTS: tuple[str, ...] = (
+    "child_processes", "child_start_methods", "child_targets", "run_s", "step_count", "step_signal",
+    "step_signal_words", "torch_imported",
+)
+"""Every fact the ``loops`` analyzer may return (declared: no other analyzer may provide one)."""
 
 
-@analyzer("loops")
+@analyzer("loops", provides=LOOP_FACTS)
 def loop_facts(session: Session) -> dict[str, Any]:
     steps = session.steps
     run_s = session.exit.duration if session.exit and session.exit.duration is not None else session.last_ts

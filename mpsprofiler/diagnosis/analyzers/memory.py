@@ -25,9 +25,9 @@ from typing import Any
 from ...session.memory import MemPoint
 from ...session.session import Session
 from ...session.steps import StepPoint
-from ..facts import analyzer
 from . import robust
 from .common import MIB, is_asynchronous, rounded
+from .registry import analyzer
 
 MIN_STEPS = 8
 """Fewer steady steps than this say nothing about a per-step trend."""
@@ -44,7 +44,20 @@ class Growth:
     """Slope over the second half / slope over the whole (0..1); None unless rising."""
 
 
-@analyzer("memory")
+MEMORY_FACTS: tuple[str, ...] = (
+    "alloc_flat", "alloc_growth_mib_per_100_steps", "cache_growth_from_step", "cache_growth_limit_share",
+    "cache_growth_mib", "cache_growth_mib_per_min", "cache_growth_per_min", "cache_growth_significance",
+    "leak_consistency", "leak_from_step", "leak_growth_kib_per_step", "leak_growth_mib",
+    "leak_growth_mib_per_100_steps", "leak_growth_per_step", "leak_growth_share", "leak_significance",
+    "leak_source", "leak_to_step", "steps_until_oom", "swap_growth", "swap_growth_mib", "sys_available_min",
+    "sys_available_min_share",
+    *(f"{p}_growth_{s}" for p in ("alloc", "rss_step") for s in ("per_step", "significance", "total")),
+    *(f"{p}_growth_{s}" for p in ("rss", "worker_rss") for s in ("per_min", "mib_per_min", "significance", "mib")),
+)
+"""Every fact the ``memory`` analyzer may return (declared: no other analyzer may provide one)."""
+
+
+@analyzer("memory", provides=MEMORY_FACTS)
 def memory_facts(session: Session) -> dict[str, Any]:
     steps = session.steps
     held = [p for p in steps.series.points() if p.i >= steps.warmup]

@@ -17,7 +17,7 @@ from statistics import median
 from typing import Any
 
 from ...session.session import Session
-from ..facts import analyzer
+from .registry import analyzer
 
 STRAGGLER_SHARE = 0.10
 """A rank whose extra wait (or step time) is 10% of the job's step holds it back measurably."""
@@ -85,7 +85,16 @@ def _work_straggler(rows: list[dict[str, Any]], job_step: float) -> tuple[dict[s
     return best
 
 
-@analyzer("ranks")
+RANK_FACTS: tuple[str, ...] = (
+    "job_step_ms", "others_wait_ms", "rank_count", "rank_memory_imbalance", "rank_peak_limit_rank",
+    "rank_peak_limit_share", "rank_step_spread", "rank_table", "rank_wait_share_spread",
+    "rank_wait_spread_ms", "straggler_cause", "straggler_detail", "straggler_excess_ms", "straggler_phase",
+    "straggler_rank", "straggler_share", "straggler_step_ms", "straggler_wait_ms",
+)
+"""Every fact the ``ranks`` analyzer may return (declared: no other analyzer may provide one)."""
+
+
+@analyzer("ranks", provides=RANK_FACTS)
 def rank_facts(session: Session) -> dict[str, Any]:
     if len(session.ranks) < 2:
         return {"rank_count": len(session.ranks) or None}

@@ -13,11 +13,17 @@ from __future__ import annotations
 from typing import Any
 
 from ...session.session import Session
-from ..facts import analyzer
 from .common import num, rounded, training_loader
+from .registry import analyzer
+
+THREAD_FACTS: tuple[str, ...] = (
+    "busy_threads", "cores", "max_workers_for_cores", "omp_num_threads", "suggested_torch_threads",
+    "thread_oversubscription", "torch_threads",
+)
+"""Every fact the ``threads`` analyzer may return (declared: no other analyzer may provide one)."""
 
 
-@analyzer("threads")
+@analyzer("threads", provides=THREAD_FACTS)
 def thread_facts(session: Session) -> dict[str, Any]:
     env = session.env
     # a thread count seen while training (if the probe reports one) beats the start-up one:

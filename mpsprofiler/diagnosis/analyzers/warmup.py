@@ -12,11 +12,18 @@ from __future__ import annotations
 from typing import Any
 
 from ...session.session import Session
-from ..facts import analyzer
 from .common import rounded
+from .registry import analyzer
+
+WARMUP_FACTS: tuple[str, ...] = (
+    "benchmark_from_step", "first_step_cost_s", "first_step_s", "warmup_after_first_cost_s", "warmup_cost_s",
+    "warmup_first_step_ms", "warmup_first_step_ratio", "warmup_s", "warmup_share", "warmup_slowest_step_ms",
+    "warmup_start_step", "warmup_steps",
+)
+"""Every fact the ``warmup`` analyzer may return (declared: no other analyzer may provide one)."""
 
 
-@analyzer("warmup")
+@analyzer("warmup", provides=WARMUP_FACTS)
 def warmup_facts(session: Session) -> dict[str, Any]:
     steps = session.steps
     w = steps.warmup

@@ -12,9 +12,11 @@ import os
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from ..ops.readiness import MpsKernelTable, default_table
-from ..session.ops import OTHER, OpRow, OpStats, SyncRow
-from .engine import normalize_device
+from ...ops.readiness import MpsKernelTable, default_table
+from ...session.ops import OTHER, OpRow, OpStats, SyncRow
+from ...session.session import Session
+from ..engine import normalize_device
+from .registry import analyzer
 
 TABLE_ROWS = 8
 NO_MODULE = "code outside any nn.Module"
@@ -195,3 +197,24 @@ def ops_facts(
 
     facts.update(_layer_on_cpu(ops, kind))
     return facts
+
+
+OPS_FACTS: tuple[str, ...] = (
+    "bf16_complex_ops", "bfloat16_ops_per_step", "complex_ops_per_step", "float64_ops_per_step",
+    "float64_top_code", "float64_top_line", "float64_top_module", "float64_top_op", "layer_on_cpu_count",
+    "layer_on_cpu_device", "layer_on_cpu_input_device", "layer_on_cpu_module", "layer_on_cpu_ms_per_step",
+    "layer_on_cpu_param_device", "layer_on_cpu_source", "mps_fallback_enabled", "mps_fallback_share",
+    "mps_fallback_top", "mps_kernel_table_size", "mps_predicted_fallback_table",
+    "mps_predicted_fallback_top_evidence", "ops_first_step", "ops_model_device", "ops_overhead_share",
+    "ops_sample_interval", "ops_sampled_steps", "sync_kinds", "sync_table", "sync_top_calls_per_step",
+    "sync_top_code", "sync_top_file", "sync_top_kind", "sync_top_line", "sync_top_module", "syncs_per_step",
+    "syncs_predicted",
+    *(f"{p}_{s}" for p in ("mps_fallback", "mps_predicted_fallback") for s in (
+        "ops", "count", "calls_per_step", "ms_per_step", "modules", "top_op", "top_module", "top_line")),
+)
+"""Every fact the ``ops`` analyzer may return (declared: no other analyzer may provide one)."""
+
+
+@analyzer("ops", provides=OPS_FACTS)
+def op_facts(session: Session) -> dict[str, Any]:
+    return dict(ops_facts(session.ops, session.device_kind, session.env))
