@@ -359,11 +359,15 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if _use_tui(args):
         from .tui.app import run_tui
 
-        code, session, results = run_tui(spec, list(args.rules))
+        code, session, finished = run_tui(spec, list(args.rules))
     else:
         from .launcher.headless import run_headless
 
-        code, session, results = run_headless(spec, list(args.rules))
+        code, session, finished = run_headless(spec, list(args.rules))
+    from .report.console import print_summary
+
+    results = finished.results
+    print_summary(results, str(finished.summary_dir) if finished.summary_dir else None)
     if args.report is not None:
         _write_report_file(session, results, args.report)
     if code < 0:

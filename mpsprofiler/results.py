@@ -48,6 +48,44 @@ def build_results(session: Session, rule_dirs: Iterable[Path] = ()) -> Results:
     return Results(summary=summary, findings=diagnosis.findings, rule_errors=diagnosis.rule_errors)
 
 
+@dataclass
+class Finished:
+    """A finished run's results and what became of its ``summary.json``."""
+
+    results: Results
+    summary_dir: Path | None = None
+    """The run directory ``summary.json`` was written into; None when there is none, its
+    recording failed, or the write failed."""
+    diagnosis_error: str | None = None
+    """Set when building the results failed outright (only the bare summary is left)."""
+    write_error: str | None = None
+
+
+def finish_run(
+    session: Session,
+    rule_dirs: Iterable[Path],
+    run_dir: Path | None,
+    recording_error: str | None = None,
+    *,
+    diagnose: bool = True,
+) -> Finished:
+    """The end of every run (headless, live TUI, a ``mpsprof try`` trial): build the results,
+    then write ``summary.json`` when the recording survived (a run directory, and no
+    ``recording_error`` from the recorder). ``diagnose=False`` keeps the figures only (trials
+    are compared, not diagnosed). Never raises: a bug in diagnosis or in the summary must not
+    cost the run its exit status."""
+    diagnosis_error = None
+    try:
+        results = build_results(session, rule_dirs) if diagnose else Results(summary=summarize(session))
+    except Exception as exc:  # noqa: BLE001 - build_results survives diagnosis; this is the summary failing
+        diagnosis_error = (f"internal error while diagnosing the run ({type(exc).__name__}: {exc}); no findings")
+        results = Results(summary={"script": session.script, "status": session.status})
+    if run_dir is None or recording_error is not None:
+        return Finished(results, None, diagnosis_error)
+    error = write_summary(run_dir, results)
+    return Finished(results, None if error else Path(run_dir), diagnosis_error, error)
+
+
 def write_summary(run_dir: Path, results: Results) -> str | None:
     """Write ``summary.json`` atomically; returns an error message instead of raising."""
     return write_text_atomic(Path(run_dir) / SUMMARY_FILE, json.dumps(json_safe(results.document()), indent=2, default=str, allow_nan=False))

@@ -25,9 +25,8 @@ from typing import Any
 
 from ..launcher.child import RunController, RunSpec
 from ..launcher.recorder import OUTPUT_FILE, RunDirInUse, prepare_run_dir
-from ..results import Results, write_summary
+from ..results import finish_run
 from ..session.session import Session
-from ..session.summary import summarize
 from ..settings import describe, merge
 from . import stats
 
@@ -175,9 +174,7 @@ class Trial:
             with self._lock:
                 self._controller = None
         wall = time.monotonic() - begun
-        summary = summarize(session)
-        if run_dir is not None:
-            write_summary(run_dir, Results(summary=summary))
+        summary = finish_run(session, (), run_dir, controller.recorder.error, diagnose=False).results.summary
         if self._stop.is_set():
             return None
         steps = summary.get("steps") or {}

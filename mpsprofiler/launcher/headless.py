@@ -1,7 +1,9 @@
-"""Headless mode: the script's output passes through untouched; a summary at the end.
+"""Headless mode: the script's output passes through untouched; the run finished at the end.
 
 Whatever goes wrong on our side (a broken rule file, a bug in an analyzer or in the
-summary) is said in one ``mpsprof:`` line and never changes the script's exit status.
+summary) is said in one ``mpsprof:`` line and never changes the script's exit status. The
+launcher renders nothing: the caller prints the summary (``report.console.print_summary``)
+from the :class:`~mpsprofiler.results.Finished` it gets back.
 """
 
 from __future__ import annotations
@@ -11,15 +13,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..report.console import print_summary
-from ..results import Results, build_results, say_rule_problems, write_summary
+from ..results import Finished, Results, finish_run, say_rule_problems
 from ..session.session import Session
 from .child import RunController, RunSpec
 
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
-def run_headless(spec: RunSpec, rule_dirs: list[Path]) -> tuple[int, Session, Results]:
+def run_headless(spec: RunSpec, rule_dirs: list[Path]) -> tuple[int, Session, Finished]:
     _say_rule_problems(rule_dirs)
     session = Session()
     controller = RunController(spec, session.feed_many)
@@ -39,16 +40,13 @@ def run_headless(spec: RunSpec, rule_dirs: list[Path]) -> tuple[int, Session, Re
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-    results = _results(session, rule_dirs)
-    _say_broken_rules(results, rule_dirs)
-    run_dir = spec.run_dir if controller.recorder.error is None else None
-    if run_dir is not None:
-        error = write_summary(run_dir, results)
-        if error:
-            sys.stderr.write(f"mpsprof: {error}\n")
-            run_dir = None
-    print_summary(results, str(run_dir) if run_dir else None)
-    return code, session, results
+    finished = finish_run(session, rule_dirs, spec.run_dir, controller.recorder.error)
+    if finished.diagnosis_error:
+        sys.stderr.write(f"mpsprof: {finished.diagnosis_error}\n")
+    _say_broken_rules(finished.results, rule_dirs)
+    if finished.write_error:
+        sys.stderr.write(f"mpsprof: {finished.write_error}\n")
+    return code, session, finished
 
 
 def _say_rule_problems(rule_dirs: list[Path]) -> None:
@@ -75,15 +73,3 @@ def _say_broken_rules(results: Results, rule_dirs: list[Path]) -> None:
         say_rule_problems([e for e in results.rule_errors if e not in said])
     except Exception:  # noqa: BLE001 - the summary says it too
         pass
-
-
-def _results(session: Session, rule_dirs: list[Path]) -> Results:
-    """Findings and summary; a bug in diagnosis or in the summary must not cost the run its
-    exit status. (``build_results`` already survives a failing diagnosis: what escapes it
-    is the summary failing, so only the bare minimum is left.)"""
-    try:
-        return build_results(session, rule_dirs)
-    except Exception as exc:
-        sys.stderr.write(f"mpsprof: internal error while diagnosing the run ({type(exc).__name__}: {exc}); "
-                         "no findings\n")
-    return Results(summary={"script": session.script, "status": session.status})

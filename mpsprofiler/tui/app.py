@@ -30,8 +30,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, TabbedContent, TabPane
 
 from ..launcher.child import RunSpec
-from ..report.console import print_summary
-from ..results import Results, build_results, write_summary
+from ..results import Finished, Results, build_results, finish_run
 from ..rundir import OUTPUT_FILE
 from ..session.session import Session
 from .experiment import TryFixMixin
@@ -391,8 +390,9 @@ class MpsprofApp(TryFixMixin, LiveRun, App[None]):
         yield SystemCommand("Help", "Keys and panels (?)", self.action_help)
 
 # -- entry points (called by the CLI) ---------------------------------------------------
-def run_tui(spec: RunSpec, rule_dirs: list[Path]) -> tuple[int, Session, Results]:
-    """Run the script under the live TUI; returns its exit status, the session, the results."""
+def run_tui(spec: RunSpec, rule_dirs: list[Path]) -> tuple[int, Session, Finished]:
+    """Run the script under the live TUI; returns its exit status, the session, the finished
+    run (the caller prints its summary once the terminal is back)."""
     spec.capture_output = True
     if _at_terminal():
         spec.options["terminal_loan"] = True  # input() and breakpoint() borrow it (probe/terminal.py)
@@ -408,13 +408,11 @@ def run_tui(spec: RunSpec, rule_dirs: list[Path]) -> tuple[int, Session, Results
     leftover = app.inbox.drain()  # events that arrived after the app closed
     if leftover:
         session.feed_many(leftover)
-    results = app.results if app.results is not None and not leftover else build_results(session, rule_dirs)
-    run_dir = app.summary_dir()
-    if not app.summary_written and run_dir is not None and write_summary(run_dir, results):
-        run_dir = None
-    print_summary(results, str(run_dir) if run_dir is not None else None)  # the terminal is ours again
+    finished = app.finished
+    if finished is None or leftover:  # the app left early, or events came after its last look
+        finished = finish_run(session, rule_dirs, spec.run_dir, app.recording_error())
     code = app.returncode if app.returncode is not None else 1
-    return code, session, results
+    return code, session, finished
 
 
 def _at_terminal() -> bool:

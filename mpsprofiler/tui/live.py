@@ -13,7 +13,6 @@ import codecs
 import signal
 import threading
 import time
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from textual import work
@@ -21,7 +20,7 @@ from textual.worker import get_current_worker
 
 from ..launcher.child import RunController
 from ..launcher.output import OutputRelay
-from ..results import Results, build_results, write_summary
+from ..results import Finished, Results, finish_run
 from .inbox import EventInbox
 from .messages import EventsArrived, OutputArrived, OutputCopyFailed, RunEnded, RunFailed, RunStarted, TerminalWanted
 from .state import RunState
@@ -48,6 +47,7 @@ class LiveRun:
     controller: RunController | None
     state: RunState
     results: Results | None
+    finished: Finished | None
 
     def _init_live(self) -> None:
         self.inbox: EventInbox = EventInbox()
@@ -59,7 +59,8 @@ class LiveRun:
         self.returncode: int | None = None
         self.ended = threading.Event()
         """Set once the child has exited (or could not start): safe to read from any thread."""
-        self.summary_written = False
+        self.finished = None
+        """Set by :meth:`_finish_run` once the script has ended."""
         self._quit_when_ended = False
         self._tail_done = threading.Event()
         """Set once the output tail should read what is left and stop (it also wakes it)."""
@@ -162,29 +163,19 @@ class LiveRun:
         """Final findings (the same as summary.json and the reports), once."""
         if self._tick_timer is not None:
             self._tick_timer.stop()
-        self.results = build_results(self.session, self.rule_dirs)
+        self.finished = finish_run(self.session, self.rule_dirs, self.spec.run_dir if self.spec else None,
+                                   self.recording_error())
+        self.results = self.finished.results
         self._set_findings(self.results.findings, self.results.rule_errors)
-        self._write_summary()
+        for problem in (self.finished.diagnosis_error, self.finished.write_error):
+            if problem:
+                self.notify(problem, severity="error")
         self._redraw(force=True)
         self.refresh_bindings()
 
-    def summary_dir(self) -> Path | None:
-        """Where this live run's ``summary.json`` goes: None without a run directory, or
-        once its recording has failed."""
-        run_dir = self.spec.run_dir if self.spec is not None else None
-        if run_dir is None or (self.controller is not None and self.controller.recorder.error):
-            return None
-        return run_dir
-
-    def _write_summary(self) -> None:
-        run_dir = self.summary_dir()
-        if run_dir is None or self.results is None:
-            return
-        error = write_summary(run_dir, self.results)
-        if error:
-            self.notify(error, severity="error")
-        else:
-            self.summary_written = True
+    def recording_error(self) -> str | None:
+        """Why this live run's recording stopped (then no ``summary.json`` is written)."""
+        return self.controller.recorder.error if self.controller is not None else None
 
 
     # -- signals to mpsprof itself ------------------------------------------------------
