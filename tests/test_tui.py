@@ -30,7 +30,7 @@ from mpsprofiler.session.session import Session
 from mpsprofiler.session.steps import StepPoint
 from mpsprofiler.tui.app import MpsprofApp, recorded_app
 from mpsprofiler.tui.inbox import EventInbox
-from mpsprofiler.tui.panels import DISTRIBUTED_ONLY, PANEL_IDS
+from mpsprofiler.tui.panels import DISTRIBUTED_ONLY, PANEL_IDS, PANEL_KEYS
 from mpsprofiler.tui.screens.confirm import ConfirmQuitScreen
 from mpsprofiler.tui.screens.help import HelpScreen
 from mpsprofiler.tui.state import RunState, recent_rate
@@ -102,8 +102,8 @@ def test_number_keys_and_tab_switch_panels(recorded: Path) -> None:
     async def body(pilot: Any) -> None:
         tabs = app.query_one("#panels")
         single = [pid for pid in PANEL_IDS if pid not in DISTRIBUTED_ONLY]
-        for number, pid in enumerate(PANEL_IDS, start=1):
-            await pilot.press(str(number))
+        for pid in PANEL_IDS:
+            await pilot.press(PANEL_KEYS[pid])
             if pid in DISTRIBUTED_ONLY:  # a single process: no Ranks panel, a note instead
                 assert tabs.active == single[-1]
                 assert any("no ranks" in str(n.message) for n in app._notifications)
@@ -484,3 +484,16 @@ def test_recent_rate() -> None:
     points = [StepPoint(i, 10.0 + i * 0.5, 0.5, 0.1, 1, None, None) for i in range(100)]
     assert recent_rate(points, window=10.0) == pytest.approx(2.0)
     assert recent_rate(points[:1]) is None
+
+
+def test_every_panel_has_its_key_tab_and_help_from_the_registry() -> None:
+    """Keys, tab labels and the help screen come from tui/panels.py: a new panel needs no other list."""
+    from mpsprofiler.tui.panels import NUMBER_KEYS, PANELS, help_keys_row
+    from mpsprofiler.tui.screens.help import HELP
+
+    actions = {b.key: b.action for b in MpsprofApp.BINDINGS}
+    for i, panel in enumerate(PANELS):
+        assert PANEL_KEYS[panel.id] == NUMBER_KEYS[i]
+        assert actions[NUMBER_KEYS[i]] == f"panel('{panel.id}')"
+        assert panel.label in help_keys_row()
+    assert help_keys_row() in HELP and all(p.help in HELP for p in PANELS)

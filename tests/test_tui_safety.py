@@ -21,7 +21,7 @@ from mpsprofiler.launcher.child import RunSpec
 from mpsprofiler.session.recording import load_run
 from mpsprofiler.session.session import Session
 from mpsprofiler.tui.app import MpsprofApp, recorded_app
-from mpsprofiler.tui.panels import DISTRIBUTED_ONLY, PANEL_IDS
+from mpsprofiler.tui.panels import DISTRIBUTED_ONLY, PANEL_IDS, PANEL_KEYS
 from mpsprofiler.tui.widgets.log_panel import LogPanel
 
 REPO = Path(__file__).resolve().parents[1]
@@ -50,10 +50,10 @@ async def wait_for(pilot: Any, condition: Any, timeout: float = 60.0) -> None:
 
 
 async def visit_every_panel(app: MpsprofApp, pilot: Any) -> None:
-    for number, pid in enumerate(PANEL_IDS, start=1):
+    for pid in PANEL_IDS:
         if pid in DISTRIBUTED_ONLY:
             continue
-        await pilot.press(str(number))
+        await pilot.press(PANEL_KEYS[pid])
         await pilot.pause(0.2)
         assert app.query_one("#panels").active == pid
 

@@ -26,6 +26,9 @@ from pathlib import Path
 
 import pytest
 
+from mpsprofiler.tui.panels import DISTRIBUTED_ONLY
+from mpsprofiler.tui.panels import PANEL_KEYS as ALL_PANEL_KEYS
+
 REPO = Path(__file__).resolve().parents[1]
 RECORDING = Path("tests/fixtures/recordings/slow_dataloader")
 """Relative to the repository root: the run directory shown on screen must not vary."""
@@ -36,7 +39,8 @@ SOURCES = {
 }
 """Recording name: (where it lives, the script, its arguments, ranks (0: no torchrun))."""
 SIZE = (130, 40)
-PANEL_KEYS = {"overview": "1", "findings": "2", "ops": "3", "memory": "4", "data": "5", "log": "6", "environment": "7", "warnings": "8"}
+PANEL_KEYS = {pid: key for pid, key in ALL_PANEL_KEYS.items() if pid not in DISTRIBUTED_ONLY}
+"""Every single-process panel and its key, from the registry (a new panel gets a snapshot)."""
 
 
 def make_app(recording: Path = RECORDING):
@@ -62,18 +66,19 @@ def test_help_snapshot(snap_compare, in_repo) -> None:
 
 def test_ranks_snapshot(snap_compare, in_repo) -> None:
     """The Ranks panel of the 2-rank run: rank 1 marked as the straggler."""
-    assert snap_compare(make_app(DDP_RECORDING), press=["9", "_"], terminal_size=SIZE)
+    assert snap_compare(make_app(DDP_RECORDING), press=[ALL_PANEL_KEYS["ranks"], "_"], terminal_size=SIZE)
 
 
 def test_rank_data_snapshot(snap_compare, in_repo) -> None:
     """The Data panel after ``r``: rank 1's figures, and the header says so."""
-    assert snap_compare(make_app(DDP_RECORDING), press=["r", "5", "_"], terminal_size=SIZE)
+    assert snap_compare(make_app(DDP_RECORDING), press=["r", ALL_PANEL_KEYS["data"], "_"], terminal_size=SIZE)
 
 
 # -- 80x24: every panel usable, figures whole ------------------------------------------------
 SMALL = (80, 24)
 """The classic terminal size: numbers have priority over labels."""
-SMALL_PANELS = [(RECORDING, panel, key) for panel, key in PANEL_KEYS.items()] + [(DDP_RECORDING, "ranks", "9")]
+SMALL_PANELS = [(RECORDING, panel, key) for panel, key in PANEL_KEYS.items()] + [
+    (DDP_RECORDING, pid, ALL_PANEL_KEYS[pid]) for pid in sorted(DISTRIBUTED_ONLY)]
 
 
 @pytest.mark.parametrize(("recording", "panel", "key"), SMALL_PANELS, ids=[p for _r, p, _k in SMALL_PANELS])

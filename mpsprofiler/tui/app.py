@@ -36,7 +36,7 @@ from ..session.session import Session
 from .experiment import TryFixMixin
 from .live import STOP_GRACE, LiveRun, outlive_app_crash
 from .messages import ShowFinding, ShowRank
-from .panels import DISTRIBUTED_ONLY, FOCUS_TARGET, PANEL_IDS, PANELS
+from .panels import DISTRIBUTED_ONLY, FOCUS_TARGET, KEY_RANGE, PANEL_IDS, PANEL_KEYS, PANELS, tab_label
 from .screens.confirm import ConfirmQuitScreen
 from .screens.help import HelpScreen
 from .state import RunState
@@ -61,8 +61,8 @@ class MpsprofApp(TryFixMixin, LiveRun, App[None]):
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (100, "-wide")]
     VERTICAL_BREAKPOINTS = [(0, "-short"), (32, "-tall")]
     BINDINGS = [
-        Binding("1", "panel('overview')", "Panels", key_display="1-9"),
-        *(Binding(str(i + 1), f"panel('{pid}')", title, show=False) for i, (pid, title, _c) in enumerate(PANELS) if i),
+        Binding(PANEL_KEYS[PANELS[0].id], f"panel('{PANELS[0].id}')", "Panels", key_display=KEY_RANGE),
+        *(Binding(PANEL_KEYS[p.id], f"panel('{p.id}')", p.label, show=False) for p in PANELS[1:]),
         Binding("tab", "next_panel", "Next panel", show=False, priority=True),
         Binding("shift+tab", "previous_panel", "Previous panel", show=False, priority=True),
         Binding("r", "next_rank", "Rank"),
@@ -111,9 +111,9 @@ class MpsprofApp(TryFixMixin, LiveRun, App[None]):
     def compose(self) -> ComposeResult:
         yield RunHeader()
         with TabbedContent(id="panels", initial="overview"):
-            for number, (pid, title, cls) in enumerate(PANELS, start=1):
-                with TabPane(f"{number} {title}", id=pid):
-                    yield cls(id=f"panel-{pid}")
+            for panel in PANELS:
+                with TabPane(tab_label(panel), id=panel.id):
+                    yield panel.widget(id=f"panel-{panel.id}")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -370,9 +370,10 @@ class MpsprofApp(TryFixMixin, LiveRun, App[None]):
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
-        for number, (pid, title, _cls) in enumerate(PANELS, start=1):
-            if pid not in self._hidden_panels:
-                yield SystemCommand(f"Panel: {title}", f"Show the {title} panel (key {number})", lambda p=pid: self.action_panel(p))
+        for panel in PANELS:
+            if panel.id not in self._hidden_panels:
+                yield SystemCommand(f"Panel: {panel.label}", f"Show the {panel.label} panel (key {PANEL_KEYS[panel.id]})",
+                                    lambda p=panel.id: self.action_panel(p))
         if self.state.distributed:
             primary = self.session.primary_rank
             yield SystemCommand(f"Rank: job (rank {primary})", f"Every panel shows the job: rank {primary}'s figures, any rank's crash (r)",

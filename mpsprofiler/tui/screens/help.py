@@ -1,4 +1,4 @@
-"""The help screen: every key, grouped, and what the panels show."""
+"""The help screen: every key, grouped, and what the panels show (their part from ``..panels``)."""
 
 from __future__ import annotations
 
@@ -8,12 +8,14 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Markdown
 
-HELP = """\
+from ..panels import help_keys_row, help_notes
+
+HELP = f"""\
 # mpsprof: keys
 
 | key | what it does |
 |---|---|
-| `1` … `9` | switch panel: Overview, Findings, Ops, Memory, Data, Log, Environment, Warnings, Ranks |
+{help_keys_row()}
 | `tab` / `shift+tab` | next / previous panel |
 | `r` / `R` | distributed runs: show the next / previous rank in every panel |
 | `c` | copy the selected finding's fix to the clipboard |
@@ -24,12 +26,7 @@ HELP = """\
 | `ctrl+p` | command palette: every action by name |
 | `?` | this help |
 
-**Findings:** `↑` `↓` pick a finding; its evidence and fix show on the right.
-**Ops:** click a column header or press `o` to sort; `f` shows problems only / all ops.
-**Log:** scroll up to stop following; `end` follows again. The mouse works everywhere.
-**Ranks** (distributed runs only): every rank side by side, the straggler marked; `enter`
-on a row shows that rank. The header's rank badge says which rank the panels show (click
-it for the next); findings and the Log are always the whole job's.
+{help_notes()}
 
 The script runs exactly as `python script.py` would; its output is in the Log panel and in
 `output.log` in the run directory. Findings are re-evaluated every second.
