@@ -39,6 +39,8 @@ TORCHRUN_FLAGS = ("nnodes", "node-rank", "master-addr", "master-port", "rdzv-bac
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from . import report as report_formats
+
     parser = argparse.ArgumentParser(
         prog="mpsprof", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -71,9 +73,8 @@ def build_parser() -> argparse.ArgumentParser:
                       "Write a report of a recorded run: Markdown, a self-contained HTML page, the JSON summary "
                       "or a Chrome/Perfetto trace.")
     report.add_argument("run_dir", type=Path, nargs="+", metavar="RUN_DIR", help="a run directory (several: the nodes of one job)")
-    report.add_argument("--format", "-f", choices=["md", "html", "json", "trace"], default="md",
-                        help="md (default), html (one file, charts included), json (summary and findings) "
-                        "or trace (open in chrome://tracing or ui.perfetto.dev)")
+    report.add_argument("--format", "-f", choices=report_formats.FORMATS, default=report_formats.DEFAULT_FORMAT,
+                        help=report_formats.format_help())
     report.add_argument("-o", "--output", type=Path, help="file to write (default: standard output)")
     report.add_argument("--rules", action="append", type=Path, default=[], metavar="DIR", help="add your rule files")
 

@@ -395,7 +395,7 @@ def test_format_for_path(name: str, fmt: str) -> None:
 
 @pytest.mark.parametrize("name", ["report.txt", "report", "trace.json.gz", ".md"])
 def test_format_for_path_refuses_unknown_suffixes(name: str) -> None:
-    with pytest.raises(ValueError, match=r"\.md, \.html.*\.trace\.json"):
+    with pytest.raises(ValueError, match=r"\.md \(or \.markdown\), \.html \(or \.htm\).*\.trace\.json"):
         format_for_path(Path(name))
 
 
@@ -440,3 +440,18 @@ def test_fail_on_warning_fails_a_data_loader_stall(tmp_path: Path) -> None:
     summary = read_summary(tmp_path / "run")
     assert any("dataloader" in rule for rule in loud_rules(summary)), summary["findings"]
     assert proc.returncode == cli.EXIT_FINDINGS, proc.stderr
+
+
+def test_every_report_format_comes_from_the_registry(capsys: pytest.CaptureFixture[str]) -> None:
+    """report/__init__.REGISTRY is the one list: renderer, suffix, CLI choices and help."""
+    from mpsprofiler.report import REGISTRY, get_renderer
+
+    for entry in REGISTRY:
+        renderer = get_renderer(entry.name)
+        assert renderer.name == entry.name and renderer.extension == entry.suffixes[0]
+        assert format_for_path(Path("r" + entry.suffixes[0])) == entry.name
+    with pytest.raises(SystemExit):
+        cli.main(["report", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "{" + ",".join(e.name for e in REGISTRY) + "}" in text
+    assert all(e.description in text for e in REGISTRY)
