@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from .devices.kinds import DEVICE_KINDS
 from .diagnosis import rules
 from .diagnosis.engine import Diagnostic, evaluate
 from .diagnosis.rules import Rule, RuleSet
@@ -35,7 +36,7 @@ def add_rules_arguments(parser: argparse.ArgumentParser) -> None:
                        help="rule files or directories (default: the builtin rules)")  # fmt: skip
     check.add_argument("--facts", type=Path, metavar="JSON",
                        help="a JSON object of facts: also show which rules fire on it")  # fmt: skip
-    check.add_argument("--device", choices=("mps", "cuda", "cpu"),
+    check.add_argument("--device", choices=DEVICE_KINDS,
                        help="with --facts: only rules for this device (default: all)")  # fmt: skip
     for p in (lister, check):  # a separate dest: a subparser would overwrite the parent's
         p.add_argument("--rules", dest="rules_dirs_sub", action="append", type=Path,
@@ -81,7 +82,7 @@ def _print_listing(ruleset: RuleSet, builtin_dir: Path) -> None:
         if rule.overrides:
             replaced = "a builtin rule" if rule.overrides.startswith(str(builtin_dir)) else rule.overrides
             origin += f" (replaces {replaced})"
-        devices = ", ".join(k for k in ("mps", "cuda", "cpu") if k in rule.devices)
+        devices = ", ".join(k for k in DEVICE_KINDS if k in rule.devices)
         severity = rule.severity if rule.enabled else "disabled"
         print(f"{rule.id.ljust(id_width)}  {severity:<9} {devices}{origin}")
         print(textwrap.fill(readable_title(rule), width, initial_indent="    ", subsequent_indent="    "))

@@ -487,3 +487,19 @@ def test_cli_list(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytes
     assert "override.yaml" in out and "(replaces a builtin rule)" in out and "disabled" in out
     assert run_cli(["list", "--rules", str(BROKEN / "bad_values.yaml")]) == 1
     assert "bad_values.yaml:4:15" in capsys.readouterr().err
+
+
+def test_device_kinds_come_from_the_devices_registry(capsys: pytest.CaptureFixture[str]) -> None:
+    """Rules, the engine and ``mpsprof rules`` read devices/kinds.py instead of a list of their own."""
+    from mpsprofiler.devices import backend_for
+    from mpsprofiler.devices.kinds import DEVICE_KINDS, KINDS, label
+
+    (rule,), _ = parse_rules_text(rule_yaml(threshold_reason="t").encode())
+    assert rule.devices == frozenset(DEVICE_KINDS)
+    _, errors = parse_rules_text(rule_yaml(threshold_reason="t", devices="[xpu]").encode())
+    assert any(f"use {', '.join(DEVICE_KINDS)}" in e.message for e in errors)
+    assert [label(k.name) for k in KINDS] == [k.label for k in KINDS] and label("mps:0") == "MPS"
+    assert backend_for("cpu").kind == "cpu" and backend_for("no-such-device").kind == "cpu"
+    with pytest.raises(SystemExit):
+        run_cli(["check", "--device", "xpu"])
+    assert "{" + ",".join(DEVICE_KINDS) + "}" in capsys.readouterr().err

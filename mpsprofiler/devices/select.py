@@ -4,31 +4,23 @@ from __future__ import annotations
 
 from .base import DeviceBackend
 from .cpu import CpuBackend
+from .kinds import KINDS, available, make_backend
 
 
 def backend_for(device_type: str, index: int | None = None) -> DeviceBackend:
-    """The backend for a ``torch.device.type`` ('mps', 'cuda', anything else -> CPU)."""
-    if device_type == "cuda":
-        from .cuda import CudaBackend
-
-        return CudaBackend(index)
-    if device_type == "mps":
-        from .mps import MpsBackend
-
-        return MpsBackend()
-    return CpuBackend()
+    """The backend for a ``torch.device.type`` (a kind of :data:`.kinds.KINDS`; anything else -> CPU)."""
+    backend: DeviceBackend = make_backend(device_type, index)
+    return backend
 
 
 def accelerator_kind() -> str | None:
-    """``"mps"``, else ``"cuda"``, else None: MPS first on a Mac, CUDA elsewhere."""
+    """The first available accelerator in registry order (MPS first on a Mac, CUDA elsewhere), else None."""
     try:
         import torch
 
-        mps = getattr(torch.backends, "mps", None)
-        if mps is not None and mps.is_available():
-            return "mps"
-        if torch.cuda.is_available():
-            return "cuda"
+        for entry in KINDS:
+            if entry.asynchronous and available(entry, torch):
+                return entry.name
     except Exception:
         pass
     return None

@@ -15,6 +15,7 @@ from typing import Any
 
 from simpleeval import EvalWithCompoundTypes, NameNotDefined
 
+from ..devices.kinds import normalize_device
 from .conditions import RuleBroken, evaluator
 from .findings import Finding, as_step, sort_findings
 from .rules import Rule, RuleError, RuleSet
@@ -33,13 +34,6 @@ class Diagnostic:
     rule: str
     kind: str
     message: str
-
-
-def normalize_device(device_kind: str | None) -> str | None:
-    """``"mps:0"`` / ``"CUDA"`` -> ``"mps"`` / ``"cuda"``; None means every device."""
-    if device_kind is None:
-        return None
-    return str(device_kind).split(":", 1)[0].strip().lower()
 
 
 def evaluate(

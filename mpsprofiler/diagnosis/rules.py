@@ -21,6 +21,7 @@ import yaml
 from yaml.composer import ComposerError
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
+from ..devices.kinds import DEVICE_KINDS
 from ..resources import rules_dir
 from .conditions import Condition, ConditionError, compile_condition
 from .findings import SEVERITIES
@@ -30,7 +31,6 @@ MAX_FILE_BYTES = 1 << 20
 """Larger files are refused unread: a hostile or generated file must not stall startup."""
 MAX_NODES = 50_000
 MAX_DEPTH = 32
-DEVICE_KINDS: tuple[str, ...] = ("mps", "cuda", "cpu")
 RULE_SUFFIXES = (".yaml", ".yml")
 
 REQUIRED_KEYS = ("id", "title", "severity", "when", "evidence", "fix")

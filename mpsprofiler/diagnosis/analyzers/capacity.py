@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ...devices import kinds as device_kinds
 from ...session.session import Session
 from .common import is_asynchronous, num, training_loader
 from .registry import analyzer
@@ -39,7 +40,7 @@ def capacity_facts(session: Session) -> dict[str, Any]:
     facts: dict[str, Any] = {}
     peak_alloc = _max(mem.peak.get("allocated"), mem.device_peak, *(p.alloc for p in session.steps.early))
     device_peak = _max(mem.peak.get("cached"), peak_alloc)
-    facts["device_label"] = {"mps": "MPS", "cuda": "CUDA"}.get(session.device_kind, "CPU")
+    facts["device_label"] = device_kinds.label(session.device_kind)
     facts["device_limit"] = mem.device_limit
     facts["device_total"] = mem.device_total
     facts["device_peak"] = device_peak

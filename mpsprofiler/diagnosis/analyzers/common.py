@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from ...devices import kinds as device_kinds
 from ...session.session import Session
 
 MIB = 1024**2
@@ -62,7 +63,7 @@ def start_method(session: Session, loader: dict[str, Any]) -> str | None:
 
 
 def is_asynchronous(session: Session) -> bool:
-    return session.device_kind in ("mps", "cuda")
+    return device_kinds.is_asynchronous(session.device_kind)
 
 
 def _pos(v: Any) -> int | None:

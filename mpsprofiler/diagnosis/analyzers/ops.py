@@ -12,10 +12,10 @@ import os
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from ...devices.kinds import normalize_device
 from ...ops.readiness import MpsKernelTable, default_table
 from ...session.ops import OTHER, OpRow, OpStats, SyncRow
 from ...session.session import Session
-from ..engine import normalize_device
 from .registry import analyzer
 
 TABLE_ROWS = 8
