@@ -103,7 +103,9 @@ def measure(rate: float, panels: list[str], window: float, repeats: int, size: t
 
 
 def count_steps(run_dir: Path) -> int:
-    """Steps recorded so far: the highest step index of the ``steps`` batches."""
+    """Steps recorded so far: the highest step index of the ``steps`` batches, detailed
+    (``i``) or aggregated (``agg.i_last``: past the probe's detail limit, fast steps
+    arrive only as exact aggregates, so the detailed indices stop growing)."""
     import json
 
     last = 0
@@ -112,12 +114,16 @@ def count_steps(run_dir: Path) -> int:
             for line in fh:
                 if line.startswith(b'{"k":"steps"'):
                     try:
-                        last = max(last, *json.loads(line).get("i") or [0])
-                    except (ValueError, TypeError):
+                        data = json.loads(line)
+                    except ValueError:
                         continue
+                    last = max(last, *(data.get("i") or [0]))
+                    agg = data.get("agg")
+                    if isinstance(agg, dict) and isinstance(agg.get("i_last"), int):
+                        last = max(last, agg["i_last"])
     except OSError:
         pass
-    return last
+    return last + 1 if last else 0
 
 
 def main() -> None:

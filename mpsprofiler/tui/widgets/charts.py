@@ -29,6 +29,9 @@ GREY = (150, 150, 150)
 CYAN = (86, 182, 194)
 
 
+JITTER = 0.2
+"""Share of ``min_interval`` a redraw may come early (with the tick that brought the data)."""
+
 YLimits = tuple["float | None", "float | None"]
 
 
@@ -125,7 +128,9 @@ class LineChart(Widget):
         self._xlim = xlim
         self._x, self._lines = _plottable(x, lines)
         wait = self._last_draw + self.min_interval - time.monotonic()
-        if wait <= 0:
+        # data comes with the app's 1 s tick, which jitters: a strict "wait <= 0" put most
+        # redraws on a timer of their own, a screen update of its own a few ms later
+        if wait <= JITTER * self.min_interval:
             self._draw()
         elif self._pending is None:
             self._pending = self.set_timer(wait, self._draw)

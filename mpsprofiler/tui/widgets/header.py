@@ -24,6 +24,8 @@ STATUS_ICONS = {
     "incomplete": "?",
     "failed": "✖",
 }
+SHRINK_SLACK = 2
+"""Cells a header label may shrink by without a relayout (it keeps its width, blank-padded)."""
 STATUS_CLASSES = tuple(f"-{name}" for name in STATUS_ICONS)
 
 
@@ -105,14 +107,28 @@ class RunHeader(Widget):
         self._set("#hdr-findings", findings_line(state))
 
     def _set(self, selector: str, text: str) -> None:
-        """Update a label when its text changed; lay the header out again only when its
-        width changed (a relayout redraws the whole screen: 4 times a second is costly)."""
+        """Update a label when its text changed; lay the header out again only when it
+        outgrew the width it was laid out at, or shrank by more than SHRINK_SLACK cells
+        (a relayout lays the whole screen out: ~20 ms; a rate going 9999.9 -> 10000.0 ->
+        9998.7 would ask for one every second, and the figures would jitter sideways)."""
         label = self.query_one(selector, Label)
         if getattr(label, "_last_text", None) != text:
             width = Content.from_markup(text).cell_length
             label._last_text = text  # type: ignore[attr-defined]
-            label.update(text, layout=width != getattr(label, "_last_width", None))
-            label._last_width = width  # type: ignore[attr-defined]
+            label.update(text, layout=_needs_layout(label, width))
+
+
+def _needs_layout(label: Label, width: int) -> bool:
+    """Would ``width`` cells of text change the label's laid-out width (past the slack)?"""
+    styles = label.styles
+    if styles.width is not None and not styles.width.is_auto:
+        return False  # 1fr: the width does not follow the text
+    laid = label.content_size.width  # the text width of its last layout
+    if width > laid:
+        return True
+    floor = styles.min_width.cells if styles.min_width is not None else None
+    floor = (floor or 0) - styles.padding.width
+    return width < laid - SHRINK_SLACK and laid > floor + SHRINK_SLACK
 
 
 def script_line(run: dict, fallback: str) -> str:

@@ -11,6 +11,7 @@ from textual.widgets import Static
 from ...session.recording import open_regular
 from ..state import RunState
 from .output_log import OutputLog
+from .quiet import quiet_update
 
 TAIL_BYTES = 2 << 20
 """A recorded log is read from its last 2 MiB: the view keeps 5,000 lines anyway."""
@@ -32,7 +33,9 @@ class LogPanel(Widget):
 
     def compose(self) -> ComposeResult:
         yield Static("", id="log-path", markup=False)  # a path may hold "[...]"
-        yield OutputLog(id="log-output")
+        log = OutputLog(id="log-output")
+        log.on_sync = self._update_path  # the line count follows what the view shows
+        yield log
 
     @property
     def output(self) -> OutputLog:
@@ -43,7 +46,6 @@ class LogPanel(Widget):
             self._skipped += skipped
             text = f"\n[mpsprof: {skipped} bytes of fast output skipped]\n" + text
         self.output.write(text)
-        self._update_path()
 
     def copy_failed(self, error: str) -> None:
         """The copy in output.log stopped (a full disk): the path line says so for good."""
@@ -83,9 +85,8 @@ class LogPanel(Widget):
         lines = self.output.line_count
         ranks = " · all ranks" if self._every_rank else ""
         where = f"{self._path} (not written since: {self._copy_error})" if self._copy_error else str(self._path)
-        self.query_one("#log-path", Static).update(
-            f"{where} · {lines} line{'s' if lines != 1 else ''} shown (last 5,000 kept){ranks}", layout=False
-        )
+        quiet_update(self.query_one("#log-path", Static),
+                     f"{where} · {lines} line{'s' if lines != 1 else ''} shown (last 5,000 kept){ranks}")
 
     def update_state(self, state: RunState) -> None:
         """The log is fed by its own messages, not by the session; a distributed run's

@@ -46,7 +46,14 @@ def quiet_update(widget: Static, content: Any) -> bool:
     last = getattr(widget, "_quiet_print", None)
     if print_ is not None and last is not None and print_[0] == last[0]:
         return False
-    layout = print_ is None or last is None or print_[1] != last[1]
+    layout = print_ is None or last is None or (print_[1] != last[1] and not fixed_size(widget))
     widget._quiet_print = print_  # type: ignore[attr-defined]
     widget.update(content, layout=layout)
     return True
+
+
+def fixed_size(widget: Static) -> bool:
+    """Neither dimension follows the content (``height: 1fr``, a width not ``auto``): new
+    content never moves anything, however long it is (the Overview's latest output)."""
+    width, height = widget.styles.width, widget.styles.height
+    return (width is None or not width.is_auto) and height is not None and not height.is_auto
