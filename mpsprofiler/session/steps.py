@@ -94,6 +94,7 @@ class StepStats:
         self.first_end: float | None = None
         self.last_end: float | None = None
         self._warmup_cache: int | None = None
+        self._steady_hist_cache: tuple[tuple[int, int], dict[int, int]] | None = None
         self.late_phase: dict[str, float] = {}
 
     # -- folding ------------------------------------------------------------------
@@ -250,9 +251,8 @@ class StepStats:
             hi = min(lo + 1, len(values) - 1)
             return values[lo] + (values[hi] - values[lo]) * (pos - lo)
         hist = dict(self.late_hist)
-        for p in steady:
-            b = events.bucket_of(p.dur)
-            hist[b] = hist.get(b, 0) + 1
+        for b, c in self._steady_hist().items():
+            hist[b] = hist.get(b, 0) + c
         total = sum(hist.values())
         target = q * total
         seen = 0
@@ -261,6 +261,19 @@ class StepStats:
             if seen >= target:
                 return events.bucket_value(b)
         return None
+
+    def _steady_hist(self) -> dict[int, int]:
+        """Buckets of the steady steps held one by one: they stop changing once the early
+        window is full, so a live view asking for quantiles every second pays once."""
+        key = (len(self.early), self.warmup)
+        cached = self._steady_hist_cache
+        if cached is None or cached[0] != key:
+            hist: dict[int, int] = {}
+            for p in self.steady:
+                b = events.bucket_of(p.dur)
+                hist[b] = hist.get(b, 0) + 1
+            cached = self._steady_hist_cache = (key, hist)
+        return cached[1]
 
     def data_wait_share(self) -> float | None:
         dur, wait = self.steady_sums()

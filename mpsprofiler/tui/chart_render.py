@@ -106,18 +106,11 @@ def render_chart(width: int, height: int, xs: Sequence[float], series: Sequence[
     rows = height - 2 - (1 if legend_row else 0)
     if rows < 2 or width < 12:
         return Text("")
-    # -- y range: areas stack, lines stand alone
-    stack_top = [0.0] * len(xs)
-    line_values: list[float] = []
-    for s in series:
-        for i, v in enumerate(s.values):
-            if v is None:
-                continue
-            if s.area:
-                stack_top[i] += max(0.0, float(v))
-            else:
-                line_values.append(float(v))
-    values = line_values + [v for v in stack_top if v] + ([0.0] if any(s.area for s in series) else [])
+    # -- y range: areas stack (each point's top, per area), lines stand alone
+    stacked_tops = _stack([s.values for s in series if s.area], len(xs))
+    line_values = [float(v) for s in series if not s.area for v in s.values if v is not None]
+    stack_top = stacked_tops[-1] if stacked_tops else []
+    values = line_values + [v for v in stack_top if v] + ([0.0] if stacked_tops else [])
     lo = ylim[0] if ylim[0] is not None else min(values or [0.0])
     hi = ylim[1] if ylim[1] is not None else max(values or [1.0])
     yticks = nice_ticks(lo, hi, max(1, min(5, rows // 2)))
@@ -145,17 +138,7 @@ def render_chart(width: int, height: int, xs: Sequence[float], series: Sequence[
     bg: list[list[RGB | None]] = [[None] * cols for _ in range(rows)]
     yspan = (y1 - y0) or 1.0
     base = [0.0] * cols  # stacked height so far, in eighths of a cell
-    running = [0.0] * len(xs)  # the top of the areas drawn so far, per point
-    for s in series:
-        if not s.area:
-            continue
-        tops: list[float | None] = []
-        for i, v in enumerate(s.values[:len(xs)]):
-            if v is None:
-                tops.append(None)
-            else:
-                running[i] += v if v > 0 else 0.0
-                tops.append(running[i])
+    for s, tops in zip([s for s in series if s.area], stacked_tops, strict=True):
         stacked = _hold(bucket_max(xs, tops, x0, x1, cols))
         for c in range(cols):
             if stacked[c] is None:
@@ -223,6 +206,18 @@ def render_chart(width: int, height: int, xs: Sequence[float], series: Sequence[
         legend.truncate(width, pad=True)
         text.append_text(legend)
     return text
+
+
+def _stack(areas: list[Sequence[float | None]], n: int) -> list[list[float | None]]:
+    """Per area, the top of the stack at each of ``n`` points (negative values add
+    nothing; None where the area has no point there, which the areas above still see)."""
+    running = [0.0] * n
+    out: list[list[float | None]] = []
+    for values in areas:
+        values = list(values[:n]) + [None] * (n - len(values))
+        running = [r if v is None or v <= 0 else r + v for r, v in zip(running, values)]
+        out.append([None if v is None else r for r, v in zip(running, values)])
+    return out
 
 
 def _hold(values: list[float | None]) -> list[float | None]:

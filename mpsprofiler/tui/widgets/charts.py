@@ -7,6 +7,7 @@ millisecond, and the result is kept until the data, the size or the theme change
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -47,6 +48,19 @@ class Line:
 def _plottable(x: Sequence[float], lines: list[Line]) -> tuple[list[float], list[Line]]:
     """Only points a chart can place: a recording may hold NaN, inf or a string where a
     number belongs (the tables show those raw); such an x drops its point, such a y is a gap."""
+    if _all_finite(x):  # the common case, checked at C speed: no call per point
+        xs = [float(v) for v in x]
+        out = []
+        for line in lines:
+            values = list(line.values)[:len(xs)]
+            values += [None] * (len(xs) - len(values))
+            known = [v for v in values if v is not None]
+            if not known:
+                continue
+            ys = values if _all_finite(known) else [finite(v) for v in values]
+            if any(v is not None for v in ys):
+                out.append(Line(line.label, ys, line.color, line.fill))
+        return xs, out
     keep = [i for i, v in enumerate(x) if finite(v) is not None]
     xs = [float(x[i]) for i in keep]
     out = []
@@ -56,6 +70,19 @@ def _plottable(x: Sequence[float], lines: list[Line]) -> tuple[list[float], list
         if any(v is not None for v in ys):
             out.append(Line(line.label, ys, line.color, line.fill))
     return xs, out
+
+
+_NUMBERS = frozenset({float, int})
+
+
+def _all_finite(values: Sequence[object]) -> bool:
+    """Only ints and floats (no bools), none NaN or infinite."""
+    if not set(map(type, values)) <= _NUMBERS:
+        return False
+    try:
+        return math.isfinite(math.fsum(values))  # type: ignore[arg-type]
+    except OverflowError:
+        return False
 
 
 class LineChart(Widget):

@@ -1,0 +1,169 @@
+"""What the live TUI costs the parent: screen layouts and rebuilds it must not do.
+
+A whole-screen layout costs the parent ~15-20 ms and a Markdown rebuild ~0.1-0.3 s; at
+full step rate these, not the figures, decided whether the app stayed under 5% of a core
+(benchmarks/tui_cpu.py measures the total). Each test drives the real app (a recorded
+run, the real widgets) in Textual's pilot and counts what the screen did.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from pathlib import Path
+from typing import Any, Awaitable, Callable
+
+import pytest
+from textual.widgets import Label, Markdown, Static
+
+from mpsprofiler.session.recording import load_run
+from mpsprofiler.tui.app import MpsprofApp, recorded_app
+from mpsprofiler.tui.widgets.findings import FindingsPanel, patch_markdown
+from mpsprofiler.tui.widgets.header import RunHeader, _needs_layout
+from mpsprofiler.tui.widgets.log_panel import LogPanel
+
+from helpers import child_env, mpsprof_cli
+
+REPO = Path(__file__).resolve().parents[1]
+RECORDING = REPO / "tests" / "fixtures" / "recordings" / "slow_dataloader"
+SIZE = (120, 40)
+
+
+def drive(body: Callable[[MpsprofApp, Any], Awaitable[None]]) -> None:
+    app = recorded_app(load_run(RECORDING))
+    app.animation_level = "none"
+
+    async def main() -> None:
+        async with app.run_test(size=SIZE) as pilot:
+            await pilot.pause()
+            await body(app, pilot)
+
+    asyncio.run(main())
+
+
+class LayoutCounter:
+    """Counts the screen's full layouts (Textual's ``Screen._refresh_layout``)."""
+
+    def __init__(self, app: MpsprofApp) -> None:
+        screen = app.screen
+        self.count = 0
+        original = screen._refresh_layout
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            self.count += 1
+            return original(*args, **kwargs)
+
+        screen._refresh_layout = counted  # type: ignore[method-assign]
+
+
+def test_a_growing_log_scrolls_without_laying_the_screen_out() -> None:
+    async def body(app: MpsprofApp, pilot: Any) -> None:
+        await pilot.press("6")
+        await pilot.pause()
+        panel = app.query_one(LogPanel)
+        log = panel.output
+        log.write("".join(f"line {i}\n" for i in range(200)))  # a scrollbar appears: one layout
+        log.catch_up()
+        await pilot.pause()
+        layouts = LayoutCounter(app)
+        for n in range(5):
+            log.write("".join(f"more {n}.{i}\n" for i in range(10)))
+            log.catch_up()  # what the app's 1 s redraw does
+            await pilot.pause()
+        assert layouts.count == 0
+        assert log.virtual_size.height == log.line_count
+        assert log.is_vertical_scroll_end  # it follows the output
+        shown = "\n".join(log.render_line(y).text for y in range(log.size.height))
+        assert "more 4.9" in shown
+        assert f"{log.line_count} lines shown" in str(panel.query_one("#log-path", Static).render())
+
+    drive(body)
+
+
+def test_output_for_a_hidden_log_panel_does_not_touch_the_screen() -> None:
+    async def body(app: MpsprofApp, pilot: Any) -> None:
+        panel = app.query_one(LogPanel)  # the Overview is up
+        refreshed: list[str] = []
+        for widget in (panel.output, panel.query_one("#log-path", Static)):
+            original = widget.refresh
+
+            def counted(*args: Any, _original: Any = original, _id: str = widget.id or "", **kwargs: Any) -> Any:
+                refreshed.append(_id)
+                return _original(*args, **kwargs)
+
+            widget.refresh = counted  # type: ignore[method-assign]
+        for n in range(8):
+            panel.write(f"epoch {n}\n")
+            await pilot.pause()
+        assert refreshed == []
+        await pilot.press("6")  # shown: it catches up at once
+        await pilot.pause()
+        assert panel.output.buffer.plain_lines()[-1] == "epoch 7"
+        assert "epoch 7" in "\n".join(panel.output.render_line(y).text for y in range(panel.output.size.height))
+
+    drive(body)
+
+
+def test_header_figures_lay_the_screen_out_only_when_they_outgrow_their_place() -> None:
+    async def body(app: MpsprofApp, pilot: Any) -> None:
+        header = app.query_one(RunHeader)
+        header._set("#hdr-rate", "[b]10000.0[/] steps/s")
+        await pilot.pause()
+        label = header.query_one("#hdr-rate", Label)
+        assert label.content_size.width == len("10000.0 steps/s")
+        assert not _needs_layout(label, len("9999.9 steps/s"))  # a digit less: keeps its place
+        assert _needs_layout(label, len("100000.0 steps/s"))  # wider: must move its neighbours
+        assert _needs_layout(label, len("9.9 steps/s"))  # much narrower: close the gap
+        elapsed = header.query_one("#hdr-elapsed", Label)  # min-width 8: "0:42" never shrinks it
+        assert not _needs_layout(elapsed, len("0:42"))
+        layouts = LayoutCounter(app)
+        header._set("#hdr-rate", "[b]9999.9[/] steps/s")
+        await pilot.pause()
+        assert layouts.count == 0
+        assert "9999.9 steps/s" in str(label.render())
+
+    drive(body)
+
+
+def test_a_findings_new_figures_patch_its_markdown_in_place() -> None:
+    async def body(app: MpsprofApp, pilot: Any) -> None:
+        await pilot.press("2")
+        await pilot.pause()
+        panel = app.query_one(FindingsPanel)
+        markdown = panel.query_one("#fd-markdown", Markdown)
+        old = markdown.source
+        evidence = next(line for line in old.splitlines() if any(c.isdigit() for c in line) and not line.startswith("#"))
+        new = old.replace(evidence, evidence + " 12345 more")
+        blocks = list(markdown.children)
+        assert patch_markdown(markdown, old, new)
+        await pilot.pause()
+        assert list(markdown.children) == blocks  # the same widgets: nothing removed or mounted
+        assert markdown.source == new
+        assert any("12345 more" in str(block.render()) for block in blocks)
+        # a different shape (one paragraph more) is a rebuild
+        assert not patch_markdown(markdown, new, new.replace("## Fix", "An extra paragraph.\n\n## Fix"))
+
+    drive(body)
+
+
+@pytest.mark.slow
+def test_the_benchmark_counts_aggregated_steps(tmp_path: Path) -> None:
+    """Past the probe's detail limit (20,000 steps) fast steps arrive only as aggregates:
+    the benchmark's step counter must still see every step (it said 141 steps/s where the
+    script did ~2,000)."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    try:
+        import tui_cpu
+    finally:
+        sys.path.remove(str(REPO / "benchmarks"))
+    script = tmp_path / "train.py"
+    script.write_text(tui_cpu.TRAIN, encoding="utf-8")
+    run_dir = tmp_path / "run"
+    done = mpsprof_cli("run", "--headless", "-o", str(run_dir), "--max-steps", "25000", str(script), "0",
+                       str(tmp_path / "never"), env=child_env(), timeout=170)
+    assert done.returncode == 0, done.stderr[-2000:]
+    summary = json.loads((run_dir / "summary.json").read_text())
+    total = summary["steps"]["count"]
+    assert total >= 25000
+    assert tui_cpu.count_steps(run_dir) == total
