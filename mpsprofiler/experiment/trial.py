@@ -41,7 +41,11 @@ unchanged runs themselves, count as equivalent."""
 
 @dataclass
 class Target:
-    """What to run: the script and its arguments exactly as the user runs it."""
+    """What to run: the script and its arguments exactly as the user runs it.
+
+    The "what" half of a :class:`~mpsprofiler.launcher.child.RunSpec` (which adds how: run
+    directory, probe options, environment); :meth:`run_spec` is the one place a trial's run
+    is built from it."""
 
     target: str
     args: list[str] = field(default_factory=list)
@@ -52,6 +56,11 @@ class Target:
 
     def command(self) -> str:
         return " ".join(["python", *(["-m"] if self.module else []), self.target, *self.args])
+
+    def run_spec(self, run_dir: Path | None, options: dict[str, Any], env: dict[str, str]) -> RunSpec:
+        """This target run headless-captured, as one side of a trial."""
+        return RunSpec(target=self.target, args=list(self.args), module=self.module, run_dir=run_dir,
+                       capture_output=True, options=options, env=env, cwd=self.cwd)
 
 
 @dataclass
@@ -152,9 +161,7 @@ class Trial:
         options: dict[str, Any] = {"no_ops": True, "max_steps": self.config.steps}
         if settings:
             options["settings"] = settings
-        spec = RunSpec(target=self.target.target, args=list(self.target.args), module=self.target.module,
-                       run_dir=run_dir, capture_output=True, options=options,
-                       env=dict(settings.get("env") or {}), cwd=self.target.cwd)
+        spec = self.target.run_spec(run_dir, options, dict(settings.get("env") or {}))
         session = Session()
         controller = RunController(spec, session.feed_many)
         with self._lock:
