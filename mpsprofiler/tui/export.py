@@ -14,10 +14,8 @@ def export_reports(session: Any, results: Any, run_dir: Path | None) -> tuple[li
     """Render and write each report; returns what was written and the first error."""
     if run_dir is None:
         return [], "this run has no run directory to write into"
-    try:
-        from ..report import format_for_path, render_report
-    except ImportError as exc:
-        return [], f"reports are not available in this version ({exc})"
+    from ..report import format_for_path, render_report
+
     written: list[Path] = []
     for name in EXPORTS:
         path = Path(run_dir) / name

@@ -143,10 +143,8 @@ def env_table(env: dict[str, Any]) -> Table | Text:
 def doctor_table(env: dict[str, Any]) -> Table | Text:
     if not env:
         return Text("waiting for the environment facts…", style="dim")
-    try:
-        from ...doctor import run_checks
-    except ImportError:
-        return Text("doctor is not available in this version", style="dim")
+    from ...doctor import run_checks
+
     try:
         checks = run_checks(env)
     except Exception as exc:  # noqa: BLE001 - a doctor bug must not break the panel
