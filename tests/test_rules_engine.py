@@ -496,10 +496,10 @@ def test_device_kinds_come_from_the_devices_registry(capsys: pytest.CaptureFixtu
 
     (rule,), _ = parse_rules_text(rule_yaml(threshold_reason="t").encode())
     assert rule.devices == frozenset(DEVICE_KINDS)
-    _, errors = parse_rules_text(rule_yaml(threshold_reason="t", devices="[xpu]").encode())
+    _, errors = parse_rules_text(rule_yaml(threshold_reason="t", devices="[quantum]").encode())
     assert any(f"use {', '.join(DEVICE_KINDS)}" in e.message for e in errors)
     assert [label(k.name) for k in KINDS] == [k.label for k in KINDS] and label("mps:0") == "MPS"
     assert backend_for("cpu").kind == "cpu" and backend_for("no-such-device").kind == "cpu"
     with pytest.raises(SystemExit):
-        run_cli(["check", "--device", "xpu"])
+        run_cli(["check", "--device", "quantum"])
     assert "{" + ",".join(DEVICE_KINDS) + "}" in capsys.readouterr().err
