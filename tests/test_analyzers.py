@@ -585,3 +585,15 @@ def test_every_analyzer_returns_only_the_facts_it_declares(recording: str) -> No
         for entry in ANALYZERS:
             undeclared = set(entry.fn(session)) - entry.provides
             assert not undeclared, f"analyzer '{entry.name}' returns undeclared facts {sorted(undeclared)}"
+
+
+def test_every_fact_a_shipped_rule_reads_has_a_provider() -> None:
+    """A rule over a fact no analyzer declares could never fire (a typo, or a renamed fact)."""
+    from mpsprofiler.diagnosis.analyzers import ANALYZERS
+    from mpsprofiler.diagnosis.analyzers.registry import RESERVED_FACTS
+    from mpsprofiler.diagnosis.rules import load_builtin_and_user
+
+    provided = set().union(*(a.provides for a in ANALYZERS)) | RESERVED_FACTS
+    for rule in load_builtin_and_user():
+        names = {*rule.fact_names, *rule.requires, *rule.fix_template.fields, *([rule.first_step] if rule.first_step else [])}
+        assert names <= provided, f"rule '{rule.id}' reads facts no analyzer provides: {sorted(names - provided)}"
