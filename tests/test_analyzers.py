@@ -211,11 +211,20 @@ def test_a_waiting_loader_gets_workers_from_its_times_not_from_the_cores():
     rows = step_rows([0.04] * 30, waits=[0.036] * 30, cpu=[0.001] * 30, runq=[0.0] * 30)
     f = facts_of(build_session(loaders=[loader(len=1000)], rows=rows))
     assert f["loader_bound"] == "waiting"
-    assert f["num_workers_needed"] == 12 and f["suggested_num_workers"] == 12  # ceil(36 / 4 * 1.25)
+    assert f["num_workers_needed"] == 12  # ceil(36 / 4 * 1.25)
+    assert f["suggested_num_workers"] == 8 and "Beyond 8 worker processes" in f["num_workers_reason"]
     assert "does not limit them" in f["num_workers_reason"] and "36.0 ms to load" in f["num_workers_reason"]
-    # memory caps it: 1 GiB free and ~300 MiB per worker -> 1
+    assert "PyTorch warns" in f["num_workers_reason"]  # 8 > 2 logical CPUs: its warning, explained
+    # memory caps it: a quarter of 1 GiB free and ~300 MiB per worker -> 1; of 4 GiB -> 3
     tight = facts_of(build_session(loaders=[loader()], rows=rows, mem=[mem_event(0.5, 100 * MIB, available=GIB)]))
     assert tight["suggested_num_workers"] == 1 and "MiB" in tight["num_workers_reason"]
+    some = facts_of(build_session(loaders=[loader()], rows=rows, mem=[mem_event(0.5, 100 * MIB, available=4 * GIB)]))
+    assert some["suggested_num_workers"] == 3 and "a quarter of the 4.0 GiB" in some["num_workers_reason"]
+    # a worker that computes 12 of its 36 ms: 3 of them fill the one free core
+    busy_rows = step_rows([0.04] * 30, waits=[0.036] * 30, cpu=[0.012] * 30, runq=[0.0] * 30)
+    cpu = facts_of(build_session(loaders=[loader(len=1000)], rows=busy_rows))
+    assert cpu["loader_bound"] == "waiting" and cpu["suggested_num_workers"] == 3, cpu["num_workers_reason"]
+    assert "computes 12.0 ms of every 36.0 ms" in cpu["num_workers_reason"]
     # 10 batches an epoch, workers started at each (fork, ~50 ms): sqrt(10 * 36 / 50) -> 3
     short = facts_of(build_session(loaders=[loader(len=10)], rows=rows))
     assert short["suggested_num_workers"] == 3 and "cost more to start" in short["num_workers_reason"]

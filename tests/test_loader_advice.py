@@ -124,13 +124,40 @@ def test_a_manual_loop_charges_each_fetch_to_its_own_step():
     assert sent[-1]["wait"] == pytest.approx(waits)
 
 
+def _workers_fig(wait_ms: float, cpu_ms: float, runq_ms: float, worker_runq_ms: float, step_ms: float = 24.0):
+    """Figures of 100 one-batch steps on 2 workers that use 3.5 ms of CPU per batch."""
+    from mpsprofiler.diagnosis.analyzers.loader_profile import LoaderFigures
+
+    n = 100
+    return LoaderFigures(steps=n, batches=n, dur=step_ms * n / 1e3, wait=wait_ms * n / 1e3,
+                         wait_cpu=cpu_ms * n / 1e3, wait_runq=runq_ms * n / 1e3, window_s=step_ms * n / 1e3,
+                         window_batches=float(n), workers_cpu=3.5 * n / 1e3, workers_runq=worker_runq_ms * n / 1e3,
+                         main_cpu=(step_ms - 4) * n / 1e3)  # fmt: skip
+
+
+def test_workers_that_keep_up_are_never_the_limit_however_the_wait_splits():
+    """minGPT adder on 2 cores: the training waited 23% of its steps for 2 workers that
+    need 3.5 ms of CPU per batch. Only the time it was left without a ready batch while no
+    worker queued for a core (beyond taking the batch in) is the loader's; the old split
+    called a wait of 1.2 ms receiving + 1.5 ms queued + 3.3 ms blocked "waiting"."""
+    from mpsprofiler.diagnosis.analyzers.loader_profile import classify
+
+    def bound(fig):
+        return classify(fig, 2, "AdditionDataset", 64, 20.0e-3, 1)
+
+    assert bound(_workers_fig(5.5, 1.2, 1.5, 2.2)) == "contention"  # blocked 2.8: queued or receiving
+    assert bound(_workers_fig(5.5, 1.2, 0.3, 0.6)) == "ipc"  # blocked 4.0: 2.2 ms starved < 10% of 24 ms
+    # a loader that sleeps: the training is left without a batch for 15 ms of a 24 ms step
+    assert bound(_workers_fig(19.0, 1.2, 0.5, 2.7)) == "waiting"
+
+
 # --------------------------------------------------------------------------- real scripts
 
 
 @pytest.mark.slow
 def test_a_loader_that_sleeps_gets_workers_from_its_times(tmp_path):
     summary, facts = profile(tmp_path, "sleep_per_sample.py")
-    assert facts["loader_bound"] == "waiting", facts
+    assert facts["loader_bound"] == "waiting", facts  # not contention: the clean side of that rule
     assert facts["suggested_num_workers"] >= 4  # 40 ms of sleeping per batch, a few ms of training
     found = {f["rule"]: f for f in summary["findings"]}
     stall = found.get("dataloader-stall-critical") or found["dataloader-stall"]
@@ -179,11 +206,15 @@ def test_large_batches_indexed_one_sample_at_a_time_get_batch_indexing(tmp_path)
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=False, reason="open (issue 15): on a quiet 2-core CI machine 1 run of 5 read "
-                   "23% wait as a 'waiting' loader (2 workers and the training share 2 cores) and warned")
 def test_a_mingpt_adder_style_loop_gets_no_warning_in_five_runs(tmp_path):
+    """2 workers build each 64-sample batch in a few ms and keep far ahead of a ~20 ms
+    step: whatever the training waits (receiving batches, queuing for one of 2 cores
+    shared with the workers and other programs) more workers would not shorten. Five
+    short runs (40 steps: the rules judge 20 steady steps) on whatever the machine does."""
     for k in range(5):
-        summary, facts = profile(tmp_path, "adder_style.py", "--max-iters", "80", name=f"run{k}")
+        summary, facts = profile(tmp_path, "adder_style.py", "--max-iters", "40", name=f"run{k}")
+        assert facts["steady_steps"] >= 20, facts["steady_steps"]  # enough steps to be judged
+        assert facts["loader_bound"] in ("contention", "ipc"), (k, facts["loader_bound"], facts.get("worker_starved_ms"))
         assert not loud_loader_findings(summary), (k, facts.get("loader_bound"), facts.get("loading_wait_share"))
 
 
@@ -214,15 +245,16 @@ def test_rule_texts_cite_public_sources_only():
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=False, reason="open (issue 15): the wait share lands near the 15% threshold "
-                   "(0.146 and 0.153 seen), so the trigger fires in some runs only")
 def test_a_busy_machine_is_named_as_cpu_contention(tmp_path):
-    """Trigger of dataloader-cpu-contention: the minGPT-adder-style loop (its loader costs
-    microseconds) while six busy processes hold the cores: the wait is queuing for a core,
-    which no DataLoader setting fixes, and is named so (info), never a loader stall."""
+    """Trigger of dataloader-cpu-contention: the minGPT-adder-style loop with one layer
+    (~10 ms of compute, its loader costs microseconds per sample) while six busy processes
+    hold the 2 cores: every hand-over of a batch waits for a core, the wait share lands near
+    30% (0.27-0.30 seen, against the rule's 15%), and it is named as queuing (info), never a
+    loader stall. The clean side: the loaders in the tests above that wait for I/O or
+    compute are never classified so."""
     hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(6)]
     try:
-        summary, facts = profile(tmp_path, "adder_style.py", "--max-iters", "80")
+        summary, facts = profile(tmp_path, "adder_style.py", "--max-iters", "40", "--n-layer", "1")
     finally:
         for hog in hogs:
             hog.kill()

@@ -114,7 +114,8 @@ class MemorySampler:
                 self._child_cpu[proc.pid] = times.user + times.system
                 runq = _runq(proc.pid)
                 if runq is not None:
-                    self._child_runq[proc.pid] = runq
+                    # a thread that exited takes its share with it: never let a total go down
+                    self._child_runq[proc.pid] = max(runq, self._child_runq.get(proc.pid, 0.0))
         self._forget_gone({p.pid for p in procs[1:]})
         now = time.monotonic()
         cpu_pct = None
@@ -176,9 +177,23 @@ class MemorySampler:
 
 
 def _runq(pid: int) -> float | None:
-    """Seconds the process's main thread (a DataLoader worker's only busy one) waited for a CPU."""
+    """Seconds the process's threads together waited for a CPU.
+
+    All threads, not only the main one: a DataLoader worker's result-queue feeder thread
+    pickles each batch, and its resource-sharer thread hands the tensors' file descriptors
+    to the training process while that waits, so their queuing delays the batch too.
+    """
     try:
-        with open(f"/proc/{pid}/schedstat", "rb") as fh:
-            return int(fh.read(128).split()[1]) / 1e9
-    except (OSError, IndexError, ValueError):
-        return None
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        tids = []
+    total, seen = 0.0, False
+    for tid in tids or [str(pid)]:
+        path = f"/proc/{pid}/task/{tid}/schedstat" if tids else f"/proc/{pid}/schedstat"
+        try:
+            with open(path, "rb") as fh:
+                total += int(fh.read(128).split()[1]) / 1e9
+                seen = True
+        except (OSError, IndexError, ValueError):
+            continue
+    return total if seen else None

@@ -57,10 +57,11 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--max-iters", type=int, default=150)
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--n-layer", type=int, default=3)
     args = parser.parse_args()
     torch.manual_seed(3407)
     data = AdditionDataset()
-    model = TinyGPT()
+    model = TinyGPT(n_layer=args.n_layer)
     opt = torch.optim.AdamW(model.parameters(), lr=5e-4, betas=(0.9, 0.95), weight_decay=0.1)
     loader = DataLoader(data, sampler=RandomSampler(data, replacement=True, num_samples=int(1e10)),
                         shuffle=False, pin_memory=True, batch_size=64, num_workers=args.workers)

@@ -53,15 +53,17 @@ def advise(
     out["fetch_cpu_ms"] = _r(fetch_cpu)
     out["fetch_runq_ms"] = _r(fig.wait_runq * per * 1000.0 if fig.wait_runq is not None else None)
     out["worker_cpu_ms"] = _r(worker_cpu * 1000.0 if worker_cpu is not None else None)
+    worker_runq = fig.worker_runq_per_batch()
+    out["worker_runq_ms"] = _r(worker_runq * 1000.0 if worker_runq is not None else None)
     out["training_cores"] = training_cores
     free = max(1, cores - training_cores) if cores else None
     out["cores_for_workers"] = cores
     out["cores_free_for_workers"] = free
     out["machine_busy_share"] = _r(fig.machine_busy, 3)
     mib = (worker_bytes / MIB) if worker_bytes else float(WORKER_MIB_DEFAULT)
-    cap = MAX_WORKERS
+    cap = None
     if available:
-        cap = max(1, min(MAX_WORKERS, int(MEMORY_FOR_WORKERS * available / (mib * MIB))))
+        cap = max(1, int(MEMORY_FOR_WORKERS * available / (mib * MIB)))
     out["worker_memory_mib"] = round(mib)
     out["workers_memory_cap"] = cap
 
@@ -71,7 +73,18 @@ def advise(
     out["num_workers_needed"] = needed
     helps = True
     best = None
-    if bound == "ipc":
+    split = fig.worker_wait_split() if workers else None
+    out["worker_starved_ms"] = _r(split[2] * 1000.0 if split is not None else None)
+    if bound == "ipc" and workers:
+        target, helps = workers, False
+        receive = split[1] * 1000.0 if split is not None else fetch_cpu or fetch
+        reason = (
+            f"With {workers} workers the training waited {fetch:.2f} ms per batch, {receive:.2f} ms of it "
+            f"taking the batch in from a worker process (unpickling it and mapping its shared memory); "
+            f"the workers themselves kept up. More workers would not shorten that. If the samples are "
+            "already in memory, index whole batches in the training process instead (num_workers=0)."
+        )
+    elif bound == "ipc":
         target, helps = 0, False
         sample_us = (fetch_cpu or fetch) / max(1, batch_size or 1) * 1000.0
         reason = (
@@ -82,7 +95,7 @@ def advise(
         )
     elif bound == "contention":
         target, helps = min(workers, free or workers), False
-        queued = fig.worker_runq_per_batch() if workers else (fig.wait_runq or 0.0) * per
+        queued = split[0] if split is not None else (fig.worker_runq_per_batch() if workers else (fig.wait_runq or 0.0) * per)
         busy = f"{fig.machine_busy:.0%} of its {logical} CPUs busy" if fig.machine_busy is not None and logical else "every core busy"
         reason = (
             f"Of the {fetch:.1f} ms each batch kept the training waiting, the loader spent about "
@@ -127,17 +140,15 @@ def advise(
             needed = max(1, math.ceil(load / wall * HEADROOM))
             out["num_workers_needed"] = needed
             train = wall
-        target = max(needed or 1, workers + 1)
-        capped = target > cap
-        target = min(target, cap)
-        # n workers save about B * L * (1 - 1/n) of loading over B batches and cost n
-        # start-ups of s each: past sqrt(B * L / s) one more costs more than it saves
-        short = None
         start_ms = START_MS.get(start_method or "fork", START_MS["fork"])
-        if batches_per_start and load > 0:
-            limit = max(workers + 1, math.ceil(math.sqrt(batches_per_start * load / start_ms)))
+        limits = _waiting_limits(load, load_cpu, free, mib, cap, available, batches_per_start,
+                                 start_ms, start_method or "fork", what)  # fmt: skip
+        out["workers_limit"] = min(limits)[0] if limits else None
+        want = max(needed or 1, workers + 1)
+        target, why = want, None
+        for limit, text in sorted(limits):
             if limit < target:
-                target, short = limit, limit
+                target, why = limit, text
         if bound == "waiting":
             spent = (
                 f"only {load_cpu:.1f} ms of it CPU work" if load_cpu is not None else "little of it CPU work"
@@ -156,17 +167,20 @@ def advise(
                 f"recording)" + (f", so no more than the {_cores(free, what)} free." if free else ".")
             )
             if free and target > free:
-                target = max(workers + 1, free) if workers < free else workers
-        if short is not None:
+                target, why = free, None
+        if why is not None:
+            reason += " " + why.format(n=target)
+        if target <= workers:
+            target, helps = workers, False
             reason += (
-                f" Starting a worker costs about {start_ms:,.0f} ms ({start_method or 'fork'}), and "
-                f"workers are started for every {batches_per_start} batches here: beyond {target} "
-                "they cost more to start than they save, so start with that."
+                f" With {_workers(workers)} already, more would not pay: make each read faster, or overlap "
+                "the reads inside the Dataset (a thread pool or asynchronous I/O fetching a batch's samples "
+                "at once)."
             )
-        elif capped:
+        elif target > cores_or(logical, cores):
             reason += (
-                f" Each worker holds about {mib:.0f} MiB, and the memory free at the start allows "
-                f"{cap} without crowding the training, so start there."
+                f" PyTorch warns when num_workers exceeds the CPUs it may use; for a loader that waits "
+                "rather than computes that warning does not apply, but keep watching the memory."
             )
     out["suggested_num_workers"] = int(target)
     out["loader_figures"] = figures_text(bound, workers, out, batch_size)
@@ -181,6 +195,46 @@ def advise(
     else:
         out["stall_advice"] = "building batches needs more CPU than this machine has"
     return out
+
+
+def _waiting_limits(
+    load: float, load_cpu: float | None, free: int | None, mib: float, memory_cap: int | None,
+    available: int | None, batches_per_start: int | None, start_ms: float, method: str, what: str,
+) -> list[tuple[int, str]]:
+    """Upper bounds on workers for a loader that waits, each with its reason ("{n}": the number).
+
+    Cores do not bound waiting workers, but memory, start-up cost, the CPU they still use
+    and plain process count do; the lowest bound that cuts the suggestion is explained.
+    """
+    limits: list[tuple[int, str]] = [(MAX_WORKERS, (
+        "Beyond {n} worker processes the gain rarely pays for their memory and start-up: start "
+        "with {n} and raise it only while the waiting keeps falling."
+    ))]
+    if memory_cap is not None and available:
+        limits.append((memory_cap, (
+            f"Each worker holds about {mib:.0f} MiB, and a quarter of the {available / 1024**3:.1f} GiB "
+            "free at the start allows {n} without crowding the training."
+        )))
+    if batches_per_start and load > 0:
+        # n workers save about B * L * (1 - 1/n) of loading over B batches and cost n
+        # start-ups of s each: past sqrt(B * L / s) one more costs more than it saves
+        limits.append((max(1, math.ceil(math.sqrt(batches_per_start * load / start_ms))), (
+            f"Starting a worker costs about {start_ms:,.0f} ms ({method}), and workers are started "
+            f"for every {batches_per_start} batches here: beyond {{n}} they cost more to start than "
+            "they save, so start with that."
+        )))
+    if load_cpu and free and load > load_cpu:
+        # each waiting worker is on a CPU load_cpu of every load ms
+        limits.append((max(1, math.floor(free * load / load_cpu)), (
+            f"Each worker still computes {load_cpu:.1f} ms of every {load:.1f} ms, so about {{n}} "
+            f"fill the {_cores(free, what)} free beside the training."
+        )))
+    return limits
+
+
+def cores_or(logical: int | None, cores: int | None) -> int:
+    """The CPUs PyTorch compares num_workers with (logical ones), else the cores, else 1."""
+    return logical or cores or 1
 
 
 def _r(v: float | None, digits: int = 3) -> float | None:

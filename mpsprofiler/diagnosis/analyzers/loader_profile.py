@@ -42,12 +42,23 @@ WORKER_MIB_DEFAULT = 300
 """Memory per worker when none ran yet: a spawned worker (macOS) imports torch and the
 script again, about 200-400 MiB resident; forked workers start smaller but grow as they
 touch the dataset (copy-on-read)."""
-MEMORY_FOR_WORKERS = 0.5
-"""At most half of the memory available at the start goes to new workers."""
-MAX_WORKERS = 32
-"""Beyond 32 processes, threads or asynchronous I/O inside the dataset scale better."""
+MEMORY_FOR_WORKERS = 0.25
+"""At most a quarter of the memory available at the start goes to new workers: the rest
+is the training's, the page cache's and the other programs'. A worker's resident memory
+also grows as it touches a dataset held in Python objects (copy-on-read, see
+https://github.com/pytorch/pytorch/issues/13246), so the measured figure is a floor."""
+MAX_WORKERS = 8
+"""At most 8 workers are suggested at once. A waiting loader needs no core per worker, but
+every process costs memory and start-up; bare A/B runs of a loader that sleeps 10 ms per
+sample on 2 cores (see the rule file) measured 8 workers as fast as 16 or 25. For more
+parallel waiting, threads or asynchronous reads inside the Dataset scale further."""
 CONTENDED_SHARE = 0.5
 """When half of the training's wait was spent queued for a core, the machine is the limit."""
+STARVED_SHARE = 0.10
+"""With workers, the training must be left without a ready batch for at least 10% of its
+time (the rules' lower band) before the workers count as the limit: below that the wait
+was handing batches over and queuing for a core, which a trivial dataset also shows on a
+busy 2-core machine, and which more workers do not shorten."""
 CHEAP_LOADING = 0.15
 """Loading that needs under 15% of the training's time per batch in CPU work is cheap:
 if the training still waits, the time went to queuing for a busy CPU."""
@@ -85,6 +96,27 @@ class LoaderFigures:
         if self.workers_runq is None or not self.window_batches:
             return None
         return self.workers_runq / self.window_batches
+
+    def worker_wait_split(self) -> tuple[float, float, float] | None:
+        """The training thread's wait per batch on workers: (queued, receiving, starved).
+
+        ``queued``: ready to run but without a core, its own thread's or the worker's it
+        waited for (at most as long as it was blocked). ``receiving``: its CPU time taking
+        the batch in (unpickling), plus as much again blocked: each tensor's shared memory
+        is fetched from the worker in a round trip. ``starved``: the rest, when no batch
+        was ready because the workers were busy loading; only that part more workers
+        shorten. None without the run-queue readings (not Linux).
+        """
+        if self.wait_cpu is None or self.wait_runq is None or self.workers_runq is None:
+            return None
+        per = self.per_batch
+        wait = self.wait * per
+        cpu, runq_main = self.wait_cpu * per, self.wait_runq * per
+        blocked = max(0.0, wait - cpu - runq_main)
+        runq = self.worker_runq_per_batch() or 0.0
+        queued = runq_main + min(blocked, runq)
+        starved = max(0.0, blocked - min(blocked, runq) - cpu)
+        return queued, cpu, starved
 
     def main_cores(self) -> float | None:
         if self.main_cpu is None or not self.window_s:
@@ -191,16 +223,19 @@ def classify(fig: LoaderFigures, workers: int, dataset: str | None, batch_size: 
         return "ipc"
     if cpu is not None and free is not None and train > 0 and cpu / train > free:
         return "cpu"  # more loading than the free cores can do, however quiet the machine
-    # time the training waited per batch because someone queued for a core: its own
-    # thread, or the worker it waited for (at most as long as it waited for one)
     wait = fig.wait * fig.per_batch
-    runq_main = (fig.wait_runq or 0.0) * fig.per_batch
-    blocked_main = max(0.0, wait - (fig.wait_cpu or 0.0) * fig.per_batch - runq_main)
-    runq = fig.worker_runq_per_batch() or 0.0
-    if runq_main + min(blocked_main, runq) >= CONTENDED_SHARE * wait:
-        return "contention"
+    split = fig.worker_wait_split()
+    if split is not None:
+        queued, receiving, starved = split
+        if starved < STARVED_SHARE * fig.dur * fig.per_batch:
+            # the workers kept up: the wait was handing batches over and queuing for a
+            # core, which more workers do not shorten
+            return "contention" if queued >= receiving else "ipc"
+        if queued >= CONTENDED_SHARE * wait:
+            return "contention"
     if cpu is None:
         return "unknown"
+    runq = fig.worker_runq_per_batch() or 0.0
     produce = workers * fig.dur * fig.per_batch  # each busy worker delivers a batch this often
     blocked = max(0.0, produce - cpu - runq)
     return "cpu" if cpu >= blocked else "waiting"
