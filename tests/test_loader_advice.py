@@ -244,6 +244,17 @@ def test_rule_texts_cite_public_sources_only():
             assert ref.startswith("https://"), (rule.id, ref)
 
 
+HOG = """
+import os, sys, time
+started, done = os.path.join(sys.argv[1], "started"), os.path.join(sys.argv[1], "done")
+while not os.path.exists(started):
+    time.sleep(0.05)
+n = 0
+while n % 100000 or not os.path.exists(done):
+    n += 1
+"""
+
+
 @pytest.mark.slow
 def test_a_busy_machine_is_named_as_cpu_contention(tmp_path):
     """Trigger of dataloader-cpu-contention: the minGPT-adder-style loop with one layer
@@ -252,9 +263,14 @@ def test_a_busy_machine_is_named_as_cpu_contention(tmp_path):
     30% (0.27-0.30 seen, against the rule's 15%), and it is named as queuing (info), never a
     loader stall. The clean side: the loaders in the tests above that wait for I/O or
     compute are never classified so."""
-    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(6)]
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    # busy only while the loop runs: starting torch and diagnosing under six busy loops
+    # would take minutes on 2 cores
+    hogs = [subprocess.Popen([sys.executable, "-c", HOG, str(marks)]) for _ in range(6)]
     try:
-        summary, facts = profile(tmp_path, "adder_style.py", "--max-iters", "40", "--n-layer", "1")
+        summary, facts = profile(tmp_path, "adder_style.py", "--max-iters", "40", "--n-layer", "1",
+                                 "--mark-dir", str(marks))  # fmt: skip
     finally:
         for hog in hogs:
             hog.kill()
