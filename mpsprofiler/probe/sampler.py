@@ -14,6 +14,7 @@ exits, so the totals never go down.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable

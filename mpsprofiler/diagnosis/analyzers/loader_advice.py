@@ -179,7 +179,7 @@ def advise(
             )
         elif target > cores_or(logical, cores):
             reason += (
-                f" PyTorch warns when num_workers exceeds the CPUs it may use; for a loader that waits "
+                " PyTorch warns when num_workers exceeds the CPUs it may use; for a loader that waits "
                 "rather than computes that warning does not apply, but keep watching the memory."
             )
     out["suggested_num_workers"] = int(target)
