@@ -39,8 +39,8 @@ DATALOADER_FACTS: tuple[str, ...] = (
     "num_workers_needed", "num_workers_reason", "persistent_workers", "pin_memory", "prefetch_factor",
     "respawn_cost_s", "respawn_first_step", "respawn_share", "respawn_wait_ms", "stall_advice",
     "steady_steps", "step_mean_ms", "step_ms", "suggested_num_workers", "suggested_prefetch_factor",
-    "train_ms", "training_cores", "worker_cpu_ms", "worker_memory_mib", "worker_start_method",
-    "workers_memory_cap", "workers_respawn_each_epoch",
+    "train_ms", "training_cores", "worker_cpu_ms", "worker_memory_mib", "worker_runq_ms", "worker_start_method",
+    "worker_starved_ms", "workers_limit", "workers_memory_cap", "workers_respawn_each_epoch",
 )
 """Every fact the ``dataloader`` analyzer may return (declared: no other analyzer may provide one)."""
 
