@@ -35,6 +35,28 @@ SLOW_FUNCTIONS = frozenset({
 SLOW_FIXTURES = frozenset({"runs"})
 """test_rules_shipped's module fixture runs every trigger script: its users are slow too."""
 
+SERIAL_MODULES = frozenset({
+    "test_experiment_try.py",  # A/B speedups and their intervals
+    "test_tui_tryfix.py",
+    "test_loader_advice.py",  # wait shares, CPU contention, worker counts from measured times
+    "test_rules_shipped.py",  # trigger and clean scripts of the stall and contention rules
+    "test_distributed.py",  # stragglers named from per-rank times
+    "test_provisional.py",  # the first finding of a live run, before it is confirmed
+})
+SERIAL_FUNCTIONS = frozenset({
+    "test_data_wait_matches_the_sleeps",
+    "test_ddp_straggler_in_its_own_code_is_named_with_the_phase",
+    "test_fail_on_uses_the_findings_severity",
+    "test_fail_on_warning_fails_a_data_loader_stall",
+    "test_fail_on_warning_passes_a_clean_run",
+    "test_a_very_long_compiled_first_step_gets_the_warm_up_note",
+    "test_parent_stopped_does_not_block_training",
+})
+"""Slow tests whose verdict rests on measured time (stall shares, stragglers, speedups, CPU
+contention): a second test running beside them on a 2-core machine would be part of what
+they measure. CI runs them alone after the other slow tests, which run two at a time
+(`-m "slow and not serial" -n 2`, pytest-xdist)."""
+
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
@@ -42,3 +64,5 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         uses_slow_fixture = bool(SLOW_FIXTURES & set(getattr(item, "fixturenames", ())))
         if item.path.name in SLOW_MODULES or name in SLOW_FUNCTIONS or uses_slow_fixture:
             item.add_marker(pytest.mark.slow)
+        if item.path.name in SERIAL_MODULES or name in SERIAL_FUNCTIONS:
+            item.add_marker(pytest.mark.serial)

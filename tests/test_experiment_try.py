@@ -75,13 +75,13 @@ def test_try_run_dir_tries_the_findings_num_workers(tmp_path: Path) -> None:
     from mpsprofiler.session.recording import load_runs
 
     suggested = collect_facts(load_runs([run]).session)["suggested_num_workers"]  # the fix text's value
-    proc = mpsprof_cli("try", "--steps", "20", "--pairs", "4", "--budget", "800", str(run), env=env, timeout=1000)
+    proc = mpsprof_cli("try", "--steps", "12", "--pairs", "3", "--budget", "800", str(run), env=env, timeout=1000)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert f"faster with num_workers={suggested}" in proc.stdout, proc.stdout
-    assert "pair 1/4  A as written" in proc.stderr and "files it writes go where it writes them" in proc.stderr
+    assert "pair 1/3  A as written" in proc.stderr and "files it writes go where it writes them" in proc.stderr
     (result,) = json.loads((run / "experiments.json").read_text())["experiments"]
     assert result["verdict"] == "faster" and result["rule"] == finding["rule"]
-    assert result["interval"][0] > 1.0 and result["pairs"] == 4, result
+    assert result["interval"][0] > 1.0 and result["pairs"] == 3, result
     if suggested >= 2:
         assert result["speedup"] >= 2.0, result
     assert result["loss"]["equivalent"]
@@ -113,8 +113,9 @@ def test_try_proves_num_workers_on_a_sleep_bound_dataset(tmp_path: Path) -> None
 def test_try_compute_bound_script_shows_no_measurable_difference(tmp_path: Path) -> None:
     """Done-when of issue 18: more workers do nothing for a clean compute-bound script."""
     out = tmp_path / "exp"
-    proc = mpsprof_cli("try", "--set", "dataloader.num_workers=2", "--steps", "14", "--pairs", "5",
-                       "-o", str(out), str(TRY / "compute_bound.py"), env=child_env(STEPS="20"), timeout=600)
+    proc = mpsprof_cli("try", "--set", "dataloader.num_workers=2", "--steps", "10", "--pairs", "3",
+                       "-o", str(out), str(TRY / "compute_bound.py"), env=child_env(STEPS="14", WIDTH="512"),
+                       timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "no measurable difference with num_workers=2" in proc.stdout, proc.stdout
     assert (out / "a1" / "summary.json").exists() and (out / "b1" / "summary.json").exists()
