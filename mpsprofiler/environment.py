@@ -16,6 +16,8 @@ import sys
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from .events.payloads import EnvFields
+
 T = TypeVar("T")
 
 ENV_NAMES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "CUDA_VISIBLE_DEVICES")
@@ -174,8 +176,8 @@ def pytorch_env(environ: dict[str, str] | None = None) -> dict[str, str]:
     return {k: v for k, v in sorted(env.items()) if k.startswith("PYTORCH_") or k in ENV_NAMES}
 
 
-def _torch_facts(probe_gpu_name: bool) -> dict[str, Any]:
-    facts: dict[str, Any] = {
+def _torch_facts(probe_gpu_name: bool) -> EnvFields:
+    facts: EnvFields = {
         "torch": None,
         "torch_cuda": None,
         "mps_built": None,
@@ -219,14 +221,14 @@ def _cuda_name(torch: Any, probe_gpu_name: bool) -> str | None:
     return out.splitlines()[0].strip() if out else None
 
 
-def collect_environment(*, probe_gpu_name: bool = False) -> dict[str, Any]:
+def collect_environment(*, probe_gpu_name: bool = False) -> EnvFields:
     """JSON-serialisable environment facts; unknown ones are None.
 
     ``probe_gpu_name``: let ``nvidia-smi`` name an uninitialised CUDA GPU (for ``doctor``;
     the probe leaves it off so the training's process is not slowed or disturbed).
     """
     logical, physical = _cores()
-    env: dict[str, Any] = {
+    env: EnvFields = {
         "python": platform.python_version(),
         "python_executable": sys.executable or None,
         "platform": sys.platform,

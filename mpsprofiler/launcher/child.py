@@ -24,8 +24,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from .. import events
+from ..events.payloads import ExitFields, RunFields
 from ..redact import redact_argv
 from ..rundir import open_new
 from .distributed import FifoChannels, TorchrunPlan, boot_args
@@ -175,7 +177,7 @@ class RunController:
         self._reader = threading.Thread(target=self._read_loop, name="mpsprof-reader", daemon=True)
         self._reader.start()
 
-    def _run_fields(self) -> dict:
+    def _run_fields(self) -> RunFields:
         spec = self.spec
         return {
             "script": spec.display_name(),
@@ -382,7 +384,7 @@ class RunController:
         if self._reader is not None:
             self._reader.join(timeout=10.0)
         self._read_spills()
-        fields: dict[str, object] = {"returncode": code, "duration": time.monotonic() - self._started_at}
+        fields: ExitFields = {"returncode": code, "duration": time.monotonic() - self._started_at}
         if code < 0:
             fields["signal"] = -code
             try:
@@ -405,16 +407,17 @@ class RunController:
         return code
 
 
-def _experiment_fields(options: dict) -> dict:
+def _experiment_fields(options: dict[str, Any]) -> RunFields:
     """What ``--set`` / ``--max-steps`` asked for: the run's record says what differed."""
-    out: dict = {}
+    out: RunFields = {}
     if options.get("settings"):
         from ..settings import describe
 
         out["settings"] = describe(options["settings"])
-    for key in ("max_steps", "max_seconds"):
-        if options.get(key):
-            out[key] = options[key]
+    if options.get("max_steps"):
+        out["max_steps"] = options["max_steps"]
+    if options.get("max_seconds"):
+        out["max_seconds"] = options["max_seconds"]
     return out
 
 

@@ -26,7 +26,10 @@ import traceback
 import types
 from importlib.machinery import SourceFileLoader
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..events.payloads import Frame
 
 from ..resources import is_own_file as _ours
 
@@ -81,8 +84,8 @@ def _trim(tb: TracebackType | None) -> TracebackType | None:
     return tb
 
 
-def _frames(exc: BaseException, tb: TracebackType | None) -> list[dict[str, Any]]:
-    out = []
+def _frames(exc: BaseException, tb: TracebackType | None) -> list[Frame]:
+    out: list[Frame] = []
     for frame in traceback.extract_tb(tb, limit=64):
         name = frame.filename
         out.append({"file": name, "line": frame.lineno, "func": frame.name, "code": frame.line or "", "user": _is_user(name)})

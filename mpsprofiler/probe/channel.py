@@ -26,6 +26,8 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from ..events.payloads import ByeFields
+
 MAX_BUFFERED_BYTES = 16 * 1024 * 1024
 """Past this the parent is not reading: drop rather than grow the training's memory."""
 SPILL_AT = 4 * 1024 * 1024
@@ -174,7 +176,7 @@ class Channel:
         self._buffered = 0
         self._pending = b""
 
-    def close(self, timeout: float = 3.0, last: Callable[[dict[str, Any] | None], bytes] | None = None) -> None:
+    def close(self, timeout: float = 3.0, last: Callable[[ByeFields | None], bytes] | None = None) -> None:
         """Flush what is buffered (waiting for the reader up to ``timeout``, less when a
         spill file can take the rest) and close. ``last`` encodes the closing line from
         :meth:`take_note` (what was dropped, and why), which follows everything else."""
@@ -227,7 +229,7 @@ class Channel:
         except OSError:
             pass
 
-    def take_note(self) -> dict[str, Any] | None:
+    def take_note(self) -> ByeFields | None:
         """What went wrong with the channel so far, for the last event (or None)."""
         if not self.dropped:
             return None  # spilled lines reach the parent: nothing is missing

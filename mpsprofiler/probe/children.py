@@ -20,6 +20,8 @@ import multiprocessing.process as mp_process
 from collections.abc import Callable
 from typing import Any
 
+from ..events.payloads import ChildFields
+
 WORKER_LOOP = ("torch.utils.data._utils.worker", "_worker_loop")
 
 
@@ -58,7 +60,7 @@ def install(emit: Callable[..., None], on_error: Callable[[BaseException], None]
     return uninstall
 
 
-def describe(process: Any) -> dict[str, Any] | None:
+def describe(process: Any) -> ChildFields | None:
     """The event fields for a started process, or None for a DataLoader worker."""
     target = getattr(process, "_target", None)
     module = getattr(target, "__module__", "") or ""

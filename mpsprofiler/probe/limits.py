@@ -21,6 +21,7 @@ import threading
 from collections.abc import Callable
 
 from .. import events
+from ..events.payloads import CutFields
 
 
 class StepLimitReached(SystemExit):
@@ -70,5 +71,6 @@ class StepLimit:
             return
         self.cut = True
         self.pending = True
-        self._emit(events.KIND_CUT, reason=reason, steps=next_step, max_steps=self.max_steps,
-                   max_seconds=self.max_seconds, seconds=round(now - self._first, 6))
+        fields: CutFields = {"reason": reason, "steps": next_step, "max_steps": self.max_steps,
+                             "max_seconds": self.max_seconds, "seconds": round(now - self._first, 6)}
+        self._emit(events.KIND_CUT, **fields)

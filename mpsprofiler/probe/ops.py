@@ -34,6 +34,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from .. import events
+from ..events.payloads import OpsFields
 from ..ops.readiness import COMPOSITE_KEYS
 from .compiling import dynamo_used
 from .modules import ModuleTracker
@@ -463,9 +464,9 @@ class OpAccountant:
             has = self._kernel_cache[op] = op not in self._cpu_always and bool(check(op))
         return has
 
-    def _build(self, step: int, host_s: float) -> dict[str, Any]:
+    def _build(self, step: int, host_s: float) -> OpsFields:
         assert self._step is not None
-        record: dict[str, Any] = {"step": step, "host_s": round(host_s, 7),
+        record: OpsFields = {"step": step, "host_s": round(host_s, 7),
                                   "bookkeeping_s": round(self._bookkeeping, 7)}  # fmt: skip
         record.update(self._step.build(self._run_kind(), self._mps_check, self._mps_type))
         return record

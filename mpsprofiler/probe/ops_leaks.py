@@ -27,6 +27,7 @@ from typing import Any
 
 import torch
 
+from ..events.payloads import LeaksFields
 from .ops_sites import FrameFinder, source_line
 
 LAG = 2
@@ -104,7 +105,7 @@ class LeakTracker:
                     pass
 
     # -- at step boundaries ---------------------------------------------------------
-    def check(self, step: int) -> dict[str, Any] | None:
+    def check(self, step: int) -> LeaksFields | None:
         """Count survivors and look for graphs spanning steps; the ``leaks`` event fields
         when something changed since the last one, else None."""
         self._checks += 1
@@ -190,7 +191,7 @@ class LeakTracker:
         if step not in entry["steps"]:
             entry["steps"].append(step)
 
-    def _snapshot(self, step: int) -> dict[str, Any] | None:
+    def _snapshot(self, step: int) -> LeaksFields | None:
         sites = []
         ranked = sorted(self._alive.items(), key=lambda kv: (-kv[1]["bytes"], -kv[1]["alive"]))
         for (file, line, module, op), e in ranked[:MAX_SITES]:

@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 
+from ..events.payloads import OpsFields
 from .modules import ModuleTracker
 from .ops_leaks import LeakTracker
 from .ops_sites import (
@@ -249,7 +250,7 @@ class StepRecord:
                     pass
 
     # -- the event --------------------------------------------------------------------
-    def build(self, kind: str, mps_check: Callable[[str], bool] | None, mps_type: str) -> dict[str, Any]:
+    def build(self, kind: str, mps_check: Callable[[str], bool] | None, mps_type: str) -> OpsFields:
         """The ``ops`` event fields of this step (without step / timing fields)."""
         items = sorted(self.agg.items(), key=lambda kv: kv[1].host, reverse=True)
         ops = [

@@ -33,6 +33,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .. import events
+from ..events.payloads import OverrideFields
 from .transparent import hide_from_warnings
 
 SPAWNING = ("spawn", "forkserver")
@@ -46,6 +47,12 @@ class Overrides:
         self._created = 0
         self._pid = os.getpid()
         self._guard_cache: dict[str, bool | None] = {}
+
+    def _override(self, target: str, applied: dict[str, list[Any]], skipped: list[dict[str, str]]) -> None:
+        """Say what a ``--set`` change did: ``applied`` name -> [before, after], ``skipped``
+        the settings refused and why."""
+        fields: OverrideFields = {"target": target, "applied": applied, "skipped": skipped}
+        self._emit(events.KIND_OVERRIDE, **fields)
 
     # -- DataLoader -------------------------------------------------------------
     def loader_fields(self, number: int) -> dict[str, Any]:
@@ -116,7 +123,7 @@ class Overrides:
                 if params.get(name, defaults.get(name)) not in (off, None, False):
                     applied[name] = [params[name], off]
                     params[name] = off
-        self._emit(events.KIND_OVERRIDE, target=f"dataloader {number}", applied=applied, skipped=skipped)
+        self._override(f"dataloader {number}", applied, skipped)
         return (), params
 
     def _spawn_refusal(self, context: Any) -> str | None:
@@ -149,8 +156,7 @@ class Overrides:
         original = torch.set_num_threads
         before = torch.get_num_threads()
         original(threads)
-        self._emit(events.KIND_OVERRIDE, target="torch.num_threads", applied={"num_threads": [before, threads]},
-                   skipped=[])
+        self._override("torch.num_threads", {"num_threads": [before, threads]}, [])
         overrides = self
         told: list[int] = []
 
@@ -159,9 +165,9 @@ class Overrides:
                 return original(n)  # DataLoader workers set their own: leave them
             if n != threads and not told:
                 told.append(n)
-                overrides._emit(events.KIND_OVERRIDE, target="torch.num_threads", applied={},
-                                skipped=[{"setting": f"the script's set_num_threads({n})",
-                                          "reason": f"kept at {threads} (--set torch.num_threads)"}])
+                overrides._override("torch.num_threads", {},
+                                    [{"setting": f"the script's set_num_threads({n})",
+                                      "reason": f"kept at {threads} (--set torch.num_threads)"}])
             return original(threads)
 
         torch.set_num_threads = set_num_threads
@@ -176,8 +182,7 @@ class Overrides:
         every = (self.settings.get("memory") or {}).get("empty_cache_every")
         if not every:
             return None
-        self._emit(events.KIND_OVERRIDE, target="memory.empty_cache_every", applied={"empty_cache_every": [None, every]},
-                   skipped=[])
+        self._override("memory.empty_cache_every", {"empty_cache_every": [None, every]}, [])
 
         def listener(next_step: int, last: float) -> None:
             if next_step % every == 0 and os.getpid() == self._pid:

@@ -17,6 +17,7 @@ from typing import Any
 from .. import events
 from ..devices import DeviceBackend, backend_for
 from ..devices.cpu import CpuBackend
+from ..events.payloads import ByeFields, DataLoaderFields, ExceptionFields, Frame, HelloFields, ModelFields
 from ..redact import TEXT_KINDS, scrub_fields
 from .channel import Channel
 from .steps import StepTracker
@@ -85,16 +86,16 @@ class Probe:
     def install(self) -> None:
         global _ACTIVE
         _ACTIVE = self
-        self.emit(
-            events.KIND_HELLO,
-            schema=events.SCHEMA_VERSION,
-            pid=os.getpid(),
-            wall=time.time(),
-            rank=_int_env("RANK"),
-            local_rank=_int_env("LOCAL_RANK"),
-            world_size=_int_env("WORLD_SIZE"),
-            version=_version(),
-        )
+        hello: HelloFields = {
+            "schema": events.SCHEMA_VERSION,
+            "pid": os.getpid(),
+            "wall": time.time(),
+            "rank": _int_env("RANK"),
+            "local_rank": _int_env("LOCAL_RANK"),
+            "world_size": _int_env("WORLD_SIZE"),
+            "version": _version(),
+        }
+        self.emit(events.KIND_HELLO, **hello)
         if self.channel is not None:
             self.channel.on_flush(self._drain_steps)
         self._guarded("env", lambda: self._emit_environment(with_torch=False))
@@ -292,17 +293,17 @@ class Probe:
         self.tracker.backend = self.backend
         dtypes = sorted({str(p.dtype).replace("torch.", "") for p in params})
         devices = sorted({str(p.device) for p in params})
-        self.emit(
-            events.KIND_MODEL,
-            device=str(device),
-            device_kind=device.type,
-            device_name=self.backend.name(),
-            devices=devices,
-            dtypes=dtypes,
-            parameters=int(sum(p.numel() for p in params)),
-            optimizer=type(optimizer).__name__,
-            torch_threads=_torch_threads(),
-        )
+        model: ModelFields = {
+            "device": str(device),
+            "device_kind": device.type,
+            "device_name": self.backend.name(),
+            "devices": devices,
+            "dtypes": dtypes,
+            "parameters": int(sum(p.numel() for p in params)),
+            "optimizer": type(optimizer).__name__,
+            "torch_threads": _torch_threads(),
+        }
+        self.emit(events.KIND_MODEL, **model)
 
     def _install_dataloader_hooks(self) -> None:
         from torch.utils.data import dataloader as dl
@@ -452,14 +453,14 @@ class Probe:
         if self.limit is not None and self.limit.pending:
             self.limit.check()
 
-    def record_exception(self, exc: BaseException, frames: list[dict[str, Any]]) -> None:
-        self.emit(
-            events.KIND_EXCEPTION,
-            type=type(exc).__name__,
-            module=type(exc).__module__,
-            message=str(exc)[:8000],
-            frames=frames,
-        )
+    def record_exception(self, exc: BaseException, frames: list[Frame]) -> None:
+        fields: ExceptionFields = {
+            "type": type(exc).__name__,
+            "module": type(exc).__module__,
+            "message": str(exc)[:8000],
+            "frames": frames,
+        }
+        self.emit(events.KIND_EXCEPTION, **fields)
 
     def close(self) -> None:
         """Flush everything at exit; idempotent (atexit and the boot both call it)."""
@@ -488,10 +489,10 @@ class Probe:
         if self.channel is not None:
             self.channel.close(last=self._bye)
 
-    def _bye(self, note: dict[str, Any] | None) -> bytes:
+    def _bye(self, note: ByeFields | None) -> bytes:
         """The channel's last line: nothing follows; with what was dropped, and why (then
         the recording is incomplete)."""
-        fields: dict[str, Any] = dict(note or {})
+        fields: ByeFields = {**note} if note else {}
         if self.rank is not None:
             fields["r"] = self.rank
         return events.encode(events.KIND_BYE, self.clock(), **fields)
@@ -554,7 +555,7 @@ def _safe(fn: Callable[[], None], probe: Probe) -> None:
         probe.fail("dataloader", exc)
 
 
-def _loader_config(loader: Any, number: int) -> dict[str, Any]:
+def _loader_config(loader: Any, number: int) -> DataLoaderFields:
     try:
         length = len(loader)
     except Exception:

@@ -22,6 +22,7 @@ from typing import Any
 
 from .. import events
 from ..devices import DeviceBackend
+from ..events.payloads import MemFields
 
 FAST_INTERVAL = 0.5
 SLOW_INTERVAL = 2.0
@@ -130,7 +131,7 @@ class MemorySampler:
             swap_used = ps.swap_memory().used
         except Exception:
             swap_used = None
-        fields: dict[str, Any] = {
+        fields: MemFields = {
             "rss": rss,
             "rss_children": rss_children,
             "workers": len(procs) - 1,

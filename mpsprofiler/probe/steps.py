@@ -34,10 +34,11 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from .. import events
 from ..devices import DeviceBackend
+from ..events.payloads import StepAggregate, StepsFields
 from .cputime import ThreadClock
 
 DETAIL_LIMIT = 20_000
@@ -377,11 +378,11 @@ class StepTracker:
             # swap in fresh containers; the training thread appends to the new ones
             self._cols = _columns()
             self._agg = None
-        payload: dict[str, Any] = dict(cols)
-        payload["mode"] = self.mode
+        # the columns are named by STEP_COLUMNS and the others (see events); agg by StepAggregate
+        payload = cast(StepsFields, {**cols, "mode": self.mode})
         if agg is not None:
             agg["hist"] = {str(k): v for k, v in agg["hist"].items()}
-            payload["agg"] = agg
+            payload["agg"] = cast(StepAggregate, agg)
         self._emit(events.KIND_STEPS, **payload)
 
 

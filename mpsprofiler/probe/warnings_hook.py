@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .. import events
+from ..events.payloads import WarningFields
 
 MAX_DISTINCT = 200
 
@@ -39,14 +40,14 @@ def install(
             return
         seen[key] = count
         if count == 1 or count in (10, 100, 1000) or count % 10000 == 0:
-            emit(
-                events.KIND_WARNING,
-                category=category,
-                message=text[:2000],
-                filename=str(msg.filename),
-                lineno=msg.lineno,
-                count=count,
-            )
+            fields: WarningFields = {
+                "category": category,
+                "message": text[:2000],
+                "filename": str(msg.filename),
+                "lineno": msg.lineno,
+                "count": count,
+            }
+            emit(events.KIND_WARNING, **fields)
 
     def _showwarnmsg(msg: Any) -> None:
         try:

@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..events.payloads import LeaksFields
+
 MAX_ROWS = 20
 
 
@@ -58,7 +60,7 @@ class LeakStats:
         self.lag = 2
         self.checks = 0
 
-    def feed(self, data: dict[str, Any]) -> None:
+    def feed(self, data: LeaksFields) -> None:
         if not isinstance(data, dict):
             return
         self.checks += 1
@@ -78,7 +80,9 @@ class LeakStats:
 
 
 def _site(s: dict[str, Any]) -> LeakSite:
-    holder = s.get("holder") if isinstance(s.get("holder"), dict) else {}
+    holder = s.get("holder")
+    if not isinstance(holder, dict):
+        holder = {}
     return LeakSite(_str(s.get("file")), _int(s.get("line")), _str(s.get("module"), 300), _str(s.get("op"), 200),
                     _str(s.get("code"), 300), _int(s.get("alive")), _int(s.get("bytes")), _steps(s.get("steps")),
                     bool(s.get("grad")), _str(holder.get("name"), 200), _str(holder.get("file")),

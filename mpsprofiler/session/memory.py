@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ..events.payloads import MemFields
 from .series import Series
 
 
@@ -46,8 +47,10 @@ class MemoryStats:
         self.device_peak: int | None = None
         self.samples = 0
 
-    def feed(self, ts: float, data: dict[str, Any]) -> None:
-        device = data.get("device") if isinstance(data.get("device"), dict) else {}
+    def feed(self, ts: float, data: MemFields) -> None:
+        device = data.get("device")
+        if not isinstance(device, dict):
+            device = {}
         point = MemPoint(
             ts=ts,
             rss=_opt(data.get("rss")),

@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..events.payloads import OpsFields
+
 MAX_KEYS = 2_000
 OTHER = "*"
 _NOT_ATEN = ("profiler::", "prim::")
@@ -99,7 +101,7 @@ class OpStats:
         accounting's own cost, so step-time analyses leave them out."""
 
     # -- feeding ------------------------------------------------------------------
-    def feed(self, data: dict[str, Any]) -> None:
+    def feed(self, data: OpsFields) -> None:
         """Fold one ``ops`` event's data (the event dict, ``k``/``ts`` included or not)."""
         if not isinstance(data, dict):
             return

@@ -10,9 +10,26 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from .. import events
+from ..events.payloads import (
+    ByeFields,
+    ChildFields,
+    CutFields,
+    DataLoaderFields,
+    EnvFields,
+    Frame,
+    HelloFields,
+    LeaksFields,
+    MemFields,
+    ModelFields,
+    OpsFields,
+    OverrideFields,
+    ProbeErrorFields,
+    RunFields,
+    StepsFields,
+)
 from ..redact import TEXT_KINDS, redact_argv, scrub_fields, secret_values
 from .leaks import LeakStats
 from .memory import MemoryStats
@@ -40,11 +57,11 @@ class CrashInfo:
     type: str
     module: str
     message: str
-    frames: list[dict[str, Any]]
+    frames: list[Frame]
     ts: float
 
     @property
-    def user_frame(self) -> dict[str, Any] | None:
+    def user_frame(self) -> Frame | None:
         """The innermost frame in the user's own code: where the fix goes."""
         for frame in reversed(self.frames):
             if frame.get("user"):
@@ -68,17 +85,21 @@ class ExitInfo:
 
 @dataclass
 class Session:
-    run: dict[str, Any] = field(default_factory=dict)
-    hello: dict[str, Any] = field(default_factory=dict)
-    env: dict[str, Any] = field(default_factory=dict)
-    model: dict[str, Any] = field(default_factory=dict)
-    dataloaders: dict[int, dict[str, Any]] = field(default_factory=dict)
+    """The fields of the events folded here: a recording is data from disk, so whoever
+    reads a field checks its value (a damaged or hand-edited file may hold anything);
+    the types say what a well-formed recording holds (see events.payloads)."""
+
+    run: RunFields = field(default_factory=lambda: RunFields())
+    hello: HelloFields = field(default_factory=lambda: HelloFields())
+    env: EnvFields = field(default_factory=lambda: EnvFields())
+    model: ModelFields = field(default_factory=lambda: ModelFields())
+    dataloaders: dict[int, DataLoaderFields] = field(default_factory=dict)
     steps: StepStats = field(default_factory=StepStats)
     memory: MemoryStats = field(default_factory=MemoryStats)
     warnings: dict[tuple[str, str], WarningRecord] = field(default_factory=dict)
     crash: CrashInfo | None = None
     exit: ExitInfo | None = None
-    probe_errors: list[dict[str, Any]] = field(default_factory=list)
+    probe_errors: list[ProbeErrorFields] = field(default_factory=list)
     ops: OpStats = field(default_factory=OpStats)
     leaks: LeakStats = field(default_factory=LeakStats)
     last_ts: float = 0.0
@@ -86,7 +107,7 @@ class Session:
     unknown_events: int = 0
     version: int = 0
     """Bumped at every fed event batch: views redraw only when it changed."""
-    children: list[dict[str, Any]] = field(default_factory=list)
+    children: list[ChildFields] = field(default_factory=list)
     """Processes the script started itself (multiprocessing, not DataLoader workers): the
     probe does not follow them, so their work is missing from the run."""
     children_started: int = 0
@@ -94,13 +115,13 @@ class Session:
     """Distributed runs: one session per rank (events carry ``r``). The job session itself
     also folds rank 0's events (and the first crash of any rank), so every
     single-process view shows rank 0."""
-    overrides: list[dict[str, Any]] = field(default_factory=list)
+    overrides: list[OverrideFields] = field(default_factory=list)
     """``--set`` changes the probe applied or refused (``override`` events), in order."""
-    cut: dict[str, Any] | None = None
+    cut: CutFields | None = None
     """Set when ``--max-steps`` / ``--max-seconds`` ended the run (``cut`` event)."""
     primary_rank: int = 0
     """The rank whose figures the job-level views show (rank 0 is on the first node)."""
-    bye: dict[str, Any] | None = None
+    bye: ByeFields | None = None
     """The probe's last line: events it dropped (``dropped``) and why (``reason``)."""
     secrets: list[str] = field(default_factory=list, repr=False)
     """Secret argument values found in an old recording's argv, masked in later texts."""
@@ -147,7 +168,7 @@ class Session:
             self.unknown_events += 1
 
     def _on_run(self, ts: float, data: dict[str, Any]) -> None:
-        self.run = _strip(data)
+        self.run = cast(RunFields, _strip(data))
         if "argv" in self.run:  # recordings made before argv was redacted at the source
             argv = self.run["argv"]
             if isinstance(argv, list):
@@ -156,23 +177,23 @@ class Session:
 
     def _on_hello(self, ts: float, data: dict[str, Any]) -> None:
         events.check_schema(events.Event(events.KIND_HELLO, ts, data))
-        self.hello = _strip(data)
+        self.hello = cast(HelloFields, _strip(data))
 
     def _on_env(self, ts: float, data: dict[str, Any]) -> None:
-        self.env = _strip(data)
+        self.env = cast(EnvFields, _strip(data))
 
     def _on_model(self, ts: float, data: dict[str, Any]) -> None:
-        self.model = _strip(data)
+        self.model = cast(ModelFields, _strip(data))
 
     def _on_dataloader(self, ts: float, data: dict[str, Any]) -> None:
         if len(self.dataloaders) < 64:
-            self.dataloaders[int(data.get("id", len(self.dataloaders) + 1))] = _strip(data)
+            self.dataloaders[int(data.get("id", len(self.dataloaders) + 1))] = cast(DataLoaderFields, _strip(data))
 
     def _on_steps(self, ts: float, data: dict[str, Any]) -> None:
-        self.steps.feed(data)
+        self.steps.feed(cast(StepsFields, data))
 
     def _on_mem(self, ts: float, data: dict[str, Any]) -> None:
-        self.memory.feed(ts, data)
+        self.memory.feed(ts, cast(MemFields, data))
 
     def _on_warning(self, ts: float, data: dict[str, Any]) -> None:
         key = (str(data.get("category", "")), str(data.get("message", ""))[:300])
@@ -186,18 +207,18 @@ class Session:
             )
 
     def _on_ops(self, ts: float, data: dict[str, Any]) -> None:
-        self.ops.feed(data)
+        self.ops.feed(cast(OpsFields, data))
 
     def _on_child(self, ts: float, data: dict[str, Any]) -> None:
         self.children_started += 1
         if len(self.children) < MAX_CHILDREN:
-            self.children.append(_strip(data))
+            self.children.append(cast(ChildFields, _strip(data)))
 
     def _on_leaks(self, ts: float, data: dict[str, Any]) -> None:
-        self.leaks.feed(data)
+        self.leaks.feed(cast(LeaksFields, data))
 
     def _on_exception(self, ts: float, data: dict[str, Any]) -> None:
-        frames = [f for f in data.get("frames") or [] if isinstance(f, dict)]
+        frames: list[Frame] = [f for f in data.get("frames") or [] if isinstance(f, dict)]
         self.crash = CrashInfo(
             type=str(data.get("type", "Exception")), module=str(data.get("module", "")),
             message=str(data.get("message", "")), frames=frames, ts=ts,
@@ -205,7 +226,7 @@ class Session:
 
     def _on_probe_error(self, ts: float, data: dict[str, Any]) -> None:
         if len(self.probe_errors) < MAX_PROBE_ERRORS:
-            self.probe_errors.append(_strip(data))
+            self.probe_errors.append(cast(ProbeErrorFields, _strip(data)))
 
     def _on_exit(self, ts: float, data: dict[str, Any]) -> None:
         self.exit = ExitInfo(
@@ -221,13 +242,14 @@ class Session:
                 sub.exit = self.exit
 
     def _on_bye(self, ts: float, data: dict[str, Any]) -> None:
-        self.bye = _strip(data)
+        self.bye = cast(ByeFields, _strip(data))
+
     def _on_override(self, ts: float, data: dict[str, Any]) -> None:
         if len(self.overrides) < 64:
-            self.overrides.append(_strip(data))
+            self.overrides.append(cast(OverrideFields, _strip(data)))
 
     def _on_cut(self, ts: float, data: dict[str, Any]) -> None:
-        self.cut = _strip(data)
+        self.cut = cast(CutFields, _strip(data))
 
     def _on_ranks(self, ts: float, data: dict[str, Any]) -> None:
         self.run.setdefault("ranks", _strip(data))

@@ -13,6 +13,7 @@ from statistics import median
 from typing import Any
 
 from .. import events
+from ..events.payloads import StepAggregate, StepsFields
 from .series import Series
 
 SIGNALS = {
@@ -98,12 +99,15 @@ class StepStats:
         self.late_phase: dict[str, float] = {}
 
     # -- folding ------------------------------------------------------------------
-    def feed(self, data: dict[str, Any]) -> None:
+    def feed(self, data: StepsFields) -> None:
         self.mode = data.get("mode") or self.mode
-        cols = [data.get(name) or [] for name in events.STEP_COLUMNS]
-        n = min(len(c) for c in cols) if cols else 0
-        extra = [_column(data.get(name), n) for name in events.STEP_LOADER_COLUMNS]
-        pre, bwd = (_column(data.get(name), n) for name in events.STEP_PHASE_COLUMNS)
+        # in events.STEP_COLUMNS order; a recording's column may be anything: read by _int / _num
+        cols: list[list[Any]] = [data.get("i") or [], data.get("end") or [], data.get("dur") or [],
+                                 data.get("wait") or [], data.get("batches") or [], data.get("idle") or [],
+                                 data.get("alloc") or []]  # fmt: skip
+        n = min(len(c) for c in cols)
+        extra = [_column(data.get("wait_cpu"), n), _column(data.get("wait_runq"), n)]
+        pre, bwd = _column(data.get("pre"), n), _column(data.get("bwd"), n)
         for k in range(n):
             point = StepPoint(
                 i=_int(cols[0][k]), end=_num(cols[1][k]), dur=_num(cols[2][k]), wait=_num(cols[3][k]),
@@ -152,7 +156,7 @@ class StepStats:
         for b, c in hist.items():
             self.late_hist[b] = self.late_hist.get(b, 0) + c
 
-    def _add_aggregate(self, agg: dict[str, Any]) -> None:
+    def _add_aggregate(self, agg: StepAggregate) -> None:
         n = _int(agg.get("n"))
         if n <= 0:
             return

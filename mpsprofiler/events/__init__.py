@@ -11,7 +11,8 @@ versioned: readers accept older versions with tolerant defaults and refuse newer
 major versions with a clear message (see :func:`check_schema`).
 
 Nothing else lives here: no I/O policy, no state. That keeps the format the one
-thing the probe, the launcher, the session and external tools share.
+thing the probe, the launcher, the session and external tools share. The fields of
+each kind are typed in :mod:`.payloads`.
 """
 
 from __future__ import annotations
@@ -198,7 +199,7 @@ def decode_lines(lines: Iterable[bytes | str], report: DecodeReport | None = Non
     for number, line in enumerate(lines, start=1):
         report.lines = number
         stripped = line.strip()
-        ends = line.endswith(b"\n" if isinstance(line, bytes) else "\n")
+        ends = line.endswith(b"\n") if isinstance(line, bytes) else line.endswith("\n")
         if not stripped:
             continue
         try:

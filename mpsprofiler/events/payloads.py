@@ -1,0 +1,296 @@
+"""The fields of each event kind, as types: the wire contract in one place.
+
+The probe and the launcher build these (mypy checks every key and value they write);
+the session stores them and the views read them. Every class is ``total=False``: old
+recordings lack newer fields, and a reader must take a missing field as unknown. A
+recording is data from disk, so a reader still checks what it uses (a damaged or
+hand-edited file may hold anything); these types say what a well-formed one holds.
+
+Every event also has ``k`` (its kind) and ``ts`` (see :mod:`mpsprofiler.events`); those
+are not repeated here. Events of a distributed run carry the rank as ``r``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypedDict
+
+
+class Tagged(TypedDict, total=False):
+    r: int
+    """The rank of a distributed run (only there)."""
+
+
+class HelloFields(Tagged, total=False):
+    """``hello``: the probe's first line."""
+
+    schema: int
+    pid: int
+    wall: float
+    rank: int | None
+    local_rank: int | None
+    world_size: int | None
+    version: str
+
+
+class RunFields(TypedDict, total=False):
+    """``run``: written by the launcher before the child starts."""
+
+    script: str
+    target: str
+    module: bool
+    argv: list[Any]
+    cwd: str
+    run_dir: str | None
+    mode: str
+    """``"tui"`` or ``"headless"``."""
+    started: float
+    python: str
+    mpsprof: str
+    settings: list[str]
+    """``--set`` changes as the user wrote them (absent without any)."""
+    max_steps: int
+    max_seconds: float
+    ranks: dict[str, Any]
+    """A ``ranks`` event's fields, folded in by the session."""
+
+
+class EnvFields(Tagged, total=False):
+    """``env``: machine, Python and torch facts (``environment.collect_environment``)."""
+
+    python: str
+    python_executable: str | None
+    platform: str
+    os: str | None
+    macos_version: str | None
+    machine: str | None
+    chip: str | None
+    apple_silicon: bool
+    rosetta: bool
+    cores_logical: int | None
+    cores_physical: int | None
+    cores_performance: int | None
+    memory_total: int | None
+    torch: str | None
+    torch_cuda: str | None
+    mps_built: bool | None
+    mps_available: bool | None
+    cuda_available: bool | None
+    cuda_device_count: int | None
+    cuda_device_name: str | None
+    torch_threads: int | None
+    omp_num_threads: str | None
+    pytorch_env: dict[str, str]
+    numpy: str | None
+    """``mpsprof doctor`` only (never imported inside the training process)."""
+
+
+class ModelFields(Tagged, total=False):
+    """``model``: the parameters the first optimizer step updates."""
+
+    device: str
+    device_kind: str
+    device_name: str
+    devices: list[str]
+    dtypes: list[str]
+    parameters: int
+    optimizer: str
+    torch_threads: int | None
+
+
+class DataLoaderFields(Tagged, total=False):
+    """``dataloader``: one DataLoader's configuration, numbered from 1 as first iterated."""
+
+    id: int
+    batch_size: int | None
+    num_workers: int | None
+    pin_memory: bool
+    prefetch_factor: int | None
+    persistent_workers: bool
+    len: int | None
+    dataset: str | None
+    batch_sampler: str | None
+    multiprocessing_context: str | None
+    thread: str
+
+
+class StepAggregate(TypedDict, total=False):
+    """``steps.agg``: exact aggregates of steps not sent one by one."""
+
+    n: int
+    dur_sum: float
+    wait_sum: float
+    dur_min: float
+    dur_max: float
+    i_last: int
+    hist: dict[str, int]
+    """Log-bucket index (a string: JSON keys are) -> count of steps."""
+    batches: int
+    wait_cpu_sum: float
+    wait_runq_sum: float | None
+    phase_n: int
+    pre_sum: float
+    bwd_sum: float
+    sample: list[Any]
+    """One step of the batch in STEP_COLUMNS order, for the charts."""
+
+
+class StepsFields(Tagged, total=False):
+    """``steps``: a batch of steps, columnar (see ``STEP_COLUMNS`` and the others)."""
+
+    i: list[int]
+    end: list[float]
+    dur: list[float]
+    wait: list[float]
+    batches: list[int]
+    idle: list[int | None]
+    alloc: list[int | None]
+    wait_cpu: list[float]
+    wait_runq: list[float | None]
+    pre: list[float | None]
+    bwd: list[float | None]
+    mode: str
+    """How steps are found: ``optimizer``, ``backward``, ``dataloader``, ``manual`` or ``none``."""
+    agg: StepAggregate
+
+
+class MemFields(Tagged, total=False):
+    """``mem``: a memory and CPU sample of the training process and its workers."""
+
+    rss: int | None
+    rss_children: int | None
+    workers: int
+    sys_available: int | None
+    sys_total: int | None
+    swap_used: int | None
+    cpu_pct: float | None
+    cpu_main_s: float | None
+    cpu_workers_s: float
+    runq_workers_s: float | None
+    sys_busy: float | None
+    device: dict[str, int | None]
+    """``devices.MemoryFigures.as_dict()``; absent without a device reading."""
+
+
+class WarningFields(Tagged, total=False):
+    """``warning``: a Python warning the script raised (repeats counted, not resent)."""
+
+    category: str
+    message: str
+    filename: str
+    lineno: int | None
+    count: int
+
+
+class OpsFields(Tagged, total=False):
+    """``ops``: op accounting of one sampled step (``probe/ops_record.py`` builds the rows)."""
+
+    step: int
+    host_s: float
+    bookkeeping_s: float
+    device_kind: str
+    model_device: str | None
+    ops: list[dict[str, Any]]
+    ops_dropped: int
+    syncs: list[dict[str, Any]]
+    float64: dict[str, Any]
+    bf16_complex: dict[str, int]
+    mismatch: list[dict[str, Any]]
+    mps_kernel: list[dict[str, Any]]
+    partial: bool
+    truncated: bool
+    overhead_s: float | None
+    interval: int
+
+
+class Frame(TypedDict, total=False):
+    """One frame of an ``exception`` event's traceback, innermost last."""
+
+    file: str
+    line: int | None
+    func: str
+    code: str
+    user: bool
+    """Whether the frame is in the user's own code (not a library, not the stdlib)."""
+
+
+class ExceptionFields(Tagged, total=False):
+    """``exception``: the script's uncaught exception."""
+
+    type: str
+    module: str
+    message: str
+    frames: list[Frame]
+
+
+class ProbeErrorFields(Tagged, total=False):
+    """``probe_error``: an instrument failed and was switched off (the training went on)."""
+
+    instrument: str
+    message: str
+
+
+class ExitFields(TypedDict, total=False):
+    """``exit``: written by the launcher once the child ended."""
+
+    returncode: int
+    duration: float
+    signal: int
+    signal_name: str
+    stopped_by_user: bool
+    bad_lines: int
+    channel_closed_at: float
+    spilled_lines: int
+    probe_done: bool
+
+
+class ByeFields(Tagged, total=False):
+    """``bye``: the probe's last line; ``dropped`` events were lost (``reason``)."""
+
+    dropped: int
+    spilled: bool
+    reason: str
+
+
+class LeaksFields(Tagged, total=False):
+    """``leaks``: tensors outliving their step, by the line that made them."""
+
+    step: int
+    lag: int
+    """Steps a tensor must outlive to count."""
+    sites: list[dict[str, Any]]
+    carries: list[dict[str, Any]]
+
+
+class OverrideFields(Tagged, total=False):
+    """``override``: a ``--set`` change applied (``applied``: name -> [before, after]) or
+    refused (``skipped``: setting and reason) inside the script."""
+
+    target: str
+    applied: dict[str, list[Any]]
+    skipped: list[dict[str, str]]
+
+
+class CutFields(Tagged, total=False):
+    """``cut``: ``--max-steps`` / ``--max-seconds`` ended the run cleanly."""
+
+    reason: str
+    """``"max_steps"`` or ``"max_seconds"``."""
+    steps: int
+    max_steps: int | None
+    max_seconds: float | None
+    seconds: float
+
+
+class ChildFields(Tagged, total=False):
+    """``child``: a process the script started (not a DataLoader worker), not followed."""
+
+    name: str
+    target: str
+    method: str
+    pid: int | None
+
+
+class TerminalFields(Tagged, total=False):
+    """``terminal`` (control, never recorded): the script wants the terminal, or is done."""
+
+    want: bool
