@@ -247,7 +247,7 @@ def run_bench(
             results.append(entry)
     finally:
         bar.close()
-    report = {
+    report: dict[str, Any] = {
         "schema": "mpsprof.bench/1",
         "accelerator": device,
         "accelerator_name": backend_for(device).name() if device else None,
@@ -304,7 +304,7 @@ def interpret(report: dict[str, Any]) -> list[str]:
             )
     first = results[0]["accelerator"] if results and results[0]["accelerator"] else None
     slow_start = first and first.get("median_ms") and first["cold_ms"] > max(5 * first["median_ms"], 5)
-    if slow_start:
+    if slow_start and first is not None:
         lines.append(
             f"The first call took {first['cold_ms']:.0f} ms against {first['median_ms']:.2f} ms warm: "
             "kernels are compiled and libraries loaded on first use. Never judge speed by the first steps."

@@ -19,6 +19,7 @@ from typing import Any
 
 from .devices.mps import DEFAULT_HIGH_WATERMARK_UNIFIED
 from .environment import mps_min_macos_for
+from .events.payloads import EnvFields
 from .units import console_text, text_console
 
 STATUSES = ("ok", "warn", "fail", "info")
@@ -62,25 +63,25 @@ def _fmt_version(version: tuple[int, ...]) -> str:
     return str(version[0]) if version[1:] in ((), (0,)) else ".".join(str(p) for p in version)
 
 
-def _on_mac(env: dict[str, Any]) -> bool:
+def _on_mac(env: EnvFields) -> bool:
     return env.get("platform") == "darwin"
 
 
-def _vars(env: dict[str, Any]) -> dict[str, str]:
+def _vars(env: EnvFields) -> dict[str, str]:
     return env.get("pytorch_env") or {}
 
 
 # --- the checks -------------------------------------------------------------------------
 
 
-def check_python(env: dict[str, Any]) -> Check:
+def check_python(env: EnvFields) -> Check:
     detail = f"Python {env.get('python')} ({env.get('machine') or 'unknown arch'})"
     if env.get("python_executable"):
         detail += f" at {env['python_executable']}"
     return Check("python", "Python", "info", detail + ".")
 
 
-def check_torch(env: dict[str, Any]) -> Check:
+def check_torch(env: EnvFields) -> Check:
     version = env.get("torch")
     if not version:
         return Check("torch", "PyTorch", "fail", "PyTorch cannot be imported by this Python "
@@ -99,7 +100,7 @@ def check_torch(env: dict[str, Any]) -> Check:
     return Check("torch", "PyTorch", "ok", detail)
 
 
-def check_numpy(env: dict[str, Any]) -> Check:
+def check_numpy(env: EnvFields) -> Check:
     """torch works without NumPy but warns "Failed to initialize NumPy" at import and cannot
     exchange arrays (``torch.from_numpy``, ``Tensor.numpy()``, DataLoader collation of
     NumPy samples); the CPU wheels do not pull it in."""
@@ -117,7 +118,7 @@ def _mps(status: str, detail: str, fix: str = "") -> Check:
     return Check("mps", "MPS (Apple GPU)", status, detail, fix)
 
 
-def check_mps(env: dict[str, Any]) -> Check:
+def check_mps(env: EnvFields) -> Check:
     """MPS built and available, and the first reason it is not
     (``torch.backends.mps.is_built`` / ``is_available``)."""
     if not _on_mac(env):
@@ -152,7 +153,7 @@ def check_mps(env: dict[str, Any]) -> Check:
     return _mps("ok", _mps_ok_detail(env))
 
 
-def _macos_too_old(env: dict[str, Any]) -> Check | None:
+def _macos_too_old(env: EnvFields) -> Check | None:
     need, have = mps_min_macos(env.get("torch")), version_tuple(env.get("macos_version"))
     if need is None or have is None or have >= need:
         return None
@@ -166,7 +167,7 @@ def _macos_too_old(env: dict[str, Any]) -> Check | None:
                 f"Update macOS to {_fmt_version(need)}+, {alternative}")
 
 
-def _mps_ok_detail(env: dict[str, Any]) -> str:
+def _mps_ok_detail(env: EnvFields) -> str:
     detail = f"Available: torch {env.get('torch')} on macOS {env.get('macos_version')}"
     detail += f", {env['chip']}." if env.get("chip") else "."
     have = version_tuple(env.get("macos_version")) or (99, 0)
@@ -177,7 +178,7 @@ def _mps_ok_detail(env: dict[str, Any]) -> str:
     return detail
 
 
-def check_cuda(env: dict[str, Any]) -> Check:
+def check_cuda(env: EnvFields) -> Check:
     if env.get("cuda_available"):
         name = env.get("cuda_device_name") or "name unknown until CUDA starts"
         return Check("cuda", "CUDA", "ok",
@@ -200,7 +201,7 @@ HIGH = "PYTORCH_MPS_HIGH_WATERMARK_RATIO"
 LOW = "PYTORCH_MPS_LOW_WATERMARK_RATIO"
 
 
-def check_mps_fallback(env: dict[str, Any]) -> Check:
+def check_mps_fallback(env: EnvFields) -> Check:
     """The fallback switch is parsed with ``std::stoi`` once, while torch loads."""
     title, raw = "MPS CPU fallback", _vars(env).get(FALLBACK)
     if not _on_mac(env):
@@ -247,7 +248,7 @@ def _ratio(name: str, raw: str, found: list[Finding]) -> float:
         return value
 
 
-def check_mps_watermarks(env: dict[str, Any]) -> Check:
+def check_mps_watermarks(env: EnvFields) -> Check:
     """The MPS allocator's limits: a bad pair makes the first MPS allocation raise."""
     title, variables = "MPS memory watermarks", _vars(env)
     high_raw, low_raw = variables.get(HIGH), variables.get(LOW)
@@ -296,7 +297,7 @@ def _judge_ratios(high: float, low: float, high_raw: str | None, low_raw: str | 
                       "only while watching memory."))
 
 
-def check_hardware(env: dict[str, Any]) -> Check:
+def check_hardware(env: EnvFields) -> Check:
     cores = f"{env.get('cores_logical') or '?'} logical / {env.get('cores_physical') or '?'} physical cores"
     if env.get("cores_performance"):
         cores += f" ({env['cores_performance']} performance)"
@@ -313,7 +314,7 @@ def check_hardware(env: dict[str, Any]) -> Check:
     return Check("hardware", "Chip and memory", "info", detail)
 
 
-def check_threads(env: dict[str, Any]) -> Check:
+def check_threads(env: EnvFields) -> Check:
     """Oversubscribed CPU threads make every CPU-side op slower (PyTorch's CPU threading notes)."""
     title, omp = "CPU threads", env.get("omp_num_threads")
     threads, logical = env.get("torch_threads"), env.get("cores_logical")
@@ -336,13 +337,13 @@ def check_threads(env: dict[str, Any]) -> Check:
     return Check("threads", title, "ok", detail)
 
 
-CHECKS: tuple[Callable[[dict[str, Any]], Check], ...] = (
+CHECKS: tuple[Callable[[EnvFields], Check], ...] = (
     check_python, check_torch, check_numpy, check_mps, check_cuda,
     check_mps_fallback, check_mps_watermarks, check_hardware, check_threads,
 )
 
 
-def run_checks(env: dict[str, Any] | None = None) -> list[Check]:
+def run_checks(env: EnvFields | None = None) -> list[Check]:
     """Every check over ``env`` (collected here when None); a crashing check reports itself."""
     if env is None:
         env = collect_for_doctor()
@@ -356,7 +357,7 @@ def run_checks(env: dict[str, Any] | None = None) -> list[Check]:
     return results
 
 
-def collect_for_doctor() -> dict[str, Any]:
+def collect_for_doctor() -> EnvFields:
     """The environment, importing torch safely first.
 
     A non-numeric ``PYTORCH_ENABLE_MPS_FALLBACK`` can abort ``import torch`` on a Mac (torch
@@ -398,7 +399,7 @@ def summary(checks: list[Check]) -> dict[str, int]:
     return {status: sum(1 for c in checks if c.status == status) for status in STATUSES}
 
 
-def to_json(checks: list[Check], env: dict[str, Any]) -> dict[str, Any]:
+def to_json(checks: list[Check], env: EnvFields) -> dict[str, Any]:
     """The machine-readable report (``mpsprof doctor --json``)."""
     worst = max((c.status for c in checks), key=_RANK.__getitem__, default="ok")
     return {
@@ -422,7 +423,7 @@ def _markdown_text(text: str, color: bool) -> Any:
     return out
 
 
-def render_text(checks: list[Check], env: dict[str, Any] | None = None, *,
+def render_text(checks: list[Check], env: EnvFields | None = None, *,
                 color: bool | None = None, width: int | None = None) -> str:
     """A table for people: coloured on a terminal, plain (Markdown fixes intact) in a pipe."""
     from rich.table import Table

@@ -15,10 +15,12 @@ import operator as op
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any
 
 from simpleeval import EvalWithCompoundTypes, NumberTooHigh, safe_add, safe_mult
 
+_regex: ModuleType | None
 try:  # Python's re cannot be interrupted: a backtracking regex could hang the run
     import regex as _regex
 except ImportError:  # pragma: no cover - a dependency; without it matches() is refused

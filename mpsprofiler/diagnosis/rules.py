@@ -16,6 +16,7 @@ import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import yaml
 from yaml.composer import ComposerError
@@ -230,8 +231,8 @@ class _Loader(yaml.SafeLoader):
         self._count = 0
         self._depth = 0
 
-    def compose_node(self, parent: Node | None, index: object) -> Node | None:  # type: ignore[override]
-        event = self.peek_event()
+    def compose_node(self, parent: Node | None, index: Any) -> Node | None:
+        event: Any = self.peek_event()  # an AliasEvent has a start_mark, whatever the stubs say
         if isinstance(event, yaml.AliasEvent):
             raise ComposerError(None, None, "YAML aliases (*name) are not allowed in rule files",
                                 event.start_mark)  # fmt: skip
@@ -258,9 +259,9 @@ def _parse(data: bytes | str, path: Path | None, errors: list[RuleError]) -> lis
         try:
             text = data.decode("utf-8-sig")
         except UnicodeDecodeError as exc:
-            before = data[: exc.start]
-            line = before.count(b"\n") + 1
-            col = exc.start - (before.rfind(b"\n") + 1) + 1
+            head = data[: exc.start]
+            line = head.count(b"\n") + 1
+            col = exc.start - (head.rfind(b"\n") + 1) + 1
             err(line, col, f"not UTF-8 (byte 0x{data[exc.start]:02x}); save the file as UTF-8")
             return []
     else:
@@ -378,7 +379,7 @@ def _text(name: str, node: Node, err: _ErrFn) -> str | None:
 
 def _texts(name: str, node: Node, err: _ErrFn) -> list[tuple[str, Node]]:
     """A list of text items; a single item may be written without brackets."""
-    out = []
+    out: list[tuple[str, Node]] = []
     for sub in node.value if isinstance(node, SequenceNode) else [node]:
         if isinstance(sub, ScalarNode) and sub.tag == _STR and sub.value.strip():
             out.append((sub.value.strip(), sub))

@@ -164,7 +164,7 @@ def _run_dir_plans(run_dir: Path, change: dict, args: argparse.Namespace):
     loaded = load_runs([run_dir])
     target = target_from_session(loaded.session, args.cwd)
     if change:
-        todo = [(change, None)]
+        todo: list[tuple[dict[str, Any], str | None]] = [(change, None)]
     else:
         from ..diagnosis import diagnose
 
@@ -210,8 +210,9 @@ def render_result(r: dict[str, Any]) -> str:
         from .stats import median
 
         am, bm = median(a), median(b)
-        lines.append(f"  step time   as written {am * 1000:.1f} ms   with the change {bm * 1000:.1f} ms   "
-                     f"(medians of {len(a)} runs x {r.get('steps')} steps)")
+        if am is not None and bm is not None:  # runs without a steady step have no median
+            lines.append(f"  step time   as written {am * 1000:.1f} ms   with the change {bm * 1000:.1f} ms   "
+                         f"(medians of {len(a)} runs x {r.get('steps')} steps)")
     mem = r.get("memory") or {}
     for key, name in (("peak_rss", "peak RSS"), ("peak_device", "device peak")):
         x, y = mem.get(f"a_{key}"), mem.get(f"b_{key}")

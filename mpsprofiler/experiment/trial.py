@@ -208,7 +208,7 @@ class Trial:
     def result(self, seconds: float) -> dict[str, Any]:
         a = {o.pair: o for o in self.outcomes if o.arm == "A" and o.status in OK}
         b = {o.pair: o for o in self.outcomes if o.arm == "B" and o.status in OK}
-        pairs = [(a[p].median_s, b[p].median_s) for p in sorted(a) if p in b and a[p].median_s and b[p].median_s]
+        pairs = [(a_s, b_s) for p in sorted(a) if p in b and (a_s := a[p].median_s) and (b_s := b[p].median_s)]
         failed = [o for o in self.outcomes if o.status not in OK]
         sp = stats.speedup(pairs) if len(pairs) >= 2 else None
         out: dict[str, Any] = {

@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from .. import events
 from ..events.payloads import ExitFields, RunFields
@@ -128,18 +128,17 @@ class RunController:
         relay = None
         if spec.capture_output:
             stdin = subprocess.DEVNULL
-            out_file = None
+            opened: tuple[IO[bytes], Path] | None = None
             if spec.run_dir is not None and self.recorder.active:
                 try:  # a new file, never one planted in the directory (or a symlink)
-                    out_file = open_new(spec.run_dir / OUTPUT_FILE, append=True)
-                    self.output_path = spec.run_dir / OUTPUT_FILE
+                    opened = (open_new(spec.run_dir / OUTPUT_FILE, append=True), spec.run_dir / OUTPUT_FILE)
                 except OSError:
-                    out_file = None
-            if out_file is None:
+                    opened = None
+            if opened is None:
                 fd, name = tempfile.mkstemp(prefix="mpsprof-output-", suffix=".log")
-                out_file = os.fdopen(fd, "ab")
-                self.output_path = Path(name)
-            relay = self.output = OutputRelay(self.output_path, out_file)
+                opened = (os.fdopen(fd, "ab"), Path(name))
+            out_file, self.output_path = opened
+            relay = self.output = OutputRelay(opened[1], out_file)
             stdout = stderr = relay.write_fd
         # A terminal delivers Ctrl-C to its whole foreground group, the child included:
         # then the child shares our group and we do not forward SIGINT (it would arrive

@@ -38,8 +38,8 @@ def run_headless(spec: RunSpec, rule_dirs: list[Path]) -> tuple[int, Session, Fi
         controller.start()
         code = controller.wait()
     finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
     finished = finish_run(session, rule_dirs, spec.run_dir, controller.recorder.error)
     if finished.diagnosis_error:
         sys.stderr.write(f"mpsprof: {finished.diagnosis_error}\n")

@@ -88,6 +88,8 @@ class OutputRelay:
                 if echo:  # the real stdout: the app may have replaced sys.stdout meanwhile
                     try:
                         out = sys.__stdout__
+                        if out is None:  # no stdout at all (pythonw): nothing to echo on
+                            raise AttributeError("no stdout")
                         out.buffer.write(data)
                         out.flush()
                     except Exception:  # noqa: BLE001 - this thread must keep reading, whatever happens

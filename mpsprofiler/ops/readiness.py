@@ -142,9 +142,9 @@ def classify_with_keys(entries: Iterable[Mapping[str, Any]]) -> tuple[dict[str, 
     evidence = {}
     for name, status in statuses.items():
         if status == CPU_FALLBACK:
-            entry = decided_by(name)
-            via = "" if entry == name else f" (structured_delegate `{entry}`)"
-            evidence[name] = f"{via}: dispatch {found_keys.get(entry, '?')}"
+            decider = decided_by(name)
+            via = "" if decider == name else f" (structured_delegate `{decider}`)"
+            evidence[name] = f"{via}: dispatch {found_keys.get(decider, '?')}"
     return statuses, evidence
 
 

@@ -29,6 +29,7 @@ import os
 import sys
 import weakref
 from collections.abc import Callable
+from types import FrameType
 from typing import Any
 
 MAX_SITES = 256
@@ -55,7 +56,7 @@ def install(on_backward: Callable[[Any, float, float, bool], None], clock: Calla
     gradient after the site's last pass, that gradient's version counter then)."""
 
     def site_of() -> Any:
-        frame = sys._getframe(3)
+        frame: FrameType | None = sys._getframe(3)
         while frame is not None and frame.f_code.co_filename.startswith((torch_dir, own_dir)):
             frame = frame.f_back
         if frame is None:
@@ -76,7 +77,7 @@ def install(on_backward: Callable[[Any, float, float, bool], None], clock: Calla
             site = site_of()
             watched = watch.get(site)
             param = watched[0]() if watched is not None else None
-            if param is None:
+            if watched is None or param is None:
                 ref = _leaf_of(t_outputs)
                 watch[site] = (ref, None, -1)
                 return site, True, ref, started

@@ -196,7 +196,7 @@ def main(argv: list[str] | None = None) -> None:
             _run_main_module(module, alter_argv=True)
         elif runnable:
             _run_main_module("__main__", alter_argv=False)
-        else:
+        elif script is not None:  # always, without -m
             _run_file(script)
     except SystemExit:
         if probe is not None:

@@ -105,11 +105,11 @@ class CompileWatch:
             return result
 
         wrapper = functools.wraps(original)(hide_from_warnings(compile))
-        torch.compile = wrapper  # type: ignore[assignment]
+        torch.compile = wrapper
 
         def uninstall() -> None:
             if getattr(torch, "compile", None) is wrapper:
-                torch.compile = original  # type: ignore[assignment]
+                torch.compile = original
 
         return uninstall
 

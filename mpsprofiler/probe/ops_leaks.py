@@ -215,7 +215,7 @@ class LeakTracker:
 def _spans(root: Any, seq_ref: int) -> bool:
     """Whether the graph from ``root`` holds nodes made both before and after ``seq_ref``."""
     before = after = False
-    todo, seen = deque([root]), set()
+    todo, seen = deque([root]), set[int]()
     while todo and len(seen) < MAX_NODES:
         node = todo.popleft()  # breadth first: a chained accumulation is one hop from the root
         if node is None or id(node) in seen:
@@ -283,4 +283,4 @@ def _assignment_line(file: str, name: str, code: Any) -> int | None:
     # a line that accumulates numbers (`x += loss.item()`) cannot hold a graph: prefer others
     numbers = re.compile(r"\.item\(\)|\bfloat\(|\.detach\(\)|\.tolist\(\)")
     tensors = [n for n in found if not numbers.search(lines[n - 1])]
-    return (tensors or found or [None])[0]
+    return (tensors or found)[0] if found else None

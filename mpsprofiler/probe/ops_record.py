@@ -259,7 +259,7 @@ class StepRecord:
              "dtypes": sorted({str(d).replace("torch.", "") for d in agg.dtypes}), **_site_fields(agg.site)}
             for (op, module), agg in items[:MAX_OPS_SENT]
         ]  # fmt: skip
-        syncs = []
+        syncs: list[dict[str, Any]] = []
         for (skind, op, module, file, line, device), calls in self.syncs.items():
             if device == "cpu" and kind != "cpu":
                 continue  # a CPU tensor on an accelerator run: nothing to wait for

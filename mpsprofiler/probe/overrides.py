@@ -79,7 +79,7 @@ class Overrides:
 
         __init__.__wrapped__ = original  # type: ignore[attr-defined]
         # torch's stacklevel=2 warnings in DataLoader.__init__ keep naming the script's line
-        DataLoader.__init__ = hide_from_warnings(__init__)  # type: ignore[method-assign]
+        DataLoader.__init__ = hide_from_warnings(__init__)  # type: ignore[method-assign,assignment]
 
         def uninstall() -> None:
             DataLoader.__init__ = original  # type: ignore[method-assign]
@@ -160,13 +160,13 @@ class Overrides:
         overrides = self
         told: list[int] = []
 
-        def set_num_threads(n: int) -> None:
+        def set_num_threads(nthreads: int) -> None:  # torch's own parameter name
             if os.getpid() != overrides._pid:
-                return original(n)  # DataLoader workers set their own: leave them
-            if n != threads and not told:
-                told.append(n)
+                return original(nthreads)  # DataLoader workers set their own: leave them
+            if nthreads != threads and not told:
+                told.append(nthreads)
                 overrides._override("torch.num_threads", {},
-                                    [{"setting": f"the script's set_num_threads({n})",
+                                    [{"setting": f"the script's set_num_threads({nthreads})",
                                       "reason": f"kept at {threads} (--set torch.num_threads)"}])
             return original(threads)
 

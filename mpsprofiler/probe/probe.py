@@ -345,8 +345,8 @@ class Probe:
 
         # torch's warnings inside them (pin_memory without an accelerator, an
         # IterableDataset's wrong length) must name torch's caller, not these wrappers
-        base.__next__ = hide_from_warnings(__next__)  # type: ignore[method-assign]
-        base.__init__ = hide_from_warnings(__init__)  # type: ignore[method-assign]
+        base.__next__ = hide_from_warnings(__next__)  # type: ignore[method-assign,assignment]
+        base.__init__ = hide_from_warnings(__init__)  # type: ignore[method-assign,assignment]
 
         def uninstall() -> None:
             base.__next__ = orig_next  # type: ignore[method-assign]

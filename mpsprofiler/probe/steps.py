@@ -323,7 +323,7 @@ class StepTracker:
         runq1 = clock.runq() if runq0 is not None else None
         runq = None if runq1 is None or runq0 is None else max(0.0, runq1 - runq0)
         idle = self._read_idle() if self._event_pending else None
-        fetch = [wait, cpu, runq, 1 if got_batch else 0, idle]
+        fetch: list[Any] = [wait, cpu, runq, 1 if got_batch else 0, idle]
         if (self.mode == "optimizer" and self._seen) or (self.mode in ("none", "backward") and self._bwd_seen):
             # after an optimizer step (or backward pass) of an iteration not yet closed:
             # most likely the next step's batch, held until the next one says which

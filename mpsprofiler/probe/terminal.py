@@ -145,7 +145,7 @@ class TerminalLoan:
                 debugger.stdin, debugger.stdout, debugger.use_rawinput = saved
                 loan.release()
 
-        pdb.Pdb.interaction = interaction  # type: ignore[method-assign]
+        pdb.Pdb.interaction = interaction  # type: ignore[method-assign,assignment]
 
 
 def _open_tty() -> tuple[Any, int]:

@@ -15,6 +15,7 @@ from typing import Any
 
 from .. import __version__
 from ..diagnosis.findings import severity_rank
+from ..events.payloads import Frame
 from ..redact import redact_argv
 from ..session.session import Session
 from ..session.steps import signal_words
@@ -90,7 +91,7 @@ def recording_problems(summary: dict[str, Any]) -> list[str]:
 
 
 def started_text(session: Session) -> str:
-    started = session.run.get("started")
+    started: Any = session.run.get("started")  # a recording may hold anything: float() decides
     try:
         when = _dt.datetime.fromtimestamp(float(started), tz=_dt.timezone.utc)
     except (TypeError, ValueError, OverflowError, OSError):
@@ -349,7 +350,7 @@ def clip(text: str, limit: int) -> str:
 
 
 # -- crash -------------------------------------------------------------------------
-def crash_frames(session: Session, limit: int = 12) -> list[dict[str, Any]]:
+def crash_frames(session: Session, limit: int = 12) -> list[Frame]:
     """The innermost frames of the crash, user frames marked (a traceback, shortened)."""
     if session.crash is None:
         return []

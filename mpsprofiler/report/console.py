@@ -29,7 +29,9 @@ def render_console(summary: dict[str, Any], findings: Iterable[Any] = (), run_di
         status += f" (killed by {exit_info['signal']})"
     elif exit_info.get("returncode"):
         status += f" (exit status {exit_info['returncode']})"
-    recording = summary.get("recording") if isinstance(summary.get("recording"), dict) else {}
+    recording = summary.get("recording")
+    if not isinstance(recording, dict):
+        recording = {}
     problems = [str(p) for p in recording.get("problems") or []] if isinstance(recording.get("problems"), list) else []
     if problems:
         status += ", recording incomplete"

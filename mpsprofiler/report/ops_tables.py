@@ -80,7 +80,9 @@ def ops_tables(session: Session, data: dict[str, Any] | None = None) -> list[Tab
         tables.append(_ops_table("Host-device synchronisations", syncs,
                                  [("Kind", "kind"), ("Op", "op"), ("Where", where), ("Code", "code"),
                                   ("Calls / step", "calls_per_step"), ("Predicted", "predicted")], numeric={4}))
-    f64 = data.get("float64") if isinstance(data.get("float64"), dict) else {}
+    f64 = data.get("float64")
+    if not isinstance(f64, dict):
+        f64 = {}
     sites = _records(f64.get("sites"))
     if sites:
         tables.append(_ops_table(f"float64 sites ({f64.get('calls', 0)} calls, {f64.get('per_step', 0)} per step)",

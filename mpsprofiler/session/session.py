@@ -218,7 +218,7 @@ class Session:
         self.leaks.feed(cast(LeaksFields, data))
 
     def _on_exception(self, ts: float, data: dict[str, Any]) -> None:
-        frames: list[Frame] = [f for f in data.get("frames") or [] if isinstance(f, dict)]
+        frames = [cast(Frame, f) for f in data.get("frames") or [] if isinstance(f, dict)]
         self.crash = CrashInfo(
             type=str(data.get("type", "Exception")), module=str(data.get("module", "")),
             message=str(data.get("message", "")), frames=frames, ts=ts,

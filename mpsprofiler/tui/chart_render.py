@@ -56,7 +56,7 @@ def nice_ticks(lo: float, hi: float, count: int = 5, integer: bool = False) -> l
     if integer:
         step = max(1.0, round(step)) if step >= 1 else 1.0
     first = math.floor(lo / step + 1e-9) * step
-    ticks = []
+    ticks: list[float] = []
     value = first
     while value < hi - 1e-9 * step or not ticks:
         ticks.append(value)
@@ -141,9 +141,10 @@ def render_chart(width: int, height: int, xs: Sequence[float], series: Sequence[
     for s, tops in zip([s for s in series if s.area], stacked_tops, strict=True):
         stacked = _hold(bucket_max(xs, tops, x0, x1, cols))
         for c in range(cols):
-            if stacked[c] is None:
+            value = stacked[c]
+            if value is None:
                 continue
-            top = max(0.0, min(1.0, (stacked[c] - y0) / yspan)) * rows * 8
+            top = max(0.0, min(1.0, (value - y0) / yspan)) * rows * 8
             bottom = base[c]
             if top <= bottom:
                 continue
@@ -278,7 +279,7 @@ def _style(cache: dict, key: tuple[RGB | None, RGB | None]) -> Style | None:
     style = cache.get(key, False)
     if style is False:
         style = cache[key] = Style(color=_rgb(key[0]), bgcolor=_rgb(key[1]))
-    return style  # type: ignore[return-value]
+    return style
 
 
 def _rgb(color: RGB | None) -> str | None:

@@ -63,6 +63,8 @@ class TerminalLender:
         lines = recent.decode("utf-8", "replace").split("\n")[-16:]
         try:
             out = sys.__stdout__
+            if out is None:  # no stdout at all (pythonw): nothing to show it on
+                raise AttributeError("no stdout")
             out.write("\n── mpsprof: the script reads the terminal (input / breakpoint); "
                       "the view comes back when it is done ──\n")
             out.write("\n".join(lines))

@@ -6,12 +6,13 @@ import math
 from typing import Any
 
 from ...devices import kinds as device_kinds
+from ...events.payloads import DataLoaderFields, EnvFields
 from ...session.session import Session
 
 MIB = 1024**2
 
 
-def training_loader(session: Session) -> dict[str, Any] | None:
+def training_loader(session: Session) -> DataLoaderFields | None:
     """The DataLoader that feeds the steps: the one with the most batches, else the first.
 
     The probe does not count batches per loader, so "most batches" is the longest
@@ -26,7 +27,7 @@ def training_loader(session: Session) -> dict[str, Any] | None:
     return session.dataloaders[best_id]
 
 
-def compute_cores(env: dict[str, Any]) -> tuple[int | None, str]:
+def compute_cores(env: EnvFields) -> tuple[int | None, str]:
     """Cores worth filling with work, and what they are.
 
     On Apple silicon the efficiency cores are much slower, so only the performance
@@ -45,7 +46,7 @@ def compute_cores(env: dict[str, Any]) -> tuple[int | None, str]:
     return None, "cores"
 
 
-def start_method(session: Session, loader: dict[str, Any]) -> str | None:
+def start_method(session: Session, loader: DataLoaderFields) -> str | None:
     """How the loader's workers start: its own context, else the platform default."""
     ctx = loader.get("multiprocessing_context")
     if ctx:

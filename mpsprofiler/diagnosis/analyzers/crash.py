@@ -11,6 +11,7 @@ import os
 import re
 from typing import Any
 
+from ...events.payloads import Frame
 from ...resources import is_own_file
 from ...session.session import CrashInfo, Session
 from ...units import fmt_bytes
@@ -71,7 +72,7 @@ def classify(crash_type: str, message: str) -> str:
     return "other"
 
 
-def user_frame(crash: CrashInfo) -> dict[str, Any] | None:
+def user_frame(crash: CrashInfo) -> Frame | None:
     """The innermost frame in the user's code, skipping mpsprofiler's own hooks."""
     for frame in reversed(crash.frames):
         if frame.get("user") and not is_own_file(str(frame.get("file", ""))):

@@ -12,6 +12,7 @@ from __future__ import annotations
 from statistics import median
 from typing import Any
 
+from ...events.payloads import DataLoaderFields
 from ...session.session import Session
 from ...session.steps import StepPoint
 from . import loader_profile
@@ -94,7 +95,7 @@ def dataloader_facts(session: Session) -> dict[str, Any]:
     return facts
 
 
-def _settings(loader: dict[str, Any], workers: int | None) -> str:
+def _settings(loader: DataLoaderFields, workers: int | None) -> str:
     """The loader's relevant arguments as written in code (prefetch only applies with workers)."""
     parts = [f"num_workers={workers}"]
     if workers:
@@ -142,7 +143,7 @@ def _low_share(kept: list[StepPoint], steps: Any) -> float | None:
     return min(w1 / d1, w2 / d2)
 
 
-def _profile(session: Session, loader: dict[str, Any], workers: int, kept: list[StepPoint]) -> dict[str, Any]:
+def _profile(session: Session, loader: DataLoaderFields, workers: int, kept: list[StepPoint]) -> dict[str, Any]:
     """How the loader spends a batch, and the suggestion that follows (see the modules)."""
     fig = loader_profile.measure(session, kept, late=True)
     dataset = loader.get("dataset")
@@ -167,14 +168,14 @@ def _profile(session: Session, loader: dict[str, Any], workers: int, kept: list[
     length = _opt_int(loader.get("len"))
     total = session.steps.total_batches
     per_start = max(length, total) if loader.get("persistent_workers") and length else (length or total)
-    method = start_method(session, dict(loader, num_workers=max(1, workers)))
+    method = start_method(session, {**loader, "num_workers": max(1, workers)})
     out.update(advise(fig, bound, workers, train, training_cores, cores, what, batch_size, available,
                       worker_bytes, logical, per_start, method))
     return out
 
 
 def _respawn(
-    session: Session, loader: dict[str, Any], workers: int | None
+    session: Session, loader: DataLoaderFields, workers: int | None
 ) -> tuple[dict[str, Any], set[int]]:
     """Workers re-started at every epoch: measurable once a loader was iterated twice.
 

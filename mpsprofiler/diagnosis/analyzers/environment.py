@@ -52,7 +52,9 @@ def environment_facts(session: Session) -> dict[str, Any]:
     torch_version = env.get("torch")
     macos = env.get("macos_version")
     needed = mps_min_macos(torch_version)
-    pyenv = env.get("pytorch_env") if isinstance(env.get("pytorch_env"), dict) else {}
+    pyenv = env.get("pytorch_env")
+    if not isinstance(pyenv, dict):
+        pyenv = {}
     facts: dict[str, Any] = {
         "is_macos": is_macos,
         "macos_version": macos,
@@ -89,7 +91,7 @@ def _why_no_mps(f: dict[str, Any]) -> str | None:
     return "torch has MPS, but no Metal device is reachable (a sandbox, VM or remote session without GPU access)"
 
 
-def _watermark(pyenv: dict[str, Any]) -> dict[str, Any]:
+def _watermark(pyenv: dict[str, str]) -> dict[str, Any]:
     raw = pyenv.get("PYTORCH_MPS_HIGH_WATERMARK_RATIO")
     ratio = high_watermark_ratio({"PYTORCH_MPS_HIGH_WATERMARK_RATIO": str(raw)} if raw is not None else {})
     current = 0.0 if ratio is None else ratio

@@ -218,10 +218,10 @@ def classify(fig: LoaderFigures, workers: int, dataset: str | None, batch_size: 
     # workers build the batches; the training thread only receives them
     if fig.wait_cpu is not None and fig.wait_cpu >= CPU_BOUND_SHARE * fig.wait:
         return "ipc"  # receiving (unpickling, copying) is the cost, not producing
-    cpu = fig.worker_cpu_per_batch()
-    if cpu is not None and dataset in IN_MEMORY_DATASETS and cpu / per_batch * 1e6 < IPC_SAMPLE_US:
+    worker_cpu = fig.worker_cpu_per_batch()
+    if worker_cpu is not None and dataset in IN_MEMORY_DATASETS and worker_cpu / per_batch * 1e6 < IPC_SAMPLE_US:
         return "ipc"
-    if cpu is not None and free is not None and train > 0 and cpu / train > free:
+    if worker_cpu is not None and free is not None and train > 0 and worker_cpu / train > free:
         return "cpu"  # more loading than the free cores can do, however quiet the machine
     wait = fig.wait * fig.per_batch
     split = fig.worker_wait_split()

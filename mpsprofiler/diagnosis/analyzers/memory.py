@@ -121,7 +121,7 @@ def _interp(t: float, ts: Sequence[float], xs: Sequence[float]) -> float:
     return xs[k - 1] + (xs[k] - xs[k - 1]) * (t - t0) / (t1 - t0)
 
 
-def _consistent(pts: list[tuple[float, float]]) -> Growth | None:
+def _consistent(pts: Sequence[tuple[float, float]]) -> Growth | None:
     trend = robust.trend([p[0] for p in pts], [p[1] for p in pts])
     if trend is None:
         return None

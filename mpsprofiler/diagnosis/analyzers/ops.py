@@ -9,10 +9,11 @@ the MPS kernel table of the installed torch (:mod:`mpsprofiler.ops.readiness`).
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from ...devices.kinds import normalize_device
+from ...events.payloads import EnvFields
 from ...ops.readiness import MpsKernelTable, default_table
 from ...session.ops import OTHER, OpRow, OpStats, SyncRow
 from ...session.session import Session
@@ -120,7 +121,7 @@ def _layer_on_cpu(stats: OpStats, kind: str) -> dict[str, Any]:
             "layer_on_cpu_count": len(per_module), "layer_on_cpu_source": "cpu_ops"}  # fmt: skip
 
 
-def _env_flag(env: dict[str, Any], name: str) -> str | None:
+def _env_flag(env: Mapping[str, Any], name: str) -> str | None:
     for source in (env, env.get("env_vars"), env.get("vars"), env.get("pytorch_env")):
         if isinstance(source, dict) and isinstance(source.get(name), str):
             return source[name]
@@ -128,7 +129,7 @@ def _env_flag(env: dict[str, Any], name: str) -> str | None:
 
 
 def ops_facts(
-    ops: OpStats, device_kind: str, env: dict[str, Any] | None = None, table: MpsKernelTable | None = None
+    ops: OpStats, device_kind: str, env: EnvFields | None = None, table: MpsKernelTable | None = None
 ) -> dict[str, Any]:
     """Flat facts for rules; empty when no step was sampled."""
     if ops.sampled_steps == 0:

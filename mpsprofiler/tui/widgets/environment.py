@@ -3,6 +3,7 @@ the state of the rule files (a broken user rule says so here instead of failing)
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from rich.console import Group
@@ -13,6 +14,7 @@ from textual.containers import Horizontal, VerticalScroll
 from textual.widget import Widget
 from textual.widgets import Static
 
+from ...events.payloads import EnvFields
 from ...units import fmt_bytes
 from ..safe import finite, fmt_count, raw
 from ..state import RunState
@@ -122,15 +124,16 @@ def _value(key: str, value: Any) -> Text:
     return Text(str(value))
 
 
-def env_table(env: dict[str, Any]) -> Table | Text:
+def env_table(env: EnvFields) -> Table | Text:
     if not env:
         return Text("not reported yet", style="dim")
     table = Table.grid(padding=(0, 2))
     table.add_column(style="dim", no_wrap=True)
     table.add_column(overflow="fold")
+    fields: Mapping[str, Any] = env  # read by the names in ENV_ROWS
     for key, label in ENV_ROWS:
-        if key in env and not (env[key] is None and key in ("macos_version", "cores_performance", "cuda_device_name", "torch_cuda")):
-            table.add_row(label, _value(key, env[key]))
+        if key in fields and not (fields[key] is None and key in ("macos_version", "cores_performance", "cuda_device_name", "torch_cuda")):
+            table.add_row(label, _value(key, fields[key]))
     variables = env.get("pytorch_env") or {}
     if variables:
         items = variables.items() if isinstance(variables, dict) else []
@@ -140,7 +143,7 @@ def env_table(env: dict[str, Any]) -> Table | Text:
     return table
 
 
-def doctor_table(env: dict[str, Any]) -> Table | Text:
+def doctor_table(env: EnvFields) -> Table | Text:
     if not env:
         return Text("waiting for the environment facts…", style="dim")
     from ...doctor import run_checks

@@ -12,6 +12,7 @@ from textual.content import Content
 from textual.widget import Widget
 from textual.widgets import Label
 
+from ...events.payloads import RunFields
 from ...units import fmt_pct
 from ..state import RunState, fmt_clock
 
@@ -131,7 +132,7 @@ def _needs_layout(label: Label, width: int) -> bool:
     return width < laid - SHRINK_SLACK and laid > floor + SHRINK_SLACK
 
 
-def script_line(run: dict, fallback: str) -> str:
+def script_line(run: RunFields, fallback: str) -> str:
     argv = run.get("argv")
     argv = argv if isinstance(argv, list) else []
     args = " ".join(shlex.quote(str(a)) for a in argv[1:])

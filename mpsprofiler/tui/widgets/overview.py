@@ -120,6 +120,6 @@ def figures_table(state: RunState) -> Table:
     model = session.model
     if model.get("parameters"):
         dtypes = model.get("dtypes") or []
-        dtypes = ", ".join(str(d) for d in dtypes) if isinstance(dtypes, list) else str(dtypes)
-        table.add_row("params", raw(f"{fmt_count(model['parameters'])} {dtypes}"))
+        dtype_text = ", ".join(str(d) for d in dtypes) if isinstance(dtypes, list) else str(dtypes)
+        table.add_row("params", raw(f"{fmt_count(model['parameters'])} {dtype_text}"))
     return table

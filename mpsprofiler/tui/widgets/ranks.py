@@ -122,7 +122,7 @@ class RankSplit(Widget):
             self.rows, self.straggler = rows, straggler
             self.refresh(layout=True)
 
-    def get_content_height(self, container, viewport, width: int) -> int:  # type: ignore[override]
+    def get_content_height(self, container, viewport, width: int) -> int:
         return max(1, len(self.rows))
 
     def render(self) -> RenderResult:
