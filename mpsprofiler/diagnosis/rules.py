@@ -232,10 +232,10 @@ class _Loader(yaml.SafeLoader):
         self._depth = 0
 
     def compose_node(self, parent: Node | None, index: Any) -> Node | None:
-        event: Any = self.peek_event()  # an AliasEvent has a start_mark, whatever the stubs say
+        event: Any = self.peek_event()  # type: ignore[no-untyped-call]  # untyped in types-PyYAML
         if isinstance(event, yaml.AliasEvent):
-            raise ComposerError(None, None, "YAML aliases (*name) are not allowed in rule files",
-                                event.start_mark)  # fmt: skip
+            mark: Any = event.start_mark  # the stubs' Mark union: this pure-Python loader makes yaml.error.Mark
+            raise ComposerError(None, None, "YAML aliases (*name) are not allowed in rule files", mark)
         self._count += 1
         if self._count > MAX_NODES:
             raise ComposerError(None, None, f"more than {MAX_NODES} YAML nodes", event.start_mark)
@@ -372,7 +372,7 @@ def _text(name: str, node: Node, err: _ErrFn) -> str | None:
     if isinstance(node, ScalarNode) and node.tag == _STR:
         if not node.value.strip():
             err(node, f"'{name}' is empty")
-        return node.value
+        return str(node.value)
     err(node, f"'{name}' must be text, not {_describe(node)}; quote the value")
     return None
 

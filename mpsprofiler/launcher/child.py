@@ -77,7 +77,7 @@ class RunController:
         self.process: subprocess.Popen[bytes] | None = None
         self.output_path: Path | None = None
         self.output: OutputRelay | None = None
-        self.on_terminal: Callable[[bool], None] | None = None
+        self.on_terminal: Callable[[bool], object] | None = None
         """TUI mode: the script asks for the terminal (True) or is done with it (False)."""
         """TUI mode: the script's stdout/stderr, relayed to ``output.log`` and the view."""
         self._reader: threading.Thread | None = None

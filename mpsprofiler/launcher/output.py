@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
@@ -28,7 +29,7 @@ class OutputRelay:
         self.path = path
         self.error: str | None = None
         """Why the copy in output.log stopped (said once), or None."""
-        self.on_error = None
+        self.on_error: Callable[[str], object] | None = None
         """Called once, on the relay thread, with :attr:`error`."""
         self.echo = False
         """Also write the output to our own stdout (the view is gone, the script is not)."""

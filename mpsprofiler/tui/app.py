@@ -98,7 +98,7 @@ class MpsprofApp(TryFixMixin, LiveRun, App[None]):
         self.results = results
         self._init_live()
         self._tracker: Any = None
-        self._drawn: dict[str, tuple[int, int, int]] = {}
+        self._drawn: dict[str, tuple[object, ...]] = {}
         self._last_panel_draw = 0.0
         self._last_diagnosis = 0.0
         self._diagnosed_version = -1

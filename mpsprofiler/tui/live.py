@@ -28,7 +28,16 @@ from .terminal_loan import TerminalLender
 from .widgets.log_panel import LogPanel
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
+    from textual.app import App
+
     from ..launcher.child import RunSpec
+    from ..session.session import Session
+
+    _AppBase = App[None]  # the app this is mixed into, for the type checker only
+else:
+    _AppBase = object
 
 TICK = 0.25
 """Seconds between redraws of a live run (at most 4 Hz), and between output reads."""
@@ -40,7 +49,7 @@ never escalated (under python, ``kill -INT`` is one KeyboardInterrupt the script
 catch); SIGTERM / SIGHUP are followed by SIGKILL if the script outlives them by 10 s."""
 
 
-class LiveRun:
+class LiveRun(_AppBase):
     """Mixed into :class:`~.app.MpsprofApp`; inert for a recorded run (no controller)."""
 
     spec: RunSpec | None
@@ -48,6 +57,14 @@ class LiveRun:
     state: RunState
     results: Results | None
     finished: Finished | None
+    session: Session
+    rule_dirs: list[Path]
+
+    if TYPE_CHECKING:  # the app's own, used here
+
+        def _set_findings(self, findings: list[Any], rule_errors: list[Any]) -> None: ...
+
+        def _redraw(self, force: bool = False) -> None: ...
 
     def _init_live(self) -> None:
         self.inbox: EventInbox = EventInbox()

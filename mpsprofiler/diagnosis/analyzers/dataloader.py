@@ -140,7 +140,7 @@ def _low_share(kept: list[StepPoint], steps: Any) -> float | None:
     w2 = sum(p.wait for p in second) + steps.late_wait
     if d1 <= 0 or d2 <= 0:
         return None
-    return min(w1 / d1, w2 / d2)
+    return float(min(w1 / d1, w2 / d2))
 
 
 def _profile(session: Session, loader: DataLoaderFields, workers: int, kept: list[StepPoint]) -> dict[str, Any]:

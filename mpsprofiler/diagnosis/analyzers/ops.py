@@ -123,8 +123,9 @@ def _layer_on_cpu(stats: OpStats, kind: str) -> dict[str, Any]:
 
 def _env_flag(env: Mapping[str, Any], name: str) -> str | None:
     for source in (env, env.get("env_vars"), env.get("vars"), env.get("pytorch_env")):
-        if isinstance(source, dict) and isinstance(source.get(name), str):
-            return source[name]
+        value = source.get(name) if isinstance(source, dict) else None
+        if isinstance(value, str):
+            return value
     return None
 
 
