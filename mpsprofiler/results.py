@@ -11,19 +11,24 @@ import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .events import json_safe
 from .rundir import SUMMARY_FILE, write_text_atomic
 from .session.session import Session
 from .session.summary import summarize
 
+if TYPE_CHECKING:
+    from .diagnosis.findings import Finding
+    from .diagnosis.rules import RuleError
+
 
 @dataclass
 class Results:
     summary: dict[str, Any]
-    findings: list[Any] = field(default_factory=list)
-    rule_errors: list[Any] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
+    rule_errors: list[RuleError | str] = field(default_factory=list)
+    """Problems of the rule files, and why diagnosis failed (text) when it did."""
     experiments: list[dict[str, Any]] = field(default_factory=list)
     """``mpsprof try`` results stored beside the run (``RUN_DIR/experiments.json``)."""
 
@@ -45,7 +50,7 @@ def build_results(session: Session, rule_dirs: Iterable[Path] = ()) -> Results:
         diagnosis = diagnose(session, list(rule_dirs))
     except Exception as exc:  # noqa: BLE001 - the figures are still worth having
         return Results(summary=summary, rule_errors=[f"diagnosis failed: {type(exc).__name__}: {exc}"])
-    return Results(summary=summary, findings=diagnosis.findings, rule_errors=diagnosis.rule_errors)
+    return Results(summary=summary, findings=diagnosis.findings, rule_errors=[*diagnosis.rule_errors])
 
 
 @dataclass

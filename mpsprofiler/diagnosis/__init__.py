@@ -9,24 +9,28 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..session.session import Session
 from .facts import collect_facts
 from .findings import sort_findings
 
+if TYPE_CHECKING:
+    from .findings import Finding
+    from .rules import RuleError, RuleSet
+
 
 @dataclass
 class Diagnosis:
     facts: dict[str, Any]
-    findings: list[Any] = field(default_factory=list)
-    rule_errors: list[Any] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
+    rule_errors: list[RuleError] = field(default_factory=list)
 
 
-_RULESET_CACHE: dict[tuple[str, ...], Any] = {}
+_RULESET_CACHE: dict[tuple[str, ...], RuleSet] = {}
 
 
-def cached_ruleset(rule_dirs: Iterable[Path] = ()) -> Any:
+def cached_ruleset(rule_dirs: Iterable[Path] = ()) -> RuleSet:
     """The builtin rules plus the user's, loaded once per process (live runs re-evaluate)."""
     from .rules import load_builtin_and_user
 
@@ -59,7 +63,7 @@ def diagnose(session: Session, rule_dirs: Iterable[Path] = (), *, provisional: b
     cross = [r for r in ruleset.rules if CROSS_RANK_FACT in getattr(r.condition, "names", ())]
     per_rank = [r for r in ruleset.rules if r not in cross]
     findings = evaluate(cross, facts, session.device_kind)
-    by_rule: dict[str, tuple[Any, list[int]]] = {}
+    by_rule: dict[str, tuple[Finding, list[int]]] = {}
     for rank, sub in sorted(session.ranks.items()):
         for finding in evaluate(per_rank, collect_facts(sub), sub.device_kind):
             first, ranks = by_rule.setdefault(finding.rule, (finding, []))
@@ -72,7 +76,8 @@ def diagnose(session: Session, rule_dirs: Iterable[Path] = (), *, provisional: b
                      rule_errors=[*ruleset.errors, *broken_rules(ruleset)])
 
 
-def _provisional(ruleset: Any, facts: dict[str, Any], device_kind: str | None, confirmed: list[Any]) -> list[Any]:
+def _provisional(ruleset: RuleSet, facts: dict[str, Any], device_kind: str | None,
+                 confirmed: list[Finding]) -> list[Finding]:
     from .engine import evaluate
 
     steps = facts.get("steady_steps")

@@ -10,9 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..settings import describe
+
+if TYPE_CHECKING:
+    from ..diagnosis.findings import Finding
 
 
 @dataclass
@@ -72,7 +75,7 @@ FIXES: dict[str, Callable[[dict[str, Any]], dict[str, Any] | None]] = {
 }
 
 
-def candidate_for(finding: Any, facts: dict[str, Any] | None = None) -> Candidate | None:
+def candidate_for(finding: Finding | dict[str, Any], facts: dict[str, Any] | None = None) -> Candidate | None:
     """The change that applies ``finding``'s fix, or None when it needs a code edit.
 
     A finding carries the facts of its condition, title and evidence; the values its fix

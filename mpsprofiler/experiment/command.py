@@ -14,11 +14,14 @@ import signal
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..settings import HELP, SettingError, describe, parse_settings
 from ..units import fmt_bytes
 from .trial import Target, Trial, TrialConfig, fmt_x
+
+if TYPE_CHECKING:
+    from ..session.session import Session
 
 EXIT_INTERRUPTED = 130
 
@@ -182,7 +185,7 @@ def _run_dir_plans(run_dir: Path, change: dict, args: argparse.Namespace):
     return plans, run_dir
 
 
-def target_from_session(session: Any, cwd: Path | None = None) -> Target:
+def target_from_session(session: Session, cwd: Path | None = None) -> Target:
     """The recorded run's script, arguments, directory and ``--set`` (raises TryUsageError)."""
     run = session.run
     if not run.get("target"):

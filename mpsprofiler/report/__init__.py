@@ -14,14 +14,18 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from ..results import Results
+    from ..session.session import Session
 
 
 class Renderer(Protocol):
     name: str
     extension: str
 
-    def render(self, session: Any, results: Any) -> str: ...
+    def render(self, session: Session, results: Results) -> str: ...
 
 
 @dataclass(frozen=True)
@@ -64,7 +68,7 @@ def get_renderer(fmt: str) -> Renderer:
     return renderer
 
 
-def render_report(fmt: str, session: Any, results: Any) -> str:
+def render_report(fmt: str, session: Session, results: Results) -> str:
     """The report of one run in ``fmt``, as text ready to write to a file."""
     return get_renderer(fmt).render(session, results)
 

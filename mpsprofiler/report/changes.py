@@ -6,7 +6,10 @@ report never shows figures of a changed or shortened run without saying so.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..results import Results
 
 
 def cut_text(summary: dict[str, Any]) -> str | None:
@@ -49,7 +52,7 @@ def _value(value: Any) -> str:
     return str(value)
 
 
-def experiment_lines(results: Any, rule: str | None = None) -> list[str]:
+def experiment_lines(results: Results, rule: str | None = None) -> list[str]:
     """``mpsprof try`` results (all, or those trying ``rule``'s fix), one line each."""
     out = []
     for exp in getattr(results, "experiments", None) or []:

@@ -11,7 +11,7 @@ import datetime as _dt
 import shlex
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import __version__
 from ..diagnosis.findings import severity_rank
@@ -21,6 +21,9 @@ from ..session.session import Session
 from ..session.steps import signal_words
 from ..session.summary import rank_rows
 from ..units import finite, fmt_bytes, fmt_pct, fmt_seconds, raw
+
+if TYPE_CHECKING:
+    from ..results import Results
 
 MAX_TABLE_ROWS = 25
 """Op tables and warning lists are cut here: a report is read, not searched."""
@@ -40,7 +43,7 @@ class Table:
 
 
 # -- findings -----------------------------------------------------------------
-def finding_dicts(results: Any) -> list[dict[str, Any]]:
+def finding_dicts(results: Results) -> list[dict[str, Any]]:
     """Findings as dicts, most severe first (stable within a severity)."""
     out = []
     for f in getattr(results, "findings", None) or []:

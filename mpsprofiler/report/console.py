@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..session.steps import signal_words
 from ..units import fmt_bytes, fmt_pct, fmt_seconds
 from .changes import change_lines, cut_text
+
+if TYPE_CHECKING:
+    from ..results import Results
 
 SEVERITY_MARK = {"critical": "CRIT", "warning": "WARN", "info": "info"}
 
@@ -86,7 +89,7 @@ def render_console(summary: dict[str, Any], findings: Iterable[Any] = (), run_di
     return "\n".join(lines)
 
 
-def print_summary(results: Any, run_dir: str | None) -> None:
+def print_summary(results: Results, run_dir: str | None) -> None:
     """Write the end-of-run summary of ``results`` to stderr; a bug here or a closed
     stderr must never cost the run its exit status, so nothing escapes."""
     try:

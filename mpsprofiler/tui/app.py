@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import signal
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
@@ -43,6 +43,11 @@ from .state import RunState
 from .widgets.findings import FindingsPanel
 from .widgets.header import RunHeader
 from .widgets.log_panel import LogPanel
+
+if TYPE_CHECKING:
+    from ..diagnosis.findings import Finding
+    from ..diagnosis.rules import RuleError
+    from ..session.recording import LoadedRun
 
 REDRAW_EVERY = 1.0
 """Seconds between redraws of the header and the visible panel while live: each redraw
@@ -162,7 +167,7 @@ class MpsprofApp(TryFixMixin, LiveRun, App[None]):
         self._tracker.update(diagnosis.findings)
         self._set_findings(self._tracker.findings, diagnosis.rule_errors)
 
-    def _set_findings(self, findings: list[Any], rule_errors: list[Any]) -> None:
+    def _set_findings(self, findings: Sequence[Finding], rule_errors: Sequence[RuleError | str]) -> None:
         self.state.findings = list(findings)
         self.state.rule_errors = list(rule_errors)
         self.state.findings_version += 1
@@ -426,7 +431,7 @@ def _at_terminal() -> bool:
         return False
 
 
-def view_tui(loaded: Any, rule_dirs: list[Path]) -> None:
+def view_tui(loaded: LoadedRun, rule_dirs: list[Path]) -> None:
     """Open a recorded run (``mpsprof view``) in the same app."""
     app = recorded_app(loaded, rule_dirs)
     try:
@@ -435,7 +440,7 @@ def view_tui(loaded: Any, rule_dirs: list[Path]) -> None:
         app.stop_experiment()
 
 
-def recorded_app(loaded: Any, rule_dirs: Iterable[Path] = ()) -> MpsprofApp:
+def recorded_app(loaded: LoadedRun, rule_dirs: Iterable[Path] = ()) -> MpsprofApp:
     results = build_results(loaded.session, list(rule_dirs))
     from ..experiment.store import load_experiments
 

@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ..results import write_text_atomic
+
+if TYPE_CHECKING:
+    from ..results import Results
+    from ..session.session import Session
 
 EXPORTS = ("report.md", "report.html")
 
 
-def export_reports(session: Any, results: Any, run_dir: Path | None) -> tuple[list[Path], str | None]:
+def export_reports(session: Session, results: Results, run_dir: Path | None) -> tuple[list[Path], str | None]:
     """Render and write each report; returns what was written and the first error."""
     if run_dir is None:
         return [], "this run has no run directory to write into"

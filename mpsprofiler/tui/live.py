@@ -28,10 +28,13 @@ from .terminal_loan import TerminalLender
 from .widgets.log_panel import LogPanel
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
     from pathlib import Path
 
     from textual.app import App
 
+    from ..diagnosis.findings import Finding
+    from ..diagnosis.rules import RuleError
     from ..launcher.child import RunSpec
     from ..session.session import Session
 
@@ -62,7 +65,7 @@ class LiveRun(_AppBase):
 
     if TYPE_CHECKING:  # the app's own, used here
 
-        def _set_findings(self, findings: list[Any], rule_errors: list[Any]) -> None: ...
+        def _set_findings(self, findings: Sequence[Finding], rule_errors: Sequence[RuleError | str]) -> None: ...
 
         def _redraw(self, force: bool = False) -> None: ...
 

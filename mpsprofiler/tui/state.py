@@ -14,11 +14,15 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ..session.session import Session
 from ..session.steps import StepPoint
 from .terminal import TerminalBuffer
+
+if TYPE_CHECKING:
+    from ..diagnosis.findings import Finding
+    from ..diagnosis.rules import RuleError
 
 RATE_WINDOW = 10.0
 """Seconds of recent steps the live steps/s figure is measured over."""
@@ -29,8 +33,9 @@ class RunState:
     job: Session
     """The whole run (for a distributed run: rank 0's figures, every rank's crash)."""
     live: bool
-    findings: list[Any] = field(default_factory=list)
-    rule_errors: list[Any] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
+    rule_errors: list[RuleError | str] = field(default_factory=list)
+    """Problems of the rule files, and why diagnosis failed (text) when it did."""
     stopping: bool = False
     started_at: float | None = None
     """``time.monotonic()`` when a live run started; None for recorded runs."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from textual.app import ComposeResult
 from textual.containers import Vertical, VerticalScroll
@@ -13,6 +13,9 @@ from textual.widgets import Markdown, OptionList, Static
 from ..state import RunState
 from .findings_list import FindingsList
 from .quiet import quiet_update
+
+if TYPE_CHECKING:
+    from ...diagnosis.findings import Finding
 
 ICONS = {"critical": "✖", "warning": "▲", "info": "●"}
 MARKDOWN_EVERY = 10.0
@@ -27,7 +30,7 @@ def escape_tags(text: str) -> str:
     return escape_markdown_tags(text)
 
 
-def finding_markdown(finding: Any) -> str:
+def finding_markdown(finding: Finding) -> str:
     """The finding as a Markdown document (the same text a report would show)."""
     meta = [f"**{finding.severity}**", f"`{finding.rule}`"]
     if finding.first_step is not None:

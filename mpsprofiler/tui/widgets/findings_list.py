@@ -4,16 +4,19 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 from textual.widgets import OptionList
 from textual.widgets.option_list import Option
 
+if TYPE_CHECKING:
+    from ...diagnosis.findings import Finding
+
 SEVERITY_STYLE = {"critical": ("✖", "bold red"), "warning": ("▲", "bold yellow"), "info": ("●", "bold blue")}
 
 
-def finding_prompt(finding: Any, compact: bool = False) -> Text:
+def finding_prompt(finding: Finding, compact: bool = False) -> Text:
     icon, style = SEVERITY_STYLE.get(finding.severity, ("•", "bold"))
     text = Text()
     text.append(f"{icon} ", style=style)
