@@ -203,9 +203,18 @@ def _tui_data(session: Session, results: Any) -> None:
     from rich.console import Console
     from rich.markdown import Markdown
 
-    from mpsprofiler.tui import plots
     from mpsprofiler.tui.state import RunState
-    from mpsprofiler.tui.widgets import environment, findings, findings_list, header, memory, ops, overview, warnings
+    from mpsprofiler.tui.widgets import (
+        environment,
+        findings,
+        findings_list,
+        header,
+        memory,
+        ops,
+        overview,
+        plots,
+        warnings,
+    )
 
     state = RunState(session, live=False, findings=list(results.findings), rule_errors=list(results.rule_errors))
     items = [environment.run_table(state), environment.env_table(session.env), environment.doctor_table(session.env),

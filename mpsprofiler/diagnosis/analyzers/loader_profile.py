@@ -206,22 +206,22 @@ def classify(fig: LoaderFigures, workers: int, dataset: str | None, batch_size: 
     if workers == 0:
         if fig.wait_cpu is None:
             return "unknown"
-        cpu, runq = fig.wait_cpu * fig.per_batch, (fig.wait_runq or 0.0) * fig.per_batch
-        blocked = max(0.0, fig.wait * fig.per_batch - cpu - runq)
-        if runq > cpu + blocked and cpu < CHEAP_LOADING * train:
+        own_cpu, runq = fig.wait_cpu * fig.per_batch, (fig.wait_runq or 0.0) * fig.per_batch
+        blocked = max(0.0, fig.wait * fig.per_batch - own_cpu - runq)
+        if runq > own_cpu + blocked and own_cpu < CHEAP_LOADING * train:
             return "contention"  # queued for a core, though loading itself costs little
-        if cpu >= blocked:
-            if dataset in IN_MEMORY_DATASETS or cpu / per_batch * 1e6 < IPC_SAMPLE_US:
+        if own_cpu >= blocked:
+            if dataset in IN_MEMORY_DATASETS or own_cpu / per_batch * 1e6 < IPC_SAMPLE_US:
                 return "ipc"
             return "cpu"
         return "waiting"
     # workers build the batches; the training thread only receives them
     if fig.wait_cpu is not None and fig.wait_cpu >= CPU_BOUND_SHARE * fig.wait:
         return "ipc"  # receiving (unpickling, copying) is the cost, not producing
-    worker_cpu = fig.worker_cpu_per_batch()
-    if worker_cpu is not None and dataset in IN_MEMORY_DATASETS and worker_cpu / per_batch * 1e6 < IPC_SAMPLE_US:
+    cpu = fig.worker_cpu_per_batch()
+    if cpu is not None and dataset in IN_MEMORY_DATASETS and cpu / per_batch * 1e6 < IPC_SAMPLE_US:
         return "ipc"
-    if worker_cpu is not None and free is not None and train > 0 and worker_cpu / train > free:
+    if cpu is not None and free is not None and train > 0 and cpu / train > free:
         return "cpu"  # more loading than the free cores can do, however quiet the machine
     wait = fig.wait * fig.per_batch
     split = fig.worker_wait_split()

@@ -117,7 +117,7 @@ def rank_facts(session: Session) -> dict[str, Any]:
         rank_wait_share_spread=max(r["wait_share"] or 0 for r in timed) - min(r["wait_share"] or 0 for r in timed),
     )
     straggler = None
-    detail = ""
+    cause, excess, detail = "", 0.0, ""  # set with straggler
     work = _work_straggler(timed, job_step)
     if job_step and wait_excess / job_step >= STRAGGLER_SHARE:
         straggler, cause, excess = by_wait, "data wait", wait_excess

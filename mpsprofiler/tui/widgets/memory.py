@@ -15,9 +15,9 @@ from textual.widget import Widget
 from textual.widgets import Static
 
 from ...units import fmt_bytes
-from ..plots import FROM_ZERO, memory_series, system_series, time_range
 from ..state import RunState
 from .charts import LineChart
+from .plots import FROM_ZERO, memory_series, system_series, time_range
 from .quiet import quiet_update
 
 

@@ -11,11 +11,11 @@ from textual.widgets import OptionList, Static
 
 from ...units import fmt_bytes, fmt_pct, fmt_seconds
 from ..messages import ShowFinding
-from ..plots import FROM_ZERO, cpu_series, memory_series, step_series, step_title, time_range
 from ..safe import fmt_count, raw
 from ..state import RunState
 from .charts import LineChart
 from .findings_list import FindingsList
+from .plots import FROM_ZERO, cpu_series, memory_series, step_series, step_title, time_range
 from .quiet import quiet_update
 
 TOP_FINDINGS = 6

@@ -20,9 +20,9 @@ from textual.widgets import DataTable, Static
 from ...session.summary import rank_rows
 from ...units import fmt_bytes, fmt_pct, fmt_seconds
 from ..messages import ShowRank
-from ..plots import FROM_ZERO, rank_step_split, rank_wait_series
 from ..state import RunState
 from .charts import LineChart
+from .plots import FROM_ZERO, rank_step_split, rank_wait_series
 from .quiet import quiet_update
 
 STRAGGLER_RULE = "straggler-rank"

@@ -6,8 +6,8 @@ share an axis, units) are made once and tested without a terminal.
 
 from __future__ import annotations
 
-from ..session.session import Session
-from .widgets.charts import BLUE, CYAN, GREEN, GREY, MAGENTA, ORANGE, RED, Line, YLimits
+from ...session.session import Session
+from .charts import BLUE, CYAN, GREEN, GREY, MAGENTA, ORANGE, RED, Line, YLimits
 
 GIB = 1024**3
 MIB = 1024**2
