@@ -49,7 +49,7 @@ class RunSpec:
     module: bool = False
     run_dir: Path | None = None
     capture_output: bool = False
-    options: dict = field(default_factory=dict)
+    options: dict[str, Any] = field(default_factory=dict)
     torchrun: TorchrunPlan | None = None
     """Distributed: launch through torch.distributed.run with the probe in every rank."""
     env: dict[str, str] = field(default_factory=dict)
@@ -444,7 +444,7 @@ def inherited_fds() -> tuple[int, ...]:
     return tuple(sorted(fds))
 
 
-def _group_kwargs(own_group: bool) -> dict:
+def _group_kwargs(own_group: bool) -> dict[str, Any]:
     """Start the child in its own process group (``process_group`` needs Python 3.11)."""
     if not own_group:
         return {}

@@ -14,6 +14,10 @@ import stat
 import sys
 import tempfile
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import argparse
 
 
 class DistributedUsageError(ValueError):
@@ -39,7 +43,7 @@ def boot_args(target: str, module: bool) -> list[str]:
     return ["-m", "mpsprofiler.probe.boot", *(["-m", target] if module else [target])]
 
 
-def _parser():
+def _parser() -> argparse.ArgumentParser:
     from torch.distributed.run import get_args_parser
 
     return get_args_parser()

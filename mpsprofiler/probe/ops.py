@@ -66,7 +66,7 @@ class _OpMode(TorchDispatchMode):
     """Times each op and hands it to the accountant; returns exactly what ``func`` returns."""
 
     def __init__(self, accountant: OpAccountant) -> None:
-        super().__init__()
+        super().__init__()  # type: ignore[no-untyped-call]  # unannotated in torch
         self._acct = accountant
 
     @classmethod

@@ -86,7 +86,8 @@ class Overrides:
 
         return uninstall
 
-    def _rewrite(self, signature: inspect.Signature, loader: Any, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+    def _rewrite(self, signature: inspect.Signature, loader: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+                 ) -> tuple[tuple[Any, ...], dict[str, Any]]:
         if os.getpid() != self._pid:
             return args, kwargs
         self._created += 1

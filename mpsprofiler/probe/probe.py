@@ -468,11 +468,12 @@ class Probe:
             return
         self._closed = True
         self._send_torch_environment()
-        for name, fn in (
+        finishers: tuple[tuple[str, Callable[[], object]], ...] = (
             ("steps", self.tracker.finish),
             ("ops", lambda: self.ops.close() if self.ops is not None else None),
             ("memory", lambda: self.sampler.stop() if self.sampler is not None else None),
-        ):
+        )
+        for name, fn in finishers:
             try:
                 fn()
             except Exception as exc:

@@ -175,7 +175,8 @@ class MemorySampler:
             (getattr(prev, "guest", 0.0) + getattr(prev, "guest_nice", 0.0))
         if total <= 0:
             return None
-        return round(min(1.0, max(0.0, 1.0 - idle / total)), 3)
+        busy: float = min(1.0, max(0.0, 1.0 - idle / total))
+        return round(busy, 3)
 
 
 def _runq(pid: int) -> float | None:

@@ -112,7 +112,7 @@ class TerminalLoan:
                 pass
             tty.write(str(prompt))
             tty.flush()
-            line = tty.readline()
+            line: str = tty.readline()
             if not line:
                 raise EOFError
             return line[:-1] if line.endswith("\n") else line

@@ -51,7 +51,8 @@ def _markdown() -> Any:
 
     def link_open(self: Any, tokens: Any, idx: int, options: Any, env: Any) -> str:
         tokens[idx].attrSet("rel", "noopener noreferrer")
-        return self.renderToken(tokens, idx, options, env)
+        rendered: str = self.renderToken(tokens, idx, options, env)
+        return rendered
 
     md.add_render_rule("link_open", link_open)
     return md
@@ -63,7 +64,8 @@ def render_markdown(text: str) -> str:
     if md is None:
         return f"<pre>{escape(text)}</pre>"
     # a table scrolls sideways in its own box rather than squeezing code to a letter a line
-    return md.render(text).replace("<table>", '<div class="tscroll"><table>').replace("</table>", "</table></div>")
+    rendered: str = md.render(text)
+    return rendered.replace("<table>", '<div class="tscroll"><table>').replace("</table>", "</table></div>")
 
 
 def render_inline(text: str) -> str:

@@ -24,11 +24,12 @@ from ..session.summary import SUMMARY_SCHEMA
 @lru_cache(maxsize=1)
 def load_schema() -> dict[str, Any]:
     """The JSON Schema of the document (shipped inside the package)."""
-    return json.loads(report_schema_text())
+    schema: dict[str, Any] = json.loads(report_schema_text())
+    return schema
 
 
 def report_document(results: Results) -> dict[str, Any]:
-    doc = _clean(results.document())
+    doc: dict[str, Any] = _clean(results.document())
     doc.setdefault("schema", SUMMARY_SCHEMA)
     doc["mpsprof"] = __version__
     return doc

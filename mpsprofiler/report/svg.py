@@ -54,7 +54,7 @@ def nice_step(span: float, count: int = 4) -> float:
     if span <= 0 or not math.isfinite(span):
         return 1.0
     raw = span / count
-    mag = 10 ** math.floor(math.log10(raw))
+    mag: float = 10 ** math.floor(math.log10(raw))
     for m in (1, 2, 2.5, 5, 10):
         if m * mag >= raw:
             return m * mag

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..results import write_text_atomic
+from ..rundir import write_text_atomic
 
 if TYPE_CHECKING:
     from ..results import Results
