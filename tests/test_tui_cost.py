@@ -11,19 +11,19 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, Awaitable, Callable
+from typing import Any
 
 import pytest
 from textual.widgets import Label, Markdown, Static
 
+from helpers import child_env, mpsprof_cli
 from mpsprofiler.session.recording import load_run
 from mpsprofiler.tui.app import MpsprofApp, recorded_app
 from mpsprofiler.tui.widgets.findings import FindingsPanel, patch_markdown
 from mpsprofiler.tui.widgets.header import RunHeader, _needs_layout
 from mpsprofiler.tui.widgets.log_panel import LogPanel
-
-from helpers import child_env, mpsprof_cli
 
 REPO = Path(__file__).resolve().parents[1]
 RECORDING = REPO / "tests" / "fixtures" / "recordings" / "slow_dataloader"

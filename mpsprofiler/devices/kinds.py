@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, overload
 
 
 @dataclass(frozen=True)
@@ -47,6 +47,10 @@ def kind(name: str | None) -> DeviceKind:
     return _BY_NAME.get(normalize_device(name) or FALLBACK, _BY_NAME[FALLBACK])
 
 
+@overload
+def normalize_device(device_kind: str) -> str: ...
+@overload
+def normalize_device(device_kind: None) -> None: ...
 def normalize_device(device_kind: str | None) -> str | None:
     """``"mps:0"`` / ``"CUDA"`` -> ``"mps"`` / ``"cuda"``; None stays None (every device)."""
     if device_kind is None:

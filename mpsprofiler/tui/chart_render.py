@@ -216,8 +216,8 @@ def _stack(areas: list[Sequence[float | None]], n: int) -> list[list[float | Non
     out: list[list[float | None]] = []
     for values in areas:
         values = list(values[:n]) + [None] * (n - len(values))
-        running = [r if v is None or v <= 0 else r + v for r, v in zip(running, values)]
-        out.append([None if v is None else r for r, v in zip(running, values)])
+        running = [r if v is None or v <= 0 else r + v for r, v in zip(running, values, strict=True)]
+        out.append([None if v is None else r for r, v in zip(running, values, strict=True)])
     return out
 
 

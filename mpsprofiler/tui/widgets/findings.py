@@ -191,7 +191,7 @@ def patch_markdown(markdown: Markdown, old: str, new: str) -> bool:
                 return False
             changed.append((block, replacement))
         markdown._markdown = new  # what ``markdown.source`` says
-        for block, replacement in zip(shown, fresh):
+        for block, replacement in zip(shown, fresh, strict=True):  # same length: checked above
             block.source_range = replacement.source_range
         for block, replacement in changed:
             block.set_content(replacement._content)
