@@ -277,7 +277,7 @@ class MpsprofApp(TryFixMixin, LiveRun, App[None]):
     def action_previous_panel(self) -> None:
         self._step_panel(-1)
 
-    def selected_finding(self) -> Any | None:
+    def selected_finding(self) -> Finding | None:
         return self.query_one(FindingsPanel).selected if self.state.findings else None
 
     def action_copy_fix(self) -> None:

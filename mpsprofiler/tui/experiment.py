@@ -10,33 +10,50 @@ waits until the profiled script has ended. The result is stored in the run direc
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..experiment.trial import Trial, TrialConfig
 from .widgets.experiment import ExperimentPanel
 
+if TYPE_CHECKING:
+    from textual.app import App
+
+    from ..diagnosis.findings import Finding
+    from ..session.session import Session
+    from .state import RunState
+
+    _AppBase = App[None]  # the app this is mixed into, for the type checker only
+else:
+    _AppBase = object
+
 TUI_CONFIG = TrialConfig(steps=20, pairs=5, budget_s=300.0)
 
 
-class TryFixMixin:
+class TryFixMixin(_AppBase):
     """Mixed into the app: ``action_try_fix`` and its worker (needs ``state``, ``session``,
     ``selected_finding``, ``results`` of :class:`~mpsprofiler.tui.app.MpsprofApp`)."""
 
     _trial: Trial | None = None
     try_config: TrialConfig = TUI_CONFIG
+    state: RunState
+    session: Session
+
+    if TYPE_CHECKING:  # the app's own, used here
+
+        def selected_finding(self) -> Finding | None: ...
 
     def _experiment_panel(self) -> ExperimentPanel:
-        panels = self.query(ExperimentPanel)  # type: ignore[attr-defined]
+        panels = self.query(ExperimentPanel)
         if panels:
             return panels.first()
         panel = ExperimentPanel(id="experiment")
-        self.screen_stack[0].mount(panel)  # type: ignore[attr-defined]
+        self.screen_stack[0].mount(panel)
         return panel
 
     def show_stored_experiments(self) -> None:
         from ..experiment.store import load_experiments
 
-        stored = load_experiments(self.state.run_dir)  # type: ignore[attr-defined]
+        stored = load_experiments(self.state.run_dir)
         if stored:
             self._experiment_panel().show_stored([str(e.get("headline")) for e in stored[-5:]])
 
@@ -44,22 +61,22 @@ class TryFixMixin:
         from ..experiment.candidates import candidate_for
         from ..experiment.command import TryUsageError, target_from_session
 
-        notify = self.notify  # type: ignore[attr-defined]
+        notify = self.notify
         if self._trial is not None:
             notify("An experiment is running: wait for it, or q to quit (it stops cleanly).", severity="warning")
             return
-        if self.state.running:  # type: ignore[attr-defined]
+        if self.state.running:
             notify("The script is still running: try the fix once it has ended (the experiment runs it again).",
                    severity="warning")
             return
-        finding = self.selected_finding()  # type: ignore[attr-defined]
+        finding = self.selected_finding()
         if finding is None:
             notify("No finding selected (2 shows the findings).", severity="warning")
             return
         from ..diagnosis.facts import collect_facts
 
         try:
-            facts = collect_facts(self.session)  # type: ignore[attr-defined]
+            facts = collect_facts(self.session)
         except Exception:  # noqa: BLE001 - the finding's own facts may still do
             facts = {}
         candidate = candidate_for(finding, facts)
@@ -67,12 +84,12 @@ class TryFixMixin:
             notify(f"“{finding.title}”: its fix needs a change to the code; mpsprof cannot try it for you.",
                    severity="warning")
             return
-        run_dir = self.state.run_dir  # type: ignore[attr-defined]
+        run_dir = self.state.run_dir
         if run_dir is None:
             notify("This run has no run directory to store an experiment in.", severity="warning")
             return
         try:
-            target = target_from_session(self.session)  # type: ignore[attr-defined]
+            target = target_from_session(self.session)
         except TryUsageError as exc:
             notify(str(exc), severity="warning")
             return
@@ -86,10 +103,10 @@ class TryFixMixin:
                     f"at most {config.budget_s:.0f} s, in {target.cwd or '.'}. The script writes its files "
                     "where it always does. q stops the experiment.")
         trial = Trial(target, candidate.settings, out, config,
-                      progress=lambda text: self.call_from_thread(panel.add_line, text),  # type: ignore[attr-defined]
+                      progress=lambda text: self.call_from_thread(panel.add_line, text),
                       rule=candidate.rule)
         self._trial = trial
-        self.run_worker(lambda: self._run_trial(trial, Path(run_dir), out), thread=True,  # type: ignore[attr-defined]
+        self.run_worker(lambda: self._run_trial(trial, Path(run_dir), out), thread=True,
                         exclusive=True, group="tryfix", exit_on_error=False)
 
     def _run_trial(self, trial: Trial, run_dir: Path, out: Path) -> None:
@@ -103,7 +120,7 @@ class TryFixMixin:
         except Exception as exc:  # noqa: BLE001 - say it in the panel, keep the app
             result, error = {"headline": f"the experiment failed: {type(exc).__name__}: {exc}", "verdict": "error"}, None
         try:
-            self.call_from_thread(self._trial_done, result, error)  # type: ignore[attr-defined]
+            self.call_from_thread(self._trial_done, result, error)
         except Exception:
             pass  # the app has closed
 
@@ -118,10 +135,10 @@ class TryFixMixin:
         results = getattr(self, "results", None)
         if results is not None and "label" in result:
             results.experiments = list(results.experiments) + [result]
-        self.notify(str(result.get("headline")), title="Experiment", timeout=12,  # type: ignore[attr-defined]
+        self.notify(str(result.get("headline")), title="Experiment", timeout=12,
                     severity="information" if good is not False else "warning")
         if error:
-            self.notify(error, severity="error")  # type: ignore[attr-defined]
+            self.notify(error, severity="error")
 
     def stop_experiment(self) -> None:
         """Quit: end the run in progress (the worker then stores what was finished)."""
