@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -167,3 +168,35 @@ def test_the_benchmark_counts_aggregated_steps(tmp_path: Path) -> None:
     total = summary["steps"]["count"]
     assert total >= 25000
     assert tui_cpu.count_steps(run_dir) == total
+
+
+def test_a_costly_diagnosis_backs_off_and_a_cheap_one_runs_every_second() -> None:
+    """The live diagnosis may take ~1.5% of a core: on a long run (trend statistics over
+    hundreds of samples, tens of ms) it re-runs every few seconds instead of every second."""
+    from mpsprofiler.tui import app as app_module
+
+    async def body(app: MpsprofApp, pilot: Any) -> None:
+        runs: list[float] = []
+        cost = {"s": 0.03}
+
+        def diagnose() -> None:  # the real one, plus CPU time standing for a long run's statistics
+            runs.append(cost["s"])
+            end = time.thread_time() + cost["s"]
+            while time.thread_time() < end:
+                pass
+
+        app._diagnose = diagnose  # type: ignore[method-assign]
+        app._last_diagnosis = 0.0
+        app.session.version += 1
+        app._tick()
+        assert runs and app._diagnose_every == pytest.approx(0.03 / app_module.DIAGNOSE_SHARE, rel=0.3)
+        app.session.version += 1
+        app._last_diagnosis = time.monotonic() - 1.1  # a second later: not yet
+        app._tick()
+        assert len(runs) == 1
+        app._last_diagnosis = time.monotonic() - app._diagnose_every - 0.01
+        cost["s"] = 0.0  # cheap again (a new session, a short run): back to every second
+        app._tick()
+        assert len(runs) == 2 and app._diagnose_every == app_module.DIAGNOSE_EVERY
+
+    drive(body)

@@ -54,6 +54,13 @@ REDRAW_EVERY = 1.0
 costs the terminal a screen update, and the figures need no more (keys redraw at once)."""
 PANEL_EVERY = REDRAW_EVERY
 DIAGNOSE_EVERY = 1.0
+DIAGNOSE_SHARE = 0.015
+"""Share of one core the live diagnosis may take: it re-runs after DIAGNOSE_EVERY, or
+after its own CPU time / DIAGNOSE_SHARE when that is longer. Early on (few samples) it
+takes milliseconds and runs every second, so first findings come as soon as before; on
+a long run its trend statistics (pairwise over up to a few hundred samples) cost tens
+of ms and it backs off to every few seconds, while the figures change as slowly."""
+DIAGNOSE_MAX_EVERY = 10.0
 RANK_ACTIONS = frozenset({"next_rank", "previous_rank", "show_rank"})
 PANEL_ACTIONS = frozenset({"panel", "next_panel", "previous_panel", "copy_fix", "export", "stop", "explain",
                            "try_fix"}) | RANK_ACTIONS
@@ -106,6 +113,7 @@ class MpsprofApp(TryFixMixin, LiveRun, App[None]):
         self._drawn: dict[str, tuple[object, ...]] = {}
         self._last_panel_draw = 0.0
         self._last_diagnosis = 0.0
+        self._diagnose_every = DIAGNOSE_EVERY
         self._diagnosed_version = -1
         self._hidden_panels: set[str] = set()
         self._panel_errors: set[str] = set()
@@ -144,9 +152,12 @@ class MpsprofApp(TryFixMixin, LiveRun, App[None]):
     # -- redrawing ------------------------------------------------------------------
     def _tick(self) -> None:
         now = time.monotonic()
-        if self.session.version != self._diagnosed_version and now - self._last_diagnosis >= DIAGNOSE_EVERY:
+        if self.session.version != self._diagnosed_version and now - self._last_diagnosis >= self._diagnose_every:
+            cpu = time.thread_time()
             self._diagnose()
             self._last_diagnosis = now
+            cost = time.thread_time() - cpu
+            self._diagnose_every = min(DIAGNOSE_MAX_EVERY, max(DIAGNOSE_EVERY, cost / DIAGNOSE_SHARE))
         # the timer fires every REDRAW_EVERY with some jitter: a strict ">=" would skip
         # every other tick and halve the panel's rate
         self._redraw(force=now - self._last_panel_draw >= 0.8 * PANEL_EVERY)

@@ -9,6 +9,7 @@ row's source line is shown under the table.
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +25,9 @@ from .quiet import quiet_update
 COLUMNS = ("kind", "op", "calls/step", "host ms/step", "module", "where", "devices · dtypes")
 """Figures right after the op: a narrow terminal scrolls the table sideways, and what
 is cut off first should be words, not numbers."""
+TABLE_EVERY = 5.0
+"""Seconds between refills of a live run's table when only its figures moved (new rows
+or a finished run refill at once)."""
 KIND_STYLE = {
     "CPU fallback": "bold red",
     "no MPS kernel": "bold yellow",
@@ -132,7 +136,8 @@ class OpsPanel(Widget):
         self._sort_column = 0
         self._reverse = False
         self._problems_only = False
-        self._key: object = None
+        self._key: tuple | None = None
+        self._filled_at = 0.0
         self._cwd: str | None = None
 
     def compose(self) -> ComposeResult:
@@ -155,7 +160,12 @@ class OpsPanel(Widget):
         quiet_update(summary, summary_text(ops, state))
         if key == self._key:
             return
+        now = time.monotonic()
+        same_rows = self._key is not None and key[0] == self._key[0] and key[2:] == self._key[2:]
+        if state.running and same_rows and now - self._filled_at < TABLE_EVERY:
+            return  # only the figures moved: a refill rebuilds the table, every few seconds is enough
         self._key = key
+        self._filled_at = now
         self._lines = op_lines(ops) if ops.get("sampled_steps") else []
         self._fill()
 
@@ -224,7 +234,7 @@ class OpsPanel(Widget):
             text.append(f"\n{short_path(line.file, self._cwd)}:{line.line}", style="dim")
         if line.code:
             text.append(f"\n    {line.code.strip()}", style="green")
-        detail.update(text)
+        quiet_update(detail, text)  # refilled every few seconds while live: same text, no redraw
         detail.display = True
 
 
