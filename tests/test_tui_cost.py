@@ -188,15 +188,19 @@ def test_a_costly_diagnosis_backs_off_and_a_cheap_one_runs_every_second() -> Non
         app._diagnose = diagnose  # type: ignore[method-assign]
         app._last_diagnosis = 0.0
         app.session.version += 1
+        app._tick()  # the first one (it also loads the rules) does not count
+        assert runs and app._diagnose_every == app_module.DIAGNOSE_EVERY
+        app._last_diagnosis = 0.0
+        app.session.version += 1
         app._tick()
-        assert runs and app._diagnose_every == pytest.approx(0.03 / app_module.DIAGNOSE_SHARE, rel=0.3)
+        assert len(runs) == 2 and app._diagnose_every == pytest.approx(0.03 / app_module.DIAGNOSE_SHARE, rel=0.3)
         app.session.version += 1
         app._last_diagnosis = time.monotonic() - 1.1  # a second later: not yet
         app._tick()
-        assert len(runs) == 1
+        assert len(runs) == 2
         app._last_diagnosis = time.monotonic() - app._diagnose_every - 0.01
         cost["s"] = 0.0  # cheap again (a new session, a short run): back to every second
         app._tick()
-        assert len(runs) == 2 and app._diagnose_every == app_module.DIAGNOSE_EVERY
+        assert len(runs) == 3 and app._diagnose_every == app_module.DIAGNOSE_EVERY
 
     drive(body)
