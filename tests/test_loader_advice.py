@@ -149,6 +149,10 @@ def test_workers_that_keep_up_are_never_the_limit_however_the_wait_splits():
     assert bound(_workers_fig(5.5, 1.2, 0.3, 0.6)) == "ipc"  # blocked 4.0: 2.2 ms starved < 10% of 24 ms
     # a loader that sleeps: the training is left without a batch for 15 ms of a 24 ms step
     assert bound(_workers_fig(19.0, 1.2, 0.5, 2.7)) == "waiting"
+    # a run too short for two samples of the workers: the training thread's figures decide
+    short = _workers_fig(5.5, 1.2, 3.0, 0.0)
+    short.workers_runq = short.workers_cpu = short.window_s = short.window_batches = None
+    assert bound(short) == "contention"  # blocked 1.3 ms: less than receiving costs
 
 
 # --------------------------------------------------------------------------- real scripts
@@ -172,15 +176,15 @@ def test_cpu_bound_workers_are_told_the_core_limit(tmp_path):
     # 200 steps (~5 s): the sampler reads the workers' CPU every 0.5-2 s, a shorter run may
     # end before it has two readings (the loader then stays "unknown")
     summary, facts = profile(tmp_path, "cpu_workers.py", "--steps", "200")
-    assert facts["loader_bound"] in ("cpu", "contention"), facts
+    # judged from CPU times (the workers' per batch against the training's), which a busy
+    # machine does not change: CPU-bound whatever else runs
+    assert facts["loader_bound"] == "cpu", facts
     assert facts["suggested_num_workers"] <= cores()
     found = {f["rule"]: f for f in summary["findings"]}
-    if facts["loader_bound"] == "cpu":
-        stall = found.get("dataloader-stall-critical") or found["dataloader-stall"]
-        assert "ms of CPU work" in stall["fix"] and "cores" in stall["fix"]
-        assert "cheaper" in stall["fix"]
-    else:  # a machine busy with other work: named as such
-        assert not set(loud_loader_findings(summary))
+    stall = found.get("dataloader-stall-critical") or found["dataloader-stall"]
+    assert f"{facts['load_cpu_ms']:.1f} ms of CPU work" in stall["fix"]
+    assert f"this machine has {cores()} physical cores and the training uses" in stall["fix"], stall["fix"]
+    assert "cheaper" in stall["fix"]
 
 
 @pytest.mark.slow
@@ -210,9 +214,11 @@ def test_a_mingpt_adder_style_loop_gets_no_warning_in_five_runs(tmp_path):
     """2 workers build each 64-sample batch in a few ms and keep far ahead of a ~20 ms
     step: whatever the training waits (receiving batches, queuing for one of 2 cores
     shared with the workers and other programs) more workers would not shorten. Five
-    short runs (40 steps: the rules judge 20 steady steps) on whatever the machine does."""
+    short runs (60 steps: the rules judge 20 steady steps) on whatever the machine does;
+    a quiet machine runs them in about a second, which may leave too few samples of the
+    workers' CPU: the training thread's own figures must decide then."""
     for k in range(5):
-        summary, facts = profile(tmp_path, "adder_style.py", "--max-iters", "40", name=f"run{k}")
+        summary, facts = profile(tmp_path, "adder_style.py", "--max-iters", "60", name=f"run{k}")
         assert facts["steady_steps"] >= 20, facts["steady_steps"]  # enough steps to be judged
         assert facts["loader_bound"] in ("contention", "ipc"), (k, facts["loader_bound"], facts.get("worker_starved_ms"))
         assert not loud_loader_findings(summary), (k, facts.get("loader_bound"), facts.get("loading_wait_share"))

@@ -105,9 +105,11 @@ class LoaderFigures:
         the batch in (unpickling), plus as much again blocked: each tensor's shared memory
         is fetched from the worker in a round trip. ``starved``: the rest, when no batch
         was ready because the workers were busy loading; only that part more workers
-        shorten. None without the run-queue readings (not Linux).
+        shorten. None without the training thread's run-queue readings (not Linux); without
+        the workers' (a run too short for two samples of them) none of the blocked time is
+        put down to their queuing, which can only overstate ``starved``.
         """
-        if self.wait_cpu is None or self.wait_runq is None or self.workers_runq is None:
+        if self.wait_cpu is None or self.wait_runq is None:
             return None
         per = self.per_batch
         wait = self.wait * per
