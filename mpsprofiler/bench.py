@@ -267,7 +267,8 @@ def _speedup(entry: dict[str, Any]) -> float | None:
     cpu, acc = entry.get("cpu"), entry.get("accelerator")
     if not cpu or not acc or not cpu["median_ms"] or not acc["median_ms"]:
         return None
-    return round(cpu["median_ms"] / acc["median_ms"], 3)
+    speedup: float = cpu["median_ms"] / acc["median_ms"]
+    return round(speedup, 3)
 
 
 def interpret(report: dict[str, Any]) -> list[str]:

@@ -7,9 +7,18 @@ import os
 import signal
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from . import __version__
 from .errors import UsageError
+
+if TYPE_CHECKING:
+    from .diagnosis.findings import Finding
+    from .launcher.child import RunSpec
+    from .launcher.distributed import TorchrunPlan
+    from .results import Results
+    from .session.recording import LoadedRun
+    from .session.session import Session
 
 EXIT_USAGE = 2
 EXIT_FINDINGS = 3
@@ -99,7 +108,8 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _command(sub, name: str, summary: str, description: str) -> argparse.ArgumentParser:
+def _command(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str, summary: str,
+             description: str) -> argparse.ArgumentParser:
     """A subcommand with its one-line summary in ``mpsprof --help`` and a sentence in its own help."""
     return sub.add_parser(name, help=summary, description=description)
 
@@ -153,7 +163,7 @@ def add_experiment_options(parser: argparse.ArgumentParser, with_set: bool = Tru
                        help="run the script in DIR (a scratch directory for the files the script writes)")
 
 
-def experiment_options(args: argparse.Namespace) -> tuple[dict, dict[str, str]]:
+def experiment_options(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, str]]:
     """The probe options and environment for ``--set`` / limits; raises UsageError."""
     from .settings import SettingError, parse_settings
 
@@ -161,7 +171,7 @@ def experiment_options(args: argparse.Namespace) -> tuple[dict, dict[str, str]]:
         settings = parse_settings(list(getattr(args, "settings", None) or []))
     except SettingError as exc:
         raise UsageError(str(exc)) from None
-    options: dict = {}
+    options: dict[str, Any] = {}
     if settings:
         options["settings"] = settings
     if args.max_steps is not None:
@@ -259,7 +269,7 @@ def split_run_argv(run_parser: argparse.ArgumentParser, tokens: list[str]) -> tu
 
 
 # -- run ----------------------------------------------------------------------
-def _run_spec(args: argparse.Namespace):
+def _run_spec(args: argparse.Namespace) -> RunSpec:
     from .launcher.child import RunSpec
     from .launcher.recorder import RunDirInUse, default_run_dir, prepare_run_dir
 
@@ -314,7 +324,7 @@ def _is_torchrun(target: str, module: bool) -> bool:
     return (not module and Path(target).name == "torchrun") or (module and target == "torch.distributed.run")
 
 
-def _torchrun_plan(args: argparse.Namespace, target: str, module: bool, script_args: list[str]):
+def _torchrun_plan(args: argparse.Namespace, target: str, module: bool, script_args: list[str]) -> TorchrunPlan | None:
     """A distributed launch: ``--nproc-per-node``, ``-- torchrun ...`` or ``-m torch.distributed.run``."""
     from .launcher.distributed import DistributedUsageError, plan_from_options, plan_from_torchrun_argv
 
@@ -379,7 +389,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     return code
 
 
-def _reaches(findings: list, level: str) -> bool:
+def _reaches(findings: list[Finding], level: str) -> bool:
     from .diagnosis.findings import severity_rank
 
     return any(severity_rank(f.severity) >= severity_rank(level) for f in findings)
@@ -401,7 +411,7 @@ def _die_by_signal(signum: int) -> None:
 
 
 # -- view / report --------------------------------------------------------------
-def _load(paths: list[Path]):
+def _load(paths: list[Path]) -> LoadedRun:
     from .events import SchemaError
     from .session.recording import RecordingError, load_runs
 
@@ -439,13 +449,13 @@ def _cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
-def _experiments(run_dir: Path | None) -> list:
+def _experiments(run_dir: Path | None) -> list[dict[str, Any]]:
     from .experiment.store import load_experiments
 
     return load_experiments(run_dir)
 
 
-def _write_report_file(session, results, path: Path) -> None:
+def _write_report_file(session: Session, results: Results, path: Path) -> None:
     from .report import format_for_path, render_report
     from .rundir import write_text_atomic
 

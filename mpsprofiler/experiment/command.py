@@ -123,7 +123,11 @@ def _restore_sigint(previous: Any) -> None:
         signal.signal(signal.SIGINT, previous)
 
 
-def _plans(args: argparse.Namespace) -> tuple[list[tuple[Target, dict, str | None, Path]], Path | None]:
+Plan = tuple[Target, dict[str, Any], str | None, Path]
+"""What to run, the ``--set`` change to try, the finding's rule (if a fix), and where."""
+
+
+def _plans(args: argparse.Namespace) -> tuple[list[Plan], Path | None]:
     if args.steps < 2 or args.pairs < 2 or not args.budget > 0:
         raise TryUsageError("--steps and --pairs must be at least 2 and --budget more than 0")
     if args.cwd is not None and not args.cwd.is_dir():
@@ -149,7 +153,7 @@ def _plans(args: argparse.Namespace) -> tuple[list[tuple[Target, dict, str | Non
     return _script_plans(Target(target, script_args, False, args.cwd), change, args)
 
 
-def _script_plans(target: Target, change: dict, args: argparse.Namespace):
+def _script_plans(target: Target, change: dict[str, Any], args: argparse.Namespace) -> tuple[list[Plan], Path | None]:
     if not change:
         raise TryUsageError("with a script, say what to try: --set NAME=VALUE (or pass a run directory to try "
                             "its findings' fixes)")
@@ -159,7 +163,8 @@ def _script_plans(target: Target, change: dict, args: argparse.Namespace):
     return [(target, change, None, out)], None
 
 
-def _run_dir_plans(run_dir: Path, change: dict, args: argparse.Namespace):
+def _run_dir_plans(run_dir: Path, change: dict[str, Any], args: argparse.Namespace
+                   ) -> tuple[list[Plan], Path | None]:
     from ..session.recording import load_runs
     from .candidates import candidates
     from .store import experiment_dir
@@ -177,7 +182,7 @@ def _run_dir_plans(run_dir: Path, change: dict, args: argparse.Namespace):
             raise TryUsageError(f"no finding of {run_dir} has a fix mpsprof can apply without editing the script; "
                                 "say what to try with --set NAME=VALUE")
         todo = [(c.settings, c.rule) for c in found]
-    plans = []
+    plans: list[Plan] = []
     for settings, rule in todo:
         label = "_".join(describe(settings)).replace("dataloader.", "")
         out = args.output / label if args.output else experiment_dir(run_dir, label)

@@ -386,7 +386,7 @@ class MpsprofApp(TryFixMixin, LiveRun, App[None]):
             return self.state.distributed  # False: not even shown in the footer
         return True
 
-    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+    def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
         for panel in PANELS:
             if panel.id not in self._hidden_panels:

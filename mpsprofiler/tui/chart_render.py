@@ -38,7 +38,7 @@ def nice_step(span: float, count: int) -> float:
     if span <= 0 or count < 1:
         return 1.0
     raw = span / count
-    power = 10 ** math.floor(math.log10(raw))
+    power: float = 10 ** math.floor(math.log10(raw))
     for factor in (1, 2, 2.5, 5, 10):
         if raw <= factor * power * 1.0000001:
             return factor * power
@@ -235,7 +235,8 @@ def _hold(values: list[float | None]) -> list[float | None]:
     return out
 
 
-def _fill(glyph, fg, bg, c: int, rows: int, bottom: float, top: float, color: RGB) -> None:
+def _fill(glyph: list[list[str]], fg: list[list[RGB | None]], bg: list[list[RGB | None]], c: int, rows: int,
+          bottom: float, top: float, color: RGB) -> None:
     """Fill column ``c`` from ``bottom`` to ``top`` (eighths of a cell, from the floor);
     a cell whose lower part holds the area below gets this colour as its background."""
     first, last = int(bottom // 8), min(rows - 1, int(math.ceil(top / 8)) - 1)
@@ -251,7 +252,9 @@ def _fill(glyph, fg, bg, c: int, rows: int, bottom: float, top: float, color: RG
             fg[r][c] = color
 
 
-def _draw_line(dots, fg, glyph, xs, values, x0, x1, y0, yspan, rows, cols, color: RGB) -> None:
+def _draw_line(dots: list[list[int]], fg: list[list[RGB | None]], glyph: list[list[str]], xs: Sequence[float],
+               values: Sequence[float | None], x0: float, x1: float, y0: float, yspan: float, rows: int, cols: int,
+               color: RGB) -> None:
     """Braille dots through the points (the largest per dot column), joined to the next
     point, so a sparse series reads as a line and a jump as a vertical stroke."""
     width_dots, height_dots = cols * 2, rows * 4
@@ -275,11 +278,10 @@ def _draw_line(dots, fg, glyph, xs, values, x0, x1, y0, yspan, rows, cols, color
                 dot(x, y)
 
 
-def _style(cache: dict, key: tuple[RGB | None, RGB | None]) -> Style | None:
-    style = cache.get(key, False)
-    if style is False:
-        style = cache[key] = Style(color=_rgb(key[0]), bgcolor=_rgb(key[1]))
-    return style
+def _style(cache: dict[tuple[RGB | None, RGB | None], Style | None], key: tuple[RGB | None, RGB | None]) -> Style | None:
+    if key not in cache:
+        cache[key] = Style(color=_rgb(key[0]), bgcolor=_rgb(key[1]))
+    return cache[key]
 
 
 def _rgb(color: RGB | None) -> str | None:

@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from ..session.session import Session
 
     _AppBase = App[None]  # the app this is mixed into, for the type checker only
+    from ..events import Event
 else:
     _AppBase = object
 
@@ -70,7 +71,7 @@ class LiveRun(_AppBase):
         def _redraw(self, force: bool = False) -> None: ...
 
     def _init_live(self) -> None:
-        self.inbox: EventInbox = EventInbox()
+        self.inbox: EventInbox[Event] = EventInbox()
         self.controller = None
         self.lender = TerminalLender(self)
         if self.spec is not None:
@@ -88,7 +89,7 @@ class LiveRun(_AppBase):
         self._signals: list[int] = []
 
     # -- live run: workers (they only post messages) ---------------------------------
-    def _on_controller_events(self, batch: list[Any]) -> None:
+    def _on_controller_events(self, batch: list[Event]) -> None:
         """Called on the controller's reader thread."""
         if self.inbox.put(batch):
             self.post_message(EventsArrived())

@@ -122,7 +122,7 @@ class LineChart(Widget):
         self._last_draw = 0.0
         self._pending: Timer | None = None
         self._generation = 0
-        self._rendered: tuple[tuple, RenderResult] | None = None
+        self._rendered: tuple[tuple[object, ...], RenderResult] | None = None
 
     @property
     def chart_title(self) -> str:

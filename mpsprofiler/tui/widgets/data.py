@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -16,6 +17,12 @@ from ..state import RunState
 from .charts import LineChart
 from .plots import wait_series
 from .quiet import quiet_update
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from ...events.payloads import DataLoaderFields
+    from ...session.session import Session
 
 LOADER_FIELDS = (
     ("batch_size", "batch size"),
@@ -88,7 +95,7 @@ class DataPanel(Widget):
         self.query_one("#data-chart", LineChart).set_data(xs, lines, ylim=(0.0, 100.0), key=state.view_key)
         self._fill_steps(session, throttle=state.running and self._steps_view == id(session))
 
-    def _fill_profile(self, session, throttle: bool) -> None:
+    def _fill_profile(self, session: Session, throttle: bool) -> None:
         """What the loader does (waiting, CPU work, ...) with its figures; recomputed at
         most every TABLE_EVERY seconds while the run is live."""
         steps = session.steps
@@ -105,7 +112,7 @@ class DataPanel(Widget):
         if widget.display != bool(rows):
             widget.display = bool(rows)
 
-    def _fill_loaders(self, dataloaders: dict) -> None:
+    def _fill_loaders(self, dataloaders: dict[int, DataLoaderFields]) -> None:
         key = repr(sorted(dataloaders.items()))
         if key == self._loaders_key:
             return
@@ -113,10 +120,11 @@ class DataPanel(Widget):
         table = self.query_one("#data-loaders", DataTable)
         table.clear()
         for loader_id, cfg in sorted(dataloaders.items()):
-            table.add_row(Text(str(loader_id)), *(_cell(key, cfg.get(key)) for key, _ in LOADER_FIELDS))
+            fields: Mapping[str, Any] = cfg  # read by the names in LOADER_FIELDS
+            table.add_row(Text(str(loader_id)), *(_cell(key, fields.get(key)) for key, _ in LOADER_FIELDS))
         table.display = bool(dataloaders)
 
-    def _fill_steps(self, session, throttle: bool) -> None:
+    def _fill_steps(self, session: Session, throttle: bool) -> None:
         steps = session.steps
         key = (id(session), steps.count, steps.series.total)
         now = time.monotonic()
@@ -137,7 +145,7 @@ class DataPanel(Widget):
                           Text(f"{share * 100:.0f}%", style=style), Text(str(p.batches)))
 
 
-def _cell(key: str, value) -> Text:
+def _cell(key: str, value: object) -> Text:
     if value is None:
         return Text("–", style="dim")
     if isinstance(value, bool):

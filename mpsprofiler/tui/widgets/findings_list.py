@@ -49,7 +49,7 @@ class FindingsList(OptionList):
         super().__init__(id=id, classes=classes)
         self.compact = compact
         self._rules: list[str] = []
-        self._signature: tuple = ()
+        self._signature: tuple[tuple[object, ...], ...] = ()
         self._built_at = 0.0
 
     def set_findings(self, findings: Sequence[Any], throttle: bool = False) -> bool:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shlex
 import time
+from typing import TYPE_CHECKING
 
 from textual import events
 from textual.app import ComposeResult
@@ -15,6 +16,9 @@ from textual.widgets import Label
 from ...events.payloads import RunFields
 from ...units import fmt_pct
 from ..state import RunState, fmt_clock
+
+if TYPE_CHECKING:
+    from ...session.session import Session
 
 STATUS_ICONS = {
     "running": "●",
@@ -140,7 +144,7 @@ def script_line(run: RunFields, fallback: str) -> str:
     return escape(text)
 
 
-def device_line(session) -> str:
+def device_line(session: Session) -> str:
     kind = session.device_kind
     name = str(session.model.get("device_name") or "")
     chip = str(session.env.get("chip") or "")

@@ -142,7 +142,7 @@ class OpsPanel(Widget):
 
     def compose(self) -> ComposeResult:
         yield Static("", id="ops-summary")
-        table: DataTable = DataTable(id="ops-table", cursor_type="row", zebra_stripes=True)
+        table: DataTable[Text | str] = DataTable(id="ops-table", cursor_type="row", zebra_stripes=True)
         yield table
         yield Static("", id="ops-detail")
 

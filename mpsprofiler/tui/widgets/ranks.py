@@ -10,7 +10,7 @@ panel always agree. Enter (or a click) on a row shows that rank in every panel.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 from textual.app import ComposeResult, RenderResult
@@ -24,6 +24,9 @@ from ..state import RunState
 from .charts import LineChart
 from .plots import FROM_ZERO, rank_step_split, rank_wait_series
 from .quiet import quiet_update
+
+if TYPE_CHECKING:
+    from textual.geometry import Size
 
 STRAGGLER_RULE = "straggler-rank"
 COLUMNS = ("", "rank", "steps", "p50 step", "p90 step", "wait/step", "wait %", "peak mem", "device", "status")
@@ -122,7 +125,7 @@ class RankSplit(Widget):
             self.rows, self.straggler = rows, straggler
             self.refresh(layout=True)
 
-    def get_content_height(self, container, viewport, width: int) -> int:
+    def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
         return max(1, len(self.rows))
 
     def render(self) -> RenderResult:

@@ -3,6 +3,8 @@ raised, and instruments of the probe that failed and were switched off."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
@@ -14,6 +16,9 @@ from textual.widgets import Static
 from ..safe import raw
 from ..state import RunState
 from .quiet import quiet_update
+
+if TYPE_CHECKING:
+    from ...session.session import CrashInfo, Session
 
 
 class WarningsPanel(Widget):
@@ -67,11 +72,11 @@ def crash_rank(state: RunState) -> int | None:
     return None
 
 
-def crash_text(crash) -> Group:
+def crash_text(crash: CrashInfo) -> Group:
     head = Text()
     head.append(f"{crash.type}: ", style="bold red")  # Text.append never reads markup
     head.append(str(crash.message))
-    parts: list = [head]
+    parts: list[Text] = [head]
     frame = crash.user_frame
     if frame:
         parts.append(Text(f"\nin your code: {frame.get('file')}:{frame.get('line')} in {frame.get('func')}", style="bold"))
@@ -85,7 +90,7 @@ def crash_text(crash) -> Group:
     return Group(*parts)
 
 
-def warnings_table(session) -> Table | Text:
+def warnings_table(session: Session) -> Table | Text:
     if not session.warnings:
         return Text("none raised", style="dim")
     table = Table(box=None, padding=(0, 2, 0, 0), expand=True, header_style="bold")
@@ -100,7 +105,7 @@ def warnings_table(session) -> Table | Text:
     return table
 
 
-def probe_text(session) -> Text | Group:
+def probe_text(session: Session) -> Text | Group:
     if not session.probe_errors:
         return Text("every instrument worked", style="green")
     lines = [Text("switched off after an error (the training was not affected):", style="yellow")]
