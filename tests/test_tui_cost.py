@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 import sys
+import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any

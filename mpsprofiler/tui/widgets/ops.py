@@ -136,7 +136,7 @@ class OpsPanel(Widget):
         self._sort_column = 0
         self._reverse = False
         self._problems_only = False
-        self._key: tuple | None = None
+        self._key: tuple[object, ...] | None = None
         self._filled_at = 0.0
         self._cwd: str | None = None
 
