@@ -272,4 +272,6 @@ def figures_text(bound: str, workers: int, out: dict[str, Any], batch_size: int 
              "contention": "waiting for a busy CPU", "unknown": "not measured"}
     if bound == "unknown":
         return f"{parts}."
+    if bound == "ipc" and workers:
+        return f"{parts}. The workers keep up: the wait is taking their batches in."
     return f"{parts}. The loading is {names.get(bound, bound)}."
