@@ -220,14 +220,15 @@ def _yes(value: Any) -> str:
 # -- DataLoaders, warnings --------------------------------------------------------
 DATALOADER_COLUMNS = ["#", "Dataset", "batch_size", "num_workers", "prefetch_factor", "pin_memory",
                       "persistent_workers", "Batches", "Start method"]
+DATALOADER_KEYS = ("dataset", "batch_size", "num_workers", "prefetch_factor", "pin_memory", "persistent_workers",
+                   "len", "multiprocessing_context")
+"""The ``dataloader`` event fields of those columns after ``#`` (tests check them against DataLoaderFields)."""
 
 
 def dataloader_table(session: Session) -> Table | None:
     if not session.dataloaders:
         return None
-    keys = ("dataset", "batch_size", "num_workers", "prefetch_factor", "pin_memory", "persistent_workers", "len",
-            "multiprocessing_context")
-    rows = [[str(dl.get("id", key))] + [cell_text(dl.get(k)) for k in keys]
+    rows = [[str(dl.get("id", key))] + [cell_text(dl.get(k)) for k in DATALOADER_KEYS]
             for key, dl in sorted(session.dataloaders.items())]
     return Table("DataLoader", list(DATALOADER_COLUMNS), rows, numeric={0, 2, 3, 4, 7})
 
