@@ -152,6 +152,10 @@ def test_workers_that_keep_up_are_never_the_limit_however_the_wait_splits():
     said = advise(_workers_fig(5.5, 1.2, 0.3, 0.6), "ipc", 2, 0.02, 1, 2, "physical cores", 64, None, None, 2)
     assert said["suggested_num_workers"] == 2 and not said["num_workers_helps"]
     assert "the workers keep up" in said["loader_figures"].lower() and "1.20 ms" in said["num_workers_reason"]
+    from mpsprofiler.report.common import _bound_words  # the Data panel's and reports' words
+
+    assert _bound_words({"loader_bound": "ipc", "num_workers": 2}, short=True) == "workers keep up"
+    assert _bound_words({"loader_bound": "ipc", "num_workers": 0}, short=True) == "indexes memory"
     # a loader that sleeps: the training is left without a batch for 15 ms of a 24 ms step
     assert bound(_workers_fig(19.0, 1.2, 0.5, 2.7)) == "waiting"
     # a run too short for two samples of the workers: the training thread's figures decide

@@ -244,6 +244,16 @@ LOADER_BOUND_WORDS = {
 
 LOADER_BOUND_SHORT = {"waiting": "waits (I/O, sleep)", "cpu": "CPU-bound", "ipc": "indexes memory",
                       "contention": "waits for a busy CPU", "unknown": "not measured"}
+WORKERS_KEEP_UP = ("taking batches in from workers that keep up: more workers would not help",
+                   "workers keep up")  # fmt: skip
+"""'ipc' with workers: the wait is receiving batches, not building them (words, short)."""
+
+
+def _bound_words(f: dict[str, Any], short: bool) -> str:
+    bound = str(f["loader_bound"])
+    if bound == "ipc" and f.get("num_workers"):
+        return WORKERS_KEEP_UP[1 if short else 0]
+    return (LOADER_BOUND_SHORT if short else LOADER_BOUND_WORDS).get(bound, bound)
 
 
 def _loader_facts(session: Session) -> dict[str, Any] | None:
@@ -263,7 +273,7 @@ def loader_brief(session: Session) -> list[str]:
     f = _loader_facts(session)
     if f is None:
         return []
-    first = f"loader {LOADER_BOUND_SHORT.get(str(f['loader_bound']), str(f['loader_bound']))}"
+    first = f"loader {_bound_words(f, short=True)}"
     if f.get("suggested_num_workers") is not None:
         first += f" · suggested num_workers={f['suggested_num_workers']} (now {f.get('num_workers')})"
     second = (f"per step: wait {_ms(f.get('data_wait_ms'))} + compute {_ms(f.get('compute_ms'))}"
@@ -279,7 +289,7 @@ def loader_rows(session: Session) -> list[tuple[str, str]]:
     f = _loader_facts(session)
     if f is None:
         return []
-    rows = [("Loading is", LOADER_BOUND_WORDS.get(str(f["loader_bound"]), str(f["loader_bound"])))]
+    rows = [("Loading is", _bound_words(f, short=False))]
     rows.append(("Per step (mean)", f"wait {_ms(f.get('data_wait_ms'))} + compute {_ms(f.get('compute_ms'))} "
                                     f"= {_ms(f.get('step_mean_ms'))}"))  # fmt: skip
     batch = [f"load {_ms(f.get('load_ms'))}"]
