@@ -43,7 +43,7 @@ from mpsprofiler.probe.steps import StepTracker  # noqa: E402
 from mpsprofiler.session.session import Session  # noqa: E402
 
 FLUSH_INTERVAL = 0.25  # the channel thread's period (Channel(interval=0.25))
-PARENT_FILES = ("*/mpsprofiler/session/*", "*/mpsprofiler/launcher/*", "*/mpsprofiler/events.py")
+PARENT_FILES = ("*/mpsprofiler/session/*", "*/mpsprofiler/launcher/*", "*/mpsprofiler/events/*")
 
 
 class ListChannel:
