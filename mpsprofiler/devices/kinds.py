@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass
-from typing import Any, overload
+from typing import TYPE_CHECKING, Any, overload
+
+if TYPE_CHECKING:
+    from .base import DeviceBackend
 
 
 @dataclass(frozen=True)
@@ -69,12 +72,13 @@ def label(name: str | None) -> str:
     return kind(name).label
 
 
-def make_backend(name: str, index: int | None = None) -> Any:
+def make_backend(name: str, index: int | None = None) -> DeviceBackend:
     """A backend instance for a ``torch.device.type`` (anything unknown -> the CPU's)."""
     entry = _BY_NAME.get(name, _BY_NAME[FALLBACK])
     module, cls = entry.backend.split(":")
     backend_cls = getattr(importlib.import_module(f"{__package__}.{module}"), cls)
-    return backend_cls(index) if entry.indexed else backend_cls()
+    backend: DeviceBackend = backend_cls(index) if entry.indexed else backend_cls()
+    return backend
 
 
 def available(entry: DeviceKind, torch: Any) -> bool:

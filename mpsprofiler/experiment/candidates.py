@@ -93,7 +93,7 @@ def candidate_for(finding: Finding | dict[str, Any], facts: dict[str, Any] | Non
     return Candidate(rule=str(d.get("rule")), title=str(d.get("title", "")), settings=settings)
 
 
-def candidates(findings: list[Any], facts: dict[str, Any] | None = None) -> list[Candidate]:
+def candidates(findings: list[Finding], facts: dict[str, Any] | None = None) -> list[Candidate]:
     out, seen = [], set()
     for f in findings:
         c = candidate_for(f, facts)

@@ -10,9 +10,12 @@ sampled steps, so an op seen in one step of ten counts a tenth.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..events.payloads import OpsFields
+
+if TYPE_CHECKING:
+    from ..ops.readiness import MpsKernelTable
 
 MAX_KEYS = 2_000
 OTHER = "*"
@@ -212,7 +215,7 @@ class OpStats:
     def top_float64(self, n: int = 5) -> list[SiteRow]:
         return sorted(self.float64_sites.values(), key=lambda r: -r.calls)[:n]
 
-    def predicted_fallbacks(self, table: Any = None, device_kind: str | None = None) -> list[OpRow]:
+    def predicted_fallbacks(self, table: MpsKernelTable | None = None, device_kind: str | None = None) -> list[OpRow]:
         """Rows whose op has no MPS kernel (per the readiness table), among ops that ran on
         the training device: what would run on the CPU on a Mac. A CUDA run's CPU-side ops
         would stay on the CPU on a Mac too, so they are left out."""

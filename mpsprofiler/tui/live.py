@@ -235,7 +235,7 @@ class LiveRun(_AppBase):
             self.controller.stop(grace=STOP_GRACE)  # what the dialog says; a crash of the app itself leaves the script running
 
 
-def outlive_app_crash(app: Any) -> None:
+def outlive_app_crash(app: LiveRun) -> None:
     """The app died of its own bug while the script runs: a bug in mpsprof must not stop
     the training. Say so, show the script's output from here on as plain text, pass on
     Ctrl-C / SIGTERM / SIGHUP as headless mode does, and wait for the end."""

@@ -24,9 +24,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ...session.session import Session
+
+if TYPE_CHECKING:
+    from ...session.steps import StepPoint
 
 HEADROOM = 1.25
 """Workers to spare: 25% more than the bare ratio absorbs jitter in load and compute."""
@@ -148,7 +151,7 @@ class LoaderFigures:
         return max(1, round(cores - loading))
 
 
-def measure(session: Session, points: list[Any], late: bool) -> LoaderFigures:
+def measure(session: Session, points: list[StepPoint], late: bool) -> LoaderFigures:
     """Figures over ``points`` (the steady steps kept one by one) plus, when ``late``, the
     aggregated later steps; worker CPU from the sampler over the same stretch of time."""
     steps = session.steps

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from textual.app import ComposeResult
 from textual.containers import Vertical, VerticalScroll
@@ -78,7 +78,7 @@ class FindingsPanel(Widget):
 
     def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
         super().__init__(id=id, classes=classes)
-        self._findings: list[Any] = []
+        self._findings: list[Finding] = []
         self._shown: str | None = None
         self._shown_key: str | None = None
         self._shown_at = 0.0
@@ -116,7 +116,7 @@ class FindingsPanel(Widget):
             self._show_selected()
 
     @property
-    def selected(self) -> Any | None:
+    def selected(self) -> Finding | None:
         rule = self.findings_list.highlighted_rule
         for f in self._findings:
             if f.rule == rule:

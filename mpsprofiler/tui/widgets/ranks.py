@@ -28,6 +28,8 @@ from .quiet import quiet_update
 if TYPE_CHECKING:
     from textual.geometry import Size
 
+    from ...diagnosis.findings import Finding
+
 STRAGGLER_RULE = "straggler-rank"
 COLUMNS = ("", "rank", "steps", "p50 step", "p90 step", "wait/step", "wait %", "peak mem", "device", "status")
 """Short headers, figures first: at 80 columns the words at the end are what scrolls away."""
@@ -53,7 +55,7 @@ class Straggler:
         return " · ".join(parts)
 
 
-def find_straggler(findings: list[Any]) -> Straggler | None:
+def find_straggler(findings: list[Finding]) -> Straggler | None:
     """The straggler named by the ``straggler-rank`` finding, if it fired."""
     for f in findings:
         if getattr(f, "rule", None) != STRAGGLER_RULE:
