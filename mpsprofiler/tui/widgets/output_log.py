@@ -57,13 +57,13 @@ class OutputLog(ScrollView, can_focus=True):
         self._behind = True
         if not self._shown():  # hidden (another panel is up): keep the text, lay it out when shown
             return
-        wait = self._last_sync + SYNC_EVERY - time.monotonic()
-        if wait <= 0:
-            self.catch_up()
-        elif not self._pending:
+        if not self._pending:
             # the app's 1 s redraw normally catches up first (one screen update for the
-            # panel, the header and this); the timer is for a run that has ended
+            # panel, the header and this: a catch-up that scrolls re-renders the screen,
+            # ~40 ms, so never more than once a second); the timer is for a run that has
+            # ended, or a recorded one
             self._pending = True
+            wait = max(0.0, self._last_sync + SYNC_EVERY - time.monotonic())
             self.set_timer(wait + SYNC_EVERY / 2, self._sync_pending)
 
     def _sync_pending(self) -> None:
