@@ -292,7 +292,8 @@ def test_rank_key_switches_the_header_and_the_data_panel() -> None:
         table = app.query_one("#data-steps")
         assert str(table.get_row_at(0)[2]) == f"{last.wait * 1e3:.1f}"
         await pilot.press("4")  # every per-run panel follows the pick
-        assert app.query_one("#mem-chart")._key == app.state.view_key
+        chart = app.query_one("#mem-chart")  # drawn from rank 1's session (keyed by its samples)
+        assert chart.key == (*app.state.view_key[:2], app.state.session.memory.samples)
         await pilot.press("R")
         await pilot.pause()
         assert app.state.rank is None and wait[0] in header_text(app, "#hdr-wait")

@@ -125,6 +125,11 @@ class LineChart(Widget):
         self._rendered: tuple[tuple[object, ...], RenderResult] | None = None
 
     @property
+    def key(self) -> object:
+        """The ``key`` of the data shown (see :meth:`set_data`)."""
+        return self._key
+
+    @property
     def chart_title(self) -> str:
         return self._title
 

@@ -45,15 +45,17 @@ class MemoryPanel(Widget):
 
     def update_state(self, state: RunState) -> None:
         session = state.session
+        # the charts' own data: memory samples (every 0.5-2 s), not every step batch
+        key = (*state.view_key[:2], session.memory.samples)
         xs, lines, unit = memory_series(session)
         chart = self.query_one("#mem-chart", LineChart)
         chart.chart_title = f"Memory of the training, {unit}"
         span = time_range(session)  # both charts: one time line, one x range
-        chart.set_data(xs, lines, ylim=FROM_ZERO, xlim=span, key=state.view_key)
+        chart.set_data(xs, lines, ylim=FROM_ZERO, xlim=span, key=key)
         xs, lines, unit, limits = system_series(session)
         system = self.query_one("#mem-system", LineChart)
         system.chart_title = f"System memory, {unit} (axis: 0 to the machine's total)"
-        system.set_data(xs, lines, ylim=limits, xlim=span, key=state.view_key)
+        system.set_data(xs, lines, ylim=limits, xlim=span, key=key)
         quiet_update(self.query_one("#mem-table", Static), memory_table(state))
         quiet_update(self.query_one("#mem-limits", Static), limits_table(state))
 

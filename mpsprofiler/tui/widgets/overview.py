@@ -61,13 +61,18 @@ class OverviewPanel(Widget):
         chart = self.query_one("#ov-step", LineChart)
         chart.chart_title = step_title(session)
         chart.set_data(xs, lines, ylim=FROM_ZERO, key=version)
-        span = time_range(session)  # memory and CPU: one time line, one x range
-        xs, lines, unit = memory_series(session)
+        # memory and CPU: one time line, one x range, redrawn when a sample came (every
+        # 0.5-2 s), not with every batch of steps
+        samples = (*version[:2], session.memory.samples)
         mem = self.query_one("#ov-mem", LineChart)
-        mem.chart_title = f"Memory of the training, {unit}"
-        mem.set_data(xs, lines, ylim=FROM_ZERO, xlim=span, key=version)
-        xs, lines = cpu_series(session)
-        self.query_one("#ov-cpu", LineChart).set_data(xs, lines, ylim=FROM_ZERO, xlim=span, key=version)
+        cpu = self.query_one("#ov-cpu", LineChart)
+        if mem.key != samples or cpu.key != samples:
+            span = time_range(session)
+            xs, lines, unit = memory_series(session)
+            mem.chart_title = f"Memory of the training, {unit}"
+            mem.set_data(xs, lines, ylim=FROM_ZERO, xlim=span, key=samples)
+            xs, lines = cpu_series(session)
+            cpu.set_data(xs, lines, ylim=FROM_ZERO, xlim=span, key=samples)
         quiet_update(self.query_one("#ov-figures", Static), figures_table(state))
         top = state.findings[:TOP_FINDINGS]
         self.query_one("#ov-findings", FindingsList).set_findings(top, throttle=state.running)
