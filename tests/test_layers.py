@@ -59,25 +59,31 @@ def import_graph() -> dict[str, set[str]]:
     for path in PACKAGE.rglob("*.py"):
         rel = path.relative_to(REPO).with_suffix("").parts
         module = ".".join(rel[:-1] if rel[-1] == "__init__" else rel)
-        package = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            targets: list[str] = []
-            if isinstance(node, ast.ImportFrom):
-                if node.level:
-                    base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
-                    target = ".".join(base + ([node.module] if node.module else []))
-                else:
-                    target = node.module or ""
-                if target == "mpsprofiler":
-                    targets = [f"mpsprofiler.{alias.name}" for alias in node.names]
-                else:
-                    targets = [target]
-            elif isinstance(node, ast.Import):
-                targets = [alias.name for alias in node.names]
+        for source, names in imports_of(path, module):
+            targets = [f"mpsprofiler.{name}" for name in names] if source == "mpsprofiler" else [source]
             for target in targets:
                 if target == "mpsprofiler" or target.startswith("mpsprofiler."):
                     graph[_part(module)].add(_part(target))
     return graph
+
+
+def imports_of(path: Path, module: str) -> list[tuple[str, list[str]]]:
+    """Every import statement in ``path`` (module ``module``), anywhere in the file (lazy
+    ones and TYPE_CHECKING ones too), as (absolute module imported from, names):
+    ``from .x import a, b`` -> ("pkg.x", ["a", "b"]); ``import a.b`` -> ("a.b", [])."""
+    package = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
+    found: list[tuple[str, list[str]]] = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                source = ".".join(base + ([node.module] if node.module else []))
+            else:
+                source = node.module or ""
+            found.append((source, [alias.name for alias in node.names]))
+        elif isinstance(node, ast.Import):
+            found.extend((alias.name, []) for alias in node.names)
+    return found
 
 
 def test_the_graph_is_read() -> None:
@@ -136,18 +142,8 @@ def module_graph() -> dict[str, set[str]]:
 
     graph: dict[str, set[str]] = defaultdict(set)
     for module, path in modules.items():
-        package = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            targets: list[str] = []
-            if isinstance(node, ast.ImportFrom):
-                if node.level:
-                    base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
-                    target = ".".join(base + ([node.module] if node.module else []))
-                else:
-                    target = node.module or ""
-                targets = [f"{target}.{a.name}" if f"{target}.{a.name}" in modules else target for a in node.names]
-            elif isinstance(node, ast.Import):
-                targets = [alias.name for alias in node.names]
+        for source, names in imports_of(path, module):
+            targets = [f"{source}.{n}" if f"{source}.{n}" in modules else source for n in names] or [source]
             for target in targets:
                 if target == "mpsprofiler" or target.startswith("mpsprofiler."):
                     resolved = resolve(target)
