@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from textual.strip import Strip
+from textual.widget import Widget
 from textual.widgets import Label, Markdown, Static
 
 from helpers import child_env, mpsprof_cli
@@ -56,6 +58,42 @@ class LayoutCounter:
             return original(*args, **kwargs)
 
         screen._refresh_layout = counted  # type: ignore[method-assign]
+
+
+def test_the_overviews_charts_and_figures_repaint_without_copying_their_strips_for_links() -> None:
+    """Textual's link styling copies every strip of a widget at each repaint; the
+    Overview's charts, figures and latest output hold no links and repaint every second."""
+    async def body(app: MpsprofApp, pilot: Any) -> None:
+        widgets = [*app.query("OverviewPanel LineChart"), app.query_one("#ov-figures"), app.query_one("#ov-output")]
+        assert len(widgets) == 5
+        painted: set[int] = set()
+        link_copies = 0
+        render_content = Widget._render_content
+        apply_link_style = Strip._apply_link_style
+
+        def counted_render(self: Widget) -> None:
+            painted.add(id(self))
+            render_content(self)
+
+        def counted_links(self: Strip, style: Any) -> Strip:
+            nonlocal link_copies
+            link_copies += 1
+            return apply_link_style(self, style)
+
+        Widget._render_content = counted_render  # type: ignore[method-assign]
+        Strip._apply_link_style = counted_links  # type: ignore[method-assign]
+        try:
+            for widget in widgets:
+                widget.refresh()
+            await pilot.pause()
+            await pilot.pause()
+        finally:
+            Widget._render_content = render_content  # type: ignore[method-assign]
+            Strip._apply_link_style = apply_link_style  # type: ignore[method-assign]
+        assert {id(w) for w in widgets} <= painted  # they did repaint
+        assert link_copies == 0
+
+    drive(body)
 
 
 def test_a_growing_log_scrolls_without_laying_the_screen_out() -> None:

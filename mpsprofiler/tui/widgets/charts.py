@@ -109,6 +109,9 @@ class LineChart(Widget):
         classes: str | None = None,
     ) -> None:
         super().__init__(id=id, classes=classes)
+        # a chart holds no links: Textual's link styling would copy each of its strips
+        # at every redraw (a tenth of what redrawing the Overview cost)
+        self.set_reactive(Widget.auto_links, False)
         self._title = title
         self.xlabel = xlabel
         self.integer_x = integer_x

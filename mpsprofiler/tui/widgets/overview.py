@@ -44,6 +44,7 @@ class OverviewPanel(Widget):
         with Vertical(id="ov-side"):
             figures = Static(id="ov-figures", classes="box")
             figures.border_title = "At a glance"
+            _no_links(figures)
             yield figures
             box = Vertical(id="ov-findings-box", classes="box")
             box.border_title = "Top findings"
@@ -52,6 +53,7 @@ class OverviewPanel(Widget):
                 yield Static("", id="ov-findings-empty")
             output = Static("", id="ov-output", classes="box")
             output.border_title = "Latest output"
+            _no_links(output)
             yield output
 
     def update_state(self, state: RunState) -> None:
@@ -97,6 +99,12 @@ class OverviewPanel(Widget):
         event.stop()
         if event.option.id:
             self.post_message(ShowFinding(event.option.id))
+
+
+def _no_links(widget: Widget) -> None:
+    """Figures and program output hold no action links (``@click``): without this,
+    Textual copies each of their strips at every repaint to style links."""
+    widget.set_reactive(Widget.auto_links, False)
 
 
 def figures_table(state: RunState) -> Table:
