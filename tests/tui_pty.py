@@ -86,8 +86,16 @@ class TuiProcess:
             if self.proc.poll() is None:
                 self.kill()
             self._reader.join(timeout=5)
-            os.close(self._leader)
+            self.close_terminal()
         return code
+
+    def close_terminal(self) -> None:
+        """Close the terminal's side of the pty, as a closed window or a killed tmux pane
+        does. mpsprof is not the pty's controlling process, so no SIGHUP comes with it:
+        the app must notice the dead terminal by itself."""
+        if self._leader >= 0:
+            os.close(self._leader)
+            self._leader = -1
 
     def kill(self) -> None:
         """SIGKILL mpsprof and the training it started (its own session's process group:

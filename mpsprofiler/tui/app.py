@@ -122,6 +122,18 @@ class MpsprofApp(TryFixMixin, LiveRun, App[None]):
             self._set_findings(results.findings, results.rule_errors)
 
     # -- layout -------------------------------------------------------------------
+    def get_driver_class(self) -> Any:
+        """Textual's own driver, except on Linux / macOS: there one whose screen writes
+        survive a closed terminal (see :mod:`.driver`)."""
+        driver = super().get_driver_class()
+        from textual.drivers.linux_driver import LinuxDriver
+
+        if driver is LinuxDriver:
+            from .driver import SafeLinuxDriver
+
+            return SafeLinuxDriver
+        return driver
+
     def compose(self) -> ComposeResult:
         yield RunHeader()
         with TabbedContent(id="panels", initial="overview"):
