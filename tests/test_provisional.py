@@ -70,3 +70,39 @@ def test_live_tui_marks_the_first_finding_provisional(tmp_path: Path) -> None:
     assert seen[0][0] < 20
     assert any(not provisional for _n, provisional in seen)
     assert all(not f.provisional for f in app.results.findings)
+
+
+NO_STEP = "no-step-signal"
+
+
+@pytest.mark.slow
+def test_live_run_does_not_show_no_steps_while_steps_come(tmp_path: Path) -> None:
+    """A script that imports torch, spends 3 s, then 1.5 s in its first step: the live view
+    must not say "No training steps seen" (it used to from about 3 s on, and the finding
+    stayed shown while the steps were counted)."""
+    spec = RunSpec(target=str(REPO / "tests" / "scripts_loops" / "late_first_step.py"), args=[],
+                   run_dir=tmp_path / "run", capture_output=True)
+    spec.run_dir.mkdir()
+    app = MpsprofApp(Session(), [], spec=spec, run_dir=spec.run_dir)
+    shown: list[int] = []  # step counts at which the live view showed the finding
+    diagnosed_with_steps = 0
+
+    async def main() -> None:
+        nonlocal diagnosed_with_steps
+        async with app.run_test(size=(130, 40)) as pilot:
+            deadline = time.monotonic() + 120
+            while app.results is None and time.monotonic() < deadline:
+                if app.state.running:
+                    rules = {f.rule for f in app.state.findings}
+                    if NO_STEP in rules:
+                        shown.append(app.session.steps.count)
+                    if app.session.steps.count and app._diagnosed_version == app.session.version:
+                        diagnosed_with_steps += 1
+                await pilot.pause(0.2)
+            assert app.results is not None
+
+    asyncio.run(main())
+    assert not shown, f"'No training steps seen' shown live (step counts {shown[:5]})"
+    assert diagnosed_with_steps, "no live diagnosis ran once the steps were counted"
+    assert app.session.steps.count == 30
+    assert NO_STEP not in {f.rule for f in app.results.findings}

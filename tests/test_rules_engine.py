@@ -375,6 +375,23 @@ def test_tracker_merges_by_rule() -> None:
     assert tracker.evaluations == 2 and len(tracker.to_dicts()) == 3
 
 
+def test_tracker_drops_a_provisional_finding_that_no_longer_fires() -> None:
+    """A provisional finding stands for the evidence so far: once it stops firing it leaves
+    the live view; a confirmed one stays (test above)."""
+    ruleset = load_rules([VALID])
+    tracker = FindingTracker()
+    early = evaluate(ruleset, dict(FACTS, first_stall_step=12), "mps")
+    for f in early:
+        f.provisional = True
+    tracker.update(early)
+    later = evaluate(ruleset, dict(FACTS, first_stall_step=30, data_wait_share=0.5, last_error=None), "mps")
+    assert "float64-input" not in {f.rule for f in later}
+    tracker.update(later)
+    shown = {f.rule: f for f in tracker.findings}
+    assert "float64-input" not in shown and set(shown) == {f.rule for f in later}
+    assert not shown["dataloader-stall"].provisional  # confirmed now, so it stays from here on
+
+
 def test_evaluation_is_cheap() -> None:
     ruleset = RuleSet(list(load_rules([VALID])) * 10)  # 30 rules, all firing
     evaluate(ruleset, FACTS, "mps")

@@ -110,7 +110,8 @@ class FindingTracker:
     """Findings across repeated live evaluations (about once a second), merged by rule.
 
     A merged finding keeps the earliest ``first_step``, shows the latest evidence and
-    counts the evaluations that fired it; ``active`` tells which fired last time.
+    counts the evaluations that fired it; ``active`` tells which fired last time. A finding
+    never confirmed (still provisional) is dropped once it stops firing.
     """
 
     def __init__(self) -> None:
@@ -139,6 +140,10 @@ class FindingTracker:
                 count=old.count + f.count,
                 provisional=f.provisional and old.provisional,  # once confirmed, it stays so
             )
+        # a provisional finding stands for the evidence so far: once it no longer fires, it
+        # no longer holds and leaves the view (a confirmed one stays, as a past problem)
+        for rule in [r for r, f in self._by_rule.items() if f.provisional and r not in active]:
+            del self._by_rule[rule]
         self._active = frozenset(active)
         self.evaluations += 1
         return sort_findings(new)

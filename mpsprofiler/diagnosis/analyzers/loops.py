@@ -17,7 +17,7 @@ from .common import rounded
 from .registry import analyzer
 
 LOOP_FACTS: tuple[str, ...] = (
-    "child_processes", "child_start_methods", "child_targets", "run_s", "step_count", "step_signal",
+    "child_processes", "child_start_methods", "child_targets", "run_ended", "run_s", "step_count", "step_signal",
     "step_signal_words", "torch_imported",
 )
 """Every fact the ``loops`` analyzer may return (declared: no other analyzer may provide one)."""
@@ -37,5 +37,8 @@ def loop_facts(session: Session) -> dict[str, Any]:
         "step_signal_words": signal_words(steps.mode),
         "step_count": steps.count,
         "run_s": rounded(run_s, 3),
+        # False while a live run goes on: "no step yet" is no finding before the end (the
+        # import of torch alone can take 3 s, long before the first step)
+        "run_ended": session.exit is not None,
         "torch_imported": bool(session.env.get("torch")),
     }
