@@ -83,7 +83,8 @@ def test_script_text_with_markup_never_crashes_the_live_app(tmp_path: Path) -> N
         assert "no data in [/data/train]" in _unhtml(screen)
         await pilot.press("7")
         await pilot.pause(0.2)
-        assert "[/x] --name=[b]" in _unhtml(app.export_screenshot())
+        environment = _unhtml(app.export_screenshot())  # argv wraps where the checkout's path is long
+        assert "[/x]" in environment and "--name=[b]" in environment
 
     drive(app, body)
     assert app.returncode == 1 and app.session.status == "crashed"
