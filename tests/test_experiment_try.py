@@ -111,7 +111,7 @@ def test_try_proves_num_workers_on_a_sleep_bound_dataset(tmp_path: Path) -> None
 @pytest.mark.slow
 @pytest.mark.timeout(1500)  # many full runs: minutes when the machine is shared
 def test_try_compute_bound_script_shows_no_measurable_difference(tmp_path: Path) -> None:
-    """Done-when of issue 18: more workers do nothing for a clean compute-bound script.
+    """Done-when of issue 18: more workers never help a clean compute-bound script.
     (Width 1024, ~60 ms steps: at width 512, ~15 ms steps, two workers' IPC on two cores
     measured 1.10x slower, which `try` then rightly calls slower.)"""
     out = tmp_path / "exp"
@@ -119,7 +119,10 @@ def test_try_compute_bound_script_shows_no_measurable_difference(tmp_path: Path)
                        "-o", str(out), str(TRY / "compute_bound.py"), env=child_env(STEPS="14"),
                        timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "no measurable difference with num_workers=2" in proc.stdout, proc.stdout
+    # never "faster": on 2 cores two workers even cost a compute-bound step ~10-14% (seen in
+    # quiet CI runs: "proven slower"), which try rightly reports; on more cores: no difference
+    assert "no measurable difference with num_workers=2" in proc.stdout or "proven slower" in proc.stdout, proc.stdout
+    assert "faster with" not in proc.stdout, proc.stdout
     assert (out / "a1" / "summary.json").exists() and (out / "b1" / "summary.json").exists()
     assert read_summary(out / "b1")["dataloaders"][0]["num_workers"] == 2
     assert read_summary(out / "a1")["dataloaders"][0]["num_workers"] == 0
