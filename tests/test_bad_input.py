@@ -65,9 +65,17 @@ def test_script_that_does_not_compile(tmp_path: Path, source: bytes) -> None:
     script = tmp_path / "broken.py"
     script.write_bytes(source)
     plain, profiled = compare([str(script)], tmp_path / "run")
+    recorded = read_events(tmp_path / "run")
+    crash = [e for e in recorded if e["k"] == "exception"]
+    if plain.returncode == 0:
+        # Python 3.11.2's compile() refuses a NUL byte with ValueError while its own file
+        # reader runs the file up to the NUL (later releases: SyntaxError from both). No
+        # crash is recorded; the run says the script ran without the profiler
+        assert b"\x00" in source and not crash
+        assert any(e["k"] == "probe_error" and e["instrument"] == "script" for e in recorded)
+        return
     assert plain.returncode == 1 and b"Error" in plain.stderr
-    crash = [e for e in read_events(tmp_path / "run") if e["k"] == "exception"]
-    assert crash and crash[0]["type"] in ("SyntaxError", "IndentationError", "TabError", "ValueError")
+    assert crash and crash[0]["type"] in ("SyntaxError", "IndentationError", "TabError")
 
 
 # -- rule files --------------------------------------------------------------------------

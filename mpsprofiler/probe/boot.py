@@ -219,7 +219,14 @@ def _let_python_report(error: BaseException, script: str, args: list[str], probe
     """
     if probe is not None:
         try:
-            probe.record_exception(error, _frames(error, None))
+            if isinstance(error, SyntaxError):
+                probe.record_exception(error, _frames(error, None))
+            else:
+                # compile() refuses null bytes with ValueError (Python 3.11), where some
+                # 3.11 releases' file reader runs the file anyway (3.11.2 stops at the NUL):
+                # whether the script fails is Python's to say, so no crash is recorded;
+                # the recording says the script ran without the profiler.
+                probe.fail("script", error)
         except Exception:
             pass
         probe.close()
