@@ -3,7 +3,7 @@
 An LSTM word-language model, nanoGPT and a small SDPA transformer run on a Mac GPU
 without CPU fallback; their CPU runs see oneDNN / CPU flash-attention kernels instead and
 must not be told otherwise. Their CPU-side index and scalar tensors stay on the CPU on a
-Mac: no sync. CTC loss, pdist, AdaptiveMaxPool3d and float64 must still be predicted.
+Mac: no sync. MultiLabelMarginLoss, pdist, AdaptiveMaxPool3d and float64 must still be predicted.
 """
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ def test_true_fallbacks_and_float64_are_still_predicted(tmp_path: Path) -> None:
     with ThreadPoolExecutor(2) as pool:
         fallback, f64 = pool.map(lambda a: _run(tmp_path, *a), runs)
     finding = next(f for f in fallback["findings"] if f["rule"] == "mps-readiness")
-    for op in ("_ctc_loss", "_pdist_forward", "adaptive_max_pool3d"):
+    for op in ("multilabel_margin_loss_forward", "_pdist_forward", "adaptive_max_pool3d"):
         assert op in finding["evidence"], finding["evidence"]
     assert "native_functions.yaml `_pdist_forward`: dispatch CPU, CUDA, none for MPS" in finding["evidence"]
     evidence = {r["op"]: r["evidence"] for r in fallback["ops"]["mps_predicted"]}

@@ -95,12 +95,12 @@ def test_predicted_fallback_facts_and_rule() -> None:
     facts = ops_facts(_stats(events), "cpu", {})
     assert facts["ops_sampled_steps"] == 2 and facts["ops_first_step"] == 3
     ops = set(facts["mps_predicted_fallback_ops"])
-    assert {"aten::_ctc_loss.Tensor", "aten::_pdist_forward", "aten::adaptive_max_pool3d",
-            "aten::_ctc_loss_backward.Tensor", "aten::_pdist_backward",
+    assert {"aten::multilabel_margin_loss_forward", "aten::_pdist_forward", "aten::adaptive_max_pool3d",
+            "aten::multilabel_margin_loss_backward", "aten::_pdist_backward",
             "aten::adaptive_max_pool3d_backward"} <= ops  # fmt: skip
     assert facts["mps_predicted_fallback_count"] == len(ops)
     assert facts["mps_predicted_fallback_calls_per_step"] == pytest.approx(6.0)
-    assert {"CTCLoss", "model.spread (SpreadPenalty)", "model.encoder.pool (AdaptiveMaxPool3d)"} <= set(
+    assert {"MultiLabelMarginLoss", "model.spread (SpreadPenalty)", "model.encoder.pool (AdaptiveMaxPool3d)"} <= set(
         facts["mps_predicted_fallback_modules"])
     table = facts["mps_predicted_fallback_table"]
     assert table.startswith("| op | calls/step |") and "`aten::_pdist_forward`" in table
@@ -149,7 +149,7 @@ def test_actual_fallback_facts_on_fake_mps() -> None:
     assert facts["mps_fallback_enabled"] is True
     assert facts["mps_fallback_count"] >= 6
     assert facts["mps_fallback_calls_per_step"] == pytest.approx(6.0)
-    assert "| `aten::_ctc_loss.Tensor` | 1.0 |" in facts["mps_fallback_top"]
+    assert "| `aten::multilabel_margin_loss_forward` | 1.0 |" in facts["mps_fallback_top"]
     assert facts["mps_fallback_share"] is not None and 0 < facts["mps_fallback_share"] < 1
     found = _findings(facts, "mps")
     assert "cpu-fallback" in found and "mps-readiness" not in found

@@ -12,6 +12,7 @@ Only the standard library and PyYAML are imported: the probe and the diagnosis b
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,20 @@ from typing import Any
 from ..resources import rules_data_file
 
 BACKENDS_NAME = "mps_backend_kernels.yaml"
+
+BACKEND_SPECIFIC = re.compile(
+    r"mkldnn|onednn|cudnn|miopen|_for_cpu|flash_attention|efficient_attention|"
+    r"cudnn_attention|_fused_(adam|adamw|sgd|adagrad)_$|_thnn_fused|_native_multi_head"
+)
+"""Names of kernels one backend picks for a call (cuDNN, oneDNN, MIOpen, fused attention
+or optimizers). A new torch release adds such kernels before the table has a row for them:
+one without a row is not judged by its own entry (it would predict a CPU fallback for a
+call a Mac runs on its GPU), it is unknown."""
+
+
+def looks_backend_specific(op: str) -> bool:
+    """Whether ``op``'s name is that of a backend-specific kernel (see BACKEND_SPECIFIC)."""
+    return BACKEND_SPECIFIC.search(base_name(op)) is not None
 
 
 @dataclass(frozen=True)
@@ -39,6 +54,8 @@ class BackendTable:
     rows: tuple[BackendRow, ...]
     not_calls: frozenset[str]
     path: str = ""
+    reviewed_through: str = ""
+    """The newest torch release whose backend-specific kernels the table was checked against."""
 
     def row_for(self, op: str) -> BackendRow | None:
         """The row of a kernel, by its name without namespace and overload."""
@@ -90,4 +107,5 @@ def load_backend_table(path: Path | None = None) -> BackendTable:
         rows.append(BackendRow(name, str(item.get("backend") or ""), tuple(base_name(k) for k in kernels),
                                str(item.get("called_as") or ""), runs, str(item.get("note") or ""),
                                str(item.get("source") or "")))  # fmt: skip
-    return BackendTable(tuple(rows), frozenset(_strings(data.get("not_calls"))), str(path))
+    return BackendTable(tuple(rows), frozenset(_strings(data.get("not_calls"))), str(path),
+                        str(data.get("reviewed_through") or ""))

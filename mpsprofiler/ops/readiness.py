@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from ..resources import rules_data_file
-from .backends import BACKENDS_NAME, BackendRow, BackendTable, base_name, load_backend_table
+from .backends import BACKENDS_NAME, BackendRow, BackendTable, base_name, load_backend_table, looks_backend_specific
 
 MPS = "mps"
 PORTABLE = "portable"
@@ -338,7 +338,15 @@ class MpsKernelTable:
             mapped = self._row_status(row, op)
             if mapped is not None:
                 return mapped[0]
+        elif self._unmapped_kernel(op, own):
+            return UNKNOWN
         return own
+
+    def _unmapped_kernel(self, op: str, own: str) -> bool:
+        """A backend-specific kernel the table has no row for (new in this torch): what a
+        Mac runs for its call is not known, so it is no fallback prediction."""
+        return (own == CPU_FALLBACK and looks_backend_specific(op)
+                and base_name(op) not in self.backends.not_calls and self.backends.row_for(op) is None)  # fmt: skip
 
     def _row(self, op: str, own: str) -> BackendRow | None:
         """The backend row of a kernel that has no MPS kernel of its own."""
@@ -388,6 +396,9 @@ class MpsKernelTable:
                     return f"{head}, which has no MPS kernel ({self._own_evidence(target)})"
                 kind = "an MPS kernel" if status == MPS else "composite: decomposed into ops with MPS kernels"
                 return f"{head} ({kind} in native_functions.yaml)"
+        elif self._unmapped_kernel(op, self.own_status(op)):
+            return (f"`{base_name(op)}` is a backend-specific kernel that {BACKENDS_NAME} does not map yet "
+                    f"(new in torch {_torch_version()}?): which op a Mac runs for its call is not known")  # fmt: skip
         return self._own_evidence(op)
 
     def _own_evidence(self, op: str) -> str:
