@@ -1,7 +1,9 @@
 """A small speech-style model: GRU encoder + CTC loss on synthetic sequences.
 
-CTC loss has no MPS kernel: on a Mac it runs on the CPU (with
-PYTORCH_ENABLE_MPS_FALLBACK=1) and mpsprof points at it. Runs in a few seconds on a CPU.
+Before torch 2.15 CTC loss has no MPS kernel: on a Mac it runs on the CPU (with
+PYTORCH_ENABLE_MPS_FALLBACK=1) and mpsprof points at it; from 2.15 it runs on the GPU.
+Its many small ops per step make it the worst case for op accounting's overhead. Runs in a
+few seconds on a CPU.
 
     python examples/ctc_gru.py --steps 40
     ML_DEVICE=cpu mpsprof run examples/ctc_gru.py
