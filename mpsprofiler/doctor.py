@@ -183,6 +183,13 @@ def check_cuda(env: EnvFields) -> Check:
         name = env.get("cuda_device_name") or "name unknown until CUDA starts"
         return Check("cuda", "CUDA", "ok",
                      f"CUDA {env.get('torch_cuda')}: {env.get('cuda_device_count')} device(s), {name}.")
+    if env.get("torch_cuda") and env.get("nvidia_driver") is False:
+        # PyPI's default torch on x86-64 Linux is a CUDA build: it trains on the CPU fine
+        return Check("cuda", "CUDA", "info",
+                     f"torch is a CUDA {env['torch_cuda']} build and this machine has no NVIDIA driver: "
+                     "training runs on the CPU. The CPU-only build is about 5 GB smaller: "
+                     "`pip install torch --index-url https://download.pytorch.org/whl/cpu` "
+                     "(pytorch.org/get-started).")
     if env.get("torch_cuda"):
         visible = _vars(env).get("CUDA_VISIBLE_DEVICES")
         detail = f"torch is built for CUDA {env['torch_cuda']} but sees no GPU."
@@ -377,7 +384,18 @@ def collect_for_doctor() -> EnvFields:
             os.environ[FALLBACK] = raw  # type: ignore[assignment]
     env["pytorch_env"] = pytorch_env()
     env["numpy"] = _installed_version("numpy")
+    env["nvidia_driver"] = nvidia_driver_present()
     return env
+
+
+def nvidia_driver_present() -> bool | None:
+    """On Linux, whether an NVIDIA driver is loaded (its /proc entry or a device node);
+    None elsewhere (macOS has none; Windows is not looked at)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    import glob
+
+    return os.path.exists("/proc/driver/nvidia/version") or bool(glob.glob("/dev/nvidia[0-9]*"))
 
 
 def _installed_version(dist: str) -> str | None:

@@ -184,6 +184,21 @@ def test_cuda_checks() -> None:
     hidden = mac(platform="linux", torch_cuda="12.4", pytorch_env={"CUDA_VISIBLE_DEVICES": ""})
     check = by_id(run_checks(hidden))["cuda"]
     assert check.status == "warn" and "hides every GPU" in check.detail
+    # PyPI's CUDA wheel on a Linux machine without an NVIDIA driver: it trains on the CPU
+    no_driver = by_id(run_checks(mac(platform="linux", torch_cuda="13.2", nvidia_driver=False)))["cuda"]
+    assert no_driver.status == "info" and "no NVIDIA driver" in no_driver.detail
+    assert "download.pytorch.org/whl/cpu" in no_driver.detail
+    with_driver = by_id(run_checks(mac(platform="linux", torch_cuda="13.2", nvidia_driver=True)))["cuda"]
+    assert with_driver.status == "warn" and "sees no GPU" in with_driver.detail
+
+
+def test_doctor_looks_for_the_nvidia_driver_here() -> None:
+    from mpsprofiler.doctor import nvidia_driver_present
+
+    expected = None
+    if sys.platform.startswith("linux"):
+        expected = Path("/proc/driver/nvidia/version").exists() or any(Path("/dev").glob("nvidia[0-9]*"))
+    assert nvidia_driver_present() is expected
 
 
 def test_missing_torch_fails() -> None:

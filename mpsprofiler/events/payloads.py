@@ -82,6 +82,8 @@ class EnvFields(Tagged, total=False):
     pytorch_env: dict[str, str]
     numpy: str | None
     """``mpsprof doctor`` only (never imported inside the training process)."""
+    nvidia_driver: bool | None
+    """``mpsprof doctor`` only: whether Linux has an NVIDIA driver loaded."""
 
 
 class ModelFields(Tagged, total=False):
