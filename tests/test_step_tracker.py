@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import pytest
+
 from mpsprofiler.devices.base import DeviceBackend
 from mpsprofiler.probe.steps import StepTracker
 
@@ -140,3 +142,83 @@ def test_no_event_until_the_script_uses_the_device() -> None:
         fetch(tracker, device, drains=True)
         tracker.on_optimizer_step(opt)
     assert set(columns()["idle"]) == {None}
+
+
+class Allocating(Device):
+    """A device whose allocator grows by 1 KiB a step (a slow leak)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.bytes = 0
+
+    def allocated(self) -> int | None:
+        return self.bytes
+
+
+def run_steps(n: int, step_s: float, monkeypatch: Any, *, never_fast: bool = False) -> tuple[list[dict[str, Any]], Any]:
+    """``n`` manual steps of ~``step_s`` (each with a fetch that finds the device idle
+    every third step), drained every ~0.25 s as the channel thread does; returns the
+    ``steps`` payloads and the session's fold of them."""
+    from mpsprofiler.probe import steps as probe_steps
+    from mpsprofiler.session.steps import StepStats
+
+    if never_fast:
+        monkeypatch.setattr(probe_steps, "FAST_STEP", 0.0)
+    device = Allocating()
+    clock = [100.0]
+    sent: list[dict[str, Any]] = []
+    tracker = StepTracker(lambda kind, **payload: sent.append(payload), device, lambda: clock[0])
+    last_drain = clock[0]
+    for k in range(n):
+        clock[0] += step_s * 0.2
+        started = tracker.on_fetch_start()
+        if k % 3 == 0:
+            device.run()
+        clock[0] += step_s * 0.3  # the wait
+        tracker.on_fetch_end(started, True)
+        device.queue(3)
+        device.bytes += 1024
+        clock[0] += step_s * (0.3 + (k % 7) * 0.05)  # a spread of durations for the quantiles
+        tracker.manual_step()
+        if clock[0] - last_drain >= 0.25:
+            last_drain = clock[0]
+            tracker.drain()
+    tracker.drain()
+    stats = StepStats()
+    for payload in sent:
+        stats.feed(payload)  # type: ignore[arg-type]
+    return sent, stats
+
+
+def test_fast_steps_go_as_exact_aggregates_after_the_early_window(monkeypatch: Any) -> None:
+    """At ~2,000 steps/s every step sent one by one cost the live view ~1% of a core to
+    decode and fold. Past FAST_AFTER steps a fast block ends the detail; the session's
+    figures stay the same as with every step in detail."""
+    from mpsprofiler.probe.steps import FAST_AFTER
+
+    sent, fast = run_steps(6000, 0.0005, monkeypatch)
+    detailed = sum(len(p["i"]) for p in sent)
+    assert FAST_AFTER <= detailed <= FAST_AFTER + 1024
+    first_agg = next(k for k, p in enumerate(sent) if p.get("agg"))
+    assert all(not p["i"] and p.get("agg") for p in sent[first_agg + 1:])  # one switch, never back
+    with monkeypatch.context() as m:
+        ref_sent, ref = run_steps(6000, 0.0005, m, never_fast=True)
+    assert sum(len(p["i"]) for p in ref_sent) == 6000  # the old way, for comparison
+    assert (fast.count, fast.last_index, fast.total_batches) == (ref.count, ref.last_index, ref.total_batches) == (6000, 5999, 6000)
+    assert (fast.idle_waits, fast.busy_waits) == (ref.idle_waits, ref.busy_waits) == (2000, 4000)
+    assert fast.warmup == ref.warmup
+    for q in (0.1, 0.5, 0.9):
+        assert fast.quantile(q) == ref.quantile(q)
+    assert abs(fast.total_dur - ref.total_dur) < 1e-6 and abs(fast.total_wait - ref.total_wait) < 1e-6
+    assert fast.data_wait_share() == pytest.approx(ref.data_wait_share())
+    assert (fast.first_end, fast.last_end) == pytest.approx((ref.first_end, ref.last_end))
+    # the charts' sample steps carry a device-memory reading (the memory trends need
+    # them), but for the batches too short to hold one (the switch's, the last one)
+    late = [p for p in fast.series.points() if p.i >= detailed]
+    assert len(late) >= 4 and all(p.alloc is not None for p in late[1:-1])
+
+
+def test_slow_steps_keep_their_detail(monkeypatch: Any) -> None:
+    sent, stats = run_steps(3000, 0.005, monkeypatch)
+    assert sum(len(p["i"]) for p in sent) == 3000 and not any(p.get("agg") for p in sent)
+    assert stats.idle_waits == 1000

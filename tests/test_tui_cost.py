@@ -188,9 +188,11 @@ def test_a_findings_new_figures_patch_its_markdown_in_place() -> None:
 
 @pytest.mark.slow
 def test_the_benchmark_counts_aggregated_steps(tmp_path: Path) -> None:
-    """Past the probe's detail limit (20,000 steps) fast steps arrive only as aggregates:
-    the benchmark's step counter must still see every step (it said 141 steps/s where the
-    script did ~2,000)."""
+    """Past the probe's detail limit (20,000 steps, or ~2,000 for steps this fast) steps
+    arrive only as aggregates: the benchmark's step counter must still see every step (it
+    said 141 steps/s where the script did ~2,000)."""
+    from mpsprofiler.probe.steps import FAST_AFTER, FAST_BLOCK
+
     sys.path.insert(0, str(REPO / "benchmarks"))
     try:
         import tui_cpu
@@ -206,6 +208,12 @@ def test_the_benchmark_counts_aggregated_steps(tmp_path: Path) -> None:
     total = summary["steps"]["count"]
     assert total >= 25000
     assert tui_cpu.count_steps(run_dir) == total
+    # steps this fast go one by one only for the early window (see probe.steps.FAST_STEP)
+    detailed = 0
+    for line in (run_dir / "events.jsonl").read_text().splitlines():
+        if line.startswith('{"k":"steps"'):
+            detailed += len(json.loads(line).get("i") or [])
+    assert FAST_AFTER <= detailed <= FAST_AFTER + FAST_BLOCK
 
 
 def test_a_costly_diagnosis_backs_off_and_a_cheap_one_runs_every_second() -> None:

@@ -232,9 +232,11 @@ None in steps without a backward pass."""
 * ``alloc``: device bytes held by tensors at the step's end (None on CPU).
 
 A ``steps`` event may also carry ``agg``: exact aggregates of steps that were not
-sent one by one (long runs decimate detail to keep the recording bounded):
+sent one by one (long runs, and runs of very fast steps, decimate detail: the
+recording stays bounded and the live view folds fewer records):
 ``{"n", "dur_sum", "wait_sum", "dur_min", "dur_max", "i_last", "hist"}`` where
-``hist`` maps log-bucket indices (see :func:`bucket_of`) to counts.
+``hist`` maps log-bucket indices (see :func:`bucket_of`) to counts, plus (newer
+recordings) ``idle_n`` / ``busy_n`` and ``end_last`` (see ``StepAggregate``).
 """
 
 STEP_LOADER_COLUMNS = ("wait_cpu", "wait_runq")

@@ -133,7 +133,14 @@ class StepAggregate(TypedDict, total=False):
     pre_sum: float
     bwd_sum: float
     sample: list[Any]
-    """One step of the batch in STEP_COLUMNS order, for the charts."""
+    """One step of the batch in STEP_COLUMNS order, for the charts: the last, or the last
+    with a device-memory reading if it ended within 0.1 s of the last."""
+    idle_n: int
+    """Steps whose data wait found the device idle (absent in older recordings)."""
+    busy_n: int
+    """... found the device still busy."""
+    end_last: float
+    """End time of the batch's last step (older recordings: the sample's)."""
 
 
 class StepsFields(Tagged, total=False):

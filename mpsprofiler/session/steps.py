@@ -174,6 +174,8 @@ class StepStats:
         batches = _int(agg.get("batches"))
         self.total_batches += batches
         self.last_index = max(self.last_index, _int(agg.get("i_last")))
+        self.idle_waits += max(0, _int(agg.get("idle_n")))
+        self.busy_waits += max(0, _int(agg.get("busy_n")))
         self._late(dur, wait, n, hist, batches, _opt_num(agg.get("wait_cpu_sum")), _opt_num(agg.get("wait_runq_sum")))
         phase_n = _int(agg.get("phase_n"))
         if phase_n > 0 and phase_n == n:
@@ -184,6 +186,9 @@ class StepStats:
                           _int(sample[4]), _opt_int(sample[5]), _opt_int(sample[6]))
             self.last_end = p.end
             self.series.append(p)
+        end_last = _opt_num(agg.get("end_last"))
+        if end_last is not None:
+            self.last_end = max(end_last, self.last_end or end_last)
 
     def _late_phases(self, n: int, pre: float, bwd: float, wait: float, dur: float) -> None:
         sums = self.late_phase
