@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -102,11 +103,22 @@ def run_mpsprof(args: Sequence[str], run_dir: Path, cwd: Path | None = None, inp
     return _run(mpsprof_cmd(args, run_dir, options), cwd, input, env, timeout)
 
 
+_LOG_PREFIX = re.compile(rb"^([WIEF])\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ ", re.MULTILINE)
+"""The glog-style head of torch's own log lines (``W1203 14:16:16.067000 510 file.py:183]``):
+its time and pid differ between any two runs, plain or profiled."""
+
+
+def _unstamped(stderr: bytes) -> bytes:
+    return _LOG_PREFIX.sub(rb"\1MMDD hh:mm:ss PID ", stderr)
+
+
 def assert_same(plain: Result, profiled: Result) -> None:
-    """Identical exit status, stdout and (summary stripped) stderr, with a readable diff."""
+    """Identical exit status, stdout and (summary stripped) stderr, with a readable diff;
+    torch's log lines compare without their time stamp and pid."""
     assert profiled.returncode == plain.returncode, (plain.returncode, profiled.returncode, profiled.stderr[-3000:])
     assert profiled.stdout == plain.stdout, _diff(plain.stdout, profiled.stdout)
-    assert profiled.script_stderr == plain.stderr, _diff(plain.stderr, profiled.script_stderr)
+    script_stderr, plain_stderr = _unstamped(profiled.script_stderr), _unstamped(plain.stderr)
+    assert script_stderr == plain_stderr, _diff(plain_stderr, script_stderr)
 
 
 def compare(args: Sequence[str], run_dir: Path, parallel: bool = True, options: Sequence[str] = (),
