@@ -219,7 +219,7 @@ def _tui_data(session: Session, results: Any) -> None:
     state = RunState(session, live=False, findings=list(results.findings), rule_errors=list(results.rule_errors))
     items = [environment.run_table(state), environment.env_table(session.env), environment.doctor_table(session.env),
              environment.rules_text(state), memory.memory_table(state), memory.limits_table(state),
-             overview.figures_table(state), warnings.warnings_table(session), warnings.probe_text(session),
+             overview.figures_table(state), overview.figures_table(state, 40), warnings.warnings_table(session), warnings.probe_text(session),
              ops.summary_text(session.ops.to_dict(), state), header.script_line(session.run, session.script),
              header.device_line(session), state.status_text()]
     items += [str(line) for line in ops.op_lines(session.ops.to_dict())]

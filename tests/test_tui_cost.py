@@ -96,6 +96,95 @@ def test_the_overviews_charts_and_figures_repaint_without_copying_their_strips_f
     drive(body)
 
 
+def _cells(strips: list[Strip]) -> list[list[tuple[Any, ...]]]:
+    """(character, colours as RGB, attributes) of every cell: what the terminal shows."""
+    def look(style: Any) -> tuple[Any, ...]:
+        if style is None:
+            return ()
+        return (style.color and tuple(style.color.get_truecolor()), style.bgcolor and tuple(style.bgcolor.get_truecolor()),
+                style.bold, style.dim, style.italic, style.underline, style.reverse, style.strike)
+
+    return [[(ch, look(seg.style)) for seg in strip for ch in seg.text] for strip in strips]
+
+
+def test_the_overviews_charts_repaint_as_strips_without_textuals_text_conversion() -> None:
+    """A chart is laid out cell by cell already; Textual's path for a Rich Text (convert
+    to Content, wrap, align, style each line) cost twice what drawing the chart did. The
+    charts hand over strips, and those show exactly what Textual's path would."""
+    from textual.content import Content
+    from textual.visual import Visual
+
+    from mpsprofiler.tui.widgets.charts import ChartStrips
+
+    async def body(app: MpsprofApp, pilot: Any) -> None:
+        charts = list(app.query("OverviewPanel LineChart"))
+        assert len(charts) == 3
+        conversions = 0
+        from_rich_text = Content.from_rich_text
+
+        def counted(*args: Any, **kwargs: Any) -> Content:
+            nonlocal conversions
+            conversions += 1
+            return from_rich_text(*args, **kwargs)
+
+        Content.from_rich_text = counted  # type: ignore[method-assign]
+        try:
+            for chart in charts:
+                chart._generation += 1  # new data: the chart is drawn again
+                chart.refresh()
+            await pilot.pause()
+            await pilot.pause()
+        finally:
+            Content.from_rich_text = from_rich_text  # type: ignore[method-assign]
+        assert conversions == 0
+        for chart in charts:
+            visual = chart.render()
+            assert isinstance(visual, ChartStrips) and chart.has_data
+            width, height = chart.size
+            ours = Visual.to_strips(chart, visual, width, height, chart.visual_style)
+            textual = Visual.to_strips(chart, Content.from_rich_text(visual.text, console=app.console), width, height,
+                                       chart.visual_style)
+            a, b = _cells(ours), _cells(textual)
+            assert len(a) == len(b) == height
+            for y, (la, lb) in enumerate(zip(a, b, strict=True)):
+                assert len(la) == len(lb) == width, (chart.id, y)
+                diff = [(x, ca, cb) for x, (ca, cb) in enumerate(zip(la, lb, strict=True)) if ca != cb]
+                assert not diff, (chart.id, y, diff[:5])
+
+    drive(body)
+
+
+def test_the_overview_figures_are_padded_text_where_they_fit_else_a_table() -> None:
+    """The figures change every second (the step count): as pre-padded text they cost a
+    fraction of a Rich table, which is measured and laid out at every repaint. Where a
+    value does not fit beside its label (80 columns, a device peak) the table wraps it
+    in its own column."""
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    from mpsprofiler.tui.widgets.overview import figures_table
+
+    async def body(app: MpsprofApp, pilot: Any) -> None:
+        figures = app.query_one("#ov-figures", Static)
+        app._drawn.clear()
+        app._redraw(force=True)  # the live view's next second (the first draw came before any layout)
+        await pilot.pause()
+        assert isinstance(figures.content, Text)
+        state = app.state
+        width = figures.content_size.width
+        console = Console(width=width, color_system="truecolor", legacy_windows=False)
+
+        def cells(renderable: Any) -> list[list[tuple[str, str]]]:
+            lines = console.render_lines(renderable, console.options.update_width(width), pad=False)
+            return [[(ch, str(seg.style or "none")) for seg in line for ch in seg.text] for line in lines]
+
+        assert cells(figures_table(state, width)) == cells(figures_table(state))  # width 0: the table
+        assert isinstance(figures_table(state, 12), Table)  # "params 25,578 float32" does not fit
+
+    drive(body)
+
+
 def test_a_growing_log_scrolls_without_laying_the_screen_out() -> None:
     async def body(app: MpsprofApp, pilot: Any) -> None:
         await pilot.press("6")

@@ -11,11 +11,21 @@ import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
+from rich.segment import Segment
+from rich.style import Style as RichStyle
 from rich.text import Text
 from textual.app import RenderResult
+from textual.strip import Strip
 from textual.timer import Timer
+from textual.visual import Visual
 from textual.widget import Widget
+
+if TYPE_CHECKING:
+    from textual.css.styles import RulesMap
+    from textual.style import Style
+    from textual.visual import RenderOptions
 
 from ..chart_render import Series, render_chart
 from ..safe import finite
@@ -83,6 +93,56 @@ def _all_finite(values: Sequence[object]) -> bool:
         return math.isfinite(math.fsum(values))  # type: ignore[arg-type]
     except OverflowError:
         return False
+
+
+class ChartStrips(Visual):
+    """A drawn chart, handed to Textual as strips.
+
+    Textual's path for a Rich ``Text`` (convert it to ``Content``, then wrap, align and
+    style every line) cost twice what drawing the chart did, for text that is laid out
+    cell by cell already: one line per row, nothing to wrap, styles on runs that do not
+    overlap. Each run becomes one segment over the widget's own style, as Textual
+    composes them.
+    """
+
+    def __init__(self, text: Text) -> None:
+        self.text = text
+        self._lines = list(Segment.split_lines(_segments(text)))
+        self._strips: tuple[tuple[int, RichStyle], list[Strip]] | None = None
+
+    def render_strips(self, width: int, height: int | None, style: Style, options: RenderOptions) -> list[Strip]:
+        base = style.rich_style
+        key = (width, base)
+        if self._strips is None or self._strips[0] != key:
+            lines = self._lines if height is None else self._lines[:height]
+            strips = [Strip(Segment.apply_style(line, base)).crop_extend(0, width, base) for line in lines]
+            self._strips = (key, strips)
+        return self._strips[1]
+
+    def get_optimal_width(self, rules: RulesMap, container_width: int) -> int:
+        return max((Segment.get_line_length(line) for line in self._lines), default=0)
+
+    def get_height(self, rules: RulesMap, width: int) -> int:
+        return len(self._lines)
+
+
+def _segments(text: Text) -> list[Segment]:
+    """The text's runs as segments (spans in order, gaps in the text's own style)."""
+    plain = text.plain
+    base = text.style if isinstance(text.style, RichStyle) else (RichStyle.parse(text.style) if text.style else None)
+    out: list[Segment] = []
+    pos = 0
+    for span in sorted(text.spans, key=lambda sp: sp.start):
+        if span.start > pos:
+            out.append(Segment(plain[pos:span.start], base))
+        start = max(pos, span.start)
+        if span.end > start:
+            style = span.style if isinstance(span.style, RichStyle) else RichStyle.parse(span.style)
+            out.append(Segment(plain[start:span.end], base + style if base else style))
+            pos = span.end
+    if pos < len(plain):
+        out.append(Segment(plain[pos:], base))
+    return out
 
 
 class LineChart(Widget):
@@ -199,5 +259,5 @@ class LineChart(Widget):
             return Text(f"\n{self.empty}", style="dim", justify="center")
         series = [Series(line.label, line.values, line.color, area=line.fill) for line in self._lines]
         ylim = self._ylim if self._ylim is not None else (None, None)
-        return render_chart(width, height, self._x, series, ylim=ylim, xlim=self._xlim, xlabel=self.xlabel,
-                            integer_x=self.integer_x)
+        return ChartStrips(render_chart(width, height, self._x, series, ylim=ylim, xlim=self._xlim,
+                                        xlabel=self.xlabel, integer_x=self.integer_x))

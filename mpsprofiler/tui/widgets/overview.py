@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rich.cells import cell_len
 from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
@@ -75,7 +76,8 @@ class OverviewPanel(Widget):
             mem.set_data(xs, lines, ylim=FROM_ZERO, xlim=span, key=samples)
             xs, lines = cpu_series(session)
             cpu.set_data(xs, lines, ylim=FROM_ZERO, xlim=span, key=samples)
-        quiet_update(self.query_one("#ov-figures", Static), figures_table(state))
+        figures = self.query_one("#ov-figures", Static)
+        quiet_update(figures, figures_table(state, figures.content_size.width))
         top = state.findings[:TOP_FINDINGS]
         self.query_one("#ov-findings", FindingsList).set_findings(top, throttle=state.running)
         empty = self.query_one("#ov-findings-empty", Static)
@@ -107,32 +109,58 @@ def _no_links(widget: Widget) -> None:
     widget.set_reactive(Widget.auto_links, False)
 
 
-def figures_table(state: RunState) -> Table:
-    session = state.session
-    steps = session.steps
-    mem = session.memory
+def figures_table(state: RunState, width: int = 0) -> Table | Text:
+    """The key figures as label / value rows: pre-padded text when every row fits in
+    ``width`` (what the Overview shows each second: a Rich table, measured and laid out
+    again at every repaint, cost the parent several times more), else a table whose
+    long values wrap in their own column (an 80-column terminal's device peak)."""
+    rows = figure_rows(state)
+    label_w = max(len(label) for label, _ in rows)
+    if width > 0 and all(label_w + GAP + cell_len(value) <= width and value.isprintable() for _, value in rows):
+        value_w = max(cell_len(value) for _, value in rows)
+        text = Text(no_wrap=True, overflow="crop", end="")
+        for k, (label, value) in enumerate(rows):
+            if k:
+                text.append("\n")
+            text.append(label.ljust(label_w) + " " * GAP, "dim")
+            text.append(value + " " * (value_w - cell_len(value)))
+        return text
     table = Table.grid(padding=(0, 1))
     table.add_column(style="dim", no_wrap=True)
     table.add_column(overflow="fold")
-    median = steps.quantile(0.5)
-    p90 = steps.quantile(0.9)
-    # short rows, the figure first: they must fit the 28 columns of an 80x24 terminal
-    table.add_row("steps", f"{steps.count}")
-    table.add_row("step p50", fmt_seconds(median))
-    table.add_row("step p90", fmt_seconds(p90))
-    table.add_row("data wait", fmt_pct(steps.data_wait_share()))
+    for label, value in rows:
+        table.add_row(label, raw(value))
+    return table
+
+
+GAP = 1
+"""Cells between a label and its value, as in the table (a grid's padding of 1)."""
+
+
+def figure_rows(state: RunState) -> list[tuple[str, str]]:
+    """(label, value) rows: short, the figure first, so they fit the 28 columns of an
+    80x24 terminal. Values are plain text (a parameter's dtype is the script's)."""
+    session = state.session
+    steps = session.steps
+    mem = session.memory
+    rows = [
+        ("steps", f"{steps.count}"),
+        ("step p50", fmt_seconds(steps.quantile(0.5))),
+        ("step p90", fmt_seconds(steps.quantile(0.9))),
+        ("data wait", fmt_pct(steps.data_wait_share())),
+    ]
     if steps.warmup:
-        table.add_row("warm-up", f"{fmt_seconds(steps.warmup_cost())} extra")
+        rows.append(("warm-up", f"{fmt_seconds(steps.warmup_cost())} extra"))
     peak_dev = mem.peak_allocated
     if peak_dev is not None:
-        table.add_row("device peak", fmt_bytes(peak_dev) + (f" / {fmt_bytes(mem.device_limit)}" if mem.device_limit else ""))
+        rows.append(("device peak", fmt_bytes(peak_dev) + (f" / {fmt_bytes(mem.device_limit)}" if mem.device_limit else "")))
     if mem.peak.get("rss_total") is not None:
-        table.add_row("RSS peak", fmt_bytes(mem.peak.get("rss_total")))
+        rows.append(("RSS peak", fmt_bytes(mem.peak.get("rss_total"))))
     if mem.min_sys_available is not None:
-        table.add_row("free min", fmt_bytes(mem.min_sys_available))
+        rows.append(("free min", fmt_bytes(mem.min_sys_available)))
     model = session.model
     if model.get("parameters"):
         dtypes = model.get("dtypes") or []
         dtype_text = ", ".join(str(d) for d in dtypes) if isinstance(dtypes, list) else str(dtypes)
-        table.add_row("params", raw(f"{fmt_count(model['parameters'])} {dtype_text}"))
-    return table
+        rows.append(("params", f"{fmt_count(model['parameters'])} {dtype_text}"))
+    return rows
