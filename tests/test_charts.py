@@ -47,7 +47,7 @@ def test_step_chart_stacks_data_wait_and_the_rest_on_round_ticks() -> None:
     xs, lines, unit = step_series(session)
     assert unit == "ms" and [line.label for line in lines] == ["data wait", "rest of step"]
     assert all(line.fill for line in lines)
-    points = [p for p in session.steps.series.points() if p.i >= session.steps.warmup]
+    points = [p for p in session.steps.chart.points() if p.i >= session.steps.warmup]
     for n, p in enumerate(points):
         assert abs(lines[0].values[n] + lines[1].values[n] - p.dur * 1e3) < 1e-6
     text = render_chart(60, 14, xs, [Series(line.label, line.values, line.color, area=True) for line in lines],

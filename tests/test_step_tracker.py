@@ -155,7 +155,8 @@ class Allocating(Device):
         return self.bytes
 
 
-def run_steps(n: int, step_s: float, monkeypatch: Any, *, never_fast: bool = False) -> tuple[list[dict[str, Any]], Any]:
+def run_steps(n: int, step_s: float, monkeypatch: Any, *, never_fast: bool = False,
+              pauses: dict[int, float] | None = None) -> tuple[list[dict[str, Any]], Any]:
     """``n`` manual steps of ~``step_s`` (each with a fetch that finds the device idle
     every third step), drained every ~0.25 s as the channel thread does; returns the
     ``steps`` payloads and the session's fold of them."""
@@ -179,6 +180,7 @@ def run_steps(n: int, step_s: float, monkeypatch: Any, *, never_fast: bool = Fal
         device.queue(3)
         device.bytes += 1024
         clock[0] += step_s * (0.3 + (k % 7) * 0.05)  # a spread of durations for the quantiles
+        clock[0] += (pauses or {}).get(k, 0.0)  # a checkpoint, an evaluation
         tracker.manual_step()
         if clock[0] - last_drain >= 0.25:
             last_drain = clock[0]
@@ -218,7 +220,42 @@ def test_fast_steps_go_as_exact_aggregates_after_the_early_window(monkeypatch: A
     assert len(late) >= 4 and all(p.alloc is not None for p in late[1:-1])
 
 
+def test_a_pause_among_aggregated_fast_steps_stays_on_the_step_chart(monkeypatch: Any) -> None:
+    """Each aggregated batch sends its slowest step besides its sample, and the chart's
+    series keeps the slowest of each thinned group: a 50 ms pause (a checkpoint every
+    1,500 steps) among 0.5 ms steps is a point of the chart, with its real duration, in
+    step order. The analyzers' evenly spread series is left as it was."""
+    pauses = {3000: 0.05, 4500: 0.05}
+    sent, stats = run_steps(6000, 0.0005, monkeypatch, pauses=pauses)
+    assert sum(len(p["i"]) for p in sent) < 3000  # both pauses fall in the aggregates
+    points = stats.chart.points()
+    for i in pauses:
+        (point,) = [p for p in points if p.i == i]
+        assert point.dur > 0.05
+    assert [p.i for p in points] == sorted({p.i for p in points})
+    assert max(p.dur for p in points if p.i not in pauses) < 0.002
+
+
 def test_slow_steps_keep_their_detail(monkeypatch: Any) -> None:
     sent, stats = run_steps(3000, 0.005, monkeypatch)
     assert sum(len(p["i"]) for p in sent) == 3000 and not any(p.get("agg") for p in sent)
     assert stats.idle_waits == 1000
+
+
+def test_a_series_that_keeps_the_slowest_step_of_each_group() -> None:
+    """Thinning keeps every group's slowest step (real points, in order); without
+    ``keep`` the series thins as before: every other point."""
+    from mpsprofiler.session.series import Series
+
+    plain: Series[tuple[int, float]] = Series(8)
+    slowest: Series[tuple[int, float]] = Series(8, keep=lambda a, b: a if a[1] > b[1] else b)
+    spikes = {13, 37, 50}
+    for i in range(64):
+        point = (i, 9.0 if i in spikes else 1.0 + (i % 3) * 0.01)
+        plain.append(point)
+        slowest.append(point)
+    kept = slowest.points()
+    assert {i for i, _ in kept} >= spikes
+    assert [i for i, _ in kept] == sorted({i for i, _ in kept})
+    assert len(kept) <= 8 and len(plain.points()) <= 8
+    assert not spikes & {i for i, _ in plain.points()}  # why: plain thinning drops them

@@ -141,6 +141,9 @@ class StepAggregate(TypedDict, total=False):
     """... found the device still busy."""
     end_last: float
     """End time of the batch's last step (older recordings: the sample's)."""
+    peak: list[Any]
+    """The batch's slowest step, as ``sample``, when it is not the sample (absent in older
+    recordings): the charts show a pause among fast steps."""
 
 
 class StepsFields(Tagged, total=False):

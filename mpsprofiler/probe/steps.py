@@ -191,8 +191,11 @@ class StepTracker:
             agg["bwd_sum"] = agg.get("bwd_sum", 0.0) + bwd
         if dur < agg["dur_min"]:
             agg["dur_min"] = dur
-        if dur > agg["dur_max"]:
+        if dur > agg["dur_max"] or agg["n"] == 1:
             agg["dur_max"] = dur
+            # the batch's slowest step goes along too: a pause or stall among fast steps
+            # stays on the step charts (each point there is one real step)
+            agg["peak"] = [i, round(end, 6), dur, self._wait, self._batches, self._idle, alloc]
         if self._wait > 0 and self._idle is not None:
             agg["busy_n" if not self._idle else "idle_n"] += 1
         agg["i_last"] = i
@@ -415,6 +418,9 @@ class StepTracker:
         payload = cast(StepsFields, {**cols, "mode": self.mode})
         if agg is not None:
             agg.pop("alloc_at", None)
+            peak, sample = agg.get("peak"), agg.get("sample")
+            if peak is not None and sample is not None and peak[0] == sample[0]:
+                del agg["peak"]  # the sample is the slowest step
             agg["hist"] = {str(k): v for k, v in agg["hist"].items()}
             payload["agg"] = cast(StepAggregate, agg)
         self._emit(events.KIND_STEPS, **payload)

@@ -48,7 +48,7 @@ def _scale_top(durations: list[float]) -> float:
 
 
 def step_chart(session: Session) -> str:
-    points = session.steps.series.points()
+    points = session.steps.chart.points()
     if not points:
         return ""
     warmup = session.steps.warmup
@@ -64,7 +64,7 @@ def step_chart(session: Session) -> str:
     chart = svg.bar_chart("Step time and data wait per step", bars, y, "step", lambda v: f"{int(v)}", band)
     clipped = [p for p in points if p.dur / unit > y.hi]
     caption = (f"{len(points)} of {session.steps.count} steps shown"
-               + (" (evenly thinned)" if len(points) < session.steps.count else "")
+               + (" (thinned: the slowest step of each stretch)" if len(points) < session.steps.count else "")
                + ". Each bar is one step; the orange part is time spent waiting for the DataLoader.")
     if clipped:
         shown = ", ".join(f"step {p.i} ({fmt_seconds(p.dur)})" for p in clipped[:4])

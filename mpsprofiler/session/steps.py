@@ -52,6 +52,19 @@ class StepPoint:
     bwd: float | None = None
 
 
+def _slower(a: StepPoint, b: StepPoint) -> StepPoint:
+    """Of two steps the chart cannot both show, the slower (the later on a tie)."""
+    return a if a.dur > b.dur else b
+
+
+def _agg_point(step: Any) -> StepPoint | None:
+    """A step an aggregate carries for the charts (its ``sample`` or ``peak``)."""
+    if not isinstance(step, list) or len(step) != 7:
+        return None
+    return StepPoint(_int(step[0]), _num(step[1]), _num(step[2]), _num(step[3]),
+                     _int(step[4]), _opt_int(step[5]), _opt_int(step[6]))
+
+
 def detect_warmup(durations: list[float]) -> int:
     """Number of leading steps that are warm-up (at least one once there are 2+ steps).
 
@@ -80,6 +93,10 @@ class StepStats:
         self.mode = "none"
         self.early: list[StepPoint] = []
         self.series: Series[StepPoint] = Series(series_capacity)
+        self.chart: Series[StepPoint] = Series(series_capacity, keep=_slower)
+        """What the step charts draw: the slowest step of each thinned group, and the
+        slowest of each aggregated batch too, so a pause among fast steps stays in sight.
+        The analyzers read ``series`` (evenly spread steps)."""
         self.late_hist: dict[int, int] = {}
         self.late_n = 0
         self.late_dur = 0.0
@@ -135,6 +152,7 @@ class StepStats:
             self.first_end = p.end - p.dur
         self.last_end = p.end
         self.series.append(p)
+        self.chart.append(p)
         if len(self.early) < EARLY:
             self.early.append(p)
             self._warmup_cache = None
@@ -180,12 +198,12 @@ class StepStats:
         phase_n = _int(agg.get("phase_n"))
         if phase_n > 0 and phase_n == n:
             self._late_phases(n, _num(agg.get("pre_sum")), _num(agg.get("bwd_sum")), wait, dur)
-        sample = agg.get("sample")
-        if isinstance(sample, list) and len(sample) == 7:
-            p = StepPoint(_int(sample[0]), _num(sample[1]), _num(sample[2]), _num(sample[3]),
-                          _int(sample[4]), _opt_int(sample[5]), _opt_int(sample[6]))
-            self.last_end = p.end
-            self.series.append(p)
+        sample, peak = _agg_point(agg.get("sample")), _agg_point(agg.get("peak"))
+        if sample is not None:
+            self.last_end = sample.end
+            self.series.append(sample)
+        for p in sorted((p for p in (sample, peak) if p is not None), key=lambda p: p.i):
+            self.chart.append(p)
         end_last = _opt_num(agg.get("end_last"))
         if end_last is not None:
             self.last_end = max(end_last, self.last_end or end_last)

@@ -19,7 +19,7 @@ def step_series(session: Session) -> tuple[list[float], list[Line], str]:
     chart; warm-up steps are left out (they dwarf the rest)."""
     steps = session.steps
     warmup = steps.warmup
-    points = [p for p in steps.series.points() if p.i >= warmup]
+    points = [p for p in steps.chart.points() if p.i >= warmup]
     xs = [float(p.i) for p in points]
     lines = [
         Line("data wait", [min(p.wait, p.dur) * 1e3 for p in points], ORANGE, fill=True),
