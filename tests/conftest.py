@@ -32,17 +32,20 @@ SLOW_FUNCTIONS = frozenset({
     "test_data_wait_matches_the_sleeps",  # timed sleeps: wants a quiet machine
 })
 
-SLOW_FIXTURES = frozenset({"runs"})
-"""test_rules_shipped's module fixture runs every trigger script: its users are slow too."""
+SLOW_FIXTURES = frozenset({"runs", "untimed_runs"})
+"""test_rules_shipped's module fixtures run every trigger script: their users are slow too."""
 
 SERIAL_MODULES = frozenset({
     "test_experiment_try.py",  # A/B speedups and their intervals
-    "test_tui_tryfix.py",
     "test_loader_advice.py",  # wait shares, CPU contention, worker counts from measured times
-    "test_rules_shipped.py",  # trigger and clean scripts of the stall and contention rules
-    "test_distributed.py",  # stragglers named from per-rank times
     "test_provisional.py",  # the first finding of a live run, before it is confirmed
 })
+SERIAL_FIXTURES = frozenset({
+    "runs",  # test_rules_shipped: trigger and clean scripts of the stall, respawn and warm-up rules
+    "straggler_run",  # test_distributed: stragglers named from per-rank times
+})
+"""Module fixtures whose runs are judged from measured time: their users run alone. (The TUI's
+`t` key test, test_tui_tryfix, asserts no verdict, only that one is shown and stored.)"""
 SERIAL_FUNCTIONS = frozenset({
     "test_data_wait_matches_the_sleeps",
     "test_ddp_straggler_in_its_own_code_is_named_with_the_phase",
@@ -64,5 +67,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         uses_slow_fixture = bool(SLOW_FIXTURES & set(getattr(item, "fixturenames", ())))
         if item.path.name in SLOW_MODULES or name in SLOW_FUNCTIONS or uses_slow_fixture:
             item.add_marker(pytest.mark.slow)
-        if item.path.name in SERIAL_MODULES or name in SERIAL_FUNCTIONS:
+        uses_serial_fixture = bool(SERIAL_FIXTURES & set(getattr(item, "fixturenames", ())))
+        if item.path.name in SERIAL_MODULES or name in SERIAL_FUNCTIONS or uses_serial_fixture:
             item.add_marker(pytest.mark.serial)

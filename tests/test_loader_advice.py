@@ -219,14 +219,15 @@ def test_large_batches_indexed_one_sample_at_a_time_get_batch_indexing(tmp_path)
 
 
 @pytest.mark.slow
-def test_a_mingpt_adder_style_loop_gets_no_warning_in_five_runs(tmp_path):
+def test_a_mingpt_adder_style_loop_gets_no_warning_in_three_runs(tmp_path):
     """2 workers build each 64-sample batch in a few ms and keep far ahead of a ~20 ms
     step: whatever the training waits (receiving batches, queuing for one of 2 cores
-    shared with the workers and other programs) more workers would not shorten. Five
+    shared with the workers and other programs) more workers would not shorten. Three
     short runs (60 steps: the rules judge 20 steady steps) on whatever the machine does;
     a quiet machine runs them in about a second, which may leave too few samples of the
-    workers' CPU: the training thread's own figures must decide then."""
-    for k in range(5):
+    workers' CPU: the training thread's own figures must decide then. (Five runs until
+    CI time was cut: the starved part, which decides, read 0.0 ms in every run seen.)"""
+    for k in range(3):
         summary, facts = profile(tmp_path, "adder_style.py", "--max-iters", "60", name=f"run{k}")
         assert facts["steady_steps"] >= 20, facts["steady_steps"]  # enough steps to be judged
         assert facts["loader_bound"] in ("contention", "ipc"), (k, facts["loader_bound"], facts.get("worker_starved_ms"))

@@ -3,7 +3,8 @@
 Rules that need a Mac GPU, a crash message only MPS or CUDA print, or a machine state a
 test must not cause (swap, a full GPU) are checked on sessions built from recorded
 figures (``FakeMpsBackend`` and the messages PyTorch prints) through the real engine and
-the real rule files. The CLI runs share one module-scoped fixture and run a few at a time.
+the real rule files. The CLI runs share two module-scoped fixtures (the triggers judged from
+measured times, and the others) and run a few at a time.
 """
 
 from __future__ import annotations
@@ -56,22 +57,29 @@ except ImportError:  # pragma: no cover
     _CORES = os.cpu_count() or 2
 
 # name -> (script, args, extra environment)
-TRIGGERS: dict[str, tuple[str, list[str], dict[str, str]]] = {
-    "spawn": ("triggers/spawn_bootstrap.py", [], {}),  # the slowest (a spawned worker): first
-    "leak": ("triggers/tensor_leak.py", [], {}),
+TIMED: dict[str, tuple[str, list[str], dict[str, str]]] = {
     "stall_critical": ("triggers/dataloader_stall.py", [], {}),
     # 20 ms sleeps: on a busy machine the wait for a core after each wake-up (~10 ms at a
     # load of 16 on 2 cores) stays smaller than the sleep, so the loader still reads as waiting
     "stall_warning": ("triggers/dataloader_stall.py", ["--load-ms", "20", "--compute-ms", "80"], {}),
-    # torch's default: one intra-op thread per core, as on a user's machine
+    "respawn": ("triggers/worker_respawn.py", [], {}),  # the workers' start-up share of the epoch
+    "warmup": ("triggers/long_warmup.py", [], {}),
+    "clean": ("clean_compute.py", [], {}),  # no stall, no warm-up note: measured times too
+}
+"""Triggers judged from measured times (wait shares, warm-up cost): the `runs` fixture, which
+tests/conftest.py runs with no other test beside it."""
+UNTIMED: dict[str, tuple[str, list[str], dict[str, str]]] = {
+    "spawn": ("triggers/spawn_bootstrap.py", [], {}),  # the slowest (a spawned worker): first
+    "leak": ("triggers/tensor_leak.py", [], {}),  # memory growth per step
+    # torch's default: one intra-op thread per core, as on a user's machine (counted threads)
     "threads": ("triggers/thread_oversubscription.py", [], {"OMP_NUM_THREADS": str(max(2, _CORES)),
                                                             "MKL_NUM_THREADS": str(max(2, _CORES))}),
-    "oom": ("triggers/oom_crash.py", [], {}),
+    "oom": ("triggers/oom_crash.py", [], {}),  # crash messages
     "mismatch": ("triggers/device_mismatch.py", [], {}),
-    "warmup": ("triggers/long_warmup.py", [], {}),
-    "respawn": ("triggers/worker_respawn.py", [], {}),
-    "clean": ("clean_compute.py", [], {}),
 }
+"""Triggers judged from counts, memory and crash messages: the `untimed_runs` fixture, which
+may run beside other tests."""
+TRIGGERS = TIMED | UNTIMED
 CLI_RULES = {
     "dataloader-stall-critical": "stall_critical",
     "dataloader-stall": "stall_warning",
@@ -96,12 +104,21 @@ def _run(name: str, base: Path) -> dict[str, Any]:
     return {"returncode": proc.returncode, "stderr": proc.stderr, "summary": summary, "run_dir": run_dir}
 
 
+def _run_all(names: dict[str, Any], base: Path) -> dict[str, dict[str, Any]]:
+    with ThreadPoolExecutor(PARALLEL) as pool:
+        futures = {name: pool.submit(_run, name, base) for name in names}
+        return {name: f.result() for name, f in futures.items()}
+
+
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
-    base = tmp_path_factory.mktemp("triggers")  # kept for the module: failures replay the runs
-    with ThreadPoolExecutor(PARALLEL) as pool:
-        futures = {name: pool.submit(_run, name, base) for name in TRIGGERS}
-        return {name: f.result() for name, f in futures.items()}
+    """The timed triggers (kept for the module: failures replay the runs)."""
+    return _run_all(TIMED, tmp_path_factory.mktemp("triggers"))
+
+
+@pytest.fixture(scope="module")
+def untimed_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
+    return _run_all(UNTIMED, tmp_path_factory.mktemp("untimed_triggers"))
 
 
 def findings(run: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -128,14 +145,22 @@ def fired(session: Session) -> dict[str, Finding]:
 # --------------------------------------------------------------------------- CLI runs
 
 
-@pytest.mark.parametrize("rule", sorted(CLI_RULES))
-def test_trigger_script_fires_its_rule(runs, rule):
-    run = runs[CLI_RULES[rule]]
+def _fires(run: dict[str, Any], rule: str) -> None:
     found = findings(run)
     assert rule in found, f"{rule} did not fire; findings: {sorted(found)}\n{explain(run)}"
     finding = found[rule]
     assert "?" not in finding["title"]
     assert "```python" in finding["fix"] and "{{" not in finding["fix"]
+
+
+@pytest.mark.parametrize("rule", sorted(r for r, name in CLI_RULES.items() if name in TIMED))
+def test_trigger_script_fires_its_rule(runs, rule):
+    _fires(runs[CLI_RULES[rule]], rule)
+
+
+@pytest.mark.parametrize("rule", sorted(r for r, name in CLI_RULES.items() if name in UNTIMED))
+def test_untimed_trigger_script_fires_its_rule(untimed_runs, rule):
+    _fires(untimed_runs[CLI_RULES[rule]], rule)
 
 
 def test_stall_names_a_concrete_num_workers(runs):
@@ -157,9 +182,9 @@ def test_stall_names_a_concrete_num_workers(runs):
     assert 0.15 <= warn["dataloader-stall"]["facts"]["loading_wait_share"] < 0.35
 
 
-def test_leak_is_reported_with_its_growth_per_step(runs):
-    found = findings(runs["leak"])
-    assert "tensor-leak" in found, explain(runs["leak"])
+def test_leak_is_reported_with_its_growth_per_step(untimed_runs):
+    found = findings(untimed_runs["leak"])
+    assert "tensor-leak" in found, explain(untimed_runs["leak"])
     leak = found["tensor-leak"]
     assert "KiB per step" in leak["evidence"] and "Process memory (RSS" in leak["evidence"]
     assert leak["facts"]["leak_growth_mib"] >= 64
@@ -167,8 +192,8 @@ def test_leak_is_reported_with_its_growth_per_step(runs):
     assert leak["first_step"] is not None
 
 
-def test_device_mismatch_names_the_line_and_the_fix(runs):
-    run = runs["mismatch"]
+def test_device_mismatch_names_the_line_and_the_fix(untimed_runs):
+    run = untimed_runs["mismatch"]
     assert run["returncode"] == 1
     found = findings(run)["device-mismatch-crash"]
     assert "examples/triggers/device_mismatch.py:" in found["title"]
@@ -180,8 +205,8 @@ def test_device_mismatch_names_the_line_and_the_fix(runs):
     assert "device=x.device" in found["fix"]
 
 
-def test_spawn_crash_points_at_the_main_guard(runs):
-    found = findings(runs["spawn"])["spawn-bootstrap-crash"]
+def test_spawn_crash_points_at_the_main_guard(untimed_runs):
+    found = findings(untimed_runs["spawn"])["spawn-bootstrap-crash"]
     assert 'if __name__ == "__main__":' in found["fix"]
     assert "spawn_bootstrap.py:18" in found["evidence"]  # the loop, not the profiler's hook
 
