@@ -1,7 +1,7 @@
 """Shared test setup: real torch on CPU, one thread (2-core machines oversubscribe).
 
 Also the split between the quick tests (the README's `-m "not slow"`, under 3 minutes on
-two cores) and the slow ones that CI runs after them. Whole modules and test functions
+two cores) and the slow ones that CI runs with them. Whole modules and test functions
 that start many processes (spawn workers, distributed ranks, live TUI runs, every
 rule's trigger script, fault injection) are marked here, in one place, so a new test in
 those modules is slow by default; other tests mark themselves `@pytest.mark.slow`.
@@ -57,12 +57,23 @@ SERIAL_FUNCTIONS = frozenset({
 })
 """Slow tests whose verdict rests on measured time (stall shares, stragglers, speedups, CPU
 contention): a second test running beside them on a 2-core machine would be part of what
-they measure. CI runs them alone after the other slow tests, which run two at a time
-(`-m "slow and not serial" -n 2`, pytest-xdist)."""
+they measure. CI runs them alone after all the others, which run two at a time
+(`-m "not serial" -n 2 --dist loadgroup`, pytest-xdist: one test at a time to whichever
+worker is free, a module's tests that share a module fixture together)."""
+
+
+def uses_a_module_fixture(item: pytest.Item) -> bool:
+    """Whether the test asks for a module-scoped fixture (a real run, often): CI's
+    `--dist loadgroup` keeps such a module's tests on one worker, so the fixture runs once."""
+    info = getattr(item, "_fixtureinfo", None)
+    defs = info.name2fixturedefs.values() if info is not None else ()
+    return any(d.scope == "module" for chain in defs for d in chain)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
+        if uses_a_module_fixture(item):
+            item.add_marker(pytest.mark.xdist_group(item.path.name))
         name = getattr(item, "originalname", None) or item.name.split("[")[0]
         uses_slow_fixture = bool(SLOW_FIXTURES & set(getattr(item, "fixturenames", ())))
         if item.path.name in SLOW_MODULES or name in SLOW_FUNCTIONS or uses_slow_fixture:
@@ -70,3 +81,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         uses_serial_fixture = bool(SERIAL_FIXTURES & set(getattr(item, "fixturenames", ())))
         if item.path.name in SERIAL_MODULES or name in SERIAL_FUNCTIONS or uses_serial_fixture:
             item.add_marker(pytest.mark.serial)
+    # modules with slow tests first (a module's tests stay together, in their order): when
+    # CI runs all untimed tests two at a time, the last ones are quick, no worker waits long
+    slow_modules = {item.path for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.path not in slow_modules)
