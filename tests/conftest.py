@@ -70,6 +70,7 @@ def uses_a_module_fixture(item: pytest.Item) -> bool:
     return any(d.scope == "module" for chain in defs for d in chain)
 
 
+@pytest.hookimpl(tryfirst=True)  # before -m deselects and before xdist reads the groups
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         if uses_a_module_fixture(item):
