@@ -39,13 +39,12 @@ SERIAL_MODULES = frozenset({
     "test_experiment_try.py",  # A/B speedups and their intervals
     "test_loader_advice.py",  # wait shares, CPU contention, worker counts from measured times
     "test_provisional.py",  # the first finding of a live run, before it is confirmed
-})
+})  # (not test_tui_tryfix.py: the `t` key test asserts no verdict, only that one is shown and stored)
 SERIAL_FIXTURES = frozenset({
     "runs",  # test_rules_shipped: trigger and clean scripts of the stall, respawn and warm-up rules
     "straggler_run",  # test_distributed: stragglers named from per-rank times
 })
-"""Module fixtures whose runs are judged from measured time: their users run alone. (The TUI's
-`t` key test, test_tui_tryfix, asserts no verdict, only that one is shown and stored.)"""
+"""Module fixtures whose runs are judged from measured time: their users run alone."""
 SERIAL_FUNCTIONS = frozenset({
     "test_data_wait_matches_the_sleeps",
     "test_ddp_straggler_in_its_own_code_is_named_with_the_phase",
@@ -60,6 +59,13 @@ contention): a second test running beside them on a 2-core machine would be part
 they measure. CI runs them alone after all the others, which run two at a time
 (`-m "not serial" -n 2 --dist loadgroup`, pytest-xdist: one test at a time to whichever
 worker is free, a module's tests that share a module fixture together)."""
+UNTIMED_FUNCTIONS = frozenset({
+    # judged from CPU times (the workers' per batch against the training's), which a busy
+    # machine does not change; its stall only grows when others take CPU from the workers
+    "test_cpu_bound_workers_are_told_the_core_limit",
+})
+"""Slow tests in a SERIAL_MODULES module whose verdict rests on no measured time: they run
+two at a time with the others."""
 
 
 def uses_a_module_fixture(item: pytest.Item) -> bool:
@@ -80,7 +86,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if item.path.name in SLOW_MODULES or name in SLOW_FUNCTIONS or uses_slow_fixture:
             item.add_marker(pytest.mark.slow)
         uses_serial_fixture = bool(SERIAL_FIXTURES & set(getattr(item, "fixturenames", ())))
-        if item.path.name in SERIAL_MODULES or name in SERIAL_FUNCTIONS or uses_serial_fixture:
+        timed_module = item.path.name in SERIAL_MODULES and name not in UNTIMED_FUNCTIONS
+        if timed_module or name in SERIAL_FUNCTIONS or uses_serial_fixture:
             item.add_marker(pytest.mark.serial)
     # modules with slow tests first (a module's tests stay together, in their order): when
     # CI runs all untimed tests two at a time, the last ones are quick, no worker waits long
