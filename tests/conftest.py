@@ -57,12 +57,16 @@ SERIAL_FUNCTIONS = frozenset({
 """Slow tests whose verdict rests on measured time (stall shares, stragglers, speedups, CPU
 contention): a second test running beside them on a 2-core machine would be part of what
 they measure. CI runs them alone after all the others, which run two at a time
-(`-m "not serial" -n 2 --dist loadgroup`, pytest-xdist: one test at a time to whichever
-worker is free, a module's tests that share a module fixture together)."""
+(the README's quick tests, then `-m "slow and not serial" -n 2 --dist loadgroup`,
+pytest-xdist: one test at a time to whichever worker is free, a module's tests that share
+a module fixture together)."""
 UNTIMED_FUNCTIONS = frozenset({
     # judged from CPU times (the workers' per batch against the training's), which a busy
     # machine does not change; its stall only grows when others take CPU from the workers
     "test_cpu_bound_workers_are_told_the_core_limit",
+    # asserts a false finding is absent and that a live diagnosis ran: both hold however
+    # slowly the script runs (the rule is judged at the end; the script mostly sleeps)
+    "test_live_run_does_not_show_no_steps_while_steps_come",
 })
 """Slow tests in a SERIAL_MODULES module whose verdict rests on no measured time: they run
 two at a time with the others."""

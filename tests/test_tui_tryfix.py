@@ -31,7 +31,7 @@ def test_t_key_tries_the_stall_fix_and_stores_it(tmp_path: Path, monkeypatch: py
     assert proc.returncode == 0, proc.stderr[-2000:]
     rule = next(f["rule"] for f in read_summary(run)["findings"] if f["rule"].startswith("dataloader-stall"))
     app = recorded_app(load_runs([run]))
-    app.try_config = TrialConfig(steps=16, pairs=2, budget_s=900)
+    app.try_config = TrialConfig(steps=8, pairs=2, budget_s=900)
     app.animation_level = "none"
 
     async def main() -> None:
