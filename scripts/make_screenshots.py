@@ -50,7 +50,7 @@ async def shoot(run_dir: Path, size: tuple[int, int], ddp_dir: Path) -> list[Pat
     app.animation_level = "none"
     async with app.run_test(size=size) as pilot:
         await pilot.pause()
-        for number, (pid, _title, _cls) in enumerate(PANELS, start=1):
+        for number, pid in enumerate((p.id for p in PANELS), start=1):
             if pid in DISTRIBUTED_ONLY:
                 continue
             await pilot.press(str(number))
@@ -63,7 +63,7 @@ async def shoot(run_dir: Path, size: tuple[int, int], ddp_dir: Path) -> list[Pat
     app.animation_level = "none"
     async with app.run_test(size=size) as pilot:
         await pilot.pause()
-        for number, (pid, _title, _cls) in enumerate(PANELS, start=1):
+        for number, pid in enumerate((p.id for p in PANELS), start=1):
             if pid in DISTRIBUTED_ONLY:
                 await pilot.press(str(number))
                 await pilot.pause(1.2)  # charts redraw at most once a second
