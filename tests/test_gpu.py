@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from helpers import child_env, loud_rules, mpsprof_cli, read_summary
+from mpsprofiler.doctor import version_tuple
 from mpsprofiler.session.recording import load_run
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
@@ -80,7 +81,7 @@ EXAMPLES_ON_CUDA = {
     "clean_compute": set(),
     "mps_clean": set(),
     # CTC loss has MPS kernels from torch 2.15 (native_functions.yaml): nothing to predict
-    "ctc_gru": {"mps-readiness"} if tuple(int(x) for x in torch.__version__.split(".")[:2]) < (2, 15) else set(),
+    "ctc_gru": {"mps-readiness"} if (version_tuple(torch.__version__) or (0, 0)) < (2, 15) else set(),
     "fallback_ops": {"mps-readiness"},
     "sync_heavy": {"sync-heavy"},
     "slow_dataloader": set(),

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from mpsprofiler import resources
+from mpsprofiler.doctor import version_tuple
 from mpsprofiler.ops import readiness
 from mpsprofiler.ops.readiness import (
     MpsKernelTable,
@@ -20,13 +21,7 @@ from mpsprofiler.ops.readiness import (
 )
 from ops_driver import private_cache  # noqa: F401
 
-
-def _release(version: str) -> tuple[int, int]:
-    major, minor = (version.split("+")[0].split(".") + ["0"])[:2]
-    return int(major), int("".join(ch for ch in minor if ch.isdigit()) or 0)
-
-
-TORCH = _release(readiness._torch_version())
+TORCH = version_tuple(readiness._torch_version()) or (0, 0)
 CTC = "mps" if TORCH >= (2, 15) else "cpu_fallback"
 """CTC loss got MPS kernels in torch 2.15 (its native_functions.yaml: ``_ctc_loss`` and
 ``_ctc_loss_backward`` dispatch to MPS); before that a Mac ran it on the CPU."""
@@ -244,7 +239,7 @@ def test_every_backend_specific_op_of_this_torch_is_in_the_table() -> None:
         assert row.source.startswith("https://github.com/pytorch/pytorch/"), row.row
     reviewed = backends.reviewed_through  # type: ignore[attr-defined]
     assert reviewed, "mps_backend_kernels.yaml: reviewed_through is missing"
-    if TORCH > _release(reviewed):
+    if TORCH > (version_tuple(reviewed) or (0, 0)):
         pytest.skip(f"torch {readiness._torch_version()} is newer than the table's review ({reviewed})")
     assert not missing, f"add these to rules/data/mps_backend_kernels.yaml: {missing}"
 

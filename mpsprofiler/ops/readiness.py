@@ -344,9 +344,9 @@ class MpsKernelTable:
 
     def _unmapped_kernel(self, op: str, own: str) -> bool:
         """A backend-specific kernel the table has no row for (new in this torch): what a
-        Mac runs for its call is not known, so it is no fallback prediction."""
-        return (own == CPU_FALLBACK and looks_backend_specific(op)
-                and base_name(op) not in self.backends.not_calls and self.backends.row_for(op) is None)  # fmt: skip
+        Mac runs for its call is not known, so it is no fallback prediction. Asked only
+        where :meth:`_row` found no row."""
+        return own == CPU_FALLBACK and looks_backend_specific(op) and base_name(op) not in self.backends.not_calls
 
     def _row(self, op: str, own: str) -> BackendRow | None:
         """The backend row of a kernel that has no MPS kernel of its own."""
@@ -385,7 +385,8 @@ class MpsKernelTable:
 
     def explain(self, op: str) -> str:
         """Evidence for :meth:`status`, a line a user can check in the named file."""
-        row = self._row(op, self.own_status(op))
+        own = self.own_status(op)
+        row = self._row(op, own)
         if row is not None:
             mapped = self._row_status(row, op)
             if mapped is not None:
@@ -396,7 +397,7 @@ class MpsKernelTable:
                     return f"{head}, which has no MPS kernel ({self._own_evidence(target)})"
                 kind = "an MPS kernel" if status == MPS else "composite: decomposed into ops with MPS kernels"
                 return f"{head} ({kind} in native_functions.yaml)"
-        elif self._unmapped_kernel(op, self.own_status(op)):
+        elif self._unmapped_kernel(op, own):
             return (f"`{base_name(op)}` is a backend-specific kernel that {BACKENDS_NAME} does not map yet "
                     f"(new in torch {_torch_version()}?): which op a Mac runs for its call is not known")  # fmt: skip
         return self._own_evidence(op)

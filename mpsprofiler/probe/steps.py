@@ -191,15 +191,16 @@ class StepTracker:
             agg["bwd_sum"] = agg.get("bwd_sum", 0.0) + bwd
         if dur < agg["dur_min"]:
             agg["dur_min"] = dur
+        step = [i, round(end, 6), dur, self._wait, self._batches, self._idle, alloc]  # STEP_COLUMNS order
         if dur > agg["dur_max"] or agg["n"] == 1:
             agg["dur_max"] = dur
             # the batch's slowest step goes along too: a pause or stall among fast steps
             # stays on the step charts (each point there is one real step)
-            agg["peak"] = [i, round(end, 6), dur, self._wait, self._batches, self._idle, alloc]
+            agg["peak"] = step
         if self._wait > 0 and self._idle is not None:
             agg["busy_n" if not self._idle else "idle_n"] += 1
         agg["i_last"] = i
-        agg["end_last"] = round(end, 6)
+        agg["end_last"] = step[1]
         b = events.bucket_of(dur)
         hist = agg["hist"]
         hist[b] = hist.get(b, 0) + 1
@@ -207,7 +208,7 @@ class StepTracker:
         # one, or the last one with a reading of device memory (the memory trends are
         # built from those) if that ended within 2 * ALLOC_EVERY of the last
         if alloc is not None or "alloc_at" not in agg or end - agg["alloc_at"] > 2 * ALLOC_EVERY:
-            agg["sample"] = [i, round(end, 6), dur, self._wait, self._batches, self._idle, alloc]
+            agg["sample"] = step
             if alloc is not None:
                 agg["alloc_at"] = end
 
