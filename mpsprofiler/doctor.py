@@ -17,16 +17,22 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from .devices.mps import DEFAULT_HIGH_WATERMARK_UNIFIED
+from .devices.mps_rules import (
+    DEFAULT_HIGH_WATERMARK_UNIFIED,
+    DEFAULT_LOW_WATERMARK_DISCRETE,
+    DEFAULT_LOW_WATERMARK_UNIFIED,
+    HIGH_WATERMARK_UPPER_BOUND,
+    STRTOD_NUMBER,
+    paired_low,
+    strtod,
+    validate_watermarks,
+)
 from .environment import mps_min_macos_for
 from .events.payloads import EnvFields
 from .units import console_text, text_console
 
 STATUSES = ("ok", "warn", "fail", "info")
 _RANK = {"info": 0, "ok": 1, "warn": 2, "fail": 3}
-HIGH_WATERMARK_UPPER_BOUND = 2.0
-DEFAULT_LOW_WATERMARK_UNIFIED = 1.4
-DEFAULT_LOW_WATERMARK_DISCRETE = 1.0
 MIN_TORCH = (2, 1)
 _GIB = 1024**3
 
@@ -235,24 +241,22 @@ def check_mps_fallback(env: EnvFields) -> Check:
                  "or ignores it." + when, fix)
 
 
-_STRTOD = re.compile(r"\s*[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
-
 Finding = tuple[str, str, str]
 """(status, detail, fix) of one watermark problem."""
 
 
 def _ratio(name: str, raw: str, found: list[Finding]) -> float:
     """The value the allocator's ``strtod`` reads (0.0 when there is no number at all)."""
+    value = strtod(raw)
     try:
-        return float(raw)
+        float(raw)
     except ValueError:
-        match = _STRTOD.match(raw)
-        value = float(match.group(0)) if match else 0.0
+        no_number = STRTOD_NUMBER.match(raw) is None
         read_as = "0.0, i.e. no limit at all" if value == 0.0 and name == HIGH else f"{value:g}"
-        found.append(("fail" if match is None else "warn",
+        found.append(("fail" if no_number else "warn",
                       f"{name}={raw!r} is not a number; torch reads it as {read_as}.",
                       f"Set `{name}` to a plain number."))
-        return value
+    return value
 
 
 def check_mps_watermarks(env: EnvFields) -> Check:
@@ -281,27 +285,30 @@ def check_mps_watermarks(env: EnvFields) -> Check:
 
 def _judge_ratios(high: float, low: float, high_raw: str | None, low_raw: str | None,
                   found: list[Finding]) -> None:
-    """The allocator's own checks (MPSAllocator.mm), then the 0.0 warning."""
-    if not 0.0 <= high <= HIGH_WATERMARK_UPPER_BOUND:
-        found.append(("fail", f"{HIGH}={high_raw} is outside [0, 2.0]: the first MPS allocation "
-                      "fails with `invalid high watermark ratio`.", f"Set `{HIGH}` between 0 and 2.0 "
-                      "(default 1.7)."))
+    """torch's own checks (:func:`~mpsprofiler.devices.mps_rules.validate_watermarks`), then 0.0."""
+    error = validate_watermarks(high, low)
+    example = f"{paired_low(high):g}"
+    if error is not None and error.startswith("invalid high"):
+        found.append(("fail", f"{HIGH}={high_raw} is outside [0, {HIGH_WATERMARK_UPPER_BOUND:.1f}]: the "
+                      f"first MPS allocation fails with `{error}`.", f"Set `{HIGH}` between 0 and "
+                      f"{HIGH_WATERMARK_UPPER_BOUND:.1f} (default {DEFAULT_HIGH_WATERMARK_UNIFIED:g}), with "
+                      f"`{LOW}` at or below it."))
         return
     limit = HIGH_WATERMARK_UPPER_BOUND if high == 0.0 else high
-    example = f"{round(high * 0.8, 2):g}"
-    if not 0.0 <= low <= limit and low_raw is None:
+    if error is not None and low_raw is None:
         found.append(("fail", f"The high ratio {high_raw} is below the default low ratio {low:g}: the "
-                      f"first MPS allocation fails with `invalid low watermark ratio {low:g}`.",
-                      f"Set `{LOW}` as well, at or below the high one (e.g. `{example}`)."))
-    elif not 0.0 <= low <= limit:
+                      f"first MPS allocation fails with `{error}`.",
+                      f"Set `{LOW}` as well, at or below the high one (e.g. `{example}`), in the "
+                      "environment before the process starts."))
+    elif error is not None:
         found.append(("fail", f"{LOW}={low_raw} must be between 0 and the high ratio ({limit:g}): "
-                      "torch fails with `invalid low watermark ratio`.",
+                      f"torch fails with `{error}`.",
                       f"Lower `{LOW}` to at most {limit:g} (e.g. `{example}`)."))
     if high == 0.0:
         found.append(("warn", f"{HIGH}=0.0 removes the memory limit: instead of a clean 'MPS backend "
-                      "out of memory' error the Mac swaps and can freeze.", "Prefer a cap (e.g. `1.0` "
-                      "with a lower low ratio), smaller batches and `torch.mps.empty_cache()`; keep 0.0 "
-                      "only while watching memory."))
+                      "out of memory' error the Mac swaps and can freeze.", f"Prefer a cap (e.g. `{HIGH}=1.0 "
+                      f"{LOW}=0.8`), smaller batches and `torch.mps.empty_cache()`; keep 0.0 only while "
+                      "watching memory."))
 
 
 def check_hardware(env: EnvFields) -> Check:

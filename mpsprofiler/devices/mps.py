@@ -11,25 +11,23 @@ import os
 from typing import Any
 
 from .base import DeviceBackend, MemoryFigures
+from .mps_rules import DEFAULT_HIGH_WATERMARK_UNIFIED, effective_limit, strtod
 
-DEFAULT_HIGH_WATERMARK_UNIFIED = 1.7
-"""PyTorch's default ``PYTORCH_MPS_HIGH_WATERMARK_RATIO`` on unified memory (MPSAllocator.mm)."""
+__all__ = ["DEFAULT_HIGH_WATERMARK_UNIFIED", "MpsBackend", "high_watermark_ratio"]
 
 
 def high_watermark_ratio(environ: dict[str, str] | None = None) -> float | None:
     """The ratio the MPS allocator runs with; None when it is 0.0 (no limit).
 
-    torch parses the variable with C's ``strtod``: text that is not a number reads as 0.0,
-    i.e. no limit. Mirror that (``doctor`` flags the invalid value itself).
+    torch parses the variable with C's ``strtod`` (``init_allocator``): text that is not a
+    number reads as 0.0, i.e. no limit, and ``1.5x`` reads as 1.5. Mirror that (``doctor``
+    flags the invalid value itself).
     """
     env = os.environ if environ is None else environ
     raw = env.get("PYTORCH_MPS_HIGH_WATERMARK_RATIO")
     if raw is None:
         return DEFAULT_HIGH_WATERMARK_UNIFIED
-    try:
-        value = float(raw)
-    except ValueError:
-        return None
+    value = strtod(raw)
     if value == 0.0:
         return None
     return value
@@ -73,7 +71,7 @@ class MpsBackend(DeviceBackend):
             cached=self._driver_allocated(),
             peak=None,
             total=recommended,
-            limit=None if ratio is None else int(recommended * ratio),
+            limit=None if ratio is None else effective_limit(ratio, recommended),
         )
 
     def new_event(self) -> Any:

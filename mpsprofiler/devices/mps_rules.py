@@ -1,0 +1,228 @@
+"""A model of the checks torch makes on MPS settings, and of the MPS API by release.
+
+Nobody can run MPS on the machines that test mpsprof, so every MPS setting the product
+suggests (a rule's fix, a ``try`` candidate, ``--set``) is checked against this model
+instead, and the model cites the torch source each rule comes from. Pure Python, stdlib
+only: product code (doctor, settings, analyzers) and tests share it, so there is one place
+for torch's numbers.
+
+Sources (pytorch/pytorch):
+
+* ``aten/src/ATen/mps/MPSAllocator.h``: ``default_high_watermark_ratio`` (1.7),
+  ``default_high_watermark_upper_bound`` (2.0), ``default_low_watermark_ratio_unified``
+  (1.4), ``default_low_watermark_ratio_discrete`` (1.0); ``max_device_size()`` is the
+  device's ``recommendedMaxWorkingSetSize``.
+* ``aten/src/ATen/mps/MPSAllocator.mm``, ``MPSHeapAllocatorImpl::init_allocator``: both
+  variables are read with ``getenv`` and parsed with ``strtod`` when the allocator object is
+  constructed (a function-local static, created by the first MPS allocation or memory call);
+  ``setHighWatermarkRatio``: ``TORCH_CHECK(0 <= ratio <= 2.0, "invalid high watermark ratio
+  ", ratio)``, limit = ratio x max_device_size (0 = unlimited); ``setLowWatermarkRatio``:
+  ``TORCH_CHECK(0 <= ratio <= (high == 0 ? 2.0 : high), "invalid low watermark ratio ",
+  ratio)``. The high ratio is set first, so an environment that lowers only the high ratio
+  below the default low one fails at the first MPS allocation.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+HIGH = "PYTORCH_MPS_HIGH_WATERMARK_RATIO"
+LOW = "PYTORCH_MPS_LOW_WATERMARK_RATIO"
+
+DEFAULT_HIGH_WATERMARK = 1.7
+"""``default_high_watermark_ratio`` (MPSAllocator.h), the same on unified and discrete memory."""
+DEFAULT_HIGH_WATERMARK_UNIFIED = DEFAULT_HIGH_WATERMARK
+HIGH_WATERMARK_UPPER_BOUND = 2.0
+"""``default_high_watermark_upper_bound`` (MPSAllocator.h): twice the recommended working set."""
+DEFAULT_LOW_WATERMARK_UNIFIED = 1.4
+"""``default_low_watermark_ratio_unified`` (MPSAllocator.h; the only default in releases that
+dropped discrete GPUs)."""
+DEFAULT_LOW_WATERMARK_DISCRETE = 1.0
+"""``default_low_watermark_ratio_discrete`` (MPSAllocator.h, releases that still support AMD GPUs)."""
+
+LOW_TO_HIGH = 0.8
+"""The low ratio mpsprof pairs with a high one it suggests: 0.8 x high. torch's own defaults
+keep the soft limit (low: garbage collection and adaptive commit start) at 1.4/1.7 = 0.82 of
+the hard one on unified memory; 0.8 keeps that gap, and 0.8 x 1.0 = 0.8 is below the discrete
+default too, so the pair is valid on both memory kinds."""
+
+
+def default_low(unified: bool = True) -> float:
+    """The low ratio torch uses when the variable is unset (``init_allocator``)."""
+    return DEFAULT_LOW_WATERMARK_UNIFIED if unified else DEFAULT_LOW_WATERMARK_DISCRETE
+
+
+STRTOD_NUMBER = re.compile(r"\s*[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
+
+
+def strtod(raw: str) -> float:
+    """What C's ``strtod`` (used by ``init_allocator``) reads: the leading number, else 0.0."""
+    try:
+        return float(raw)
+    except ValueError:
+        match = STRTOD_NUMBER.match(raw)
+        return float(match.group(0)) if match else 0.0
+
+
+def _num(value: float) -> str:
+    """A double as torch's ``c10::str`` (an ostream, 6 significant digits) prints it."""
+    return f"{value:g}"
+
+
+def validate_watermarks(high: float | None, low: float | None, unified: bool = True) -> str | None:
+    """torch's exact error for this pair (None: accepted); None for a ratio = unset (default).
+
+    Mirrors ``setHighWatermarkRatio`` then ``setLowWatermarkRatio`` in ``init_allocator``
+    (MPSAllocator.mm): the message is what ``RuntimeError`` carries at the first MPS allocation.
+    """
+    h = DEFAULT_HIGH_WATERMARK if high is None else high
+    if not 0.0 <= h <= HIGH_WATERMARK_UPPER_BOUND:
+        return f"invalid high watermark ratio {_num(h)}"
+    l_ = default_low(unified) if low is None else low
+    limit = HIGH_WATERMARK_UPPER_BOUND if h == 0.0 else h
+    if not 0.0 <= l_ <= limit:
+        return f"invalid low watermark ratio {_num(l_)}"
+    return None
+
+
+def validate_env(env: dict[str, str], unified: bool = True) -> str | None:
+    """:func:`validate_watermarks` over environment variables as the allocator reads them."""
+    high = strtod(env[HIGH]) if HIGH in env else None
+    low = strtod(env[LOW]) if LOW in env else None
+    return validate_watermarks(high, low, unified)
+
+
+def effective_limit(high: float | None, recommended_max: int) -> int | None:
+    """``m_max_total_allowed_size`` (``setHighWatermarkRatio``): high x recommended max; None = no limit.
+
+    The allocator compares it with the driver's ``currentAllocatedSize`` (everything Metal
+    holds for the process, ``torch.mps.driver_allocated_memory()``), not with tensor memory.
+    """
+    ratio = DEFAULT_HIGH_WATERMARK if high is None else high
+    if ratio == 0.0:
+        return None
+    return int(ratio * recommended_max)
+
+
+def paired_low(high: float) -> float:
+    """The low ratio to set with ``high`` (see :data:`LOW_TO_HIGH`); valid on both memory kinds."""
+    if high == 0.0:
+        return DEFAULT_LOW_WATERMARK_DISCRETE
+    return round(high * LOW_TO_HIGH, 2)
+
+
+def needs_low(high: float, unified: bool = True) -> bool:
+    """True when ``high`` alone would be refused: the default low ratio is above it."""
+    return validate_watermarks(high, None, unified) is not None and \
+        validate_watermarks(high, paired_low(high), unified) is None
+
+
+def watermark_pair(high: float) -> dict[str, str]:
+    """The environment for a suggested cap: always both variables, low <= high."""
+    return {HIGH: _num(high), LOW: _num(paired_low(high))}
+
+
+def command_line(high: float, script: str = "train.py") -> str:
+    """``PYTORCH_MPS_HIGH_WATERMARK_RATIO=1 PYTORCH_MPS_LOW_WATERMARK_RATIO=0.8 python train.py``."""
+    pair = watermark_pair(high)
+    return f"{HIGH}={pair[HIGH]} {LOW}={pair[LOW]} python {script}"
+
+
+@dataclass(frozen=True)
+class ApiFact:
+    """One MPS behaviour advice depends on, the torch releases it holds for, and its source."""
+
+    name: str
+    since: tuple[int, int] | None
+    """First release with it (None: every supported release, 2.1 on)."""
+    until: tuple[int, int] | None
+    """Last release with it (None: still in the newest checked)."""
+    what: str
+    source: str
+
+
+MIN_TORCH = (2, 1)
+MAX_CHECKED = (2, 15)
+
+API: tuple[ApiFact, ...] = (
+    ApiFact("torch.mps.empty_cache", None, None,
+            "releases cached, unoccupied buffers of the MPS allocator",
+            "torch/mps/__init__.py empty_cache -> MPSHeapAllocatorImpl::emptyCache"),
+    ApiFact("torch.mps.current_allocated_memory", None, None,
+            "bytes held by live tensors (not the allocator cache)",
+            "torch/mps/__init__.py current_allocated_memory"),
+    ApiFact("torch.mps.driver_allocated_memory", None, None,
+            "everything Metal allocated for the process: allocator heaps, cache and MPS/MPSGraph",
+            "torch/mps/__init__.py driver_allocated_memory; MPSAllocator.h getDriverAllocatedMemory"),
+    ApiFact("torch.mps.set_per_process_memory_fraction", None, None,
+            "sets the high ratio after start: float only (TypeError otherwise), 0..2 (ValueError), "
+            "0 = unlimited; it does not re-check the low ratio",
+            "torch/mps/__init__.py set_per_process_memory_fraction -> setHighWatermarkRatio"),
+    ApiFact("torch.mps.recommended_max_memory", (2, 5), None,
+            "the device's recommendedMaxWorkingSetSize (the base of both watermark limits)",
+            "torch/mps/__init__.py recommended_max_memory, pytorch/pytorch#128289 "
+            "(merged 2024-06-12, after the 2.4 branch cut)"),
+    ApiFact("torch.mps.Event", None, None, "MPS events for timing",
+            "torch/mps/event.py Event"),
+)
+"""The ``torch.mps`` calls mpsprof makes or suggests."""
+
+BEHAVIOUR: tuple[ApiFact, ...] = (
+    ApiFact("watermarks read once", None, None,
+            "PYTORCH_MPS_HIGH/LOW_WATERMARK_RATIO are read when the allocator is created (first MPS "
+            "allocation or memory call); setting them later from Python does nothing: set them in "
+            "the environment before the process starts (use set_per_process_memory_fraction after)",
+            "aten/src/ATen/mps/MPSAllocator.mm MPSHeapAllocatorImpl::init_allocator, _getAllocImpl"),
+    ApiFact("PYTORCH_ENABLE_MPS_FALLBACK read once", None, None,
+            "read with getenv when torch registers its MPS fallback, i.e. at import torch",
+            "aten/src/ATen/mps/MPSFallback.mm TORCH_LIBRARY_IMPL(_, MPS, m)"),
+    ApiFact("pin_memory skipped silently", None, (2, 6),
+            "DataLoader pins only when CUDA is available (empty pin_memory_device): no pinning, "
+            "no warning on a Mac",
+            "torch/utils/data/dataloader.py _BaseDataLoaderIter.__init__"),
+    ApiFact("pin_memory disabled with a warning", (2, 7), None,
+            "DataLoader turns pinning off on MPS: \"'pin_memory' argument is set as true but not "
+            "supported on MPS now, device pinned memory won't be used.\"",
+            "torch/utils/data/dataloader.py _BaseDataLoaderIter.__init__, pytorch/pytorch#131858"),
+    ApiFact("float64 unsupported", None, None,
+            "TypeError: Cannot convert a MPS Tensor to float64 dtype as the MPS framework doesn't "
+            "support float64. Please use float32 instead.",
+            "aten/src/ATen/native/mps/OperationUtils.mm getMPSDataType"),
+    ApiFact("bfloat16 unsupported", None, (2, 2),
+            "TypeError: Trying to convert BFloat16 to the MPS backend but it does not have support "
+            "for that dtype.",
+            "aten/src/ATen/mps/EmptyTensor.cpp empty_mps"),
+    ApiFact("bfloat16 needs macOS 14", (2, 3), None,
+            "TypeError: MPS BFloat16 is only supported on MacOS 14 or newer",
+            "pytorch/pytorch#119641 (merged 2024-02-10); aten/src/ATen/mps/EmptyTensor.cpp"),
+)
+"""Behaviour the rules' evidence and fixes rely on."""
+
+
+def holds(fact: ApiFact, version: tuple[int, int]) -> bool:
+    """Whether ``fact`` holds for torch ``version`` (major, minor)."""
+    if fact.since is not None and version < fact.since:
+        return False
+    return not (fact.until is not None and version > fact.until)
+
+
+def api_in(version: tuple[int, int]) -> list[str]:
+    """The ``torch.mps`` names of :data:`API` that release ``version`` has."""
+    return [f.name for f in API if holds(f, version)]
+
+
+_ASSIGN = re.compile(r"(PYTORCH_MPS_(?:HIGH|LOW)_WATERMARK_RATIO)\s*=\s*`?([^\s`),;]+)")
+
+
+def assignments(text: str) -> list[dict[str, str]]:
+    """Each suggestion of watermark values in ``text``: one dict per group of assignments.
+
+    Assignments on one line (``HIGH=1.0 LOW=0.8``, or ``HIGH=1.0`` and ``LOW=0.8`` in one
+    sentence) are one suggestion; a ratio named without a value is not an assignment."""
+    out: list[dict[str, str]] = []
+    for paragraph in re.split(r"\n\s*\n", text):
+        found = {name: value for name, value in _ASSIGN.findall(paragraph)}
+        if found:
+            out.append(found)
+    return out
