@@ -29,6 +29,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from .devices.mps_rules import HIGH, LOW, needs_low, paired_low, validate_env
+
 LOADER_FIELDS = ("num_workers", "persistent_workers", "prefetch_factor", "pin_memory")
 ENV_NAMES = (
     "PYTORCH_MPS_HIGH_WATERMARK_RATIO",
@@ -121,11 +123,28 @@ def parse_settings(items: list[str]) -> dict[str, Any]:
             _add(out, name, value)
         except SettingError as exc:
             raise SettingError(f"--set {name}: {exc}") from None
-    env = out.get("env") or {}
-    low, high = env.get("PYTORCH_MPS_LOW_WATERMARK_RATIO"), env.get("PYTORCH_MPS_HIGH_WATERMARK_RATIO")
-    if low is not None and high is not None and float(high) > 0 and float(low) > float(high):
-        raise SettingError("--set env.PYTORCH_MPS_LOW_WATERMARK_RATIO must not exceed the high watermark ratio")
+    _pair_watermarks(out.get("env") or {})
     return out
+
+
+AUTO_LOW_NOTE = "added by mpsprof: torch refuses a low watermark ratio above the high one"
+"""How reports mark the low ratio :func:`parse_settings` adds to a high one given alone."""
+
+
+def _pair_watermarks(env: dict[str, str]) -> None:
+    """Never a run torch refuses: a high ratio alone below the default low gets a low one.
+
+    torch checks low <= high when the MPS allocator starts (``setLowWatermarkRatio`` in
+    aten/src/ATen/mps/MPSAllocator.mm) and the default low ratio is 1.4 on unified memory.
+    The machine's memory kind is unknown here, so assume unified (the stricter default)."""
+    high = env.get(HIGH)
+    if high is not None and LOW not in env and needs_low(float(high), unified=True):
+        env[LOW] = f"{paired_low(float(high)):g}"
+    error = validate_env(env, unified=True)
+    if error is not None:
+        raise SettingError(f"--set env.{LOW}={env.get(LOW)} with env.{HIGH}={env.get(HIGH, '1.7 (default)')}: torch "
+                           f"refuses it at MPS start (`{error}`): the low ratio must be between 0 and the "
+                           "high one (2.0 when the high one is 0)")
 
 
 def _add(out: dict[str, Any], name: str, value: str) -> None:

@@ -79,3 +79,96 @@ def test_pin_memory_behaviour_matches_the_installed_dataloader() -> None:
     warns = "not supported on MPS now" in inspect.getsource(dl)
     fact = next(f for f in m.BEHAVIOUR if f.name == "pin_memory disabled with a warning")
     assert warns == m.holds(fact, version)
+
+
+# --- every suggestion the product ships, through the model ---------------------------------
+
+from pathlib import Path  # noqa: E402
+from typing import Any  # noqa: E402
+
+from helpers import mpsprof_cli, read_summary  # noqa: E402
+from mpsprofiler.devices.fake import FakeMpsBackend  # noqa: E402
+from mpsprofiler.diagnosis.analyzers.environment import _watermark  # noqa: E402
+from mpsprofiler.diagnosis.rules import builtin_rules_dir, load_rules, rule_files  # noqa: E402
+from mpsprofiler.experiment.candidates import FIXES  # noqa: E402
+from mpsprofiler.report.changes import change_lines  # noqa: E402
+from mpsprofiler.settings import AUTO_LOW_NOTE, SettingError, parse_settings  # noqa: E402
+
+ENVS = [{}, {m.HIGH: "1.7"}, {m.HIGH: "0.0"}, {m.HIGH: "1.2", m.LOW: "1.0"}, {m.HIGH: "0.9", m.LOW: "0.7"},
+        {m.HIGH: "2.0"}]
+"""The watermark settings a run may have had: the facts each fix text is rendered with."""
+
+
+class _Facts(dict[str, Any]):
+    """A run's facts: the watermark ones real, any other a plain number."""
+
+    def __missing__(self, key: str) -> Any:
+        return 1.0
+
+
+def _facts(pyenv: dict[str, str]) -> _Facts:
+    return _Facts(_watermark(pyenv), device_label="MPS", crash_kind="oom_mps")
+
+
+def _refused(env: dict[str, str]) -> list[str]:
+    return [f"{kind}: {err}" for kind, unified in (("unified", True), ("discrete", False))
+            if (err := m.validate_env(env, unified)) is not None]
+
+
+@pytest.mark.parametrize("pyenv", ENVS)
+def test_no_shipped_fix_text_suggests_a_pair_torch_refuses(pyenv: dict[str, str]) -> None:
+    """Today's cache-growth and memory-pressure texts said HIGH=1.0 alone: refused on unified memory."""
+    rules = load_rules(rule_files(builtin_rules_dir())).rules
+    checked = 0
+    for rule in rules:
+        for part in (rule.fix_template, rule.evidence_template):
+            text = part.render(_facts(pyenv))
+            for env in m.assignments(text):
+                if env.get(m.HIGH) in ("0.0", "0"):   # named as what never to do; torch accepts it
+                    continue
+                checked += 1
+                assert not _refused(env), (rule.id, env, _refused(env))
+                assert m.LOW in env and m.HIGH in env, (rule.id, "a suggested cap names both ratios", env)
+    assert checked >= 2   # cache-growth and memory-pressure suggest a cap
+
+
+@pytest.mark.parametrize("pyenv", ENVS)
+def test_no_try_candidate_is_refused(pyenv: dict[str, str]) -> None:
+    for rule, make in FIXES.items():
+        settings = make(dict(_facts(pyenv))) or {}
+        env = {k: v for k, v in (settings.get("env") or {}).items() if k.startswith("PYTORCH_MPS_")}
+        assert not _refused(env), (rule, env)
+    pair = FIXES["cache-growth"](dict(_facts({})))
+    assert pair == {"env": {m.HIGH: "1", m.LOW: "0.8"}}
+
+
+def test_set_high_alone_gets_its_low_ratio() -> None:
+    assert parse_settings([f"env.{m.HIGH}=1.0"])["env"] == {m.HIGH: "1.0", m.LOW: "0.8"}
+    assert parse_settings([f"env.{m.HIGH}=1.5"])["env"] == {m.HIGH: "1.5"}     # default low 1.4 fits
+    assert parse_settings([f"env.{m.HIGH}=0"])["env"] == {m.HIGH: "0"}
+    for items in ([f"env.{m.HIGH}=1.0", f"env.{m.LOW}=1.2"], [f"env.{m.LOW}=1.8"]):
+        with pytest.raises(SettingError, match="invalid low watermark ratio"):
+            parse_settings(items)
+
+
+def test_fake_unified_backend_runs_with_the_pair(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The pair --set gives is what the MPS backend computes its limit from: 1.0 x recommended."""
+    env = parse_settings([f"env.{m.HIGH}=1.0"])["env"]
+    assert m.validate_env(env, unified=True) is None
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    figures = FakeMpsBackend([(1, 2)], recommended_max=16 * 1024**3).memory()
+    assert figures is not None and figures.limit == 16 * 1024**3
+
+
+def test_run_with_high_alone_sets_both_and_says_so(tmp_path: Path) -> None:
+    script = tmp_path / "show.py"
+    script.write_text("import os\nprint('RATIOS', os.environ.get('PYTORCH_MPS_HIGH_WATERMARK_RATIO'),"
+                      " os.environ.get('PYTORCH_MPS_LOW_WATERMARK_RATIO'))\n")
+    run = tmp_path / "run"
+    proc = mpsprof_cli("run", "--headless", "-o", str(run), "--set", f"env.{m.HIGH}=1.0", str(script))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "RATIOS 1.0 0.8" in proc.stdout
+    summary = read_summary(run)
+    assert summary["changes"]["asked"] == [f"env.{m.HIGH}=1.0", f"env.{m.LOW}=0.8"]
+    assert f"environment: {m.LOW}=0.8 ({AUTO_LOW_NOTE})" in change_lines(summary)

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ..devices.mps_rules import watermark_pair
 from ..settings import describe
 
 if TYPE_CHECKING:
@@ -61,7 +62,9 @@ def _watermark(facts: dict[str, Any]) -> dict[str, Any] | None:
     ratio = facts.get("suggested_watermark_ratio")
     if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or not 0 <= ratio <= 2:
         return None
-    return {"env": {"PYTORCH_MPS_HIGH_WATERMARK_RATIO": f"{ratio:g}"}}
+    # both ratios: the high one alone below the default low (1.4 on unified memory) makes
+    # torch refuse to start MPS (setLowWatermarkRatio, MPSAllocator.mm)
+    return {"env": watermark_pair(float(ratio))}
 
 
 FIXES: dict[str, Callable[[dict[str, Any]], dict[str, Any] | None]] = {

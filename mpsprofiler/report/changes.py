@@ -40,10 +40,26 @@ def change_lines(summary: dict[str, Any]) -> list[str]:
     for item in changes.get("skipped") or []:
         lines.append(f"{item.get('target')}: NOT applied {item.get('setting')}: {item.get('reason')}")
     asked = [a for a in changes.get("asked") or [] if a.startswith("env.")]
-    lines.extend(f"environment: {a[4:]}" for a in asked)
+    lines.extend(f"environment: {a[4:]}{_auto_note(a, asked)}" for a in asked)
     if not lines and changes.get("asked"):
         lines.append("asked " + ", ".join(changes["asked"]) + ": nothing it applies to was created")
     return lines
+
+
+def _auto_note(item: str, asked: list[str]) -> str:
+    """The low watermark ratio ``--set`` pairs with a high one given alone says so."""
+    from ..devices.mps_rules import HIGH, LOW, needs_low, paired_low
+    from ..settings import AUTO_LOW_NOTE
+
+    if not item.startswith(f"env.{LOW}="):
+        return ""
+    high = next((a.split("=", 1)[1] for a in asked if a.startswith(f"env.{HIGH}=")), None)
+    try:
+        if high is None or not needs_low(float(high)) or float(item.split("=", 1)[1]) != paired_low(float(high)):
+            return ""
+    except ValueError:
+        return ""
+    return f" ({AUTO_LOW_NOTE})"
 
 
 def _value(value: Any) -> str:

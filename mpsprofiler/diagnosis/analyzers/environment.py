@@ -11,6 +11,7 @@ import re
 from typing import Any
 
 from ...devices.mps import DEFAULT_HIGH_WATERMARK_UNIFIED, high_watermark_ratio
+from ...devices.mps_rules import paired_low
 from ...environment import mps_min_macos_for
 from ...session.session import Session
 from .registry import analyzer
@@ -37,7 +38,8 @@ def _version_tuple(text: str | None) -> tuple[int, ...]:
 ENVIRONMENT_FACTS: tuple[str, ...] = (
     "apple_silicon", "cuda_available", "default_watermark_ratio", "fallback_env_set", "intel_mac",
     "is_macos", "machine", "macos_too_old", "macos_version", "mps_available", "mps_built", "mps_min_macos",
-    "mps_unavailable_reason", "pin_memory_on_mps", "python_version", "rosetta", "suggested_watermark_ratio",
+    "mps_unavailable_reason", "pin_memory_on_mps", "python_version", "rosetta", "suggested_low_watermark_ratio",
+    "suggested_watermark_ratio",
     "torch_version", "watermark_ratio", "watermark_ratio_set", "watermark_unlimited",
 )
 """Every fact the ``environment`` analyzer may return (declared: no other analyzer may provide one)."""
@@ -95,13 +97,16 @@ def _watermark(pyenv: dict[str, str]) -> dict[str, Any]:
     raw = pyenv.get("PYTORCH_MPS_HIGH_WATERMARK_RATIO")
     ratio = high_watermark_ratio({"PYTORCH_MPS_HIGH_WATERMARK_RATIO": str(raw)} if raw is not None else {})
     current = 0.0 if ratio is None else ratio
+    suggested = SAFER_WATERMARK if (ratio is None or ratio > SAFER_WATERMARK) else round(max(0.5, current - 0.2), 2)
     return {
         "watermark_ratio": current,
         "watermark_ratio_set": raw is not None,
         "watermark_unlimited": ratio is None,
         "default_watermark_ratio": DEFAULT_HIGH_WATERMARK_UNIFIED,
-        "suggested_watermark_ratio": SAFER_WATERMARK if (ratio is None or ratio > SAFER_WATERMARK)
-        else round(max(0.5, current - 0.2), 2),
+        "suggested_watermark_ratio": suggested,
+        # always with its low ratio: torch refuses a low ratio above the high one
+        # (setLowWatermarkRatio in MPSAllocator.mm), and the unified default low is 1.4
+        "suggested_low_watermark_ratio": paired_low(suggested),
     }
 
 
