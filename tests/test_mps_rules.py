@@ -172,3 +172,12 @@ def test_run_with_high_alone_sets_both_and_says_so(tmp_path: Path) -> None:
     summary = read_summary(run)
     assert summary["changes"]["asked"] == [f"env.{m.HIGH}=1.0", f"env.{m.LOW}=0.8"]
     assert f"environment: {m.LOW}=0.8 ({AUTO_LOW_NOTE})" in change_lines(summary)
+
+
+def test_pin_memory_evidence_dates_the_warning_it_quotes() -> None:
+    """Audit fix: the evidence quoted the 2.7+ DataLoader warning as what every release says."""
+    rule = next(r for r in load_rules(rule_files(builtin_rules_dir())).rules if r.id == "pin-memory-mps")
+    text = rule.evidence_template.render(_facts({}))
+    fact = next(f for f in m.BEHAVIOUR if f.name == "pin_memory disabled with a warning")
+    assert fact.since is not None and f"torch {fact.since[0]}.{fact.since[1]}" in text
+    assert "not supported on MPS now" in text and "without a word" in text
