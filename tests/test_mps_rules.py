@@ -181,3 +181,14 @@ def test_pin_memory_evidence_dates_the_warning_it_quotes() -> None:
     fact = next(f for f in m.BEHAVIOUR if f.name == "pin_memory disabled with a warning")
     assert fact.since is not None and f"torch {fact.since[0]}.{fact.since[1]}" in text
     assert "not supported on MPS now" in text and "without a word" in text
+
+
+def test_dtype_and_api_claims_carry_their_release() -> None:
+    """Audit fixes: bfloat16 is not MPS-wide (2.3+, macOS 14), recommended_max_memory is 2.5+."""
+    rules = {r.id: r for r in load_rules(rule_files(builtin_rules_dir())).rules}
+    bf16 = next(f for f in m.BEHAVIOUR if f.name == "bfloat16 needs macOS 14")
+    fix = rules["float64-mps-crash"].fix_template.render(_facts({}))
+    assert bf16.since is not None and f"torch {bf16.since[0]}.{bf16.since[1]}" in fix and "macOS 14" in fix
+    rmm = next(f for f in m.API if f.name == "torch.mps.recommended_max_memory")
+    near = rules["near-device-limit"].fix_template.render(_facts({}))
+    assert rmm.since is not None and f"torch {rmm.since[0]}.{rmm.since[1]}+" in near
