@@ -269,6 +269,11 @@ class Probe:
             if "backward" in self.disabled or "steps" in self.disabled:
                 return
             self.fault("backward")
+            try:
+                self.fault("steps")  # the step tracker's own fault, as in its optimizer hook
+            except Exception as exc:
+                self.fail("steps", exc)
+                return
             if not self._torch_env_sent:
                 self._send_torch_environment()
             tracker.on_backward(site, end, reset, start)
