@@ -102,3 +102,16 @@ def test_memory_fault_removes_the_memory_facts(injected) -> None:
     from mpsprofiler.diagnosis.analyzers.leaks import LEAK_FACTS
 
     assert not set(LEAK_FACTS) & set(diagnosis.facts)
+
+
+def test_sampled_steps_are_not_warm_up() -> None:
+    """Steps 1 and 2 slow only because mpsprof recorded their ops: no warm-up beyond step 0."""
+    from test_analyzers import build_session, facts_of, step_rows
+
+    durs = [0.5, 0.9, 0.9, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1]
+    plain = facts_of(build_session(rows=step_rows(durs)))
+    session = build_session(rows=step_rows(durs))
+    session.ops.sampled.update({1, 2})
+    facts = facts_of(session)
+    assert plain["warmup_steps"] == 3 and plain["warmup_slowest_step_ms"] == 900.0
+    assert facts["warmup_steps"] == 1 and facts["warmup_slowest_step_ms"] == 500.0
