@@ -124,9 +124,9 @@ def test_none_comparison_is_not_matched_and_counted() -> None:
     diags: list[Diagnostic] = []
     assert evaluate(one_rule("x > 0.15"), {"x": None}, "cpu", diagnostics=diags) == []
     assert [d.kind for d in diags] == ["type-error"]
-    # Explicit guards work, and None renders as "?".
+    # Explicit guards work; a text whose only sentence needs the missing fact says so.
     found = evaluate(one_rule("x is None or x > 0.15"), {"x": None}, "cpu")
-    assert found[0].evidence == "x is ?"
+    assert found[0].evidence == "x is (not measured)"
 
 
 def test_requires_skips_rule_when_fact_is_none() -> None:
@@ -327,7 +327,7 @@ def test_large_and_deep_files_are_refused_quickly(tmp_path: Path) -> None:
 def test_template_rendering() -> None:
     facts = {"share": 0.256, "ms": 3.14159, "name": "mps", "ops": ["a", "b"], "n": None, "big": 1234567}
     t = compile_template("{share:.0%} {ms:.1f} {name!r} {ops} {n:.1f} {missing} {big:,} {{x}}")
-    assert t.render(facts) == "26% 3.1 'mps' a, b ? ? 1,234,567 {x}"
+    assert t.render(facts) == "26% 3.1 'mps' a, b (not measured) (not measured) 1,234,567 {x}"
     assert t.fields == ("share", "ms", "name", "ops", "n", "missing", "big")
     assert compile_template("{name:.1f}").render({"name": "text"}) == "text"  # spec mismatch
     assert render_template("{x", {"x": 1}) == "{x"  # the one-shot helper never raises

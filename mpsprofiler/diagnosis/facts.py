@@ -23,4 +23,9 @@ def collect_facts(session: Session) -> dict[str, Any]:
         except Exception as exc:  # noqa: BLE001 - one analyzer must not hide the others
             failed.append(f"{entry.name}: {type(exc).__name__}: {exc}")
     facts["analyzer_errors"] = failed
+    if session.probe_errors:  # a dead instrument's facts are no basis for a rule (see instruments)
+        from .instruments import dead_analyzers, drop_dead_facts
+
+        dead = dead_analyzers(session.probe_errors, session.steps.mode)
+        drop_dead_facts(facts, {a.name: a.provides for a in ANALYZERS}, dead)
     return facts

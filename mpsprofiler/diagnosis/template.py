@@ -4,8 +4,10 @@ Rule files are written by users, so a template must never reach arbitrary object
 ``str.format(**facts)`` would allow ``{x.__class__}``-style walks. Instead each template
 is split once with :class:`string.Formatter` and every field is looked up by plain name
 in the facts dict. Attribute/index fields, positional fields and nested format specs are
-refused when the rule loads; at render time a missing or ``None`` fact prints as ``?``
-and a value that does not suit its format spec prints plainly, so rendering never fails.
+refused when the rule loads; a value that does not suit its format spec prints plainly,
+so rendering never fails. A text never has a hole: the sentence (or line) holding a fact
+that is missing, ``None``, NaN or empty is left out of :meth:`Template.render`; only a
+text that would be left empty (a one-sentence title) says "not measured" in its place.
 Literal braces (e.g. in a fenced Python snippet of a fix) are written ``{{`` and ``}}``.
 """
 
@@ -18,7 +20,16 @@ from dataclasses import dataclass
 from typing import Any
 
 MISSING = "?"
-"""Printed for a fact that is absent or None."""
+"""What :func:`render_value` prints for an absent or None fact (``rules check`` output)."""
+
+NOT_MEASURED = "(not measured)"
+"""In place of a missing fact only where leaving its sentence out would leave nothing."""
+
+_HOLE = "\x00"
+_SENTENCE = re.compile(r"(?<=[.!?:])[ \t]*\n?[ \t]*(?=[A-Z(`*])(?<=\s)|\n[ \t]*\n\s*|\n(?=[ \t]*(?:[-*] |\d+\. ))")
+"""Where a sentence ends in prose: after '.', '!', '?' or ':' and white space before a
+capital, a parenthesis, code or emphasis; at a blank line; before a list item."""
+_FENCE = re.compile(r"(^[ \t]*```.*?^[ \t]*```[^\n]*\n?)", re.M | re.S)
 
 MAX_FIELD_CHARS = 2000
 """One rendered field is cut here: facts such as exception texts may be long."""
@@ -69,14 +80,59 @@ class Template:
         return tuple(seen)
 
     def render(self, facts: Mapping[str, Any]) -> str:
-        """Fill the template from ``facts``; never raises."""
+        """Fill the template from ``facts``, leaving out each sentence whose fact is
+        missing (see the module docstring); never raises."""
         out: list[str] = []
+        holes = False
         for piece in self.pieces:
             if isinstance(piece, str):
                 out.append(piece)
             else:
-                out.append(render_value(facts.get(piece.name), piece.spec, piece.conversion))
-        return "".join(out)
+                value = facts.get(piece.name)
+                if _missing(value):
+                    out.append(_HOLE)
+                    holes = True
+                else:
+                    out.append(render_value(value, piece.spec, piece.conversion))
+        text = "".join(out)
+        return _without_holes(text) if holes else text
+
+
+def _missing(value: Any) -> bool:
+    if value is None or (isinstance(value, float) and value != value):
+        return True
+    return isinstance(value, (str, list, tuple, set, frozenset)) and not value
+
+
+def _without_holes(text: str) -> str:
+    """``text`` without its sentences that hold a hole: in prose a sentence may span
+    lines (it ends at '.', '!' or '?' before a capital, or at a blank line or a list
+    item); in a fenced code block each line is one."""
+    parts = _FENCE.split(text)
+    kept: list[str] = []
+    for k, part in enumerate(parts):
+        if k % 2:  # a fenced block, fences included
+            kept.append("".join(line for line in part.splitlines(keepends=True) if _HOLE not in line))
+        else:
+            kept.append(_prose_without_holes(part))
+    result = re.sub(r"\n{3,}", "\n\n", re.sub(r"[ \t]+\n", "\n", "".join(kept))).strip(" ")
+    if not result.strip():
+        return text.replace(_HOLE, NOT_MEASURED)
+    return result
+
+
+def _prose_without_holes(text: str) -> str:
+    kept: list[str] = []
+    pos = 0
+    for match in [*_SENTENCE.finditer(text), None]:
+        end = match.start() if match is not None else len(text)
+        sep = match.group(0) if match is not None else ""
+        if _HOLE not in text[pos:end]:
+            kept.append(text[pos:end] + sep)
+        elif "\n" in sep:
+            kept.append("\n" * min(sep.count("\n"), 2))
+        pos = match.end() if match is not None else len(text)
+    return "".join(kept)
 
 
 def render_value(value: Any, spec: str = "", conversion: str | None = None) -> str:

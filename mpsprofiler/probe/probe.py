@@ -26,7 +26,7 @@ from .transparent import hide_from_warnings
 _ACTIVE: Probe | None = None
 AGGREGATE_EVERY = 2.0
 """Seconds between ``steps`` events once only aggregates are sent (see StepTracker)."""
-INSTRUMENTS = ("env", "steps", "dataloader", "warnings", "memory", "ops", "children")
+INSTRUMENTS = ("env", "steps", "backward", "dataloader", "warnings", "memory", "ops", "children")
 
 
 def active() -> Probe | None:
@@ -153,7 +153,7 @@ class Probe:
             self._guarded("overrides", self._install_torch_overrides)
         self._guarded("compile", self._install_compile_watch)
         self._guarded("steps", self._install_optimizer_hook)
-        self._guarded("steps", self._install_backward_hook)
+        self._guarded("backward", self._install_backward_hook)
         self._guarded("dataloader", self._install_dataloader_hooks)
         if not self.options.get("no_ops"):
             self._guarded("ops", self._install_ops)
@@ -264,16 +264,22 @@ class Probe:
 
         tracker = self.tracker
 
+        # its own instrument: a failing backward hook leaves the optimizer's step counter on
         def on_backward(site: Any, start: float, end: float, reset: bool) -> None:
-            if "steps" in self.disabled:
+            if "backward" in self.disabled or "steps" in self.disabled:
                 return
-            self.fault("steps")
+            self.fault("backward")
+            try:
+                self.fault("steps")  # the step tracker's own fault, as in its optimizer hook
+            except Exception as exc:
+                self.fail("steps", exc)
+                return
             if not self._torch_env_sent:
                 self._send_torch_environment()
             tracker.on_backward(site, end, reset, start)
             self.check_limit()  # SystemExit passes the wrapper's `except Exception`
 
-        self._uninstallers.append(backward.install(on_backward, self.clock, lambda exc: self.fail("steps", exc)))
+        self._uninstallers.append(backward.install(on_backward, self.clock, lambda exc: self.fail("backward", exc)))
 
     def _send_torch_environment(self) -> None:
         if self._torch_env_sent or "torch" not in sys.modules:

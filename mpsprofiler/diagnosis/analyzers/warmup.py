@@ -5,6 +5,11 @@ slow on every device, so a benchmark that includes them misjudges the run.
 Step 0 also carries the script's start-up (imports, building the model and
 the data), which is why the rule looks at warm-ups longer than that one step, except
 when step 0 alone is very long (torch.compile compiles the model in its first call).
+
+The steps mpsprof sampled for op accounting (``session.ops.sampled``) are slow by its own
+doing (every op recorded): they are judged as steady steps, never as warm-up, and never
+the "slowest warm-up step" (issue 27: on a transformer the slowest "warm-up" steps were
+those). Step 0 is kept as it is: it is slow for the framework's reasons either way.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...session.session import Session
+from ...session.steps import detect_warmup
 from .common import rounded
 from .registry import analyzer
 
@@ -28,14 +34,20 @@ def warmup_facts(session: Session) -> dict[str, Any]:
     steps = session.steps
     w = steps.warmup
     med = steps.quantile(0.5)
+    sampled = {i for i in session.ops.sampled if i > 0}
+    if sampled and steps.early:
+        own = [p.dur for p in steps.early if p.i not in sampled]
+        ref = sorted(own[len(own) // 2:])[len(own[len(own) // 2:]) // 2] if own else None
+        if ref is not None:
+            w = detect_warmup([ref if p.i in sampled else p.dur for p in steps.early])
     facts: dict[str, Any] = {"warmup_steps": w}
     if not steps.early:
         return facts
-    warm = steps.early[:w]
+    warm = [p for p in steps.early[:w] if p.i not in sampled]
     warm_s = sum(p.dur for p in warm)
     facts["warmup_s"] = rounded(warm_s, 4)
     facts["warmup_cost_s"] = rounded(steps.warmup_cost(), 4)
-    after_first = steps.early[1:w]
+    after_first = [p for p in steps.early[1:w] if p.i not in sampled]
     facts["warmup_after_first_cost_s"] = rounded(
         max(0.0, sum(p.dur for p in after_first) - (med or 0.0) * len(after_first)), 4
     )
