@@ -1,0 +1,113 @@
+"""The run mode and the TUI at a real terminal (issue 33, round three): a background job
+or a redirected stderr runs headless; under the TUI a signal the script handles reaches
+it and its secrets stay masked in ``output.log`` and on the screen."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from helpers import read_events, read_summary
+from tui_pty import TuiProcess
+
+pytestmark = pytest.mark.slow  # each starts the real CLI at a terminal (tmux or a pty)
+
+QUICK = "import os, sys, time\nprint('script ran', flush=True)\nopen(sys.argv[1], 'w').close()\ntime.sleep(0.3)\n"
+
+
+@pytest.fixture
+def term(tmp_path: Path):
+    from tmux import Tmux
+
+    t = Tmux(tmp_path)
+    yield t
+    t.close()
+
+
+def _mode(run_dir: Path) -> str:
+    return [e for e in read_events(run_dir) if e["k"] == "run"][0]["mode"]
+
+
+def test_a_background_start_at_an_interactive_shell_runs_headless(term, tmp_path: Path) -> None:
+    """``mpsprof run s.py &`` at an interactive shell: the TUI's first terminal call
+    stopped the whole job (SIGTTOU: "Stopped", the script never started until ``fg``),
+    where ``python s.py &`` runs. A background job now runs headless, at once."""
+    from tmux import mpsprof_line
+
+    script, marker, run_dir = tmp_path / "quick.py", tmp_path / "ran.marker", tmp_path / "run"
+    script.write_text(QUICK)
+    term.send(mpsprof_line("run", "-o", str(run_dir), str(script), str(marker), echo=False) + " &", enter=True)
+    deadline = time.monotonic() + 60
+    while not marker.exists():
+        assert time.monotonic() < deadline, term.screen()
+        assert "Stopped" not in term.screen(), term.screen()
+        time.sleep(0.2)
+    term.send("wait; echo EXIT=$?", enter=True)
+    code, screen = term.wait_for_exit()
+    assert code == 0 and "Stopped" not in screen, screen
+    assert _mode(run_dir) == "headless"
+
+
+def test_stderr_redirected_at_a_terminal_runs_headless(term, tmp_path: Path) -> None:
+    """``mpsprof run s.py 2>err.log`` at a terminal: the TUI was drawn into err.log
+    (hundreds of KB of escape codes) and the terminal stayed blank. The TUI needs stdin,
+    stdout and stderr on a terminal; here the run is headless and err.log holds the
+    summary as plain text."""
+    from tmux import mpsprof_line
+
+    script, run_dir, err = tmp_path / "quick.py", tmp_path / "run", tmp_path / "err.log"
+    script.write_text(QUICK)
+    line = mpsprof_line("run", "-o", str(run_dir), str(script), str(tmp_path / "m"), echo=False)
+    term.send(f"{line} 2>{err}; echo EXIT=$?", enter=True)
+    code, screen = term.wait_for_exit()
+    assert code == 0 and "script ran" in screen, screen
+    text = err.read_text()
+    assert "\x1b[?1049h" not in text and "── mpsprof" in text, text[:500]
+    assert _mode(run_dir) == "headless"
+
+
+SECRET = "sk-live-abcdef0123456789"
+HANDLER = r'''
+import signal, sys, time
+key = sys.argv[sys.argv.index("--api-key") + 1]
+got = []
+signal.signal(signal.SIGUSR1, lambda s, f: got.append(s))
+print("the key is", key, flush=True)
+print("ready", flush=True)
+deadline = time.monotonic() + 30
+while not got and time.monotonic() < deadline:
+    time.sleep(0.05)
+print("got usr1" if got else "no usr1", flush=True)
+raise ValueError(f"bad key {key}")
+'''
+
+
+def test_tui_passes_usr1_on_and_masks_secrets_in_output_log_and_on_screen(tmp_path: Path) -> None:
+    """Under the TUI: SIGUSR1 to mpsprof killed it (the app died, the script ran on
+    orphaned); now the script's handler runs and mpsprof stays to record the end. And the
+    script's ``--api-key`` value, printed and quoted in its exception, was written in clear
+    to output.log and shown in the Log panel; the README promises ``***`` everywhere."""
+    run_dir = tmp_path / "run"
+    script = tmp_path / "handler.py"
+    script.write_text(HANDLER)
+    tui = TuiProcess(["run", "-o", str(run_dir), str(script), "--api-key", SECRET], size=(120, 40))
+    log = run_dir / "output.log"
+    try:
+        tui.wait_for(lambda: log.exists() and b"ready" in log.read_bytes(), timeout=90, what="the script's ready")
+        os.kill(tui.proc.pid, signal.SIGUSR1)
+        tui.wait_for(lambda: (run_dir / "summary.json").exists(), timeout=60, what="the end of the script")
+        tui.wait_output(b"bad key", timeout=30)  # the Log panel drew the traceback
+        tui.send("q")
+        assert tui.finish() == 1
+    finally:
+        if tui.proc.poll() is None:
+            tui.kill()
+    text = log.read_text()
+    assert "got usr1" in text and "the key is ***" in text and "ValueError: bad key ***" in text, text
+    assert SECRET not in text
+    assert SECRET.encode() not in tui.output
+    assert read_summary(run_dir)["status"] == "crashed"
