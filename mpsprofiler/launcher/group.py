@@ -20,6 +20,7 @@ is there): the terminal's foreground job is handed over by that group (``foregro
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -30,20 +31,17 @@ class GroupHolder:
     """Leads a new process group until :meth:`release`; :attr:`pgid` is the group's id."""
 
     def __init__(self) -> None:
-        import os
-
         kwargs: dict[str, object] = {"process_group": 0} if sys.version_info >= (3, 11) else {"preexec_fn": os.setpgrp}
-        self._proc = subprocess.Popen([sys.executable, "-S", "-I", "-c", _HOLD], stdin=subprocess.PIPE,
-                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, close_fds=True,
-                                      **kwargs)  # type: ignore[call-overload]
+        # a shell's `read` costs ~1 ms; python is the fallback where there is no /bin/sh
+        argv = ["/bin/sh", "-c", "read -r _ || true"] if os.path.exists("/bin/sh") else [sys.executable, "-S", "-I", "-c", _HOLD]
+        self._proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                                      stderr=subprocess.DEVNULL, close_fds=True, **kwargs)  # type: ignore[call-overload]
         self.pgid = self._proc.pid
 
     def join_kwargs(self) -> dict[str, object]:
         """Popen arguments that start a process in this group."""
         if sys.version_info >= (3, 11):
             return {"process_group": self.pgid}
-        import os  # pragma: no cover - Python 3.10
-
         pgid = self.pgid
         return {"preexec_fn": lambda: os.setpgid(0, pgid)}  # pragma: no cover - Python 3.10
 

@@ -68,13 +68,13 @@ def ignored(sig: int) -> bool:
 
 
 def catchable(sig: int) -> bool:
-    """Not ignored, and at its default (python's own KeyboardInterrupt handler counts as
-    SIGINT's default): a handler someone else installed (mpsprof embedded) stays."""
+    """Ours to catch: anything but ``SIG_IGN`` (a handler installed before us, e.g. by a
+    program embedding mpsprof, is replaced for the run and put back after it)."""
     try:
-        current = signal.getsignal(sig)
+        signal.getsignal(sig)
     except (ValueError, OSError):
         return False
-    return current in (signal.SIG_DFL, None) or current is signal.default_int_handler
+    return not ignored(sig)
 
 
 def install(signals: Iterable[int], handler: Callable[[int], object]) -> Callable[[], None]:
