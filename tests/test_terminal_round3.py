@@ -14,8 +14,6 @@ import pytest
 from helpers import read_events, read_summary
 from tui_pty import TuiProcess
 
-pytestmark = pytest.mark.slow  # each starts the real CLI at a terminal (tmux or a pty)
-
 QUICK = "import os, sys, time\nprint('script ran', flush=True)\nopen(sys.argv[1], 'w').close()\ntime.sleep(0.3)\n"
 
 
@@ -32,6 +30,7 @@ def _mode(run_dir: Path) -> str:
     return [e for e in read_events(run_dir) if e["k"] == "run"][0]["mode"]
 
 
+@pytest.mark.slow  # the real CLI at a terminal (tmux or a pty)
 def test_a_background_start_at_an_interactive_shell_runs_headless(term, tmp_path: Path) -> None:
     """``mpsprof run s.py &`` at an interactive shell: the TUI's first terminal call
     stopped the whole job (SIGTTOU: "Stopped", the script never started until ``fg``),
@@ -52,6 +51,7 @@ def test_a_background_start_at_an_interactive_shell_runs_headless(term, tmp_path
     assert _mode(run_dir) == "headless"
 
 
+@pytest.mark.slow  # the real CLI at a terminal (tmux or a pty)
 def test_stderr_redirected_at_a_terminal_runs_headless(term, tmp_path: Path) -> None:
     """``mpsprof run s.py 2>err.log`` at a terminal: the TUI was drawn into err.log
     (hundreds of KB of escape codes) and the terminal stayed blank. The TUI needs stdin,
@@ -86,6 +86,7 @@ raise ValueError(f"bad key {key}")
 '''
 
 
+@pytest.mark.slow  # the real CLI at a terminal (tmux or a pty)
 def test_tui_passes_usr1_on_and_masks_secrets_in_output_log_and_on_screen(tmp_path: Path) -> None:
     """Under the TUI: SIGUSR1 to mpsprof killed it (the app died, the script ran on
     orphaned); now the script's handler runs and mpsprof stays to record the end. And the
@@ -111,3 +112,45 @@ def test_tui_passes_usr1_on_and_masks_secrets_in_output_log_and_on_screen(tmp_pa
     assert SECRET not in text
     assert SECRET.encode() not in tui.output
     assert read_summary(run_dir)["status"] == "crashed"
+
+
+IGNORED = r'''
+import signal
+print("ignored", signal.getsignal(signal.SIGINT) == signal.SIG_IGN, signal.getsignal(signal.SIGHUP) == signal.SIG_IGN,
+      flush=True)
+'''
+
+
+@pytest.mark.slow  # the real CLI at a terminal (tmux)
+def test_signals_ignored_at_start_stay_ignored_under_the_tui(term, tmp_path: Path) -> None:
+    """``trap '' INT HUP`` at an interactive shell, then the TUI: the app used to put its
+    handlers over SIG_IGN, so the script started with SIGINT and SIGHUP at their defaults
+    (a hangup killed it, Ctrl-C interrupted it); under python both stay ignored."""
+    from tmux import mpsprof_line
+
+    script, run_dir = tmp_path / "ignored.py", tmp_path / "run"
+    script.write_text(IGNORED)
+    term.send(f"(trap '' INT HUP; exec {mpsprof_line('run', '-o', str(run_dir), str(script), echo=False)})", enter=True)
+    deadline = time.monotonic() + 60
+    while not (run_dir / "summary.json").exists():
+        assert time.monotonic() < deadline, term.screen()
+        time.sleep(0.2)
+    term.send("q")
+    term.wait_for("run saved in")  # the app has left: the shell reads again
+    term.send("echo EXIT=$?", enter=True)
+    code, _ = term.wait_for_exit()
+    assert code == 0
+    assert _mode(run_dir) == "tui"
+    assert (run_dir / "output.log").read_text() == "ignored True True\n"
+
+
+def test_a_secret_cut_by_a_pipe_read_is_still_masked() -> None:
+    """The relay reads the script's output in chunks of any size: a secret split across
+    two reads is masked all the same, and nothing else is held back at the end."""
+    from mpsprofiler.redact import StreamScrubber
+
+    data = f"key={SECRET} and again {SECRET[:7]}".encode() + SECRET[7:].encode() + b" end sk-"
+    for size in (1, 3, 7, len(data)):
+        scrubber = StreamScrubber([SECRET])
+        out = b"".join(scrubber.feed(data[i:i + size]) for i in range(0, len(data), size)) + scrubber.flush()
+        assert out == b"key=*** and again *** end sk-", (size, out)
