@@ -154,3 +154,39 @@ def test_a_secret_cut_by_a_pipe_read_is_still_masked() -> None:
         scrubber = StreamScrubber([SECRET])
         out = b"".join(scrubber.feed(data[i:i + size]) for i in range(0, len(data), size)) + scrubber.flush()
         assert out == b"key=*** and again *** end sk-", (size, out)
+
+
+TICKS = r'''
+import time
+for i in range(30):
+    print("tick", i, flush=True)
+    time.sleep(0.1)
+print("finished ticking", flush=True)
+'''
+IGNORING_HUP = ("import runpy, signal, sys; signal.signal(signal.SIGHUP, signal.SIG_IGN); "
+                "sys.argv = ['mpsprof', *sys.argv[3:]]; runpy.run_module('mpsprofiler', run_name='__main__')")
+
+
+@pytest.mark.slow  # the real TUI in a pty
+def test_terminal_closed_with_sighup_ignored_the_script_finishes_and_mpsprof_leaves(tmp_path: Path) -> None:
+    """``nohup``-like (SIGHUP ignored when mpsprof starts), then the TUI's terminal closes
+    mid-run: under python the script ignores the hangup and finishes. The script now does
+    (the app no longer hangs it up), and mpsprof leaves once it has ended instead of
+    waiting for ever for a key on a terminal that is gone (the app's hang-up was a SIGHUP
+    to itself, which it ignores)."""
+    run_dir = tmp_path / "run"
+    script = tmp_path / "ticks.py"
+    script.write_text(TICKS)
+    # python -c IGNORING_HUP -m mpsprofiler run ...: mpsprof started with SIGHUP at SIG_IGN
+    tui = TuiProcess(["run", "-o", str(run_dir), str(script)], size=(100, 30), python_args=["-c", IGNORING_HUP])
+    log = run_dir / "output.log"
+    try:
+        tui.wait_for(lambda: log.exists() and b"tick 3" in log.read_bytes(), timeout=90, what="the script's ticks")
+        tui.close_terminal()
+        code = tui.proc.wait(timeout=30)
+    finally:
+        if tui.proc.poll() is None:
+            tui.kill()
+    assert code == 0
+    assert "finished ticking" in log.read_text()
+    assert read_summary(run_dir)["status"] == "finished"

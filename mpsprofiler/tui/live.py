@@ -22,6 +22,7 @@ from ..launcher.child import RunController
 from ..launcher.output import OutputRelay
 from ..launcher.signals import catchable, forwardable, install
 from ..results import Finished, Results, finish_run
+from .driver import TerminalGone
 from .inbox import EventInbox
 from .messages import EventsArrived, OutputArrived, OutputCopyFailed, RunEnded, RunFailed, RunStarted, TerminalWanted
 from .state import RunState
@@ -218,6 +219,13 @@ class LiveRun(_AppBase):
                 self._signals.append(sig)
         except (NotImplementedError, RuntimeError, ValueError):  # not the main thread
             pass
+
+    def on_terminal_gone(self, message: TerminalGone) -> None:
+        """No terminal, SIGHUP ignored: leave once the script has ended (now if it has)."""
+        if self.controller is None or not self.state.running:
+            self.exit()
+        else:
+            self._quit_when_ended = True
 
     def _pass_on(self, signum: int) -> None:
         if self.controller is not None and self.state.running:
