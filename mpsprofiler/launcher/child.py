@@ -32,7 +32,7 @@ from ..redact import is_secret_name, redact_argv, secret_values
 from ..rundir import open_new
 from .distributed import FifoChannels, TorchrunPlan, boot_args
 from .foreground import ForegroundTerminal
-from .group import holder_or_none
+from .group import holder_or_none, inherited_fds, leader_kwargs, pgid_of
 from .output import OutputRelay
 from .recorder import OUTPUT_FILE, Recorder
 from .signals import JOB_SIGNALS, TERMINAL_SIGNALS, forwardable
@@ -162,7 +162,7 @@ class RunController:
         elif holder is not None:
             group = holder.join_kwargs()
         else:
-            group = _group_kwargs(self._own_group)
+            group = leader_kwargs(self._own_group)
         self._emit_parent(events.KIND_RUN, **self._run_fields())
         self._started_at = time.monotonic()
 
@@ -178,7 +178,7 @@ class RunController:
                     raise
                 holder.release()  # the holder went early (killed): the script leads its group
                 holder = None
-                self.process = popen(_group_kwargs(True))
+                self.process = popen(leader_kwargs(True))
         except BaseException:
             if self._terminal is not None:
                 self._terminal.take_back()
@@ -371,15 +371,10 @@ class RunController:
                 os.killpg(pgid, sig)
             except ProcessLookupError:
                 pass
-            if _pgid_of(proc.pid) != pgid:  # the script left the group (os.setsid()): it still gets it
+            if pgid_of(proc.pid) != pgid:  # the script left the group (os.setsid()): it still gets it
                 proc.send_signal(sig)
         except (ProcessLookupError, PermissionError):
             pass
-
-    @property
-    def job_control(self) -> bool:
-        """The script is its terminal's foreground job: SIGCONT is ours to send (fg/bg)."""
-        return self._terminal is not None
 
     def forwarded_signals(self) -> list[int]:
         """What to catch and pass on (see signals.py); SIGCONT only where no terminal or
@@ -481,46 +476,6 @@ def _experiment_fields(options: dict[str, Any]) -> RunFields:
     if options.get("max_seconds"):
         out["max_seconds"] = options["max_seconds"]
     return out
-
-
-def inherited_fds() -> tuple[int, ...]:
-    """Descriptors above 2 that we were started with (``mpsprof run s.py 3>f``): python
-    would hand them to the script, so do we. Only inheritable ones: every descriptor
-    mpsprof opens itself (the event channel, the recording, the app's own) is created
-    non-inheritable (PEP 446), so none of ours leaks into the script."""
-    for folder in ("/proc/self/fd", "/dev/fd"):
-        try:
-            names = os.listdir(folder)
-            break
-        except OSError:
-            continue
-    else:
-        return ()
-    fds = []
-    for name in names:
-        try:
-            fd = int(name)
-            if fd > 2 and os.get_inheritable(fd):
-                fds.append(fd)
-        except (ValueError, OSError):  # the listing's own descriptor is closed by now
-            continue
-    return tuple(sorted(fds))
-
-
-def _group_kwargs(own_group: bool) -> dict[str, Any]:
-    """Start the child in its own process group (``process_group`` needs Python 3.11)."""
-    if not own_group:
-        return {}
-    if sys.version_info >= (3, 11):
-        return {"process_group": 0}
-    return {"preexec_fn": os.setpgrp}  # pragma: no cover - Python 3.10
-
-
-def _pgid_of(pid: int) -> int | None:
-    try:
-        return os.getpgid(pid)
-    except OSError:
-        return None
 
 
 def _isatty(fd: int) -> bool:

@@ -1,4 +1,6 @@
-"""A process group of its own for the script, without making it the group's leader.
+"""A process group of its own for the script, without making it the group's leader
+(and the other things the script inherits from the launch: its group's Popen arguments,
+the descriptors we were started with).
 
 Headless and away from a terminal (a script, cron, CI), mpsprof starts the script in a
 group of its own: a signal sent to mpsprof's group (``kill -- -PGID``, GNU ``timeout``)
@@ -23,6 +25,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from typing import Any
 
 _HOLD = "import os\ntry:\n    os.read(0, 1)\nexcept BaseException:\n    pass\n"
 
@@ -64,4 +67,44 @@ def holder_or_none() -> GroupHolder | None:
     try:
         return GroupHolder()
     except (OSError, ValueError, subprocess.SubprocessError):
+        return None
+
+
+def inherited_fds() -> tuple[int, ...]:
+    """Descriptors above 2 that we were started with (``mpsprof run s.py 3>f``): python
+    would hand them to the script, so do we. Only inheritable ones: every descriptor
+    mpsprof opens itself (the event channel, the recording, the app's own) is created
+    non-inheritable (PEP 446), so none of ours leaks into the script."""
+    for folder in ("/proc/self/fd", "/dev/fd"):
+        try:
+            names = os.listdir(folder)
+            break
+        except OSError:
+            continue
+    else:
+        return ()
+    fds = []
+    for name in names:
+        try:
+            fd = int(name)
+            if fd > 2 and os.get_inheritable(fd):
+                fds.append(fd)
+        except (ValueError, OSError):  # the listing's own descriptor is closed by now
+            continue
+    return tuple(sorted(fds))
+
+
+def leader_kwargs(own_group: bool) -> dict[str, Any]:
+    """Start the child in its own process group (``process_group`` needs Python 3.11)."""
+    if not own_group:
+        return {}
+    if sys.version_info >= (3, 11):
+        return {"process_group": 0}
+    return {"preexec_fn": os.setpgrp}  # pragma: no cover - Python 3.10
+
+
+def pgid_of(pid: int) -> int | None:
+    try:
+        return os.getpgid(pid)
+    except OSError:
         return None
