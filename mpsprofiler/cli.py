@@ -362,7 +362,9 @@ def _check_script(target: str) -> None:
 def _use_tui(args: argparse.Namespace) -> bool:
     if args.headless:
         return False
-    return sys.stdout.isatty() and sys.stdin.isatty() and os.environ.get("TERM") != "dumb"
+    from .launcher.foreground import tui_possible
+
+    return tui_possible()
 
 
 def _cmd_run(args: argparse.Namespace) -> int:

@@ -96,6 +96,14 @@ def scrub(text: str, values: list[str]) -> str:
     return redact_text(text)
 
 
+def redact_env(variables: Any) -> Any:
+    """Recorded environment variables (``PYTORCH_*`` ...) with the value of each one whose
+    name says token, key, password ... masked; anything but a dict is returned as is."""
+    if not isinstance(variables, dict):
+        return variables
+    return {k: (MASK if isinstance(k, str) and is_secret_name(k) else v) for k, v in variables.items()}
+
+
 TEXT_KINDS = frozenset({"exception", "warning", "probe_error"})
 """Event kinds carrying the script's own texts, which may quote its arguments."""
 
@@ -109,3 +117,40 @@ def scrub_fields(value: Any, values: list[str]) -> Any:
     if isinstance(value, (list, tuple)):
         return [scrub_fields(v, values) for v in value]
     return value
+
+
+class StreamScrubber:
+    """:func:`scrub` for a byte stream that arrives in arbitrary chunks (the script's
+    output in TUI mode, on its way to ``output.log`` and the Log panel): a secret cut in
+    two by a read is still masked, because the end of a chunk that could begin one is
+    held back until the next chunk (or :meth:`flush`). A URL's password is masked within
+    a chunk."""
+
+    def __init__(self, values: Iterable[str]) -> None:
+        self._values = sorted({v.encode("utf-8", "surrogateescape") for v in values if v}, key=len, reverse=True)
+        self._carry = b""
+
+    def feed(self, data: bytes) -> bytes:
+        buf = self._carry + data
+        for value in self._values:
+            if value in buf:
+                buf = buf.replace(value, MASK.encode())
+        keep = 0
+        for value in self._values:
+            for n in range(min(len(value) - 1, len(buf)), keep, -1):
+                if buf.endswith(value[:n]):
+                    keep = n
+                    break
+        self._carry = buf[len(buf) - keep:] if keep else b""
+        return _mask_urls(buf[: len(buf) - keep])
+
+    def flush(self) -> bytes:
+        """What was held back (the stream ended)."""
+        rest, self._carry = self._carry, b""
+        return _mask_urls(rest)
+
+
+def _mask_urls(data: bytes) -> bytes:
+    if b"://" not in data:
+        return data
+    return redact_text(data.decode("utf-8", "surrogateescape")).encode("utf-8", "surrogateescape")

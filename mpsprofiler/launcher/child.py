@@ -28,12 +28,14 @@ from typing import IO, Any
 
 from .. import events
 from ..events.payloads import ExitFields, RunFields
-from ..redact import redact_argv
+from ..redact import is_secret_name, redact_argv, secret_values
 from ..rundir import open_new
 from .distributed import FifoChannels, TorchrunPlan, boot_args
 from .foreground import ForegroundTerminal
+from .group import holder_or_none, inherited_fds, leader_kwargs, pgid_of
 from .output import OutputRelay
 from .recorder import OUTPUT_FILE, Recorder
+from .signals import JOB_SIGNALS, TERMINAL_SIGNALS, forwardable
 
 EventSink = Callable[[list[events.Event]], None]
 MAX_LINE_BYTES = 8 * 1024 * 1024
@@ -86,6 +88,9 @@ class RunController:
         self._exited = threading.Event()
         self._started_at = 0.0
         self._own_group = False
+        self._early: list[int] = []
+        self.pgid = 0
+        """The script's process group (its own, a holder's, or ours)."""
         self._terminal: ForegroundTerminal | None = None
         self.bad_lines = 0
         self._stop_requested = False
@@ -138,30 +143,42 @@ class RunController:
                 fd, name = tempfile.mkstemp(prefix="mpsprof-output-", suffix=".log")
                 opened = (os.fdopen(fd, "ab"), Path(name))
             out_file, self.output_path = opened
-            relay = self.output = OutputRelay(opened[1], out_file)
+            relay = self.output = OutputRelay(opened[1], out_file, self._secrets())
             stdout = stderr = relay.write_fd
         # A terminal delivers Ctrl-C to its whole foreground group, the child included:
         # then the child shares our group and we do not forward SIGINT (it would arrive
         # twice). Otherwise the child gets its own group and we forward signals to it.
         # With mpsprof the foreground job of its terminal, the script becomes that job
         # instead (see foreground.py): its own group, and every signal we get is passed on.
+        # Headless away from a terminal the group is led by a holder (group.py): the
+        # script is no group leader there, as under python, so os.setsid() works.
         self._terminal = None if spec.capture_output else ForegroundTerminal.claim()
         terminal = self._terminal is None and _isatty(0) and not spec.capture_output
         self._own_group = not terminal
-        group = {"preexec_fn": self._terminal.preexec()} if self._terminal is not None else _group_kwargs(self._own_group)
+        holder = holder_or_none() if self._own_group and self._terminal is None and not spec.capture_output else None
+        group: dict[str, Any]
+        if self._terminal is not None:
+            group = {"preexec_fn": self._terminal.preexec()}
+        elif holder is not None:
+            group = holder.join_kwargs()
+        else:
+            group = leader_kwargs(self._own_group)
         self._emit_parent(events.KIND_RUN, **self._run_fields())
         self._started_at = time.monotonic()
+
+        def popen(group: dict[str, Any]) -> subprocess.Popen[bytes]:
+            return subprocess.Popen(spec.child_argv(), env=env, stdin=stdin, stdout=stdout, stderr=stderr,
+                                    pass_fds=pass_fds, cwd=spec.cwd, **group)
+
         try:
-            self.process = subprocess.Popen(
-                spec.child_argv(),
-                env=env,
-                stdin=stdin,
-                stdout=stdout,
-                stderr=stderr,
-                pass_fds=pass_fds,
-                cwd=spec.cwd,
-                **group,
-            )
+            try:
+                self.process = popen(group)
+            except (OSError, subprocess.SubprocessError):
+                if holder is None:
+                    raise
+                holder.release()  # the holder went early (killed): the script leads its group
+                holder = None
+                self.process = popen(leader_kwargs(True))
         except BaseException:
             if self._terminal is not None:
                 self._terminal.take_back()
@@ -171,10 +188,24 @@ class RunController:
         finally:
             if write_fd is not None:
                 os.close(write_fd)
+            if holder is not None:
+                holder.release()
+        self.pgid = holder.pgid if holder is not None else (self.process.pid if self._own_group else os.getpgrp())
+        early, self._early = self._early, []
+        for sig in early:
+            self.forward_signal(sig)
         if relay is not None:
             relay.start()
         self._reader = threading.Thread(target=self._read_loop, name="mpsprof-reader", daemon=True)
         self._reader.start()
+
+    def _secrets(self) -> list[str]:
+        """Values never to show: secret-looking arguments, and ``--set env.NAME=VALUE``
+        values whose name says token, key, password ..."""
+        spec = self.spec
+        found = secret_values([spec.target, *spec.args])
+        found += [v for k, v in spec.env.items() if is_secret_name(k) and len(v) >= 4]
+        return found
 
     def _run_fields(self) -> RunFields:
         spec = self.spec
@@ -332,18 +363,45 @@ class RunController:
         if proc is None or proc.poll() is not None:
             return
         try:
-            if self._own_group:
-                os.killpg(proc.pid, sig)
-            else:
+            if not self._own_group:
+                proc.send_signal(sig)
+                return
+            pgid = self.pgid or proc.pid
+            try:
+                os.killpg(pgid, sig)
+            except ProcessLookupError:
+                pass
+            if pgid_of(proc.pid) != pgid:  # the script left the group (os.setsid()): it still gets it
                 proc.send_signal(sig)
         except (ProcessLookupError, PermissionError):
             pass
 
+    def forwarded_signals(self) -> list[int]:
+        """What to catch and pass on (see signals.py); SIGCONT only where no terminal or
+        job-control shell sends it to the script's group itself."""
+        return forwardable(with_cont=self._own_group and self._terminal is None and not self.spec.capture_output)
+
     def forward_signal(self, sig: int) -> None:
-        """A signal the parent received: pass it on, except a terminal's Ctrl-C."""
-        if sig == signal.SIGINT and not self._own_group:
+        """A signal the parent received: pass it on as python would have got it. A
+        terminal's Ctrl-C / Ctrl-\\ reached a child sharing our group already; the job
+        signals (INT, TERM, HUP) go to the script's group as a shell's would, every
+        other one (USR1, ALRM ...) to the script's process only, as ``kill PID`` does
+        (a spawned DataLoader worker at SIG_DFL would die of a USR1 meant for its parent)."""
+        if self.process is None:  # not started yet: it gets it as soon as it is
+            self._early.append(sig)
+            return
+        if sig in TERMINAL_SIGNALS and not self._own_group:
             return  # the terminal sent it to the child already
-        self.send_signal(sig)
+        if sig in JOB_SIGNALS:
+            self.send_signal(sig)
+            return
+        proc = self.process
+        if proc is None or proc.poll() is not None:
+            return
+        try:
+            proc.send_signal(sig)
+        except (ProcessLookupError, PermissionError):
+            pass
 
     def stop(self, grace: float = 5.0) -> None:
         """SIGINT (the script sees KeyboardInterrupt), then SIGTERM, then SIGKILL."""
@@ -418,39 +476,6 @@ def _experiment_fields(options: dict[str, Any]) -> RunFields:
     if options.get("max_seconds"):
         out["max_seconds"] = options["max_seconds"]
     return out
-
-
-def inherited_fds() -> tuple[int, ...]:
-    """Descriptors above 2 that we were started with (``mpsprof run s.py 3>f``): python
-    would hand them to the script, so do we. Only inheritable ones: every descriptor
-    mpsprof opens itself (the event channel, the recording, the app's own) is created
-    non-inheritable (PEP 446), so none of ours leaks into the script."""
-    for folder in ("/proc/self/fd", "/dev/fd"):
-        try:
-            names = os.listdir(folder)
-            break
-        except OSError:
-            continue
-    else:
-        return ()
-    fds = []
-    for name in names:
-        try:
-            fd = int(name)
-            if fd > 2 and os.get_inheritable(fd):
-                fds.append(fd)
-        except (ValueError, OSError):  # the listing's own descriptor is closed by now
-            continue
-    return tuple(sorted(fds))
-
-
-def _group_kwargs(own_group: bool) -> dict[str, Any]:
-    """Start the child in its own process group (``process_group`` needs Python 3.11)."""
-    if not own_group:
-        return {}
-    if sys.version_info >= (3, 11):
-        return {"process_group": 0}
-    return {"preexec_fn": os.setpgrp}  # pragma: no cover - Python 3.10
 
 
 def _isatty(fd: int) -> bool:

@@ -22,6 +22,28 @@ import subprocess
 from collections.abc import Callable
 
 
+def tui_possible() -> bool:
+    """The live view may take the terminal: stdin, stdout AND stderr are terminals (with
+    ``2>err.log`` the app would draw into the file and leave the screen blank), TERM is
+    not ``dumb``, and we are the terminal's foreground job. Started in the background
+    (``mpsprof run train.py &``) the app's first terminal call would stop the whole job
+    (SIGTTOU) before the script ever started, where ``python train.py &`` runs: there
+    the run is headless. A terminal that is not our controlling one (``tcgetpgrp``
+    fails) has no foreground job to be stopped by."""
+    if os.environ.get("TERM") == "dumb":
+        return False
+    for fd in (0, 1, 2):
+        try:
+            if not os.isatty(fd):
+                return False
+        except OSError:
+            return False
+    try:
+        return os.tcgetpgrp(0) == os.getpgrp()
+    except OSError:
+        return True
+
+
 class ForegroundTerminal:
     def __init__(self, fd: int) -> None:
         self.fd = fd

@@ -11,35 +11,28 @@ from __future__ import annotations
 import signal
 import sys
 from pathlib import Path
-from typing import Any
 
 from ..results import Finished, Results, finish_run, say_rule_problems
 from ..session.session import Session
 from .child import RunController, RunSpec
-
-FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+from .signals import forwardable, install
 
 
 def run_headless(spec: RunSpec, rule_dirs: list[Path]) -> tuple[int, Session, Finished]:
     _say_rule_problems(rule_dirs)
     session = Session()
     controller = RunController(spec, session.feed_many)
-    previous: dict[int, Any] = {}
-
-    def forward(signum: int, frame: Any) -> None:
-        controller.forward_signal(signum)
-
-    for sig in FORWARDED:
-        try:
-            previous[sig] = signal.signal(sig, forward)
-        except (ValueError, OSError):  # not the main thread
-            pass
+    # every signal the script could handle is passed on; one ignored at start stays
+    # ignored, for us and (inherited through exec) for the script: see signals.py
+    restore = [install(forwardable(), controller.forward_signal)]
     try:
         controller.start()
+        if signal.SIGCONT in controller.forwarded_signals():
+            restore.append(install([signal.SIGCONT], controller.forward_signal))
         code = controller.wait()
     finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
+        for undo in reversed(restore):
+            undo()
     finished = finish_run(session, rule_dirs, spec.run_dir, controller.recorder.error)
     if finished.diagnosis_error:
         sys.stderr.write(f"mpsprof: {finished.diagnosis_error}\n")

@@ -13,9 +13,11 @@ from __future__ import annotations
 import os
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import IO
+
+from ..redact import StreamScrubber
 
 PIPE_SIZE = 1 << 20
 VIEW_LIMIT = 1 << 20
@@ -24,9 +26,13 @@ RECENT = 8 << 10
 
 
 class OutputRelay:
-    def __init__(self, path: Path, file: IO[bytes]) -> None:
-        """``file``: ``path`` opened for appending (the relay owns and closes it)."""
+    def __init__(self, path: Path, file: IO[bytes], secrets: Iterable[str] = ()) -> None:
+        """``file``: ``path`` opened for appending (the relay owns and closes it);
+        ``secrets``: values masked as ``***`` in ``output.log`` and the view (the script's
+        ``--api-key`` ...: see redact.py); an echo to the real terminal shows the output
+        as the script wrote it, as headless mode does."""
         self.path = path
+        self._scrubber = StreamScrubber(secrets)
         self.error: str | None = None
         """Why the copy in output.log stopped (said once), or None."""
         self.on_error: Callable[[str], object] | None = None
@@ -72,20 +78,11 @@ class OutputRelay:
                 except OSError:
                     break
                 if not data:
+                    self._keep(self._scrubber.flush())
                     break
-                try:
-                    self._copy(data)
-                except Exception:  # noqa: BLE001 - never stop reading: the script would block
-                    pass
+                self._keep(self._scrubber.feed(data))
                 with self._lock:
-                    self._pending += data
-                    if len(self._pending) > VIEW_LIMIT:
-                        cut = len(self._pending) - VIEW_LIMIT
-                        del self._pending[:cut]
-                        self._skipped += cut
                     echo = self.echo
-                    self._recent += data
-                    del self._recent[: max(0, len(self._recent) - RECENT)]
                 if echo:  # the real stdout: the app may have replaced sys.stdout meanwhile
                     try:
                         out = sys.__stdout__
@@ -102,6 +99,23 @@ class OutputRelay:
                 pass
             self._close_file()
             self._closed.set()
+
+    def _keep(self, data: bytes) -> None:
+        """Scrubbed output: into output.log, and for the view."""
+        if not data:
+            return
+        try:
+            self._copy(data)
+        except Exception:  # noqa: BLE001 - never stop reading: the script would block
+            pass
+        with self._lock:
+            self._pending += data
+            if len(self._pending) > VIEW_LIMIT:
+                cut = len(self._pending) - VIEW_LIMIT
+                del self._pending[:cut]
+                self._skipped += cut
+            self._recent += data
+            del self._recent[: max(0, len(self._recent) - RECENT)]
 
     def _copy(self, data: bytes) -> None:
         if self._file is None:

@@ -18,7 +18,7 @@ from .. import events
 from ..devices import DeviceBackend, backend_for
 from ..devices.cpu import CpuBackend
 from ..events.payloads import ByeFields, DataLoaderFields, ExceptionFields, Frame, HelloFields, ModelFields
-from ..redact import TEXT_KINDS, scrub_fields
+from ..redact import TEXT_KINDS, redact_env, scrub_fields
 from .channel import Channel
 from .steps import StepTracker
 from .transparent import hide_from_warnings
@@ -198,7 +198,9 @@ class Probe:
 
         self.fault("env")
         if with_torch:
-            self.emit(events.KIND_ENV, **collect_environment())
+            facts = collect_environment()
+            facts["pytorch_env"] = redact_env(facts.get("pytorch_env"))  # PYTORCH_HF_TOKEN=*** (redact.py)
+            self.emit(events.KIND_ENV, **facts)
             return
         # before the script imports torch: the same facts, torch's left unknown for now
         blocked = "torch" not in sys.modules
@@ -209,6 +211,7 @@ class Probe:
         finally:
             if blocked and sys.modules.get("torch", 0) is None:
                 del sys.modules["torch"]
+        facts["pytorch_env"] = redact_env(facts.get("pytorch_env"))
         self.emit(events.KIND_ENV, **facts)
 
     def _install_optimizer_hook(self) -> None:

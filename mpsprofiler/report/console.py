@@ -7,6 +7,7 @@ commands.
 
 from __future__ import annotations
 
+import shlex
 import sys
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
@@ -84,7 +85,8 @@ def render_console(summary: dict[str, Any], findings: Iterable[Any] = (), run_di
     if run_dir:
         lines.append("")
         lines.append(f"run saved in {run_dir}")
-        lines.append(f"  mpsprof view {run_dir}      mpsprof report {run_dir} --format md")
+        quoted = shlex.quote(run_dir)  # pasted into a shell as printed: spaces, quotes and $ survive
+        lines.append(f"  mpsprof view {quoted}      mpsprof report {quoted} --format md")
     lines.append("")
     return "\n".join(lines)
 

@@ -20,6 +20,7 @@ import threading
 from typing import IO, Any
 
 from textual.drivers.linux_driver import LinuxDriver
+from textual.message import Message
 
 
 class TerminalFile:
@@ -59,8 +60,19 @@ class TerminalFile:
         return getattr(self._file, name)
 
 
-def hang_up() -> None:
-    """The terminal went away: as if it had sent SIGHUP (the app's handler ends the run)."""
+class TerminalGone(Message):
+    """The terminal went away while SIGHUP is ignored (``nohup``, ``trap '' HUP``): the
+    script goes on, as under python; the app leaves once it has ended."""
+
+
+def hang_up(app: Any = None) -> None:
+    """The terminal went away: as if it had sent SIGHUP (the app's handler ends the run).
+    With SIGHUP ignored since mpsprof started, no signal (the script ignores it as under
+    python, and the app would never hear it): the app is told instead. Called on the
+    writer thread: ``post_message`` is thread-safe and never blocks."""
+    if signal.getsignal(signal.SIGHUP) == signal.SIG_IGN and app is not None:
+        app.post_message(TerminalGone())
+        return
     os.kill(os.getpid(), signal.SIGHUP)
 
 
@@ -70,4 +82,5 @@ class SafeLinuxDriver(LinuxDriver):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         if self._file is not None:
-            self._file = TerminalFile(self._file, hang_up)  # type: ignore[assignment]  # duck-typed file
+            app = self._app
+            self._file = TerminalFile(self._file, lambda: hang_up(app))  # type: ignore[assignment]  # duck-typed file

@@ -20,7 +20,9 @@ from textual.worker import get_current_worker
 
 from ..launcher.child import RunController
 from ..launcher.output import OutputRelay
+from ..launcher.signals import catchable, forwardable, install
 from ..results import Finished, Results, finish_run
+from .driver import TerminalGone
 from .inbox import EventInbox
 from .messages import EventsArrived, OutputArrived, OutputCopyFailed, RunEnded, RunFailed, RunStarted, TerminalWanted
 from .state import RunState
@@ -203,13 +205,31 @@ class LiveRun(_AppBase):
     def _install_signal_handlers(self) -> None:
         """SIGTERM / SIGHUP (a closed terminal) end the app; a running script gets the same
         signal first, as in headless mode, and the app leaves once it has ended."""
+        # the others a script may handle (USR1 ...) are passed on and the app stays; one
+        # ignored when mpsprof started stays ignored, for the script too (signals.py)
         try:
             loop = asyncio.get_running_loop()
-            for sig in EXIT_SIGNALS:
-                loop.add_signal_handler(sig, self._on_signal, sig)
+            for sig in [*EXIT_SIGNALS, *(s for s in forwardable() if s not in EXIT_SIGNALS)]:
+                if not catchable(sig):
+                    continue
+                if sig in EXIT_SIGNALS:
+                    loop.add_signal_handler(sig, self._on_signal, sig)
+                else:
+                    loop.add_signal_handler(sig, self._pass_on, sig)
                 self._signals.append(sig)
         except (NotImplementedError, RuntimeError, ValueError):  # not the main thread
             pass
+
+    def on_terminal_gone(self, message: TerminalGone) -> None:
+        """No terminal, SIGHUP ignored: leave once the script has ended (now if it has)."""
+        if self.controller is None or not self.state.running:
+            self.exit()
+        else:
+            self._quit_when_ended = True
+
+    def _pass_on(self, signum: int) -> None:
+        if self.controller is not None and self.state.running:
+            self.controller.forward_signal(signum)
 
     def _on_signal(self, signum: int) -> None:
         if self.controller is None or not self.state.running:
@@ -238,7 +258,7 @@ class LiveRun(_AppBase):
 def outlive_app_crash(app: LiveRun) -> None:
     """The app died of its own bug while the script runs: a bug in mpsprof must not stop
     the training. Say so, show the script's output from here on as plain text, pass on
-    Ctrl-C / SIGTERM / SIGHUP as headless mode does, and wait for the end."""
+    every signal headless mode passes on (Ctrl-C, SIGTERM, USR1 ...), and wait for the end."""
     import sys
 
     controller = app.controller
@@ -248,12 +268,7 @@ def outlive_app_crash(app: LiveRun) -> None:
     sys.stderr.write(f"mpsprof: the live view failed ({type(app._exception).__name__}); the script goes on, "
                      f"its output follows (also in {controller.output_path}); Ctrl-C stops it\n")
     sys.stderr.flush()
-    previous = {}
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        try:
-            previous[sig] = signal.signal(sig, lambda signum, frame: controller.send_signal(signum))
-        except (ValueError, OSError):
-            pass
+    restore = install(forwardable(), controller.forward_signal)
     try:
         if relay is not None:
             relay.take()  # shown already (or lost with the view); from here on it is echoed
@@ -261,5 +276,4 @@ def outlive_app_crash(app: LiveRun) -> None:
         while not app.ended.wait(0.5):
             pass
     finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+        restore()
