@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import difflib
+import errno
 import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -24,6 +25,7 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from ..devices.kinds import DEVICE_KINDS
 from ..resources import rules_dir
+from ..rundir import open_regular
 from .conditions import Condition, ConditionError, compile_condition
 from .findings import SEVERITIES
 from .template import Template, TemplateError, compile_template
@@ -173,12 +175,26 @@ def load_rules(paths: Iterable[Path]) -> RuleSet:
     seen: set[Path] = set()  # the same file named twice (e.g. --rules rules/) loads once
     for path in paths:
         path = Path(path)
-        for file in rule_files(path) if path.is_dir() else [path]:
-            key = file.resolve()
-            if key not in seen:
-                seen.add(key)
-                ruleset.extend(load_file(file))
+        try:
+            files = rule_files(path) if path.is_dir() else [path]
+            for file in files:
+                key = identity(file)
+                if key not in seen:
+                    seen.add(key)
+                    ruleset.extend(load_file(file))
+        except Exception as exc:  # noqa: BLE001 - one broken path must not cost the others (the builtins)
+            ruleset.errors.append(RuleError(path, 1, 1, f"cannot load: {type(exc).__name__}: {exc}"))
     return ruleset
+
+
+def identity(file: Path) -> Path:
+    """The real path of a rule file, to load each once; a symlink loop (``resolve`` raises
+    RuntimeError on Python 3.11) or an unreadable path is its absolute name, and
+    :func:`load_file` reports why it cannot be read."""
+    try:
+        return file.resolve()
+    except (OSError, RuntimeError):
+        return file.absolute()
 
 
 def load_builtin_and_user(user_dirs: Iterable[Path] = ()) -> RuleSet:
@@ -195,15 +211,15 @@ def check_file(path: Path) -> list[RuleError]:
 def load_file(path: Path) -> RuleSet:
     """Load one rule file; never raises."""
     ruleset = RuleSet()
-    try:
-        if not path.is_file():
-            what = "not a regular file" if path.exists() else "no such file"
-            ruleset.errors.append(RuleError(path, 1, 1, what))
-            return ruleset
-        with path.open("rb") as fh:
+    try:  # the one guarded opener: regular files only (a FIFO or a device is never read)
+        with open_regular(path) as fh:
             data = fh.read(MAX_FILE_BYTES + 1)
+    except FileNotFoundError:
+        ruleset.errors.append(RuleError(path, 1, 1, "no such file"))
+        return ruleset
     except OSError as exc:
-        ruleset.errors.append(RuleError(path, 1, 1, f"cannot read: {exc.strerror or exc}"))
+        why = "a symbolic link loop" if exc.errno == errno.ELOOP else exc.strerror or str(exc)
+        ruleset.errors.append(RuleError(path, 1, 1, f"cannot read: {why}"))
         return ruleset
     rules, errors = parse_rules_text(data, path)
     ruleset.errors.extend(errors)
