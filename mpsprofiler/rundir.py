@@ -262,3 +262,12 @@ def read_regular(path: Path, limit: int = MAX_READ_BYTES, *, follow: bool = True
     if len(data) > limit:
         raise OSError(errno.EFBIG, f"larger than {limit // 1024} KiB; not read", str(path))
     return data
+
+
+def real_path(path: Path) -> Path:
+    """``path.resolve()`` that never raises: a symlink loop (``resolve`` raises RuntimeError
+    on Python 3.11) or an unreadable path is its absolute name; opening it says why."""
+    try:
+        return Path(path).resolve()
+    except (OSError, RuntimeError):
+        return Path(path).absolute()

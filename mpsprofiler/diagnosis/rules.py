@@ -13,6 +13,7 @@ from __future__ import annotations
 import ast
 import difflib
 import errno
+import os
 import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -25,7 +26,7 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from ..devices.kinds import DEVICE_KINDS
 from ..resources import rules_dir
-from ..rundir import open_regular
+from ..rundir import open_regular, real_path
 from .conditions import Condition, ConditionError, compile_condition
 from .findings import SEVERITIES
 from .template import Template, TemplateError, compile_template
@@ -176,25 +177,17 @@ def load_rules(paths: Iterable[Path]) -> RuleSet:
     for path in paths:
         path = Path(path)
         try:
-            files = rule_files(path) if path.is_dir() else [path]
-            for file in files:
-                key = identity(file)
+            if path.is_dir():
+                os.listdir(path)  # a folder that cannot be read is said below, not skipped silently
+            for file in rule_files(path) if path.is_dir() else [path]:
+                key = real_path(file)
                 if key not in seen:
                     seen.add(key)
                     ruleset.extend(load_file(file))
         except Exception as exc:  # noqa: BLE001 - one broken path must not cost the others (the builtins)
-            ruleset.errors.append(RuleError(path, 1, 1, f"cannot load: {type(exc).__name__}: {exc}"))
+            why = exc.strerror if isinstance(exc, OSError) and exc.strerror else f"{type(exc).__name__}: {exc}"
+            ruleset.errors.append(RuleError(path, 1, 1, f"cannot load: {why}"))
     return ruleset
-
-
-def identity(file: Path) -> Path:
-    """The real path of a rule file, to load each once; a symlink loop (``resolve`` raises
-    RuntimeError on Python 3.11) or an unreadable path is its absolute name, and
-    :func:`load_file` reports why it cannot be read."""
-    try:
-        return file.resolve()
-    except (OSError, RuntimeError):
-        return file.absolute()
 
 
 def load_builtin_and_user(user_dirs: Iterable[Path] = ()) -> RuleSet:
