@@ -68,11 +68,15 @@ def main_try(args: argparse.Namespace) -> int:
     started = time.monotonic()
     results: list[dict[str, Any]] = []
     interrupted = False
-    for target, change, rule, out_dir in plans:
+    for n, (target, change, rule, out_dir) in enumerate(plans):
         left = config.budget_s - (time.monotonic() - started)
         if left <= 0 or interrupted:
+            if not interrupted:
+                say(f"\nmpsprof try: the time budget of {config.budget_s:.0f} s is used up; "
+                    f"{len(plans) - n} change{'s' if len(plans) - n != 1 else ''} not tried")
             break
-        trial = Trial(target, change, out_dir, TrialConfig(config.steps, config.pairs, left), progress=say, rule=rule)
+        trial = Trial(target, change, out_dir, TrialConfig(config.steps, config.pairs, left, total_s=config.budget_s),
+                      progress=say, rule=rule)
         say(f"\ntrying {trial.label}" + (f" (fix of {rule})" if rule else "") + f": runs in {out_dir}")
         previous = _on_sigint(trial)
         try:

@@ -79,7 +79,16 @@ class TrialConfig:
     steps: int = 30
     pairs: int = 5
     budget_s: float = 300.0
+    """Seconds this trial may take: the whole experiment's budget, or what is left of it."""
     min_pairs: int = 3
+    total_s: float | None = None
+    """The experiment's whole budget (``--budget``), for messages; None: ``budget_s``."""
+
+    @property
+    def budget_words(self) -> str:
+        total = self.total_s if self.total_s is not None else self.budget_s
+        left = "" if abs(total - self.budget_s) < 1 else f", {self.budget_s:.0f} s of it left for this change"
+        return f"time budget of {total:.0f} s{left}"
 
 
 @dataclass
@@ -138,7 +147,7 @@ class Trial:
             left = deadline - time.monotonic()
             estimate = self._pair_estimate()
             if pair > 1 and estimate > left:
-                self.stopped = (f"time budget of {config.budget_s:.0f} s reached: pair {pair} would not finish in "
+                self.stopped = (f"{config.budget_words} reached: pair {pair} would not finish in "
                                 f"the {max(left, 0):.0f} s left (a pair takes about {estimate:.0f} s)")
                 self._progress(f"  {self.stopped}; no more pairs started")
                 break
@@ -221,7 +230,7 @@ class Trial:
         if self._stop.is_set():
             return None
         if out_of_time:
-            self.stopped = (f"stopped at the time budget of {self.config.budget_s:.0f} s: the {arm} run of pair "
+            self.stopped = (f"stopped at the {self.config.budget_words}: the {arm} run of pair "
                             f"{pair} was ended by mpsprof (not a failure of the script or the change)")
             self._progress(f"  {self.stopped}")
             return None
