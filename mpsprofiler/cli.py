@@ -459,10 +459,10 @@ def _experiments(run_dir: Path | None) -> list[dict[str, Any]]:
 
 def _write_report_file(session: Session, results: Results, path: Path) -> None:
     from .report import format_for_path, render_report
-    from .rundir import write_text_atomic
+    from .rundir import write_output_text
 
-    # often inside the run directory: replaced through a fresh file, never written through a link
-    error = write_text_atomic(path, render_report(format_for_path(path), session, results))
+    # a regular file is replaced through a fresh file; a FIFO, a device or /dev/stdout is written through
+    error = write_output_text(path, render_report(format_for_path(path), session, results))
     sys.stderr.write(f"mpsprof: {error}\n" if error else f"mpsprof: wrote {path}\n")
 
 

@@ -59,8 +59,7 @@ def rows(a: dict[str, Any], b: dict[str, Any]) -> list[Row]:
         Row("cut", _cut(a), _cut(b)),
         Row("device", str(_get(a, "device", "kind") or "?"), str(_get(b, "device", "kind") or "?")),
     ]
-    loaders_a, loaders_b = a.get("dataloaders") or [{}], b.get("dataloaders") or [{}]
-    out.append(Row("num_workers", str(loaders_a[0].get("num_workers", "–")), str(loaders_b[0].get("num_workers", "–"))))
+    out.append(Row("num_workers", _workers(a), _workers(b)))
 
     def num(label: str, path: tuple[str, ...], fmt: Any, time_like: bool = False) -> None:
         x, y = _get(a, *path), _get(b, *path)
@@ -78,9 +77,16 @@ def rows(a: dict[str, Any], b: dict[str, Any]) -> list[Row]:
     num("peak RSS (with workers)", ("memory", "peak_rss_with_workers"), fmt_bytes)
     num("peak device memory", ("memory", "peak_device_allocated"), fmt_bytes)
     num("peak device cache", ("memory", "peak_device_cached"), fmt_bytes)
-    fa, fb = a.get("findings") or [], b.get("findings") or []
+    fa, fb = (f if isinstance(f := s.get("findings"), list) else [] for s in (a, b))
     out.append(Row("findings", _rules(fa), _rules(fb), f"{len(fa)} → {len(fb)}"))
     return [r for r in out if (r.a, r.b) != ("–", "–")]
+
+
+def _workers(summary: dict[str, Any]) -> str:
+    """The first DataLoader's ``num_workers`` ("–" when there is none, or the list is damaged)."""
+    loaders = summary.get("dataloaders")
+    first = loaders[0] if isinstance(loaders, list) and loaders else None
+    return str(first.get("num_workers", "–")) if isinstance(first, dict) else "–"
 
 
 def _cut(summary: dict[str, Any]) -> str:

@@ -20,6 +20,9 @@ from .devices.kinds import DEVICE_KINDS
 from .diagnosis import rules
 from .diagnosis.engine import Diagnostic, evaluate
 from .diagnosis.rules import Rule, RuleSet
+from .rundir import read_regular
+
+MAX_FACTS_BYTES = 16 << 20
 
 __all__ = ["add_rules_arguments", "main_rules", "readable_title"]
 
@@ -99,8 +102,8 @@ def readable_title(rule: Rule) -> str:
 
 def _read_facts(path: Path) -> dict[str, Any] | None:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
+        data = json.loads(read_regular(path, MAX_FACTS_BYTES))  # never a FIFO or a device
+    except (OSError, ValueError, RecursionError) as exc:
         print(f"{path}: cannot read facts: {exc}", file=sys.stderr)
         return None
     if isinstance(data, dict) and isinstance(data.get("facts"), dict):

@@ -10,14 +10,25 @@ created with ``O_CREAT | O_EXCL | O_NOFOLLOW`` (a pre-existing file or symlink m
 open fail instead of appending to, or truncating, whatever it points at), and rewritten
 files (``summary.json``, exported reports) are written to a fresh private temporary file
 and renamed over the name; a rename replaces a symlink, it never writes through it.
+
+Output the user names (``report -o``, ``compare -o``, ``run --report``) is different: a
+device, a FIFO or a symlink such as ``/dev/stdout`` at that path is what the user wants
+written to, so it is written through (:func:`write_output`); only a regular file (or a new
+name) is replaced atomically.
+
+Every file mpsprof reads goes through :func:`open_regular` / :func:`read_regular`: regular
+files only (a FIFO blocks forever, ``/dev/zero`` never ends), a size bound, and a symlink
+policy (files inside a run directory are never read through a symlink).
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
+import sys
 from pathlib import Path
-from typing import IO
+from typing import IO, BinaryIO
 
 EVENTS_FILE = "events.jsonl"
 """The event stream, appended as it arrives (flushed every second)."""
@@ -135,12 +146,128 @@ def check_writable(path: Path) -> None:
 def print_or_write(text: str, output: str | Path | None) -> str | None:
     """A command's rendered output: to stdout when ``output`` is None, else written safely
     (:func:`write_text_atomic`) and said on stderr. Returns the error text, or None."""
-    import sys
-
     if output is None:
-        sys.stdout.write(text)
-        return None
-    error = write_text_atomic(Path(output), text)
+        return write_stdout(text)
+    error = write_output_text(Path(output), text)
     if not error:
         sys.stderr.write(f"mpsprof: wrote {output}\n")
     return error
+
+
+def write_stdout(text: str) -> str | None:
+    """``text`` to standard output, flushed; a full disk (``> /dev/full``) or a reader gone
+    (``| head -1``) is an error message, not a traceback. After a failure stdout is pointed
+    at /dev/null, so Python's own flush at exit does not fail (and print) a second time."""
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except OSError as exc:
+        _stdout_to_devnull()
+        return f"cannot write to standard output: {exc.strerror or exc}"
+    return None
+
+
+def _stdout_to_devnull() -> None:
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
+def write_output(path: Path, data: bytes) -> None:
+    """Write a file the user named: a regular file (or a new name) is replaced atomically
+    (:func:`write_atomic`); a FIFO or a device at the path is opened and written through,
+    as the shell's ``>`` does, so the node stays what it is and the bytes reach its reader.
+
+    A symlink is written through when it leads to such a node (``-o link-to-a-fifo``), or
+    when it is one of the system's links to a descriptor (root's, in ``/dev`` or ``/proc``:
+    ``/dev/stdout``, ``/dev/fd/1``, whatever stdout is). Any other symlink to a regular
+    file, or a dangling one, is replaced like a regular file: a link planted in a run
+    directory must never get a file elsewhere overwritten. A link of another user (not
+    root's) is refused. Raises OSError."""
+    path = Path(path)
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        st = None
+    if st is None or stat.S_ISREG(st.st_mode):
+        write_atomic(path, data)
+        return
+    if stat.S_ISLNK(st.st_mode):
+        system = st.st_uid == 0 and os.path.abspath(path).startswith(("/dev/", "/proc/"))
+        if not system and hasattr(os, "geteuid") and st.st_uid not in (0, os.geteuid()):
+            raise PermissionError(errno.EPERM, "a symbolic link of another user; not followed", str(path))
+        try:
+            target: os.stat_result | None = os.stat(path)
+        except OSError:
+            target = None  # dangling or a loop
+        if target is None or (stat.S_ISREG(target.st_mode) and not system):
+            write_atomic(path, data)
+            return
+        st = target
+    if stat.S_ISDIR(st.st_mode):
+        raise IsADirectoryError(errno.EISDIR, "is a directory", str(path))
+    fd = os.open(path, os.O_WRONLY | os.O_TRUNC | CLOEXEC)  # no O_CREAT: the node exists
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+    finally:
+        os.close(fd)
+
+
+def write_output_text(path: Path, text: str) -> str | None:
+    """:func:`write_output` of UTF-8 text; returns an error message instead of raising."""
+    try:
+        write_output(path, text.encode("utf-8", "replace"))
+    except OSError as exc:
+        return f"cannot write {path}: {exc.strerror or exc}"
+    return None
+
+
+# -- reading ---------------------------------------------------------------------------------
+MAX_READ_BYTES = 64 << 20
+"""The default bound of :func:`read_regular`: no JSON file mpsprof writes comes near it."""
+
+
+def open_regular(path: Path, *, follow: bool = True) -> BinaryIO:
+    """Open a file for reading only if it is a regular file: a FIFO would block forever
+    (it is opened non-blocking, so the open itself cannot wait for a writer) and a device
+    (``/dev/zero``) never ends. ``follow=False``: a symlink at ``path`` is refused (files
+    inside a run directory, where a planted link could point anywhere). Raises OSError."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | CLOEXEC | (0 if follow else NOFOLLOW)
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        if not follow and exc.errno in (errno.ELOOP, errno.EMLINK):
+            raise OSError(errno.ELOOP, "a symbolic link; not followed inside a run directory", str(path)) from None
+        raise
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file (a pipe, a device or a folder)", str(path))
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def read_regular(path: Path, limit: int = MAX_READ_BYTES, *, follow: bool = True) -> bytes:
+    """The bytes of a regular file of at most ``limit`` bytes (:func:`open_regular`); a
+    larger file is refused unread. Raises OSError."""
+    with open_regular(path, follow=follow) as fh:
+        data = fh.read(limit + 1)
+    if len(data) > limit:
+        raise OSError(errno.EFBIG, f"larger than {limit // 1024} KiB; not read", str(path))
+    return data
+
+
+def real_path(path: Path) -> Path:
+    """``path.resolve()`` that never raises: a symlink loop (``resolve`` raises RuntimeError
+    on Python 3.11) or an unreadable path is its absolute name; opening it says why."""
+    try:
+        return Path(path).resolve()
+    except (OSError, RuntimeError):
+        return Path(path).absolute()

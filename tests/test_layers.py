@@ -35,7 +35,7 @@ ALLOWED: dict[str, set[str]] = {
     "probe": {"devices", "ops", "probe"},
     "rundir": set(),
     "session": {"ops", "rundir"},
-    "diagnosis": {"session", "devices", "ops"},
+    "diagnosis": {"session", "devices", "ops", "rundir"},  # rundir: the guarded reader (imports nothing)
 }
 """What each lower layer may import besides LEAVES. Parts not named here (launcher, views,
 cli, doctor, bench) may import anything except what FORBIDDEN says."""

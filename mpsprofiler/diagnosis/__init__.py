@@ -32,9 +32,10 @@ _RULESET_CACHE: dict[tuple[str, ...], RuleSet] = {}
 
 def cached_ruleset(rule_dirs: Iterable[Path] = ()) -> RuleSet:
     """The builtin rules plus the user's, loaded once per process (live runs re-evaluate)."""
+    from ..rundir import real_path
     from .rules import load_builtin_and_user
 
-    key = tuple(str(Path(d).resolve()) for d in rule_dirs)
+    key = tuple(str(real_path(Path(d))) for d in rule_dirs)  # a symlink loop: the loader reports it
     if key not in _RULESET_CACHE:
         _RULESET_CACHE[key] = load_builtin_and_user([Path(d) for d in rule_dirs])
     return _RULESET_CACHE[key]

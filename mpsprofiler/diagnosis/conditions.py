@@ -20,6 +20,8 @@ from typing import Any
 
 from simpleeval import EvalWithCompoundTypes, NumberTooHigh, safe_add, safe_mult
 
+from .regex_bounds import RegexTooLarge, check_regex
+
 _regex: ModuleType | None
 try:  # Python's re cannot be interrupted: a backtracking regex could hang the run
     import regex as _regex
@@ -76,6 +78,10 @@ def _matches(pattern: Any, text: Any) -> bool:
 
 @functools.lru_cache(maxsize=256)
 def _compiled(pattern: str) -> Any:
+    try:
+        check_regex(pattern)  # a condition the loader did not check must not compile unbounded either
+    except RegexTooLarge as exc:
+        raise RuleBroken(f"matches(): {exc}") from None
     return _regex.compile(pattern)  # type: ignore[union-attr]
 
 
@@ -231,7 +237,10 @@ def _check_call(node: ast.Call, where: int) -> None:
         if len(pattern.value) > MAX_REGEX_CHARS:
             raise ConditionError(f"matches(): regex longer than {MAX_REGEX_CHARS} characters", where)
         try:
+            check_regex(pattern.value)  # bounded before compiling: the compiler unrolls {n}
             (_regex or re).compile(pattern.value)
+        except RegexTooLarge as exc:
+            raise ConditionError(f"matches(): {exc}", where) from None
         except (re.error, getattr(_regex, "error", re.error)) as exc:
             raise ConditionError(f"matches(): bad regex: {exc}", where) from None
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import ast
 import difflib
+import errno
+import os
 import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -24,6 +26,7 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from ..devices.kinds import DEVICE_KINDS
 from ..resources import rules_dir
+from ..rundir import open_regular, real_path
 from .conditions import Condition, ConditionError, compile_condition
 from .findings import SEVERITIES
 from .template import Template, TemplateError, compile_template
@@ -173,11 +176,17 @@ def load_rules(paths: Iterable[Path]) -> RuleSet:
     seen: set[Path] = set()  # the same file named twice (e.g. --rules rules/) loads once
     for path in paths:
         path = Path(path)
-        for file in rule_files(path) if path.is_dir() else [path]:
-            key = file.resolve()
-            if key not in seen:
-                seen.add(key)
-                ruleset.extend(load_file(file))
+        try:
+            if path.is_dir():
+                os.listdir(path)  # a folder that cannot be read is said below, not skipped silently
+            for file in rule_files(path) if path.is_dir() else [path]:
+                key = real_path(file)
+                if key not in seen:
+                    seen.add(key)
+                    ruleset.extend(load_file(file))
+        except Exception as exc:  # noqa: BLE001 - one broken path must not cost the others (the builtins)
+            why = exc.strerror if isinstance(exc, OSError) and exc.strerror else f"{type(exc).__name__}: {exc}"
+            ruleset.errors.append(RuleError(path, 1, 1, f"cannot load: {why}"))
     return ruleset
 
 
@@ -195,15 +204,15 @@ def check_file(path: Path) -> list[RuleError]:
 def load_file(path: Path) -> RuleSet:
     """Load one rule file; never raises."""
     ruleset = RuleSet()
-    try:
-        if not path.is_file():
-            what = "not a regular file" if path.exists() else "no such file"
-            ruleset.errors.append(RuleError(path, 1, 1, what))
-            return ruleset
-        with path.open("rb") as fh:
+    try:  # the one guarded opener: regular files only (a FIFO or a device is never read)
+        with open_regular(path) as fh:
             data = fh.read(MAX_FILE_BYTES + 1)
+    except FileNotFoundError:
+        ruleset.errors.append(RuleError(path, 1, 1, "no such file"))
+        return ruleset
     except OSError as exc:
-        ruleset.errors.append(RuleError(path, 1, 1, f"cannot read: {exc.strerror or exc}"))
+        why = "a symbolic link loop" if exc.errno == errno.ELOOP else exc.strerror or str(exc)
+        ruleset.errors.append(RuleError(path, 1, 1, f"cannot read: {why}"))
         return ruleset
     rules, errors = parse_rules_text(data, path)
     ruleset.errors.extend(errors)

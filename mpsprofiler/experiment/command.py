@@ -18,16 +18,13 @@ from typing import TYPE_CHECKING, Any
 
 from ..settings import HELP, SettingError, describe, parse_settings
 from ..units import fmt_bytes
+from .store import TryUsageError as TryUsageError  # re-exported: the TUI catches it
 from .trial import Target, Trial, TrialConfig, fmt_x
 
 if TYPE_CHECKING:
     from ..session.session import Session
 
 EXIT_INTERRUPTED = 130
-
-
-class TryUsageError(Exception):
-    pass
 
 
 def add_try_arguments(parser: argparse.ArgumentParser) -> None:
@@ -39,9 +36,11 @@ def add_try_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--steps", type=int, default=30, metavar="N", help="steps per run (default 30)")
     parser.add_argument("--pairs", type=int, default=5, metavar="N", help="A/B pairs (default 5)")
     parser.add_argument("--budget", type=float, default=300.0, metavar="SECONDS",
-                        help="total time budget; no pair starts past it (default 300)")
+                        help="total time budget of the whole experiment: no pair starts that would not finish "
+                             "in it, and a run still going at its end is stopped (default 300)")
     parser.add_argument("--cwd", type=Path, metavar="DIR",
-                        help="run the script in DIR (a scratch directory for the files it writes)")
+                        help="a scratch directory for the files the script writes: each run gets its own fresh "
+                             "directory under DIR (A and B never share one)")
     parser.add_argument("-o", "--output", type=Path, metavar="DIR",
                         help="where the experiment's runs go (default: RUN_DIR/experiments/ or ./mpsprof-runs/)")
     parser.add_argument("-m", dest="module", metavar="MODULE", help="run a library module (like python -m)")
@@ -64,14 +63,20 @@ def main_try(args: argparse.Namespace) -> int:
         f"{config.steps} steps per run, at most {config.budget_s:.0f} s in all. Each run is your script as it is: "
         "files it writes go where it writes them (use --cwd DIR for a scratch directory); mpsprof writes only "
         "the experiment's directory. Ctrl-C stops cleanly.")
+    if args.cwd is not None:
+        say(f"  each run works in its own fresh directory under {args.cwd}")
     started = time.monotonic()
     results: list[dict[str, Any]] = []
     interrupted = False
-    for target, change, rule, out_dir in plans:
+    for n, (target, change, rule, out_dir) in enumerate(plans):
         left = config.budget_s - (time.monotonic() - started)
         if left <= 0 or interrupted:
+            if not interrupted:
+                say(f"\nmpsprof try: the time budget of {config.budget_s:.0f} s is used up; "
+                    f"{len(plans) - n} change{'s' if len(plans) - n != 1 else ''} not tried")
             break
-        trial = Trial(target, change, out_dir, TrialConfig(config.steps, config.pairs, left), progress=say, rule=rule)
+        trial = Trial(target, change, out_dir, TrialConfig(config.steps, config.pairs, left, total_s=config.budget_s),
+                      progress=say, rule=rule)
         say(f"\ntrying {trial.label}" + (f" (fix of {rule})" if rule else "") + f": runs in {out_dir}")
         previous = _on_sigint(trial)
         try:
@@ -235,7 +240,8 @@ def render_result(r: dict[str, Any]) -> str:
             lines.append(f"  loss        DIFFERS: largest difference {loss['max_relative_difference']:.1%} "
                          f"(as written ends at {loss.get('a_last'):.4g}, with the change {loss.get('b_last'):.4g})")
     else:
-        lines.append("  loss        not compared (the script prints no 'loss' values)")
+        lines.append("  loss        not compared (no printed loss values found in the output of both sides, "
+                     "e.g. 'loss: 0.53', 'loss=0.53', 'train_loss 0.53')")
     if r.get("stopped"):
         lines.append(f"  stopped     {r['stopped']}")
     lines.append(f"  runs        {r.get('dir')}  ({r.get('seconds')} s)")

@@ -11,21 +11,31 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ..rundir import write_text_atomic
+from ..rundir import read_regular, write_text_atomic
 
 EXPERIMENTS_FILE = "experiments.json"
 EXPERIMENTS_DIR = "experiments"
 RESULT_FILE = "experiment.json"
 MAX_KEPT = 100
+MAX_FILE_BYTES = 16 << 20
+"""100 results of a few KB each: a larger ``experiments.json`` is not ours and is not read."""
+
+
+class TryUsageError(Exception):
+    """What ``mpsprof try`` cannot do as asked (said as a usage error; the TUI shows it)."""
+
+
+class ExperimentDirError(TryUsageError):
+    """``RUN_DIR/experiments`` is not a directory of the run's own (a planted symlink)."""
 
 
 def load_experiments(run_dir: Path | None) -> list[dict[str, Any]]:
     """The stored results; [] when there are none or the file is unreadable."""
     if run_dir is None:
         return []
-    try:
-        data = json.loads((Path(run_dir) / EXPERIMENTS_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    try:  # a FIFO, /dev/zero or a symlink planted as experiments.json is refused, not read
+        data = json.loads(read_regular(Path(run_dir) / EXPERIMENTS_FILE, MAX_FILE_BYTES, follow=False))
+    except (OSError, ValueError, RecursionError):
         return []
     items = data.get("experiments") if isinstance(data, dict) else None
     return [d for d in items if isinstance(d, dict)] if isinstance(items, list) else []
@@ -48,10 +58,34 @@ def save_result(out_dir: Path, result: dict[str, Any]) -> str | None:
 
 
 def experiment_dir(run_dir: Path, label: str) -> Path:
-    """A fresh ``RUN_DIR/experiments/<n>-<label>`` (not created here)."""
+    """A fresh ``RUN_DIR/experiments/<n>-<label>`` (not created here; ``RUN_DIR/experiments``
+    is). Raises :class:`ExperimentDirError` when ``RUN_DIR/experiments`` is a symlink or not
+    a directory: the runs must land inside the run directory, never where a link points."""
     root = Path(run_dir) / EXPERIMENTS_DIR
+    check_experiments_root(root)
     slug = "".join(c if c.isalnum() or c in "-_." else "_" for c in label)[:50] or "change"
     n = 1
     while (root / f"{n}-{slug}").exists():
         n += 1
     return root / f"{n}-{slug}"
+
+
+def check_experiments_root(root: Path) -> None:
+    """Create ``root`` (0700) or accept it only as a real directory (``lstat``: a symlink
+    is not followed). Raises :class:`ExperimentDirError`."""
+    import os
+    import stat
+
+    try:
+        os.mkdir(root, 0o700)
+        return
+    except FileExistsError:
+        pass
+    except OSError as exc:
+        raise ExperimentDirError(f"cannot create {root}: {exc.strerror or exc}") from None
+    st = os.lstat(root)
+    if stat.S_ISLNK(st.st_mode):
+        raise ExperimentDirError(f"{root} is a symbolic link; the experiment's runs go inside the run directory, "
+                                 "never where a link points. Remove the link or use -o DIR")
+    if not stat.S_ISDIR(st.st_mode):
+        raise ExperimentDirError(f"{root} exists and is not a directory; remove it or use -o DIR")

@@ -26,12 +26,21 @@ from typing import Any
 from ..launcher.child import RunController, RunSpec
 from ..launcher.recorder import OUTPUT_FILE, RunDirInUse, prepare_run_dir
 from ..results import finish_run
+from ..rundir import open_regular
 from ..session.session import Session
 from ..settings import describe, merge
 from . import stats
 
 Progress = Callable[[str], None]
-LOSS = re.compile(r"\bloss\b\s*[:=]?\s*(-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)", re.IGNORECASE)
+LOSS = re.compile(
+    r"(?<![A-Za-z0-9_])(?:[A-Za-z0-9]+_)*loss(?![A-Za-z0-9])"  # loss, Loss, train_loss; not lossy, not glosses
+    r"""['"]?\s*[:=]?\s*(?:tensor\()?"""  # 'loss': (a dict), loss= (tqdm's postfix), loss: tensor(
+    r"([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)",
+    re.IGNORECASE,
+)
+"""A printed loss value. Formats seen in training scripts: ``loss: 0.53``, ``Loss 0.53``,
+``loss=0.53`` (tqdm's postfix ``..., loss=0.53]``), ``{'loss': 0.53}`` (a dict printed, as
+the HF Trainer logs), ``train_loss 0.53``, ``"loss": 0.53`` (JSON lines), ``loss: tensor(0.53)``."""
 MAX_LOSSES = 2000
 OK = ("cut", "finished")
 LOSS_TOLERANCE = 0.05
@@ -57,10 +66,12 @@ class Target:
     def command(self) -> str:
         return " ".join(["python", *(["-m"] if self.module else []), self.target, *self.args])
 
-    def run_spec(self, run_dir: Path | None, options: dict[str, Any], env: dict[str, str]) -> RunSpec:
-        """This target run headless-captured, as one side of a trial."""
+    def run_spec(self, run_dir: Path | None, options: dict[str, Any], env: dict[str, str],
+                 cwd: Path | None = None) -> RunSpec:
+        """This target run headless-captured, as one side of a trial (in ``cwd``, else the
+        target's own directory)."""
         return RunSpec(target=self.target, args=list(self.args), module=self.module, run_dir=run_dir,
-                       capture_output=True, options=options, env=env, cwd=self.cwd)
+                       capture_output=True, options=options, env=env, cwd=cwd or self.cwd)
 
 
 @dataclass
@@ -68,7 +79,16 @@ class TrialConfig:
     steps: int = 30
     pairs: int = 5
     budget_s: float = 300.0
+    """Seconds this trial may take: the whole experiment's budget, or what is left of it."""
     min_pairs: int = 3
+    total_s: float | None = None
+    """The experiment's whole budget (``--budget``), for messages; None: ``budget_s``."""
+
+    @property
+    def budget_words(self) -> str:
+        total = self.total_s if self.total_s is not None else self.budget_s
+        left = "" if abs(total - self.budget_s) < 1 else f", {self.budget_s:.0f} s of it left for this change"
+        return f"time budget of {total:.0f} s{left}"
 
 
 @dataclass
@@ -86,6 +106,8 @@ class RunOutcome:
     wall_s: float
     crash: str | None = None
     losses: list[float] = field(default_factory=list)
+    cwd: str | None = None
+    """The run's own scratch directory under ``--cwd`` (None: the script's own directory)."""
 
 
 class Trial:
@@ -117,25 +139,30 @@ class Trial:
     def run(self) -> dict[str, Any]:
         config = self.config
         started = time.monotonic()
+        deadline = started + config.budget_s  # the budget is the total: no run goes past it
         for pair in range(1, config.pairs + 1):
             if self._stop.is_set():
                 self.stopped = "stopped by the user"
                 break
-            elapsed = time.monotonic() - started
+            left = deadline - time.monotonic()
             estimate = self._pair_estimate()
-            if pair > 1 and elapsed + estimate > config.budget_s:
-                self.stopped = f"time budget of {config.budget_s:.0f} s reached"
+            if pair > 1 and estimate > left:
+                self.stopped = (f"{config.budget_words} reached: pair {pair} would not finish in "
+                                f"the {max(left, 0):.0f} s left (a pair takes about {estimate:.0f} s)")
+                self._progress(f"  {self.stopped}; no more pairs started")
                 break
             order = ("A", "B") if pair % 2 else ("B", "A")
             done = []
             for arm in order:
-                outcome = self._run_one(arm, pair, deadline=started + config.budget_s + 60.0)
-                if outcome is None:  # stopped: an unfinished run proves nothing
+                outcome = self._run_one(arm, pair, deadline)
+                if outcome is None:  # stopped (the user or the budget): an unfinished run proves nothing
                     break
                 done.append(outcome)
                 self._progress(self._line(outcome))
                 if outcome.status not in OK:
                     break
+            if self.stopped:  # set by _run_one: the budget ran out while a run was in progress
+                break
             self.outcomes.extend(done)
             if self._stop.is_set():
                 self.stopped = "stopped by the user"
@@ -147,8 +174,20 @@ class Trial:
         return self.result(time.monotonic() - started)
 
     def _pair_estimate(self) -> float:
+        """Seconds the next pair will take: its two runs, at the slowest run so far."""
         walls = [o.wall_s for o in self.outcomes]
         return 2.0 * max(walls) if walls else 0.0
+
+    def _scratch_cwd(self, arm: str, pair: int) -> Path | None:
+        """A fresh directory under ``--cwd`` for one run: A and B never share one, so a script
+        that creates its output exclusively (or reads back what it wrote) behaves the same in
+        both, and a failure of B is not the files A left behind."""
+        if self.target.cwd is None:
+            return None
+        import tempfile
+
+        slug = "".join(c if c.isalnum() or c in "-_." else "_" for c in self.label)[:40] or "change"
+        return Path(tempfile.mkdtemp(prefix=f"try-{slug}-{arm.lower()}{pair}-", dir=self.target.cwd))
 
     def _run_one(self, arm: str, pair: int, deadline: float) -> RunOutcome | None:
         settings = self.target.base if arm == "A" else merge(self.target.base, self.change)
@@ -161,7 +200,12 @@ class Trial:
         options: dict[str, Any] = {"no_ops": True, "max_steps": self.config.steps}
         if settings:
             options["settings"] = settings
-        spec = self.target.run_spec(run_dir, options, dict(settings.get("env") or {}))
+        try:
+            cwd = self._scratch_cwd(arm, pair)
+        except OSError as exc:
+            self.stopped = f"cannot create a scratch directory under {self.target.cwd}: {exc.strerror or exc}"
+            return None
+        spec = self.target.run_spec(run_dir, options, dict(settings.get("env") or {}), cwd)
         session = Session()
         controller = RunController(spec, session.feed_many)
         with self._lock:
@@ -169,12 +213,13 @@ class Trial:
                 return None
             self._controller = controller
         begun = time.monotonic()
+        out_of_time = False
         try:
             controller.start()
             while controller.poll() is None:
-                if time.monotonic() > deadline:
+                if not out_of_time and time.monotonic() > deadline:
+                    out_of_time = True  # mpsprof's own stop: never the script's failure
                     controller.stop(grace=3.0)
-                    deadline = float("inf")
                 time.sleep(0.05)
             controller.wait()
         finally:
@@ -183,6 +228,11 @@ class Trial:
         wall = time.monotonic() - begun
         summary = finish_run(session, (), run_dir, controller.recorder.error, diagnose=False).results.summary
         if self._stop.is_set():
+            return None
+        if out_of_time:
+            self.stopped = (f"stopped at the {self.config.budget_words}: the {arm} run of pair "
+                            f"{pair} was ended by mpsprof (not a failure of the script or the change)")
+            self._progress(f"  {self.stopped}")
             return None
         steps = summary.get("steps") or {}
         mem = summary.get("memory") or {}
@@ -195,6 +245,7 @@ class Trial:
             peak_device=mem.get("peak_device_allocated"), wall_s=round(wall, 3),
             crash=f"{crash.get('type')}: {crash.get('message')}"[:500] if crash else None,
             losses=read_losses(run_dir / OUTPUT_FILE) if run_dir is not None else [],
+            cwd=str(cwd) if cwd is not None else None,
         )
 
     def _line(self, o: RunOutcome) -> str:
@@ -261,11 +312,16 @@ def _med(values: list[int | None]) -> int | None:
 
 def read_losses(path: Path) -> list[float]:
     """Loss values the script printed (``loss 0.53``, ``loss=0.53``, ``Loss: 0.53``)."""
-    try:
-        with open(path, encoding="utf-8", errors="replace") as fh:
-            text = fh.read(4 << 20)
+    try:  # the run's own output.log: never through a symlink, never a FIFO
+        with open_regular(path, follow=False) as fh:
+            text = fh.read(4 << 20).decode("utf-8", "replace")
     except OSError:
         return []
+    return parse_losses(text)
+
+
+def parse_losses(text: str) -> list[float]:
+    """The loss values in a script's output, in order (see :data:`LOSS`)."""
     out = []
     for match in LOSS.finditer(text):
         try:

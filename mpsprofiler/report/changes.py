@@ -30,19 +30,21 @@ def change_lines(summary: dict[str, Any]) -> list[str]:
     if not isinstance(changes, dict):
         return []
     lines = []
-    for item in changes.get("applied") or []:
+    for item in _dicts(changes.get("applied")):
         before = _value(item.get("before"))
         after = _value(item.get("after"))
         if before == "None":
             lines.append(f"{item.get('target')}: {item.get('name')}={after}")
         else:
             lines.append(f"{item.get('target')}: {item.get('name')} {before} → {after}")
-    for item in changes.get("skipped") or []:
+    for item in _dicts(changes.get("skipped")):
         lines.append(f"{item.get('target')}: NOT applied {item.get('setting')}: {item.get('reason')}")
-    asked = [a for a in changes.get("asked") or [] if a.startswith("env.")]
+    raw = changes.get("asked")
+    asked_all = [str(a) for a in raw] if isinstance(raw, list) else []
+    asked = [a for a in asked_all if a.startswith("env.")]
     lines.extend(f"environment: {a[4:]}{_auto_note(a, asked)}" for a in asked)
-    if not lines and changes.get("asked"):
-        lines.append("asked " + ", ".join(changes["asked"]) + ": nothing it applies to was created")
+    if not lines and asked_all:
+        lines.append("asked " + ", ".join(asked_all) + ": nothing it applies to was created")
     return lines
 
 
@@ -72,11 +74,13 @@ def experiment_lines(results: Results, rule: str | None = None) -> list[str]:
     """``mpsprof try`` results (all, or those trying ``rule``'s fix), one line each."""
     out = []
     for exp in getattr(results, "experiments", None) or []:
+        if not isinstance(exp, dict):
+            continue
         if rule is not None and exp.get("rule") != rule:
             continue
         text = str(exp.get("headline") or "")
         details = []
-        a, b = exp.get("a_median_s") or [], exp.get("b_median_s") or []
+        a, b = _numbers(exp.get("a_median_s")), _numbers(exp.get("b_median_s"))
         if a and b:
             a_ms, b_ms = sorted(a)[len(a) // 2] * 1000, sorted(b)[len(b) // 2] * 1000
             details.append(f"step {a_ms:.1f} ms → {b_ms:.1f} ms")
@@ -87,3 +91,14 @@ def experiment_lines(results: Results, rule: str | None = None) -> list[str]:
             details.append(f"fix of {exp['rule']}")
         out.append(text + (f" ({'; '.join(details)})" if details else ""))
     return out
+
+
+def _numbers(values: Any) -> list[float]:
+    """The finite numbers of a stored list (``experiments.json`` is a file anyone may edit)."""
+    if not isinstance(values, list):
+        return []
+    return [float(v) for v in values if isinstance(v, (int, float)) and not isinstance(v, bool) and -1e12 < v < 1e12]
+
+
+def _dicts(values: Any) -> list[dict[str, Any]]:
+    return [v for v in values if isinstance(v, dict)] if isinstance(values, list) else []

@@ -23,12 +23,10 @@ SEVERITY_MARK = {"critical": "CRIT", "warning": "WARN", "info": "info"}
 
 
 def render_console(summary: dict[str, Any], findings: Iterable[Any] = (), run_dir: str | None = None) -> str:
-    steps = summary.get("steps") or {}
-    mem = summary.get("memory") or {}
-    device = summary.get("device") or {}
-    exit_info = summary.get("exit") or {}
+    steps, mem = _section(summary, "steps"), _section(summary, "memory")
+    device, exit_info = _section(summary, "device"), _section(summary, "exit")
     lines = ["", "── mpsprof ─────────────────────────────────────────────"]
-    status = summary.get("status", "?")
+    status = str(summary.get("status", "?"))
     if exit_info.get("signal"):
         status += f" (killed by {exit_info['signal']})"
     elif exit_info.get("returncode"):
@@ -61,9 +59,9 @@ def render_console(summary: dict[str, Any], findings: Iterable[Any] = (), run_di
         lines.append(f"cut         {cut}")
     for i, change in enumerate(change_lines(summary)):
         lines.append(("changed     " if i == 0 else "            ") + change)
-    crash = summary.get("crash")
+    crash = _section(summary, "crash")
     if crash:
-        where = crash.get("where") or {}
+        where = _section(crash, "where")
         loc = f" at {where.get('file')}:{where.get('line')}" if where else ""
         lines.append(f"crash       {crash.get('type')}: {str(crash.get('message', ''))[:160]}{loc}")
     findings = list(findings)
@@ -80,7 +78,8 @@ def render_console(summary: dict[str, Any], findings: Iterable[Any] = (), run_di
                 lines.append(f"         {evidence}")
     else:
         lines.append("findings    none")
-    for err in summary.get("probe_errors") or []:
+    errors = summary.get("probe_errors")
+    for err in [e for e in errors if isinstance(e, dict)] if isinstance(errors, list) else []:
         lines.append(f"note        profiler instrument '{err.get('instrument')}' was switched off: {err.get('message')}")
     if run_dir:
         lines.append("")
@@ -89,6 +88,12 @@ def render_console(summary: dict[str, Any], findings: Iterable[Any] = (), run_di
         lines.append(f"  mpsprof view {quoted}      mpsprof report {quoted} --format md")
     lines.append("")
     return "\n".join(lines)
+
+
+def _section(summary: dict[str, Any], key: str) -> dict[str, Any]:
+    """A nested mapping of the summary, {} when absent or damaged (not a mapping)."""
+    value = summary.get(key)
+    return value if isinstance(value, dict) else {}
 
 
 def print_summary(results: Results, run_dir: str | None) -> None:

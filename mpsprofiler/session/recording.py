@@ -7,9 +7,6 @@ clear message rather than misread.
 
 from __future__ import annotations
 
-import errno
-import os
-import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +14,7 @@ from typing import BinaryIO
 
 from .. import events
 from ..rundir import EVENTS_FILE
+from ..rundir import open_regular as open_regular  # the one guarded opener (the log panel imports it here)
 from .session import Session
 
 
@@ -51,20 +49,6 @@ def events_path(path: Path) -> Path:
 MAX_LINE_BYTES = 8 * 1024 * 1024
 """No event is this long (the largest, an ops table, is tens of KB): longer lines are
 skipped and counted, read in bounded chunks, so a damaged file cannot exhaust memory."""
-
-
-def open_regular(path: Path) -> BinaryIO:
-    """Open a file for reading only if it is a regular file: a FIFO would block forever
-    (opening it waits for a writer) and a device (``/dev/zero``) never ends."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise OSError(errno.EINVAL, "not a regular file (a pipe, a device or a folder)", str(path))
-        os.set_blocking(fd, True)
-        return os.fdopen(fd, "rb")
-    except BaseException:
-        os.close(fd)
-        raise
 
 
 def bounded_lines(fh: BinaryIO, report: events.DecodeReport, limit: int = MAX_LINE_BYTES) -> Iterator[bytes]:
@@ -129,7 +113,16 @@ def load_runs(paths: list[Path]) -> LoadedRun:
             else:
                 session.feed(event)
     if exits:
-        session.feed(max(exits, key=lambda e: abs(int(e.get("returncode", 0) or 0))))
+        session.feed(max(exits, key=_exit_severity))
     if not session.events_seen:
         raise RecordingError("the recordings hold no readable events")
     return LoadedRun(session=session, report=report, run_dir=_run_dir(paths[0]))
+
+
+def _exit_severity(event: events.Event) -> float:
+    """How bad an exit is, for picking the worst node's: ``|returncode|``; a damaged
+    value (text, a float that is no integer, NaN) counts as 0, never raises."""
+    code = event.get("returncode", 0)
+    if isinstance(code, bool) or not isinstance(code, (int, float)) or code != code:
+        return 0.0
+    return float(min(abs(code), 1e9))

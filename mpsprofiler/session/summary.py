@@ -88,16 +88,21 @@ def _recording(session: Session) -> dict[str, Any]:
 
 def changes(session: Session) -> dict[str, Any] | None:
     """What ``--set`` changed from the script as written (None: nothing was asked)."""
-    asked = session.run.get("settings") or []
+    raw = session.run.get("settings")
+    asked = raw if isinstance(raw, list) else []  # a damaged recording may hold anything here
     if not asked and not session.overrides:
         return None
     applied, skipped = [], []
     for record in session.overrides:
+        if not isinstance(record, dict):
+            continue
         target = str(record.get("target", "?"))
-        for name, pair in (record.get("applied") or {}).items():
+        pairs = record.get("applied")
+        for name, pair in (pairs.items() if isinstance(pairs, dict) else ()):
             before, after = (list(pair) + [None, None])[:2] if isinstance(pair, list) else (None, pair)
             applied.append({"target": target, "name": str(name), "before": before, "after": after})
-        for item in record.get("skipped") or []:
+        items = record.get("skipped")
+        for item in items if isinstance(items, list) else []:
             if isinstance(item, dict):
                 skipped.append({"target": target, "setting": str(item.get("setting", "")),
                                 "reason": str(item.get("reason", ""))})

@@ -88,14 +88,14 @@ class TryFixMixin(_AppBase):
         if run_dir is None:
             notify("This run has no run directory to store an experiment in.", severity="warning")
             return
-        try:
+        from ..experiment.store import experiment_dir
+
+        try:  # a symlink planted as RUN_DIR/experiments is refused (a TryUsageError)
             target = target_from_session(self.session)
+            out = experiment_dir(Path(run_dir), candidate.text.replace(", ", "_"))
         except TryUsageError as exc:
             notify(str(exc), severity="warning")
             return
-        from ..experiment.store import experiment_dir
-
-        out = experiment_dir(Path(run_dir), candidate.text.replace(", ", "_"))
         panel = self._experiment_panel()
         config = self.try_config
         panel.start(f"Trying {candidate.text}",
