@@ -113,6 +113,16 @@ class DataLoaderFields(Tagged, total=False):
     batch_sampler: str | None
     multiprocessing_context: str | None
     thread: str
+    created: int
+    """Construction number in the training process (1: the first DataLoader built), as
+    ``--set dataloader.N.*`` counts them; ``id`` counts first iterations."""
+    file: str
+    line: int
+    """The script's line that built the loader."""
+    fetches: int
+    fetch_s: float
+    """Batches taken from this loader (each iterator's first left out) and the training's
+    wall time waiting for them; sent again as they grow."""
 
 
 class StepAggregate(TypedDict, total=False):

@@ -1,0 +1,64 @@
+"""Findings name the user's own object and line, and their snippet is that line rewritten.
+
+Real scripts through the real CLI (one short run per shape, shared by its tests)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.helpers import REPO, child_env, mpsprof_cli
+
+PLACE = REPO / "tests" / "scripts_place"
+
+
+def _profile(tmp: Path, script: str, *args: str, env: dict[str, str] | None = None) -> dict[str, Any]:
+    out = tmp / "run"
+    proc = mpsprof_cli("run", "--headless", "-o", str(out), *args, str(PLACE / script), cwd=REPO,
+                       env=env or child_env())
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summary: dict[str, Any] = json.loads((out / "summary.json").read_text(encoding="utf-8"))
+    summary["_dir"] = str(out)
+    return summary
+
+
+def _finding(summary: dict[str, Any], *rules: str) -> dict[str, Any]:
+    found = [f for f in summary["findings"] if f["rule"] in rules]
+    assert len(found) == 1, [f["rule"] for f in summary["findings"]]
+    return found[0]
+
+
+@pytest.fixture(scope="module")
+def two_loaders(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    return _profile(tmp_path_factory.mktemp("two"), "two_loaders.py", "--max-steps", "30")
+
+
+@pytest.mark.slow
+def test_the_stall_names_the_slow_loader_and_rewrites_its_line(two_loaders: dict[str, Any]) -> None:
+    f = _finding(two_loaders, "dataloader-stall", "dataloader-stall-critical")
+    line = next(i for i, t in enumerate((PLACE / "two_loaders.py").read_text().splitlines(), 1)
+                if t.strip().startswith("slow = DataLoader("))
+    place = f"tests/scripts_place/two_loaders.py:{line}"
+    assert "the 2nd DataLoader built at " + place in f["evidence"], f["evidence"]
+    # its own figures: the slow loader's batch of 16, not the in-memory loader's 64
+    assert "one batch of 16 samples" in f["evidence"] and "64" not in f["evidence"], f["evidence"]
+    assert place in f["fix"]
+    code = f["fix"].split("```python\n", 1)[1].split("```", 1)[0]
+    assert code.startswith("slow = DataLoader(SlowReads(), batch_size=16, num_workers="), code
+    assert "shuffle" not in code and "persistent_workers=True" in code
+
+
+@pytest.mark.slow
+def test_try_changes_only_the_named_loader(two_loaders: dict[str, Any]) -> None:
+    from mpsprofiler.diagnosis.facts import collect_facts
+    from mpsprofiler.experiment.candidates import candidate_for
+    from mpsprofiler.session.recording import load_runs
+
+    facts = collect_facts(load_runs([two_loaders["_dir"]]).session)
+    f = _finding(two_loaders, "dataloader-stall", "dataloader-stall-critical")
+    c = candidate_for(f, facts)
+    assert c is not None and list(c.settings["dataloader"]) == ["2"], c.settings
+    assert c.text.startswith("dataloader.2.num_workers=")
