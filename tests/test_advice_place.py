@@ -62,3 +62,46 @@ def test_try_changes_only_the_named_loader(two_loaders: dict[str, Any]) -> None:
     c = candidate_for(f, facts)
     assert c is not None and list(c.settings["dataloader"]) == ["2"], c.settings
     assert c.text.startswith("dataloader.2.num_workers=")
+
+
+@pytest.mark.slow
+def test_threads_set_inside_main_are_rewritten_at_that_line(tmp_path: Path) -> None:
+    summary = _profile(tmp_path, "threads_in_main.py", "--max-steps", "30")
+    f = _finding(summary, "thread-oversubscription")
+    line = next(i for i, t in enumerate((PLACE / "threads_in_main.py").read_text().splitlines(), 1)
+                if "torch.set_num_threads(16)" in t)
+    assert f"tests/scripts_place/threads_in_main.py:{line}" in f["fix"], f["fix"]
+    code = f["fix"].split("```python\n", 1)[1].split("```", 1)[0].strip()
+    import re
+
+    m = re.fullmatch(r"torch\.set_num_threads\((\d+)\)", code)
+    assert m is not None and 1 <= int(m.group(1)) <= (f["facts"].get("cores") or 2), code
+    assert "very start" not in f["fix"] and "at most 0" not in f["fix"]
+    assert "16 intra-op threads" in f["evidence"]
+
+
+def test_thread_judgement_counts_busy_workers_and_other_programs() -> None:
+    from mpsprofiler.diagnosis.analyzers.threads import judge_threads
+
+    # two sleeping workers (0.1 core between them) leave the 2 cores to torch's 2 threads
+    quiet = judge_threads(2, 2, workers_busy=0.1)
+    assert not quiet.oversubscribed and quiet.suggested == 2
+    # the same with other programs using 1.6 of the 2 cores: one torch thread
+    busy = judge_threads(2, 2, workers_busy=0.1, others_busy=1.6)
+    assert busy.oversubscribed and busy.suggested == 1
+    assert judge_threads(16, 2).suggested == 2 and judge_threads(16, 2).oversubscribed
+
+
+def test_an_omp_num_threads_assignment_in_the_script_is_the_line_to_change(tmp_path: Path) -> None:
+    from mpsprofiler.diagnosis.analyzers.threads import _fix_place
+
+    script = tmp_path / "train.py"
+    script.write_text('import os\n\nos.environ["OMP_NUM_THREADS"] = "16"\nimport torch\n', encoding="utf-8")
+
+    class Fake:
+        run = {"target": "train.py", "cwd": str(tmp_path)}
+        model: dict[str, Any] = {}
+
+    fix = _fix_place(Fake(), 1)  # type: ignore[arg-type]
+    assert fix["thread_set_place"] == "train.py:3"
+    assert fix["thread_fix_code"] == 'os.environ["OMP_NUM_THREADS"] = "1"'

@@ -97,6 +97,8 @@ class ModelFields(Tagged, total=False):
     parameters: int
     optimizer: str
     torch_threads: int | None
+    threads_set: list[dict[str, Any]]
+    """The script's ``torch.set_num_threads`` calls before the first step: file, line, n."""
 
 
 class DataLoaderFields(Tagged, total=False):

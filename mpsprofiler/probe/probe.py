@@ -60,6 +60,7 @@ class Probe:
         self.overrides: Any = None
         self.limit: Any = None
         self.loader_sites: Any = None
+        self.thread_sites: Any = None
         self.compile_watch: Any = None
         """Set once ``torch.compile`` is watched; global module hooks need it (see compiling)."""
 
@@ -157,6 +158,7 @@ class Probe:
         self._guarded("steps", self._install_optimizer_hook)
         self._guarded("steps", self._install_backward_hook)
         self._guarded("dataloader", self._install_dataloader_hooks)
+        self._guarded("env", self._install_thread_sites)
         if not self.options.get("no_ops"):
             self._guarded("ops", self._install_ops)
 
@@ -305,7 +307,16 @@ class Probe:
             "optimizer": type(optimizer).__name__,
             "torch_threads": _torch_threads(),
         }
+        if self.thread_sites is not None and self.thread_sites.calls:
+            model["threads_set"] = list(self.thread_sites.calls)
         self.emit(events.KIND_MODEL, **model)
+
+    def _install_thread_sites(self) -> None:
+        """Record the script's own ``torch.set_num_threads`` calls (probe/thread_sites.py)."""
+        from . import thread_sites
+
+        self.thread_sites = thread_sites.ThreadSites()
+        self._uninstallers.append(thread_sites.install(self.thread_sites, lambda exc: self.fail("env", exc)))
 
     def _install_dataloader_hooks(self) -> None:
         from torch.utils.data import dataloader as dl

@@ -67,9 +67,11 @@ def _end(node: ast.stmt | ast.expr) -> int:
     return node.end_lineno or node.lineno
 
 
-def rewrite_call(path: str, line: int, names: tuple[str, ...], changes: dict[str, str]) -> Rewrite | None:
+def rewrite_call(path: str, line: int, names: tuple[str, ...], changes: dict[str, str],
+                 positional: dict[int, str] | None = None) -> Rewrite | None:
     """The statement at ``path:line`` whose call to ``names`` gets the keyword ``changes``
-    (name -> source text of the value), the other arguments kept as written."""
+    (name -> source text of the value) and the ``positional`` arguments (index -> text),
+    the other arguments kept as written."""
     read = read_tree(path)
     if read is None:
         return None
@@ -83,10 +85,13 @@ def rewrite_call(path: str, line: int, names: tuple[str, ...], changes: dict[str
     if func is None:
         return None
     args: list[str] = []
-    for a in call.args:
+    for i, a in enumerate(call.args):
         text = seg(source, a)
         if text is None:
             return None
+        if positional and i in positional:
+            args.append(positional[i])
+            continue
         args.append(("*" + text) if isinstance(a, ast.Starred) and not text.startswith("*") else text)
     done: set[str] = set()
     for kw in call.keywords:
@@ -101,6 +106,8 @@ def rewrite_call(path: str, line: int, names: tuple[str, ...], changes: dict[str
         else:
             args.append(f"{kw.arg}={value}")
     args.extend(f"{k}={v}" for k, v in changes.items() if k not in done)
+    if positional and not call.args and not call.keywords:
+        args.extend(v for _, v in sorted(positional.items()))
     lines = source.splitlines(keepends=True)
     offsets = [0]
     for text in lines:
