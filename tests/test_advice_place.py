@@ -15,9 +15,10 @@ from tests.helpers import REPO, child_env, mpsprof_cli
 PLACE = REPO / "tests" / "scripts_place"
 
 
-def _profile(tmp: Path, script: str, *args: str, env: dict[str, str] | None = None) -> dict[str, Any]:
+def _profile(tmp: Path, script: str, *args: str, env: dict[str, str] | None = None,
+             script_args: tuple[str, ...] = ()) -> dict[str, Any]:
     out = tmp / "run"
-    proc = mpsprof_cli("run", "--headless", "-o", str(out), *args, str(PLACE / script), cwd=REPO,
+    proc = mpsprof_cli("run", "--headless", "-o", str(out), *args, str(PLACE / script), *script_args, cwd=REPO,
                        env=env or child_env())
     assert proc.returncode == 0, proc.stderr[-3000:]
     summary: dict[str, Any] = json.loads((out / "summary.json").read_text(encoding="utf-8"))
@@ -105,3 +106,35 @@ def test_an_omp_num_threads_assignment_in_the_script_is_the_line_to_change(tmp_p
     fix = _fix_place(Fake(), 1)  # type: ignore[arg-type]
     assert fix["thread_set_place"] == "train.py:3"
     assert fix["thread_fix_code"] == 'os.environ["OMP_NUM_THREADS"] = "1"'
+
+
+def _code(f: dict[str, Any]) -> str:
+    return str(f["fix"].split("```python\n", 1)[1].split("```", 1)[0])
+
+
+def _line_of(script: str, text: str) -> int:
+    return next(i for i, t in enumerate((PLACE / script).read_text().splitlines(), 1) if text in t)
+
+
+@pytest.mark.slow
+def test_a_plain_tensor_kept_in_a_module_level_list_names_the_append(tmp_path: Path) -> None:
+    summary = _profile(tmp_path, "kept_list.py", script_args=("600",))
+    f = _finding(summary, "leak-site-container")
+    append = _line_of("kept_list.py", "kept.append(feats)")
+    assert f"kept_list.py:{append}" in f["title"], f["title"]
+    assert "kept in `kept`" in f["evidence"]
+    code = _code(f)
+    assert code.startswith("kept.append(feats.mean().item())"), code
+    assert f"(line {_line_of('kept_list.py', 'kept = []')})" in code and "deque(maxlen=" in code
+    # the rate is the list's: 512 KiB every 5th step, about 102 KiB per step (not 512)
+    rate = f["facts"]["leak_site_kib_per_step"]
+    assert 60 <= rate <= 160, rate
+
+
+@pytest.mark.slow
+def test_outputs_kept_on_self_name_the_attribute_and_its_append(tmp_path: Path) -> None:
+    summary = _profile(tmp_path, "module_outs.py")
+    f = _finding(summary, "leak-site-graph")
+    append = _line_of("module_outs.py", "self.outs.append(logits)")
+    assert f"module_outs.py:{append}" in f["title"] and "kept in `self.outs`" in f["evidence"]
+    assert _code(f).startswith("self.outs.append(logits.detach())")
