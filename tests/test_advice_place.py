@@ -138,3 +138,22 @@ def test_outputs_kept_on_self_name_the_attribute_and_its_append(tmp_path: Path) 
     append = _line_of("module_outs.py", "self.outs.append(logits)")
     assert f"module_outs.py:{append}" in f["title"] and "kept in `self.outs`" in f["evidence"]
     assert _code(f).startswith("self.outs.append(logits.detach())")
+
+
+@pytest.mark.slow
+def test_another_cpu_heavy_program_is_found_and_torch_gets_fewer_threads(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    spin = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        summary = _profile(tmp_path, "cpu_matmul.py", env=child_env(OMP_NUM_THREADS="2"), script_args=("150",))
+    finally:
+        spin.kill()
+        spin.wait()
+    f = _finding(summary, "other-programs-busy")
+    assert f["facts"]["others_busy_cores"] >= 0.5, f["facts"]
+    # 2 cores less the other program's one leave one: torch gets one thread (measured: with a
+    # spinning `python -c 'while True: pass'` beside it, 150 steps took 10.45 s with
+    # OMP_NUM_THREADS=2 and 1.05 s with 1)
+    assert "torch.set_num_threads(1)" in f["fix"], f["fix"]

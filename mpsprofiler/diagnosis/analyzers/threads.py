@@ -27,7 +27,7 @@ from .registry import analyzer
 from .source_edit import read_tree, rewrite_call, short_path
 
 THREAD_FACTS: tuple[str, ...] = (
-    "busy_threads", "cores", "cores_free", "max_workers_for_cores", "omp_num_threads", "suggested_torch_threads",
+    "busy_threads", "cores", "cores_free", "others_busy_cores", "others_busy_share", "others_window_s", "max_workers_for_cores", "omp_num_threads", "suggested_torch_threads",
     "thread_fix_code", "thread_fix_where", "thread_oversubscription", "thread_set_place", "thread_workers_text",
     "torch_threads", "workers_busy_cores",
 )
@@ -82,7 +82,12 @@ def thread_facts(session: Session) -> dict[str, Any]:
     if not threads or not cores:
         return facts
     workers_busy, measured = _workers_busy(session, workers)
-    j = judge_threads(int(threads), int(cores), workers_busy)
+    others = others_busy(session)
+    if others is not None:
+        facts["others_busy_cores"] = rounded(others[0], 2)
+        facts["others_busy_share"] = rounded(others[0] / cores, 3)
+        facts["others_window_s"] = rounded(others[1], 1)
+    j = judge_threads(int(threads), int(cores), workers_busy, others[0] if others is not None else 0.0)
     facts["workers_busy_cores"] = rounded(workers_busy, 2)
     facts["busy_threads"] = int(round(j.busy))
     facts["cores_free"] = rounded(j.cores_free, 2)
@@ -92,6 +97,37 @@ def thread_facts(session: Session) -> dict[str, Any]:
     facts["thread_workers_text"] = _workers_text(workers, workers_busy, measured)
     facts.update(_fix_place(session, j.suggested))
     return facts
+
+
+MIN_OTHERS_WINDOW_S = 2.0
+"""The machine's and the training's CPU totals over at least 2 s (4 samples) before other
+programs' use is claimed: one sample's share is too noisy to change any advice."""
+
+
+def others_busy(session: Session) -> tuple[float, float] | None:
+    """Cores' worth of CPU that processes outside the training's tree used during the run,
+    and the window (s): the machine's busy share of all logical CPUs (psutil.cpu_times
+    between samples) less the training process's and its children's own CPU seconds.
+
+    The Environment panel and ``mpsprof doctor`` pass the same figure (or, without a run,
+    a reading of their own) to :func:`judge_threads`.
+    """
+    logical = num(session.env.get("cores_logical"))
+    points = [m for m in session.memory.series.points() if m.cpu_main_s is not None]
+    if not logical or len(points) < 2:
+        return None
+    a, b = points[0], points[-1]
+    window = b.ts - a.ts
+    if window < MIN_OTHERS_WINDOW_S or a.cpu_main_s is None or b.cpu_main_s is None:
+        return None
+    busy = [(m.ts - prev.ts, m.sys_busy) for prev, m in zip(points, points[1:], strict=False)
+            if m.sys_busy is not None and m.ts > prev.ts]
+    span = sum(dt for dt, _ in busy)
+    if span < MIN_OTHERS_WINDOW_S:
+        return None
+    machine = sum(dt * (share or 0.0) for dt, share in busy) / span * logical
+    own = (b.cpu_main_s - a.cpu_main_s) + ((b.cpu_workers_s or 0.0) - (a.cpu_workers_s or 0.0))
+    return max(0.0, machine - own / window), window
 
 
 def _workers_busy(session: Session, workers: int) -> tuple[float, bool]:
