@@ -157,3 +157,22 @@ def test_another_cpu_heavy_program_is_found_and_torch_gets_fewer_threads(tmp_pat
     # spinning `python -c 'while True: pass'` beside it, 150 steps took 10.45 s with
     # OMP_NUM_THREADS=2 and 1.05 s with 1)
     assert "torch.set_num_threads(1)" in f["fix"], f["fix"]
+
+
+def test_try_has_three_outcomes() -> None:
+    from mpsprofiler.experiment.stats import speedup
+    from mpsprofiler.experiment.trial import headline
+
+    wide = speedup([(1.4, 1.0), (3.8, 1.0), (3.7, 1.0)])  # the three pairs, all faster
+    assert wide is not None and wide.verdict == "unproven" and wide.low < 1.0
+    more = wide.pairs_to_settle()
+    assert more is not None and more > 3
+    text = headline({"label": "num_workers=4", "verdict": wide.verdict, "pairs": 3, "speedup": wide.estimate,
+                     "interval": [wide.low, wide.high], "pairs_to_settle": more})
+    assert text.startswith("NOT PROVEN YET") and f"--pairs {more}" in text
+    same = speedup([(1.0, 1.01), (1.0, 0.99), (1.01, 1.0), (0.99, 1.0), (1.0, 1.0)])
+    assert same is not None and same.verdict == "same"
+    fast = speedup([(3.0, 1.0), (3.1, 1.0), (2.9, 1.0)])
+    assert fast is not None and fast.verdict == "faster"
+    slow = speedup([(1.0, 3.0), (1.0, 3.1), (1.0, 2.9)])
+    assert slow is not None and slow.verdict == "slower"

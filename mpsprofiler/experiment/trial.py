@@ -241,6 +241,8 @@ class Trial:
             out["verdict"] = "incomplete"
         else:
             out["verdict"] = sp.verdict
+            if sp.verdict == "unproven":
+                out["pairs_to_settle"] = sp.pairs_to_settle()
         out["headline"] = headline(out)
         return out
 
@@ -332,4 +334,9 @@ def headline(result: dict[str, Any]) -> str:
         return f"proven: {fmt_x(sp)}x faster with {label}, {span}"
     if verdict == "slower":
         return f"proven slower: {fmt_x(1 / sp)}x slower with {label} (speedup {fmt_x(sp)}x, {span})"
+    if verdict == "unproven":
+        more = result.get("pairs_to_settle")
+        hint = (f": about {more - n} more pairs would likely settle it (mpsprof try --pairs {more})"
+                if isinstance(more, int) and isinstance(n, int) and more > n else ": more pairs are needed")
+        return f"NOT PROVEN YET with {label}: {fmt_x(sp)}x, {span}; the interval is too wide{hint}"
     return f"no measurable difference with {label}: {fmt_x(sp)}x, {span}"
