@@ -97,6 +97,8 @@ class ModelFields(Tagged, total=False):
     parameters: int
     optimizer: str
     torch_threads: int | None
+    threads_set: list[dict[str, Any]]
+    """The script's ``torch.set_num_threads`` calls before the first step: file, line, n."""
 
 
 class DataLoaderFields(Tagged, total=False):
@@ -113,6 +115,16 @@ class DataLoaderFields(Tagged, total=False):
     batch_sampler: str | None
     multiprocessing_context: str | None
     thread: str
+    created: int
+    """Construction number in the training process (1: the first DataLoader built), as
+    ``--set dataloader.N.*`` counts them; ``id`` counts first iterations."""
+    file: str
+    line: int
+    """The script's line that built the loader."""
+    fetches: int
+    fetch_s: float
+    """Batches taken from this loader (each iterator's first left out) and the training's
+    wall time waiting for them; sent again as they grow."""
 
 
 class StepAggregate(TypedDict, total=False):

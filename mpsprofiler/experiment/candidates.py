@@ -27,8 +27,9 @@ class Candidate:
 
     @property
     def text(self) -> str:
-        return ", ".join(line.split(".", 1)[1] if line.startswith("dataloader.") else line
-                         for line in describe(self.settings))
+        # every loader: "num_workers=4"; one loader: as --set names it, "dataloader.2.num_workers=4"
+        return ", ".join(line.split(".", 1)[1] if line.startswith("dataloader.") and not line[11:12].isdigit()
+                         else line for line in describe(self.settings))
 
 
 def _int(facts: dict[str, Any], name: str) -> int | None:
@@ -39,10 +40,15 @@ def _int(facts: dict[str, Any], name: str) -> int | None:
 
 
 def _workers(facts: dict[str, Any]) -> dict[str, Any] | None:
+    """The loader the finding names (``dataloader.N``: its construction number), else all.
+
+    Changing every loader of a script with several would start workers the finding never
+    asked for (and their memory): only the one that kept the training waiting changes."""
     n = _int(facts, "suggested_num_workers")
     if n is None or n == _int(facts, "num_workers"):
         return None
-    return {"dataloader": {"*": {"num_workers": n}}}
+    created = _int(facts, "loader_created")
+    return {"dataloader": {str(created) if created else "*": {"num_workers": n}}}
 
 
 def _persistent(facts: dict[str, Any]) -> dict[str, Any] | None:

@@ -22,6 +22,9 @@ from dataclasses import dataclass
 MIN_EFFECT = 0.05
 """Below 5% either way a change is called "no measurable difference" even when the
 interval excludes 1: on a shared machine smaller shifts are within run-to-run drift."""
+SAME_BAND = 0.10
+""""No measurable difference" needs the whole interval within 10% of 1 either way: a wide
+interval that straddles 1 says too few pairs, not no difference."""
 
 
 @dataclass
@@ -31,14 +34,34 @@ class Speedup:
     high: float
     pairs: int
 
+    sd: float = 0.0
+    """Standard deviation of the pairs' log ratios (for :meth:`pairs_to_settle`)."""
+
     @property
     def verdict(self) -> str:
-        """faster | slower | same."""
+        """faster | slower (proven) | same (interval narrow, inside the noise band) | unproven.
+
+        Three pairs at 1.4x, 3.8x and 3.7x have an interval of 0.64-11x: that is not "no
+        difference", it is too few pairs to tell."""
         if self.low > 1.0 and self.estimate >= 1.0 + MIN_EFFECT:
             return "faster"
         if self.high < 1.0 and self.estimate <= 1.0 / (1.0 + MIN_EFFECT):
             return "slower"
-        return "same"
+        if self.low >= 1.0 / (1.0 + SAME_BAND) and self.high <= 1.0 + SAME_BAND:
+            return "same"
+        return "unproven"
+
+    def pairs_to_settle(self, limit: int = 60) -> int | None:
+        """Pairs in all that would likely settle the question at this spread and estimate."""
+        mean = abs(math.log(self.estimate))
+        room = mean - math.log(1.0 + MIN_EFFECT) if mean > math.log(1.0 + MIN_EFFECT) else (
+            math.log(1.0 + SAME_BAND) - mean)
+        if room <= 0 or self.sd <= 0:
+            return None
+        for n in range(max(2, self.pairs + 1), limit + 1):
+            if t_quantile(n - 1) * self.sd / math.sqrt(n) <= room:
+                return n
+        return None
 
 
 _T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145,
@@ -64,8 +87,10 @@ def speedup(pairs: list[tuple[float, float]], level: float = 0.95) -> Speedup | 
     n = len(ratios)
     logs = [math.log(r) for r in ratios]
     mean = sum(logs) / n
-    margin = t_quantile(n - 1, level) * statistics.stdev(logs) / math.sqrt(n)
-    return Speedup(estimate=math.exp(mean), low=math.exp(mean - margin), high=math.exp(mean + margin), pairs=n)
+    sd = statistics.stdev(logs)
+    margin = t_quantile(n - 1, level) * sd / math.sqrt(n)
+    return Speedup(estimate=math.exp(mean), low=math.exp(mean - margin), high=math.exp(mean + margin), pairs=n,
+                   sd=sd)
 
 
 def median(values: list[float]) -> float | None:

@@ -292,6 +292,8 @@ class Trial:
             out["verdict"] = "incomplete"
         else:
             out["verdict"] = sp.verdict
+            if sp.verdict == "unproven":
+                out["pairs_to_settle"] = sp.pairs_to_settle()
         out["headline"] = headline(out)
         return out
 
@@ -363,6 +365,17 @@ def fmt_x(value: float) -> str:
     return f"{value:.2f}"
 
 
+def _memory_cost(result: dict[str, Any]) -> str:
+    """The change's memory next to its speed (workers cost memory): "; peak RSS 306 MiB -> 2.5 GiB"."""
+    mem = result.get("memory") or {}
+    a, b = mem.get("a_peak_rss"), mem.get("b_peak_rss")
+    if not a or not b or abs(b / a - 1.0) < 0.1:
+        return ""
+    from ..units import fmt_bytes
+
+    return f"; peak RSS {fmt_bytes(a)} -> {fmt_bytes(b)} (x{fmt_x(b / a)})"
+
+
 def headline(result: dict[str, Any]) -> str:
     """One line for reports: ``proven: 2.9x faster with num_workers=4, interval 2.6-3.1x, 5 pairs``."""
     label, verdict, n = result.get("label"), result.get("verdict"), result.get("pairs")
@@ -372,9 +385,14 @@ def headline(result: dict[str, Any]) -> str:
     if verdict == "incomplete" or sp is None or not interval:
         return f"not proven: {n} pair{'s are' if n != 1 else ' is'} too few to judge {label}" + (
             f" ({result['stopped']})" if result.get("stopped") else "")
-    span = f"interval {fmt_x(interval[0])}-{fmt_x(interval[1])}x, {n} pairs"
+    span = f"interval {fmt_x(interval[0])}-{fmt_x(interval[1])}x, {n} pairs" + _memory_cost(result)
     if verdict == "faster":
         return f"proven: {fmt_x(sp)}x faster with {label}, {span}"
     if verdict == "slower":
         return f"proven slower: {fmt_x(1 / sp)}x slower with {label} (speedup {fmt_x(sp)}x, {span})"
+    if verdict == "unproven":
+        more = result.get("pairs_to_settle")
+        hint = (f": about {more - n} more pairs would likely settle it (mpsprof try --pairs {more})"
+                if isinstance(more, int) and isinstance(n, int) and more > n else ": more pairs are needed")
+        return f"NOT PROVEN YET with {label}: {fmt_x(sp)}x, {span}; the interval is too wide{hint}"
     return f"no measurable difference with {label}: {fmt_x(sp)}x, {span}"

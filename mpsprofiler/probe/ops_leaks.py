@@ -139,31 +139,50 @@ class LeakTracker:
             kept["bytes"] = max(kept["bytes"], entry["bytes"])
             kept["steps"] |= entry["steps"]
             kept["grad"] = kept["grad"] or entry["grad"]
-            if len(kept["steps"]) >= 2 and "holder" not in kept:
-                kept["holder"] = self._find_holder(key, old)
+            if len(kept["steps"]) >= 2:
+                # found again at every check: its length now against the first time it was
+                # found gives the rate the container grows at, steps between appends included
+                holder = self._find_holder(key, old, step)
+                first = kept.get("holder")
+                if holder is not None and first:
+                    holder["size0"], holder["step0"] = first.get("size0", first.get("size")), first.get(
+                        "step0", first.get("step"))
+                kept["holder"] = holder or first
         for key in [k for k, e in self._alive.items() if e.get("holder") and e["holder"].get("bounded")]:
             del self._alive[key]  # a deque(maxlen=...) keeps a bounded number: not a leak
         self._find_carries(old[0].seq, step)
         return self._snapshot(step)
 
-    def _find_holder(self, key: Key, samples: list[_Sample]) -> dict[str, Any] | None:
-        """The user's container (a variable of a frame on the stack) that holds a survivor of
-        ``key``, and the line that adds to it: the line that keeps the memory, which is not
-        the line that made the tensor when the tensor comes from inside the model."""
+    def _find_holder(self, key: Key, samples: list[_Sample], step: int) -> dict[str, Any] | None:
+        """The user's container that holds a survivor of ``key``, and the line that adds to
+        it: the line that keeps the memory, which is not the line that made the tensor when
+        the tensor comes from inside the model. Searched among the user frames' variables,
+        their modules' globals (``kept = []`` at module level) and one level of attributes
+        of their objects (``self.outs``); ``size`` is the container's length now, so the
+        parent can tell how fast it grows."""
         survivor = next((t for s in samples for ref, k in s.refs if k == key and (t := ref()) is not None), None)
         finder = self._finder()
         if survivor is None or finder is None:
             return None
         frame: Any = sys._getframe(2)
+        stack: list[Any] = []
+        scanned: set[int] = set()
         while frame is not None:
             if finder.is_user(frame.f_code):
-                for name, value in list(frame.f_locals.items()):
-                    if _holds(value, survivor):
-                        file = frame.f_code.co_filename
-                        line = _adding_line(file, name, frame.f_code)
-                        return {"name": name, "file": file, "line": line or 0,
-                                "code": source_line((file, line)) if line else "",
-                                "bounded": getattr(value, "maxlen", None) is not None}  # fmt: skip
+                stack.append(frame.f_code)
+                found = _holder_in(frame, survivor, scanned)
+                if found is not None:
+                    name, value = found
+                    file = frame.f_code.co_filename
+                    line = _adding_line(file, name, stack, frame)
+                    try:
+                        size = len(value)
+                    except Exception:
+                        size = 0
+                    return {"name": name, "file": file, "line": line or 0,
+                            "code": source_line((file, line)) if line else "",
+                            "bounded": getattr(value, "maxlen", None) is not None,
+                            "size": size, "step": step}  # fmt: skip
             frame = frame.f_back
         return None
 
@@ -204,7 +223,8 @@ class LeakTracker:
                    for (f, ln), e in self._carries.items()]  # fmt: skip
         if not sites and not carries:
             return None
-        state = (tuple((s["file"], s["line"], s["op"], s["alive"], tuple(s["steps"])) for s in sites),
+        state = (tuple((s["file"], s["line"], s["op"], s["alive"], tuple(s["steps"]),
+                        (s.get("holder") or {}).get("size")) for s in sites),
                  tuple((c["file"], c["line"]) for c in carries))  # fmt: skip
         if state == self._last_sent:
             return None
@@ -252,14 +272,89 @@ def _holds(value: Any, tensor: torch.Tensor) -> bool:
         return False
 
 
-def _adding_line(file: str, name: str, code: Any) -> int | None:
-    """The line in ``code`` that adds to the container ``name`` (append, extend, item set)."""
+def _holder_in(frame: Any, survivor: torch.Tensor, scanned: set[int]) -> tuple[str, Any] | None:
+    """(name, container) of a frame's locals, its objects' attributes or its globals holding ``survivor``."""
+    local = list(frame.f_locals.items())
+    for name, value in local:
+        if _holds(value, survivor):
+            return name, value
+    for name, value in local:
+        attrs = getattr(value, "__dict__", None)
+        if isinstance(attrs, dict) and not isinstance(value, type) and type(value).__name__ != "module":
+            for attr, inner in list(attrs.items())[:200]:
+                if _holds(inner, survivor):
+                    return f"{name}.{attr}", inner
+    glob = frame.f_globals
+    if id(glob) not in scanned and glob is not frame.f_locals:
+        scanned.add(id(glob))
+        for name, value in list(glob.items()):
+            if not name.startswith("__") and _holds(value, survivor):
+                return name, value
+    return None
+
+
+_TREES: dict[str, Any] = {}
+_ADDS = frozenset({"append", "extend", "insert", "add", "appendleft", "update", "setdefault"})
+
+
+def _adding_lines(file: str, name: str) -> list[int]:
+    """Lines of code (not strings or comments) in ``file`` that add to ``name``:
+    ``name.append(...)`` and the like, ``name += ...``, ``name[...] = ...``."""
+    import ast
+
+    tree: Any = _TREES.get(file)
+    if tree is None:
+        try:
+            with open(file, encoding="utf-8") as fh:
+                tree = ast.parse(fh.read())
+        except Exception:
+            tree = False
+        if len(_TREES) < 64:
+            _TREES[file] = tree
+    if not tree:
+        return []
+    lines = []
+    for node in ast.walk(tree):
+        target = None
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _ADDS:
+            target = node.func.value
+        elif isinstance(node, ast.AugAssign):
+            target = node.target
+        elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Subscript):
+            target = node.targets[0].value
+        if target is not None and _dotted(target) == name:
+            lines.append(int(getattr(node, "lineno", 0)))
+    return sorted(lines)
+
+
+def _dotted(node: Any) -> str:
+    import ast
+
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        inner = _dotted(node.value)
+        return f"{inner}.{node.attr}" if inner else ""
+    return ""
+
+
+def _adding_line(file: str, name: str, stack: list[Any], frame: Any) -> int | None:
+    """The line that adds to ``name``: inside a user function on the stack, innermost first
+    (the loop that appends), else anywhere in the file."""
     import linecache
 
-    lines = linecache.getlines(file)
-    adds = re.compile(rf"\b{re.escape(name)}\s*(?:\.(?:append|extend|insert|add|appendleft|update|setdefault)\(|\[.*\]\s*=[^=]|\+=)")
-    first, last = _code_range(code, len(lines))
-    return next((n for n in range(first, last + 1) if adds.search(lines[n - 1])), None)
+    found = _adding_lines(file, name)
+    if not found:
+        return None
+    count = len(linecache.getlines(file)) or max(found)
+    for code in stack:
+        if code.co_filename != file:
+            continue
+        first, last = _code_range(code, count)
+        inside = [n for n in found if first <= n <= last]
+        if inside:
+            return inside[0]
+    return found[0]
 
 
 def _code_range(code: Any, count: int) -> tuple[int, int]:

@@ -19,6 +19,7 @@ from ..devices import DeviceBackend, backend_for
 from ..devices.cpu import CpuBackend
 from ..events.payloads import ByeFields, DataLoaderFields, ExceptionFields, Frame, HelloFields, ModelFields
 from ..redact import TEXT_KINDS, redact_env, scrub_fields
+from . import loader_sites
 from .channel import Channel
 from .steps import StepTracker
 from .transparent import hide_from_warnings
@@ -58,6 +59,8 @@ class Probe:
         self.ops: Any = None
         self.overrides: Any = None
         self.limit: Any = None
+        self.loader_sites: Any = None
+        self.thread_sites: Any = None
         self.compile_watch: Any = None
         """Set once ``torch.compile`` is watched; global module hooks need it (see compiling)."""
 
@@ -155,6 +158,7 @@ class Probe:
         self._guarded("steps", self._install_optimizer_hook)
         self._guarded("backward", self._install_backward_hook)
         self._guarded("dataloader", self._install_dataloader_hooks)
+        self._guarded("env", self._install_thread_sites)
         if not self.options.get("no_ops"):
             self._guarded("ops", self._install_ops)
 
@@ -312,7 +316,16 @@ class Probe:
             "optimizer": type(optimizer).__name__,
             "torch_threads": _torch_threads(),
         }
+        if self.thread_sites is not None and self.thread_sites.calls:
+            model["threads_set"] = list(self.thread_sites.calls)
         self.emit(events.KIND_MODEL, **model)
+
+    def _install_thread_sites(self) -> None:
+        """Record the script's own ``torch.set_num_threads`` calls (probe/thread_sites.py)."""
+        from . import thread_sites
+
+        self.thread_sites = thread_sites.ThreadSites()
+        self._uninstallers.append(thread_sites.install(self.thread_sites, lambda exc: self.fail("env", exc)))
 
     def _install_dataloader_hooks(self) -> None:
         from torch.utils.data import dataloader as dl
@@ -323,6 +336,7 @@ class Probe:
         tracker = self.tracker
         seen: dict[int, Any] = {}
         probe = self
+        sites = self.loader_sites = loader_sites.LoaderSites(lambda d: probe.emit(events.KIND_DATALOADER, **d))
 
         def __next__(it: Any) -> Any:
             if "dataloader" in probe.disabled:
@@ -334,21 +348,27 @@ class Probe:
                 probe.fail("dataloader", exc)
                 return orig_next(it)
             probe.check_limit()
+            t0 = time.perf_counter()
             try:
                 batch = orig_next(it)
             except StopIteration:
                 _safe(lambda: tracker.on_fetch_end(started, False), probe)
                 raise
             _safe(lambda: tracker.on_fetch_end(started, True), probe)
+            _safe(lambda: sites.on_fetch(it, time.perf_counter() - t0), probe)
             return batch
 
         def __init__(it: Any, loader: Any, *args: Any, **kwargs: Any) -> None:
             orig_init(it, loader, *args, **kwargs)
             try:
                 key = id(loader)
+                fields: dict[str, Any] | None = None
                 if seen.get(key) is not loader and "dataloader" not in probe.disabled:
                     seen[key] = loader
-                    probe.emit(events.KIND_DATALOADER, **_loader_config(loader, len(seen)))
+                    fields = {**_loader_config(loader, len(seen)), **sites.site_fields(loader)}
+                    probe.emit(events.KIND_DATALOADER, **fields)
+                if "dataloader" not in probe.disabled:
+                    sites.on_iter(it, loader, fields)
             except Exception as exc:
                 probe.fail("dataloader", exc)
 
@@ -356,10 +376,12 @@ class Probe:
         # IterableDataset's wrong length) must name torch's caller, not these wrappers
         base.__next__ = hide_from_warnings(__next__)  # type: ignore[method-assign,assignment]
         base.__init__ = hide_from_warnings(__init__)  # type: ignore[method-assign,assignment]
+        uninstall_sites = loader_sites.install_construction_hook(sites, lambda exc: probe.fail("dataloader", exc))
 
         def uninstall() -> None:
             base.__next__ = orig_next  # type: ignore[method-assign]
             base.__init__ = orig_init  # type: ignore[method-assign]
+            uninstall_sites()
 
         self._uninstallers.append(uninstall)
 
@@ -481,6 +503,7 @@ class Probe:
             ("steps", self.tracker.finish),
             ("ops", lambda: self.ops.close() if self.ops is not None else None),
             ("memory", lambda: self.sampler.stop() if self.sampler is not None else None),
+            ("dataloader", lambda: self.loader_sites.flush() if self.loader_sites is not None else None),
         )
         for name, fn in finishers:
             try:

@@ -30,6 +30,11 @@ class LeakSite:
     holder_file: str = ""
     holder_line: int = 0
     holder_code: str = ""
+    holder_size: int = 0
+    holder_step: int = 0
+    holder_size0: int = 0
+    holder_step0: int = 0
+    """The container's length when first found and at the last check (its growth rate)."""
 
 
 @dataclass
@@ -86,4 +91,5 @@ def _site(s: dict[str, Any]) -> LeakSite:
     return LeakSite(_str(s.get("file")), _int(s.get("line")), _str(s.get("module"), 300), _str(s.get("op"), 200),
                     _str(s.get("code"), 300), _int(s.get("alive")), _int(s.get("bytes")), _steps(s.get("steps")),
                     bool(s.get("grad")), _str(holder.get("name"), 200), _str(holder.get("file")),
-                    _int(holder.get("line")), _str(holder.get("code"), 300))
+                    _int(holder.get("line")), _str(holder.get("code"), 300), _int(holder.get("size")),
+                    _int(holder.get("step")), _int(holder.get("size0")), _int(holder.get("step0")))

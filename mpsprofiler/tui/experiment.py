@@ -129,7 +129,7 @@ class TryFixMixin(_AppBase):
 
         self._trial = None
         verdict = result.get("verdict")
-        good = True if verdict == "faster" else (None if verdict in ("same", "incomplete") else False)
+        good = True if verdict == "faster" else (None if verdict in ("same", "incomplete", "unproven") else False)
         text = render_result(result).strip().split("\n", 1)[-1] if "label" in result else str(result.get("headline"))
         self._experiment_panel().finish(text, good)
         results = getattr(self, "results", None)

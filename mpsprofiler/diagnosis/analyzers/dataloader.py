@@ -22,9 +22,9 @@ from .common import (
     num,
     rounded,
     start_method,
-    training_loader,
 )
 from .loader_advice import advise
+from .loader_place import place_facts, shares, stalled_loader
 from .registry import analyzer
 
 STALL_STEP_SHARE = 0.15
@@ -35,7 +35,8 @@ DATALOADER_FACTS: tuple[str, ...] = (
     "batch_size", "batch_size_arg", "batches_per_step", "best_step_ms", "compute_ms", "cores_for_workers",
     "cores_free_for_workers", "data_wait_ms", "data_wait_share", "dataloader_count",
     "device_idle_share_while_waiting", "epochs_seen", "fetch_cpu_ms", "fetch_runq_ms", "first_stall_step",
-    "last_step", "load_cpu_ms", "load_ms", "loader_bound", "loader_figures", "loader_settings",
+    "last_step", "load_cpu_ms", "load_ms", "loader_bound", "loader_code", "loader_created", "loader_figures",
+    "loader_name", "loader_place", "loader_settings", "loader_where",
     "loading_wait_share", "loading_wait_share_low", "machine_busy_share", "num_workers", "num_workers_helps",
     "num_workers_needed", "num_workers_reason", "persistent_workers", "pin_memory", "prefetch_factor",
     "respawn_cost_s", "respawn_first_step", "respawn_share", "respawn_wait_ms", "stall_advice",
@@ -61,7 +62,7 @@ def dataloader_facts(session: Session) -> dict[str, Any]:
     if is_asynchronous(session):
         seen = steps.idle_waits + steps.busy_waits
         facts["device_idle_share_while_waiting"] = rounded(steps.idle_waits / seen) if seen else None
-    loader = training_loader(session)
+    loader = stalled_loader(session)
     facts["dataloader_count"] = len(session.dataloaders)
     workers = _opt_int(loader.get("num_workers")) if loader else None
     respawn, restarts = _respawn(session, loader, workers) if loader else ({}, set())
@@ -92,6 +93,8 @@ def dataloader_facts(session: Session) -> dict[str, Any]:
     facts.update(_profile(session, loader, workers or 0, kept))
     facts["suggested_prefetch_factor"] = max(4, (facts["prefetch_factor"] or 2) * 2)
     facts.update(respawn)
+    facts.update(place_facts(session, loader, _opt_int(facts.get("suggested_num_workers")), workers or 0,
+                             facts["batch_size_arg"], facts["prefetch_factor"]))
     return facts
 
 
@@ -146,6 +149,15 @@ def _low_share(kept: list[StepPoint], steps: Any) -> float | None:
 def _profile(session: Session, loader: DataLoaderFields, workers: int, kept: list[StepPoint]) -> dict[str, Any]:
     """How the loader spends a batch, and the suggestion that follows (see the modules)."""
     fig = loader_profile.measure(session, kept, late=True)
+    split = shares(session, loader)
+    if split is not None:
+        # several loaders: this one's part of the wait and of the batches, so its own
+        # figures (its batch's load time, its batches per step) go into the finding
+        wait_share, batch_share = split
+        fig.wait *= wait_share
+        fig.wait_cpu = fig.wait_cpu * wait_share if fig.wait_cpu is not None else None
+        fig.wait_runq = fig.wait_runq * wait_share if fig.wait_runq is not None else None
+        fig.batches = max(1, round(fig.batches * batch_share))
     dataset = loader.get("dataset")
     batch_size = _opt_int(loader.get("batch_size"))
     cores, what = compute_cores(session.env)

@@ -18,6 +18,7 @@ from typing import Any
 
 from ...session.session import Session
 from .common import MIB
+from .leak_fix import growth_kib_per_step, keep_fix
 from .registry import analyzer
 
 MIN_SAMPLES = 2
@@ -34,10 +35,10 @@ def _cell(text: Any) -> str:
 LEAK_FACTS: tuple[str, ...] = (
     "graph_carry_code", "graph_carry_count", "graph_carry_file", "graph_carry_first_step",
     "graph_carry_line", "graph_carry_name", "leak_site_alive", "leak_site_code", "leak_site_count",
-    "leak_site_file", "leak_site_first_step", "leak_site_grad", "leak_site_holder", "leak_site_holder_line",
+    "leak_site_file", "leak_site_first_step", "leak_site_fix_code", "leak_site_grad", "leak_site_holder", "leak_site_holder_line",
     "leak_site_is_carry", "leak_site_keep_line", "leak_site_kept_by", "leak_site_kib",
-    "leak_site_kib_per_step", "leak_site_lag", "leak_site_line", "leak_site_mib", "leak_site_module",
-    "leak_site_op", "leak_site_samples", "leak_site_table",
+    "leak_site_kib_per_step", "leak_site_lag", "leak_site_mib_per_100_steps", "leak_site_line", "leak_site_mib", "leak_site_module",
+    "leak_site_op", "leak_site_samples", "leak_site_table", "leak_place_sentence",
 )
 """Every fact the ``leaks`` analyzer may return (declared: no other analyzer may provide one)."""
 
@@ -52,6 +53,8 @@ def leak_facts(session: Session) -> dict[str, Any]:
                      graph_carry_name=c.name, graph_carry_first_step=min(c.steps) if c.steps else None)  # fmt: skip
     sites = [s for s in leaks.sites if len(s.steps) >= MIN_SAMPLES and s.alive >= MIN_SAMPLES]
     facts["leak_site_count"] = len(sites)
+    facts["leak_place_sentence"] = ("No line was found by the sampled leak tracking (it follows tensors made "
+                                    "on sampled steps only).")
     if not sites:
         return facts
     top = sites[0]
@@ -66,7 +69,8 @@ def leak_facts(session: Session) -> dict[str, Any]:
         leak_site_mib=round(top.bytes / MIB, 3),
         leak_site_kib=round(top.bytes / 1024, 1),
         leak_site_keep_line=_where(top.holder_file, top.holder_line) if top.holder_line else _where(top.file, top.line),
-        leak_site_kib_per_step=round(top.bytes / samples / 1024, 1),
+        leak_site_kib_per_step=round(_rate(top, samples), 1),
+        leak_site_mib_per_100_steps=round(_rate(top, samples) * 100 / 1024, 1),
         leak_site_samples=samples,
         leak_site_lag=leaks.lag,
         leak_site_grad=top.grad,
@@ -79,7 +83,30 @@ def leak_facts(session: Session) -> dict[str, Any]:
         leak_site_is_carry=any((c.file, c.line) in ((top.file, top.line), (top.holder_file, top.holder_line))
                                for c in leaks.carries),
     )
+    if top.holder and top.holder_line:
+        facts["leak_place_sentence"] = (
+            f"The sampled leak tracking found the line that keeps them: `{top.holder_code or top.holder}` at "
+            f"{_where(top.holder_file, top.holder_line)}, adding to `{top.holder}` (see that finding).")
+    facts["leak_site_fix_code"] = keep_fix(top).get("leak_site_fix_code") or _generic_fix(top.grad)
     return facts
+
+
+def _rate(site: Any, samples: int) -> float:
+    """KiB per step: from the container's growth when measured (appends every Nth step
+    count), else the tensors kept per sampled step."""
+    grown = growth_kib_per_step(site)
+    return grown if grown is not None else site.bytes / samples / 1024
+
+
+def _generic_fix(grad: bool) -> str:
+    if grad:
+        return ("losses.append(loss.item())             # not losses.append(loss)\n"
+                "recent = collections.deque(maxlen=100) # bounded, if tensors must be kept\n"
+                "recent.append(out.detach())")
+    return ("import collections\n"
+            "cache = collections.deque(maxlen=64)          # keeps the last 64 batches only\n"
+            "cache.append(h.detach().clone())\n"
+            "# or keep a summary: stats.append(h.detach().mean().item())")
 
 
 def _kept_by(site: Any) -> str:

@@ -1,26 +1,68 @@
-"""CPU thread facts: intra-op threads plus DataLoader workers against the cores.
+"""CPU thread facts: busy intra-op threads plus busy DataLoader workers against the free cores.
 
-Busy threads are counted as torch's intra-op threads of the training process plus one
-per DataLoader worker: torch sets every worker to one thread
-(``torch.set_num_threads(1)`` in ``torch/utils/data/_utils/worker.py``), so a worker
-adds one busy thread, not ``torch_threads`` more. Oversubscribed OpenMP threads spin
-and wait for each other (a 3 ms CPU step has been seen to take 180 ms with 2 OpenMP
-threads while the other core was busy).
+Busy threads are torch's intra-op threads of the training process plus the DataLoader
+workers' measured CPU use (cores' worth): torch sets every worker to one thread
+(``torch.set_num_threads(1)`` in ``torch/utils/data/_utils/worker.py``), and a worker that
+sleeps on I/O, using 4 ms of CPU per 100 ms, is not busy at all; only without CPU readings
+is each worker counted as one busy thread. Oversubscribed OpenMP threads spin and wait for
+each other (a 3 ms CPU step has been seen to take 180 ms with 2 OpenMP threads while the
+other core was busy).
+
+When the script sets the count itself (``torch.set_num_threads(16)`` inside ``main()``,
+``os.environ["OMP_NUM_THREADS"] = "16"``), a fix "at the start of the script" is undone by
+that line: the fix names the line and rewrites it (:mod:`.source_edit`).
 """
 
 from __future__ import annotations
 
+import ast
+import math
+from dataclasses import dataclass
 from typing import Any
 
 from ...session.session import Session
+from . import loader_profile
 from .common import num, rounded, training_loader
 from .registry import analyzer
+from .source_edit import read_tree, rewrite_call, short_path
 
 THREAD_FACTS: tuple[str, ...] = (
-    "busy_threads", "cores", "max_workers_for_cores", "omp_num_threads", "suggested_torch_threads",
-    "thread_oversubscription", "torch_threads",
+    "busy_threads", "cores", "cores_free", "others_busy_cores", "others_busy_share", "others_window_s", "max_workers_for_cores", "omp_num_threads", "suggested_torch_threads",
+    "thread_fix_code", "thread_fix_where", "thread_oversubscription", "thread_set_place", "thread_workers_text",
+    "torch_threads", "workers_busy_cores",
 )
 """Every fact the ``threads`` analyzer may return (declared: no other analyzer may provide one)."""
+
+
+@dataclass
+class ThreadJudgement:
+    """How many threads the cores can take: the one judgement the analyzer, the
+    Environment panel and ``mpsprof doctor`` share (:func:`judge_threads`)."""
+
+    busy: float
+    cores_free: float
+    ratio: float
+    suggested: int
+    oversubscribed: bool
+
+
+OVERSUBSCRIBED = 1.5
+"""Busy threads per free core from which the rule warns (see rules/thread-oversubscription.yaml)."""
+
+
+def judge_threads(torch_threads: int, cores: int, workers_busy: float = 0.0, others_busy: float = 0.0
+                  ) -> ThreadJudgement:
+    """torch's threads against the cores left free by busy workers and by other programs.
+
+    ``workers_busy`` and ``others_busy`` are cores' worth of CPU use (measured CPU seconds
+    per second). The suggestion leaves a core per busy worker and the cores other programs
+    use: an OpenMP team larger than the free cores spins waiting for its slowest thread.
+    """
+    free = max(1.0, cores - others_busy)
+    busy = torch_threads + workers_busy
+    suggested = max(1, math.floor(free - workers_busy + 0.25))
+    ratio = busy / free
+    return ThreadJudgement(busy, free, ratio, suggested, torch_threads >= 2 and ratio >= OVERSUBSCRIBED)
 
 
 @analyzer("threads", provides=THREAD_FACTS)
@@ -39,9 +81,126 @@ def thread_facts(session: Session) -> dict[str, Any]:
     }
     if not threads or not cores:
         return facts
-    busy = int(threads) + workers
-    facts["busy_threads"] = busy
-    facts["thread_oversubscription"] = rounded(busy / cores, 3)
-    facts["suggested_torch_threads"] = max(1, int(cores) - workers)
+    workers_busy, measured = _workers_busy(session, workers)
+    others = others_busy(session)
+    if others is not None:
+        facts["others_busy_cores"] = rounded(others[0], 2)
+        facts["others_busy_share"] = rounded(others[0] / cores, 3)
+        facts["others_window_s"] = rounded(others[1], 1)
+    j = judge_threads(int(threads), int(cores), workers_busy, others[0] if others is not None else 0.0)
+    facts["workers_busy_cores"] = rounded(workers_busy, 2)
+    facts["busy_threads"] = int(round(j.busy))
+    facts["cores_free"] = rounded(j.cores_free, 2)
+    facts["thread_oversubscription"] = rounded(j.ratio, 3)
+    facts["suggested_torch_threads"] = j.suggested
     facts["max_workers_for_cores"] = max(0, int(cores) - int(threads))
+    facts["thread_workers_text"] = _workers_text(workers, workers_busy, measured)
+    facts.update(_fix_place(session, j.suggested))
     return facts
+
+
+MIN_OTHERS_WINDOW_S = 2.0
+"""The machine's and the training's CPU totals over at least 2 s (4 samples) before other
+programs' use is claimed: one sample's share is too noisy to change any advice."""
+
+
+def others_busy(session: Session) -> tuple[float, float] | None:
+    """Cores' worth of CPU that processes outside the training's tree used during the run,
+    and the window (s): the machine's busy share of all logical CPUs (psutil.cpu_times
+    between samples) less the training process's and its children's own CPU seconds.
+
+    The Environment panel and ``mpsprof doctor`` pass the same figure (or, without a run,
+    a reading of their own) to :func:`judge_threads`.
+    """
+    logical = num(session.env.get("cores_logical"))
+    points = [m for m in session.memory.series.points() if m.cpu_main_s is not None]
+    if not logical or len(points) < 2:
+        return None
+    a, b = points[0], points[-1]
+    window = b.ts - a.ts
+    if window < MIN_OTHERS_WINDOW_S or a.cpu_main_s is None or b.cpu_main_s is None:
+        return None
+    busy = [(m.ts - prev.ts, m.sys_busy) for prev, m in zip(points, points[1:], strict=False)
+            if m.sys_busy is not None and m.ts > prev.ts]
+    span = sum(dt for dt, _ in busy)
+    if span < MIN_OTHERS_WINDOW_S:
+        return None
+    machine = sum(dt * (share or 0.0) for dt, share in busy) / span * logical
+    own = (b.cpu_main_s - a.cpu_main_s) + ((b.cpu_workers_s or 0.0) - (a.cpu_workers_s or 0.0))
+    return max(0.0, machine - own / window), window
+
+
+def _workers_busy(session: Session, workers: int) -> tuple[float, bool]:
+    """The workers' CPU use in cores over the steady steps, and whether it was measured
+    (each worker counts as one busy core when it was not: a run too short for two samples)."""
+    if not workers:
+        return 0.0, True
+    fig = loader_profile.measure(session, session.steps.steady, late=True)
+    if fig.workers_cpu is None or not fig.window_s:
+        return float(workers), False
+    return min(float(workers), max(0.0, fig.workers_cpu / fig.window_s)), True
+
+
+def _workers_text(workers: int, busy: float, measured: bool) -> str:
+    if not workers:
+        return "no DataLoader workers"
+    procs = f"{workers} DataLoader worker process{'es' if workers != 1 else ''}"
+    if not measured:
+        return f"{procs} (one busy thread each: their CPU use was not measured in so short a run)"
+    return f"{procs} using {busy:.1f} core{'s' if abs(busy - 1.0) > 0.05 else ''} of CPU between them"
+
+
+def _fix_place(session: Session, suggested: int) -> dict[str, Any]:
+    """The script's own line that sets the count, rewritten; else where to add one."""
+    cwd = session.run.get("cwd")
+    calls = [c for c in session.model.get("threads_set") or [] if isinstance(c, dict) and c.get("file")]
+    for call in reversed(calls):  # the last call made is the one in force
+        rewrite = rewrite_call(str(call["file"]), int(call.get("line") or 0), ("set_num_threads",),
+                               {}, positional={0: str(suggested)})
+        if rewrite is not None:
+            place = f"{short_path(rewrite.path, cwd)}:{rewrite.line}"
+            return {"thread_set_place": place, "thread_fix_code": rewrite.after,
+                    "thread_fix_where": f"The script sets the count itself at {place}: change that line to"}
+    env_line = _omp_assignment(session)
+    if env_line is not None:
+        path, line, code = env_line
+        place = f"{short_path(path, cwd)}:{line}"
+        new = code.rsplit("=", 1)[0].rstrip() + f' = "{suggested}"' if "setdefault" not in code else (
+            code.split(",", 1)[0] + f', "{suggested}")')
+        return {"thread_set_place": place, "thread_fix_code": new,
+                "thread_fix_where": f"The script sets OMP_NUM_THREADS itself at {place}: change that line to"}
+    return {"thread_set_place": None,
+            "thread_fix_code": f"import torch\ntorch.set_num_threads({suggested})",
+            "thread_fix_where": (f"At the very start of the script (or `OMP_NUM_THREADS={suggested}` in the "
+                                 "environment)")}
+
+
+def _omp_assignment(session: Session) -> tuple[str, int, str] | None:
+    """``os.environ["OMP_NUM_THREADS"] = ...`` or ``os.environ.setdefault("OMP_NUM_THREADS", ...)``
+    in the script itself (a one-line statement)."""
+    target = session.run.get("target") or session.run.get("script")
+    if not target or session.run.get("module"):
+        return None
+    import os
+
+    path = str(target) if os.path.isabs(str(target)) else os.path.join(str(session.run.get("cwd") or ""), str(target))
+    read = read_tree(path)
+    if read is None:
+        return None
+    source, tree = read
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.stmt):
+            continue
+        hit = False
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Subscript):
+            key = node.targets[0].slice
+            hit = isinstance(key, ast.Constant) and key.value == "OMP_NUM_THREADS"
+        elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
+            call = node.value
+            hit = (isinstance(call.func, ast.Attribute) and call.func.attr == "setdefault" and bool(call.args)
+                   and isinstance(call.args[0], ast.Constant) and call.args[0].value == "OMP_NUM_THREADS")
+        if hit and node.lineno == node.end_lineno:
+            code = ast.get_source_segment(source, node)
+            if code:
+                return path, node.lineno, code
+    return None

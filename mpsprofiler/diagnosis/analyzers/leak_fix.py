@@ -1,0 +1,90 @@
+"""The line that keeps a leak, rewritten, and the rate its container grows at.
+
+The probe names the container (``kept``, ``self.outs``) and the line that adds to it
+(:mod:`mpsprofiler.probe.ops_leaks`); here that line is read back from the script with
+:mod:`ast` and rewritten with the user's own names: keep a number or a detached tensor,
+or bound the container where it is created. The rate comes from the container's length
+at two checks (appends every 5th step included), times the bytes one item holds.
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import Any
+
+from .source_edit import read_tree
+
+ADDS = frozenset({"append", "extend", "insert", "add", "appendleft"})
+KEEP_LAST = 100
+
+
+def growth_kib_per_step(site: Any) -> float | None:
+    """KiB per step the container grows by: items added per step x KiB per item, or None."""
+    steps = site.holder_step - site.holder_step0
+    added = site.holder_size - site.holder_size0
+    if steps <= 0 or added <= 0 or site.alive <= 0 or site.bytes <= 0:
+        return None
+    return float(added / steps * site.bytes / site.alive / 1024.0)
+
+
+def keep_fix(site: Any) -> dict[str, Any]:
+    """``leak_site_fix_code``: the adding line rewritten (and the container bounded where it
+    is created), or {} when the line cannot be read back."""
+    if not site.holder or not site.holder_file or not site.holder_line:
+        return {}
+    read = read_tree(site.holder_file)
+    if read is None:
+        return {}
+    source, tree = read
+    stmt = next((n for n in ast.walk(tree) if isinstance(n, ast.stmt) and n.lineno == site.holder_line
+                 and n.end_lineno == site.holder_line), None)
+    if stmt is None:
+        return {}
+    new = _rewritten(source, stmt, site.grad)
+    if new is None:
+        return {}
+    lines = [new]
+    made = _creation(source, tree, site.holder)
+    if made is not None:
+        line, text = made
+        lines += ["", f"# or keep only the last {KEEP_LAST}, where `{site.holder}` is made (line {line}):",
+                  f"{text.split('=', 1)[0].rstrip()} = collections.deque(maxlen={KEEP_LAST})  # import collections"]
+    else:
+        lines += ["", f"# or keep only the last {KEEP_LAST}: make `{site.holder}` a bounded deque where it is made",
+                  f"{site.holder} = collections.deque(maxlen={KEEP_LAST})  # import collections"]
+    return {"leak_site_fix_code": "\n".join(lines)}
+
+
+def _rewritten(source: str, stmt: ast.stmt, grad: bool) -> str | None:
+    seg = ast.get_source_segment
+    if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
+        call = stmt.value
+        if not isinstance(call.func, ast.Attribute) or call.func.attr not in ADDS or len(call.args) != 1:
+            return None
+        owner, value = seg(source, call.func.value), seg(source, call.args[0])
+        if owner is None or value is None:
+            return None
+        if isinstance(call.args[0], (ast.Tuple, ast.List, ast.Dict)):
+            return None  # several values: no single rewrite fits
+        keep = f"{value}.detach()" if grad else f"{value}.mean().item()"
+        why = "  # no autograd graph kept" if grad else "  # a number, not the tensor (or what you need of it)"
+        return f"{owner}.{call.func.attr}({keep}){why}"
+    if isinstance(stmt, ast.AugAssign):
+        target, value = seg(source, stmt.target), seg(source, stmt.value)
+        if target is None or value is None:
+            return None
+        return f"{target} += ({value}).item()  # a number: no tensor or graph kept"
+    return None
+
+
+def _creation(source: str, tree: ast.Module, name: str) -> tuple[int, str] | None:
+    """The one-line ``name = []`` (or ``list()``) that makes the container."""
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Assign) and len(node.targets) == 1 and node.lineno == node.end_lineno
+                and ast.unparse(node.targets[0]) == name
+                and (isinstance(node.value, ast.List) or (isinstance(node.value, ast.Call)
+                                                          and ast.unparse(node.value.func) == "list"))):
+            text = ast.get_source_segment(source, node)
+            if text:
+                return node.lineno, text
+    return None

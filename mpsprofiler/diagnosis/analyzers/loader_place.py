@@ -1,0 +1,88 @@
+"""Which DataLoader a finding is about, where the script built it, and that line rewritten.
+
+With several loaders (a zipped pair, training and validation) the one that kept the
+training waiting is the one with the most fetch wait of its own (the probe times each
+loader's fetches, :mod:`mpsprofiler.probe.loader_sites`); its figures, not the step's
+mix of all loaders, go into the finding. Its construction line, read from the script,
+becomes the fix's snippet with only ``num_workers`` (and ``persistent_workers``) changed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...events.payloads import DataLoaderFields
+from ...session.session import Session
+from .common import num, training_loader
+from .source_edit import rewrite_call, short_path
+
+LOADER_CALLS = ("DataLoader",)
+"""Call names the construction line is searched for (``DataLoader(...)``, ``data.DataLoader(...)``)."""
+
+
+def timed(session: Session) -> list[DataLoaderFields]:
+    """Loaders with fetch times of their own (recordings from before have none)."""
+    return [d for d in session.dataloaders.values() if num(d.get("fetches")) and num(d.get("fetch_s")) is not None]
+
+
+def stalled_loader(session: Session) -> DataLoaderFields | None:
+    """The loader the training waited on most; without per-loader times, the training one."""
+    loaders = timed(session)
+    if len(loaders) >= 2:
+        return max(loaders, key=lambda d: (num(d.get("fetch_s")) or 0.0, -(num(d.get("created")) or 0)))
+    return training_loader(session)
+
+
+def shares(session: Session, loader: DataLoaderFields) -> tuple[float, float] | None:
+    """(its share of all loaders' fetch wait, its share of their batches), or None with one loader."""
+    loaders = timed(session)
+    if len(loaders) < 2 or loader not in loaders:
+        return None
+    wait = sum(num(d.get("fetch_s")) or 0.0 for d in loaders)
+    batches = sum(num(d.get("fetches")) or 0.0 for d in loaders)
+    if wait <= 0 or batches <= 0:
+        return None
+    return (num(loader.get("fetch_s")) or 0.0) / wait, (num(loader.get("fetches")) or 0.0) / batches
+
+
+def _ordinal(n: int) -> str:
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
+
+
+def place_facts(session: Session, loader: DataLoaderFields, suggested: int | None, workers: int,
+                batch_size_arg: str, prefetch: int | None) -> dict[str, Any]:
+    """``loader_created``, ``loader_place``, ``loader_name``, ``loader_where`` and ``loader_code``."""
+    out: dict[str, Any] = {}
+    created = num(loader.get("created"))
+    count = len(session.dataloaders)
+    file, line = loader.get("file"), num(loader.get("line"))
+    out["loader_created"] = int(created) if created else None
+    place = f"{short_path(str(file), session.run.get('cwd'))}:{int(line)}" if file and line else None
+    out["loader_place"] = place
+    short = f"the {_ordinal(int(created))} DataLoader" if count > 1 and created else "the DataLoader"
+    name = f"{short} built" + (f" at {place}" if place else "")
+    out["loader_name"] = name
+    n = suggested if suggested is not None else workers
+    changes = {"num_workers": str(n)}
+    if n > 0 and not loader.get("persistent_workers"):
+        changes["persistent_workers"] = "True"
+    rewrite = rewrite_call(str(file), int(line), LOADER_CALLS, changes) if file and line else None
+    if rewrite is not None:
+        where = f"{short_path(rewrite.path, session.run.get('cwd'))}:{rewrite.line}"
+        out["loader_place"] = where
+        out["loader_where"] = f"Change the line that builds {short} ({where}) to"
+        code = rewrite.after
+        if n > 0 and not rewrite.has_main_guard:
+            code += ("\n\n# with workers on macOS each worker re-imports the script: guard the start\n"
+                     "if __name__ == \"__main__\":\n    main()")
+        out["loader_code"] = code
+        return out
+    # no source to read (an older recording, a file gone or edited): the arguments to set
+    out["loader_where"] = f"Build {name} with"
+    args = [f"num_workers={n}"]
+    if n > 0:
+        args.append("persistent_workers=True")
+        args.append(f"prefetch_factor={prefetch}" if prefetch else "prefetch_factor=2")
+    out["loader_code"] = f"loader = DataLoader(dataset, batch_size={batch_size_arg}, {', '.join(args)})"
+    return out

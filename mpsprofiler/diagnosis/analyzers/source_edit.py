@@ -1,0 +1,158 @@
+"""The script's own line, rewritten: fix snippets that are the user's code with one change.
+
+A fix that shows a template (``DataLoader(dataset, batch_size=64, shuffle=True, ...)``)
+makes the user translate it back into their code, and invents arguments they never
+wrote. The probe records where an object was built (file:line); here the parent reads
+that file, finds the call with the standard library's :mod:`ast` (its extent and its
+arguments as written), and returns the statement with only the named keyword arguments
+set. Reading fails quietly (file gone, not Python, edited since): then the caller keeps
+its generic text.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+from dataclasses import dataclass
+
+MAX_SOURCE_BYTES = 2_000_000
+LINE_WIDTH = 88
+
+
+@dataclass
+class Rewrite:
+    path: str
+    line: int
+    before: str
+    after: str
+    has_main_guard: bool
+
+
+def read_tree(path: str) -> tuple[str, ast.Module] | None:
+    try:
+        if os.path.getsize(path) > MAX_SOURCE_BYTES:
+            return None
+        with open(path, encoding="utf-8") as fh:
+            source = fh.read()
+        return source, ast.parse(source)
+    except (OSError, SyntaxError, ValueError, UnicodeDecodeError):
+        return None
+
+
+def call_name(node: ast.Call) -> str:
+    func = node.func
+    if isinstance(func, ast.Name):
+        return func.id
+    if isinstance(func, ast.Attribute):
+        return func.attr
+    return ""
+
+
+def find_call(tree: ast.Module, line: int, names: tuple[str, ...]) -> tuple[ast.stmt, ast.Call] | None:
+    """The innermost call of one of ``names`` spanning ``line``, and its innermost statement."""
+    found: list[tuple[int, int, int, ast.stmt, ast.Call]] = []
+    for stmt in ast.walk(tree):
+        if not isinstance(stmt, ast.stmt) or not stmt.lineno <= line <= _end(stmt):
+            continue
+        for node in ast.walk(stmt):
+            if isinstance(node, ast.Call) and call_name(node) in names and node.lineno <= line <= _end(node):
+                found.append((_end(node) - node.lineno, _end(stmt) - stmt.lineno, len(found), stmt, node))
+    if not found:
+        return None
+    best = min(found, key=lambda t: t[:3])
+    return best[3], best[4]
+
+
+def _end(node: ast.stmt | ast.expr) -> int:
+    return node.end_lineno or node.lineno
+
+
+def rewrite_call(path: str, line: int, names: tuple[str, ...], changes: dict[str, str],
+                 positional: dict[int, str] | None = None) -> Rewrite | None:
+    """The statement at ``path:line`` whose call to ``names`` gets the keyword ``changes``
+    (name -> source text of the value) and the ``positional`` arguments (index -> text),
+    the other arguments kept as written."""
+    read = read_tree(path)
+    if read is None:
+        return None
+    source, tree = read
+    found = find_call(tree, line, names)
+    if found is None:
+        return None
+    stmt, call = found
+    seg = ast.get_source_segment
+    func = seg(source, call.func)
+    if func is None:
+        return None
+    args: list[str] = []
+    for i, a in enumerate(call.args):
+        text = seg(source, a)
+        if text is None:
+            return None
+        if positional and i in positional:
+            args.append(positional[i])
+            continue
+        args.append(("*" + text) if isinstance(a, ast.Starred) and not text.startswith("*") else text)
+    done: set[str] = set()
+    for kw in call.keywords:
+        value = seg(source, kw.value)
+        if value is None:
+            return None
+        if kw.arg is None:
+            args.append("**" + value)
+        elif kw.arg in changes:
+            args.append(f"{kw.arg}={changes[kw.arg]}")
+            done.add(kw.arg)
+        else:
+            args.append(f"{kw.arg}={value}")
+    args.extend(f"{k}={v}" for k, v in changes.items() if k not in done)
+    if positional and not call.args and not call.keywords:
+        args.extend(v for _, v in sorted(positional.items()))
+    lines = source.splitlines(keepends=True)
+    offsets = [0]
+    for text in lines:
+        offsets.append(offsets[-1] + len(text.encode("utf-8")))
+    data = source.encode("utf-8")
+
+    def at(lineno: int, col: int) -> int:
+        return offsets[lineno - 1] + col
+
+    s0 = at(stmt.lineno, stmt.col_offset)
+    s1 = at(stmt.end_lineno or stmt.lineno, stmt.end_col_offset or 0)
+    c0 = at(call.lineno, call.col_offset)
+    c1 = at(call.end_lineno or call.lineno, call.end_col_offset or 0)
+    if not s0 <= c0 < c1 <= s1:
+        return None
+    indent = stmt.col_offset
+    prefix = _dedent(data[s0:c0].decode("utf-8"), indent)
+    suffix = _dedent(data[c1:s1].decode("utf-8"), indent)
+    flat = f"{func}({', '.join(args)})"
+    if len(prefix) + len(flat) + len(suffix) <= LINE_WIDTH and "\n" not in prefix:
+        new_call = flat
+    else:
+        new_call = f"{func}(\n" + "".join(f"    {a},\n" for a in args) + ")"
+    before = _dedent(data[s0:s1].decode("utf-8"), indent)
+    return Rewrite(path, stmt.lineno, before, prefix + new_call + suffix, has_main_guard(tree))
+
+
+def _dedent(text: str, indent: int) -> str:
+    pad = " " * indent
+    out = text.split("\n")
+    return "\n".join([out[0]] + [t[indent:] if t.startswith(pad) else t for t in out[1:]])
+
+
+def has_main_guard(tree: ast.Module) -> bool:
+    """A top-level ``if __name__ == "__main__":`` (spawned workers re-import the script)."""
+    for node in tree.body:
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Compare):
+            parts = [node.test.left, *node.test.comparators]
+            if any(isinstance(p, ast.Name) and p.id == "__name__" for p in parts):
+                return True
+    return False
+
+
+def short_path(path: str, cwd: object) -> str:
+    """Relative to the run's working directory when inside it: what an editor opens."""
+    if cwd and path.startswith(str(cwd).rstrip(os.sep) + os.sep):
+        return os.path.relpath(path, str(cwd))
+    return path
