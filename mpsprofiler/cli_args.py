@@ -36,7 +36,7 @@ def check_command(parser: argparse.ArgumentParser, commands: list[str], argv: li
     else:
         close = difflib.get_close_matches(word, commands, n=1, cutoff=0.5)
         hint = f"; did you mean {close[0]}?" if close else ""
-    parser.exit(2, f"mpsprof: error: unknown command '{word}'{hint}\n  commands: {', '.join(commands)}\n")
+    parser.exit(2, f"mpsprof: error: invalid choice: '{word}' is no mpsprof command{hint}\n  commands: {', '.join(commands)}\n")
 
 
 def parse_try(parser: argparse.ArgumentParser, try_parser: argparse.ArgumentParser,
