@@ -246,7 +246,7 @@ def _parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespa
         args.target, args.args = None, script
     else:
         args.target, args.args = (script[0] if script else None), script[1:]
-        mpsprof_options_after_script(subparsers.choices["run"], "run", args.target, args.args)
+        args.note = mpsprof_options_after_script(subparsers.choices["run"], "run", args.target, args.args)
     return args
 
 
@@ -387,6 +387,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
     results = finished.results
     print_summary(results, str(finished.summary_dir) if finished.summary_dir else None)
+    if getattr(args, "note", ""):  # after the summary: the script's stderr stays python's
+        sys.stderr.write(args.note)
     if args.report is not None:
         _write_report_file(session, results, args.report)
     if code < 0:

@@ -47,7 +47,7 @@ def parse_try(parser: argparse.ArgumentParser, try_parser: argparse.ArgumentPars
     args = parser.parse_args(argv)
     rest = list(args.args or [])
     if args.module or args.target is None or not is_run_dir(Path(args.target)):
-        mpsprof_options_after_script(try_parser, "try", args.module or args.target, rest)
+        sys.stderr.write(mpsprof_options_after_script(try_parser, "try", args.module or args.target, rest))
         return args
     if not rest:
         return args
@@ -63,19 +63,21 @@ def parse_try(parser: argparse.ArgumentParser, try_parser: argparse.ArgumentPars
 
 
 def mpsprof_options_after_script(own: argparse.ArgumentParser, command: str, script: str | None,
-                                 script_args: list[str]) -> None:
+                                 script_args: list[str]) -> str:
     """An mpsprof option written after the script goes to the script (as with ``python``),
-    but the user probably meant it for mpsprof: say where it went and the order that works."""
+    but the user probably meant it for mpsprof: the note that says where it went and the
+    order that works ("" when there is none). ``run`` prints it after its summary (the
+    script's own stderr stays byte for byte what python gives), ``try`` at once."""
     if not script or "--" in script_args[:1]:
-        return
+        return ""
     names = {s for s in own._option_string_actions if s.startswith("--") and s not in ("--help", "--output")}
     meant = [t.split("=", 1)[0] for t in script_args if t.split("=", 1)[0] in names]
-    if meant:
-        first = meant[0]
-        sys.stderr.write(f"mpsprof: note: {', '.join(dict.fromkeys(meant))} after {script} "
-                         f"{'goes' if len(meant) == 1 else 'go'} to the script, as `python {script} {first}` "
-                         f"would; mpsprof's own options go before the script: "
-                         f"mpsprof {command} {first} ... {script}\n")
+    if not meant:
+        return ""
+    first = meant[0]
+    return (f"mpsprof: note: {', '.join(dict.fromkeys(meant))} after {script} "
+            f"{'goes' if len(meant) == 1 else 'go'} to the script, as `python {script} {first}` "
+            f"would; mpsprof's own options go before the script: mpsprof {command} {first} ... {script}\n")
 
 
 def find_runs(paths: list[Path]) -> list[Path]:
