@@ -87,3 +87,85 @@ def test_view_and_report_find_the_runs_of_a_project_directory(tmp_path: Path,
 
     assert find_runs([runs]) == [new] and find_runs([new]) == [new]
     assert find_runs([tmp_path]) == [tmp_path]  # nothing there: load says what is wrong
+
+
+# -- item 2: a script that dies before its first step; a stop is no crash ------------------
+BROKEN = {
+    "syntax": (b"import os\nx = (\n", "SyntaxError: '(' was never closed (broken.py, line 2) at {script}:2"),
+    "import": (b"import os\nimport no_such_module_29\n", "ModuleNotFoundError: No module named 'no_such_module_29' at {script}:2"),
+    "missing-file": (b"open('no-such-file.txt')\n", "FileNotFoundError: [Errno 2] No such file or directory: 'no-such-file.txt' at {script}:1"),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(BROKEN))
+def test_a_script_that_dies_before_its_first_step_is_a_crash_finding(kind: str, tmp_path: Path) -> None:
+    """The TUI said 'crashed (exit 1)' over 'waiting for the first steps…' and 'No problems
+    found'; now the Overview and Findings show the crash line headless prints."""
+    import asyncio
+
+    from mpsprofiler.launcher.child import RunSpec
+    from mpsprofiler.report.console import render_console
+    from mpsprofiler.session.session import Session
+    from mpsprofiler.tui.app import MpsprofApp
+    from mpsprofiler.tui.widgets.findings import FindingsPanel
+    from test_tui import wait_for
+
+    source, expected = BROKEN[kind]
+    script = tmp_path / "broken.py"
+    script.write_bytes(source)
+    line = expected.format(script=script)
+    spec = RunSpec(target=str(script), args=[], run_dir=tmp_path / "run", capture_output=True, cwd=tmp_path)
+    spec.run_dir.mkdir()
+    app = MpsprofApp(Session(), [], spec=spec, run_dir=spec.run_dir)
+    app.animation_level = "none"
+
+    async def main() -> None:
+        async with app.run_test(size=(80, 24)) as pilot:
+            await wait_for(pilot, lambda: app.results is not None, timeout=60)
+            await pilot.pause(0.2)
+            top = app.state.findings[0]
+            assert top.rule == "crash" and top.severity == "critical"
+            assert line in top.title and line in top.evidence.replace("\\", "")
+            listed = " ".join(str(app.query_one("#ov-findings").get_option_at_index(0).prompt).split())
+            assert line in listed, listed
+            assert "crashed before its first step" in app.query_one("#ov-step").empty
+            assert not app.query_one("#ov-findings-empty").display  # no "No problems found"
+            await pilot.press("2")
+            await pilot.pause(0.2)
+            assert app.query_one(FindingsPanel).selected is top
+            shown = " ".join(app.query_one("#fd-markdown").source.replace("\\", "").split())
+            assert line in shown and "Fix the" in shown, shown
+
+    asyncio.run(main())
+    assert app.results is not None
+    summary = render_console(app.results.summary, app.results.findings)
+    assert f"crash       {line}" in summary  # the very line headless prints
+
+
+def test_a_stop_by_the_user_is_stopped_at_step_n_not_a_crash() -> None:
+    from mpsprofiler.events import KIND_EXCEPTION, KIND_EXIT, KIND_STEPS, Event
+    from mpsprofiler.report.console import render_console
+    from mpsprofiler.session.session import Session
+    from mpsprofiler.session.summary import summarize
+    from mpsprofiler.tui.crash import crash_finding
+    from mpsprofiler.tui.state import RunState
+
+    def ended(returncode: int, signal_name: str | None, stopped: bool) -> Session:
+        s = Session()
+        s.feed(Event(KIND_STEPS, 0.8, {"mode": "optimizer", "i": list(range(1, 8)),
+                                       "end": [i * 0.1 for i in range(1, 8)], "dur": [0.1] * 7, "wait": [0.0] * 7,
+                                       "batches": [1] * 7, "idle": [None] * 7, "alloc": [None] * 7}))
+        s.feed(Event(KIND_EXCEPTION, 1.0, {"type": "KeyboardInterrupt", "message": "", "frames": [
+            {"file": "/x/train.py", "line": 4, "func": "<module>", "user": True}]}))
+        s.feed(Event(KIND_EXIT, 1.1, {"returncode": returncode, "signal": 2 if signal_name else None,
+                                      "signal_name": signal_name, "duration": 1.1, "stopped_by_user": stopped}))
+        return s
+
+    for session in (ended(-2, "SIGINT", True), ended(-2, "SIGINT", False), ended(1, None, True)):  # s/q, Ctrl-C
+        assert session.status == "stopped"
+        assert RunState(session, live=False).status_text() == f"stopped at step {session.steps.count}"
+        assert crash_finding(session, []) is None
+        text = render_console(summarize(session), [])
+        assert "stopped     at step" in text and "crash " not in text and "KeyboardInterrupt" not in text, text
+    caught = ended(1, None, False)  # a KeyboardInterrupt the script raised and exited 1 on: a crash
+    assert caught.status == "crashed" and crash_finding(caught, []) is not None
