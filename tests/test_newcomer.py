@@ -169,3 +169,119 @@ def test_a_stop_by_the_user_is_stopped_at_step_n_not_a_crash() -> None:
         assert "stopped     at step" in text and "crash " not in text and "KeyboardInterrupt" not in text, text
     caught = ended(1, None, False)  # a KeyboardInterrupt the script raised and exited 1 on: a crash
     assert caught.status == "crashed" and crash_finding(caught, []) is not None
+
+
+# -- item 3: the keyboard reaches everything at 80x24 ----------------------------------------
+def small_app(keys_and_checks, size=(80, 24), run: Path = FIXTURE):  # type: ignore[no-untyped-def]
+    import asyncio
+
+    from mpsprofiler.session.recording import load_run
+    from mpsprofiler.tui.app import recorded_app
+
+    app = recorded_app(load_run(run))
+    app.animation_level = "none"
+
+    async def main() -> None:
+        async with app.run_test(size=size) as pilot:
+            await pilot.pause()
+            await keys_and_checks(app, pilot)
+
+    asyncio.run(main())
+
+
+def test_the_findings_detail_scrolls_to_its_fix_with_the_keyboard() -> None:
+    from mpsprofiler.tui.widgets.findings import FindingsPanel
+
+    async def body(app, pilot) -> None:  # type: ignore[no-untyped-def]
+        await pilot.press("2")
+        await pilot.pause(0.2)
+        detail = app.query_one("#fd-detail")
+        panel = app.query_one(FindingsPanel)
+        first = panel.selected
+        assert detail.max_scroll_y > 0 and detail.scroll_y == 0  # the Fix is below the fold at 80x24
+        await pilot.press("pagedown")
+        assert 0 < detail.scroll_y
+        await pilot.press("end")
+        assert detail.scroll_y == detail.max_scroll_y
+        fix = next(h for h in detail.query("MarkdownH2") if "Fix" in str(h.content))
+        assert fix.region.y < detail.region.bottom or detail.scroll_y == detail.max_scroll_y
+        await pilot.press("home")
+        assert detail.scroll_y == 0
+        await pilot.press("j", "j")
+        assert detail.scroll_y == 2
+        await pilot.press("k")
+        assert detail.scroll_y == 1
+        await pilot.press("down")  # the list keeps the arrows: the next finding
+        assert panel.selected is not first
+        await pilot.press("up", "right")  # into the detail: now the arrows scroll it
+        assert app.focused is detail
+        before = detail.scroll_y
+        await pilot.press("down", "down")
+        assert detail.scroll_y > before and panel.selected is first
+        await pilot.press("left")
+        assert app.focused is panel.findings_list
+
+    small_app(body)
+
+
+def test_every_scrollable_panel_scrolls_with_the_keyboard_and_help_says_so() -> None:
+    from mpsprofiler.tui.panels import PANELS, SCROLL_TARGET
+    from mpsprofiler.tui.screens.help import HELP
+
+    assert "`pgdn` `pgup` `home` `end`" in HELP and "`j` `k`" in HELP
+    async def body(app, pilot) -> None:  # type: ignore[no-untyped-def]
+        for pid in ("log", "environment", "warnings", "ops", "data"):
+            await pilot.press(next(k for p, k in zip(PANELS, "123456789", strict=False) if p.id == pid))
+            await pilot.pause(0.2)
+            pane = app.query_one(f"#panel-{pid}").query(SCROLL_TARGET[pid]).first()
+            if pane.max_scroll_y == 0:
+                continue  # all of it fits
+            await pilot.press("end")
+            assert pane.scroll_y == pane.max_scroll_y, pid
+            await pilot.press("home")
+            assert pane.scroll_y == 0, pid
+
+    small_app(body)
+
+
+def test_tab_labels_fit_80_columns_uncut() -> None:
+    from mpsprofiler.tui.panels import PANEL_IDS, PANELS, TAB_PADDING, tab_labels
+
+    for shown in (list(PANEL_IDS[:-1]), list(PANEL_IDS)):  # with and without the Ranks tab
+        labels = tab_labels(80, shown, {"findings": 12})
+        assert sum(len(t) + TAB_PADDING for t in labels.values()) <= 80, labels
+        names = {p.id: {p.label, p.short, p.tiny} for p in PANELS}
+        assert all(t.split(" ")[1] in names[pid] for pid, t in labels.items()), labels
+    wide = tab_labels(200, list(PANEL_IDS), {"findings": 2})
+    assert wide["environment"] == "7 Environment" and wide["findings"] == "2 Findings (2)"
+
+    async def body(app, pilot) -> None:  # type: ignore[no-untyped-def]
+        bar = " ".join(str(t.label) for t in app.query("Tab"))
+        assert "8 Warn" in bar and "7 Env" in bar and "1 Overview" in bar
+
+    small_app(body)
+
+
+def test_ops_columns_shrink_by_priority() -> None:
+    from mpsprofiler.tui.widgets.ops import MODULE_MIN, OP_MIN, OpLine, column_widths
+
+    lines = [OpLine("sync (on MPS)", "scalar: aten::_local_scalar_dense", "CrossEntropyLoss", "x.py", 1, 1.0, None, "")]
+    op, module = column_widths(74, lines)
+    assert module >= MODULE_MIN and op >= OP_MIN
+    assert column_widths(200, lines) == (28, len("CrossEntropyLoss"))  # wide: nothing cut
+
+
+def test_the_try_pane_leaves_the_finding_its_width_at_80_columns() -> None:
+    async def body(app, pilot) -> None:  # type: ignore[no-untyped-def]
+        await pilot.press("2")
+        panel = app._experiment_panel()
+        panel.start("Trying dataloader.num_workers=1", "5 pairs of runs")
+        for i in range(4):
+            panel.add_line(f"pair {i + 1}: 53.1 ms -> 21.0 ms")
+        await pilot.pause(0.3)
+        detail = app.query_one("#fd-detail")
+        assert detail.region.width >= 40, detail.region  # was 2 columns beside a 50-column pane
+        assert panel.region.width == 80 and panel.region.height >= 6
+        assert app.query_one("Footer").region.y > panel.region.y  # the keys stay visible
+
+    small_app(body)

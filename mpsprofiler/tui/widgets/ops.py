@@ -21,6 +21,7 @@ from textual.widgets import DataTable, Static
 
 from ..state import RunState
 from .quiet import quiet_update
+from .tables import RowTable
 
 COLUMNS = ("kind", "op", "calls/step", "host ms/step", "module", "where", "devices · dtypes")
 """Figures right after the op: a narrow terminal scrolls the table sideways, and what
@@ -104,8 +105,32 @@ OP_WIDTH = 28
 names the selected op in full), so the figures fit an 80-column terminal."""
 
 
-def _short(op: str) -> str:
-    return op if len(op) <= OP_WIDTH else op[: OP_WIDTH - 1] + "…"
+def _short(op: str, width: int = OP_WIDTH) -> str:
+    return op if len(op) <= width else op[: max(1, width - 1)] + "…"
+
+
+CELL_PADDING = 2
+"""Cells around each column's text (DataTable's ``cell_padding`` of 1 on each side)."""
+OP_MIN, MODULE_MIN = 18, 10
+"""What the op and module columns keep at the least when the table is narrow."""
+
+
+def column_widths(width: int, lines: list[OpLine]) -> tuple[int, int]:
+    """(op, module) text widths for a table ``width`` cells wide, by priority: the kind and
+    the figures whole, then the op (up to :data:`OP_WIDTH`), then the module; when the
+    module would get fewer than :data:`MODULE_MIN` cells the op gives some back, down to
+    :data:`OP_MIN`. ``where`` and the rest follow (the table scrolls sideways to them)."""
+    longest_op = max((len(line.op) for line in lines), default=2)
+    longest_module = max((len(line.module or "–") for line in lines), default=6)
+    kind = max([len(COLUMNS[0]), *(len(line.kind) for line in lines)])
+    figures = len(COLUMNS[2]) + len(COLUMNS[3]) + 2  # + the sort arrow
+    free = width - kind - figures - 4 * CELL_PADDING
+    op = min(OP_WIDTH, max(longest_op, len(COLUMNS[1])))
+    module = max(len(COLUMNS[4]), min(longest_module, free - op))
+    if module < min(MODULE_MIN, longest_module):
+        op = max(OP_MIN, free - min(MODULE_MIN, longest_module))
+        module = max(len(COLUMNS[4]), min(longest_module, free - op))
+    return op, module
 
 
 def _num(value: float | None, digits: int = 2) -> str:
@@ -139,10 +164,11 @@ class OpsPanel(Widget):
         self._key: tuple[object, ...] | None = None
         self._filled_at = 0.0
         self._cwd: str | None = None
+        self._filled_width = 0
 
     def compose(self) -> ComposeResult:
         yield Static("", id="ops-summary")
-        table: DataTable[Text | str] = DataTable(id="ops-table", cursor_type="row", zebra_stripes=True)
+        table: DataTable[Text | str] = RowTable(id="ops-table", cursor_type="row", zebra_stripes=True)
         yield table
         yield Static("", id="ops-detail")
 
@@ -176,13 +202,16 @@ class OpsPanel(Widget):
         self._shown = lines
         cursor = table.cursor_row
         table.clear()
+        width = table.size.width or self.size.width or self.app.size.width - 4  # before the first layout
+        self._filled_width = width
+        op_w, module_w = column_widths(width - 2, lines)  # - the vertical scrollbar
         for line in lines:
             table.add_row(
                 Text(line.kind, style=KIND_STYLE.get(line.kind, "")),
-                Text(_short(line.op)),
+                Text(_short(line.op, op_w)),
                 Text(_num(line.calls_per_step), justify="right"),
                 Text(_num(line.host_ms, 3), justify="right"),
-                Text(line.module or "–", style="cyan" if line.module else "dim"),
+                Text(_short(line.module, module_w) if line.module else "–", style="cyan" if line.module else "dim"),
                 Text(f"{os.path.basename(line.file)}:{line.line}" if line.file else ""),
                 Text(line.detail),
             )
@@ -192,6 +221,11 @@ class OpsPanel(Widget):
         if lines:
             table.move_cursor(row=min(max(cursor, 0), len(lines) - 1))
         self._show_detail()
+
+    def on_resize(self) -> None:
+        """The column widths follow the terminal's width (see :func:`column_widths`)."""
+        if self._lines and self.query_one(DataTable).size.width != self._filled_width:
+            self._fill()
 
     def on_data_table_header_selected(self, event: DataTable.HeaderSelected) -> None:
         event.stop()
