@@ -285,3 +285,32 @@ def test_the_try_pane_leaves_the_finding_its_width_at_80_columns() -> None:
         assert app.query_one("Footer").region.y > panel.region.y  # the keys stay visible
 
     small_app(body)
+
+
+# -- item 4: one doctor -----------------------------------------------------------------------
+def test_the_environment_panel_gives_doctors_verdicts() -> None:
+    """The panel judged the probe's environment without the facts doctor adds (NumPy, the
+    NVIDIA driver): 'warn CUDA ... check nvidia-smi' and 'NumPy: Not checked' beside a
+    doctor that said there is no driver. Same machine, same interpreter: same verdicts."""
+    from mpsprofiler import doctor
+    from mpsprofiler.environment import collect_environment, pytorch_env
+    from mpsprofiler.events import KIND_ENV, Event
+    from mpsprofiler.session.session import Session
+    from mpsprofiler.tui.state import RunState
+    from mpsprofiler.tui.widgets.environment import doctor_env
+
+    env = dict(collect_environment())  # what the probe records in the script's process
+    env["pytorch_env"] = pytorch_env()
+    session = Session()
+    session.feed(Event(KIND_ENV, 0.1, env))
+    live = RunState(session, live=True)
+    panel = {c.id: (c.status, c.detail) for c in doctor.run_checks(doctor_env(session.env, live))}
+    cli = {c.id: (c.status, c.detail) for c in doctor.run_checks(doctor.collect_for_doctor())}
+    assert panel.keys() == cli.keys()
+    for name in ("numpy", "cuda", "python", "torch", "mps", "mps_fallback"):
+        assert panel[name] == cli[name], name
+    assert "Not checked" not in panel["numpy"][1]
+    other = dict(env, python_executable="/elsewhere/bin/python")  # another machine's recording
+    session2 = Session()
+    session2.feed(Event(KIND_ENV, 0.1, other))
+    assert "numpy" not in doctor_env(session2.env, RunState(session2, live=False))
