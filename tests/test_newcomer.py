@@ -263,12 +263,13 @@ def test_tab_labels_fit_80_columns_uncut() -> None:
 
 
 def test_ops_columns_shrink_by_priority() -> None:
-    from mpsprofiler.tui.widgets.ops import MODULE_MIN, OP_MIN, OpLine, column_widths
+    from mpsprofiler.tui.widgets.ops import OP_MIN, OpLine, column_widths
 
-    lines = [OpLine("sync (on MPS)", "scalar: aten::_local_scalar_dense", "CrossEntropyLoss", "x.py", 1, 1.0, None, "")]
-    op, module = column_widths(74, lines)
-    assert module >= MODULE_MIN and op >= OP_MIN
-    assert column_widths(200, lines) == (28, len("CrossEntropyLoss"))  # wide: nothing cut
+    lines = [OpLine("sync on Mac", ".item() → aten::_local_scalar_dense", "CrossEntropyLoss", "x.py", 1, 1.0, None, "")]
+    op, module, narrow = column_widths(74, lines)
+    assert module == len("CrossEntropyLoss") and op >= OP_MIN and narrow  # the module whole, aten:: dropped
+    assert column_widths(60, lines)[:2] == (OP_MIN, len("module"))  # very narrow: the op keeps its minimum
+    assert column_widths(200, lines) == (28, len("CrossEntropyLoss"), False)  # wide: nothing cut
 
 
 def test_the_try_pane_leaves_the_finding_its_width_at_80_columns() -> None:
@@ -314,3 +315,39 @@ def test_the_environment_panel_gives_doctors_verdicts() -> None:
     session2 = Session()
     session2.feed(Event(KIND_ENV, 0.1, other))
     assert "numpy" not in doctor_env(session2.env, RunState(session2, live=False))
+
+
+# -- item 5: wording ------------------------------------------------------------------------------
+def test_plural_agree_and_ordinal() -> None:
+    from mpsprofiler.units import agree, ordinal, plural
+
+    assert [ordinal(n) for n in (1, 2, 3, 4, 11, 12, 13, 21, 22, 101, 111, 131)] == [
+        "1st", "2nd", "3rd", "4th", "11th", "12th", "13th", "21st", "22nd", "101st", "111th", "131st"]
+    assert plural(1, "run") == "1 run" and plural(3, "run") == "3 runs" and plural(2, "batch", "batches") == "2 batches"
+    assert agree(1, "keeps", "keep") == "keeps" and agree(4, "keeps", "keep") == "keep"
+
+
+def test_try_result_and_ops_panel_read_as_english() -> None:
+    from mpsprofiler.experiment.command import render_result
+    from mpsprofiler.session.session import Session
+    from mpsprofiler.tui.state import RunState
+    from mpsprofiler.tui.widgets.ops import op_lines, summary_text
+
+    text = render_result({"label": "x", "headline": "h", "a_median_s": [0.05], "b_median_s": [0.02], "steps": 1})
+    assert "(median of 1 run x 1 step)" in text
+    ops = {"sampled_steps": 3, "first_step": 3, "last_step": 400, "interval": 131, "overhead_share": 0.993,
+           "syncs": [{"kind": "item", "op": "aten::_local_scalar_dense", "predicted": True, "calls_per_step": 1}]}
+    summary = summary_text(ops, RunState(Session(), live=False)).plain
+    assert "every 131st step" in summary and "sampling cost" not in summary
+    assert "op accounting took 99.3% of their time" in summary
+    line = op_lines(ops)[0]
+    assert line.kind == "sync on Mac" and line.op == ".item() → aten::_local_scalar_dense"
+
+
+def test_one_worker_keeps_up() -> None:
+    import inspect
+
+    from mpsprofiler.diagnosis.analyzers import loader_advice
+
+    source = inspect.getsource(loader_advice)
+    assert "_workers(needed)} keep up" not in source and "agree(needed, 'keeps', 'keep')" in source

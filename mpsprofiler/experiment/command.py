@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..settings import HELP, SettingError, describe, parse_settings
-from ..units import fmt_bytes
+from ..units import fmt_bytes, plural
 from .trial import Target, Trial, TrialConfig, fmt_x
 
 if TYPE_CHECKING:
@@ -227,7 +227,7 @@ def render_result(r: dict[str, Any]) -> str:
         am, bm = median(a), median(b)
         if am is not None and bm is not None:  # runs without a steady step have no median
             lines.append(f"  step time   as written {am * 1000:.1f} ms   with the change {bm * 1000:.1f} ms   "
-                         f"(medians of {len(a)} runs x {r.get('steps')} steps)")
+                         f"({'median' if len(a) == 1 else 'medians'} of {plural(len(a), 'run')} x {plural(r.get('steps'), 'step')})")
     mem = r.get("memory") or {}
     for key, name in (("peak_rss", "peak RSS"), ("peak_device", "device peak")):
         x, y = mem.get(f"a_{key}"), mem.get(f"b_{key}")

@@ -19,6 +19,7 @@ from textual.binding import Binding
 from textual.widget import Widget
 from textual.widgets import DataTable, Static
 
+from ...units import ordinal
 from ..state import RunState
 from .quiet import quiet_update
 from .tables import RowTable
@@ -33,7 +34,7 @@ KIND_STYLE = {
     "CPU fallback": "bold red",
     "no MPS kernel": "bold yellow",
     "sync": "yellow",
-    "sync (on MPS)": "yellow",
+    "sync on Mac": "yellow",
     "float64": "magenta",
     "placement": "bold red",
     "op": "dim",
@@ -70,8 +71,8 @@ def op_lines(ops: dict[str, Any]) -> list[OpLine]:
                             str(r.get("file", "")), int(r.get("line") or 0), r.get("calls_per_step"),
                             r.get("host_ms_per_step"), _devices(r)))
     for s in ops.get("syncs") or []:
-        kind = "sync (on MPS)" if s.get("predicted") else "sync"
-        lines.append(OpLine(kind, f"{s.get('kind', '')}: {s.get('op', '')}".strip(": "), str(s.get("module", "")),
+        kind = "sync on Mac" if s.get("predicted") else "sync"
+        lines.append(OpLine(kind, sync_words(str(s.get("kind", "")), str(s.get("op", ""))), str(s.get("module", "")),
                             str(s.get("file", "")), int(s.get("line") or 0), s.get("calls_per_step"), None,
                             "", str(s.get("code") or "")))
     for site in (ops.get("float64") or {}).get("sites") or []:
@@ -85,6 +86,19 @@ def op_lines(ops: dict[str, Any]) -> list[OpLine]:
         lines.append(OpLine("op", str(r.get("op", "")), str(r.get("module", "")), str(r.get("file", "")),
                             int(r.get("line") or 0), r.get("calls_per_step"), r.get("host_ms_per_step"), _devices(r)))
     return lines
+
+
+SYNC_WORDS = {"item": ".item()", "scalar": "float(t)/int(t)", "tolist": ".tolist()",
+              "to_cpu": ".cpu()", "print": "print(tensor)"}
+"""What the script wrote for each kind of sync the probe reports (its words, not torch's op)."""
+PREDICTED_NOTE = ("a Mac GPU would wait here for the GPU to finish; on this run's device it costs little "
+                  "(see the finding)")
+
+
+def sync_words(kind: str, op: str) -> str:
+    """``.item() → aten::_local_scalar_dense``: the call in the script first, then torch's op."""
+    words = SYNC_WORDS.get(kind, kind)
+    return f"{words} → {op}" if words and op else (words or op)
 
 
 def _devices(row: dict[str, Any]) -> str:
@@ -106,31 +120,40 @@ names the selected op in full), so the figures fit an 80-column terminal."""
 
 
 def _short(op: str, width: int = OP_WIDTH) -> str:
-    return op if len(op) <= width else op[: max(1, width - 1)] + "…"
+    return op if len(op) <= width else op[: max(1, width - 1)].rstrip() + "…"
 
 
 CELL_PADDING = 2
 """Cells around each column's text (DataTable's ``cell_padding`` of 1 on each side)."""
-OP_MIN, MODULE_MIN = 18, 10
-"""What the op and module columns keep at the least when the table is narrow."""
+OP_MIN = 15
+"""What the op column keeps at the least when the table is narrow."""
+ATEN = "aten::"
 
 
-def column_widths(width: int, lines: list[OpLine]) -> tuple[int, int]:
-    """(op, module) text widths for a table ``width`` cells wide, by priority: the kind and
-    the figures whole, then the op (up to :data:`OP_WIDTH`), then the module; when the
-    module would get fewer than :data:`MODULE_MIN` cells the op gives some back, down to
-    :data:`OP_MIN`. ``where`` and the rest follow (the table scrolls sideways to them)."""
-    longest_op = max((len(line.op) for line in lines), default=2)
+def op_text(op: str, narrow: bool) -> str:
+    """The op as the table shows it: without ``aten::`` where the width is short (the line
+    under the table names the selected op in full)."""
+    return op.replace(ATEN, "") if narrow else op
+
+
+def column_widths(width: int, lines: list[OpLine]) -> tuple[int, int, bool]:
+    """(op, module) text widths for a table ``width`` cells wide, by priority, and whether
+    the ops lose their ``aten::``: the kind and the figures whole, then the op (up to
+    :data:`OP_WIDTH`), then the module; when the module would not fit whole, the ops drop
+    ``aten::`` and the op column gives cells back down to :data:`OP_MIN`. ``where`` and the
+    rest follow (the table scrolls sideways to them)."""
     longest_module = max((len(line.module or "–") for line in lines), default=6)
     kind = max([len(COLUMNS[0]), *(len(line.kind) for line in lines)])
     figures = len(COLUMNS[2]) + len(COLUMNS[3]) + 2  # + the sort arrow
     free = width - kind - figures - 4 * CELL_PADDING
-    op = min(OP_WIDTH, max(longest_op, len(COLUMNS[1])))
-    module = max(len(COLUMNS[4]), min(longest_module, free - op))
-    if module < min(MODULE_MIN, longest_module):
-        op = max(OP_MIN, free - min(MODULE_MIN, longest_module))
-        module = max(len(COLUMNS[4]), min(longest_module, free - op))
-    return op, module
+    narrow = False
+    for narrow in (False, True):
+        longest_op = max((len(op_text(line.op, narrow)) for line in lines), default=2)
+        op = min(OP_WIDTH, max(longest_op, len(COLUMNS[1])))
+        if op + longest_module <= free:
+            return op, max(len(COLUMNS[4]), longest_module), narrow
+    op = max(OP_MIN, free - longest_module)
+    return op, max(len(COLUMNS[4]), min(longest_module, free - op)), narrow
 
 
 def _num(value: float | None, digits: int = 2) -> str:
@@ -204,11 +227,11 @@ class OpsPanel(Widget):
         table.clear()
         width = table.size.width or self.size.width or self.app.size.width - 4  # before the first layout
         self._filled_width = width
-        op_w, module_w = column_widths(width - 2, lines)  # - the vertical scrollbar
+        op_w, module_w, narrow = column_widths(width - 2, lines)  # - the vertical scrollbar
         for line in lines:
             table.add_row(
                 Text(line.kind, style=KIND_STYLE.get(line.kind, "")),
-                Text(_short(line.op, op_w)),
+                Text(_short(op_text(line.op, narrow), op_w)),
                 Text(_num(line.calls_per_step), justify="right"),
                 Text(_num(line.host_ms, 3), justify="right"),
                 Text(_short(line.module, module_w) if line.module else "–", style="cyan" if line.module else "dim"),
@@ -268,6 +291,8 @@ class OpsPanel(Widget):
             text.append(f"\n{short_path(line.file, self._cwd)}:{line.line}", style="dim")
         if line.code:
             text.append(f"\n    {line.code.strip()}", style="green")
+        if line.kind == "sync on Mac":
+            text.append(f"\n{PREDICTED_NOTE}", style="dim")
         quiet_update(detail, text)  # refilled every few seconds while live: same text, no redraw
         detail.display = True
 
@@ -282,8 +307,10 @@ def summary_text(ops: dict[str, Any], state: RunState) -> Text:
     text.append(f"{n} sampled step{'s' if n != 1 else ''}", style="bold")
     if ops.get("first_step") is not None:
         text.append(f" (steps {ops['first_step']}–{ops['last_step']}")
-        text.append(f", every {ops['interval']}th)" if ops.get("interval") else ")")
+        every = ops.get("interval")
+        nth = ordinal(every) if isinstance(every, int) and not isinstance(every, bool) else str(every)
+        text.append(f", every {nth} step)" if every else ")")
     if ops.get("overhead_share") is not None:
-        text.append(f" · sampling cost {ops['overhead_share'] * 100:.1f}% of sampled step time")
+        text.append(f" · op accounting took {ops['overhead_share'] * 100:.1f}% of their time (only theirs)")
     text.append("   o sort · f problems/all", style="dim")
     return text
