@@ -351,3 +351,12 @@ def test_one_worker_keeps_up() -> None:
 
     source = inspect.getsource(loader_advice)
     assert "_workers(needed)} keep up" not in source and "agree(needed, 'keeps', 'keep')" in source
+
+
+# -- item 6: the README warns before the command that downloads 5 GB --------------------------
+def test_readme_warns_about_the_cuda_download_before_the_quick_start_commands() -> None:
+    text = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    quick = text[text.index("## Quick start"):text.index("## Use")]
+    install = quick.index("pip install -e . && mpsprof demo")
+    assert quick.index("about 5 GB") < install and quick.index("download.pytorch.org/whl/cpu") < install
+    assert "pip install -e '.[test]' && OMP_NUM_THREADS=1 python -m pytest -q -m \"not slow\" -n 2" in quick
