@@ -1,7 +1,8 @@
 """A small speech-style model: GRU encoder + CTC loss on synthetic sequences.
 
-Before torch 2.15 CTC loss has no MPS kernel: on a Mac it runs on the CPU (with
-PYTORCH_ENABLE_MPS_FALLBACK=1) and mpsprof points at it; from 2.15 it runs on the GPU.
+In a torch without MPS kernels for CTC loss (2.13 has none; 2.14.1's native_functions.yaml
+has ``MPS: ctc_loss_mps``) a Mac runs it on the CPU (with PYTORCH_ENABLE_MPS_FALLBACK=1) and
+mpsprof points at it; with them it runs on the GPU.
 Its many small ops per step make it the worst case for op accounting's overhead. Runs in a
 few seconds on a CPU.
 

@@ -75,7 +75,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     view = _command(sub, "view", "open a recorded run in the TUI",
                     "Reopen a run directory written by `mpsprof run` in the TUI, with the same panels and findings.")
-    view.add_argument("run_dir", type=Path, nargs="+", metavar="RUN_DIR", help="a run directory (several: the nodes of one job)")
+    view.add_argument("run_dir", type=Path, nargs="+", metavar="RUN_DIR",
+                      help="a run directory (several: the nodes of one job), or a directory holding runs "
+                      "(its mpsprof-runs/): the newest opens")
     view.add_argument("--rules", action="append", type=Path, default=[], metavar="DIR", help="add your rule files")
 
     report = _command(sub, "report", "write a report of a recorded run",
@@ -230,15 +232,21 @@ def main(argv: list[str] | None = None) -> int:
 def _parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:
     """argparse for mpsprof's own options; the script and every argument after it are
     the script's, verbatim (argparse would eat a ``--`` among them)."""
+    from .cli_args import check_command, mpsprof_options_after_script, parse_try
+
+    subparsers = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    check_command(parser, list(subparsers.choices), argv)
+    if argv[:1] == ["try"]:
+        return parse_try(parser, subparsers.choices["try"], argv)
     if argv[:1] != ["run"]:
         return parser.parse_args(argv)
-    subparsers = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     own, script = split_run_argv(subparsers.choices["run"], argv[1:])
     args = parser.parse_args(["run", *own])
     if args.module:
         args.target, args.args = None, script
     else:
         args.target, args.args = (script[0] if script else None), script[1:]
+        args.note = mpsprof_options_after_script(subparsers.choices["run"], "run", args.target, args.args)
     return args
 
 
@@ -381,6 +389,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
     results = finished.results
     print_summary(results, str(finished.summary_dir) if finished.summary_dir else None)
+    if getattr(args, "note", ""):  # after the summary: the script's stderr stays python's
+        sys.stderr.write(args.note)
     if args.report is not None:
         _write_report_file(session, results, args.report)
     if code < 0:
@@ -427,7 +437,9 @@ def _load(paths: list[Path]) -> LoadedRun:
 
 
 def _cmd_view(args: argparse.Namespace) -> int:
-    loaded = _load(args.run_dir)
+    from .cli_args import find_runs
+
+    loaded = _load(find_runs(args.run_dir))
     from .tui.app import view_tui
 
     view_tui(loaded, list(args.rules))
@@ -435,10 +447,11 @@ def _cmd_view(args: argparse.Namespace) -> int:
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
+    from .cli_args import find_runs
     from .report import render_report
     from .results import build_results, say_rule_problems
 
-    loaded = _load(args.run_dir)
+    loaded = _load(find_runs(args.run_dir))
     results = build_results(loaded.session, list(args.rules))
     results.experiments = _experiments(loaded.run_dir)
     say_rule_problems(results.rule_errors)

@@ -70,6 +70,26 @@ def fmt_pct(value: float | None) -> str:
     return f"{v * 100:.0f}%"
 
 
+def plural(n: Any, singular: str, many: str | None = None) -> str:
+    """``1 run``, ``3 runs``, ``1 batch`` / ``2 batches`` (``many``: an irregular plural)."""
+    word = singular if n == 1 else (many if many is not None else singular + "s")
+    return f"{n} {word}"
+
+
+def agree(n: Any, one: str, many: str) -> str:
+    """The verb that goes with ``n``: ``agree(1, "keeps", "keep")`` -> ``keeps``."""
+    return one if n == 1 else many
+
+
+def ordinal(n: int) -> str:
+    """``1st``, ``2nd``, ``3rd``, ``4th``, ``11th``-``13th``, ``21st``, ``131st``."""
+    if 10 <= n % 100 <= 20:
+        suffix = "th"
+    else:
+        suffix = {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
+
+
 def text_console(color: bool, width: int | None) -> Any:
     """A rich Console that writes into a string: ANSI colours on a terminal, plain text
     (no highlighting, no emoji) in a pipe. Read it back with :func:`console_text`."""

@@ -12,8 +12,8 @@ import pytest
 import torch
 
 from helpers import child_env, loud_rules, mpsprof_cli, read_summary
-from mpsprofiler.doctor import version_tuple
 from mpsprofiler.session.recording import load_run
+from torch_facts import has_mps_kernel
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
 
@@ -80,8 +80,8 @@ def test_cuda_out_of_memory(tmp_path):
 EXAMPLES_ON_CUDA = {
     "clean_compute": set(),
     "mps_clean": set(),
-    # CTC loss has MPS kernels from torch 2.15 (native_functions.yaml): nothing to predict
-    "ctc_gru": {"mps-readiness"} if (version_tuple(torch.__version__) or (0, 0)) < (2, 15) else set(),
+    # CTC loss with MPS kernels in this torch's native_functions.yaml: nothing to predict
+    "ctc_gru": set() if has_mps_kernel("_ctc_loss") else {"mps-readiness"},
     "fallback_ops": {"mps-readiness"},
     "sync_heavy": {"sync-heavy"},
     "slow_dataloader": set(),

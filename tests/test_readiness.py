@@ -20,11 +20,13 @@ from mpsprofiler.ops.readiness import (
     predict_fallbacks,
 )
 from ops_driver import private_cache  # noqa: F401
+from torch_facts import has_mps_kernel
 
 TORCH = version_tuple(readiness._torch_version()) or (0, 0)
-CTC = "mps" if TORCH >= (2, 15) else "cpu_fallback"
-"""CTC loss got MPS kernels in torch 2.15 (its native_functions.yaml: ``_ctc_loss`` and
-``_ctc_loss_backward`` dispatch to MPS); before that a Mac ran it on the CPU."""
+CTC = "mps" if has_mps_kernel("_ctc_loss") else "cpu_fallback"
+"""CTC loss has MPS kernels in a torch whose native_functions.yaml dispatches ``_ctc_loss``
+to MPS (2.14.1 already does, 2.13 does not); without one a Mac runs it on the CPU. Read from
+the installed torch, never assumed from its release number."""
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +51,7 @@ def test_yaml_is_found_inside_torch() -> None:
         ("aten::adaptive_max_pool3d", "cpu_fallback"),  # via structured_delegate to .out
         ("aten::adaptive_max_pool3d_backward", "cpu_fallback"),
         ("aten::multilabel_margin_loss_forward.output", "cpu_fallback"),  # the out= variant shares its fate
-        # CTC loss: on the CPU before 2.15, MPS kernels since
+        # CTC loss: on the CPU unless this torch has its MPS kernels
         ("aten::_ctc_loss", CTC),
         ("aten::_ctc_loss.Tensor", CTC),
         ("aten::_ctc_loss_backward.Tensor", CTC),
@@ -198,8 +200,8 @@ def test_bad_overrides_are_ignored(tmp_path: Path) -> None:
         ("aten::cudnn_batch_norm", "mps", "batchnorm-cudnn", "native_batch_norm"),
         ("aten::_fused_dropout", "mps", "dropout-cuda", "native_dropout"),
         ("aten::_fused_adagrad_", "portable", "fused-adagrad", "_foreach_addcdiv_"),
-        # a Mac runs the native CTC loss: on the CPU before torch 2.15 (the true positive
-        # survives the mapping), on its GPU since
+        # a Mac runs the native CTC loss: on the CPU when this torch has no MPS kernel for it
+        # (the true positive survives the mapping), on its GPU when it has one
         ("aten::_cudnn_ctc_loss", CTC, "ctc-cudnn", "_ctc_loss"),
     ],
 )

@@ -12,12 +12,13 @@ import argparse
 import os
 import signal
 import sys
+import textwrap
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..settings import HELP, SettingError, describe, parse_settings
-from ..units import fmt_bytes
+from ..units import fmt_bytes, plural
 from .store import TryUsageError as TryUsageError  # re-exported: the TUI catches it
 from .trial import Target, Trial, TrialConfig, fmt_x
 
@@ -28,10 +29,15 @@ EXIT_INTERRUPTED = 130
 
 
 def add_try_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.description = ("Run the script as written (A) and with a change (B), interleaved A B / B A, each cut "
+    parser.description = textwrap.fill("Run the script as written (A) and with a change (B), interleaved A B / B A, each cut "
                           "after the same steps, and report the speedup of the steady step time with a 95% interval. "
                           "TARGET is a script (then --set is the change) or a run directory (then each finding's "
-                          "fix that needs no code edit is tried, or --set).")
+                          "fix that needs no code edit is tried, or --set). Where options go: with a script, "
+                          "before it (everything after the script is the script's, as with python); with a run "
+                          "directory, anywhere.", width=78)
+    parser.epilog = ("examples:\n  mpsprof try mpsprof-runs/<run> --steps 20 --pairs 3 --budget 120\n"
+                     "  mpsprof try --set dataloader.num_workers=4 --steps 20 train.py --epochs 1")
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.add_argument("--set", dest="settings", action="append", default=[], metavar="NAME=VALUE", help=HELP)
     parser.add_argument("--steps", type=int, default=30, metavar="N", help="steps per run (default 30)")
     parser.add_argument("--pairs", type=int, default=5, metavar="N", help="A/B pairs (default 5)")
@@ -45,7 +51,8 @@ def add_try_arguments(parser: argparse.ArgumentParser) -> None:
                         help="where the experiment's runs go (default: RUN_DIR/experiments/ or ./mpsprof-runs/)")
     parser.add_argument("-m", dest="module", metavar="MODULE", help="run a library module (like python -m)")
     parser.add_argument("target", nargs="?", metavar="TARGET", help="a training script or a run directory")
-    parser.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS", help="arguments for the script")
+    parser.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS",
+                        help="arguments for the script (a run directory takes none: options after it are mpsprof's)")
 
 
 def main_try(args: argparse.Namespace) -> int:
@@ -225,7 +232,7 @@ def render_result(r: dict[str, Any]) -> str:
         am, bm = median(a), median(b)
         if am is not None and bm is not None:  # runs without a steady step have no median
             lines.append(f"  step time   as written {am * 1000:.1f} ms   with the change {bm * 1000:.1f} ms   "
-                         f"(medians of {len(a)} runs x {r.get('steps')} steps)")
+                         f"({'median' if len(a) == 1 else 'medians'} of {plural(len(a), 'run')} x {plural(r.get('steps'), 'step')})")
     mem = r.get("memory") or {}
     for key, name in (("peak_rss", "peak RSS"), ("peak_device", "device peak")):
         x, y = mem.get(f"a_{key}"), mem.get(f"b_{key}")

@@ -27,7 +27,9 @@ def render_console(summary: dict[str, Any], findings: Iterable[Any] = (), run_di
     device, exit_info = _section(summary, "device"), _section(summary, "exit")
     lines = ["", "── mpsprof ─────────────────────────────────────────────"]
     status = str(summary.get("status", "?"))
-    if exit_info.get("signal"):
+    if status == "stopped":
+        pass  # q, s or Ctrl-C: the next line says when
+    elif exit_info.get("signal"):
         status += f" (killed by {exit_info['signal']})"
     elif exit_info.get("returncode"):
         status += f" (exit status {exit_info['returncode']})"
@@ -60,10 +62,10 @@ def render_console(summary: dict[str, Any], findings: Iterable[Any] = (), run_di
     for i, change in enumerate(change_lines(summary)):
         lines.append(("changed     " if i == 0 else "            ") + change)
     crash = _section(summary, "crash")
-    if crash:
-        where = _section(crash, "where")
-        loc = f" at {where.get('file')}:{where.get('line')}" if where else ""
-        lines.append(f"crash       {crash.get('type')}: {str(crash.get('message', ''))[:160]}{loc}")
+    if summary.get("status") == "stopped":  # q, s or Ctrl-C: the user's stop, never a crash
+        lines.append(f"stopped     {stopped_text(steps.get('count'))}")
+    elif crash:
+        lines.append(f"crash       {crash_line(crash)}")
     findings = list(findings)
     if findings:
         lines.append("")
@@ -94,6 +96,19 @@ def _section(summary: dict[str, Any], key: str) -> dict[str, Any]:
     """A nested mapping of the summary, {} when absent or damaged (not a mapping)."""
     value = summary.get(key)
     return value if isinstance(value, dict) else {}
+
+
+def crash_line(crash: dict[str, Any]) -> str:
+    """``SyntaxError: '(' was never closed (syn.py, line 2) at /x/syn.py:2``: the crash as the
+    summary prints it (the TUI's crash finding shows the same line)."""
+    where = _section(crash, "where")
+    loc = f" at {where.get('file')}:{where.get('line')}" if where else ""
+    return f"{crash.get('type')}: {str(crash.get('message', ''))[:160]}{loc}"
+
+
+def stopped_text(steps: Any) -> str:
+    """``at step 12, by the user``: a stop (q, s, Ctrl-C), whatever the script raised for it."""
+    return f"at step {steps if isinstance(steps, int) else 0}, by the user"
 
 
 def print_summary(results: Results, run_dir: str | None) -> None:

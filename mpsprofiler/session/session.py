@@ -269,11 +269,18 @@ class Session:
     def status(self) -> str:
         if self.exit is None:
             return "running"
-        if self.exit.stopped_by_user:
+        if self.exit.stopped_by_user or self._interrupted():
             return "stopped"
         if self.exit.returncode == 0:
             return "cut" if self.cut is not None else "finished"
         return "crashed"
+
+    def _interrupted(self) -> bool:
+        """Ctrl-C at the terminal (headless): the script ended by its KeyboardInterrupt and
+        died by SIGINT, as python does. The user's stop, like ``s`` in the TUI: no crash."""
+        ex, crash = self.exit, self.crash
+        return (ex is not None and crash is not None and crash.type == "KeyboardInterrupt"
+                and (ex.signal_name == "SIGINT" or ex.returncode == -2))
 
     def recording_problems(self) -> list[str]:
         """Why the recording misses part of the run (empty: nothing known to be missing).

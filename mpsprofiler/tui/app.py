@@ -36,7 +36,17 @@ from ..session.session import Session
 from .experiment import TryFixMixin
 from .live import STOP_GRACE, LiveRun, outlive_app_crash
 from .messages import ShowFinding, ShowRank
-from .panels import DISTRIBUTED_ONLY, FOCUS_TARGET, KEY_RANGE, PANEL_IDS, PANEL_KEYS, PANELS, tab_label
+from .panels import (
+    DISTRIBUTED_ONLY,
+    FOCUS_TARGET,
+    KEY_RANGE,
+    PANEL_IDS,
+    PANEL_KEYS,
+    PANELS,
+    SCROLL_TARGET,
+    tab_label,
+    tab_labels,
+)
 from .screens.confirm import ConfirmQuitScreen
 from .screens.help import HelpScreen
 from .state import RunState
@@ -61,9 +71,12 @@ takes milliseconds and runs every second, so first findings come as soon as befo
 a long run its trend statistics (pairwise over up to a few hundred samples) cost tens
 of ms and it backs off to every few seconds, while the figures change as slowly."""
 DIAGNOSE_MAX_EVERY = 10.0
+SCROLL_KEYS = (("pagedown", "page_down"), ("pageup", "page_up"), ("home", "home"), ("end", "end"),
+               ("down", "down"), ("up", "up"), ("j", "down"), ("k", "up"))
+"""Keys that scroll the shown panel's pane (see ``panels.SCROLL_TARGET``)."""
 RANK_ACTIONS = frozenset({"next_rank", "previous_rank", "show_rank"})
 PANEL_ACTIONS = frozenset({"panel", "next_panel", "previous_panel", "copy_fix", "export", "stop", "explain",
-                           "try_fix"}) | RANK_ACTIONS
+                           "try_fix", "scroll_panel"}) | RANK_ACTIONS
 
 
 class MpsprofApp(TryFixMixin, LiveRun, App[None]):
@@ -86,6 +99,9 @@ class MpsprofApp(TryFixMixin, LiveRun, App[None]):
         Binding("q", "quit", "Quit"),
         Binding("ctrl+c", "quit", "Quit", show=False, priority=True),
         Binding("question_mark", "help", "Help", key_display="?"),
+        # scrolling: tried when the widget with the keyboard does not take the key itself
+        # (the Findings list keeps ↑ ↓ for picking; its detail pane scrolls)
+        *(Binding(key, f"scroll_panel('{how}')", show=False) for key, how in SCROLL_KEYS),
         # tried only when the binding of the same key above cannot run now: say why
         *(Binding(key, f"explain('{action}')", show=False) for key, action in (("r", "rank"), ("R", "rank"), ("s", "stop"))),
     ]
@@ -193,7 +209,10 @@ class MpsprofApp(TryFixMixin, LiveRun, App[None]):
         self._set_findings(self._tracker.findings, diagnosis.rule_errors)
 
     def _set_findings(self, findings: Sequence[Finding], rule_errors: Sequence[RuleError | str]) -> None:
-        self.state.findings = list(findings)
+        from .crash import crash_finding
+
+        crash = crash_finding(self.session, findings)  # a crash no rule explains is a finding too
+        self.state.findings = ([crash] if crash is not None else []) + list(findings)
         self.state.rule_errors = list(rule_errors)
         self.state.findings_version += 1
 
@@ -219,13 +238,22 @@ class MpsprofApp(TryFixMixin, LiveRun, App[None]):
         self._sync_panel_tabs()
         self.query_one(RunHeader).update_state(self.state)
         tabs = self.query_one(TabbedContent)
-        findings_tab = tabs.get_tab("findings")
-        label = f"2 Findings ({len(self.state.findings)})" if self.state.findings else "2 Findings"
-        if str(findings_tab.label) != label:
-            findings_tab.label = label
+        self._sync_tab_labels()
         if force:
             self._draw_panel(tabs.active)
             self._last_panel_draw = time.monotonic()
+
+    def _sync_tab_labels(self) -> None:
+        """Tab labels that fit the terminal's width (short ones at 80 columns)."""
+        tabs = self.query_one(TabbedContent)
+        shown = [pid for pid in PANEL_IDS if pid not in self._hidden_panels]
+        for pid, label in tab_labels(self.size.width, shown, {"findings": len(self.state.findings)}).items():
+            tab = tabs.get_tab(pid)
+            if str(tab.label) != label:
+                tab.label = label
+
+    def on_resize(self) -> None:
+        self._sync_tab_labels()
 
     def _draw_panel(self, pid: str) -> None:
         if not pid:
@@ -295,6 +323,18 @@ class MpsprofApp(TryFixMixin, LiveRun, App[None]):
             self.notify(f"Rank {rank} has not reported yet.", severity="warning")
             return
         self._redraw(force=True)
+
+    def action_scroll_panel(self, how: str) -> None:
+        """Scroll the shown panel's pane (the finding's detail, the log, a table)."""
+        pid = self.query_one(TabbedContent).active
+        selector = SCROLL_TARGET.get(pid)
+        if not selector:
+            return
+        pane = self.query_one(f"#panel-{pid}").query(selector).first()
+        scroll = {"page_down": pane.scroll_page_down, "page_up": pane.scroll_page_up, "home": pane.scroll_home,
+                  "end": pane.scroll_end, "down": pane.scroll_down, "up": pane.scroll_up}.get(how)
+        if scroll is not None:
+            scroll(animate=False)
 
     def action_next_panel(self) -> None:
         self._step_panel(1)

@@ -151,6 +151,8 @@ class RunState:
             return "stopping…"
         if status == "failed":
             return "failed to start"
+        if status == "stopped":  # q, s or Ctrl-C: the user's stop, not a crash
+            return f"stopped at step {self.job.steps.count}"
         return status
 
     def status_text(self) -> str:

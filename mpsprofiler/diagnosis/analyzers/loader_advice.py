@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from ...units import agree
 from .loader_profile import HEADROOM, MAX_WORKERS, MEMORY_FOR_WORKERS, WORKER_MIB_DEFAULT, LoaderFigures
 
 MIB = 1024**2
@@ -112,7 +113,7 @@ def advise(
             target = min(target, free)
             reason = (
                 f"Each batch takes {load_cpu:.1f} ms of CPU work to build and {train:.1f} ms to train "
-                f"on, so {_workers(needed)} keep up ({load_cpu:.1f} / {train:.1f} with 25% to spare); "
+                f"on, so {_workers(needed)} {agree(needed, 'keeps', 'keep')} up ({load_cpu:.1f} / {train:.1f} with 25% to spare); "
                 f"this machine has {free} of its {_cores(cores or 0, what)} free beside the training."
             )
         else:
@@ -156,7 +157,7 @@ def advise(
             reason = (
                 f"Each batch takes {load:.1f} ms to load, {spent}: the rest is waiting (disk, "
                 f"network, sleep or decoding that releases the GIL). It trains in {train:.1f} ms, so "
-                f"{_workers(needed)} keep up ({load:.1f} / {train:.1f} with 25% to spare). Waiting "
+                f"{_workers(needed)} {agree(needed, 'keeps', 'keep')} up ({load:.1f} / {train:.1f} with 25% to spare). Waiting "
                 "workers do not need a core each, so the number of cores does not limit them."
             )
         else:

@@ -17,6 +17,7 @@ HELP = f"""\
 |---|---|
 {help_keys_row()}
 | `tab` / `shift+tab` | next / previous panel |
+| `pgdn` `pgup` `home` `end` `↑` `↓` `j` `k` | scroll the panel (Findings: the selected finding's detail, down to its Fix) |
 | `r` / `R` | distributed runs: show the next / previous rank in every panel |
 | `c` | copy the selected finding's fix to the clipboard |
 | `e` | export a report (Markdown and HTML) into the run directory |
@@ -52,11 +53,17 @@ class HelpScreen(ModalScreen[None]):
         Binding("escape", "dismiss", "Close"),
         Binding("question_mark", "dismiss", "Close", show=False),
         Binding("q", "dismiss", "Close", show=False),
+        Binding("j", "scroll('down')", show=False),
+        Binding("k", "scroll('up')", show=False),
     ]
 
     def compose(self) -> ComposeResult:
         with VerticalScroll():
             yield Markdown(HELP, id="help-text")
+
+    def action_scroll(self, how: str) -> None:
+        pane = self.query_one(VerticalScroll)
+        (pane.scroll_down if how == "down" else pane.scroll_up)(animate=False)
 
     def action_dismiss(self) -> None:  # type: ignore[override]
         self.dismiss(None)

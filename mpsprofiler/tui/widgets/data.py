@@ -17,6 +17,7 @@ from ..state import RunState
 from .charts import LineChart
 from .plots import wait_series
 from .quiet import quiet_update
+from .tables import RowTable
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -66,7 +67,7 @@ class DataPanel(Widget):
         yield Static("", id="data-profile")
         with Horizontal(id="data-middle"):
             yield LineChart("Data wait per step, %", xlabel="step", integer_x=True, empty="waiting for steps…", id="data-chart")
-            yield DataTable(id="data-steps", cursor_type="row", zebra_stripes=True)
+            yield RowTable(id="data-steps", cursor_type="row", zebra_stripes=True)
 
     def on_mount(self) -> None:
         loaders = self.query_one("#data-loaders", DataTable)

@@ -4,7 +4,7 @@ the state of the rule files (a broken user rule says so here instead of failing)
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 from rich.console import Group
 from rich.table import Table
@@ -80,7 +80,7 @@ class EnvironmentPanel(Widget):
         self._key = key
         quiet_update(self.query_one("#env-run", Static), run_table(state))
         quiet_update(self.query_one("#env-facts", Static), env_table(session.env))
-        quiet_update(self.query_one("#env-doctor", Static), doctor_table(session.env))
+        quiet_update(self.query_one("#env-doctor", Static), doctor_table(doctor_env(session.env, state)))
         quiet_update(self.query_one("#env-rules", Static), rules_text(state))
 
 
@@ -141,6 +141,30 @@ def env_table(env: EnvFields) -> Table | Text:
     else:
         table.add_row("variables", Text("no PYTORCH_* / thread variables set", style="dim"))
     return table
+
+
+def doctor_env(env: EnvFields, state: RunState) -> EnvFields:
+    """The run's environment with the facts ``mpsprof doctor`` adds to it (NumPy's version,
+    whether an NVIDIA driver is loaded), so the panel's checks are doctor's with the same
+    verdicts: without them a CUDA build of torch on a machine with no driver read "check
+    nvidia-smi" here and "no NVIDIA driver" in doctor. Known only on the machine that ran
+    the script with this interpreter: a live run, or a recording made with this Python;
+    another machine's recording is judged on what it recorded."""
+    if not env:
+        return env
+    import sys
+
+    here = state.live or env.get("python_executable") == sys.executable
+    if not here:
+        return env
+    from ... import doctor
+
+    full: dict[str, Any] = dict(env)
+    if "numpy" not in full:
+        full["numpy"] = doctor._installed_version("numpy")
+    if "nvidia_driver" not in full:
+        full["nvidia_driver"] = doctor.nvidia_driver_present()
+    return cast(EnvFields, full)
 
 
 def doctor_table(env: EnvFields) -> Table | Text:

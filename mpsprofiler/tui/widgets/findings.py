@@ -6,6 +6,7 @@ import time
 from typing import TYPE_CHECKING
 
 from textual.app import ComposeResult
+from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
 from textual.widget import Widget
 from textual.widgets import Markdown, OptionList, Static
@@ -65,7 +66,25 @@ def empty_markdown(state: RunState) -> str:
     return "# No problems found ✔\n\nNo rule fired for this run.\n"
 
 
+class FindingDetail(VerticalScroll, inherit_bindings=False):
+    """The selected finding's evidence and fix: with the keyboard (``→`` from the list),
+    the arrows, page keys, home and end scroll it; ``←`` goes back to the list."""
+
+    BINDINGS = [
+        Binding("up", "scroll_up", "Up", show=False),
+        Binding("down", "scroll_down", "Down", show=False),
+        Binding("home", "scroll_home", "Top", show=False),
+        Binding("end", "scroll_end", "Bottom", show=False),
+        Binding("pageup", "page_up", "Page up", show=False),
+        Binding("pagedown", "page_down", "Page down", show=False),
+    ]
+
+
 class FindingsPanel(Widget):
+    BINDINGS = [
+        Binding("right", "focus_detail", "Detail", show=False),
+        Binding("left", "focus_list", "List", show=False),
+    ]
     DEFAULT_CSS = """
     FindingsPanel { layout: horizontal; }
     FindingsPanel #fd-list-box { width: 1fr; min-width: 30; max-width: 56; border: round $primary 40%; border-title-color: $text-accent; }
@@ -91,8 +110,14 @@ class FindingsPanel(Widget):
         with box:
             yield FindingsList(id="fd-list")
             yield Static("", id="fd-empty")
-        with VerticalScroll(id="fd-detail"):
+        with FindingDetail(id="fd-detail"):
             yield Markdown("", id="fd-markdown")
+
+    def action_focus_detail(self) -> None:
+        self.query_one("#fd-detail").focus()
+
+    def action_focus_list(self) -> None:
+        self.findings_list.focus()
 
     @property
     def findings_list(self) -> FindingsList:

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
+from textual.binding import Binding
 from textual.widgets import OptionList
 from textual.widgets.option_list import Option
 
@@ -34,7 +35,16 @@ TITLES_EVERY = 10.0
 """Seconds between rebuilds of a live list whose titles' figures changed."""
 
 
-class FindingsList(OptionList):
+class FindingsList(OptionList, inherit_bindings=False):
+    """``↑`` ``↓`` pick a finding; the page keys, home and end are left to the panel, which
+    scrolls the selected finding's detail with them (the list is short; the detail with
+    its Fix is what runs below the fold at 80x24)."""
+
+    BINDINGS = [
+        Binding("down", "cursor_down", "Down", show=False),
+        Binding("up", "cursor_up", "Up", show=False),
+        Binding("enter", "select", "Select", show=False),
+    ]
     DEFAULT_CSS = """
     FindingsList {
         height: 1fr;

@@ -19,8 +19,10 @@ from textual.binding import Binding
 from textual.widget import Widget
 from textual.widgets import DataTable, Static
 
+from ...units import ordinal
 from ..state import RunState
 from .quiet import quiet_update
+from .tables import RowTable
 
 COLUMNS = ("kind", "op", "calls/step", "host ms/step", "module", "where", "devices · dtypes")
 """Figures right after the op: a narrow terminal scrolls the table sideways, and what
@@ -32,7 +34,7 @@ KIND_STYLE = {
     "CPU fallback": "bold red",
     "no MPS kernel": "bold yellow",
     "sync": "yellow",
-    "sync (on MPS)": "yellow",
+    "sync on Mac": "yellow",
     "float64": "magenta",
     "placement": "bold red",
     "op": "dim",
@@ -69,8 +71,8 @@ def op_lines(ops: dict[str, Any]) -> list[OpLine]:
                             str(r.get("file", "")), int(r.get("line") or 0), r.get("calls_per_step"),
                             r.get("host_ms_per_step"), _devices(r)))
     for s in ops.get("syncs") or []:
-        kind = "sync (on MPS)" if s.get("predicted") else "sync"
-        lines.append(OpLine(kind, f"{s.get('kind', '')}: {s.get('op', '')}".strip(": "), str(s.get("module", "")),
+        kind = "sync on Mac" if s.get("predicted") else "sync"
+        lines.append(OpLine(kind, sync_words(str(s.get("kind", "")), str(s.get("op", ""))), str(s.get("module", "")),
                             str(s.get("file", "")), int(s.get("line") or 0), s.get("calls_per_step"), None,
                             "", str(s.get("code") or "")))
     for site in (ops.get("float64") or {}).get("sites") or []:
@@ -84,6 +86,19 @@ def op_lines(ops: dict[str, Any]) -> list[OpLine]:
         lines.append(OpLine("op", str(r.get("op", "")), str(r.get("module", "")), str(r.get("file", "")),
                             int(r.get("line") or 0), r.get("calls_per_step"), r.get("host_ms_per_step"), _devices(r)))
     return lines
+
+
+SYNC_WORDS = {"item": ".item()", "scalar": "float(t)/int(t)", "tolist": ".tolist()",
+              "to_cpu": ".cpu()", "print": "print(tensor)"}
+"""What the script wrote for each kind of sync the probe reports (its words, not torch's op)."""
+PREDICTED_NOTE = ("a Mac GPU would wait here for the GPU to finish; on this run's device it costs little "
+                  "(see the finding)")
+
+
+def sync_words(kind: str, op: str) -> str:
+    """``.item() → aten::_local_scalar_dense``: the call in the script first, then torch's op."""
+    words = SYNC_WORDS.get(kind, kind)
+    return f"{words} → {op}" if words and op else (words or op)
 
 
 def _devices(row: dict[str, Any]) -> str:
@@ -104,8 +119,41 @@ OP_WIDTH = 28
 names the selected op in full), so the figures fit an 80-column terminal."""
 
 
-def _short(op: str) -> str:
-    return op if len(op) <= OP_WIDTH else op[: OP_WIDTH - 1] + "…"
+def _short(op: str, width: int = OP_WIDTH) -> str:
+    return op if len(op) <= width else op[: max(1, width - 1)].rstrip() + "…"
+
+
+CELL_PADDING = 2
+"""Cells around each column's text (DataTable's ``cell_padding`` of 1 on each side)."""
+OP_MIN = 15
+"""What the op column keeps at the least when the table is narrow."""
+ATEN = "aten::"
+
+
+def op_text(op: str, narrow: bool) -> str:
+    """The op as the table shows it: without ``aten::`` where the width is short (the line
+    under the table names the selected op in full)."""
+    return op.replace(ATEN, "") if narrow else op
+
+
+def column_widths(width: int, lines: list[OpLine]) -> tuple[int, int, bool]:
+    """(op, module) text widths for a table ``width`` cells wide, by priority, and whether
+    the ops lose their ``aten::``: the kind and the figures whole, then the op (up to
+    :data:`OP_WIDTH`), then the module; when the module would not fit whole, the ops drop
+    ``aten::`` and the op column gives cells back down to :data:`OP_MIN`. ``where`` and the
+    rest follow (the table scrolls sideways to them)."""
+    longest_module = max((len(line.module or "–") for line in lines), default=6)
+    kind = max([len(COLUMNS[0]), *(len(line.kind) for line in lines)])
+    figures = len(COLUMNS[2]) + len(COLUMNS[3]) + 2  # + the sort arrow
+    free = width - kind - figures - 4 * CELL_PADDING
+    narrow = False
+    for narrow in (False, True):
+        longest_op = max((len(op_text(line.op, narrow)) for line in lines), default=2)
+        op = min(OP_WIDTH, max(longest_op, len(COLUMNS[1])))
+        if op + longest_module <= free:
+            return op, max(len(COLUMNS[4]), longest_module), narrow
+    op = max(OP_MIN, free - longest_module)
+    return op, max(len(COLUMNS[4]), min(longest_module, free - op)), narrow
 
 
 def _num(value: float | None, digits: int = 2) -> str:
@@ -139,10 +187,11 @@ class OpsPanel(Widget):
         self._key: tuple[object, ...] | None = None
         self._filled_at = 0.0
         self._cwd: str | None = None
+        self._filled_width = 0
 
     def compose(self) -> ComposeResult:
         yield Static("", id="ops-summary")
-        table: DataTable[Text | str] = DataTable(id="ops-table", cursor_type="row", zebra_stripes=True)
+        table: DataTable[Text | str] = RowTable(id="ops-table", cursor_type="row", zebra_stripes=True)
         yield table
         yield Static("", id="ops-detail")
 
@@ -176,13 +225,16 @@ class OpsPanel(Widget):
         self._shown = lines
         cursor = table.cursor_row
         table.clear()
+        width = table.size.width or self.size.width or self.app.size.width - 4  # before the first layout
+        self._filled_width = width
+        op_w, module_w, narrow = column_widths(width - 2, lines)  # - the vertical scrollbar
         for line in lines:
             table.add_row(
                 Text(line.kind, style=KIND_STYLE.get(line.kind, "")),
-                Text(_short(line.op)),
+                Text(_short(op_text(line.op, narrow), op_w)),
                 Text(_num(line.calls_per_step), justify="right"),
                 Text(_num(line.host_ms, 3), justify="right"),
-                Text(line.module or "–", style="cyan" if line.module else "dim"),
+                Text(_short(line.module, module_w) if line.module else "–", style="cyan" if line.module else "dim"),
                 Text(f"{os.path.basename(line.file)}:{line.line}" if line.file else ""),
                 Text(line.detail),
             )
@@ -192,6 +244,11 @@ class OpsPanel(Widget):
         if lines:
             table.move_cursor(row=min(max(cursor, 0), len(lines) - 1))
         self._show_detail()
+
+    def on_resize(self) -> None:
+        """The column widths follow the terminal's width (see :func:`column_widths`)."""
+        if self._lines and self.query_one(DataTable).size.width != self._filled_width:
+            self._fill()
 
     def on_data_table_header_selected(self, event: DataTable.HeaderSelected) -> None:
         event.stop()
@@ -234,6 +291,8 @@ class OpsPanel(Widget):
             text.append(f"\n{short_path(line.file, self._cwd)}:{line.line}", style="dim")
         if line.code:
             text.append(f"\n    {line.code.strip()}", style="green")
+        if line.kind == "sync on Mac":
+            text.append(f"\n{PREDICTED_NOTE}", style="dim")
         quiet_update(detail, text)  # refilled every few seconds while live: same text, no redraw
         detail.display = True
 
@@ -248,8 +307,10 @@ def summary_text(ops: dict[str, Any], state: RunState) -> Text:
     text.append(f"{n} sampled step{'s' if n != 1 else ''}", style="bold")
     if ops.get("first_step") is not None:
         text.append(f" (steps {ops['first_step']}–{ops['last_step']}")
-        text.append(f", every {ops['interval']}th)" if ops.get("interval") else ")")
+        every = ops.get("interval")
+        nth = ordinal(every) if isinstance(every, int) and not isinstance(every, bool) else str(every)
+        text.append(f", every {nth} step)" if every else ")")
     if ops.get("overhead_share") is not None:
-        text.append(f" · sampling cost {ops['overhead_share'] * 100:.1f}% of sampled step time")
+        text.append(f" · op accounting took {ops['overhead_share'] * 100:.1f}% of their time (only theirs)")
     text.append("   o sort · f problems/all", style="dim")
     return text

@@ -63,6 +63,10 @@ class OverviewPanel(Widget):
         xs, lines, _unit = step_series(session)
         chart = self.query_one("#ov-step", LineChart)
         chart.chart_title = step_title(session)
+        waiting = no_steps_text(state)
+        if chart.empty != waiting:
+            chart.empty = waiting
+            chart.refresh()
         chart.set_data(xs, lines, ylim=FROM_ZERO, key=version)
         # memory and CPU: one time line, one x range, redrawn when a sample came (every
         # 0.5-2 s), not with every batch of steps
@@ -101,6 +105,18 @@ class OverviewPanel(Widget):
         event.stop()
         if event.option.id:
             self.post_message(ShowFinding(event.option.id))
+
+
+def no_steps_text(state: RunState) -> str:
+    """What the step chart says before (or without) steps: a run that ended without one
+    says how it ended, never "waiting"."""
+    if state.running or state.status == "incomplete":
+        return "waiting for the first steps…"
+    if state.status == "crashed":
+        return "no steps: the script crashed before its first step (see Top findings)"
+    if state.status == "stopped":
+        return "no steps: stopped before the first step"
+    return "no steps: no optimizer step, backward pass, DataLoader batch or mpsprofiler.step() seen"
 
 
 def _no_links(widget: Widget) -> None:

@@ -24,6 +24,7 @@ from ..state import RunState
 from .charts import LineChart
 from .plots import FROM_ZERO, rank_step_split, rank_wait_series
 from .quiet import quiet_update
+from .tables import RowTable
 
 if TYPE_CHECKING:
     from textual.geometry import Size
@@ -171,7 +172,7 @@ class RanksPanel(Widget):
 
     def compose(self) -> ComposeResult:
         yield Static("", id="ranks-summary")
-        yield DataTable(id="ranks-table", cursor_type="row", zebra_stripes=True)
+        yield RowTable(id="ranks-table", cursor_type="row", zebra_stripes=True)
         yield RankSplit(id="ranks-split")
         yield LineChart("Data wait per step, ms, by rank", xlabel="step", integer_x=True,
                         empty="waiting for steps…", id="ranks-wait")
