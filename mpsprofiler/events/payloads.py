@@ -97,6 +97,10 @@ class ModelFields(Tagged, total=False):
     parameters: int
     optimizer: str
     torch_threads: int | None
+    framework: str | None
+    """lightning, transformers Trainer, accelerate (probe/frameworks.py), None: plain torch."""
+    fetched_ahead: int
+    """DataLoader batches fetched before the first optimizer step, not counted as steps."""
 
 
 class DataLoaderFields(Tagged, total=False):

@@ -302,6 +302,8 @@ class Probe:
             "parameters": int(sum(p.numel() for p in params)),
             "optimizer": type(optimizer).__name__,
             "torch_threads": _torch_threads(),
+            "framework": _framework(),
+            "fetched_ahead": self.tracker.retracted + self.tracker.held,
         }
         self.emit(events.KIND_MODEL, **model)
 
@@ -603,6 +605,15 @@ def _version() -> str:
         return __version__
     except Exception:
         return "?"
+
+
+def _framework() -> str | None:
+    try:
+        from .frameworks import detect
+
+        return detect()
+    except Exception:
+        return None
 
 
 def _torch_threads() -> int | None:

@@ -43,7 +43,7 @@ def render_console(summary: dict[str, Any], findings: Iterable[Any] = (), run_di
     lines.append(f"device      {device.get('kind', '?')}  {device.get('name') or ''}".rstrip())
     if steps.get("count"):
         lines.append(
-            f"steps       {steps.get('count', 0)} ({steps.get('warmup', 0)} warm-up, from {signal_words(steps.get('mode'))})   "
+            f"steps       {steps.get('count', 0)} ({steps.get('warmup', 0)} warm-up, from {signal_words(steps.get('mode'), steps.get('framework'), steps.get('fetched_ahead'))})   "
             f"median {fmt_seconds(steps.get('median_s'))}   p90 {fmt_seconds(steps.get('p90_s'))}"
         )
     else:
