@@ -74,6 +74,21 @@ ALLOC_EVERY = 0.05
 """Seconds between readings of device-allocated memory at step ends (keeps its cost < 1%)."""
 
 
+class _Fetch:
+    """The thread inside a DataLoader iterator's ``__next__`` now, if any (read by the leak
+    tracker: tensors a fetch makes may be a batch fetched ahead, see ``ops_leaks``)."""
+
+    __slots__ = ("thread",)
+
+    def __init__(self) -> None:
+        self.thread: int | None = None
+
+
+FETCH = _Fetch()
+"""One per process, like the DataLoader hooks that set it. Cleared at every step boundary
+too, so a fetch that raised (no ``on_fetch_end``) cannot leave it set."""
+
+
 class StepTracker:
     def __init__(
         self,
@@ -136,6 +151,7 @@ class StepTracker:
 
     # -- boundaries -------------------------------------------------------------
     def _close(self, end: float) -> None:
+        FETCH.thread = None
         dur = end - self._start
         i = self.index
         pre = bwd = None
@@ -411,10 +427,12 @@ class StepTracker:
         self._fetches += 1
         if self.backend.asynchronous:
             self._mark_queued_work()
+        FETCH.thread = threading.get_ident()
         clock = self._thread_clock
         return now, clock.cpu(), clock.runq()
 
     def on_fetch_end(self, started: tuple[float, float, float | None], got_batch: bool) -> None:
+        FETCH.thread = None
         t0, cpu0, runq0 = started
         clock = self._thread_clock
         wait = self._clock() - t0

@@ -1,6 +1,7 @@
 """A plain accelerate loop: Accelerator.prepare(model, optimizer, loader), accelerator.backward.
 
-Env: STEPS (batches, default 50), ACCUM (gradient_accumulation_steps, default 1).
+Env: STEPS (batches, default 50), ACCUM (gradient_accumulation_steps, default 1),
+LEAK=1: every batch is kept in a list (a real leak of the loader's tensors).
 Prints ``optimizer_steps N`` (the steps that really updated: ``accelerator.sync_gradients``).
 """
 
@@ -22,7 +23,10 @@ def main():
     loader = torch.utils.data.DataLoader(data, batch_size=16, shuffle=True)
     model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
     updates = 0
+    kept = []
     for x, y in loader:
+        if os.environ.get("LEAK") == "1":
+            kept.append(x)
         with accelerator.accumulate(model):
             loss = torch.nn.functional.cross_entropy(model(x), y)
             accelerator.backward(loss)
