@@ -9,10 +9,24 @@ data, no download) through the real CLI, a few runs shared by the tests.
 
 from __future__ import annotations
 
+import importlib.util
+import re
+import subprocess
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
+import pytest
+
+from helpers import child_env, mpsprof_cli, read_events, read_summary
 from mpsprofiler.devices.cpu import CpuBackend
 from mpsprofiler.probe.steps import PROVISIONAL, StepTracker
+
+SCRIPTS = Path(__file__).parent / "scripts_frameworks"
+OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
+           "TOKENIZERS_PARALLELISM": "false"}
+"""No download, ever: the models are built from configs with random weights."""
 
 
 class Clock:
@@ -132,3 +146,122 @@ def test_an_optimizer_built_every_step_is_one_optimizer() -> None:
     t2.finish()
     t2.drain()
     assert len(steps_of(sent2)) == 6
+
+
+# -- the real libraries, through the real CLI -------------------------------------------
+def has(*modules: str) -> bool:
+    return all(importlib.util.find_spec(m) is not None for m in modules)
+
+
+RUNS: dict[str, tuple[str, dict[str, str], tuple[str, ...]]] = {
+    # name: (script, env, modules it needs)
+    "trainer": ("hf_trainer.py", {"STEPS": "12"}, ("transformers", "accelerate")),
+    "trainer_accum": ("hf_trainer.py", {"STEPS": "6", "ACCUM": "4"}, ("transformers", "accelerate")),
+    "accelerate": ("accel_loop.py", {"STEPS": "30"}, ("accelerate",)),
+    "lightning": ("lightning_val.py", {"STEPS": "20", "ACCUM": "2"}, ("lightning",)),
+}
+
+
+
+
+class Run:
+    def __init__(self, proc: subprocess.CompletedProcess[str], run_dir: Path, seconds: float) -> None:
+        self.proc = proc
+        self.run_dir = run_dir
+        self.seconds = seconds
+        self.summary = read_summary(run_dir, missing_ok=True)
+
+    @property
+    def steps(self) -> dict[str, Any]:
+        return dict(self.summary.get("steps") or {})
+
+    @property
+    def rules(self) -> list[str]:
+        return [f["rule"] for f in self.summary.get("findings") or []]
+
+    def printed(self, name: str) -> int:
+        """The framework's own count, as the script prints it (``global_step 40``)."""
+        m = re.search(rf"{name} (\d+)", self.proc.stdout)
+        assert m, self.proc.stdout[-2000:] + self.proc.stderr[-3000:]
+        return int(m.group(1))
+
+
+def run_script(tmp: Path, name: str, script: str, env: dict[str, str]) -> Run:
+    run_dir = tmp / name
+    started = time.monotonic()
+    proc = mpsprof_cli("run", "--headless", "-o", str(run_dir), str(SCRIPTS / script), cwd=tmp,
+                       env=child_env(**OFFLINE, OUT_DIR=str(tmp / f"{name}_out"), **env), timeout=300)
+    return Run(proc, run_dir, time.monotonic() - started)
+
+
+@pytest.fixture(scope="module")
+def framework_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Run]:
+    """Every installed framework's runs, two at a time (each mostly imports its library)."""
+    tmp = tmp_path_factory.mktemp("frameworks")
+    wanted = {name: spec for name, spec in RUNS.items() if has(*spec[2])}
+    with ThreadPoolExecutor(2) as pool:
+        futures = {name: pool.submit(run_script, tmp, name, script, env) for name, (script, env, _) in wanted.items()}
+        return {name: future.result() for name, future in futures.items()}
+
+
+def framework_run(runs: dict[str, Run], name: str) -> Run:
+    if name not in runs:
+        pytest.skip(f"needs {', '.join(RUNS[name][2])} (the frameworks extra)")
+    run = runs[name]
+    assert run.proc.returncode == 0, run.proc.stderr[-3000:]
+    return run
+
+
+@pytest.mark.slow
+def test_a_trainer_counts_its_optimizer_steps(framework_runs: dict[str, Run]) -> None:
+    """Trainer.state.global_step, not one more (accelerate's look-ahead batch), and with
+    gradient_accumulation_steps=4 its 6 updates, not the 4 batches fetched up front."""
+    for name in ("trainer", "trainer_accum"):
+        run = framework_run(framework_runs, name)
+        assert run.steps["count"] == run.printed("global_step") == int(RUNS[name][1]["STEPS"]), name
+        assert run.steps["mode"] == "optimizer"
+        assert run.steps["framework"] == "transformers Trainer"
+        assert "of a Hugging Face Trainer" in run.proc.stderr
+        assert run.steps["batches"] == run.printed("global_step") * int(RUNS[name][1].get("ACCUM", "1"))
+
+
+@pytest.mark.slow
+def test_an_accelerate_loop_counts_its_steps_and_keeps_no_false_leak(framework_runs: dict[str, Run]) -> None:
+    """A plain accelerate loop: 30 of 30, and no 'Tensors kept ... pile up' for the batch
+    its DataLoaderShard fetches ahead (memory is flat)."""
+    run = framework_run(framework_runs, "accelerate")
+    assert run.steps["count"] == run.printed("optimizer_steps") == 30
+    assert run.steps["framework"] == "accelerate"
+    assert run.steps["fetched_ahead"] == 1
+    assert not [r for r in run.rules if r.startswith("leak") or r == "tensor-leak"], run.rules
+    assert not [e for e in read_events(run.run_dir) if e["k"] == "leaks"]
+
+
+@pytest.mark.slow
+def test_lightning_leaves_out_its_sanity_check(framework_runs: dict[str, Run]) -> None:
+    """Lightning with validation and accumulate_grad_batches=2: its 2 sanity-check batches
+    run no optimizer step and are not steps; 20 batches are 10 updates."""
+    run = framework_run(framework_runs, "lightning")
+    assert run.steps["count"] == run.printed("global_step") == 10
+    assert run.steps["framework"] == "lightning"
+    assert run.steps["fetched_ahead"] == 2
+
+
+@pytest.mark.slow
+def test_plain_torch_scripts_optimizer_per_step_and_first_step_crash(tmp_path: Path) -> None:
+    """No framework needed. An optimizer built every iteration: 60 steps of 60 (issue 33:
+    13). A crash in the first step: the crash alone (no 'mark them with
+    mpsprofiler.step()'), its first line and the traced line, not a cut traceback."""
+    with ThreadPoolExecutor(2) as pool:
+        per_step = pool.submit(run_script, tmp_path, "per_step", "optimizer_per_step.py", {})
+        crash = pool.submit(run_script, tmp_path, "crash", "crash_first_step.py", {})
+        per_step_run, crash_run = per_step.result(), crash.result()
+    assert per_step_run.proc.returncode == 0, per_step_run.proc.stderr[-3000:]
+    assert per_step_run.steps["count"] == 60
+    assert per_step_run.steps.get("framework") is None
+    assert crash_run.proc.returncode == 1
+    assert "no-step-signal" not in crash_run.rules and "no-step-signal" not in crash_run.proc.stderr
+    line = next(x for x in crash_run.proc.stderr.splitlines() if x.startswith("crash       "))
+    assert line == ("crash       RuntimeError: shape mismatch in the first step: expected [4, 3], got [4, 2]"
+                    f" at {SCRIPTS / 'crash_first_step.py'}:19")
+    assert "steps       0 (the script crashed before its first step ended)" in crash_run.proc.stderr

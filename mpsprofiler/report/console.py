@@ -11,6 +11,7 @@ import sys
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+from ..diagnosis.analyzers.crash import excerpt, traced_frame
 from ..session.steps import signal_words
 from ..units import fmt_bytes, fmt_pct, fmt_seconds
 from .changes import change_lines, cut_text
@@ -46,6 +47,8 @@ def render_console(summary: dict[str, Any], findings: Iterable[Any] = (), run_di
             f"steps       {steps.get('count', 0)} ({steps.get('warmup', 0)} warm-up, from {signal_words(steps.get('mode'), steps.get('framework'), steps.get('fetched_ahead'))})   "
             f"median {fmt_seconds(steps.get('median_s'))}   p90 {fmt_seconds(steps.get('p90_s'))}"
         )
+    elif summary.get("crash"):
+        lines.append("steps       0 (the script crashed before its first step ended)")
     else:
         lines.append("steps       0 (no optimizer step, backward pass, DataLoader batch or mpsprofiler.step() seen)")
     lines.append(f"data wait   {fmt_pct(steps.get('data_wait_share'))} of steady step time")
@@ -62,9 +65,10 @@ def render_console(summary: dict[str, Any], findings: Iterable[Any] = (), run_di
         lines.append(("changed     " if i == 0 else "            ") + change)
     crash = summary.get("crash")
     if crash:
-        where = crash.get("where") or {}
+        message = str(crash.get("message") or "")
+        where = traced_frame(message) or crash.get("where") or {}
         loc = f" at {where.get('file')}:{where.get('line')}" if where else ""
-        lines.append(f"crash       {crash.get('type')}: {str(crash.get('message', ''))[:160]}{loc}")
+        lines.append(f"crash       {crash.get('type')}: {excerpt(message)}{loc}")
     findings = list(findings)
     if findings:
         lines.append("")
