@@ -148,6 +148,19 @@ def test_an_optimizer_built_every_step_is_one_optimizer() -> None:
     assert len(steps_of(sent2)) == 6
 
 
+def test_loader_fix_in_each_frameworks_terms() -> None:
+    """Where each framework's user changes the loader (no library needed)."""
+    from mpsprofiler.diagnosis.analyzers.framework import loader_fix
+
+    trainer = loader_fix("transformers Trainer", 3, 4, "cuda", 8)
+    assert "dataloader_num_workers=3," in trainer and "dataloader_pin_memory=True" in trainer
+    assert "dataloader_prefetch_factor=4" in trainer and "data_collator" in trainer
+    lightning = loader_fix("lightning", 2, 4, "mps", 16)
+    assert "def train_dataloader(self):" in lightning and "batch_size=16, shuffle=True, num_workers=2" in lightning
+    accelerate = loader_fix("accelerate", 2, 4, "cpu", None)
+    assert "accelerator.prepare(loader)" in accelerate and "before `prepare`" in accelerate
+
+
 # -- the real libraries, through the real CLI -------------------------------------------
 def has(*modules: str) -> bool:
     return all(importlib.util.find_spec(m) is not None for m in modules)
@@ -155,7 +168,7 @@ def has(*modules: str) -> bool:
 
 RUNS: dict[str, tuple[str, dict[str, str], tuple[str, ...]]] = {
     # name: (script, env, modules it needs)
-    "trainer": ("hf_trainer.py", {"STEPS": "12"}, ("transformers", "accelerate")),
+    "trainer": ("hf_trainer.py", {"STEPS": "28", "COLLATE_SLEEP": "0.03"}, ("transformers", "accelerate")),
     "trainer_accum": ("hf_trainer.py", {"STEPS": "6", "ACCUM": "4"}, ("transformers", "accelerate")),
     "accelerate": ("accel_loop.py", {"STEPS": "30"}, ("accelerate",)),
     "lightning": ("lightning_val.py", {"STEPS": "20", "ACCUM": "2"}, ("lightning",)),
@@ -226,6 +239,22 @@ def test_a_trainer_counts_its_optimizer_steps(framework_runs: dict[str, Run]) ->
 
 
 @pytest.mark.slow
+def test_a_trainer_with_a_slow_collator_is_told_its_training_arguments(framework_runs: dict[str, Run]) -> None:
+    """The data_collator sleeps 30 ms a batch: the stall fix says what to set on
+    TrainingArguments (the Trainer builds the loader), and the batch size is the
+    Trainer's 8, not None (accelerate rebuilds the loader with batch_sampler=)."""
+    run = framework_run(framework_runs, "trainer")
+    stall = [f for f in run.summary["findings"] if f["rule"].startswith("dataloader-stall")]
+    assert stall, run.rules
+    fix = stall[0]["fix"]
+    workers = stall[0]["facts"].get("suggested_num_workers") or re.search(r"num_workers=(\d+)", fix).group(1)
+    assert "TrainingArguments(" in fix and f"dataloader_num_workers={workers}," in fix
+    assert "dataloader_persistent_workers=True" in fix and "dataloader_pin_memory=False" in fix
+    assert "batch of None samples" not in stall[0]["evidence"]
+    assert run.summary["dataloaders"][0]["batch_size"] == 8
+
+
+@pytest.mark.slow
 def test_an_accelerate_loop_counts_its_steps_and_keeps_no_false_leak(framework_runs: dict[str, Run]) -> None:
     """A plain accelerate loop: 30 of 30, and no 'Tensors kept ... pile up' for the batch
     its DataLoaderShard fetches ahead (memory is flat)."""
@@ -265,3 +294,21 @@ def test_plain_torch_scripts_optimizer_per_step_and_first_step_crash(tmp_path: P
     assert line == ("crash       RuntimeError: shape mismatch in the first step: expected [4, 3], got [4, 2]"
                     f" at {SCRIPTS / 'crash_first_step.py'}:19")
     assert "steps       0 (the script crashed before its first step ended)" in crash_run.proc.stderr
+
+
+def test_doctor_says_when_torchvision_does_not_match_torch(monkeypatch: pytest.MonkeyPatch) -> None:
+    """PyPI's torchvision (a CUDA build on Linux) beside a CPU torch fails to import, and
+    `import lightning` with it (torchmetrics imports torchvision); a torchvision pinned to
+    another torch release fails too. From the metadata only (fake environments)."""
+    from mpsprofiler import doctor
+
+    monkeypatch.setattr(doctor.sys, "platform", "linux")
+    check = doctor.check_torchvision
+    assert check({"torch": "2.13.0+cpu"}).status == "info"
+    cuda_beside_cpu = check({"torch": "2.13.0+cpu", "torchvision": "0.28.0", "torchvision_torch": "2.13.0"})
+    assert cuda_beside_cpu.status == "warn" and "index-url https://download.pytorch.org/whl/cpu" in cuda_beside_cpu.fix
+    other_release = check({"torch": "2.13.0", "torchvision": "0.27.0", "torchvision_torch": "2.12.0"})
+    assert other_release.status == "fail" and "torch 2.12.0" in other_release.detail
+    matching = check({"torch": "2.13.0+cpu", "torchvision": "0.28.0+cpu", "torchvision_torch": "2.13.0"})
+    assert matching.status == "ok"
+    assert "torchvision" in [c.id for c in doctor.run_checks({"torch": "2.13.0"})]

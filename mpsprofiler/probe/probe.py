@@ -567,7 +567,7 @@ def _loader_config(loader: Any, number: int) -> DataLoaderFields:
     sampler = getattr(loader, "batch_sampler", None)
     return {
         "id": number,
-        "batch_size": getattr(loader, "batch_size", None),
+        "batch_size": _batch_size(loader, sampler),
         "num_workers": getattr(loader, "num_workers", None),
         "pin_memory": bool(getattr(loader, "pin_memory", False)),
         "prefetch_factor": getattr(loader, "prefetch_factor", None),
@@ -578,6 +578,16 @@ def _loader_config(loader: Any, number: int) -> DataLoaderFields:
         "multiprocessing_context": _ctx_name(loader),
         "thread": threading.current_thread().name,
     }
+
+
+def _batch_size(loader: Any, sampler: Any) -> int | None:
+    """The loader's batch size, or its batch sampler's: ``accelerator.prepare`` (so every
+    Hugging Face Trainer) rebuilds a loader with ``batch_sampler=`` and torch then sets
+    ``batch_size`` to None ("a batch of None samples"). None: the loader does not batch."""
+    size = getattr(loader, "batch_size", None)
+    if size is None and sampler is not None:
+        size = getattr(sampler, "batch_size", None)
+    return size if isinstance(size, int) and not isinstance(size, bool) else None
 
 
 def _ctx_name(loader: Any) -> str | None:
