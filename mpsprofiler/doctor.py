@@ -120,6 +120,53 @@ def check_numpy(env: EnvFields) -> Check:
     return Check("numpy", "NumPy", "ok", f"numpy {version}.")
 
 
+def check_torchvision(env: EnvFields) -> Check:
+    """torchvision is built for one torch release and one build (its wheel pins
+    ``torch==X``; the CUDA and CPU builds differ by their ``+cpu``/``+cuXXX`` tag, and
+    PyPI's Linux wheels without a tag are CUDA builds). A mismatch fails at
+    ``import torchvision`` (its C++ ops do not load), and with it every library that
+    imports it: torchmetrics, so ``import lightning``. Read from the metadata only."""
+    extra: dict[str, Any] = dict(env)
+    version, pinned, torch_version = extra.get("torchvision"), extra.get("torchvision_torch"), env.get("torch")
+    if not version or not torch_version:
+        return Check("torchvision", "torchvision", "info", "Not installed." if not version else "Not checked.")
+    detail = f"torchvision {version}"
+    fix = ("Install the torchvision built for this torch from the same index, e.g. "
+           "`python -m pip install torchvision --index-url https://download.pytorch.org/whl/cpu` "
+           "for a CPU torch (see https://pytorch.org/get-started/locally/).")
+    base = str(torch_version).split("+")[0]
+    if pinned and str(pinned).split("+")[0] != base:
+        return Check("torchvision", "torchvision", "fail",
+                     f"{detail} is built for torch {pinned}, not the installed {torch_version}: "
+                     "`import torchvision` fails (and `import lightning` with it).", fix)
+    tag, vision_tag = _local_tag(str(torch_version)), _local_tag(str(version))
+    if sys.platform.startswith("linux") and tag == "cpu" and vision_tag != "cpu":
+        build = f"a +{vision_tag} build" if vision_tag else "PyPI's build, made for CUDA on Linux"
+        return Check("torchvision", "torchvision", "warn",
+                     f"{detail} is {build} beside a CPU-only torch {torch_version}: "
+                     "`import torchvision` may fail (and `import lightning` with it).", fix)
+    return Check("torchvision", "torchvision", "ok", detail + f" (for torch {pinned or base}).")
+
+
+def _local_tag(version: str) -> str | None:
+    return version.split("+", 1)[1] if "+" in version else None
+
+
+def _torch_pin(dist: str) -> str | None:
+    """The ``torch==X`` a distribution requires, from its metadata."""
+    from importlib import metadata
+
+    try:
+        requires = metadata.requires(dist) or []
+    except metadata.PackageNotFoundError:
+        return None
+    for req in requires:
+        m = re.match(r"\s*torch\s*==\s*([\w.+]+)", req)
+        if m and "extra ==" not in req:
+            return m.group(1)
+    return None
+
+
 def _mps(status: str, detail: str, fix: str = "") -> Check:
     return Check("mps", "MPS (Apple GPU)", status, detail, fix)
 
@@ -352,7 +399,7 @@ def check_threads(env: EnvFields) -> Check:
 
 
 CHECKS: tuple[Callable[[EnvFields], Check], ...] = (
-    check_python, check_torch, check_numpy, check_mps, check_cuda,
+    check_python, check_torch, check_torchvision, check_numpy, check_mps, check_cuda,
     check_mps_fallback, check_mps_watermarks, check_hardware, check_threads,
 )
 
@@ -391,6 +438,9 @@ def collect_for_doctor() -> EnvFields:
             os.environ[FALLBACK] = raw  # type: ignore[assignment]
     env["pytorch_env"] = pytorch_env()
     env["numpy"] = _installed_version("numpy")
+    extra: dict[str, Any] = env  # type: ignore[assignment]  # doctor-only keys beside the EnvFields
+    extra["torchvision"] = _installed_version("torchvision")
+    extra["torchvision_torch"] = _torch_pin("torchvision")
     env["nvidia_driver"] = nvidia_driver_present()
     return env
 

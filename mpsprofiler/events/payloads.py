@@ -99,6 +99,10 @@ class ModelFields(Tagged, total=False):
     torch_threads: int | None
     threads_set: list[dict[str, Any]]
     """The script's ``torch.set_num_threads`` calls before the first step: file, line, n."""
+    framework: str | None
+    """lightning, transformers Trainer, accelerate (probe/frameworks.py), None: plain torch."""
+    fetched_ahead: int
+    """DataLoader batches fetched before the first optimizer step, not counted as steps."""
 
 
 class DataLoaderFields(Tagged, total=False):

@@ -12,14 +12,24 @@ on every device (CPU, CUDA, MPS) without touching the allocator:
   each step's graph is chained to the last) is found among the user's variables at a
   boundary, by walking its graph for nodes made before and after a sampled step began.
 
+A batch a DataLoader fetch makes during a sampled step may be one fetched ahead:
+accelerate's ``DataLoaderShard`` (every Hugging Face Trainer and ``accelerator.prepare``'d
+loader) fetches the next batch before yielding the current one, to know which is the
+last, so the batch made in step s is the one step s+1 uses, and the loop's own variables
+still hold it at the end of step s+1. Tensors made inside a fetch get one more step
+before they count as survivors (``AHEAD``); a batch the script really keeps (appended to
+a list) survives that too.
+
 Nothing here keeps a tensor or an autograd node alive: weak references, ids and
-sequence numbers only. Checks run at step boundaries (outside any op).
+sequence numbers only (but see ``_refresh_locals``: before Python 3.13, reading a frame's
+``f_locals`` leaves a snapshot on the frame until the next read). Checks run at step boundaries (outside any op).
 """
 
 from __future__ import annotations
 
 import re
 import sys
+import threading
 import weakref
 from collections import deque
 from collections.abc import Callable
@@ -29,9 +39,12 @@ import torch
 
 from ..events.payloads import LeaksFields
 from .ops_sites import FrameFinder, source_line
+from .steps import FETCH
 
 LAG = 2
 """A tensor still alive this many steps after the step that made it has outlived it."""
+AHEAD = 1
+"""Extra steps a tensor made inside a DataLoader fetch gets (a batch fetched one ahead)."""
 MAX_TRACKED = 20_000  # outputs remembered per sampled step (dead ones are dropped at checks)
 MAX_SAMPLES = 3  # sampled steps whose outputs are followed
 MAX_NODES = 5_000  # graph walk per candidate tensor (a few ms at most)
@@ -49,12 +62,14 @@ def _seq_now() -> int | None:
 
 
 class _Sample:
-    __slots__ = ("refs", "seq", "step")
+    __slots__ = ("ahead", "refs", "seq", "step")
 
     def __init__(self, step: int, seq: int | None) -> None:
         self.step = step
         self.seq = seq
         self.refs: list[tuple[weakref.ref[torch.Tensor], Key]] = []
+        self.ahead: list[tuple[weakref.ref[torch.Tensor], Key]] = []
+        """Made inside a DataLoader fetch: joins ``refs`` ``AHEAD`` steps later."""
 
 
 class LeakTracker:
@@ -84,7 +99,7 @@ class LeakTracker:
     def on_op(self, name: str, module: str, tensors: list[torch.Tensor], n_in: int,
               site: tuple[str, int] | None, backward: bool) -> None:  # fmt: skip
         sample = self._current
-        if sample is None or len(tensors) <= n_in or len(sample.refs) >= MAX_TRACKED:
+        if sample is None or len(tensors) <= n_in or len(sample.refs) + len(sample.ahead) >= MAX_TRACKED:
             return
         if not module and not backward:
             finder = self._finder()
@@ -92,7 +107,8 @@ class LeakTracker:
                 site = finder.user_site(3) or site
         file, line = site if site is not None else ("", 0)
         key = (file, line, module, name)
-        refs = sample.refs
+        fetching = FETCH.thread
+        refs = sample.ahead if fetching is not None and fetching == threading.get_ident() else sample.refs
         for j in range(n_in, len(tensors)):
             t = tensors[j]
             for i in range(n_in):
@@ -110,6 +126,11 @@ class LeakTracker:
         when something changed since the last one, else None."""
         self._checks += 1
         self.next_check = step + max(LAG, step // 2) if self._checks < MAX_CHECKS else float("inf")
+        self._refresh_locals()
+        for sample in self._samples:
+            if sample.ahead and sample is not self._current and sample.step <= step - LAG - AHEAD:
+                sample.refs.extend(sample.ahead)
+                sample.ahead = []
         old = [s for s in self._samples if s is not self._current and s.step <= step - LAG]
         if not old:
             return None
@@ -152,6 +173,26 @@ class LeakTracker:
             del self._alive[key]  # a deque(maxlen=...) keeps a bounded number: not a leak
         self._find_carries(old[0].seq, step)
         return self._snapshot(step)
+
+    def _refresh_locals(self) -> None:
+        """Renew the user frames' ``f_locals`` snapshots before counting survivors.
+
+        Before Python 3.13 (PEP 667) ``frame.f_locals`` of a function is a dict cached on
+        the frame, filled when read and kept until the next read: the previous check's
+        reading (``_find_carries``) still holds the loop's ``x, y`` of that moment. With
+        accelerate's look-ahead those are exactly a sampled step's batch, which then
+        looked alive steps later (a false "pile up" on every accelerate loop). Reading
+        again replaces the snapshot with what the frame holds now (names gone are
+        dropped); the snapshot is not cleared, which would delete locals on the next
+        ``PyFrame_LocalsToFast`` of a tracer."""
+        finder = self._finder()
+        if finder is None or sys.version_info >= (3, 13):
+            return
+        frame: Any = sys._getframe(2)
+        while frame is not None:
+            if finder.is_user(frame.f_code):
+                frame.f_locals  # noqa: B018  (the read renews the snapshot)
+            frame = frame.f_back
 
     def _find_holder(self, key: Key, samples: list[_Sample], step: int) -> dict[str, Any] | None:
         """The user's container that holds a survivor of ``key``, and the line that adds to

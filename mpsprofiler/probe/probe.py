@@ -315,6 +315,8 @@ class Probe:
             "parameters": int(sum(p.numel() for p in params)),
             "optimizer": type(optimizer).__name__,
             "torch_threads": _torch_threads(),
+            "framework": _framework(),
+            "fetched_ahead": self.tracker.retracted + self.tracker.held,
         }
         if self.thread_sites is not None and self.thread_sites.calls:
             model["threads_set"] = list(self.thread_sites.calls)
@@ -597,7 +599,7 @@ def _loader_config(loader: Any, number: int) -> DataLoaderFields:
     sampler = getattr(loader, "batch_sampler", None)
     return {
         "id": number,
-        "batch_size": getattr(loader, "batch_size", None),
+        "batch_size": _batch_size(loader, sampler),
         "num_workers": getattr(loader, "num_workers", None),
         "pin_memory": bool(getattr(loader, "pin_memory", False)),
         "prefetch_factor": getattr(loader, "prefetch_factor", None),
@@ -608,6 +610,16 @@ def _loader_config(loader: Any, number: int) -> DataLoaderFields:
         "multiprocessing_context": _ctx_name(loader),
         "thread": threading.current_thread().name,
     }
+
+
+def _batch_size(loader: Any, sampler: Any) -> int | None:
+    """The loader's batch size, or its batch sampler's: ``accelerator.prepare`` (so every
+    Hugging Face Trainer) rebuilds a loader with ``batch_sampler=`` and torch then sets
+    ``batch_size`` to None ("a batch of None samples"). None: the loader does not batch."""
+    size = getattr(loader, "batch_size", None)
+    if size is None and sampler is not None:
+        size = getattr(sampler, "batch_size", None)
+    return size if isinstance(size, int) and not isinstance(size, bool) else None
 
 
 def _ctx_name(loader: Any) -> str | None:
@@ -635,6 +647,15 @@ def _version() -> str:
         return __version__
     except Exception:
         return "?"
+
+
+def _framework() -> str | None:
+    try:
+        from .frameworks import detect
+
+        return detect()
+    except Exception:
+        return None
 
 
 def _torch_threads() -> int | None:

@@ -15,6 +15,20 @@ Where a step ends, in order of precedence:
    that (gradient accumulation) adds a micro-batch to the step, and passes inside an
    optimizer step (LBFGS's closure) belong to that step.
 4. Loops without either (inference): each DataLoader batch after the first starts a new step.
+   Those steps stay provisional (held, not sent, no listener called) for the first
+   ``PROVISIONAL`` of them: batches fetched before a run's first backward pass or
+   optimizer step are not steps of a training loop. accelerate's ``DataLoaderShard`` (so
+   every Hugging Face Trainer) fetches one batch ahead to know the last one, the Trainer
+   fetches all ``gradient_accumulation_steps`` batches of an update before its first
+   forward, and Lightning runs 2 sanity-check validation batches before training: each
+   of those fetches would otherwise have closed a step (41 of 40, 44 of 40, 62 of 60).
+   When the first backward pass or optimizer step comes, the provisional steps are
+   folded back into step 0 (their data wait with them); past ``PROVISIONAL`` batches,
+   or at exit, the loop is taken to be one without training and they are confirmed.
+
+Optimizers are told apart by the parameters they update (the first parameter's id), not
+by the optimizer object's id: a script that builds a new optimizer every iteration makes
+CPython reuse the freed object's address, and two alternating ids made one step of two.
 
 Data wait is the time spent inside DataLoader iterators' ``__next__``, with the CPU time
 the training thread spent there and (Linux) the time it waited for a free core (see
@@ -52,8 +66,27 @@ FAST_STEP = 0.002
 """Past ``FAST_AFTER``, the first block of ``FAST_BLOCK`` steps whose mean step time is
 under this (over 500 steps/s) ends the detail: later steps go as exact aggregates, one
 ``steps`` event per ~0.25 s as before. Slower steps keep the detail up to ``DETAIL_LIMIT``."""
+PROVISIONAL = 64
+"""DataLoader-counted steps held until a backward pass or optimizer step says whether the
+loop trains (see the module docstring). More than a Lightning sanity check (2 batches) or
+a Trainer's accumulation window (typically 1 to 32 batches)."""
 ALLOC_EVERY = 0.05
 """Seconds between readings of device-allocated memory at step ends (keeps its cost < 1%)."""
+
+
+class _Fetch:
+    """The thread inside a DataLoader iterator's ``__next__`` now, if any (read by the leak
+    tracker: tensors a fetch makes may be a batch fetched ahead, see ``ops_leaks``)."""
+
+    __slots__ = ("thread",)
+
+    def __init__(self) -> None:
+        self.thread: int | None = None
+
+
+FETCH = _Fetch()
+"""One per process, like the DataLoader hooks that set it. Cleared at every step boundary
+too, so a fetch that raised (no ``on_fetch_end``) cannot leave it set."""
 
 
 class StepTracker:
@@ -98,6 +131,11 @@ class StepTracker:
         """An optimizer stepped with a closure (LBFGS): few, long steps."""
         """Backward passes seen (``.backward()``, not ``autograd.grad``), whatever the mode."""
         self._fetches = 0
+        self._provisional: float | None = None
+        """Start of step 0 while the DataLoader-counted steps are provisional (None: none held)."""
+        self.retracted = 0
+        """Batches fetched before the first backward pass or optimizer step that were not
+        taken as steps (look-ahead, accumulation window, sanity check)."""
         self._started = False
         self._alloc_read_at = float("-inf")
         self._cols: dict[str, list[Any]] = _columns()
@@ -113,6 +151,7 @@ class StepTracker:
 
     # -- boundaries -------------------------------------------------------------
     def _close(self, end: float) -> None:
+        FETCH.thread = None
         dur = end - self._start
         i = self.index
         pre = bwd = None
@@ -158,8 +197,41 @@ class StepTracker:
             self._carry = None
         self._bwd = 0.0
         self._bwd_start = None
+        if self._provisional is not None:
+            return  # held: the listeners hear of these steps once confirmed
         for listener in self.listeners:
             listener(self.index, dur)
+
+    def _confirm(self) -> None:
+        """The held DataLoader-counted steps are real steps (a loop without training)."""
+        if self._provisional is None:
+            return
+        self._provisional = None
+        cols = self._cols
+        dur = cols["dur"][-1] if cols["dur"] else 0.0
+        for listener in self.listeners:
+            listener(self.index, dur)
+
+    def _retract(self) -> None:
+        """The first backward pass or optimizer step: the held DataLoader-counted steps
+        were batches fetched ahead of the training's first step; fold them into step 0."""
+        start = self._provisional
+        if start is None:
+            return
+        self._provisional = None
+        with self._lock:
+            cols = self._cols
+            n = len(cols["i"])
+            fetches = [[cols["wait"][j], cols["wait_cpu"][j], cols["wait_runq"][j], cols["batches"][j],
+                        cols["idle"][j]] for j in range(n)]
+            self._cols = _columns()
+        self.retracted += self.index
+        self.index = 0
+        self._start = start
+        self._block_end = None
+        self.mode = "none"
+        for fetch in fetches:
+            self._add_fetch(*fetch)
 
     def _check_fast(self, i: int, end: float) -> None:
         """At each block's first step: were the last ``FAST_BLOCK`` steps fast? (One
@@ -245,8 +317,9 @@ class StepTracker:
         if self.mode == "manual":
             return
         now = self._clock()
+        self._retract()
         self.mode = "optimizer"
-        key = id(optimizer)
+        key = _optimizer_key(optimizer)
         if self.index == 0 and self._cycle is None and not self._seen:
             for listener in self.first_optimizer_listeners:
                 listener(now - self._start, self.closure_step)
@@ -280,6 +353,7 @@ class StepTracker:
         inside an optimizer step (LBFGS's closure) are the optimizer's: neither is a step.
         """
         self.backwards += 1
+        self._retract()
         if self.mode in ("manual", "optimizer") or self.in_optimizer:
             self._add_backward(start, end)
             return
@@ -342,17 +416,23 @@ class StepTracker:
         if self.mode in ("none", "dataloader") and not self.backwards:
             if self._fetches > 0:
                 self.mode = "dataloader"
+                if self.index == 0 and self._provisional is None and not self.retracted:
+                    self._provisional = self._start
                 self._close(now)
+                if self._provisional is not None and self.index >= min(PROVISIONAL, self._detail_end):
+                    self._confirm()
                 # the step-boundary listeners (the op sampler switching on) ran just now:
                 # their time is the profiler's, not a wait for data
                 now = self._clock()
         self._fetches += 1
         if self.backend.asynchronous:
             self._mark_queued_work()
+        FETCH.thread = threading.get_ident()
         clock = self._thread_clock
         return now, clock.cpu(), clock.runq()
 
     def on_fetch_end(self, started: tuple[float, float, float | None], got_batch: bool) -> None:
+        FETCH.thread = None
         t0, cpu0, runq0 = started
         clock = self._thread_clock
         wait = self._clock() - t0
@@ -387,13 +467,20 @@ class StepTracker:
         if idle is not None:
             self._idle = idle if self._idle is None else max(self._idle, idle)
 
+    @property
+    def held(self) -> int:
+        """DataLoader-counted steps held now (see ``PROVISIONAL``)."""
+        return self.index if self._provisional is not None else 0
+
     def manual_step(self) -> None:
+        self._retract()
         self._started = True
         self.mode = "manual"
         self._close(self._clock())
 
     def finish(self) -> None:
         """At exit: close the step in progress if it did any work, then drain."""
+        self._confirm()
         if self.mode == "optimizer" and self._seen:
             self._close(self._last_opt_time)
             self._seen = set()
@@ -407,6 +494,8 @@ class StepTracker:
     # -- draining (channel thread) ---------------------------------------------
     def drain(self) -> None:
         """Send pending steps as one ``steps`` event (called from the channel thread)."""
+        if self._provisional is not None:
+            return  # held until a backward pass, an optimizer step, PROVISIONAL batches or exit
         with self._lock:
             cols = self._cols
             agg = self._agg
@@ -425,6 +514,18 @@ class StepTracker:
             agg["hist"] = {str(k): v for k, v in agg["hist"].items()}
             payload["agg"] = cast(StepAggregate, agg)
         self._emit(events.KIND_STEPS, **payload)
+
+
+def _optimizer_key(optimizer: Any) -> int:
+    """Which optimizer this is, by the first parameter it updates (see the module docstring).
+
+    Two optimizers of a GAN update different parameters; a new optimizer built every
+    iteration over the same model is the same one. Without parameters: the object's id.
+    """
+    try:
+        return id(optimizer.param_groups[0]["params"][0])
+    except Exception:
+        return id(optimizer)
 
 
 def _columns() -> dict[str, list[Any]]:

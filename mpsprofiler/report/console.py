@@ -12,6 +12,7 @@ import sys
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+from ..diagnosis.analyzers.crash import excerpt, traced_frame
 from ..session.steps import signal_words
 from ..units import fmt_bytes, fmt_pct, fmt_seconds
 from .changes import change_lines, cut_text
@@ -44,9 +45,11 @@ def render_console(summary: dict[str, Any], findings: Iterable[Any] = (), run_di
     lines.append(f"device      {device.get('kind', '?')}  {device.get('name') or ''}".rstrip())
     if steps.get("count"):
         lines.append(
-            f"steps       {steps.get('count', 0)} ({steps.get('warmup', 0)} warm-up, from {signal_words(steps.get('mode'))})   "
+            f"steps       {steps.get('count', 0)} ({steps.get('warmup', 0)} warm-up, from {signal_words(steps.get('mode'), steps.get('framework'), steps.get('fetched_ahead'))})   "
             f"median {fmt_seconds(steps.get('median_s'))}   p90 {fmt_seconds(steps.get('p90_s'))}"
         )
+    elif summary.get("crash"):
+        lines.append("steps       0 (the script crashed before its first step ended)")
     else:
         lines.append("steps       0 (no optimizer step, backward pass, DataLoader batch or mpsprofiler.step() seen)")
     lines.append(f"data wait   {fmt_pct(steps.get('data_wait_share'))} of steady step time")
@@ -101,9 +104,10 @@ def _section(summary: dict[str, Any], key: str) -> dict[str, Any]:
 def crash_line(crash: dict[str, Any]) -> str:
     """``SyntaxError: '(' was never closed (syn.py, line 2) at /x/syn.py:2``: the crash as the
     summary prints it (the TUI's crash finding shows the same line)."""
-    where = _section(crash, "where")
+    message = str(crash.get("message") or "")
+    where = traced_frame(message) or _section(crash, "where")
     loc = f" at {where.get('file')}:{where.get('line')}" if where else ""
-    return f"{crash.get('type')}: {str(crash.get('message', ''))[:160]}{loc}"
+    return f"{crash.get('type')}: {excerpt(message)}{loc}"
 
 
 def stopped_text(steps: Any) -> str:

@@ -26,8 +26,21 @@ SIGNALS = {
 """What counted the steps (the probe's step mode), in words for every view."""
 
 
-def signal_words(mode: str | None) -> str:
-    return SIGNALS.get(str(mode or "none"), str(mode))
+FRAMEWORK_WORDS = {"lightning": " of a Lightning Trainer", "transformers Trainer": " of a Hugging Face Trainer",
+                   "accelerate": " through accelerate"}
+"""The ``framework`` fact's values (probe/frameworks.py) as the step counts name them."""
+
+
+def signal_words(mode: str | None, framework: object = None, ahead: object = None) -> str:
+    """What counted the steps, with the framework recognised (probe/frameworks.py) and the
+    batches fetched before the first training step that were not counted (a loader's
+    look-ahead, a Trainer's accumulation window, Lightning's sanity check)."""
+    words = SIGNALS.get(str(mode or "none"), str(mode))
+    if isinstance(framework, str) and framework:
+        words += FRAMEWORK_WORDS.get(framework, f" ({framework})")
+    if isinstance(ahead, int) and not isinstance(ahead, bool) and ahead > 0:
+        words += f", {ahead} batch{'es' if ahead > 1 else ''} fetched before the first step not counted"
+    return words
 
 
 EARLY = 512

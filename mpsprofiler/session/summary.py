@@ -43,6 +43,8 @@ def summarize(session: Session) -> dict[str, Any]:
         "steps": {
             "count": steps.count,
             "mode": steps.mode,
+            "framework": session.model.get("framework"),
+            "fetched_ahead": session.model.get("fetched_ahead"),
             "warmup": steps.warmup,
             "steady": steps.steady_count,
             "median_s": med,

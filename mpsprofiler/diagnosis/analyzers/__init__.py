@@ -12,6 +12,7 @@ from . import (  # noqa: F401 - registers on import, in this order
     capacity,
     crash,
     dataloader,
+    framework,
     environment,
     leaks,
     loops,

@@ -168,6 +168,37 @@ def _first_line(message: str) -> str:
     return line if len(line) <= 300 else line[:299] + "…"
 
 
+def excerpt(message: str, limit: int = 160) -> str:
+    """The crash message as one clean line for a summary: its first non-empty line,
+    spaces collapsed, cut at a word with an ellipsis.
+
+    A Dynamo error's message runs on over a "from user code:" traceback and a
+    TORCHDYNAMO_VERBOSE hint; the first ``limit`` characters of the whole message cut
+    that traceback mid-word and the location printed after it read as part of the code
+    (``self.log("train_loss", los at train.py:16``).
+    """
+    lines = [" ".join(line.split()) for line in message.splitlines()]
+    line = next((x for x in lines if x), "")
+    if len(line) <= limit:
+        return line
+    cut = line[: limit - 1]
+    space = cut.rfind(" ")
+    return (cut[:space] if space > limit // 2 else cut).rstrip(" ,;:") + "…"
+
+
+_TRACED = re.compile(r'^from user code:\s*\n\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>\S+)', re.M)
+
+
+def traced_frame(message: str) -> Frame | None:
+    """The user's frame Dynamo was tracing when it failed (its "from user code:" block):
+    where the fix goes, while the Python traceback's innermost user frame is the call
+    of the compiled model (``trainer.fit(...)``)."""
+    m = _TRACED.search(message)
+    if not m or is_own_file(m.group("file")):
+        return None
+    return {"file": m.group("file"), "line": int(m.group("line")), "func": m.group("func"), "user": True}
+
+
 def _short_path(path: str, cwd: Any) -> str:
     """Relative to the run's working directory when inside it: what an editor opens."""
     if cwd and path.startswith(str(cwd).rstrip(os.sep) + os.sep):
