@@ -22,6 +22,7 @@ from ..redact import TEXT_KINDS, scrub_fields
 from .channel import Channel
 from .steps import StepTracker
 from .transparent import hide_from_warnings
+from .weakids import WeakIds
 
 _ACTIVE: Probe | None = None
 AGGREGATE_EVERY = 2.0
@@ -312,7 +313,7 @@ class Probe:
         orig_next = base.__next__
         orig_init = base.__init__
         tracker = self.tracker
-        seen: dict[int, Any] = {}
+        seen = WeakIds()  # never keeps a loader (and its persistent workers) alive
         probe = self
 
         def __next__(it: Any) -> Any:
@@ -336,10 +337,10 @@ class Probe:
         def __init__(it: Any, loader: Any, *args: Any, **kwargs: Any) -> None:
             orig_init(it, loader, *args, **kwargs)
             try:
-                key = id(loader)
-                if seen.get(key) is not loader and "dataloader" not in probe.disabled:
-                    seen[key] = loader
-                    probe.emit(events.KIND_DATALOADER, **_loader_config(loader, len(seen)))
+                if "dataloader" not in probe.disabled:
+                    number = seen.add(loader)
+                    if number:
+                        probe.emit(events.KIND_DATALOADER, **_loader_config(loader, number))
             except Exception as exc:
                 probe.fail("dataloader", exc)
 
@@ -557,10 +558,7 @@ def _safe(fn: Callable[[], None], probe: Probe) -> None:
 
 
 def _loader_config(loader: Any, number: int) -> DataLoaderFields:
-    try:
-        length = len(loader)
-    except Exception:
-        length = None
+    length = _batches(loader)
     dataset = getattr(loader, "dataset", None)
     sampler = getattr(loader, "batch_sampler", None)
     return {
@@ -576,6 +574,50 @@ def _loader_config(loader: Any, number: int) -> DataLoaderFields:
         "multiprocessing_context": _ctx_name(loader),
         "thread": threading.current_thread().name,
     }
+
+
+def _batches(loader: Any) -> int | None:
+    """``len(loader)`` when that calls no code of the script's that the DataLoader would
+    not call itself, else None.
+
+    ``DataLoader.__len__`` on an IterableDataset calls the dataset's ``__len__`` (which
+    plain iteration never does) and sets ``_IterableDataset_len_called``, after which
+    torch warns when the dataset yields more; a sampler of the script's own may have a
+    costly or side-effecting ``__len__``. torch's own samplers are asked (their
+    ``__len__`` reads the dataset's length, which ``SequentialSampler`` and
+    ``RandomSampler`` read anyway to iterate), nothing else is.
+    """
+    try:
+        from torch.utils.data import IterableDataset, Sampler
+
+        if isinstance(getattr(loader, "dataset", None), IterableDataset):
+            return None
+        if type(loader).__len__ is not _dataloader_len():
+            return None  # a DataLoader subclass with a length of its own
+        sampler = getattr(loader, "_index_sampler", None)
+        while sampler is not None:
+            if not isinstance(sampler, Sampler) or not _torch_owned(type(sampler).__len__):
+                return None
+            inner = getattr(sampler, "sampler", None)
+            if inner is None or inner is sampler:
+                break
+            sampler = inner
+        if sampler is None:
+            return None
+        return int(len(loader))
+    except Exception:
+        return None
+
+
+def _dataloader_len() -> Any:
+    from torch.utils.data import DataLoader
+
+    return DataLoader.__len__
+
+
+def _torch_owned(fn: Any) -> bool:
+    module = getattr(fn, "__module__", "") or ""
+    return module == "torch" or module.startswith("torch.")
 
 
 def _ctx_name(loader: Any) -> str | None:

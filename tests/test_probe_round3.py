@@ -1,0 +1,115 @@
+"""Never harm, round three (issue 33), the probe's side: mpsprof holds nothing of the
+script's alive, calls no ``__len__`` python would not call, gives the script python's
+``sys.path`` and frame stack, and counts warnings exactly.
+
+Each test runs a tiny script with plain ``python`` and through the real CLI.
+"""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from helpers import read_events, run_mpsprof, run_python
+
+
+def _write(folder: Path, name: str, source: str) -> Path:
+    path = folder / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(textwrap.dedent(source), encoding="utf-8")
+    return path
+
+
+def _last_json(stdout: bytes) -> dict:
+    return json.loads(stdout.decode().strip().splitlines()[-1])
+
+
+# -- 1. no DataLoader (nor its persistent workers) kept alive -------------------------
+LOADERS = """
+import gc, json, psutil, torch, weakref
+from torch.utils.data import DataLoader, TensorDataset
+
+me = psutil.Process()
+counts, kept = [], []
+for epoch in range(5):
+    data = TensorDataset(torch.zeros(8, 1_000_000))  # 32 MB a loader
+    loader = DataLoader(data, batch_size=2, num_workers=1, persistent_workers=True)
+    for (batch,) in loader:
+        batch.sum()
+    kept.append(weakref.ref(data))
+    del data, loader, batch
+    gc.collect()
+    alive = [c for c in me.children() if c.is_running() and c.status() != psutil.STATUS_ZOMBIE]
+    counts.append(len(alive))
+print(json.dumps({"children": counts, "datasets_alive": sum(r() is not None for r in kept)}))
+"""
+
+
+@pytest.mark.slow
+def test_loaders_made_per_epoch_are_not_kept_alive(tmp_path: Path) -> None:
+    """Today the probe keeps every loader: 1, 2, 3, 4, 5 live workers and all five 32 MB
+    datasets (RSS itself is no measure: plain python's grows too, by the allocator's whim)."""
+    script = _write(tmp_path, "loaders.py", LOADERS)
+    plain = run_python([str(script)])
+    profiled = run_mpsprof([str(script)], tmp_path / "run")
+    assert plain.returncode == 0 and profiled.returncode == 0, profiled.stderr[-2000:]
+    ours, theirs = _last_json(profiled.stdout), _last_json(plain.stdout)
+    assert theirs == {"children": [0] * 5, "datasets_alive": 0}, theirs  # python frees them all
+    assert ours == theirs
+    loaders = [e for e in read_events(tmp_path / "run") if e.get("k") == "dataloader"]
+    assert [e["id"] for e in loaders] == [1, 2, 3, 4, 5]  # each new loader is a new one
+    assert all(e["len"] == 4 for e in loaders)  # torch's own sampler: the length is read
+
+
+# -- 2. no __len__ of an IterableDataset called ---------------------------------------
+ITERABLE = """
+import sys, torch
+from torch.utils.data import DataLoader, IterableDataset
+
+LOG = sys.argv[1]
+
+class Stream(IterableDataset):
+    def __iter__(self):
+        return iter(torch.arange(12.0).view(-1, 1))
+
+    def __len__(self):
+        with open(LOG, "a") as fh:
+            fh.write("len called\\n")
+        return 12
+
+class Sampler(torch.utils.data.Sampler):
+    def __init__(self, n):
+        self.n = n
+    def __iter__(self):
+        return iter(range(self.n))
+    def __len__(self):
+        with open(LOG, "a") as fh:
+            fh.write("sampler len called\\n")
+        return self.n
+
+w = torch.nn.Linear(1, 1)
+opt = torch.optim.SGD(w.parameters(), lr=0.1)
+for loader in (DataLoader(Stream(), batch_size=4),
+               DataLoader(torch.zeros(8, 1), batch_size=4, sampler=Sampler(8))):
+    for batch in loader:
+        w(batch).sum().backward()
+        opt.step()
+        opt.zero_grad()
+print("done")
+"""
+
+
+def test_no_user_len_called(tmp_path: Path) -> None:
+    """Today the probe calls len(loader): the dataset's and the sampler's __len__ run."""
+    script = _write(tmp_path, "stream.py", ITERABLE)
+    plain_log, our_log = tmp_path / "plain.log", tmp_path / "ours.log"
+    plain = run_python([str(script), str(plain_log)])
+    profiled = run_mpsprof([str(script), str(our_log)], tmp_path / "run")
+    assert plain.returncode == 0 and profiled.returncode == 0, profiled.stderr[-2000:]
+    assert not plain_log.exists()
+    assert not our_log.exists(), our_log.read_text()
+    loaders = [e for e in read_events(tmp_path / "run") if e.get("k") == "dataloader"]
+    assert len(loaders) == 2 and all(e["len"] is None for e in loaders)
