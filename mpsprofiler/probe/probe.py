@@ -596,7 +596,7 @@ def _batches(loader: Any) -> int | None:
             return None  # a DataLoader subclass with a length of its own
         sampler = getattr(loader, "_index_sampler", None)
         while sampler is not None:
-            if not isinstance(sampler, Sampler) or not _torch_owned(type(sampler).__len__):
+            if not isinstance(sampler, Sampler) or not _torch_owned(getattr(type(sampler), "__len__", None)):
                 return None
             inner = getattr(sampler, "sampler", None)
             if inner is None or inner is sampler:
