@@ -8,12 +8,15 @@ Each test runs a tiny script with plain ``python`` and through the real CLI.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
 import pytest
 
-from helpers import read_events, run_mpsprof, run_python
+from helpers import child_env, read_events, run_mpsprof, run_python
+from mpsprofiler.session.recording import load_run
 
 
 def _write(folder: Path, name: str, source: str) -> Path:
@@ -113,3 +116,35 @@ def test_no_user_len_called(tmp_path: Path) -> None:
     assert not our_log.exists(), our_log.read_text()
     loaders = [e for e in read_events(tmp_path / "run") if e.get("k") == "dataloader"]
     assert len(loaders) == 2 and all(e["len"] is None for e in loaders)
+
+
+# -- 5. warning counts exact, and the messages past the cap said -----------------------
+WARNINGS = """
+import warnings
+warnings.simplefilter("always")
+for i in range(150):
+    warnings.warn("one hundred and fifty", UserWarning)
+for i in range(12_345):
+    warnings.warn("twelve thousand", RuntimeWarning)
+for i in range(230):  # 230 distinct: 202 kept with the two above, 28 past the cap
+    warnings.warn(f"distinct {i}", UserWarning)
+warnings.warn("distinct 0", UserWarning)
+"""
+
+
+def test_warning_counts_are_exact_and_the_cap_is_said(tmp_path: Path) -> None:
+    """Today: 'Count 100' for 150, 10000 for 12,345, and 32 messages dropped unsaid."""
+    script = _write(tmp_path, "warn.py", WARNINGS)
+    profiled = run_mpsprof([str(script)], tmp_path / "run")
+    assert profiled.returncode == 0, profiled.stderr[-2000:]
+    session = load_run(tmp_path / "run").session
+    counts = {message: w.count for (_, message), w in session.warnings.items()}
+    assert counts["one hundred and fifty"] == 150
+    assert counts["twelve thousand"] == 12_345
+    assert counts["distinct 0"] == 2
+    assert len(counts) == 200
+    assert session.warnings_dropped.text() == "32 more distinct messages (shown 32 times) not kept"
+    report = subprocess.run([sys.executable, "-m", "mpsprofiler", "report", str(tmp_path / "run"), "--format", "md"],
+                            capture_output=True, text=True, env=child_env(), timeout=60)
+    assert "32 more distinct messages (shown 32 times) not kept" in report.stdout, report.stdout[-3000:]
+    assert "| 12345 |" in report.stdout and "| 150 |" in report.stdout

@@ -60,6 +60,7 @@ class Probe:
         self.overrides: Any = None
         self.limit: Any = None
         self.compile_watch: Any = None
+        self.warnings_hook: Any = None
         """Set once ``torch.compile`` is watched; global module hooks need it (see compiling)."""
 
     # -- emitting ---------------------------------------------------------------
@@ -390,7 +391,11 @@ class Probe:
             self.fault("warnings")
             return True
 
-        self._uninstallers.append(warnings_hook.install(self.emit, on_error, check))
+        hook = warnings_hook.install(self.emit, on_error, check)
+        self._uninstallers.append(hook)
+        self.warnings_hook = hook
+        if self.channel is not None:  # repeats counted, the counts sent at each flush
+            self.channel.on_flush(hook.flush)
 
     def _start_sampler(self) -> None:
         from .sampler import MemorySampler
@@ -473,6 +478,7 @@ class Probe:
             ("steps", self.tracker.finish),
             ("ops", lambda: self.ops.close() if self.ops is not None else None),
             ("memory", lambda: self.sampler.stop() if self.sampler is not None else None),
+            ("warnings", lambda: self.warnings_hook.flush() if self.warnings_hook is not None else None),
         )
         for name, fn in finishers:
             try:
