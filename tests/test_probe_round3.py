@@ -148,3 +148,44 @@ def test_warning_counts_are_exact_and_the_cap_is_said(tmp_path: Path) -> None:
                             capture_output=True, text=True, env=child_env(), timeout=60)
     assert "32 more distinct messages (shown 32 times) not kept" in report.stdout, report.stdout[-3000:]
     assert "| 12345 |" in report.stdout and "| 150 |" in report.stdout
+
+
+# -- 3. sys.path as python's, the user's same-named modules neither break nor leak ------
+SYS_PATH = """
+import sys, json
+print(repr(sys.path))
+print(getattr(json, "MINE", None))
+"""
+
+
+@pytest.mark.parametrize("where", ["cwd", "script_dir"])
+def test_sys_path_and_shadowing_modules_as_under_python(tmp_path: Path, where: str) -> None:
+    """Today a cwd token.py kills mpsprof's boot (rc 1) and a cwd json.py becomes the
+    script's json; a json.py beside the script is the script's under python only."""
+    root = tmp_path / "root"
+    script = _write(root, "scripts/train.py", SYS_PATH)
+    folder = root if where == "cwd" else script.parent
+    _write(folder, "token.py", "X = 1\n")
+    _write(folder, "json.py", "MINE = 1\nimport json as _j\n")
+    plain = run_python(["scripts/train.py"], cwd=root)
+    # the parent's own `python -m` would see the cwd: -P keeps it off the parent only
+    profiled = _run_cli(["-P", "-m", "mpsprofiler", "run", "--headless", "-o", str(tmp_path / "run"),
+                         "scripts/train.py"], root)
+    assert plain.returncode == 0 and profiled.returncode == 0, profiled.stderr[-2000:]
+    assert profiled.stdout == plain.stdout
+
+
+def test_pythonsafepath_respected(tmp_path: Path) -> None:
+    """PYTHONSAFEPATH=1: no script directory on sys.path, as python does."""
+    script = _write(tmp_path, "s.py", SYS_PATH)
+    env = child_env(PYTHONSAFEPATH="1")
+    plain = run_python([str(script)], env=env)
+    profiled = run_mpsprof([str(script)], tmp_path / "run", env=env)
+    assert plain.returncode == 0 and profiled.returncode == 0, profiled.stderr[-2000:]
+    assert repr(str(tmp_path)) not in plain.stdout.decode()
+    assert profiled.stdout == plain.stdout
+
+
+def _run_cli(args: list[str], cwd: Path) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run([sys.executable, *args], cwd=cwd, capture_output=True, env=child_env(),
+                          stdin=subprocess.DEVNULL, timeout=120)
