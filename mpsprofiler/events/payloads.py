@@ -207,6 +207,11 @@ class WarningFields(Tagged, total=False):
     filename: str
     lineno: int | None
     count: int
+    dropped_distinct: int
+    """Only in the note sent past the cap (no category, no message): distinct messages
+    whose texts were not kept (a lower bound past 100,000), and ..."""
+    dropped_count: int
+    """... how many times they were shown in all (exact)."""
 
 
 class OpsFields(Tagged, total=False):

@@ -171,26 +171,71 @@ def _secret_values(args: list[str]) -> list[str]:
         return []
 
 
-def main(argv: list[str] | None = None) -> None:
+def _path0(args: list[str]) -> tuple[str | None, bool]:
+    """What ``python ARGS`` puts first on ``sys.path`` (None: nothing, ``PYTHONSAFEPATH``
+    / ``-P``), and whether the target is a directory or zip file run by its ``__main__``.
+
+    CPython (``pymain_run_python``): a directory or zip file always goes first (its
+    ``__main__`` is found there); else, unless ``safe_path``, the working directory for
+    ``-m`` and the script's directory (links resolved) for a script.
+    """
+    safe = bool(getattr(sys.flags, "safe_path", False))
+    if args and args[0] == "-m":
+        return (None if safe else os.getcwd()), False
+    script = args[0]
+    if _is_runnable_path(script):
+        return os.path.abspath(script), True
+    return (None if safe else os.path.dirname(os.path.realpath(script))), False
+
+
+def _unshadow(path0: str | None, startup: set[str] | None) -> None:
+    """Forget the modules mpsprof imported that the script would find elsewhere.
+
+    mpsprof imports stdlib modules (json, traceback, ...) that plain ``python`` has not
+    loaded when the script starts; a ``json.py`` in the script's directory is then the
+    script's ``json`` under python. Such a module is dropped from ``sys.modules`` (our
+    code keeps its own reference), so the script's import finds the user's file.
+    """
+    if path0 is None or startup is None:
+        return
+    try:
+        names = os.listdir(path0)
+    except OSError:
+        return
+    found = set()
+    for entry in names:
+        stem = entry.split(".", 1)[0]
+        if entry.endswith((".py", ".pyc", ".so", ".pyd")) or "." not in entry:
+            found.add(stem)
+    for name in list(sys.modules):
+        top = name.split(".", 1)[0]
+        if top in found and top not in startup and top != "mpsprofiler" and name not in startup:
+            sys.modules.pop(name, None)
+
+
+def main(argv: list[str] | None = None, *, bootstrapped: bool = False, startup: set[str] | None = None) -> None:
+    """Run the script. ``bootstrapped``: started by the launcher's ``-c`` program, which
+    removed the entry python put first on ``sys.path``; else (``python -m
+    mpsprofiler.probe.boot``, torchrun's ranks) python put the working directory there
+    unless ``safe_path``, and it is removed here."""
     args = list(sys.argv[1:] if argv is None else argv)
+    if not bootstrapped and not getattr(sys.flags, "safe_path", False) and sys.path:
+        del sys.path[0]
     probe = _start_probe()
     executable = sys.orig_argv[0] if getattr(sys, "orig_argv", None) else sys.executable
     sys.orig_argv = [executable, *args]
     if probe is not None:
         probe.secrets = _secret_values(args)
-    runnable = False  # a directory or zip file with __main__.py
+    path0, runnable = _path0(args)  # runnable: a directory or zip file with __main__.py
     if args and args[0] == "-m":
         module, script = args[1], None
         sys.argv = ["-m", *args[2:]]  # runpy replaces argv[0] with the module's path
-        sys.path[0] = os.getcwd()
     else:
         module, script = None, args[0]
         sys.argv = [script, *args[1:]]
-        runnable = _is_runnable_path(script)
-        if runnable:
-            sys.path[0] = os.path.abspath(script)
-        else:
-            sys.path[0] = os.path.dirname(os.path.realpath(script))
+    if path0 is not None:
+        sys.path.insert(0, path0)
+    _unshadow(path0, startup)
     try:
         if module is not None:
             _run_main_module(module, alter_argv=True)

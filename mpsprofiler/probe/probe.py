@@ -23,6 +23,7 @@ from . import loader_sites
 from .channel import Channel
 from .steps import StepTracker
 from .transparent import hide_from_warnings
+from .weakids import WeakIds
 
 _ACTIVE: Probe | None = None
 AGGREGATE_EVERY = 2.0
@@ -62,6 +63,7 @@ class Probe:
         self.loader_sites: Any = None
         self.thread_sites: Any = None
         self.compile_watch: Any = None
+        self.warnings_hook: Any = None
         """Set once ``torch.compile`` is watched; global module hooks need it (see compiling)."""
 
     # -- emitting ---------------------------------------------------------------
@@ -336,7 +338,7 @@ class Probe:
         orig_next = base.__next__
         orig_init = base.__init__
         tracker = self.tracker
-        seen: dict[int, Any] = {}
+        seen = WeakIds()  # never keeps a loader (and its persistent workers) alive
         probe = self
         sites = self.loader_sites = loader_sites.LoaderSites(lambda d: probe.emit(events.KIND_DATALOADER, **d))
 
@@ -363,13 +365,12 @@ class Probe:
         def __init__(it: Any, loader: Any, *args: Any, **kwargs: Any) -> None:
             orig_init(it, loader, *args, **kwargs)
             try:
-                key = id(loader)
-                fields: dict[str, Any] | None = None
-                if seen.get(key) is not loader and "dataloader" not in probe.disabled:
-                    seen[key] = loader
-                    fields = {**_loader_config(loader, len(seen)), **sites.site_fields(loader)}
-                    probe.emit(events.KIND_DATALOADER, **fields)
                 if "dataloader" not in probe.disabled:
+                    number = seen.add(loader)
+                    fields: dict[str, Any] | None = None
+                    if number:
+                        fields = {**_loader_config(loader, number), **sites.site_fields(loader)}
+                        probe.emit(events.KIND_DATALOADER, **fields)
                     sites.on_iter(it, loader, fields)
             except Exception as exc:
                 probe.fail("dataloader", exc)
@@ -422,7 +423,11 @@ class Probe:
             self.fault("warnings")
             return True
 
-        self._uninstallers.append(warnings_hook.install(self.emit, on_error, check))
+        hook = warnings_hook.install(self.emit, on_error, check)
+        self._uninstallers.append(hook)
+        self.warnings_hook = hook
+        if self.channel is not None:  # repeats counted, the counts sent at each flush
+            self.channel.on_flush(hook.flush)
 
     def _start_sampler(self) -> None:
         from .sampler import MemorySampler
@@ -506,6 +511,7 @@ class Probe:
             ("ops", lambda: self.ops.close() if self.ops is not None else None),
             ("memory", lambda: self.sampler.stop() if self.sampler is not None else None),
             ("dataloader", lambda: self.loader_sites.flush() if self.loader_sites is not None else None),
+            ("warnings", lambda: self.warnings_hook.flush() if self.warnings_hook is not None else None),
         )
         for name, fn in finishers:
             try:
@@ -591,10 +597,7 @@ def _safe(fn: Callable[[], None], probe: Probe) -> None:
 
 
 def _loader_config(loader: Any, number: int) -> DataLoaderFields:
-    try:
-        length = len(loader)
-    except Exception:
-        length = None
+    length = _batches(loader)
     dataset = getattr(loader, "dataset", None)
     sampler = getattr(loader, "batch_sampler", None)
     return {
@@ -620,6 +623,50 @@ def _batch_size(loader: Any, sampler: Any) -> int | None:
     if size is None and sampler is not None:
         size = getattr(sampler, "batch_size", None)
     return size if isinstance(size, int) and not isinstance(size, bool) else None
+
+
+def _batches(loader: Any) -> int | None:
+    """``len(loader)`` when that calls no code of the script's that the DataLoader would
+    not call itself, else None.
+
+    ``DataLoader.__len__`` on an IterableDataset calls the dataset's ``__len__`` (which
+    plain iteration never does) and sets ``_IterableDataset_len_called``, after which
+    torch warns when the dataset yields more; a sampler of the script's own may have a
+    costly or side-effecting ``__len__``. torch's own samplers are asked (their
+    ``__len__`` reads the dataset's length, which ``SequentialSampler`` and
+    ``RandomSampler`` read anyway to iterate), nothing else is.
+    """
+    try:
+        from torch.utils.data import IterableDataset, Sampler
+
+        if isinstance(getattr(loader, "dataset", None), IterableDataset):
+            return None
+        if type(loader).__len__ is not _dataloader_len():
+            return None  # a DataLoader subclass with a length of its own
+        sampler = getattr(loader, "_index_sampler", None)
+        while sampler is not None:
+            if not isinstance(sampler, Sampler) or not _torch_owned(getattr(type(sampler), "__len__", None)):
+                return None
+            inner = getattr(sampler, "sampler", None)
+            if inner is None or inner is sampler:
+                break
+            sampler = inner
+        if sampler is None:
+            return None
+        return int(len(loader))
+    except Exception:
+        return None
+
+
+def _dataloader_len() -> Any:
+    from torch.utils.data import DataLoader
+
+    return DataLoader.__len__
+
+
+def _torch_owned(fn: Any) -> bool:
+    module = getattr(fn, "__module__", "") or ""
+    return module == "torch" or module.startswith("torch.")
 
 
 def _ctx_name(loader: Any) -> str | None:

@@ -333,7 +333,11 @@ def warnings_table(session: Session) -> Table | None:
     for w in records[:MAX_TABLE_ROWS]:
         where = f"{w.filename}:{w.lineno}" if w.lineno is not None else w.filename
         rows.append([w.category, clip(w.message, 400), where, str(w.count)])
-    note = f"{len(records) - MAX_TABLE_ROWS} more not shown" if len(records) > MAX_TABLE_ROWS else ""
+    notes = [f"{len(records) - MAX_TABLE_ROWS} more not shown"] if len(records) > MAX_TABLE_ROWS else []
+    dropped = session.warnings_dropped.text()
+    if dropped:  # past the recording's cap of distinct messages
+        notes.append(dropped)
+    note = "; ".join(notes)
     return Table("Warnings", ["Category", "Message", "Where", "Count"], rows, note=note, numeric={3})
 
 

@@ -43,6 +43,46 @@ MAX_CHILDREN = 64
 
 
 @dataclass
+class DroppedWarnings:
+    """Warnings past the cap of distinct messages: how many, and how often shown."""
+
+    probe_distinct: int = 0
+    probe_count: int = 0
+    _own: dict[tuple[str, str], int] = field(default_factory=dict)
+
+    def note(self, distinct: int, count: int) -> None:
+        self.probe_distinct = max(self.probe_distinct, distinct)
+        self.probe_count = max(self.probe_count, count)
+
+    def own(self, key: tuple[str, str], count: int) -> None:
+        if key in self._own or len(self._own) < 10_000:
+            self._own[key] = max(self._own.get(key, 0), count)
+
+    @property
+    def distinct(self) -> int:
+        return self.probe_distinct + len(self._own)
+
+    @property
+    def count(self) -> int:
+        return self.probe_count + sum(self._own.values())
+
+    def text(self) -> str:
+        """``3 more distinct messages (shown 7 times) not kept`` or empty."""
+        if not self.distinct and not self.count:
+            return ""
+        n, times = self.distinct, self.count
+        return f"{n} more distinct message{'s' if n != 1 else ''} (shown {times} time{'s' if times != 1 else ''}) not kept"
+
+
+def _count(value: Any) -> int:
+    """A count from a recording (which may hold anything): a non-negative int, else 0."""
+    try:
+        return max(0, int(value))
+    except (TypeError, ValueError, OverflowError):
+        return 0
+
+
+@dataclass
 class WarningRecord:
     category: str
     message: str
@@ -97,6 +137,8 @@ class Session:
     steps: StepStats = field(default_factory=StepStats)
     memory: MemoryStats = field(default_factory=MemoryStats)
     warnings: dict[tuple[str, str], WarningRecord] = field(default_factory=dict)
+    warnings_dropped: DroppedWarnings = field(default_factory=lambda: DroppedWarnings())
+    """Distinct messages past the cap, whose texts were not kept (see probe/warnings_hook)."""
     crash: CrashInfo | None = None
     exit: ExitInfo | None = None
     probe_errors: list[ProbeErrorFields] = field(default_factory=list)
@@ -196,15 +238,21 @@ class Session:
         self.memory.feed(ts, cast(MemFields, data))
 
     def _on_warning(self, ts: float, data: dict[str, Any]) -> None:
+        if "dropped_distinct" in data or "dropped_count" in data:  # the probe's note past its cap
+            self.warnings_dropped.note(_count(data.get("dropped_distinct")), _count(data.get("dropped_count")))
+            return
         key = (str(data.get("category", "")), str(data.get("message", ""))[:300])
         record = self.warnings.get(key)
+        count = _count(data.get("count"))
         if record is not None:
-            record.count = max(record.count, int(data.get("count") or record.count + 1))
+            record.count = max(record.count, count or record.count + 1)
         elif len(self.warnings) < MAX_WARNINGS:
             self.warnings[key] = WarningRecord(
                 category=key[0], message=str(data.get("message", "")), filename=str(data.get("filename", "")),
-                lineno=data.get("lineno"), count=int(data.get("count") or 1), first_ts=ts,
+                lineno=data.get("lineno"), count=count or 1, first_ts=ts,
             )
+        else:  # a recording with more than the probe keeps: say so too
+            self.warnings_dropped.own(key, count or 1)
 
     def _on_ops(self, ts: float, data: dict[str, Any]) -> None:
         self.ops.feed(cast(OpsFields, data))

@@ -44,7 +44,8 @@ class WarningsPanel(Widget):
 
     def update_state(self, state: RunState) -> None:
         session = state.session
-        key = (id(session), id(session.crash), sum(w.count for w in session.warnings.values()), len(session.warnings), len(session.probe_errors))
+        key = (id(session), id(session.crash), sum(w.count for w in session.warnings.values()), len(session.warnings),
+               session.warnings_dropped.count, len(session.probe_errors))
         if key == self._key:
             return
         self._key = key
@@ -102,6 +103,9 @@ def warnings_table(session: Session) -> Table | Text:
     for w in records:
         where = f"{w.filename.rsplit('/', 1)[-1]}:{w.lineno}" if w.filename else ""
         table.add_row(raw(f"{w.count}×"), raw(w.category), raw(w.message), raw(where))
+    dropped = session.warnings_dropped.text()
+    if dropped:  # past the cap of distinct messages: the list is incomplete
+        table.add_row("", "", Text(dropped, style="dim italic"), "")
     return table
 
 
