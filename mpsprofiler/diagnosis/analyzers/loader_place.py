@@ -61,8 +61,8 @@ def place_facts(session: Session, loader: DataLoaderFields, suggested: int | Non
     place = f"{short_path(str(file), session.run.get('cwd'))}:{int(line)}" if file and line else None
     out["loader_place"] = place
     short = f"the {_ordinal(int(created))} DataLoader" if count > 1 and created else "the DataLoader"
-    name = f"{short} built" + (f" at {place}" if place else "")
-    out["loader_name"] = name
+    # nothing to tell apart (one loader, its line unknown): no sentence naming it
+    out["loader_name"] = f"{short} built at {place}" if place else (short if count > 1 else None)
     n = suggested if suggested is not None else workers
     changes = {"num_workers": str(n)}
     if n > 0 and not loader.get("persistent_workers"):
@@ -79,10 +79,11 @@ def place_facts(session: Session, loader: DataLoaderFields, suggested: int | Non
         out["loader_code"] = code
         return out
     # no source to read (an older recording, a file gone or edited): the arguments to set
-    out["loader_where"] = f"Build {name} with"
+    out["loader_where"] = f"Build {short} with"
     args = [f"num_workers={n}"]
     if n > 0:
         args.append("persistent_workers=True")
         args.append(f"prefetch_factor={prefetch}" if prefetch else "prefetch_factor=2")
-    out["loader_code"] = f"loader = DataLoader(dataset, batch_size={batch_size_arg}, {', '.join(args)})"
+    out["loader_code"] = (f"loader = DataLoader(\n    dataset, batch_size={batch_size_arg},\n"
+                          f"    {', '.join(args)},\n)")
     return out
