@@ -192,3 +192,38 @@ def test_dtype_and_api_claims_carry_their_release() -> None:
     rmm = next(f for f in m.API if f.name == "torch.mps.recommended_max_memory")
     near = rules["near-device-limit"].fix_template.render(_facts({}))
     assert rmm.since is not None and f"torch {rmm.since[0]}.{rmm.since[1]}+" in near
+
+
+# -- the limit as torch computes it, on the Memory panel ------------------------------------------------
+
+
+@pytest.mark.parametrize("pyenv, limit_gib, computed, ratios", [
+    ({}, 27.2, "high 1.7 x 16.0 GiB recommended max", "high 1.7 (default), low 1.4 (default)"),
+    ({m.HIGH: "1.0", m.LOW: "0.8"}, 16.0, "high 1 x 16.0 GiB recommended max", "high 1, low 0.8"),
+    ({m.HIGH: "0.0"}, None, "no limit (high ratio 0.0)", "high 0, low 1.4 (default)"),
+])
+def test_memory_panel_shows_max_allowed_as_torch_computes_it(pyenv: dict[str, str], limit_gib: float | None,
+                                                             computed: str, ratios: str) -> None:
+    """setHighWatermarkRatio: max allowed = high x recommendedMaxWorkingSetSize (0.0: none);
+    the panel names it as torch's OOM message does and shows both ratios in force."""
+    from rich.console import Console
+    from test_analyzers import GIB, LINUX_ENV, build_session, mem_event
+
+    from mpsprofiler.devices.mps import high_watermark_ratio
+    from mpsprofiler.tui.state import RunState
+    from mpsprofiler.tui.widgets.memory import limits_table
+
+    recommended = 16 * GIB
+    ratio = high_watermark_ratio(pyenv)
+    limit = m.effective_limit(ratio if ratio is not None else 0.0, recommended)
+    assert (limit is None) == (limit_gib is None)
+    device = {"allocated": GIB, "cached": 2 * GIB, "total": recommended, "limit": limit}
+    env = {**LINUX_ENV, "pytorch_env": pyenv}
+    session = build_session(env=env, device="mps", mem=[mem_event(1.0, GIB, device=device)])
+    console = Console(width=120, record=True)
+    console.print(limits_table(RunState(session, live=False)))
+    text = console.export_text()
+    assert "computed as" in text and computed in text, text
+    assert ratios in text, text
+    if limit_gib is not None:
+        assert "max allowed" in text and f"{limit_gib:.1f} GiB" in text, text

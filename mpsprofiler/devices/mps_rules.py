@@ -25,6 +25,7 @@ Sources (pytorch/pytorch):
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 HIGH = "PYTORCH_MPS_HIGH_WATERMARK_RATIO"
@@ -103,6 +104,35 @@ def effective_limit(high: float | None, recommended_max: int) -> int | None:
     if ratio == 0.0:
         return None
     return int(ratio * recommended_max)
+
+
+def ratios_in_force(env: dict[str, str], unified: bool = True) -> tuple[float, float]:
+    """(high, low) the allocator runs with for these variables: what ``init_allocator``
+    reads with ``strtod``, else its defaults (0.0 high = no limit)."""
+    high = strtod(env[HIGH]) if HIGH in env else DEFAULT_HIGH_WATERMARK
+    low = strtod(env[LOW]) if LOW in env else default_low(unified)
+    return high, low
+
+
+def limit_text(env: dict[str, str], recommended_max: int | None, fmt: Callable[[int], str]) -> list[tuple[str, str]]:
+    """Rows that say how torch computes "max allowed" (the OOM message's third number, the
+    panel's limit row):
+    ``setHighWatermarkRatio`` sets it to high x ``recommendedMaxWorkingSetSize``; the low
+    ratio (``setLowWatermarkRatio``) is the soft limit where the allocator starts to
+    collect cached buffers. Memory kind unknown to the recording: unified (every Apple
+    silicon Mac)."""
+    high, low = ratios_in_force(env)
+    rows: list[tuple[str, str]] = []
+    if recommended_max:
+        limit = effective_limit(high, recommended_max)
+        rows.append(("computed as", "no limit (high ratio 0.0)" if limit is None
+                     else f"high {_num(high)} x {fmt(recommended_max)} recommended max"))
+        low_limit = effective_limit(low, recommended_max) if low > 0 else None
+        rows.append(("cache collected from", f"{fmt(low_limit)} (low ratio {_num(low)})" if low_limit
+                     else f"never (low ratio {_num(low)})"))
+    rows.append(("ratios in force", f"high {_num(high)}{'' if HIGH in env else ' (default)'}, "
+                 f"low {_num(low)}{'' if LOW in env else ' (default)'}"))
+    return rows
 
 
 def paired_low(high: float) -> float:

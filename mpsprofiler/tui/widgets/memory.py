@@ -14,6 +14,7 @@ from textual.containers import Horizontal
 from textual.widget import Widget
 from textual.widgets import Static
 
+from ...devices.mps_rules import limit_text
 from ...units import fmt_bytes
 from ..state import RunState
 from .charts import LineChart
@@ -98,12 +99,20 @@ def limits_table(state: RunState) -> Table:
     table.add_column(justify="right", overflow="fold")
     peak_device = mem.peak_allocated
     if mem.device_limit:
-        table.add_row("device limit", fmt_bytes(mem.device_limit))
+        # MPS: torch's own name for it (the OOM message's "max allowed")
+        table.add_row("max allowed" if state.session.device_kind == "mps" else "device limit",
+                      fmt_bytes(mem.device_limit))
         if peak_device is not None:
             headroom = mem.device_limit - max(peak_device, mem.peak.get("cached") or 0)
             style = "red" if headroom < 0.1 * mem.device_limit else "green"
             table.add_row("headroom at peak", Text(fmt_bytes(headroom), style=style))
-    if mem.device_total:
+    if state.session.device_kind == "mps":
+        # torch's own terms: the OOM message's "max allowed" and the ratios behind it
+        pyenv = state.session.env.get("pytorch_env")
+        env = {str(k): str(v) for k, v in pyenv.items()} if isinstance(pyenv, dict) else {}
+        for label, text in limit_text(env, mem.device_total, fmt_bytes):
+            table.add_row(label, text)
+    elif mem.device_total:
         table.add_row("device total", fmt_bytes(mem.device_total))
     if mem.sys_total:
         table.add_row("system total", fmt_bytes(mem.sys_total))
