@@ -207,11 +207,11 @@ def test_memory_panel_shows_max_allowed_as_torch_computes_it(pyenv: dict[str, st
     """setHighWatermarkRatio: max allowed = high x recommendedMaxWorkingSetSize (0.0: none);
     the panel names it as torch's OOM message does and shows both ratios in force."""
     from rich.console import Console
-    from test_analyzers import GIB, LINUX_ENV, build_session, mem_event
 
     from mpsprofiler.devices.mps import high_watermark_ratio
     from mpsprofiler.tui.state import RunState
     from mpsprofiler.tui.widgets.memory import limits_table
+    from test_analyzers import GIB, LINUX_ENV, build_session, mem_event
 
     recommended = 16 * GIB
     ratio = high_watermark_ratio(pyenv)
