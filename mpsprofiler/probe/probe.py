@@ -17,10 +17,12 @@ from typing import Any
 from .. import events
 from ..devices import DeviceBackend, backend_for
 from ..devices.cpu import CpuBackend
-from ..events.payloads import ByeFields, DataLoaderFields, ExceptionFields, Frame, HelloFields, ModelFields
+from ..events.payloads import ByeFields, ExceptionFields, Frame, HelloFields, ModelFields
 from ..redact import TEXT_KINDS, redact_env, scrub_fields
 from . import loader_sites
 from .channel import Channel
+from .import_watch import ImportWatcher
+from .loader_config import loader_config
 from .steps import StepTracker
 from .transparent import hide_from_warnings
 from .weakids import WeakIds
@@ -117,7 +119,7 @@ class Probe:
         if "torch" in sys.modules:
             self._on_torch_imported()
         else:
-            self._torch_watch = _ImportWatcher("torch", self._on_torch_imported)
+            self._torch_watch = ImportWatcher("torch", self._on_torch_imported)
             sys.meta_path.insert(0, self._torch_watch)
             self._uninstallers.append(self._torch_watch.remove)
         try:
@@ -369,7 +371,7 @@ class Probe:
                     number = seen.add(loader)
                     fields: dict[str, Any] | None = None
                     if number:
-                        fields = {**_loader_config(loader, number), **sites.site_fields(loader)}
+                        fields = {**loader_config(loader, number), **sites.site_fields(loader)}
                         probe.emit(events.KIND_DATALOADER, **fields)
                     sites.on_iter(it, loader, fields)
             except Exception as exc:
@@ -539,145 +541,11 @@ class Probe:
         return events.encode(events.KIND_BYE, self.clock(), **fields)
 
 
-class _ImportWatcher:
-    """A ``sys.meta_path`` finder that calls back once a module has finished importing.
-
-    It finds nothing itself: it asks the other finders, and wraps the found loader's
-    ``exec_module`` (on that loader object only) so the callback runs right after the
-    module's code, inside the script's own import statement.
-    """
-
-    def __init__(self, name: str, callback: Callable[[], None]) -> None:
-        self.name = name
-        self.callback = callback
-
-    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
-        if fullname != self.name:
-            return None
-        spec = None
-        for finder in list(sys.meta_path):
-            if finder is self or not hasattr(finder, "find_spec"):
-                continue
-            spec = finder.find_spec(fullname, path, target)
-            if spec is not None:
-                break
-        loader = getattr(spec, "loader", None)
-        if loader is None or not hasattr(loader, "exec_module"):
-            return spec
-        original = loader.exec_module
-        watcher = self
-
-        def exec_module(module: Any) -> None:
-            original(module)
-            try:
-                del loader.exec_module  # back to the class's method
-            except AttributeError:
-                pass
-            watcher.remove()
-            watcher.callback()
-
-        try:
-            loader.exec_module = exec_module
-        except AttributeError:  # a loader that takes no attributes: no lazy hooks
-            return spec
-        return spec
-
-    def remove(self) -> None:
-        try:
-            sys.meta_path.remove(self)
-        except ValueError:
-            pass
-
-
 def _safe(fn: Callable[[], None], probe: Probe) -> None:
     try:
         fn()
     except Exception as exc:
         probe.fail("dataloader", exc)
-
-
-def _loader_config(loader: Any, number: int) -> DataLoaderFields:
-    length = _batches(loader)
-    dataset = getattr(loader, "dataset", None)
-    sampler = getattr(loader, "batch_sampler", None)
-    return {
-        "id": number,
-        "batch_size": _batch_size(loader, sampler),
-        "num_workers": getattr(loader, "num_workers", None),
-        "pin_memory": bool(getattr(loader, "pin_memory", False)),
-        "prefetch_factor": getattr(loader, "prefetch_factor", None),
-        "persistent_workers": bool(getattr(loader, "persistent_workers", False)),
-        "len": length,
-        "dataset": type(dataset).__name__ if dataset is not None else None,
-        "batch_sampler": type(sampler).__name__ if sampler is not None else None,
-        "multiprocessing_context": _ctx_name(loader),
-        "thread": threading.current_thread().name,
-    }
-
-
-def _batch_size(loader: Any, sampler: Any) -> int | None:
-    """The loader's batch size, or its batch sampler's: ``accelerator.prepare`` (so every
-    Hugging Face Trainer) rebuilds a loader with ``batch_sampler=`` and torch then sets
-    ``batch_size`` to None ("a batch of None samples"). None: the loader does not batch."""
-    size = getattr(loader, "batch_size", None)
-    if size is None and sampler is not None:
-        size = getattr(sampler, "batch_size", None)
-    return size if isinstance(size, int) and not isinstance(size, bool) else None
-
-
-def _batches(loader: Any) -> int | None:
-    """``len(loader)`` when that calls no code of the script's that the DataLoader would
-    not call itself, else None.
-
-    ``DataLoader.__len__`` on an IterableDataset calls the dataset's ``__len__`` (which
-    plain iteration never does) and sets ``_IterableDataset_len_called``, after which
-    torch warns when the dataset yields more; a sampler of the script's own may have a
-    costly or side-effecting ``__len__``. torch's own samplers are asked (their
-    ``__len__`` reads the dataset's length, which ``SequentialSampler`` and
-    ``RandomSampler`` read anyway to iterate), nothing else is.
-    """
-    try:
-        from torch.utils.data import IterableDataset, Sampler
-
-        if isinstance(getattr(loader, "dataset", None), IterableDataset):
-            return None
-        if type(loader).__len__ is not _dataloader_len():
-            return None  # a DataLoader subclass with a length of its own
-        sampler = getattr(loader, "_index_sampler", None)
-        while sampler is not None:
-            if not isinstance(sampler, Sampler) or not _torch_owned(getattr(type(sampler), "__len__", None)):
-                return None
-            inner = getattr(sampler, "sampler", None)
-            if inner is None or inner is sampler:
-                break
-            sampler = inner
-        if sampler is None:
-            return None
-        return int(len(loader))
-    except Exception:
-        return None
-
-
-def _dataloader_len() -> Any:
-    from torch.utils.data import DataLoader
-
-    return DataLoader.__len__
-
-
-def _torch_owned(fn: Any) -> bool:
-    module = getattr(fn, "__module__", "") or ""
-    return module == "torch" or module.startswith("torch.")
-
-
-def _ctx_name(loader: Any) -> str | None:
-    ctx = getattr(loader, "multiprocessing_context", None)
-    if ctx is None:
-        if getattr(loader, "num_workers", 0):
-            import multiprocessing
-
-            return multiprocessing.get_start_method(allow_none=True) or None
-        return None
-    return getattr(ctx, "_name", None) or str(ctx)
 
 
 def _int_env(name: str) -> int | None:

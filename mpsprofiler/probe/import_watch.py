@@ -1,0 +1,57 @@
+"""Call back once a module has been imported: how the probe learns that the script imported torch."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from typing import Any
+
+
+class ImportWatcher:
+    """A ``sys.meta_path`` finder that calls back once a module has finished importing.
+
+    It finds nothing itself: it asks the other finders, and wraps the found loader's
+    ``exec_module`` (on that loader object only) so the callback runs right after the
+    module's code, inside the script's own import statement.
+    """
+
+    def __init__(self, name: str, callback: Callable[[], None]) -> None:
+        self.name = name
+        self.callback = callback
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
+        if fullname != self.name:
+            return None
+        spec = None
+        for finder in list(sys.meta_path):
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(fullname, path, target)
+            if spec is not None:
+                break
+        loader = getattr(spec, "loader", None)
+        if loader is None or not hasattr(loader, "exec_module"):
+            return spec
+        original = loader.exec_module
+        watcher = self
+
+        def exec_module(module: Any) -> None:
+            original(module)
+            try:
+                del loader.exec_module  # back to the class's method
+            except AttributeError:
+                pass
+            watcher.remove()
+            watcher.callback()
+
+        try:
+            loader.exec_module = exec_module
+        except AttributeError:  # a loader that takes no attributes: no lazy hooks
+            return spec
+        return spec
+
+    def remove(self) -> None:
+        try:
+            sys.meta_path.remove(self)
+        except ValueError:
+            pass

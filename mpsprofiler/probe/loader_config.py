@@ -1,0 +1,96 @@
+"""A DataLoader's configuration as the probe records it, read without running the script's code.
+
+The probe must not call what the DataLoader itself would not (a user ``__len__``), so
+each figure is read from attributes torch sets, or left out.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from ..events.payloads import DataLoaderFields
+
+
+def loader_config(loader: Any, number: int) -> DataLoaderFields:
+    length = _batches(loader)
+    dataset = getattr(loader, "dataset", None)
+    sampler = getattr(loader, "batch_sampler", None)
+    return {
+        "id": number,
+        "batch_size": _batch_size(loader, sampler),
+        "num_workers": getattr(loader, "num_workers", None),
+        "pin_memory": bool(getattr(loader, "pin_memory", False)),
+        "prefetch_factor": getattr(loader, "prefetch_factor", None),
+        "persistent_workers": bool(getattr(loader, "persistent_workers", False)),
+        "len": length,
+        "dataset": type(dataset).__name__ if dataset is not None else None,
+        "batch_sampler": type(sampler).__name__ if sampler is not None else None,
+        "multiprocessing_context": _ctx_name(loader),
+        "thread": threading.current_thread().name,
+    }
+
+
+def _batch_size(loader: Any, sampler: Any) -> int | None:
+    """The loader's batch size, or its batch sampler's: ``accelerator.prepare`` (so every
+    Hugging Face Trainer) rebuilds a loader with ``batch_sampler=`` and torch then sets
+    ``batch_size`` to None ("a batch of None samples"). None: the loader does not batch."""
+    size = getattr(loader, "batch_size", None)
+    if size is None and sampler is not None:
+        size = getattr(sampler, "batch_size", None)
+    return size if isinstance(size, int) and not isinstance(size, bool) else None
+
+
+def _batches(loader: Any) -> int | None:
+    """``len(loader)`` when that calls no code of the script's that the DataLoader would
+    not call itself, else None.
+
+    ``DataLoader.__len__`` on an IterableDataset calls the dataset's ``__len__`` (which
+    plain iteration never does) and sets ``_IterableDataset_len_called``, after which
+    torch warns when the dataset yields more; a sampler of the script's own may have a
+    costly or side-effecting ``__len__``. torch's own samplers are asked (their
+    ``__len__`` reads the dataset's length, which ``SequentialSampler`` and
+    ``RandomSampler`` read anyway to iterate), nothing else is.
+    """
+    try:
+        from torch.utils.data import IterableDataset, Sampler
+
+        if isinstance(getattr(loader, "dataset", None), IterableDataset):
+            return None
+        if type(loader).__len__ is not _dataloader_len():
+            return None  # a DataLoader subclass with a length of its own
+        sampler = getattr(loader, "_index_sampler", None)
+        while sampler is not None:
+            if not isinstance(sampler, Sampler) or not _torch_owned(getattr(type(sampler), "__len__", None)):
+                return None
+            inner = getattr(sampler, "sampler", None)
+            if inner is None or inner is sampler:
+                break
+            sampler = inner
+        if sampler is None:
+            return None
+        return int(len(loader))
+    except Exception:
+        return None
+
+
+def _dataloader_len() -> Any:
+    from torch.utils.data import DataLoader
+
+    return DataLoader.__len__
+
+
+def _torch_owned(fn: Any) -> bool:
+    module = getattr(fn, "__module__", "") or ""
+    return module == "torch" or module.startswith("torch.")
+
+
+def _ctx_name(loader: Any) -> str | None:
+    ctx = getattr(loader, "multiprocessing_context", None)
+    if ctx is None:
+        if getattr(loader, "num_workers", 0):
+            import multiprocessing
+
+            return multiprocessing.get_start_method(allow_none=True) or None
+        return None
+    return getattr(ctx, "_name", None) or str(ctx)
