@@ -102,6 +102,15 @@ def test_a_straight_leak_has_no_scatter_and_is_found():
     assert found["tensor-leak"].facts["leak_noise_ratio"] > 100
 
 
+def test_a_short_clean_leak_is_found_with_too_few_samples_for_the_halves():
+    # 7 samples after warm-up (3 in the first half: a perfect rise reaches only 0.85), 4 MiB per step
+    rng = random.Random(1)
+    session = _run([400 + 40 * k + rng.uniform(-1, 1) for k in range(8)], steps=80)
+    f = facts_of(session)
+    assert f["leak_halves_significance"] < 0.95 and f["leak_noise_ratio"] >= 8
+    assert "tensor-leak" in fired(session)
+
+
 # --------------------------------------------------------------------------- memory pressure
 
 
