@@ -15,7 +15,7 @@ import pytest
 from mpsprofiler.diagnosis import diagnose
 from mpsprofiler.diagnosis.findings import Finding
 from mpsprofiler.session.session import Session
-from test_analyzers import GIB, MIB, build_session, facts_of, mem_event, step_rows
+from test_analyzers import GIB, MAC_ENV, MIB, build_session, facts_of, mem_event, step_rows
 
 STEPS, DT, EPOCHS = 1000, 0.05, 5
 """1,000 steps of 50 ms in five "epochs": 100 memory samples, as a 50 s run gives."""
@@ -109,6 +109,32 @@ def test_a_short_clean_leak_is_found_with_too_few_samples_for_the_halves():
     f = facts_of(session)
     assert f["leak_halves_significance"] < 0.95 and f["leak_noise_ratio"] >= 8
     assert "tensor-leak" in fired(session)
+
+
+def _cache_band(seed: int, growth_mib_per_sample: float = 0.0, n: int = 400) -> Session:
+    """MPS: tensors flat at 2 GiB, the allocator cache wandering inside 4-8 GiB (shapes
+    that come and go), sampled with noise; plus a steady growth per sample."""
+    rng, level = random.Random(seed), 6000.0
+    rows, mem = step_rows([0.5] * n, alloc=[2 * GIB] * n), []
+    for k, row in enumerate(rows):
+        level = min(8000.0, max(4000.0, level + rng.gauss(0, 400)))
+        cached = level + rng.uniform(-750, 750) + growth_mib_per_sample * k
+        dev = {"allocated": 2 * GIB, "cached": int(cached * MIB), "peak": None, "total": 16 * GIB, "limit": 24 * GIB}
+        mem.append(mem_event(row[1], GIB, device=dev))
+    return build_session(env=MAC_ENV, device="mps", rows=rows, mem=mem)
+
+
+def test_a_cache_wandering_in_a_band_is_not_cache_growth():
+    for seed in (9, 15, 24):  # the rise alone (significance and 1 GiB) called these growth
+        session = _cache_band(seed)
+        f = facts_of(session)
+        assert f["alloc_flat"] and f["cache_growth_significance"] >= 0.95 and f["cache_growth_mib"] >= 1024
+        assert "cache-growth" not in fired(session), seed
+
+
+def test_a_cache_that_keeps_growing_in_the_same_noise_is_found():
+    for seed in range(3):
+        assert "cache-growth" in fired(_cache_band(seed, growth_mib_per_sample=20)), seed
 
 
 # --------------------------------------------------------------------------- memory pressure
