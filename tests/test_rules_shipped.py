@@ -342,7 +342,8 @@ def test_every_shipped_rule_is_triggered_by_a_test():
     leak_sites = {"graph-kept-across-steps", "leak-site-graph", "leak-site-container"}  # tests/test_leaks.py
     loader = {"dataloader-batch-indexing", "dataloader-cpu-contention"}  # tests/test_loader_advice.py
     place = {"other-programs-busy"}  # tests/test_advice_place.py
-    assert ids == set(CLI_RULES) | set(SYNTHETIC) | {"tensor-leak"} | leak_sites | loader | place
+    others = {"memory-taken-by-others"}  # tests/test_flicker.py
+    assert ids == set(CLI_RULES) | set(SYNTHETIC) | {"tensor-leak"} | leak_sites | loader | place | others
 
 
 def test_rule_files_load_cleanly_with_reasons_for_their_thresholds():

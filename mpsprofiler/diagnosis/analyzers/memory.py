@@ -13,6 +13,18 @@ Three patterns (figures from torch/mps/__init__.py and torch.cuda.memory) are to
 Growth is a Theil–Sen slope with a Mann–Kendall significance (:mod:`.robust`), and a
 ``leak_consistency`` that compares the second half of the run with the whole, so a
 ramp that levels off (caches filling during the first epoch) is not called a leak.
+
+A finding must hold across runs, so a level that wanders inside a band (340-420 MiB
+over five epochs, caches filling and freeing) must not read as a leak in the one run
+where it happened to end high: ``leak_halves_significance`` asks each half of the
+steady state to rise on its own, on thinned samples (neighbouring samples of a slow
+wave are not independent, and Mann–Kendall would count them as evidence), and
+``leak_noise_ratio`` asks the growth to be large against the level's own scatter.
+
+Memory pressure is the run's only when the run holds much of the memory in use
+(``memory_run_share`` at the tightest moment) and the shortage lasts
+(``sys_available_held_min_share``: the lowest level held over ``SUSTAIN`` samples in a
+row); another program's brief spike is reported as such, with the figures.
 """
 
 from __future__ import annotations
@@ -35,6 +47,15 @@ MIN_SAMPLES = 5
 """Memory samples come every 0.5 s: 5 of them are the shortest window worth a slope."""
 GROWING = 0.95
 """Significance from which growth counts as real for projections (Scalene: 0.95)."""
+HALF_POINTS = 24
+"""Samples per half for the halves' Mann–Kendall test: thinned so that the samples of one
+slow wave (0.5 s apart) do not count as many independent rises."""
+NOISE_FLOOR = MIB
+"""Scatter below 1 MiB counts as 1 MiB: a perfectly straight series has no scatter."""
+SUSTAIN = 3
+"""Samples in a row (0.5 s apart: 1.5 s) a memory shortage must last to count as pressure."""
+LOW_AVAILABLE = 0.08
+"""The share of the machine's memory available at which it counts as short (memory-pressure.yaml)."""
 
 
 @dataclass(frozen=True)
@@ -42,6 +63,10 @@ class Growth:
     trend: robust.Trend
     consistency: float | None
     """Slope over the second half / slope over the whole (0..1); None unless rising."""
+    halves_significance: float | None = None
+    """The smaller Mann–Kendall significance of the two halves, each thinned to ``HALF_POINTS``."""
+    noise_ratio: float | None = None
+    """Growth over the span / the scatter around the fitted line (10th to 90th percentile)."""
 
 
 MEMORY_FACTS: tuple[str, ...] = (
@@ -50,7 +75,9 @@ MEMORY_FACTS: tuple[str, ...] = (
     "leak_consistency", "leak_from_step", "leak_growth_kib_per_step", "leak_growth_mib",
     "leak_growth_mib_per_100_steps", "leak_growth_per_step", "leak_growth_share", "leak_significance",
     "leak_source", "leak_to_step", "steps_until_oom", "swap_growth", "swap_growth_mib", "sys_available_min",
-    "sys_available_min_share",
+    "sys_available_min_share", "leak_halves_significance", "leak_noise_ratio", "cache_growth_noise_ratio",
+    "sys_available_held_min_share", "sys_available_low_samples", "sys_available_min_mib", "memory_run_share",
+    "memory_run_mib", "memory_others_mib",
     *(f"{p}_growth_{s}" for p in ("alloc", "rss_step") for s in ("per_step", "significance", "total")),
     *(f"{p}_growth_{s}" for p in ("rss", "worker_rss") for s in ("per_min", "mib_per_min", "significance", "mib")),
 )
@@ -130,7 +157,19 @@ def _consistent(pts: Sequence[tuple[float, float]]) -> Growth | None:
     consistency = None
     if late is not None and trend.slope > 0:
         consistency = max(0.0, min(1.0, late.slope / trend.slope))
-    return Growth(trend, consistency)
+    early = [p[1] for p in robust.thin(pts[: len(pts) // 2], HALF_POINTS)]
+    later = [p[1] for p in robust.thin(half, HALF_POINTS)]
+    halves = min(robust.mann_kendall(early), robust.mann_kendall(later)) if min(len(early), len(later)) >= 3 else None
+    return Growth(trend, consistency, halves, _noise_ratio(pts, trend))
+
+
+def _noise_ratio(pts: Sequence[tuple[float, float]], trend: robust.Trend) -> float:
+    """Growth against the scatter around the fitted line: a wandering level whose end
+    happens to sit higher than its start has a growth no larger than its scatter."""
+    x0 = pts[0][0]
+    resid = sorted(y - trend.first - trend.slope * (x - x0) for x, y in robust.thin(pts))
+    lo, hi = resid[int(0.1 * (len(resid) - 1))], resid[int(0.9 * (len(resid) - 1))]
+    return round(trend.growth / max(hi - lo, NOISE_FLOOR), 3)
 
 
 def _growth_facts(prefix: str, growth: Growth | None, per: str) -> dict[str, Any]:
@@ -154,6 +193,8 @@ def _leak(facts: dict[str, Any], growth: Growth, held: list[StepPoint], source: 
         leak_growth_mib_per_100_steps=round(trend.slope * 100 / MIB, 3),
         leak_significance=round(trend.significance, 4),
         leak_consistency=rounded(consistency, 3),
+        leak_halves_significance=rounded(growth.halves_significance, 4),
+        leak_noise_ratio=growth.noise_ratio,
         leak_growth_mib=round(trend.growth / MIB, 2),
         leak_growth_share=round(trend.growth / base, 4),
         leak_from_step=held[0].i if held else None,
@@ -180,6 +221,7 @@ def _time_growth(session: Session, held: list[StepPoint], alloc: Growth | None) 
             facts["cache_growth_per_min"] = int(t.slope * 60)
             facts["cache_growth_mib_per_min"] = round(t.slope * 60 / MIB, 2)
             facts["cache_growth_significance"] = round(t.significance, 4)
+            facts["cache_growth_noise_ratio"] = _noise_ratio(cached, t)
             facts["cache_growth_mib"] = round(t.growth / MIB, 2)
             facts["cache_growth_from_step"] = held[0].i
             limit = session.memory.device_limit
@@ -211,12 +253,41 @@ def _system(session: Session) -> dict[str, Any]:
     if mem.min_sys_available is not None and mem.sys_total:
         facts["sys_available_min"] = mem.min_sys_available
         facts["sys_available_min_share"] = round(mem.min_sys_available / mem.sys_total, 4)
+    facts.update(_pressure(session))
     first = mem.first.swap_used if mem.first is not None else None
     peak = mem.peak.get("swap_used")
     if first is not None and peak is not None:
         facts["swap_growth"] = max(0, peak - first)
         facts["swap_growth_mib"] = round(max(0, peak - first) / MIB, 1)
     return facts
+
+
+def _pressure(session: Session) -> dict[str, Any]:
+    """Whose memory it was when the machine ran short, and whether the shortage lasted.
+
+    The run's memory is its RSS, its child processes' (DataLoader workers) and, on unified
+    memory (MPS), the device cache; the memory in use is the machine's total less what
+    was available. Figures at the sample with the least memory available.
+    """
+    mem = session.memory
+    total = mem.sys_total
+    pts = [m for m in mem.series.points() if m.sys_available is not None and m.rss_total is not None]
+    if not total or not pts:
+        return {}
+    avail = [int(m.sys_available or 0) for m in pts]
+    windows = [max(avail[k : k + SUSTAIN]) for k in range(len(avail) - SUSTAIN + 1)]
+    tight = min(range(len(pts)), key=lambda k: avail[k])
+    m = pts[tight]
+    own = (m.rss_total or 0) + ((m.cached or 0) if session.device_kind == "mps" else 0)
+    used = max(total - avail[tight], 1)
+    return {
+        "sys_available_held_min_share": round(min(windows) / total, 4) if windows else None,
+        "sys_available_low_samples": sum(1 for a in avail if a <= LOW_AVAILABLE * total),
+        "sys_available_min_mib": round(avail[tight] / MIB, 1),
+        "memory_run_share": round(min(1.0, own / used), 4),
+        "memory_run_mib": round(own / MIB, 1),
+        "memory_others_mib": round(max(0, used - own) / MIB, 1),
+    }
 
 
 def _steps_until_oom(session: Session, facts: dict[str, Any]) -> int | None:
