@@ -13,7 +13,7 @@ import pytest
 from helpers import child_env, compare
 
 WARNS = textwrap.dedent('''\
-    import inspect, sys, warnings
+    import warnings
     def two():
         warnings.warn("two", DeprecationWarning, stacklevel=2)
     def outer():
@@ -24,14 +24,20 @@ WARNS = textwrap.dedent('''\
         warnings.warn("past the top", DeprecationWarning, stacklevel=3)
     two()
     outer()
+    def far_past_the_top():
+        for level in range(4, 9):
+            warnings.warn(f"level {level}", DeprecationWarning, stacklevel=level)
     past_the_top()
+    far_past_the_top()
+''')
+
+DEPTH = textwrap.dedent('''\
     def depth(n):
         try:
             return depth(n + 1)
         except RecursionError:
             return n
     print("usable depth", depth(0))
-    print("stack", len(inspect.stack()), file=sys.stderr)
 ''')
 
 
@@ -40,21 +46,31 @@ def test_stacklevel_warnings_and_recursion_depth_as_under_python(tmp_path: Path,
     """stacklevel=2 / 3 name the script's line and are shown (``__main__``) as under
     python; a stacklevel past the script's top level ends at ``sys:1`` (hidden by the
     default filters, shown as ``sys:1`` with ``always``), not at a frame of mpsprof's
-    that the ``__main__`` filter would show. A recursive function reaches python's
-    depth. ``inspect.stack()`` at the top level is python's plus the one start frame
-    (the documented limit), never more."""
+    that the ``__main__`` filter would show."""
     script = tmp_path / "w.py"
-    script.write_text(WARNS.replace('print("stack", len(inspect.stack()), file=sys.stderr)\n', ""))
+    script.write_text(WARNS)
     env = child_env(PYTHONWARNINGS=filters)
     plain, _ = compare([str(script)], tmp_path / "run", env=env)
     err = plain.stderr.decode()
     assert "w.py:10: DeprecationWarning: two" in err and "w.py:11: DeprecationWarning: three" in err
     assert ("sys:1: DeprecationWarning: past the top" in err) == (filters is not None)
-    assert b"usable depth" in plain.stdout
+    assert ("sys:1: DeprecationWarning: level 8" in err) == (filters is not None)
+
+
+@pytest.mark.parametrize("form", ["script", pytest.param("module", marks=pytest.mark.slow)])
+def test_recursion_depth_as_under_python(tmp_path: Path, form: str) -> None:
+    """A recursive function reaches python's depth (the start frame's cost is made up
+    for); with ``-m`` runpy's frames are python's own."""
+    (tmp_path / "deep.py").write_text(DEPTH)
+    args = [str(tmp_path / "deep.py")] if form == "script" else ["-m", "deep"]
+    plain, _ = compare(args, tmp_path / "run", cwd=tmp_path)
+    assert b"usable depth 9" in plain.stdout
 
 
 @pytest.mark.slow
 def test_inspect_stack_has_one_start_frame_at_most(tmp_path: Path) -> None:
+    """The documented limit: ``inspect.stack()`` lists the start frame below the
+    script's (python's count plus one), never more of mpsprof's."""
     script = tmp_path / "s.py"
     script.write_text("import inspect\nprint(len(inspect.stack()))\n")
     from helpers import run_mpsprof, run_python
@@ -104,3 +120,4 @@ def test_exit_traceback_has_no_mpsprof_frames(tmp_path: Path, case: str) -> None
     plain, profiled = compare([str(script), case], tmp_path / "run")
     assert plain.returncode == 1 and b"Traceback" in plain.stderr
     assert b"mpsprofiler" not in profiled.script_stderr
+

@@ -3,11 +3,17 @@
 ``python -m mpsprofiler.probe.boot SCRIPT ARGS...`` or ``... boot -m MODULE ARGS...``.
 What "exactly" means here: ``sys.argv``, ``sys.path[0]``, ``__file__`` (absolute, as
 Python 3.9+ makes it), the ``__main__`` module's globals, the traceback of an uncaught
-exception (our own frames removed; the ``runpy`` frames that ``python -m`` shows kept),
+exception (our own frames removed, wherever the exception passed through them; the
+``runpy`` frames that ``python -m`` shows kept),
 ``sys.exit`` codes and messages, and death by SIGINT after an uncaught KeyboardInterrupt.
 A plain script is compiled and run in a fresh ``__main__`` module the way Python's
 ``pymain_run_file`` does (runpy would change ``sys.argv[0]`` and ``__file__``); ``-m``,
 directories and zip files go through ``runpy._run_module_as_main`` like ``python`` itself.
+:func:`prepare` readies the script and returns a :class:`Job` whose ``run`` the launcher's
+start program (:mod:`.importlib_bootstrap_start`) calls from its own module frame: the
+script's frame then has one frame of ours below it, which warnings skip and whose
+recursion cost the limit makes up for (``inspect.stack()`` still lists it: the one
+difference left).
 The probe's settings come in ``MPSPROF_CHANNEL`` / ``MPSPROF_OPTIONS`` and are removed
 from the environment before the script runs, so the script and its subprocesses see the
 user's environment.
