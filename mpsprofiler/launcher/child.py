@@ -1,7 +1,7 @@
 """Start the training script in a child process with the probe, and watch it.
 
 The child is the same interpreter running :mod:`mpsprofiler.probe.boot` (through a small
-``-c`` program, see :func:`bootstrap_code`). Its events come
+start program, see :func:`start_program`). Its events come
 back over a private pipe (an inherited fd: nothing is listening on any port), which a
 reader thread decodes, records and hands to ``on_events`` in batches. The child's
 stdin/stdout/stderr are the parent's own in headless mode (output passes through
@@ -67,7 +67,7 @@ class RunSpec:
         if self.torchrun is not None:
             return self.torchrun.argv()
         target = ["-m", self.target] if self.module else [self.target]
-        return [sys.executable, "-c", bootstrap_code(), *target, *self.args]
+        return [sys.executable, start_program(), *target, *self.args]
 
 
 class RunController:
@@ -466,33 +466,17 @@ class RunController:
         return code
 
 
-def bootstrap_code() -> str:
-    """The child's ``python -c`` program: import the boot with neither the user's working
-    directory nor the script's on ``sys.path``, then let it run the script.
-
-    ``python -m mpsprofiler.probe.boot`` would put the working directory first on
-    ``sys.path`` for mpsprof's own imports: a ``token.py`` there broke ``import
-    traceback`` (tokenize's ``from token import ...``) before the script's first line,
-    and a ``json.py`` there became the script's json too. ``-c`` puts ``''`` first
-    (unless ``PYTHONSAFEPATH``): removed before anything is imported; this package's
-    own directory is added at the end only if nothing else provides it, and removed
-    again. The boot then sets ``sys.path[0]`` the way ``python SCRIPT`` would.
+def start_program() -> str:
+    """The child's start program, run as ``python FILE TARGET ARGS...``: it imports the
+    boot with neither the user's working directory nor the script's on ``sys.path`` (a
+    ``token.py`` there broke ``import traceback`` before the script's first line, a
+    ``json.py`` there became the script's json too), then runs the script from its own
+    module frame, the only frame of mpsprof's below the script's (see
+    :mod:`mpsprofiler.probe.importlib_bootstrap_start`, whose file name also makes the
+    warnings machinery skip that frame).
     """
-    import mpsprofiler
-
-    home = os.path.dirname(os.path.dirname(os.path.abspath(mpsprofiler.__file__)))
-    return (
-        "import sys\n"
-        "startup = set(sys.modules)\n"
-        "getattr(sys.flags, 'safe_path', False) or sys.path.pop(0)\n"
-        f"home = {home!r}\n"
-        "added = home not in sys.path\n"
-        "added and sys.path.append(home)\n"
-        "from mpsprofiler.probe import boot\n"
-        "added and sys.path.remove(home)\n"
-        "del added, home\n"
-        "boot.main(bootstrapped=True, startup=startup)\n"
-    )
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    return os.path.join(package, "probe", "importlib_bootstrap_start.py")
 
 
 def _experiment_fields(options: dict[str, Any]) -> RunFields:

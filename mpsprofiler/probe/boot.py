@@ -3,11 +3,17 @@
 ``python -m mpsprofiler.probe.boot SCRIPT ARGS...`` or ``... boot -m MODULE ARGS...``.
 What "exactly" means here: ``sys.argv``, ``sys.path[0]``, ``__file__`` (absolute, as
 Python 3.9+ makes it), the ``__main__`` module's globals, the traceback of an uncaught
-exception (our own frames removed; the ``runpy`` frames that ``python -m`` shows kept),
+exception (our own frames removed, wherever the exception passed through them; the
+``runpy`` frames that ``python -m`` shows kept),
 ``sys.exit`` codes and messages, and death by SIGINT after an uncaught KeyboardInterrupt.
 A plain script is compiled and run in a fresh ``__main__`` module the way Python's
 ``pymain_run_file`` does (runpy would change ``sys.argv[0]`` and ``__file__``); ``-m``,
 directories and zip files go through ``runpy._run_module_as_main`` like ``python`` itself.
+:func:`prepare` readies the script and returns a :class:`Job` whose ``run`` the launcher's
+start program (:mod:`.importlib_bootstrap_start`) calls from its own module frame: the
+script's frame then has one frame of ours below it, which warnings skip and whose
+recursion cost the limit makes up for (``inspect.stack()`` still lists it: the one
+difference left).
 The probe's settings come in ``MPSPROF_CHANNEL`` / ``MPSPROF_OPTIONS`` and are removed
 from the environment before the script runs, so the script and its subprocesses see the
 user's environment.
@@ -16,6 +22,7 @@ user's environment.
 from __future__ import annotations
 
 import builtins
+import functools
 import io
 import json
 import os
@@ -24,6 +31,7 @@ import signal
 import sys
 import traceback
 import types
+from collections.abc import Callable
 from importlib.machinery import SourceFileLoader
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -78,10 +86,38 @@ def _close_channel(channel: Any, spec: str) -> None:
 
 
 def _trim(tb: TracebackType | None) -> TracebackType | None:
-    """Drop the leading frames of this package: plain ``python`` has none of them."""
-    while tb is not None and _ours(tb.tb_frame.f_code.co_filename):
+    """Drop this package's frames that the exception passed through: plain ``python``
+    has none of them (the start program below the script, the wrappers around torch's
+    DataLoader ``__next__`` and ``_engine_run_backward``). Frames of ours at the end of
+    the chain stay: there the exception was raised by mpsprof itself, and its traceback
+    must say where."""
+    entries: list[TracebackType] = []
+    while tb is not None:
+        entries.append(tb)
         tb = tb.tb_next
-    return tb
+    last_foreign = max((i for i, e in enumerate(entries) if not _ours(e.tb_frame.f_code.co_filename)), default=-1)
+    kept = [e for i, e in enumerate(entries) if i > last_foreign or not _ours(e.tb_frame.f_code.co_filename)]
+    try:
+        for here, after in zip(kept, kept[1:], strict=False):
+            here.tb_next = after
+        if kept:
+            kept[-1].tb_next = None
+    except (TypeError, ValueError):  # not writable: leave the chain as it is
+        return entries[0] if entries else None
+    return kept[0] if kept else None
+
+
+def _trim_chain(exc: BaseException) -> None:
+    """Trim the tracebacks of the exceptions ``exc`` was raised from or during too."""
+    seen = {id(exc)}
+    todo = [exc.__cause__, exc.__context__]
+    while todo:
+        other = todo.pop()
+        if other is None or id(other) in seen:
+            continue
+        seen.add(id(other))
+        other.__traceback__ = _trim(other.__traceback__)
+        todo += [other.__cause__, other.__context__]
 
 
 def _frames(exc: BaseException, tb: TracebackType | None) -> list[Frame]:
@@ -142,7 +178,8 @@ class _DoesNotCompile(Exception):
         self.error = error
 
 
-def _run_file(script: str) -> None:
+def _file_job(script: str) -> Callable[[], Any]:
+    """Compile the script into a fresh ``__main__``; the returned call execs it."""
     path = os.path.abspath(script)
     with io.open_code(path) as fh:
         source = fh.read()
@@ -154,12 +191,13 @@ def _run_file(script: str) -> None:
     main.__file__ = path
     main.__cached__ = None  # type: ignore[attr-defined]
     main.__loader__ = SourceFileLoader("__main__", path)
-    exec(code, main.__dict__)
+    # a partial of a builtin: calling it adds no Python frame below the script's
+    return functools.partial(exec, code, main.__dict__)
 
 
-def _run_main_module(name: str, alter_argv: bool) -> None:
+def _module_job(name: str, alter_argv: bool) -> Callable[[], Any]:
     _fresh_main()
-    runpy._run_module_as_main(name, alter_argv=alter_argv)  # type: ignore[attr-defined]
+    return functools.partial(runpy._run_module_as_main, name, alter_argv=alter_argv)  # type: ignore[attr-defined]
 
 
 def _secret_values(args: list[str]) -> list[str]:
@@ -213,12 +251,40 @@ def _unshadow(path0: str | None, startup: set[str] | None) -> None:
             sys.modules.pop(name, None)
 
 
-def main(argv: list[str] | None = None, *, bootstrapped: bool = False, startup: set[str] | None = None) -> None:
-    """Run the script. ``bootstrapped``: started by the launcher's ``-c`` program, which
-    removed the entry python put first on ``sys.path``; else (``python -m
-    mpsprofiler.probe.boot``, torchrun's ranks) python put the working directory there
-    unless ``safe_path``, and it is removed here."""
-    args = list(sys.argv[1:] if argv is None else argv)
+class Job:
+    """The script, ready to run: ``run`` is a C-level call (a ``functools.partial`` of
+    ``exec`` or of ``runpy._run_module_as_main``), so the start program that calls it
+    is the only frame of ours below the script's; ``fail`` / ``close`` do what Python
+    does after it."""
+
+    def __init__(self, run: Callable[[], Any], probe: Any) -> None:
+        self.run = run
+        self.probe = probe
+
+    def fail(self, exc: BaseException) -> None:
+        """An uncaught exception: report it as Python does, then exit (never returns)."""
+        _handle_uncaught(exc, self.probe)
+
+    def close(self) -> None:
+        if self.probe is not None:
+            self.probe.close()
+
+
+START_FRAMES = 2
+"""Recursion levels the start program adds below the script's frame: its own module
+frame and the C call of ``exec`` (measured: a recursive function reaches the same depth
+as under python with the limit raised by this much)."""
+
+
+def prepare(args: list[str], *, bootstrapped: bool = True, startup: set[str] | None = None) -> Job:
+    """Install the probe and ready the script (``sys.argv``, ``sys.path``, ``__main__``).
+
+    ``bootstrapped``: started by the launcher's start program, which removed the entry
+    python put first on ``sys.path``; else (``python -m mpsprofiler.probe.boot``,
+    torchrun's ranks) python put the working directory there unless ``safe_path``, and
+    it is removed here. A script that does not compile never returns (python reports it).
+    """
+    args = list(args)
     if not bootstrapped and not getattr(sys.flags, "safe_path", False) and sys.path:
         del sys.path[0]
     probe = _start_probe()
@@ -238,21 +304,36 @@ def main(argv: list[str] | None = None, *, bootstrapped: bool = False, startup: 
     _unshadow(path0, startup)
     try:
         if module is not None:
-            _run_main_module(module, alter_argv=True)
+            run = _module_job(module, alter_argv=True)
         elif runnable:
-            _run_main_module("__main__", alter_argv=False)
-        elif script is not None:  # always, without -m
-            _run_file(script)
-    except SystemExit:
-        if probe is not None:
-            probe.close()
-        raise
+            run = _module_job("__main__", alter_argv=False)
+        else:
+            run = _file_job(script or "")
     except _DoesNotCompile as exc:
         _let_python_report(exc.error, script or "", args[1:], probe)
-    except BaseException as exc:  # noqa: BLE001 - we re-create Python's own handling
+        raise AssertionError("unreachable") from None
+    except BaseException as exc:  # noqa: BLE001 - an unreadable script, a missing module
         _handle_uncaught(exc, probe)
-    if probe is not None:
-        probe.close()
+        raise AssertionError("unreachable") from None
+    if bootstrapped:
+        try:
+            sys.setrecursionlimit(sys.getrecursionlimit() + START_FRAMES)
+        except Exception:
+            pass
+    return Job(run, probe)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m mpsprofiler.probe.boot [-m] TARGET ARGS...`` (torchrun's ranks)."""
+    job = prepare(sys.argv[1:] if argv is None else argv, bootstrapped=False)
+    try:
+        job.run()
+    except SystemExit:
+        job.close()
+        raise
+    except BaseException as exc:  # noqa: BLE001 - we re-create Python's own handling
+        job.fail(exc)
+    job.close()
 
 
 def _let_python_report(error: BaseException, script: str, args: list[str], probe: Any) -> None:
@@ -284,6 +365,7 @@ def _let_python_report(error: BaseException, script: str, args: list[str], probe
 
 def _handle_uncaught(exc: BaseException, probe: Any) -> None:
     tb = _trim(exc.__traceback__)
+    _trim_chain(exc)
     # sys.excepthook prints the exception's own __traceback__, not the tb argument
     exc = exc.with_traceback(tb)
     if probe is not None:

@@ -1,0 +1,123 @@
+"""mpsprof's own frames below and inside the script stay out of what the script sees
+(issue 33): where ``warnings.warn(..., stacklevel=N)`` lands, how deep it can recurse,
+and the frames of the traceback printed at exit. Each script runs under plain python and
+through the real CLI; the outputs must be the same."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from helpers import child_env, compare
+
+WARNS = textwrap.dedent('''\
+    import warnings
+    def two():
+        warnings.warn("two", DeprecationWarning, stacklevel=2)
+    def outer():
+        inner()
+    def inner():
+        warnings.warn("three", DeprecationWarning, stacklevel=3)
+    def past_the_top():
+        warnings.warn("past the top", DeprecationWarning, stacklevel=3)
+    two()
+    outer()
+    def far_past_the_top():
+        for level in range(4, 9):
+            warnings.warn(f"level {level}", DeprecationWarning, stacklevel=level)
+    past_the_top()
+    far_past_the_top()
+''')
+
+DEPTH = textwrap.dedent('''\
+    def depth(n):
+        try:
+            return depth(n + 1)
+        except RecursionError:
+            return n
+    print("usable depth", depth(0))
+''')
+
+
+@pytest.mark.parametrize("filters", [None, pytest.param("always::DeprecationWarning", marks=pytest.mark.slow)])
+def test_stacklevel_warnings_and_recursion_depth_as_under_python(tmp_path: Path, filters: str | None) -> None:
+    """stacklevel=2 / 3 name the script's line and are shown (``__main__``) as under
+    python; a stacklevel past the script's top level ends at ``sys:1`` (hidden by the
+    default filters, shown as ``sys:1`` with ``always``), not at a frame of mpsprof's
+    that the ``__main__`` filter would show."""
+    script = tmp_path / "w.py"
+    script.write_text(WARNS)
+    env = child_env(PYTHONWARNINGS=filters)
+    plain, _ = compare([str(script)], tmp_path / "run", env=env)
+    err = plain.stderr.decode()
+    assert "w.py:10: DeprecationWarning: two" in err and "w.py:11: DeprecationWarning: three" in err
+    assert ("sys:1: DeprecationWarning: past the top" in err) == (filters is not None)
+    assert ("sys:1: DeprecationWarning: level 8" in err) == (filters is not None)
+
+
+@pytest.mark.parametrize("form", ["script", pytest.param("module", marks=pytest.mark.slow)])
+def test_recursion_depth_as_under_python(tmp_path: Path, form: str) -> None:
+    """A recursive function reaches python's depth (the start frame's cost is made up
+    for); with ``-m`` runpy's frames are python's own."""
+    (tmp_path / "deep.py").write_text(DEPTH)
+    args = [str(tmp_path / "deep.py")] if form == "script" else ["-m", "deep"]
+    plain, _ = compare(args, tmp_path / "run", cwd=tmp_path)
+    assert b"usable depth 9" in plain.stdout
+
+
+@pytest.mark.slow
+def test_inspect_stack_has_one_start_frame_at_most(tmp_path: Path) -> None:
+    """The documented limit: ``inspect.stack()`` lists the start frame below the
+    script's (python's count plus one), never more of mpsprof's."""
+    script = tmp_path / "s.py"
+    script.write_text("import inspect\nprint(len(inspect.stack()))\n")
+    from helpers import run_mpsprof, run_python
+
+    plain = run_python([str(script)])
+    profiled = run_mpsprof([str(script)], tmp_path / "run")
+    assert int(profiled.stdout) <= int(plain.stdout) + 1, (plain.stdout, profiled.stdout)
+
+
+DATASET = textwrap.dedent('''\
+    from torch.utils.data import DataLoader, Dataset
+    class Items(Dataset):
+        def __len__(self):
+            return 4
+        def __getitem__(self, i):
+            raise ValueError("bad item")
+    for batch in DataLoader(Items(), batch_size=2):
+        pass
+''')
+
+BACKWARD = textwrap.dedent('''\
+    import sys, torch
+    class Double(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 2
+        @staticmethod
+        def backward(ctx, g):
+            raise RuntimeError("bad backward")
+    x = torch.ones(2, requires_grad=True)
+    if sys.argv[1] == "hook":
+        y = x * 3
+        y.register_hook(lambda g: 1 / 0)
+        y.sum().backward()
+    else:
+        Double.apply(x).sum().backward()
+''')
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", ["dataset", "function", "hook"])
+def test_exit_traceback_has_no_mpsprof_frames(tmp_path: Path, case: str) -> None:
+    """The wrappers of DataLoader ``__next__`` and of ``_engine_run_backward`` are not
+    in the traceback python prints at exit: same stderr, byte for byte."""
+    script = tmp_path / "t.py"
+    script.write_text(DATASET if case == "dataset" else BACKWARD)
+    plain, profiled = compare([str(script), case], tmp_path / "run")
+    assert plain.returncode == 1 and b"Traceback" in plain.stderr
+    assert b"mpsprofiler" not in profiled.script_stderr
+
