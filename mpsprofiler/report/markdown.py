@@ -159,7 +159,7 @@ class MarkdownRenderer:
         summary = results.summary
         findings = common.finding_dicts(results)
         out: list[str] = []
-        title = f"# mpsprof: {escape(session.script)} {escape(common.status_text(summary))}"
+        title = f"# mpsprof: {escape(session.script)} {escape(common.status_text(summary, session))}"
         out += [title, ""]
         headline = f"**{len(findings)} finding{'s' if len(findings) != 1 else ''}**"
         if findings:
@@ -175,7 +175,7 @@ class MarkdownRenderer:
         out += ["", "Environment variables: " + (", ".join(code(f"{k}={v}") for k, v in variables)
                                                  if variables else "no `PYTORCH_*` or thread variables set"), ""]
 
-        out += ["## Summary", ""] + _kv(common.summary_rows(summary), "Figure") + [""]
+        out += ["## Summary", ""] + _kv(common.summary_rows(summary, session), "Figure") + [""]
         out += _changes(summary)
 
         out += [f"## Findings ({len(findings)})", ""]

@@ -1,0 +1,46 @@
+"""A new user's first hour (issue 29), the smaller items: per-step compare, a cut recording's
+title, the copied fix, the exit summary's `t` verdict, and home paths kept out of reports."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from mpsprofiler.report import render_report
+from mpsprofiler.results import build_results
+from mpsprofiler.session.recording import load_runs
+
+FIXTURE = Path(__file__).resolve().parent / "fixtures" / "recordings" / "slow_dataloader"
+
+
+def _events() -> list[dict]:  # type: ignore[type-arg]
+    return [json.loads(line) for line in (FIXTURE / "events.jsonl").read_text().splitlines() if line.strip()]
+
+
+def _write(run_dir: Path, evs: list[dict]) -> Path:  # type: ignore[type-arg]
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in evs))
+    return run_dir
+
+
+def _report(run_dir: Path, fmt: str) -> str:
+    loaded = load_runs([run_dir])
+    return render_report(fmt, loaded.session, build_results(loaded.session, []))
+
+
+def test_a_recording_without_exit_is_not_titled_running(tmp_path: Path) -> None:
+    """A recording read back whose events end without an exit (the launcher died) was titled
+    "running"; it says how it ended, with its step count, in both reports."""
+    evs = [e for e in _events() if e["k"] != "exit"]
+    run = _write(tmp_path / "cut", evs)
+    md, html = _report(run, "md"), _report(run, "html")
+    first = md.splitlines()[0]
+    assert "running" not in first and "ended without an exit record after" in first, first
+    h1 = html.split("<h1>")[1].split("</h1>")[0]
+    assert "running" not in h1 and "ended without an exit record" in h1, h1
+    assert "<title>" in html and "running" not in html.split("<title>")[1].split("</title>")[0]
+    # with a cut event (--max-steps) the title says where it was cut
+    cut = _write(tmp_path / "cut2", evs + [{"k": "cut", "ts": evs[-1]["ts"], "steps": 15, "reason": "max_steps"}])
+    assert "cut after 15 steps" in _report(cut, "md").splitlines()[0]
+    # the complete recording keeps its status
+    assert "finished" in _report(FIXTURE, "md").splitlines()[0]
