@@ -44,3 +44,28 @@ def test_a_recording_without_exit_is_not_titled_running(tmp_path: Path) -> None:
     assert "cut after 15 steps" in _report(cut, "md").splitlines()[0]
     # the complete recording keeps its status
     assert "finished" in _report(FIXTURE, "md").splitlines()[0]
+
+
+def test_compare_of_runs_of_different_length_compares_per_step() -> None:
+    """`compare` said "19.63x faster" about the total time of a 64-step and a 15-step run:
+    the totals get no faster/slower then, per-step figures do, and the view says why."""
+    import copy
+
+    from mpsprofiler.compare import length_note, load_summary, render_markdown, render_text, rows
+
+    a = load_summary(FIXTURE)
+    b = copy.deepcopy(a)
+    b["steps"].update(count=15, training_s=a["steps"]["training_s"] / 4 * 0.5)  # a quarter of the steps, 2x faster each
+    b["duration_s"] = a["duration_s"] / 8
+    table = {r.label: r for r in rows(a, b)}
+    note = length_note(a, b)
+    assert note == "Runs of different length: 60 and 15 steps; per-step figures compared."
+    assert "faster" not in table["training time (total)"].ratio and "faster" not in table["run time (total)"].ratio
+    per_step = table["training time / step"].ratio
+    assert "(2.00x faster)" in per_step, per_step
+    assert "data wait / step" in table and "median step" in table
+    assert note in render_text("A", "B", list(table.values()), note)
+    assert note in render_markdown("A", "B", list(table.values()), note)
+    # same length: no note, totals keep their "faster"
+    same = {r.label: r for r in rows(a, a)}
+    assert length_note(a, a) == "" and "training time" in same and "training time (total)" not in same
