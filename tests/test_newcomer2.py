@@ -69,3 +69,36 @@ def test_compare_of_runs_of_different_length_compares_per_step() -> None:
     # same length: no note, totals keep their "faster"
     same = {r.label: r for r in rows(a, a)}
     assert length_note(a, a) == "" and "training time" in same and "training time (total)" not in same
+
+
+def test_reports_show_paths_relative_or_with_tilde(tmp_path: Path, monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
+    """The Markdown and HTML reports held absolute home-directory paths (pasted into a public
+    issue, they name the user): relative to the working directory, ~ for home, and
+    `--absolute-paths` keeps them; summary.json-style JSON is untouched."""
+    from mpsprofiler import cli
+    from mpsprofiler.report.paths import display_paths
+
+    home = tmp_path / "home" / "jane"
+    work = home / "proj"
+    work.mkdir(parents=True)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(work)
+    evs = _events()
+    run = evs[0]
+    run.update(script=f"{work}/train.py", argv=[f"{work}/train.py"], cwd=str(work), run_dir=f"{work}/mpsprof-runs/r1")
+    for e in evs:
+        if e["k"] == "env" and "python" in e:
+            e["python"] = f"{home}/venv/bin/python"
+    rec = _write(tmp_path / "rec", evs)
+    for fmt in ("md", "html"):
+        text = _report(rec, fmt)
+        assert str(home) not in text, fmt
+        assert "train.py" in text and "~/venv/bin/python" in text.replace("\\~", "~"), fmt
+    assert str(home) in _report(rec, "json")
+    cli.main(["report", str(rec), "--absolute-paths"])
+    assert f"{work}/train.py" in capsys.readouterr().out
+    cli.main(["report", str(rec)])
+    assert str(home) not in capsys.readouterr().out
+    # boundaries: a longer name is not the home directory, the directory itself is "."
+    assert display_paths("/h/jane2/x /h/jane/x /h/jane", cwd="/w", home="/h/jane") == "/h/jane2/x ~/x ~"
+    assert display_paths("in /w, see /w/a.py:3", cwd="/w", home="/h") == "in ., see a.py:3"

@@ -21,6 +21,7 @@ from ..session.session import Session
 from ..session.steps import signal_words
 from ..session.summary import rank_rows
 from ..units import finite, fmt_bytes, fmt_pct, fmt_seconds, raw
+from .paths import display_paths
 
 if TYPE_CHECKING:
     from ..results import Results
@@ -199,7 +200,8 @@ def environment_rows(session: Session) -> list[tuple[str, str]]:
         if value not in (None, "", [], {}):
             rows.append((label, str(value)))
 
-    add("Python", env.get("python"))
+    python = env.get("python")
+    add("Python", display_paths(python) if isinstance(python, str) else python)  # a venv in ~: shown so
     torch = env.get("torch")
     if torch and env.get("torch_cuda"):
         torch = f"{torch} (CUDA {env['torch_cuda']})"

@@ -22,6 +22,7 @@ from ..session.session import Session
 from ..units import fmt_bytes, fmt_pct, fmt_seconds
 from . import charts, common, ops_tables
 from .changes import change_lines, cut_text, experiment_lines
+from .paths import display_paths
 from .svg import e
 
 
@@ -107,7 +108,7 @@ class HtmlRenderer:
         parts.append(f"<footer>Report by {e(common.footer_text())} · recorded in "
                      f"<code>{e(session.run.get('run_dir') or '?')}</code></footer>")
         parts.append("</main></body></html>")
-        return "\n".join(parts) + "\n"
+        return display_paths("\n".join(parts)) + "\n"  # relative to the working directory, home as ~
 
     # -- sections -------------------------------------------------------------------
     def _header(self, session: Session, summary: dict[str, Any], findings: list[dict[str, Any]]) -> list[str]:
