@@ -102,3 +102,23 @@ def test_reports_show_paths_relative_or_with_tilde(tmp_path: Path, monkeypatch, 
     # boundaries: a longer name is not the home directory, the directory itself is "."
     assert display_paths("/h/jane2/x /h/jane/x /h/jane", cwd="/w", home="/h/jane") == "/h/jane2/x ~/x ~"
     assert display_paths("in /w, see /w/a.py:3", cwd="/w", home="/h") == "in ., see a.py:3"
+
+
+def test_exit_summary_says_what_t_tried(capsys) -> None:  # type: ignore[no-untyped-def]
+    """The summary printed on exit (after `q`) left out the `t` verdict the reports show as
+    "**Tried:**": it prints the same lines."""
+    from mpsprofiler.report.changes import experiment_lines
+    from mpsprofiler.report.console import print_summary
+
+    loaded = load_runs([FIXTURE])
+    results = build_results(loaded.session, [])
+    results.experiments = [{"rule": "dataloader_bound", "headline": "num_workers=4: 2.10x faster (1.9-2.3x)",
+                            "a_median_s": [0.05, 0.052], "b_median_s": [0.024, 0.025],
+                            "loss": {"equivalent": True}}]
+    print_summary(results, None)
+    err = capsys.readouterr().err
+    line = experiment_lines(results)[0]
+    assert f"tried       {line}" in err and "2.10x faster" in line and "loss equivalent" in line
+    results.experiments = []
+    print_summary(results, None)
+    assert "tried" not in capsys.readouterr().err

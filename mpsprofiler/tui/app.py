@@ -482,6 +482,11 @@ def run_tui(spec: RunSpec, rule_dirs: list[Path]) -> tuple[int, Session, Finishe
     finished = app.finished
     if finished is None or leftover:  # the app left early, or events came after its last look
         finished = finish_run(session, rule_dirs, spec.run_dir, app.recording_error())
+    if spec.run_dir is not None and not finished.results.experiments:
+        # the fixes tried with `t` (stored in the run directory): the exit summary says their verdicts
+        from ..experiment.store import load_experiments
+
+        finished.results.experiments = load_experiments(spec.run_dir)
     code = app.returncode if app.returncode is not None else 1
     return code, session, finished
 
