@@ -122,3 +122,43 @@ def test_exit_summary_says_what_t_tried(capsys) -> None:  # type: ignore[no-unty
     results.experiments = []
     print_summary(results, None)
     assert "tried" not in capsys.readouterr().err
+
+
+def test_copy_fix_takes_the_code_and_saves_it(tmp_path: Path) -> None:
+    """`c` copied the whole fix, prose included, and said "Copied" though OSC 52 cannot tell:
+    the code blocks go to the clipboard and to RUN_DIR/fix-<rule>.txt, the message says "sent"
+    and where the file is."""
+    import asyncio
+    import shutil
+
+    from mpsprofiler.tui.app import recorded_app
+    from mpsprofiler.tui.copy_fix import fix_to_copy
+
+    fix = "Use more workers:\n\n```python\nloader = DataLoader(ds, num_workers=4)\n```\n\nThen measure.\n"
+    assert fix_to_copy(fix) == "loader = DataLoader(ds, num_workers=4)\n"
+    assert fix_to_copy("Only prose here.") == "Only prose here.\n"
+
+    run = tmp_path / "run"
+    shutil.copytree(FIXTURE, run)
+    app = recorded_app(load_runs([run]))
+    notes: list[str] = []
+    picked: list[object] = []
+    app.notify = lambda message, **kw: notes.append(str(kw.get("title")) + ": " + message)  # type: ignore[method-assign]
+
+    async def main() -> None:
+        async with app.run_test(size=(100, 30)) as pilot:
+            await pilot.press("2")  # the Findings panel
+            await pilot.pause()
+            picked.append(app.selected_finding())
+            app.action_copy_fix()
+            await pilot.pause()
+
+    asyncio.run(main())
+    finding = picked[0]
+    assert finding is not None and "```" in finding.fix  # type: ignore[attr-defined]  # the fixture's finding has prose and code
+    saved = list(run.glob("fix-*.txt"))
+    assert [p.name for p in saved] == [f"fix-{finding.rule}.txt"]
+    copied = saved[0].read_text()
+    assert app.clipboard == copied and copied.strip() and copied.strip() in finding.fix
+    assert copied.strip() != finding.fix.strip() and "```" not in copied
+    assert len(notes) == 1 and "Copied" not in notes[0] and "OSC 52" in notes[0] and str(saved[0]) in notes[0]

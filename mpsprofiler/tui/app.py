@@ -350,8 +350,13 @@ class MpsprofApp(TryFixMixin, LiveRun, App[None]):
         if finding is None:
             self.notify("No finding to copy a fix from.", severity="warning")
             return
-        self.copy_to_clipboard(finding.fix)
-        self.notify(f"Copied the fix for “{finding.title}” to the clipboard.", title="Copied")
+        from .copy_fix import copy_message, fix_to_copy, save_fix
+
+        text = fix_to_copy(finding.fix)  # the code blocks: what is pasted into the script
+        self.copy_to_clipboard(text)
+        saved, error = save_fix(self.state.run_dir, finding.rule, text)
+        self.notify(copy_message(finding.title, text.strip() != finding.fix.strip(), saved, error),
+                    title="Sent to the terminal's clipboard (OSC 52)", timeout=10)
 
     def action_export(self) -> None:
         from .export import export_reports
