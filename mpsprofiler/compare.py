@@ -145,11 +145,15 @@ def _rules(findings: list[Any]) -> str:
 # -- loading --------------------------------------------------------------------------
 def load_summary(run_dir: Path, rule_dirs: list[Path] | None = None) -> dict[str, Any]:
     """A run's figures and findings, recomputed from its recording (the same as report)."""
+    from .report.common import ended_text, ended_without_exit
     from .results import build_results
     from .session.recording import load_runs
 
     loaded = load_runs([Path(run_dir)])
-    return build_results(loaded.session, list(rule_dirs or [])).document()
+    doc = build_results(loaded.session, list(rule_dirs or [])).document()
+    if ended_without_exit(doc, loaded.session):  # read back without an exit: never "running"
+        doc["status"] = ended_text(doc)
+    return doc
 
 
 # -- rendering ------------------------------------------------------------------------

@@ -42,8 +42,12 @@ def test_a_recording_without_exit_is_not_titled_running(tmp_path: Path) -> None:
     # with a cut event (--max-steps) the title says where it was cut
     cut = _write(tmp_path / "cut2", evs + [{"k": "cut", "ts": evs[-1]["ts"], "steps": 15, "reason": "max_steps"}])
     assert "cut after 15 steps" in _report(cut, "md").splitlines()[0]
-    # the complete recording keeps its status
+    # the complete recording keeps its status; compare's status row says the same
     assert "finished" in _report(FIXTURE, "md").splitlines()[0]
+    from mpsprofiler.compare import load_summary
+
+    assert load_summary(run)["status"].startswith("ended without an exit record")
+    assert load_summary(FIXTURE)["status"] == "finished"
 
 
 def test_compare_of_runs_of_different_length_compares_per_step() -> None:
