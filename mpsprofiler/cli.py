@@ -88,6 +88,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help=report_formats.format_help())
     report.add_argument("-o", "--output", type=Path, help="file to write (default: standard output)")
     report.add_argument("--rules", action="append", type=Path, default=[], metavar="DIR", help="add your rule files")
+    report.add_argument("--absolute-paths", action="store_true",
+                        help="keep paths as recorded (default: relative to the working directory, ~ for home)")
 
     try_ = _command(sub, "try", "prove a fix: A/B runs of the script as written and with a change",
                     "Run the script as written and with a change, interleaved, and report the measured speedup.")
@@ -455,7 +457,13 @@ def _cmd_report(args: argparse.Namespace) -> int:
     results = build_results(loaded.session, list(args.rules))
     results.experiments = _experiments(loaded.run_dir)
     say_rule_problems(results.rule_errors)
-    text = render_report(args.format, loaded.session, results)
+    from .report.paths import ABSOLUTE_PATHS
+
+    token = ABSOLUTE_PATHS.set(bool(args.absolute_paths))
+    try:
+        text = render_report(args.format, loaded.session, results)
+    finally:
+        ABSOLUTE_PATHS.reset(token)
     from .rundir import print_or_write
 
     error = print_or_write(text, args.output)

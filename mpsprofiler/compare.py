@@ -50,8 +50,38 @@ def _ratio(a: Any, b: Any, time_like: bool = False) -> str:
     return text
 
 
+def _count(summary: dict[str, Any]) -> int | None:
+    n = _get(summary, "steps", "count")
+    return n if isinstance(n, int) and not isinstance(n, bool) else None
+
+
+def length_note(a: dict[str, Any], b: dict[str, Any]) -> str:
+    """What the view says above the table when the runs have different step counts: their
+    totals (training time, run time) then measure the length, not the speed, so only the
+    per-step figures get a "faster"/"slower"."""
+    na, nb = _count(a), _count(b)
+    if na is None or nb is None or na == nb:
+        return ""
+    return f"Runs of different length: {na} and {nb} steps; per-step figures compared."
+
+
+def _per_step(summary: dict[str, Any], key: str, share: bool = False) -> float | None:
+    """A total divided by the step count (``share``: the data-wait share of training time)."""
+    n, total = _count(summary), _get(summary, "steps", "training_s")
+    if not n or not isinstance(total, (int, float)) or isinstance(total, bool):
+        return None
+    if share:
+        part = _get(summary, "steps", key)
+        if not isinstance(part, (int, float)) or isinstance(part, bool):
+            return None
+        return float(total) * float(part) / n
+    return float(total) / n
+
+
 def rows(a: dict[str, Any], b: dict[str, Any]) -> list[Row]:
-    """The figures of two summaries (``summary.json`` documents), A then B."""
+    """The figures of two summaries (``summary.json`` documents), A then B. Speed is judged on
+    per-step figures; totals get a "faster" only when both runs have the same step count."""
+    same_length = not length_note(a, b)
     out = [
         Row("script", str(a.get("script", "?")), str(b.get("script", "?"))),
         Row("status", str(a.get("status", "?")), str(b.get("status", "?"))),
@@ -69,11 +99,17 @@ def rows(a: dict[str, Any], b: dict[str, Any]) -> list[Row]:
     num("steady steps", ("steps", "steady"), _int)
     num("median step", ("steps", "median_s"), fmt_seconds, time_like=True)
     num("p90 step", ("steps", "p90_s"), fmt_seconds, time_like=True)
+    def derived(label: str, x: float | None, y: float | None) -> None:
+        out.append(Row(label, fmt_seconds(x), fmt_seconds(y), _ratio(x, y, time_like=True)))
+
+    derived("training time / step", _per_step(a, "training_s"), _per_step(b, "training_s"))
+    derived("data wait / step", _per_step(a, "data_wait_share", True), _per_step(b, "data_wait_share", True))
     num("steps / s", ("steps", "steps_per_s"), lambda v: f"{v:.2f}" if isinstance(v, (int, float)) else "–")
     num("data wait", ("steps", "data_wait_share"), fmt_pct)
     num("warm-up cost", ("steps", "warmup_cost_s"), fmt_seconds)
-    num("training time", ("steps", "training_s"), fmt_seconds, time_like=True)
-    num("run time", ("duration_s",), fmt_seconds, time_like=True)
+    total = "" if same_length else " (total)"
+    num("training time" + total, ("steps", "training_s"), fmt_seconds, time_like=same_length)
+    num("run time" + total, ("duration_s",), fmt_seconds, time_like=same_length)
     num("peak RSS (with workers)", ("memory", "peak_rss_with_workers"), fmt_bytes)
     num("peak device memory", ("memory", "peak_device_allocated"), fmt_bytes)
     num("peak device cache", ("memory", "peak_device_cached"), fmt_bytes)
@@ -109,20 +145,26 @@ def _rules(findings: list[Any]) -> str:
 # -- loading --------------------------------------------------------------------------
 def load_summary(run_dir: Path, rule_dirs: list[Path] | None = None) -> dict[str, Any]:
     """A run's figures and findings, recomputed from its recording (the same as report)."""
+    from .report.common import ended_text, ended_without_exit
     from .results import build_results
     from .session.recording import load_runs
 
     loaded = load_runs([Path(run_dir)])
-    return build_results(loaded.session, list(rule_dirs or [])).document()
+    doc = build_results(loaded.session, list(rule_dirs or [])).document()
+    if ended_without_exit(doc, loaded.session):  # read back without an exit: never "running"
+        doc["status"] = ended_text(doc)
+    return doc
 
 
 # -- rendering ------------------------------------------------------------------------
-def render_text(a_name: str, b_name: str, table: list[Row]) -> str:
+def render_text(a_name: str, b_name: str, table: list[Row], note: str = "") -> str:
     width = max(len(r.label) for r in table)
     wa = min(48, max(len(a_name), *(len(r.a) for r in table)))
     wb = min(48, max(len(b_name), *(len(r.b) for r in table)))
     lines = [f"{'':<{width}}  {'A':<{wa}}  {'B':<{wb}}  B / A", f"{'':<{width}}  {_clip(a_name, wa):<{wa}}  "
              f"{_clip(b_name, wb):<{wb}}"]
+    if note:
+        lines = [note, ""] + lines
     for r in table:
         lines.append(f"{r.label:<{width}}  {_clip(r.a, wa):<{wa}}  {_clip(r.b, wb):<{wb}}  {r.ratio}".rstrip())
     return "\n".join(lines + ["", CAUTION, ""])
@@ -132,17 +174,18 @@ def _clip(text: str, n: int) -> str:
     return text if len(text) <= n else text[: n - 1] + "…"
 
 
-def render_markdown(a_name: str, b_name: str, table: list[Row]) -> str:
+def render_markdown(a_name: str, b_name: str, table: list[Row], note: str = "") -> str:
     from .report.markdown import cell, code
     from .report.markdown import escape as md_escape
 
-    out = ["# mpsprof compare", "", f"A: {code(a_name)}  ", f"B: {code(b_name)}", "",
-           "| Figure | A | B | B / A |", "|---|---|---|---:|"]
+    out = ["# mpsprof compare", "", f"A: {code(a_name)}  ", f"B: {code(b_name)}", ""]
+    out += [f"**{md_escape(note)}**", ""] if note else []
+    out += ["| Figure | A | B | B / A |", "|---|---|---|---:|"]
     out += [f"| {cell(r.label)} | {cell(r.a)} | {cell(r.b)} | {cell(r.ratio)} |" for r in table]
     return "\n".join(out + ["", md_escape(CAUTION), ""])
 
 
-def render_html(a_name: str, b_name: str, table: list[Row]) -> str:
+def render_html(a_name: str, b_name: str, table: list[Row], note: str = "") -> str:
     body = "".join(f"<tr><th>{escape(r.label)}</th><td>{escape(r.a)}</td><td>{escape(r.b)}</td>"
                    f"<td class=\"num\">{escape(r.ratio)}</td></tr>" for r in table)
     css = ("body{font:14px system-ui,sans-serif;margin:2em}table{border-collapse:collapse}"
@@ -151,6 +194,7 @@ def render_html(a_name: str, b_name: str, table: list[Row]) -> str:
             "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'\">"
             f"<title>mpsprof compare</title><style>{css}</style></head><body><h1>mpsprof compare</h1>"
             f"<p>A: <code>{escape(a_name)}</code><br>B: <code>{escape(b_name)}</code></p>"
+            + (f"<p><strong>{escape(note)}</strong></p>" if note else "") +
             f"<table><tr><th>Figure</th><th>A</th><th>B</th><th>B / A</th></tr>{body}</table>"
             f"<p>{escape(CAUTION)}</p></body></html>\n")
 
@@ -174,16 +218,16 @@ def main_compare(args: argparse.Namespace) -> int:
         a, b = load_summary(args.run_a, args.rules), load_summary(args.run_b, args.rules)
     except (RecordingError, SchemaError) as exc:
         raise UsageError(str(exc)) from None
-    table = rows(a, b)
+    table, note = rows(a, b), length_note(a, b)
     fmt = args.format
     if fmt is None and args.output is None and sys.stdout.isatty() and sys.stdin.isatty():
         from .tui.compare import run_compare_tui
 
-        run_compare_tui(str(args.run_a), str(args.run_b), table, CAUTION)
+        run_compare_tui(str(args.run_a), str(args.run_b), table, CAUTION, note)
         return 0
     fmt = fmt or "text"
     render = {"text": render_text, "md": render_markdown, "html": render_html}[fmt]
-    text = render(str(args.run_a), str(args.run_b), table)
+    text = render(str(args.run_a), str(args.run_b), table, note)
     from .rundir import print_or_write
 
     error = print_or_write(text, args.output)

@@ -382,7 +382,7 @@ def test_truncated_and_damaged_recording_still_reports(hostile: SimpleNamespace,
     assert "The recording ends before the script exited" in html
     assert cli.main(["report", str(damaged), "--format", "md"]) == 0
     md = capsys.readouterr().out
-    assert md.startswith("# mpsprof: hostile.py running") and "## Summary" in md
+    assert md.startswith("# mpsprof: hostile.py ended without an exit record") and "## Summary" in md
 
 
 @pytest.mark.parametrize(("name", "fmt"), [

@@ -143,8 +143,10 @@ def test_select_a_finding_and_copy_its_fix(recorded: Path) -> None:
         markdown = app.query_one("#fd-markdown").source
         assert target.title in markdown and target.evidence.strip()[:40] in markdown
         await pilot.press("c")
-        assert app.clipboard == target.fix
-        assert any("Copied" in str(n.title) for n in app._notifications)
+        from mpsprofiler.tui.copy_fix import fix_to_copy
+
+        assert app.clipboard == fix_to_copy(target.fix)  # the code blocks (issue 29)
+        assert any("OSC 52" in str(n.title) for n in app._notifications)
 
     drive(app, body)
 

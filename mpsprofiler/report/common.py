@@ -21,6 +21,7 @@ from ..session.session import Session
 from ..session.steps import signal_words
 from ..session.summary import rank_rows
 from ..units import finite, fmt_bytes, fmt_pct, fmt_seconds, raw
+from .paths import display_paths
 
 if TYPE_CHECKING:
     from ..results import Results
@@ -70,11 +71,38 @@ def severity_counts(findings: Iterable[dict[str, Any]]) -> dict[str, int]:
 
 
 # -- headline -----------------------------------------------------------------
-def status_text(summary: dict[str, Any]) -> str:
-    return _status_only(summary) + (", recording incomplete" if recording_problems(summary) else "")
+def status_text(summary: dict[str, Any], session: Session | None = None) -> str:
+    """The run's status for a title. ``session`` says whether the run was read back from disk:
+    then "running" (no exit event) is never true, and the title says how the recording ends."""
+    return _status_only(summary, session) + (", recording incomplete" if recording_problems(summary) else "")
 
 
-def _status_only(summary: dict[str, Any]) -> str:
+def badge_class(summary: dict[str, Any], session: Session | None = None) -> str:
+    """The status word for styling (HTML badge): a read-back recording without exit is "stopped"."""
+    status = str(summary.get("status") or "running")
+    return "stopped" if status == "running" and ended_without_exit(summary, session) else status
+
+
+def ended_without_exit(summary: dict[str, Any], session: Session | None) -> bool:
+    return session is not None and session.read_back and str(summary.get("status") or "running") == "running"
+
+
+def ended_text(summary: dict[str, Any]) -> str:
+    """How a read-back recording without an exit event ends: cut by ``--max-steps``/``--max-seconds``
+    (the cut event was written, the exit never came), or simply ended (the launcher died, the file
+    was copied mid-run)."""
+    cut = summary.get("cut")
+    if isinstance(cut, dict) and isinstance(cut.get("steps"), int):
+        return f"cut after {cut['steps']} steps, ended without an exit record"
+    steps = summary.get("steps")
+    count = steps.get("count") if isinstance(steps, dict) else None
+    n = count if isinstance(count, int) and not isinstance(count, bool) else 0
+    return f"ended without an exit record after {n} step{'s' if n != 1 else ''}"
+
+
+def _status_only(summary: dict[str, Any], session: Session | None = None) -> str:
+    if ended_without_exit(summary, session):
+        return ended_text(summary)
     status = str(summary.get("status") or "?")
     exit_info = summary.get("exit") or {}
     if exit_info.get("stopped_by_user"):
@@ -119,12 +147,12 @@ def device_text(summary: dict[str, Any]) -> str:
 
 
 # -- summary figures ------------------------------------------------------------
-def summary_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
+def summary_rows(summary: dict[str, Any], session: Session | None = None) -> list[tuple[str, str]]:
     steps = summary.get("steps") or {}
     mem = summary.get("memory") or {}
     device = summary.get("device") or {}
     rows: list[tuple[str, str]] = [
-        ("Status", status_text(summary)),
+        ("Status", status_text(summary, session)),
         ("Duration", fmt_seconds(summary.get("duration_s"))),
         ("Device", device_text(summary)),
     ]
@@ -172,7 +200,8 @@ def environment_rows(session: Session) -> list[tuple[str, str]]:
         if value not in (None, "", [], {}):
             rows.append((label, str(value)))
 
-    add("Python", env.get("python"))
+    python = env.get("python")
+    add("Python", display_paths(python) if isinstance(python, str) else python)  # a venv in ~: shown so
     torch = env.get("torch")
     if torch and env.get("torch_cuda"):
         torch = f"{torch} (CUDA {env['torch_cuda']})"

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from ..diagnosis.analyzers.crash import excerpt, traced_frame
 from ..session.steps import signal_words
 from ..units import fmt_bytes, fmt_pct, fmt_seconds
-from .changes import change_lines, cut_text
+from .changes import change_lines, cut_text, experiment_lines
 
 if TYPE_CHECKING:
     from ..results import Results
@@ -23,7 +23,10 @@ if TYPE_CHECKING:
 SEVERITY_MARK = {"critical": "CRIT", "warning": "WARN", "info": "info"}
 
 
-def render_console(summary: dict[str, Any], findings: Iterable[Any] = (), run_dir: str | None = None) -> str:
+def render_console(summary: dict[str, Any], findings: Iterable[Any] = (), run_dir: str | None = None,
+                   tried: Iterable[str] = ()) -> str:
+    """The end-of-run summary. ``tried``: the verdicts of the fixes tried (``t`` in the TUI,
+    ``experiment_lines``), printed as the reports' "Tried" lines are."""
     steps, mem = _section(summary, "steps"), _section(summary, "memory")
     device, exit_info = _section(summary, "device"), _section(summary, "exit")
     lines = ["", "── mpsprof ─────────────────────────────────────────────"]
@@ -83,6 +86,8 @@ def render_console(summary: dict[str, Any], findings: Iterable[Any] = (), run_di
                 lines.append(f"         {evidence}")
     else:
         lines.append("findings    none")
+    for i, line in enumerate(tried):
+        lines.append(("tried       " if i == 0 else "            ") + line)
     errors = summary.get("probe_errors")
     for err in [e for e in errors if isinstance(e, dict)] if isinstance(errors, list) else []:
         lines.append(f"note        profiler instrument '{err.get('instrument')}' was switched off: {err.get('message')}")
@@ -119,7 +124,7 @@ def print_summary(results: Results, run_dir: str | None) -> None:
     """Write the end-of-run summary of ``results`` to stderr; a bug here or a closed
     stderr must never cost the run its exit status, so nothing escapes."""
     try:
-        text = render_console(results.summary, results.findings, run_dir)
+        text = render_console(results.summary, results.findings, run_dir, experiment_lines(results))
     except Exception as exc:  # noqa: BLE001 - the exit status still counts
         text = f"mpsprof: internal error while printing the summary ({type(exc).__name__}: {exc})\n"
     try:

@@ -22,6 +22,7 @@ from ..session.session import Session
 from ..units import fmt_bytes, fmt_pct, fmt_seconds
 from . import charts, common, ops_tables
 from .changes import change_lines, cut_text, experiment_lines
+from .paths import display_paths
 from .svg import e
 
 
@@ -83,7 +84,7 @@ class HtmlRenderer:
         css = stylesheet()
         summary = results.summary
         findings = common.finding_dicts(results)
-        title = f"mpsprof: {session.script} ({summary.get('status', '?')})"
+        title = f"mpsprof: {session.script} ({common.status_text(summary, session)})"
         parts = [
             "<!DOCTYPE html>",
             '<html lang="en"><head><meta charset="utf-8">',
@@ -107,12 +108,12 @@ class HtmlRenderer:
         parts.append(f"<footer>Report by {e(common.footer_text())} · recorded in "
                      f"<code>{e(session.run.get('run_dir') or '?')}</code></footer>")
         parts.append("</main></body></html>")
-        return "\n".join(parts) + "\n"
+        return display_paths("\n".join(parts)) + "\n"  # relative to the working directory, home as ~
 
     # -- sections -------------------------------------------------------------------
     def _header(self, session: Session, summary: dict[str, Any], findings: list[dict[str, Any]]) -> list[str]:
-        status = str(summary.get("status") or "running")
-        out = [f'<header><h1>{e(session.script)} <span class="badge {e(status)}">{e(common.status_text(summary))}'
+        status = common.badge_class(summary, session)
+        out = [f'<header><h1>{e(session.script)} <span class="badge {e(status)}">{e(common.status_text(summary, session))}'
                f"</span></h1>"]
         meta = [f"device <strong>{e(common.device_text(summary))}</strong>",
                 f"ran {e(fmt_seconds(summary.get('duration_s')))}"]
@@ -206,7 +207,7 @@ class HtmlRenderer:
         out.append("<p>Variables: " + (" ".join(f"<code>{e(k)}={e(v)}</code>" for k, v in variables)
                                         if variables else '<span class="none">no PYTORCH_* or thread variables set</span>')
                    + "</p>")
-        out += ["</div><div><h2>Figures</h2>", _kv_table(common.summary_rows(summary)), "</div></div>"]
+        out += ["</div><div><h2>Figures</h2>", _kv_table(common.summary_rows(summary, session)), "</div></div>"]
         ranks = common.ranks_table(session)
         if ranks is not None:
             out += [f"<h2>Ranks ({len(session.ranks)})</h2>", _table(ranks)]

@@ -19,6 +19,7 @@ from ..results import Results
 from ..session.session import Session
 from . import common, ops_tables
 from .changes import change_lines, cut_text, experiment_lines
+from .paths import display_paths
 
 SEVERITY_LABEL = {"critical": "🔴 Critical", "warning": "🟠 Warning", "info": "🔵 Info"}
 _SPECIAL = re.compile(r"([\\`*\[\]<>#|~&$]|(?<![0-9A-Za-z])_|_(?![0-9A-Za-z]))")
@@ -159,7 +160,7 @@ class MarkdownRenderer:
         summary = results.summary
         findings = common.finding_dicts(results)
         out: list[str] = []
-        title = f"# mpsprof: {escape(session.script)} {escape(common.status_text(summary))}"
+        title = f"# mpsprof: {escape(display_paths(session.script))} {escape(common.status_text(summary, session))}"
         out += [title, ""]
         headline = f"**{len(findings)} finding{'s' if len(findings) != 1 else ''}**"
         if findings:
@@ -175,7 +176,7 @@ class MarkdownRenderer:
         out += ["", "Environment variables: " + (", ".join(code(f"{k}={v}") for k, v in variables)
                                                  if variables else "no `PYTORCH_*` or thread variables set"), ""]
 
-        out += ["## Summary", ""] + _kv(common.summary_rows(summary), "Figure") + [""]
+        out += ["## Summary", ""] + _kv(common.summary_rows(summary, session), "Figure") + [""]
         out += _changes(summary)
 
         out += [f"## Findings ({len(findings)})", ""]
@@ -218,7 +219,8 @@ class MarkdownRenderer:
         if notes:
             out += ["## Notes", ""] + notes + [""]
         out += ["---", f"<sub>Report by {escape(common.footer_text())}: `mpsprof report RUN_DIR --format md`</sub>", ""]
-        return "\n".join(out)
+        # paths relative to the working directory, home as ~ (prose values were shown so before escaping)
+        return display_paths("\n".join(out))
 
     def _finding(self, f: dict[str, Any]) -> list[str]:
         sev = str(f.get("severity", "info"))

@@ -82,7 +82,7 @@ def load_run(path: Path) -> LoadedRun:
     evs = iter_recording(path, report)
     if not evs:
         raise RecordingError(f"{events_path(path)} holds no readable events")
-    session = Session()
+    session = Session(read_back=True)
     session.feed_many(evs)
     return LoadedRun(session=session, report=report, run_dir=_run_dir(path))
 
@@ -102,7 +102,7 @@ def load_runs(paths: list[Path]) -> LoadedRun:
     if len(paths) == 1:
         return load_run(paths[0])
     report = events.DecodeReport()
-    session = Session()
+    session = Session(read_back=True)
     exits: list[events.Event] = []
     for n, path in enumerate(paths):
         for event in iter_recording(path, report):

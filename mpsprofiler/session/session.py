@@ -153,6 +153,9 @@ class Session:
     """Processes the script started itself (multiprocessing, not DataLoader workers): the
     probe does not follow them, so their work is missing from the run."""
     children_started: int = 0
+    read_back: bool = False
+    """Fed from a finished recording on disk (``session.recording``), not a live run: no exit
+    event then means the run ended without one (launcher killed, file cut), never "running"."""
     ranks: dict[int, Session] = field(default_factory=dict)
     """Distributed runs: one session per rank (events carry ``r``). The job session itself
     also folds rank 0's events (and the first crash of any rank), so every

@@ -350,8 +350,13 @@ class MpsprofApp(TryFixMixin, LiveRun, App[None]):
         if finding is None:
             self.notify("No finding to copy a fix from.", severity="warning")
             return
-        self.copy_to_clipboard(finding.fix)
-        self.notify(f"Copied the fix for “{finding.title}” to the clipboard.", title="Copied")
+        from .copy_fix import copy_message, fix_to_copy, save_fix
+
+        text = fix_to_copy(finding.fix)  # the code blocks: what is pasted into the script
+        self.copy_to_clipboard(text)
+        saved, error = save_fix(self.state.run_dir, finding.rule, text)
+        self.notify(copy_message(finding.title, text.strip() != finding.fix.strip(), saved, error),
+                    title="Sent to the terminal's clipboard (OSC 52)", timeout=10)
 
     def action_export(self) -> None:
         from .export import export_reports
@@ -482,6 +487,11 @@ def run_tui(spec: RunSpec, rule_dirs: list[Path]) -> tuple[int, Session, Finishe
     finished = app.finished
     if finished is None or leftover:  # the app left early, or events came after its last look
         finished = finish_run(session, rule_dirs, spec.run_dir, app.recording_error())
+    if spec.run_dir is not None and not finished.results.experiments:
+        # the fixes tried with `t` (stored in the run directory): the exit summary says their verdicts
+        from ..experiment.store import load_experiments
+
+        finished.results.experiments = load_experiments(spec.run_dir)
     code = app.returncode if app.returncode is not None else 1
     return code, session, finished
 

@@ -18,14 +18,16 @@ class CompareApp(App[None]):
     """
     BINDINGS = [Binding("q", "quit", "Quit"), Binding("escape", "quit", "Quit", show=False)]
 
-    def __init__(self, a_name: str, b_name: str, rows: list[Any], caution: str = "") -> None:
+    def __init__(self, a_name: str, b_name: str, rows: list[Any], caution: str = "", note: str = "") -> None:
         super().__init__()
-        self.a_name, self.b_name, self.rows, self.caution = a_name, b_name, rows, caution
+        self.a_name, self.b_name, self.rows, self.caution, self.note = a_name, b_name, rows, caution, note
 
     def compose(self) -> ComposeResult:
         from rich.text import Text
 
-        yield Static(Text(f"A: {self.a_name}\nB: {self.b_name}"), id="names")
+        names = f"A: {self.a_name}\nB: {self.b_name}"
+        # runs of different length: said above the table, where the ratios are read
+        yield Static(Text(names + (f"\n{self.note}" if self.note else "")), id="names")
         table: DataTable[Any] = DataTable(zebra_stripes=True, cursor_type="row")
         table.add_columns("Figure", "A", "B", "B / A")
         for r in self.rows:
@@ -36,5 +38,5 @@ class CompareApp(App[None]):
         yield Footer()
 
 
-def run_compare_tui(a_name: str, b_name: str, rows: list[Any], caution: str = "") -> None:
-    CompareApp(a_name, b_name, rows, caution).run()
+def run_compare_tui(a_name: str, b_name: str, rows: list[Any], caution: str = "", note: str = "") -> None:
+    CompareApp(a_name, b_name, rows, caution, note).run()

@@ -19,7 +19,7 @@ HELP = f"""\
 | `tab` / `shift+tab` | next / previous panel |
 | `pgdn` `pgup` `home` `end` `↑` `↓` `j` `k` | scroll the panel (Findings: the selected finding's detail, down to its Fix) |
 | `r` / `R` | distributed runs: show the next / previous rank in every panel |
-| `c` | copy the selected finding's fix to the clipboard |
+| `c` | copy the selected finding's fix code to the clipboard (OSC 52) and save it as RUN_DIR/fix-RULE.txt |
 | `e` | export a report (Markdown and HTML) into the run directory |
 | `t` | try the selected finding's fix (A/B runs of the script, once it has ended); the result shows on the right and is stored with the run |
 | `s` | stop the script (Ctrl-C, then terminate after 5 s) |
