@@ -108,3 +108,73 @@ def test_the_shipped_stall_rules_are_one_cause() -> None:
     assert ruleset.ok, ruleset.errors
     causes = {r.id: r.cause for r in ruleset}
     assert causes["dataloader-stall"] == causes["dataloader-stall-critical"] == "dataloader-stall"
+
+
+# --------------------------------------------------------------------------- num_workers
+
+import random  # noqa: E402
+import re  # noqa: E402
+
+from mpsprofiler.diagnosis.analyzers.loader_advice import stable_workers  # noqa: E402
+from tests.test_analyzers import build_session, facts_of, loader, step_rows  # noqa: E402
+
+
+def _noisy_run(seed: int, n: int = 40) -> dict:
+    """One loader (no workers) that waits ~10 ms per batch for I/O (1 ms of CPU) and
+    computes ~4 ms, on a machine whose load varies: every figure jitters by up to 25%,
+    and a few steps hit a slow read (80 ms) or a slow compute (40 ms)."""
+    rnd = random.Random(seed)
+    waits, durs = [], []
+    for _ in range(n):
+        wait = 0.010 * rnd.uniform(0.75, 1.25)
+        compute = 0.004 * rnd.uniform(0.75, 1.25)
+        roll = rnd.random()
+        if roll < 0.06:
+            wait = 0.080
+        elif roll < 0.12:
+            compute = 0.040
+        waits.append(wait)
+        durs.append(wait + compute)
+    rows = step_rows(durs, waits=waits, cpu=[0.001] * n, runq=[0.0] * n)
+    return facts_of(build_session(loaders=[loader(len=1000)], rows=rows))
+
+
+def test_noisy_runs_of_one_loader_get_the_same_suggestion() -> None:
+    runs = [_noisy_run(seed) for seed in range(6)]
+    assert {f["loader_bound"] for f in runs} == {"waiting"}
+    # the means move with the slow steps (the raw count of workers needed varies) ...
+    means = {round(f["load_ms"] / f["train_ms"], 1) for f in runs}
+    assert len(means) > 1, means
+    # ... the suggestion does not
+    assert {f["suggested_num_workers"] for f in runs} == {4}, [f["num_workers_reason"] for f in runs]
+    for f in runs:
+        assert f["stall_advice"] == "try num_workers=4"
+        # evidence (loader_figures) and fix (num_workers_reason) quote the same load time
+        load = f"{f['load_ms']:.1f} ms"
+        assert load in f["loader_figures"] and load in f["num_workers_reason"]
+        assert "the median step loads" in f["num_workers_reason"]
+
+
+def test_a_loader_whose_steps_vary_widely_gets_a_stated_range() -> None:
+    # the steps' load-to-compute ratio spread evenly from 1 to 6
+    n = 40
+    ratios = [1 + 5 * k / (n - 1) for k in range(n)]
+    random.Random(1).shuffle(ratios)
+    waits = [0.004 * r for r in ratios]
+    rows = step_rows([w + 0.004 for w in waits], waits=waits, cpu=[0.0005] * n, runq=[0.0] * n)
+    f = facts_of(build_session(loaders=[loader(len=1000)], rows=rows))
+    assert f["loader_bound"] == "waiting"
+    assert f["num_workers_range"] == "4-8" and f["suggested_num_workers"] == 8
+    assert "4-8 workers is the range to try; start with 8" in f["num_workers_reason"]
+    assert f["stall_advice"] == "try num_workers=8"
+
+
+def test_steady_loader_states_no_range() -> None:
+    rows = step_rows([0.014] * 30, waits=[0.010] * 30, cpu=[0.001] * 30, runq=[0.0] * 30)
+    f = facts_of(build_session(loaders=[loader(len=1000)], rows=rows))
+    assert f["num_workers_range"] is None and f["suggested_num_workers"] == 4
+    assert not re.search(r"\d-\d workers", f["num_workers_reason"])
+
+
+def test_stable_workers_rounds_up_to_a_power_of_two() -> None:
+    assert [stable_workers(n) for n in range(0, 10)] == [1, 1, 2, 4, 4, 8, 8, 8, 8, 16]
