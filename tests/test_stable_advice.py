@@ -178,3 +178,17 @@ def test_steady_loader_states_no_range() -> None:
 
 def test_stable_workers_rounds_up_to_a_power_of_two() -> None:
     assert [stable_workers(n) for n in range(0, 10)] == [1, 1, 2, 4, 4, 8, 8, 8, 8, 16]
+
+
+def test_the_range_reaches_above_the_suggestion() -> None:
+    """A run near a power of two (as repeated real runs of examples/slow_dataloader.py on a
+    busy machine are: median ratios 1.4-2.5) starts at the median's count and names the
+    next one up, so runs landing on either side still name a common count."""
+    n = 40
+    ratios = [0.9 + 1.3 * k / (n - 1) for k in range(n)]
+    random.Random(2).shuffle(ratios)
+    waits = [0.004 * r for r in ratios]
+    rows = step_rows([w + 0.004 for w in waits], waits=waits, cpu=[0.0005] * n, runq=[0.0] * n)
+    f = facts_of(build_session(loaders=[loader(len=1000)], rows=rows))
+    assert f["suggested_num_workers"] == 2 and f["num_workers_range"] == "2-4"
+    assert "2-4 workers is the range to try; start with 2" in f["num_workers_reason"]

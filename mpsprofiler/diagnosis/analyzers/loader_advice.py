@@ -187,7 +187,7 @@ def advise(
                 target, why = free, None
         if why is not None:
             reason += " " + why.format(n=target)
-        span = _span(spread, workers, target) if bound == "waiting" else None
+        span = _span(spread, workers, min(limits)[0] if limits else target) if bound == "waiting" else None
         if span is not None:
             lo, hi = span
             out["num_workers_range"] = f"{lo}-{hi}"
@@ -228,14 +228,15 @@ def stable_workers(n: int) -> int:
     return 1 if n <= 1 else 1 << (n - 1).bit_length()
 
 
-def _span(spread: tuple[float, float, float] | None, workers: int, target: int) -> tuple[int, int] | None:
-    """The worker counts the quartile steps call for, when they differ; capped at ``target``
-    (the bounds that cut the suggestion cut the range too)."""
+def _span(spread: tuple[float, float, float] | None, workers: int, limit: int) -> tuple[int, int] | None:
+    """The worker counts the quartile steps call for, when they differ; capped at ``limit``
+    (the lowest bound: what cuts the suggestion cuts the range too). A run on a machine
+    whose load varies may land on either side of a power of two: the range says so."""
     if spread is None:
         return None
     _, q1, q3 = spread
-    lo = min(max(stable_workers(max(1, math.ceil(q1 * HEADROOM))), workers + 1), target)
-    hi = min(stable_workers(max(1, math.ceil(q3 * HEADROOM))), target)
+    lo = min(max(stable_workers(max(1, math.ceil(q1 * HEADROOM))), workers + 1), limit)
+    hi = min(stable_workers(max(1, math.ceil(q3 * HEADROOM))), limit)
     return (lo, hi) if lo < hi else None
 
 
