@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..session.session import Session
 from .facts import collect_facts
-from .findings import sort_findings
+from .findings import one_per_cause
 
 if TYPE_CHECKING:
     from .findings import Finding
@@ -59,7 +59,7 @@ def diagnose(session: Session, rule_dirs: Iterable[Path] = (), *, provisional: b
     if not session.is_distributed:
         findings = evaluate(ruleset, facts, session.device_kind)
         if provisional:
-            findings = sort_findings(findings + _provisional(ruleset, facts, session.device_kind, findings))
+            findings = one_per_cause(findings + _provisional(ruleset, facts, session.device_kind, findings))
         return Diagnosis(facts=facts, findings=findings, rule_errors=[*ruleset.errors, *broken_rules(ruleset)])
     cross = [r for r in ruleset.rules if CROSS_RANK_FACT in getattr(r.condition, "names", ())]
     per_rank = [r for r in ruleset.rules if r not in cross]
@@ -73,7 +73,7 @@ def diagnose(session: Session, rule_dirs: Iterable[Path] = (), *, provisional: b
         finding.title = f"{_ranks_label(ranks, len(session.ranks))}: {finding.title}"
         finding.facts = {**finding.facts, "ranks": ranks}
         findings.append(finding)
-    return Diagnosis(facts=facts, findings=sort_findings(findings),
+    return Diagnosis(facts=facts, findings=one_per_cause(findings),
                      rule_errors=[*ruleset.errors, *broken_rules(ruleset)])
 
 
@@ -88,8 +88,8 @@ def _provisional(ruleset: RuleSet, facts: dict[str, Any], device_kind: str | Non
     for name in STEP_COUNT_FACTS:
         if isinstance(enough.get(name), int):
             enough[name] = 10**9
-    seen = {f.rule for f in confirmed}
-    early = [f for f in evaluate(ruleset, enough, device_kind) if f.rule not in seen]
+    seen = {f.key for f in confirmed}
+    early = [f for f in evaluate(ruleset, enough, device_kind) if f.key not in seen]
     for finding in early:
         finding.provisional = True
         finding.facts = {**finding.facts, "steady_steps": steps}

@@ -17,7 +17,7 @@ from simpleeval import EvalWithCompoundTypes, NameNotDefined
 
 from ..devices.kinds import normalize_device
 from .conditions import RuleBroken, evaluator
-from .findings import Finding, as_step, sort_findings
+from .findings import Finding, as_step, one_per_cause
 from .rules import Rule, RuleError, RuleSet
 
 __all__ = ["Diagnostic", "broken_rules", "evaluate", "normalize_device"]
@@ -43,7 +43,8 @@ def evaluate(
     *,
     diagnostics: list[Diagnostic] | None = None,
 ) -> list[Finding]:
-    """Rules that apply to ``device_kind`` and fire on ``facts``, most severe first.
+    """Rules that apply to ``device_kind`` and fire on ``facts``, most severe first, one
+    per cause (of a warning and a critical rule naming the same ``cause:``, the critical).
 
     ``device_kind=None`` evaluates every rule regardless of its ``devices``. Never raises.
     """
@@ -58,7 +59,7 @@ def evaluate(
         finding = _evaluate_rule(rule, ev, facts, diagnostics)
         if finding is not None:
             found.append(finding)
-    return sort_findings(found)
+    return one_per_cause(found)
 
 
 def _evaluate_rule(
@@ -101,6 +102,7 @@ def _evaluate_rule(
         first_step=as_step(facts.get(rule.first_step)) if rule.first_step else None,
         references=list(rule.references),
         facts=used,
+        cause=rule.cause,
     )
 
 

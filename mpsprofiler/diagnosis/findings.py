@@ -39,6 +39,15 @@ class Finding:
     provisional: bool = False
     """Live only: the evidence is clear but the rule's minimum step count is not reached
     yet (see :func:`~mpsprofiler.diagnosis.diagnose`); a run's final findings never are."""
+    cause: str | None = None
+    """The rule's ``cause:``: findings of one cause are one problem at different degrees
+    (a warning and its critical); :func:`one_per_cause` and the tracker keep one of them.
+    Not written to ``summary.json``: what is written has already been reduced to one."""
+
+    @property
+    def key(self) -> str:
+        """What makes two findings the same problem: the cause, else the rule."""
+        return self.cause or self.rule
 
     def to_dict(self) -> dict[str, Any]:
         extra = {"provisional": True} if self.provisional else {}
@@ -103,15 +112,33 @@ def sort_findings(findings: Iterable[Finding]) -> list[Finding]:
     return sorted(findings, key=sort_key)
 
 
+def one_per_cause(findings: Iterable[Finding]) -> list[Finding]:
+    """The most severe finding of each cause (a confirmed one before a provisional one of
+    the same severity), sorted: a stall that is critical is not also shown as a warning."""
+    best: dict[str, Finding] = {}
+    for f in findings:
+        old = best.get(f.key)
+        if old is None or _strength(f) > _strength(old):
+            best[f.key] = f
+    return sort_findings(best.values())
+
+
+def _strength(finding: Finding) -> tuple[int, int]:
+    return (severity_rank(finding.severity), 0 if finding.provisional else 1)
+
+
 # --------------------------------------------------------------------------- tracking
 
 
 class FindingTracker:
-    """Findings across repeated live evaluations (about once a second), merged by rule.
+    """Findings across repeated live evaluations (about once a second), merged by cause
+    (:attr:`Finding.key`: the rule's ``cause:``, else its id).
 
     A merged finding keeps the earliest ``first_step``, shows the latest evidence and
-    counts the evaluations that fired it; ``active`` tells which fired last time. A finding
-    never confirmed (still provisional) is dropped once it stops firing.
+    counts the evaluations that fired it; ``active`` tells which rules fired last time. A
+    finding never confirmed (still provisional) is dropped once it stops firing. When a
+    live evaluation moves one cause from its warning rule to its critical rule (or back),
+    the latest replaces the earlier: one cause is one finding at the degree it has now.
     """
 
     def __init__(self) -> None:
@@ -123,27 +150,30 @@ class FindingTracker:
         """Merge one evaluation's findings; returns those seen for the first time."""
         new: list[Finding] = []
         active: set[str] = set()
-        for f in findings:
+        keys: set[str] = set()
+        for f in one_per_cause(findings):
             active.add(f.rule)
-            old = self._by_rule.get(f.rule)
+            keys.add(f.key)
+            old = self._by_rule.get(f.key)
             if old is None:
                 merged = dataclasses.replace(f, references=list(f.references), facts=dict(f.facts))
-                self._by_rule[f.rule] = merged
+                self._by_rule[f.key] = merged
                 new.append(merged)
                 continue
             steps = [s for s in (old.first_step, f.first_step) if s is not None]
-            self._by_rule[f.rule] = dataclasses.replace(
+            self._by_rule[f.key] = dataclasses.replace(
                 f,
                 first_step=min(steps) if steps else None,
                 references=list(f.references),
                 facts=dict(f.facts),
                 count=old.count + f.count,
-                provisional=f.provisional and old.provisional,  # once confirmed, it stays so
+                # once confirmed, it stays so: a cause proven at one degree is proven
+                provisional=f.provisional and old.provisional,
             )
         # a provisional finding stands for the evidence so far: once it no longer fires, it
         # no longer holds and leaves the view (a confirmed one stays, as a past problem)
-        for rule in [r for r, f in self._by_rule.items() if f.provisional and r not in active]:
-            del self._by_rule[rule]
+        for key in [k for k, f in self._by_rule.items() if f.provisional and k not in keys]:
+            del self._by_rule[key]
         self._active = frozenset(active)
         self.evaluations += 1
         return sort_findings(new)

@@ -38,7 +38,7 @@ MAX_DEPTH = 32
 RULE_SUFFIXES = (".yaml", ".yml")
 
 REQUIRED_KEYS = ("id", "title", "severity", "when", "evidence", "fix")
-OPTIONAL_KEYS = ("devices", "threshold_reason", "references", "first_step", "requires", "enabled")
+OPTIONAL_KEYS = ("devices", "threshold_reason", "references", "first_step", "requires", "enabled", "cause")
 KNOWN_KEYS = REQUIRED_KEYS + OPTIONAL_KEYS
 _LIST_KEYS = ("devices", "references", "requires")
 _ID = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*\Z")
@@ -78,6 +78,9 @@ class Rule:
     first_step: str | None = None
     requires: tuple[str, ...] = ()
     enabled: bool = True
+    cause: str | None = None
+    """Rules naming the same cause are degrees of one problem: only the most severe of them
+    that fires is shown (see :func:`~mpsprofiler.diagnosis.findings.one_per_cause`)."""
     source: Path | None = None
     line: int = 0
     column: int = 1
@@ -434,6 +437,9 @@ def _build_rule(item: Node, path: Path | None, lines: list[str], errors: list[Ru
     rule_id = text.get("id")
     if rule_id is not None and not _ID.match(rule_id):
         err(node_of["id"], f"id '{rule_id}' must be kebab-case (e.g. dataloader-stall)")
+    cause = (text.get("cause") or "").strip() or None
+    if "cause" in keys and (cause is None or not _ID.match(cause)):
+        err(node_of["cause"], f"cause '{cause or ''}' must be kebab-case (e.g. dataloader-stall)")
     # A disabled override needs only its id: it exists to switch a builtin rule off.
     missing = [k for k in (REQUIRED_KEYS if enabled else ("id",)) if k not in keys and k not in misspelt]
     if missing:
@@ -489,6 +495,7 @@ def _build_rule(item: Node, path: Path | None, lines: list[str], errors: list[Ru
         first_step=first_step,
         requires=tuple(r for r, _ in lists.get("requires", [])),
         enabled=enabled,
+        cause=cause,
         source=path,
         line=item.start_mark.line + 1,
         column=item.start_mark.column + 1,

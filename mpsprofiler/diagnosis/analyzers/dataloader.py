@@ -23,7 +23,7 @@ from .common import (
     rounded,
     start_method,
 )
-from .loader_advice import advise
+from .loader_advice import advise, step_ratios
 from .loader_place import place_facts, shares, stalled_loader
 from .registry import analyzer
 
@@ -38,7 +38,7 @@ DATALOADER_FACTS: tuple[str, ...] = (
     "last_step", "load_cpu_ms", "load_ms", "loader_bound", "loader_code", "loader_created", "loader_figures",
     "loader_name", "loader_place", "loader_settings", "loader_where",
     "loading_wait_share", "loading_wait_share_low", "machine_busy_share", "num_workers", "num_workers_helps",
-    "num_workers_needed", "num_workers_reason", "persistent_workers", "pin_memory", "prefetch_factor",
+    "num_workers_needed", "num_workers_range", "num_workers_reason", "persistent_workers", "pin_memory", "prefetch_factor",
     "respawn_cost_s", "respawn_first_step", "respawn_share", "respawn_wait_ms", "stall_advice",
     "steady_steps", "step_mean_ms", "step_ms", "suggested_num_workers", "suggested_prefetch_factor",
     "train_ms", "training_cores", "worker_cpu_ms", "worker_memory_mib", "worker_runq_ms", "worker_start_method",
@@ -150,6 +150,7 @@ def _profile(session: Session, loader: DataLoaderFields, workers: int, kept: lis
     """How the loader spends a batch, and the suggestion that follows (see the modules)."""
     fig = loader_profile.measure(session, kept, late=True)
     split = shares(session, loader)
+    spread = step_ratios(kept, workers, split[0] if split is not None else 1.0)
     if split is not None:
         # several loaders: this one's part of the wait and of the batches, so its own
         # figures (its batch's load time, its batches per step) go into the finding
@@ -182,7 +183,7 @@ def _profile(session: Session, loader: DataLoaderFields, workers: int, kept: lis
     per_start = max(length, total) if loader.get("persistent_workers") and length else (length or total)
     method = start_method(session, {**loader, "num_workers": max(1, workers)})
     out.update(advise(fig, bound, workers, train, training_cores, cores, what, batch_size, available,
-                      worker_bytes, logical, per_start, method))
+                      worker_bytes, logical, per_start, method, spread))
     return out
 
 

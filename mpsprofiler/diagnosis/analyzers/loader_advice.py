@@ -8,6 +8,7 @@ advice to a person, not as arithmetic about the profiler.
 from __future__ import annotations
 
 import math
+import statistics
 from typing import Any
 
 from ...units import agree
@@ -34,9 +35,19 @@ def advise(
     logical: int | None,
     batches_per_start: int | None = None,
     start_method: str | None = None,
+    spread: tuple[float, float, float] | None = None,
 ) -> dict[str, Any]:
-    """Facts for the rules: the suggestion, whether workers help, and the reason."""
+    """Facts for the rules: the suggestion, whether workers help, and the reason.
+
+    ``spread`` is (median, lower quartile, upper quartile) of the steps' own load-to-compute
+    ratio (see :func:`step_ratios`): a loader that waits is sized from the median step, not
+    the mean (one slow read no longer moves the number), and the suggestion is rounded up
+    to a power of two (:func:`stable_workers`), so runs of one script on a machine whose
+    load varies get one number; when the quartiles call for different numbers, the reason
+    states the range.
+    """
     out: dict[str, Any] = {}
+    out["num_workers_range"] = None
     per = fig.per_batch
     train = train_s * 1000.0  # training per batch when not waiting, ms
     step = fig.dur / fig.steps * 1000.0 if fig.steps else 0.0
@@ -137,15 +148,18 @@ def advise(
         # training consumes a batch per wall-clock compute time here (on a busy machine
         # that is longer than its CPU time), so size from the wall time.
         wall = max(0.0, fig.dur - fig.wait) * per * 1000.0
-        if wall > 0 and load > 0:
-            needed = max(1, math.ceil(load / wall * HEADROOM))
+        demand = load / wall if wall > 0 and load > 0 else None
+        if spread is not None and demand is not None:
+            demand = spread[0]
+        if demand is not None:
+            needed = max(1, math.ceil(demand * HEADROOM))
             out["num_workers_needed"] = needed
             train = wall
         start_ms = START_MS.get(start_method or "fork", START_MS["fork"])
         limits = _waiting_limits(load, load_cpu, free, mib, cap, available, batches_per_start,
                                  start_ms, start_method or "fork", what)  # fmt: skip
         out["workers_limit"] = min(limits)[0] if limits else None
-        want = max(needed or 1, workers + 1)
+        want = max(stable_workers(needed or 1), workers + 1)
         target, why = want, None
         for limit, text in sorted(limits):
             if limit < target:
@@ -154,10 +168,12 @@ def advise(
             spent = (
                 f"only {load_cpu:.1f} ms of it CPU work" if load_cpu is not None else "little of it CPU work"
             )
+            keeps = (f"the median step loads {demand:.1f} times as long as it trains," if spread is not None
+                     and demand is not None else f"{load:.1f} / {train:.1f}")
             reason = (
                 f"Each batch takes {load:.1f} ms to load, {spent}: the rest is waiting (disk, "
                 f"network, sleep or decoding that releases the GIL). It trains in {train:.1f} ms, so "
-                f"{_workers(needed)} {agree(needed, 'keeps', 'keep')} up ({load:.1f} / {train:.1f} with 25% to spare). Waiting "
+                f"{_workers(needed)} {agree(needed, 'keeps', 'keep')} up ({keeps} with 25% to spare). Waiting "
                 "workers do not need a core each, so the number of cores does not limit them."
             )
         else:
@@ -171,6 +187,14 @@ def advise(
                 target, why = free, None
         if why is not None:
             reason += " " + why.format(n=target)
+        span = _span(spread, workers, min(limits)[0] if limits else target) if bound == "waiting" else None
+        if span is not None:
+            lo, hi = span
+            out["num_workers_range"] = f"{lo}-{hi}"
+            reason += (
+                f" The steps varied: a quarter of them needed {_workers(lo)} or fewer, a quarter "
+                f"{_workers(hi)} or more, so {lo}-{hi} workers is the range to try; start with {target}."
+            )
         if target <= workers:
             target, helps = workers, False
             reason += (
@@ -196,6 +220,41 @@ def advise(
     else:
         out["stall_advice"] = "building batches needs more CPU than this machine has"
     return out
+
+
+def stable_workers(n: int) -> int:
+    """``n`` rounded up to a power of two (1, 2, 4, 8...): a ratio of 2.6 one run and 3.1
+    the next asks for 4 both times, instead of 3 and then 4."""
+    return 1 if n <= 1 else 1 << (n - 1).bit_length()
+
+
+def _span(spread: tuple[float, float, float] | None, workers: int, limit: int) -> tuple[int, int] | None:
+    """The worker counts the quartile steps call for, when they differ; capped at ``limit``
+    (the lowest bound: what cuts the suggestion cuts the range too). A run on a machine
+    whose load varies may land on either side of a power of two: the range says so."""
+    if spread is None:
+        return None
+    _, q1, q3 = spread
+    lo = min(max(stable_workers(max(1, math.ceil(q1 * HEADROOM))), workers + 1), limit)
+    hi = min(stable_workers(max(1, math.ceil(q3 * HEADROOM))), limit)
+    return (lo, hi) if lo < hi else None
+
+
+def step_ratios(points: list[Any], workers: int, wait_share: float = 1.0) -> tuple[float, float, float] | None:
+    """(median, lower quartile, upper quartile) of each step's load time over its compute
+    time, as :func:`advise` computes it over all steps (a loader's batch takes ``wait``
+    without workers, ``workers x dur`` with them). None under 8 usable steps."""
+    ratios = []
+    for p in points:
+        wait = p.wait * wait_share
+        wall = p.dur - wait
+        if wall <= 0 or p.dur <= 0 or wait <= 0:
+            continue
+        ratios.append((workers * p.dur if workers else wait) / wall)
+    if len(ratios) < 8:
+        return None
+    q = statistics.quantiles(ratios, n=4, method="inclusive")
+    return statistics.median(ratios), q[0], q[2]
 
 
 def _waiting_limits(
