@@ -27,6 +27,7 @@ import errno
 import os
 import stat
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO, BinaryIO
 
@@ -128,8 +129,13 @@ def write_atomic(path: Path, data: bytes) -> None:
 
 def write_text_atomic(path: Path, text: str) -> str | None:
     """:func:`write_atomic` of UTF-8 text; returns an error message instead of raising."""
+    return _text_error(write_atomic, path, text)
+
+
+def _text_error(write: Callable[[Path, bytes], None], path: Path, text: str) -> str | None:
+    """``write`` of UTF-8 text, an OSError turned into the message the commands print."""
     try:
-        write_atomic(path, text.encode("utf-8", "replace"))
+        write(path, text.encode("utf-8", "replace"))
     except OSError as exc:
         return f"cannot write {path}: {exc.strerror or exc}"
     return None
@@ -220,11 +226,7 @@ def write_output(path: Path, data: bytes) -> None:
 
 def write_output_text(path: Path, text: str) -> str | None:
     """:func:`write_output` of UTF-8 text; returns an error message instead of raising."""
-    try:
-        write_output(path, text.encode("utf-8", "replace"))
-    except OSError as exc:
-        return f"cannot write {path}: {exc.strerror or exc}"
-    return None
+    return _text_error(write_output, path, text)
 
 
 # -- reading ---------------------------------------------------------------------------------

@@ -165,3 +165,21 @@ def _diff(a: bytes, b: bytes) -> str:
         "python", "mpsprof", lineterm="", n=2,
     )
     return "\n" + "\n".join(list(lines)[:60])
+
+
+def drive_recorded(body: Any, size: tuple[int, int], run: Path) -> None:
+    """Open the recorded run in the real app (Pilot, no animations) and await ``body(app, pilot)``."""
+    import asyncio
+
+    from mpsprofiler.session.recording import load_run
+    from mpsprofiler.tui.app import recorded_app
+
+    app = recorded_app(load_run(run))
+    app.animation_level = "none"
+
+    async def main() -> None:
+        async with app.run_test(size=size) as pilot:
+            await pilot.pause()
+            await body(app, pilot)
+
+    asyncio.run(main())

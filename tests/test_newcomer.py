@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers import drive_recorded
 from mpsprofiler import cli
 from torch_facts import has_mps_kernel
 
@@ -173,20 +174,7 @@ def test_a_stop_by_the_user_is_stopped_at_step_n_not_a_crash() -> None:
 
 # -- item 3: the keyboard reaches everything at 80x24 ----------------------------------------
 def small_app(keys_and_checks, size=(80, 24), run: Path = FIXTURE):  # type: ignore[no-untyped-def]
-    import asyncio
-
-    from mpsprofiler.session.recording import load_run
-    from mpsprofiler.tui.app import recorded_app
-
-    app = recorded_app(load_run(run))
-    app.animation_level = "none"
-
-    async def main() -> None:
-        async with app.run_test(size=size) as pilot:
-            await pilot.pause()
-            await keys_and_checks(app, pilot)
-
-    asyncio.run(main())
+    drive_recorded(keys_and_checks, size, run)
 
 
 def test_the_findings_detail_scrolls_to_its_fix_with_the_keyboard() -> None:

@@ -8,7 +8,6 @@ run, the real widgets) in Textual's pilot and counts what the screen did.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import sys
 import time
@@ -21,9 +20,8 @@ from textual.strip import Strip
 from textual.widget import Widget
 from textual.widgets import Label, Markdown, Static
 
-from helpers import child_env, mpsprof_cli
-from mpsprofiler.session.recording import load_run
-from mpsprofiler.tui.app import MpsprofApp, recorded_app
+from helpers import child_env, drive_recorded, mpsprof_cli
+from mpsprofiler.tui.app import MpsprofApp
 from mpsprofiler.tui.widgets.findings import FindingsPanel, patch_markdown
 from mpsprofiler.tui.widgets.header import RunHeader, _needs_layout
 from mpsprofiler.tui.widgets.log_panel import LogPanel
@@ -34,15 +32,7 @@ SIZE = (120, 40)
 
 
 def drive(body: Callable[[MpsprofApp, Any], Awaitable[None]]) -> None:
-    app = recorded_app(load_run(RECORDING))
-    app.animation_level = "none"
-
-    async def main() -> None:
-        async with app.run_test(size=SIZE) as pilot:
-            await pilot.pause()
-            await body(app, pilot)
-
-    asyncio.run(main())
+    drive_recorded(body, SIZE, RECORDING)
 
 
 class LayoutCounter:
