@@ -117,6 +117,7 @@ def _line_of(script: str, text: str) -> int:
 
 
 @pytest.mark.slow
+@pytest.mark.serial  # beside another test in CI's two-at-a-time stage it once found the leak but not its site
 def test_a_plain_tensor_kept_in_a_module_level_list_names_the_append(tmp_path: Path) -> None:
     summary = _profile(tmp_path, "kept_list.py", script_args=("600",))
     f = _finding(summary, "leak-site-container")

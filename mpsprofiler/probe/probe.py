@@ -88,6 +88,12 @@ class Probe:
             return
         self.disabled.add(instrument)
         self.emit(events.KIND_PROBE_ERROR, instrument=instrument, message=f"{type(exc).__name__}: {exc}")
+        if instrument == "steps" and self.tracker is not None:
+            # the optimizer hook (and with it the backward one) is off: the DataLoader is the only signal left
+            try:
+                self.tracker.no_training_signal()
+            except Exception:
+                pass
 
     # -- installation -----------------------------------------------------------
     def install(self) -> None:

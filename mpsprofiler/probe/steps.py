@@ -131,6 +131,8 @@ class StepTracker:
         """An optimizer stepped with a closure (LBFGS): few, long steps."""
         """Backward passes seen (``.backward()``, not ``autograd.grad``), whatever the mode."""
         self._fetches = 0
+        self._may_hold = True
+        """False once no optimizer step or backward pass can be seen (see no_training_signal)."""
         self._provisional: float | None = None
         """Start of step 0 while the DataLoader-counted steps are provisional (None: none held)."""
         self.retracted = 0
@@ -201,6 +203,13 @@ class StepTracker:
             return  # held: the listeners hear of these steps once confirmed
         for listener in self.listeners:
             listener(self.index, dur)
+
+    def no_training_signal(self) -> None:
+        """The optimizer and backward hooks are off (a probe fault): no first step can come to
+        say the held batches were fetched ahead, so they are steps now and none is held again
+        (the op sampler and the live view then see the DataLoader's steps as they happen)."""
+        self._may_hold = False
+        self._confirm()
 
     def _confirm(self) -> None:
         """The held DataLoader-counted steps are real steps (a loop without training)."""
@@ -416,7 +425,7 @@ class StepTracker:
         if self.mode in ("none", "dataloader") and not self.backwards:
             if self._fetches > 0:
                 self.mode = "dataloader"
-                if self.index == 0 and self._provisional is None and not self.retracted:
+                if self.index == 0 and self._provisional is None and not self.retracted and self._may_hold:
                     self._provisional = self._start
                 self._close(now)
                 if self._provisional is not None and self.index >= min(PROVISIONAL, self._detail_end):
