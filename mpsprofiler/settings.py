@@ -192,6 +192,20 @@ def describe(settings: dict[str, Any]) -> list[str]:
     return lines
 
 
+def label(settings: dict[str, Any]) -> str:
+    """The change as try and the TUI title it: ``num_workers=4`` for every DataLoader,
+    ``num_workers=4 (DataLoader 2)`` for one (the creation order ``--set dataloader.2.*`` uses),
+    the other settings as written (``env.OMP_NUM_THREADS=1``)."""
+    parts = []
+    for line in describe(settings):
+        if line.startswith("dataloader."):
+            rest = line[len("dataloader."):]
+            number, _, field = rest.partition(".")
+            line = f"{field} (DataLoader {number})" if number.isdigit() and field else rest
+        parts.append(line)
+    return ", ".join(parts)
+
+
 def _text(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"

@@ -114,10 +114,12 @@ def test_try_compute_bound_script_shows_no_measurable_difference(tmp_path: Path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     # never "faster": on 2 cores two workers even cost a compute-bound step ~10-14% (seen in
     # quiet CI runs: "proven slower"), which try rightly reports; on more cores: no difference
-    assert "no measurable difference with num_workers=2" in proc.stdout or "proven slower" in proc.stdout, proc.stdout
+    # never 'faster': 'no measurable difference', 'proven slower', or with a wide interval 'not proven yet'
+    assert any(v in proc.stdout for v in ("no measurable difference with num_workers=2", "proven slower",
+                                          "NOT PROVEN YET with num_workers=2")), proc.stdout
     assert "faster with" not in proc.stdout, proc.stdout
     result = json.loads((out / "experiment.json").read_text())
-    assert result["verdict"] in ("same", "slower") and result["pairs"] == 3, result
+    assert result["verdict"] in ("same", "slower", "unproven") and result["pairs"] == 3, result
     assert (out / "a1" / "summary.json").exists() and (out / "b1" / "summary.json").exists()
     assert read_summary(out / "b1")["dataloaders"][0]["num_workers"] == 2
     assert read_summary(out / "a1")["dataloaders"][0]["num_workers"] == 0

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..devices.mps_rules import watermark_pair
-from ..settings import describe
+from ..settings import label
 
 if TYPE_CHECKING:
     from ..diagnosis.findings import Finding
@@ -27,9 +27,7 @@ class Candidate:
 
     @property
     def text(self) -> str:
-        # every loader: "num_workers=4"; one loader: as --set names it, "dataloader.2.num_workers=4"
-        return ", ".join(line.split(".", 1)[1] if line.startswith("dataloader.") and not line[11:12].isdigit()
-                         else line for line in describe(self.settings))
+        return label(self.settings)
 
 
 def _int(facts: dict[str, Any], name: str) -> int | None:

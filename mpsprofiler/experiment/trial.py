@@ -28,7 +28,7 @@ from ..launcher.recorder import OUTPUT_FILE, RunDirInUse, prepare_run_dir
 from ..results import finish_run
 from ..rundir import open_regular
 from ..session.session import Session
-from ..settings import describe, merge
+from ..settings import describe, label, merge
 from . import stats
 
 Progress = Callable[[str], None]
@@ -115,8 +115,7 @@ class Trial:
                  progress: Progress | None = None, rule: str | None = None) -> None:
         self.target = target
         self.change = change
-        self.label = ", ".join(line.split(".", 1)[1] if line.startswith("dataloader.") else line
-                               for line in describe(change))
+        self.label = label(change)
         self.out_dir = out_dir
         self.config = config
         self.rule = rule
