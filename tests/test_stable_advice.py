@@ -192,3 +192,12 @@ def test_the_range_reaches_above_the_suggestion() -> None:
     f = facts_of(build_session(loaders=[loader(len=1000)], rows=rows))
     assert f["suggested_num_workers"] == 2 and f["num_workers_range"] == "2-4"
     assert "2-4 workers is the range to try; start with 2" in f["num_workers_reason"]
+
+
+def test_a_rounded_suggestion_is_said_in_the_fix() -> None:
+    """needed 7 (10 ms load / 2 ms train, 25% to spare) -> 8: the fix names both, as the title does."""
+    rows = step_rows([0.012] * 30, waits=[0.010] * 30, cpu=[0.001] * 30, runq=[0.0] * 30)
+    f = facts_of(build_session(loaders=[loader(len=1000)], rows=rows))
+    assert f["num_workers_needed"] == 7 and f["suggested_num_workers"] == 8, f["num_workers_reason"]
+    assert "7 workers keep up" in f["num_workers_reason"]
+    assert "rounds up to 8 (a power of two)" in f["num_workers_reason"]

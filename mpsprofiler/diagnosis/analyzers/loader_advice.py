@@ -187,6 +187,10 @@ def advise(
                 target, why = free, None
         if why is not None:
             reason += " " + why.format(n=target)
+        elif needed is not None and target == want > needed:
+            # the title's number is the rounded one: say so, so evidence, fix and title agree
+            reason += (f" That rounds up to {target} (a power of two), so repeated runs of one script "
+                       "suggest the same number.")
         span = _span(spread, workers, min(limits)[0] if limits else target) if bound == "waiting" else None
         if span is not None:
             lo, hi = span
