@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 setup_s = float(os.environ.get("SETUP_S", "3.0"))
-steps = int(os.environ.get("STEPS", "30"))
+steps = int(os.environ.get("STEPS", "60"))
 time.sleep(setup_s)  # stands for a slow dataset download / preprocessing
 model = nn.Linear(16, 4)
 opt = torch.optim.SGD(model.parameters(), lr=0.1)
