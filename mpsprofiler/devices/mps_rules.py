@@ -89,9 +89,7 @@ def validate_watermarks(high: float | None, low: float | None, unified: bool = T
 
 def validate_env(env: dict[str, str], unified: bool = True) -> str | None:
     """:func:`validate_watermarks` over environment variables as the allocator reads them."""
-    high = strtod(env[HIGH]) if HIGH in env else None
-    low = strtod(env[LOW]) if LOW in env else None
-    return validate_watermarks(high, low, unified)
+    return validate_watermarks(*ratios_in_force(env, unified), unified)
 
 
 def effective_limit(high: float | None, recommended_max: int) -> int | None:
