@@ -7,7 +7,7 @@ import os
 import signal
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from . import __version__
 from .errors import UsageError
@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from .diagnosis.findings import Finding
     from .launcher.child import RunSpec
     from .launcher.distributed import TorchrunPlan
+    from .launcher.options import ProbeOptions
     from .results import Results
     from .session.recording import LoadedRun
     from .session.session import Session
@@ -34,6 +35,7 @@ Profile and troubleshoot PyTorch training on Apple silicon (MPS), CUDA and CPU.
   mpsprof report mpsprof-runs/<run> --format html
   mpsprof run --set dataloader.num_workers=4 --max-steps 50 train.py   a change, no edit
   mpsprof try mpsprof-runs/<run>           prove a finding's fix: A/B runs, speedup and interval
+  mpsprof patch mpsprof-runs/<run>         the fix as a diff of your code (--prove, --apply)
   mpsprof compare RUN_A RUN_B              two runs side by side, with ratios
   mpsprof doctor                           is this machine set up right for MPS/CUDA?
   mpsprof bench                            CPU vs accelerator timings
@@ -94,6 +96,9 @@ def build_parser() -> argparse.ArgumentParser:
     try_ = _command(sub, "try", "prove a fix: A/B runs of the script as written and with a change",
                     "Run the script as written and with a change, interleaved, and report the measured speedup.")
     _optional_arguments("mpsprofiler.experiment.command", "add_try_arguments", try_)
+    patch = _command(sub, "patch", "write a finding's fix into your code as a diff (--prove, --apply)",
+                     "Write each finding's fix as a unified diff of your own files.")
+    _optional_arguments("mpsprofiler.patch.command", "add_patch_arguments", patch)
     compare = _command(sub, "compare", "two runs side by side, with ratios (TUI, text, md, html)",
                        "Show the figures of two recorded runs side by side with the ratio B / A.")
     _optional_arguments("mpsprofiler.compare", "add_compare_arguments", compare)
@@ -129,6 +134,8 @@ def _optional_arguments(module: str, function: str, parser: argparse.ArgumentPar
 
 
 def add_run_options(parser: argparse.ArgumentParser, distributed: bool = True) -> None:
+    from .launcher.options import DEFAULT_OPS_BUDGET
+
     parser.add_argument("--headless", action="store_true", help="no TUI; print a summary at the end")
     parser.add_argument("-o", "--output", type=Path, metavar="DIR", help="run directory (default: ./mpsprof-runs/<time>-<script>)")
     parser.add_argument("--rules", action="append", type=Path, default=[], metavar="DIR", help="add your rule files (repeatable)")
@@ -137,7 +144,7 @@ def add_run_options(parser: argparse.ArgumentParser, distributed: bool = True) -
         "--fail-on", choices=["warning", "critical"], help=f"exit with status {EXIT_FINDINGS} when a finding reaches this severity"
     )
     parser.add_argument("--no-ops", action="store_true", help="switch off op accounting (CPU fallback / sync detection)")
-    parser.add_argument("--ops-budget", type=float, default=0.02, metavar="SHARE", help="time budget of op accounting (default 0.02 = 2%%)")
+    parser.add_argument("--ops-budget", type=float, default=DEFAULT_OPS_BUDGET, metavar="SHARE", help="time budget of op accounting, a share of the training time (default 0.005 = 0.5%%; it spends a tenth of that once the ops per step stop changing)")
     add_experiment_options(parser)
     if not distributed:  # the demo is one process
         parser.set_defaults(nproc_per_node=None, standalone=False,
@@ -167,27 +174,22 @@ def add_experiment_options(parser: argparse.ArgumentParser, with_set: bool = Tru
                        help="run the script in DIR (a scratch directory for the files the script writes)")
 
 
-def experiment_options(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, str]]:
+def experiment_options(args: argparse.Namespace) -> tuple[ProbeOptions, dict[str, str]]:
     """The probe options and environment for ``--set`` / limits; raises UsageError."""
+    from .launcher.options import ProbeOptions
     from .settings import SettingError, parse_settings
 
     try:
         settings = parse_settings(list(getattr(args, "settings", None) or []))
     except SettingError as exc:
         raise UsageError(str(exc)) from None
-    options: dict[str, Any] = {}
-    if settings:
-        options["settings"] = settings
-    if args.max_steps is not None:
-        if args.max_steps < 1:
-            raise UsageError("--max-steps must be at least 1")
-        options["max_steps"] = args.max_steps
-    if args.max_seconds is not None:
-        if not args.max_seconds > 0:
-            raise UsageError("--max-seconds must be more than 0")
-        options["max_seconds"] = args.max_seconds
+    if args.max_steps is not None and args.max_steps < 1:
+        raise UsageError("--max-steps must be at least 1")
+    if args.max_seconds is not None and not args.max_seconds > 0:
+        raise UsageError("--max-seconds must be more than 0")
     if args.cwd is not None and not args.cwd.is_dir():
         raise UsageError(f"--cwd {args.cwd}: no such directory")
+    options = ProbeOptions(settings=settings or {}, max_steps=args.max_steps, max_seconds=args.max_seconds)
     return options, dict(settings.get("env") or {})
 
 
@@ -211,6 +213,10 @@ def main(argv: list[str] | None = None) -> int:
             from .experiment.command import main_try
 
             return main_try(args)
+        if args.command == "patch":
+            from .patch.command import main_patch
+
+            return main_patch(args)
         if args.command == "doctor":
             from .doctor import main_doctor
 
@@ -281,7 +287,7 @@ def split_run_argv(run_parser: argparse.ArgumentParser, tokens: list[str]) -> tu
 # -- run ----------------------------------------------------------------------
 def _run_spec(args: argparse.Namespace) -> RunSpec:
     from .launcher.child import RunSpec
-    from .launcher.recorder import RunDirInUse, default_run_dir, prepare_run_dir
+    from .rundir import RunDirInUse, default_run_dir, prepare_run_dir
 
     if args.command == "demo":
         from .resources import demo_script
@@ -308,12 +314,14 @@ def _run_spec(args: argparse.Namespace) -> RunSpec:
         except ValueError as exc:
             raise UsageError(str(exc)) from None
     if args.ops_budget <= 0 or args.ops_budget > 0.5:
-        raise UsageError("--ops-budget must be a share between 0 and 0.5 (e.g. 0.02 for 2%)")
+        raise UsageError("--ops-budget must be a share between 0 and 0.5 (e.g. 0.005 for 0.5%)")
     plan = _torchrun_plan(args, target, module, script_args)
     if plan is not None:
         target, module, script_args = plan.script, plan.module, plan.script_args
     experiment, env = experiment_options(args)
-    if plan is not None and (experiment or args.cwd is not None):
+    from .launcher.options import ProbeOptions
+
+    if plan is not None and (experiment != ProbeOptions() or args.cwd is not None):
         raise UsageError("--set, --max-steps, --max-seconds and --cwd are not supported for distributed runs yet")
     if args.cwd is not None and not module:
         target = os.path.abspath(target)
@@ -324,7 +332,7 @@ def _run_spec(args: argparse.Namespace) -> RunSpec:
         raise UsageError(str(exc)) from None
     if error:
         sys.stderr.write(f"mpsprof: {error}; the run goes on without a recording\n")
-    options = {"no_ops": bool(args.no_ops), "ops_budget": args.ops_budget, **experiment}
+    options = experiment.with_changes(no_ops=bool(args.no_ops), ops_budget=args.ops_budget)
     return RunSpec(target=target, args=script_args, module=module, run_dir=prepared, options=options, torchrun=plan,
                    env=env, cwd=args.cwd)
 
@@ -454,8 +462,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
     from .results import build_results, say_rule_problems
 
     loaded = _load(find_runs(args.run_dir))
-    results = build_results(loaded.session, list(args.rules))
-    results.experiments = _experiments(loaded.run_dir)
+    results = build_results(loaded.session, list(args.rules), loaded.run_dir)
     say_rule_problems(results.rule_errors)
     from .report.paths import ABSOLUTE_PATHS
 
@@ -470,12 +477,6 @@ def _cmd_report(args: argparse.Namespace) -> int:
     if error:
         raise UsageError(error)
     return 0
-
-
-def _experiments(run_dir: Path | None) -> list[dict[str, Any]]:
-    from .experiment.store import load_experiments
-
-    return load_experiments(run_dir)
 
 
 def _write_report_file(session: Session, results: Results, path: Path) -> None:

@@ -14,14 +14,7 @@ import difflib
 import sys
 from pathlib import Path
 
-EVENTS = "events.jsonl"
-
-
-def is_run_dir(path: Path) -> bool:
-    try:
-        return path.is_dir() and (path / EVENTS).is_file()
-    except OSError:
-        return False
+from .rundir import DEFAULT_ROOT, EVENTS_FILE, is_run_dir
 
 
 def check_command(parser: argparse.ArgumentParser, commands: list[str], argv: list[str]) -> None:
@@ -87,7 +80,7 @@ def find_runs(paths: list[Path]) -> list[Path]:
         return paths
     base = paths[0]
     found: list[tuple[float, Path]] = []
-    for folder in (base / "mpsprof-runs", base):
+    for folder in (base / DEFAULT_ROOT, base):
         try:
             children = list(folder.iterdir()) if folder.is_dir() else []
         except OSError:
@@ -95,7 +88,7 @@ def find_runs(paths: list[Path]) -> list[Path]:
         for child in children:
             if is_run_dir(child):
                 try:
-                    found.append(((child / EVENTS).stat().st_mtime, child))
+                    found.append(((child / EVENTS_FILE).stat().st_mtime, child))
                 except OSError:
                     continue
     if not found:

@@ -376,7 +376,17 @@ def check_hardware(env: EnvFields) -> Check:
 
 
 def check_threads(env: EnvFields) -> Check:
-    """Oversubscribed CPU threads make every CPU-side op slower (PyTorch's CPU threading notes)."""
+    """Oversubscribed CPU threads make every CPU-side op slower (PyTorch's CPU threading notes).
+
+    The verdict is the thread-oversubscription rule's (rules/thread-oversubscription.yaml):
+    the same function, :func:`~mpsprofiler.diagnosis.analyzers.threads.judge_threads`, over
+    the same numbers: torch's threads, the physical cores (logical where unknown), the busy
+    DataLoader workers (``workers_busy_cores``) and the cores other programs use
+    (``others_busy_cores``). ``mpsprof doctor`` runs no training, so no worker is busy (0)
+    and other programs are its own short reading; the TUI's Environment panel passes the
+    run's measured figures, so it says what the run's finding says."""
+    from .diagnosis.analyzers.threads import judge_threads
+
     title, omp = "CPU threads", env.get("omp_num_threads")
     threads, logical = env.get("torch_threads"), env.get("cores_logical")
     if omp is not None and not (omp.strip().isdigit() and int(omp) > 0):
@@ -385,17 +395,47 @@ def check_threads(env: EnvFields) -> Check:
     if threads is None:
         return Check("threads", title, "info", "torch's thread count is unknown.")
     setting = f" (OMP_NUM_THREADS={omp})" if omp is not None else ""
-    detail = f"torch uses {threads} intra-op threads{setting} on {logical or '?'} logical cores."
-    if logical and threads > logical:
-        return Check("threads", title, "warn", detail + " Oversubscribed: threads wait for each other.",
-                     f"Set `OMP_NUM_THREADS={env.get('cores_physical') or logical}` or call "
-                     "`torch.set_num_threads(...)` with at most the core count.")
+    physical = _count(env.get("cores_physical"))
+    cores = physical or _count(logical)  # the rule's count: physical cores, logical where unknown
+    on = (f"{physical} physical / {logical or '?'} logical cores" if physical
+          else f"{logical or '?'} logical cores")
+    detail = f"torch uses {threads} intra-op threads{setting} on {on}."
+    extra: dict[str, Any] = env  # type: ignore[assignment]  # doctor-only keys beside the EnvFields
+    if isinstance(threads, int) and cores:
+        others = max(0.0, _number(extra.get("others_busy_cores")) or 0.0)
+        workers = max(0.0, _number(extra.get("workers_busy_cores")) or 0.0)
+        j = judge_threads(threads, cores, workers, others)
+        if workers >= 0.05:
+            detail += f" DataLoader workers use {workers:.1f} cores."
+        if others >= 0.5:
+            top = [t for t in extra.get("others_top") or [] if isinstance(t, dict) and "name" in t][:3]
+            named = (" (top: " + ", ".join(f"{t['name']} {float(t.get('cores') or 0) * 100:.0f}%" for t in top)
+                     + ")" if top else "")
+            detail += f" Other programs use {others:.1f} of {cores} cores{named}: about {j.cores_free:.1f} are free."
+        if j.oversubscribed:
+            detail += (f" {j.ratio:.1f} busy threads per free core: oversubscribed, threads wait for each other.")
+            if others >= 0.5:
+                fix = (f"While they run, `torch.set_num_threads({j.suggested})` (or "
+                       f"`OMP_NUM_THREADS={j.suggested}`): fewer threads than cores beat more.")
+            else:
+                fix = (f"Set `OMP_NUM_THREADS={j.suggested}` or call `torch.set_num_threads({j.suggested})`: "
+                       "no more threads than the free cores.")
+            return Check("threads", title, "warn", detail, fix)
     perf = env.get("cores_performance")
     if env.get("apple_silicon") and perf and threads > perf:
         return Check("threads", title, "info",
                      detail + f" They include efficiency cores; CPU-heavy steps may wait for them: "
                      f"try `torch.set_num_threads({perf})`.")
     return Check("threads", title, "ok", detail)
+
+
+def _count(value: Any) -> int | None:
+    """A core count: a positive whole number, else None."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
 CHECKS: tuple[Callable[[EnvFields], Check], ...] = (
@@ -442,6 +482,9 @@ def collect_for_doctor() -> EnvFields:
     extra["torchvision"] = _installed_version("torchvision")
     extra["torchvision_torch"] = _torch_pin("torchvision")
     env["nvidia_driver"] = nvidia_driver_present()
+    from .launcher.others import measure_once
+
+    extra.update(measure_once() or {})  # other programs' CPU now: the thread check counts the free cores
     return env
 
 

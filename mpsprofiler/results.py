@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .events import json_safe
-from .rundir import SUMMARY_FILE, write_text_atomic
+from .rundir import SUMMARY_FILE, read_experiments, write_text_atomic
 from .session.session import Session
 from .session.summary import summarize
 
@@ -42,15 +42,20 @@ class Results:
         return doc
 
 
-def build_results(session: Session, rule_dirs: Iterable[Path] = ()) -> Results:
+def build_results(session: Session, rule_dirs: Iterable[Path] = (), run_dir: Path | None = None) -> Results:
+    """Figures, findings and, for a run with a directory, the experiments stored beside it
+    (``mpsprof try``, ``t``): attached here, once, so no view patches them in afterwards."""
     summary = summarize(session)
+    experiments = read_experiments(run_dir)
     try:
         from .diagnosis import diagnose
 
         diagnosis = diagnose(session, list(rule_dirs))
     except Exception as exc:  # noqa: BLE001 - the figures are still worth having
-        return Results(summary=summary, rule_errors=[f"diagnosis failed: {type(exc).__name__}: {exc}"])
-    return Results(summary=summary, findings=diagnosis.findings, rule_errors=[*diagnosis.rule_errors])
+        return Results(summary=summary, rule_errors=[f"diagnosis failed: {type(exc).__name__}: {exc}"],
+                       experiments=experiments)
+    return Results(summary=summary, findings=diagnosis.findings, rule_errors=[*diagnosis.rule_errors],
+                   experiments=experiments)
 
 
 @dataclass
@@ -81,7 +86,8 @@ def finish_run(
     cost the run its exit status."""
     diagnosis_error = None
     try:
-        results = build_results(session, rule_dirs) if diagnose else Results(summary=summarize(session))
+        results = (build_results(session, rule_dirs, run_dir) if diagnose
+                   else Results(summary=summarize(session)))
     except Exception as exc:  # noqa: BLE001 - build_results survives diagnosis; this is the summary failing
         diagnosis_error = (f"internal error while diagnosing the run ({type(exc).__name__}: {exc}); no findings")
         results = Results(summary={"script": session.script, "status": session.status})

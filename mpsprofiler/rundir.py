@@ -1,4 +1,9 @@
-"""The run directory and every file mpsprof writes into it.
+"""The run directory and every file mpsprof writes into it: the one owner of its layout.
+
+Every name inside a run directory is spelt here and nowhere else: the event stream, the
+summary, the script's output, the experiments ``mpsprof try`` stored, the fix files. So is
+the default name (``./mpsprof-runs/<time>-<script>``) and how a directory is claimed; the
+launcher, the session's loader, ``try`` and the views ask this module.
 
 A run directory holds one run, never two: a directory given with ``-o`` must be new or
 empty (a non-empty one is refused before the script starts), and a default name
@@ -29,7 +34,7 @@ import stat
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO, BinaryIO
+from typing import IO, Any, BinaryIO
 
 EVENTS_FILE = "events.jsonl"
 """The event stream, appended as it arrives (flushed every second)."""
@@ -37,6 +42,12 @@ SUMMARY_FILE = "summary.json"
 """Figures and findings, written once the run ends."""
 OUTPUT_FILE = "output.log"
 """The script's output (TUI mode)."""
+EXPERIMENTS_FILE = "experiments.json"
+"""The results of ``mpsprof try`` (and ``t`` in the TUI), newest last."""
+EXPERIMENTS_DIR = "experiments"
+"""Each experiment's own runs: ``experiments/<n>-<label>/``."""
+DEFAULT_ROOT = "mpsprof-runs"
+"""Where runs go when ``-o`` is not given: ``./mpsprof-runs/<time>-<script>``."""
 
 NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 CLOEXEC = getattr(os, "O_CLOEXEC", 0)
@@ -82,7 +93,7 @@ def _check_reusable(path: Path) -> None:
     except OSError as exc:
         raise RunDirInUse(f"cannot use {path} as the run directory: {exc.strerror or exc}") from None
     if entries:
-        what = "an earlier mpsprof run" if "events.jsonl" in entries else f"{len(entries)} file(s)"
+        what = "an earlier mpsprof run" if EVENTS_FILE in entries else f"{len(entries)} file(s)"
         raise RunDirInUse(
             f"the run directory {path} already holds {what}; a run directory holds one run. "
             "Choose a new directory with -o (or leave -o out for a fresh ./mpsprof-runs/<time>-<script>)"
@@ -273,3 +284,75 @@ def real_path(path: Path) -> Path:
         return Path(path).resolve()
     except (OSError, RuntimeError):
         return Path(path).absolute()
+
+
+# -- layout ----------------------------------------------------------------------------------
+def is_run_dir(path: Path) -> bool:
+    """A directory holding a recording (its ``events.jsonl``); never raises."""
+    try:
+        return Path(path).is_dir() and (Path(path) / EVENTS_FILE).is_file()
+    except OSError:
+        return False
+
+
+def default_run_dir(script: str, base: Path | None = None) -> Path:
+    """``./mpsprof-runs/<YYYYmmdd-HHMMSS>-<script stem>``: a candidate name, made unique when
+    :func:`prepare_run_dir` claims it (``unique=True``)."""
+    import time
+
+    stem = Path(script).stem or "run"
+    stem = "".join(c if c.isalnum() or c in "-_." else "_" for c in stem)[:60]
+    root = base if base is not None else Path.cwd() / DEFAULT_ROOT
+    return root / (time.strftime("%Y%m%d-%H%M%S") + "-" + stem)
+
+
+def prepare_run_dir(path: Path, unique: bool = False) -> tuple[Path | None, str | None]:
+    """Create the run directory privately (0700); on failure say why and record nothing.
+
+    Raises :class:`RunDirInUse` for a directory that already holds files (``-o`` of an
+    earlier run): that is the user's mistake to fix, not a reason to mix two runs."""
+    try:
+        created = create_run_dir(path, unique=unique)
+        check_writable(created)
+        return created, None
+    except OSError as exc:
+        return None, f"cannot write the run directory {path}: {exc.strerror or exc}"
+
+
+def fix_file(run_dir: Path, rule: str, suffix: str = ".txt") -> Path:
+    """``RUN_DIR/fix-<rule><suffix>`` (the copied fix ``.txt``, a patch ``.patch``; the rule
+    id kept to safe file-name characters)."""
+    import re
+
+    return Path(run_dir) / f"fix-{re.sub(r'[^A-Za-z0-9_.-]', '_', rule)[:80] or 'finding'}{suffix}"
+
+
+MAX_EXPERIMENTS = 100
+MAX_EXPERIMENTS_BYTES = 16 << 20
+"""100 results of a few KB each: a larger ``experiments.json`` is not ours and is not read."""
+
+
+def read_experiments(run_dir: Path | None) -> list[dict[str, Any]]:
+    """The stored ``try`` results, newest last; [] when there are none or the file is
+    unreadable (a FIFO, ``/dev/zero`` or a symlink planted as ``experiments.json`` is
+    refused, not read)."""
+    import json
+
+    if run_dir is None:
+        return []
+    try:
+        data = json.loads(read_regular(Path(run_dir) / EXPERIMENTS_FILE, MAX_EXPERIMENTS_BYTES, follow=False))
+    except (OSError, ValueError, RecursionError):
+        return []
+    items = data.get("experiments") if isinstance(data, dict) else None
+    return [d for d in items if isinstance(d, dict)] if isinstance(items, list) else []
+
+
+def append_experiment(run_dir: Path, result: dict[str, Any]) -> str | None:
+    """Append one result to ``experiments.json`` (atomically; the newest 100 kept); returns
+    an error message instead of raising."""
+    import json
+
+    items = read_experiments(run_dir) + [result]
+    text = json.dumps({"schema": 1, "experiments": items[-MAX_EXPERIMENTS:]}, indent=2, default=str)
+    return write_text_atomic(Path(run_dir) / EXPERIMENTS_FILE, text)

@@ -61,6 +61,16 @@ def fmt_bytes(value: float | None) -> str:
     return f"{sign}{v:.1f} TiB"
 
 
+GIB = 1024**3
+MIB = 1024**2
+
+
+def chart_bytes_unit(largest: float) -> tuple[float, str]:
+    """The unit of a chart of bytes (the TUI's and the reports' alike): GiB once the largest
+    value reaches 1 GiB, else MiB. Returns (divisor, suffix)."""
+    return (GIB, "GiB") if largest >= GIB else (MIB, "MiB")
+
+
 def fmt_pct(value: float | None) -> str:
     if value is None:
         return "–"

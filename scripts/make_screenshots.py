@@ -1,4 +1,5 @@
-"""Regenerate the TUI screenshots in ``screenshots/`` (one SVG per panel, plus help).
+"""Regenerate the TUI screenshots in ``screenshots/`` (one SVG per panel, plus help and the
+``p`` key's patch of the top finding).
 
 Runs a real example through the real CLI (``mpsprof run --headless``: the recording is
 what ``mpsprof view`` opens), opens the recording in the app headlessly and saves what
@@ -59,6 +60,9 @@ async def shoot(run_dir: Path, size: tuple[int, int], ddp_dir: Path) -> list[Pat
         await pilot.press("question_mark")
         await pilot.pause(0.2)
         written.append(Path(app.save_screenshot(path=str(OUT), filename=f"{len(PANELS) + 1}-help.svg")))
+        await pilot.press("escape", "2", "p")  # the selected finding's fix as a diff (mpsprof patch)
+        await pilot.pause(0.5)
+        written.append(Path(app.save_screenshot(path=str(OUT), filename="12-patch.svg")))
     app = recorded_app(load_run(ddp_dir))
     app.animation_level = "none"
     async with app.run_test(size=size) as pilot:

@@ -23,6 +23,20 @@ SCRIPTS = Path(__file__).resolve().parent / "scripts"
 SUMMARY_MARK = "── mpsprof ─".encode()
 
 
+class FakeClock:
+    """A clock a test moves by hand, for code that takes ``clock: Callable[[], float]``:
+    set or add to ``t``; with ``tick`` each reading also moves it on by that much (code
+    that must see time pass between two readings)."""
+
+    def __init__(self, t: float = 0.0, tick: float = 0.0) -> None:
+        self.t = t
+        self.tick = tick
+
+    def __call__(self) -> float:
+        self.t += self.tick
+        return self.t
+
+
 def child_env(**extra: str | None) -> dict[str, str]:
     """The environment for child processes: one thread, mpsprofiler importable anywhere."""
     env = dict(os.environ)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import child_env, mpsprof_cli, read_events, read_summary
+from helpers import FakeClock, child_env, mpsprof_cli, read_events, read_summary
 from mpsprofiler.devices.cpu import CpuBackend
 from mpsprofiler.probe import backward
 from mpsprofiler.probe.steps import StepTracker
@@ -50,11 +50,7 @@ def test_every_optimizer_step_is_counted(deep_runs, mode: str) -> None:
 
 def _tracked(fn) -> tuple[StepTracker, list[BaseException]]:
     """Run ``fn`` with the backward hook feeding a step tracker (no optimizer hook)."""
-    clock_t = [0.0]
-
-    def clock() -> float:
-        clock_t[0] += 1e-4
-        return clock_t[0]
+    clock = FakeClock(tick=1e-4)
 
     tracker = StepTracker(lambda *a, **k: None, CpuBackend(), clock)
     errors: list[BaseException] = []

@@ -11,8 +11,8 @@ from rich.style import Style
 from mpsprofiler.session.recording import load_run
 from mpsprofiler.tui.app import recorded_app
 from mpsprofiler.tui.chart_render import Series, nice_ticks, render_chart
+from mpsprofiler.tui.chart_series import step_series, time_range
 from mpsprofiler.tui.widgets.charts import LineChart
-from mpsprofiler.tui.widgets.plots import step_series, time_range
 
 REPO = Path(__file__).resolve().parents[1]
 RECORDING = REPO / "tests" / "fixtures" / "recordings" / "slow_dataloader"

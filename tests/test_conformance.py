@@ -27,6 +27,9 @@ from helpers import (
     read_summary,
 )
 
+pytestmark = pytest.mark.slow  # every test starts real training processes under hostile conditions
+
+
 EXIT_MODES = {
     "fall_off": 0,
     "0": 0,

@@ -46,6 +46,8 @@ def test_manual_steps(tmp_path):
     assert 0.0015 < summary["steps"]["median_s"] < 0.05
 
 
+@pytest.mark.slow
+@pytest.mark.serial
 def test_data_wait_matches_the_sleeps(tmp_path):
     """30 ms of loading per 10 ms of compute: 75% data wait, within 20%."""
     proc, summary, run_dir = mpsprof_run(tmp_path, SCRIPTS / "sleepy_dataset.py", env={"SLEEP": "0.03", "WORK": "0.01"})
@@ -58,6 +60,7 @@ def test_data_wait_matches_the_sleeps(tmp_path):
     assert summary["dataloaders"][0]["num_workers"] == 0
 
 
+@pytest.mark.slow
 def test_spawn_workers(tmp_path):
     """macOS starts DataLoader workers with spawn: the script runs, and the workers hide the wait."""
     proc, summary, _ = mpsprof_run(

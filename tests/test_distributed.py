@@ -32,6 +32,7 @@ def straggler_run(tmp_path_factory):
     return proc, run_dir
 
 
+@pytest.mark.serial
 def test_one_summary_with_both_ranks_and_the_straggler(straggler_run):
     proc, run_dir = straggler_run
     assert proc.returncode == 0, proc.stderr
@@ -49,6 +50,7 @@ def test_one_summary_with_both_ranks_and_the_straggler(straggler_run):
     assert all(f["title"].startswith("rank 1:") for f in stalls)
 
 
+@pytest.mark.serial
 def test_recording_replays_to_the_same_findings(straggler_run):
     _, run_dir = straggler_run
     summary = read_summary(run_dir)
@@ -86,6 +88,7 @@ def test_ctrl_c_stops_every_rank(tmp_path):
     assert "rank 0 interrupted" in out and "rank 1 interrupted" in out
 
 
+@pytest.mark.serial
 def test_recordings_of_several_nodes_merge(straggler_run, tmp_path):
     """Each node records its own ranks; report/view merge the recordings into one job."""
     from mpsprofiler.session.recording import load_runs
@@ -107,6 +110,7 @@ def test_recordings_of_several_nodes_merge(straggler_run, tmp_path):
     assert "## Ranks (2)" in report.stdout and "straggler-rank" in report.stdout
 
 
+@pytest.mark.serial
 def test_distributed_summary_follows_the_schema(straggler_run):
     import jsonschema
 

@@ -273,3 +273,109 @@ def test_this_machine_reports_its_numpy() -> None:
     check = by_id(run_checks())["numpy"]
     assert check.status == "ok"
     assert metadata.version("numpy") in check.detail
+
+
+# threads, physical cores, logical cores, busy DataLoader workers (cores), other programs (cores)
+THREAD_CASES = [
+    (4, 2, 4, 0.0, 0.0),  # issue 26: 4 threads on 2 physical / 4 logical cores, oversubscribed for both
+    (3, 2, 4, 0.0, 0.0),
+    (2, 2, 4, 0.0, 0.0),
+    (5, 4, 4, 0.0, 0.0),  # more threads than cores, under 1.5 per free core: neither warns
+    (6, 4, 8, 0.0, 0.0),
+    (24, 12, 12, 0.0, 0.0),
+    (2, 2, 2, 0.0, 1.6),  # another program takes a core
+    (2, 2, 2, 0.0, 0.1),
+    (2, 4, 8, 2.5, 0.0),  # busy workers
+    (4, 8, 8, 1.0, 2.0),
+    (1, 1, 2, 3.0, 0.0),  # one torch thread: no OpenMP team, no finding
+    (8, None, 4, 0.0, 0.0),  # physical cores unknown: logical, for both
+]
+
+
+@pytest.mark.parametrize(("threads", "physical", "logical", "workers", "others"), THREAD_CASES)
+def test_doctor_panel_and_rule_give_one_thread_verdict(monkeypatch: pytest.MonkeyPatch, threads: int,
+                                                        physical: int | None, logical: int, workers: float,
+                                                        others: float) -> None:
+    """Issue 26 item 3: the thread-oversubscription rule, ``mpsprof doctor`` and the TUI's
+    Environment panel judge the same numbers alike (same function, same core count)."""
+    from mpsprofiler.diagnosis import engine
+    from mpsprofiler.diagnosis.analyzers import threads as analyzer
+    from mpsprofiler.diagnosis.rules import load_builtin_and_user
+    from mpsprofiler.doctor import check_threads
+    from mpsprofiler.session.session import Session
+    from mpsprofiler.tui.state import RunState
+    from mpsprofiler.tui.widgets.environment import doctor_env
+
+    env = {"torch_threads": threads, "cores_physical": physical, "cores_logical": logical, "omp_num_threads": None}
+    # the run's measured figures, as the analyzer and the panel read them
+    monkeypatch.setattr(analyzer, "_workers_busy", lambda session, n: (workers, True))
+    monkeypatch.setattr(analyzer, "others_busy", lambda session: (others, 10.0))
+    session = Session(read_back=True)
+    session.env.update(env)  # type: ignore[typeddict-item]
+    facts = analyzer.thread_facts(session)
+    rule = [r for r in load_builtin_and_user([]).rules if r.id == "thread-oversubscription"]
+    fired = bool(engine.evaluate(rule, facts, "cpu"))
+
+    panel = check_threads(doctor_env(session.env, RunState(session, live=False)))
+    doctor = check_threads({**env, "others_busy_cores": others, "workers_busy_cores": workers})  # type: ignore[arg-type]
+    for check in (panel, doctor):
+        assert (check.status == "warn") is fired, (check, facts)
+        if fired:
+            assert f"torch.set_num_threads({facts['suggested_torch_threads']})" in check.fix, check.fix
+    if workers == 0.0:  # doctor itself, no training running: no busy workers
+        alone = check_threads({**env, "others_busy_cores": others})  # type: ignore[arg-type]
+        assert alone.status == doctor.status and alone.fix == doctor.fix
+
+
+def test_doctor_counts_physical_cores_like_the_rule() -> None:
+    check = check_threads_of(torch_threads=4, cores_physical=2, cores_logical=4)
+    assert check.status == "warn" and "2 physical / 4 logical cores" in check.detail, check
+    assert "OMP_NUM_THREADS=2" in check.fix, check.fix
+    assert check_threads_of(torch_threads=2, cores_physical=2, cores_logical=4).status == "ok"
+
+
+def check_threads_of(**env: Any) -> Check:
+    from mpsprofiler.doctor import check_threads
+
+    return check_threads({"omp_num_threads": None, **env})  # type: ignore[arg-type]
+
+
+def test_the_others_reading_never_counts_the_trainings_own_processes() -> None:
+    """Doctor's reading of other programs and the run's (launcher/others.py): a DataLoader
+    worker that the training's tree did not show (started or gone between the listing and
+    the tree) descends from the training by its listed parent pid: not another program."""
+    from types import SimpleNamespace
+
+    from mpsprofiler.launcher.others import OtherPrograms
+
+    class Proc:
+        def __init__(self, pid: int, ppid: int, name: str) -> None:
+            times = SimpleNamespace(user=5.0, system=1.0)
+            self.pid, self.info = pid, {"name": name, "create_time": 1.0, "cpu_times": times, "ppid": ppid}
+
+        def cmdline(self) -> list[str]:
+            return [str(self.info["name"])]
+
+    calls: list[str] = []
+
+    class Root:
+        pid = 100
+
+        def children(self, recursive: bool = False) -> list[Proc]:
+            calls.append("tree")
+            return [Proc(101, 100, "python")]  # the worker 102 (and its child 103) not among them
+
+    class FakePsutil:
+        Error = Exception
+
+        @staticmethod
+        def process_iter(attrs: list[str]) -> list[Proc]:
+            calls.append("list")
+            assert "ppid" in attrs
+            return [Proc(1, 0, "init"), Proc(100, 1, "python"), Proc(101, 100, "python"),
+                    Proc(102, 100, "python"), Proc(103, 102, "python"), Proc(200, 1, "ffmpeg"), Proc(0, 0, "idle")]
+
+    sampler = OtherPrograms()
+    sampler._read(FakePsutil, Root())
+    assert calls == ["list", "tree"]  # the listing first: a worker started in between is in the tree
+    assert sorted(pid for pid, _ in sampler._last) == [1, 200]

@@ -65,6 +65,7 @@ def test_try_refuses_without_a_change(tmp_path: Path) -> None:
     assert proc.returncode == 2 and "unknown DataLoader setting" in proc.stderr
 
 
+@pytest.mark.serial
 @pytest.mark.slow
 @pytest.mark.timeout(1500)  # many full runs: minutes when the machine is shared
 def test_try_run_dir_tries_the_findings_num_workers(tmp_path: Path) -> None:
@@ -101,6 +102,7 @@ def test_try_run_dir_tries_the_findings_num_workers(tmp_path: Path) -> None:
     assert "**Tried:** proven: " in report and "Tried fixes" in report
 
 
+@pytest.mark.serial
 @pytest.mark.slow
 @pytest.mark.timeout(1500)  # many full runs: minutes when the machine is shared
 def test_try_compute_bound_script_shows_no_measurable_difference(tmp_path: Path) -> None:

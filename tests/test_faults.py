@@ -30,6 +30,9 @@ from helpers import (
 )
 from mpsprofiler.session.recording import load_run
 
+pytestmark = pytest.mark.slow  # every test starts real training processes under hostile conditions
+
+
 INSTRUMENTS = ("env", "steps", "dataloader", "warnings", "memory", "ops")
 FAULT_GROUPS = (("env", "warnings", "memory"), ("steps",), ("dataloader", "ops"))
 """Three runs instead of six: each leaves the instruments that show the others' effect."""
@@ -141,6 +144,7 @@ def test_parent_killed_training_completes(tmp_path: Path) -> None:
     assert loaded.report.skipped == 0
 
 
+@pytest.mark.serial  # its verdict is a timed bound (the script ends within 30 s)
 def test_parent_stopped_does_not_block_training(tmp_path: Path) -> None:
     """A stopped mpsprof (SIGSTOP: nobody reads the event pipe) never blocks the script: it
     finishes while the parent is still stopped; resumed, the parent reports the run."""

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import child_env, compare
+from helpers import Result, child_env, compare, run_mpsprof, run_python
 
 WARNS = textwrap.dedent('''\
     import warnings
@@ -37,7 +37,8 @@ DEPTH = textwrap.dedent('''\
             return depth(n + 1)
         except RecursionError:
             return n
-    print("usable depth", depth(0))
+    import sys
+    print("usable depth", depth(0), "limit", sys.getrecursionlimit())
 ''')
 
 
@@ -57,27 +58,51 @@ def test_stacklevel_warnings_and_recursion_depth_as_under_python(tmp_path: Path,
     assert ("sys:1: DeprecationWarning: level 8" in err) == (filters is not None)
 
 
+def _same_depth(args: list[str], run: Path, cwd: Path) -> tuple[Result, Result]:
+    plain, profiled = run_python(args, cwd=cwd), run_mpsprof(args, run, cwd=cwd)
+    assert plain.stdout.split(b" limit")[0] == profiled.stdout.split(b" limit")[0], (plain.stdout, profiled.stdout)
+    return plain, profiled
+
+
 @pytest.mark.parametrize("form", ["script", pytest.param("module", marks=pytest.mark.slow)])
 def test_recursion_depth_as_under_python(tmp_path: Path, form: str) -> None:
-    """A recursive function reaches python's depth (the start frame's cost is made up
-    for); with ``-m`` runpy's frames are python's own."""
+    """A recursive function reaches python's depth and ``sys.getrecursionlimit()`` reads
+    python's value: a script runs as the main program itself (start_code.py), no frame
+    below it; with ``-m`` runpy's frames are python's own."""
     (tmp_path / "deep.py").write_text(DEPTH)
     args = [str(tmp_path / "deep.py")] if form == "script" else ["-m", "deep"]
-    plain, _ = compare(args, tmp_path / "run", cwd=tmp_path)
+    plain, profiled = compare(args, tmp_path / "run", cwd=tmp_path) if form == "script" else \
+        _same_depth(args, tmp_path / "run", cwd=tmp_path)
     assert b"usable depth 9" in plain.stdout
+    if form == "script":  # -m: one frame of ours below runpy's, the limit makes up for it
+        assert profiled.stdout == plain.stdout
+
+
+STACK = textwrap.dedent('''\
+    """A docstring, then a future import: both stay first in the compiled script."""
+    from __future__ import annotations
+    import inspect, sys
+    def inner():
+        return [f.function for f in inspect.stack()]
+    print(len(inspect.stack()), inspect.stack()[-1].filename == __file__, inner())
+    print(sys.argv, sys.path[0] == __import__("os").path.dirname(__file__), __doc__)
+    print(sys.orig_argv[1:], type(__loader__).__name__, __loader__.path == __file__, __spec__, __cached__)
+    x: int = 1
+    print(__annotations__, sorted(k for k in dir(__import__("builtins")) if "mpsprof" in k))
+''')
 
 
 @pytest.mark.slow
-def test_inspect_stack_has_one_start_frame_at_most(tmp_path: Path) -> None:
-    """The documented limit: ``inspect.stack()`` lists the start frame below the
-    script's (python's count plus one), never more of mpsprof's."""
+@pytest.mark.parametrize("safe", [None, "1"])
+def test_inspect_stack_at_top_level_is_python_s(tmp_path: Path, safe: str | None) -> None:
+    """The script's module frame is the outermost frame: ``inspect.stack()`` at the top
+    level is 1 deep as under python (it was 2: the start program's frame), and argv,
+    ``sys.path[0]`` (``PYTHONSAFEPATH`` too), ``__file__``, ``__doc__``, ``__loader__``,
+    ``sys.orig_argv`` and the module's annotations are python's."""
     script = tmp_path / "s.py"
-    script.write_text("import inspect\nprint(len(inspect.stack()))\n")
-    from helpers import run_mpsprof, run_python
-
-    plain = run_python([str(script)])
-    profiled = run_mpsprof([str(script)], tmp_path / "run")
-    assert int(profiled.stdout) <= int(plain.stdout) + 1, (plain.stdout, profiled.stdout)
+    script.write_text(STACK)
+    plain, _ = compare([str(script), "a b"], tmp_path / "run", env=child_env(PYTHONSAFEPATH=safe))
+    assert plain.stdout.startswith(b"1 True ['inner', '<module>']"), plain.stdout
 
 
 DATASET = textwrap.dedent('''\

@@ -153,12 +153,39 @@ def test_loader_fix_in_each_frameworks_terms() -> None:
     from mpsprofiler.diagnosis.analyzers.framework import loader_fix
 
     trainer = loader_fix("transformers Trainer", 3, 4, "cuda", 8)
-    assert "dataloader_num_workers=3," in trainer and "dataloader_pin_memory=True" in trainer
-    assert "dataloader_prefetch_factor=4" in trainer and "data_collator" in trainer
+    assert "`dataloader_pin_memory=True`" in trainer and "TrainingArguments" in trainer
+    assert "`dataloader_prefetch_factor=4`" in trainer and "data_collator" in trainer
     lightning = loader_fix("lightning", 2, 4, "mps", 16)
     assert "def train_dataloader(self):" in lightning and "batch_size=16, shuffle=True, num_workers=2" in lightning
+    assert "```" not in loader_fix("lightning", 2, 4, "mps", 16, rewritten=True)
     accelerate = loader_fix("accelerate", 2, 4, "cpu", None)
     assert "accelerator.prepare(loader)" in accelerate and "before `prepare`" in accelerate
+
+
+def test_a_trainers_loader_fix_rewrites_its_training_arguments(tmp_path: Path) -> None:
+    """The probe names the script's `trainer.train()` line for a Trainer's loader (the
+    frameworks' frames are skipped); the fix is the script's TrainingArguments call with
+    dataloader_num_workers changed, its other arguments as written."""
+    from types import SimpleNamespace
+
+    from mpsprofiler.diagnosis.analyzers.framework_place import trainer_place
+
+    script = tmp_path / "train.py"
+    script.write_text("from transformers import Trainer, TrainingArguments\n\n\ndef main():\n"
+                      "    args = TrainingArguments(output_dir='out', max_steps=9,\n"
+                      "                             dataloader_num_workers=0)\n"
+                      "    Trainer(model=None, args=args).train()\n\n\nmain()\n")
+    session: Any = SimpleNamespace(model={"framework": "transformers Trainer"}, run={"cwd": str(tmp_path)})
+    place = trainer_place(session, str(script), 7, 2)
+    assert place is not None
+    assert place["loader_name"] == "the Trainer's training DataLoader (started at train.py:7)"
+    assert place["loader_where"] == "The Trainer builds it from its `TrainingArguments`: change them (train.py:5) to"
+    code = place["loader_code"]
+    assert "output_dir='out'" in code and "dataloader_num_workers=2" in code and "dataloader_num_workers=0" not in code
+    assert "dataloader_persistent_workers=True" in code and 'if __name__ == "__main__":' in code
+    assert trainer_place(SimpleNamespace(model={"framework": "lightning"}, run={}), str(script), 7, 2) is None  # type: ignore[arg-type]
+    missing = trainer_place(session, str(tmp_path / "gone.py"), 3, 4)
+    assert missing is not None and "dataloader_num_workers=4," in missing["loader_code"]
 
 
 # -- the real libraries, through the real CLI -------------------------------------------
@@ -166,15 +193,18 @@ def has(*modules: str) -> bool:
     return all(importlib.util.find_spec(m) is not None for m in modules)
 
 
-RUNS: dict[str, tuple[str, dict[str, str], tuple[str, ...]]] = {
-    # name: (script, env, modules it needs)
-    "trainer": ("hf_trainer.py", {"STEPS": "28", "COLLATE_SLEEP": "0.03"}, ("transformers", "accelerate")),
-    "trainer_accum": ("hf_trainer.py", {"STEPS": "6", "ACCUM": "4"}, ("transformers", "accelerate")),
-    "accelerate": ("accel_loop.py", {"STEPS": "30"}, ("accelerate",)),
-    "lightning": ("lightning_val.py", {"STEPS": "20", "ACCUM": "2"}, ("lightning",)),
+RUNS: dict[str, tuple[str, dict[str, str], tuple[str, ...], tuple[str, ...]]] = {
+    # name: (script, env, modules it needs, mpsprof run options); one run per framework,
+    # all at once: CI's framework stage (.ci/run) is this fixture, pip install included
+    "trainer": ("hf_trainer.py", {"STEPS": "30", "ACCUM": "2", "COLLATE_SLEEP": "0.03"},
+                ("transformers", "accelerate"), ()),
+    "accelerate": ("accel_loop.py", {"STEPS": "30"}, ("accelerate",), ()),
+    # mpsprof's own num_workers fix applied to a loader that sleeps: 2 workers, 2 torch
+    # threads; training_step keeps its logits in self.outs
+    "lightning": ("lightning_val.py", {"STEPS": "40", "ACCUM": "2", "SAMPLE_SLEEP": "0.003", "LEAK": "1",
+                                     "OMP_NUM_THREADS": "2", "MKL_NUM_THREADS": "2"},
+                  ("lightning",), ("--set", "dataloader.num_workers=2")),
 }
-
-
 
 
 class Run:
@@ -199,21 +229,22 @@ class Run:
         return int(m.group(1))
 
 
-def run_script(tmp: Path, name: str, script: str, env: dict[str, str]) -> Run:
+def run_script(tmp: Path, name: str, script: str, env: dict[str, str], options: tuple[str, ...] = ()) -> Run:
     run_dir = tmp / name
     started = time.monotonic()
-    proc = mpsprof_cli("run", "--headless", "-o", str(run_dir), str(SCRIPTS / script), cwd=tmp,
-                       env=child_env(**OFFLINE, OUT_DIR=str(tmp / f"{name}_out"), **env), timeout=300)
+    proc = mpsprof_cli("run", "--headless", "-o", str(run_dir), *options, str(SCRIPTS / script), cwd=tmp,
+                       env=child_env(**{**OFFLINE, "OUT_DIR": str(tmp / f"{name}_out"), **env}), timeout=300)
     return Run(proc, run_dir, time.monotonic() - started)
 
 
 @pytest.fixture(scope="module")
 def framework_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Run]:
-    """Every installed framework's runs, two at a time (each mostly imports its library)."""
+    """Every installed framework's run, all at once (each mostly imports its library)."""
     tmp = tmp_path_factory.mktemp("frameworks")
     wanted = {name: spec for name, spec in RUNS.items() if has(*spec[2])}
-    with ThreadPoolExecutor(2) as pool:
-        futures = {name: pool.submit(run_script, tmp, name, script, env) for name, (script, env, _) in wanted.items()}
+    with ThreadPoolExecutor(3) as pool:
+        futures = {name: pool.submit(run_script, tmp, name, script, env, options)
+                   for name, (script, env, _, options) in wanted.items()}
         return {name: future.result() for name, future in futures.items()}
 
 
@@ -228,14 +259,14 @@ def framework_run(runs: dict[str, Run], name: str) -> Run:
 @pytest.mark.slow
 def test_a_trainer_counts_its_optimizer_steps(framework_runs: dict[str, Run]) -> None:
     """Trainer.state.global_step, not one more (accelerate's look-ahead batch), and with
-    gradient_accumulation_steps=4 its 6 updates, not the 4 batches fetched up front."""
-    for name in ("trainer", "trainer_accum"):
-        run = framework_run(framework_runs, name)
-        assert run.steps["count"] == run.printed("global_step") == int(RUNS[name][1]["STEPS"]), name
-        assert run.steps["mode"] == "optimizer"
-        assert run.steps["framework"] == "transformers Trainer"
-        assert "of a Hugging Face Trainer" in run.proc.stderr
-        assert run.steps["batches"] == run.printed("global_step") * int(RUNS[name][1].get("ACCUM", "1"))
+    gradient_accumulation_steps=2 its 30 updates of 2 batches each, not the batches
+    fetched up front."""
+    run = framework_run(framework_runs, "trainer")
+    assert run.steps["count"] == run.printed("global_step") == 30
+    assert run.steps["mode"] == "optimizer"
+    assert run.steps["framework"] == "transformers Trainer"
+    assert "of a Hugging Face Trainer" in run.proc.stderr
+    assert run.steps["batches"] == run.printed("global_step") * 2
 
 
 @pytest.mark.slow
@@ -250,6 +281,8 @@ def test_a_trainer_with_a_slow_collator_is_told_its_training_arguments(framework
     workers = stall[0]["facts"].get("suggested_num_workers") or re.search(r"num_workers=(\d+)", fix).group(1)
     assert "TrainingArguments(" in fix and f"dataloader_num_workers={workers}," in fix
     assert "dataloader_persistent_workers=True" in fix and "dataloader_pin_memory=False" in fix
+    assert "site-packages" not in fix and "site-packages" not in stall[0]["evidence"]
+    assert "the Trainer's training DataLoader (started at" in stall[0]["evidence"]
     assert "batch of None samples" not in stall[0]["evidence"]
     assert run.summary["dataloaders"][0]["batch_size"] == 8
 
@@ -269,11 +302,46 @@ def test_an_accelerate_loop_counts_its_steps_and_keeps_no_false_leak(framework_r
 @pytest.mark.slow
 def test_lightning_leaves_out_its_sanity_check(framework_runs: dict[str, Run]) -> None:
     """Lightning with validation and accumulate_grad_batches=2: its 2 sanity-check batches
-    run no optimizer step and are not steps; 20 batches are 10 updates."""
+    run no optimizer step and are not steps; 40 batches are 20 updates. `--set
+    dataloader.num_workers=2` reached the loader Lightning iterates."""
     run = framework_run(framework_runs, "lightning")
-    assert run.steps["count"] == run.printed("global_step") == 10
+    assert run.steps["count"] == run.printed("global_step") == 20
     assert run.steps["framework"] == "lightning"
     assert run.steps["fetched_ahead"] == 2
+    assert {d["num_workers"] for d in run.summary["dataloaders"]} == {2}
+
+
+@pytest.mark.slow
+def test_lightning_leak_names_self_outs_and_its_append_line(framework_runs: dict[str, Run]) -> None:
+    """`self.outs.append(logits)` in training_step: no user frame holds the module when
+    the leak is checked (Lightning's optimizer closure runs training_step); the finding
+    names the container and the append line, not the line that made the logits."""
+    run = framework_run(framework_runs, "lightning")
+    leak = next((f for f in run.summary["findings"] if f["rule"].startswith("leak-site")), None)
+    assert leak is not None, run.rules
+    source = (SCRIPTS / "lightning_val.py").read_text().splitlines()
+    append = next(i for i, line in enumerate(source, 1) if "self.outs.append(logits)" in line)
+    assert f"lightning_val.py:{append}" in leak["title"]
+    assert f"They are kept in `self.outs`, added to at {SCRIPTS / 'lightning_val.py'}:{append}" in leak["evidence"] or (
+        f"They are kept in `self.outs`, added to at lightning_val.py:{append}" in leak["evidence"]), leak["evidence"]
+
+
+@pytest.mark.slow
+def test_sleeping_workers_are_not_busy_threads(framework_runs: dict[str, Run]) -> None:
+    """After the num_workers fix, Lightning's 2 workers sleep on their samples: their
+    measured CPU (well under a core between them), not their number, joins torch's 2
+    threads; no thread warning unless other programs took the cores."""
+    from mpsprofiler.diagnosis.facts import collect_facts
+    from mpsprofiler.session.recording import load_run
+
+    run = framework_run(framework_runs, "lightning")
+    facts = collect_facts(load_run(run.run_dir).session)
+    assert facts["torch_threads"] == 2
+    assert "2 DataLoader worker processes using" in facts["thread_workers_text"], facts["thread_workers_text"]
+    assert facts["workers_busy_cores"] < 0.6
+    assert facts["busy_threads"] == round(2 + facts["workers_busy_cores"])
+    if (facts.get("others_busy_cores") or 0.0) < 0.3:
+        assert "thread-oversubscription" not in run.rules
 
 
 @pytest.mark.slow
@@ -312,3 +380,55 @@ def test_doctor_says_when_torchvision_does_not_match_torch(monkeypatch: pytest.M
     matching = check({"torch": "2.13.0+cpu", "torchvision": "0.28.0+cpu", "torchvision_torch": "2.13.0"})
     assert matching.status == "ok"
     assert "torchvision" in [c.id for c in doctor.run_checks({"torch": "2.13.0"})]
+
+
+class Keeper:
+    """A LightningModule as the leak check meets it: no user frame holds it at the step
+    boundary (Lightning calls training_step inside its optimizer closure)."""
+
+    def __init__(self) -> None:
+        self.outs: list[Any] = []
+
+    def training_step(self, logits: Any) -> None:
+        self.outs.append(logits)  # the line that keeps the memory
+
+
+def test_a_leak_kept_in_an_attribute_names_self_attr_and_its_append_line() -> None:
+    """From the tensor to the list to the object to the user's class: `self.outs` and the
+    `self.outs.append` line; a tensor kept by a library's object (not user code) or by
+    nothing is no owner."""
+    import torch
+
+    from mpsprofiler.probe.leak_owner import find_owner
+    from mpsprofiler.probe.ops_leaks import _adding_lines
+
+    def is_user(code: Any) -> bool:
+        return bool(code.co_filename == __file__)
+
+    keeper, t = Keeper(), torch.ones(3)
+    keeper.training_step(t)
+    append_line = next(i for i, line in enumerate(Path(__file__).read_text().splitlines(), 1)
+                       if "self.outs.append(logits)  # the line" in line)
+    found = find_owner(t, is_user, _adding_lines)
+    assert found is not None
+    assert (found["name"], found["line"], found["owner"], found["size"]) == ("self.outs", append_line, "Keeper", 1)
+    keeper.__dict__  # noqa: B018  (a materialised __dict__ is one referrer more: still found)
+    assert (find_owner(t, is_user, _adding_lines) or {}).get("line") == append_line
+    assert find_owner(t, lambda code: False, _adding_lines) is None
+    assert find_owner(torch.ones(2), is_user, _adding_lines) is None
+
+
+def test_unmeasured_workers_are_not_counted_as_busy_threads() -> None:
+    """A run too short for two CPU samples of its workers: 4 workers beside torch's 2
+    threads on 4 cores are not 6 busy threads (a sleeping worker uses almost no CPU; an
+    instrument that did not measure makes no finding). No library needed."""
+    from mpsprofiler.diagnosis.analyzers.threads import thread_facts
+    from mpsprofiler.session.session import Session
+
+    session = Session(read_back=True)
+    session.env.update({"torch_threads": 2, "cores_physical": 4, "cores_logical": 4})
+    session.dataloaders[1] = {"id": 1, "num_workers": 4, "len": 10, "created": 1}  # type: ignore[typeddict-item]
+    facts = thread_facts(session)
+    assert facts["workers_busy_cores"] == 0.0 and facts["busy_threads"] == 2
+    assert facts["thread_workers_text"] == "4 DataLoader worker processes (not counted: their CPU use was not measured in so short a run)"
+    assert facts["thread_oversubscription"] < 1.5

@@ -205,6 +205,7 @@ def _tui_data(session: Session, results: Any) -> None:
     from rich.console import Console
     from rich.markdown import Markdown
 
+    from mpsprofiler.tui import chart_series as plots
     from mpsprofiler.tui.state import RunState
     from mpsprofiler.tui.widgets import (
         environment,
@@ -214,7 +215,6 @@ def _tui_data(session: Session, results: Any) -> None:
         memory,
         ops,
         overview,
-        plots,
         warnings,
     )
 

@@ -31,11 +31,11 @@ ALLOWED: dict[str, set[str]] = {
     "redact": set(),
     "environment": set(),
     "devices": {"environment"},
-    "ops": set(),
-    "probe": {"devices", "ops", "probe"},
+    "kernels": set(),
+    "probe": {"devices", "kernels", "probe"},
     "rundir": set(),
-    "session": {"ops", "rundir"},
-    "diagnosis": {"session", "devices", "ops", "rundir"},  # rundir: the guarded reader (imports nothing)
+    "session": {"kernels", "rundir"},
+    "diagnosis": {"session", "devices", "kernels", "rundir"},  # rundir: the guarded reader (imports nothing)
 }
 """What each lower layer may import besides LEAVES. Parts not named here (launcher, views,
 cli, doctor, bench) may import anything except what FORBIDDEN says."""

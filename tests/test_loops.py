@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import child_env, mpsprof_cli, read_summary
+from helpers import FakeClock, child_env, mpsprof_cli, read_summary
 from mpsprofiler.probe.steps import StepTracker
 
 SCRIPTS = Path(__file__).parent / "scripts_loops"
@@ -54,17 +54,10 @@ def test_a_loop_nothing_counts_says_so_with_the_fix(tmp_path):
     assert "mpsprofiler.step()     # one call per training step" in report.stdout
 
 
-class _Clock:
-    t = 0.0
-
-    def __call__(self) -> float:
-        return self.t
-
-
-def _tracker() -> tuple[StepTracker, _Clock, list]:
+def _tracker() -> tuple[StepTracker, FakeClock, list]:
     from mpsprofiler.devices.cpu import CpuBackend
 
-    clock = _Clock()
+    clock = FakeClock()
     emitted: list = []
     tracker = StepTracker(lambda kind, **f: emitted.append(f), CpuBackend(), clock)
     tracker._mark_start()
@@ -136,7 +129,7 @@ def test_two_lbfgs_steps_get_op_accounting_and_the_float64_finding(tmp_path):
     assert "optimizer.step(closure)" not in syncs["sync_table"]
 
 
-@pytest.mark.slow
+@pytest.mark.slow  # not serial: 10.5 s of sleep against a 10 s bound, compile time far under it
 def test_a_very_long_compiled_first_step_gets_the_warm_up_note(tmp_path):
     """torch.compile'd model, step 0 made > 10 s with a sleep; the same script with a
     short step 0 gets no note."""
@@ -152,6 +145,7 @@ def test_a_very_long_compiled_first_step_gets_the_warm_up_note(tmp_path):
     assert "long-first-step" not in fast_proc.stderr
 
 
+@pytest.mark.serial
 @pytest.mark.slow
 def test_ddp_straggler_in_its_own_code_is_named_with_the_phase(tmp_path):
     """2-rank gloo DDP, no DataLoader; rank 1 sleeps 10 ms per step in its loop. Step times

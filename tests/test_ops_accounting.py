@@ -13,7 +13,7 @@ from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from mpsprofiler import events as ev
-from mpsprofiler.ops.readiness import MpsKernelTable
+from mpsprofiler.kernels.readiness import MpsKernelTable
 from mpsprofiler.probe.modules import ModuleTracker
 from mpsprofiler.probe.ops import OpAccountant
 from ops_driver import (  # noqa: F401
@@ -301,7 +301,8 @@ def test_exception_in_bookkeeping_disables_with_one_probe_error() -> None:
     with StepDriver(acct):
         model = example.train(9, CPU)
     errors = [f for k, f in events if k == ev.KIND_PROBE_ERROR]
-    assert errors == [{"instrument": "ops", "message": "RuntimeError: injected"}]
+    assert [{k: v for k, v in e.items() if k != "where"} for e in errors] == [{"instrument": "ops", "message": "RuntimeError: injected"}]
+    assert errors[0]["where"].startswith("mpsprofiler/probe/ops"), errors  # mpsprof's frame that called the fault
     assert acct.failed
     # the sampled step that failed is not emitted, later steps are not sampled
     assert [r["step"] for r in ops_events(events)] == []
@@ -453,6 +454,9 @@ def test_adaptive_interval_keeps_within_budget() -> None:
     acct.close()
     assert sampled[:2] == [3, 5]
     assert acct.interval >= 90  # ratio 2 / budget 0.02, less the sampled steps' own time
+    # the steps between samples: the interval, lengthened by up to 9 steps to spread the
+    # samples' phases (probe/sample_phase.py)
+    assert all(b - a >= 90 for a, b in zip(sampled[2:], sampled[3:], strict=False)), sampled
     assert added / total <= 0.02 + 1e-9
     first = ops_events(events)[0]
     assert first["step"] == 3 and first["overhead_s"] is not None

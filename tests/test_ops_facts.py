@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from mpsprofiler.diagnosis.analyzers.ops import ops_facts
-from mpsprofiler.ops.readiness import MpsKernelTable
+from mpsprofiler.kernels.readiness import MpsKernelTable
 from mpsprofiler.session.ops import OpStats
 from ops_driver import load_example, ops_events, private_cache, run_example  # noqa: F401
 

@@ -26,7 +26,8 @@ FIELDS_OF: dict[str, Any] = {
     "mem": payloads.MemFields, "warning": payloads.WarningFields, "ops": payloads.OpsFields,
     "exception": payloads.ExceptionFields, "probe_error": payloads.ProbeErrorFields, "exit": payloads.ExitFields,
     "bye": payloads.ByeFields, "leaks": payloads.LeaksFields, "override": payloads.OverrideFields,
-    "cut": payloads.CutFields, "child": payloads.ChildFields, "terminal": payloads.TerminalFields,
+    "cut": payloads.CutFields, "child": payloads.ChildFields, "others": payloads.OthersFields, "terminal": payloads.TerminalFields,
+    "health": payloads.HealthFields,
 }
 COMMON = {"k", "ts", "r"}
 

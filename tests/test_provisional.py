@@ -45,6 +45,7 @@ def test_clear_evidence_shows_provisionally_then_confirms() -> None:
     assert "provisional" not in confirmed[RULE].to_dict()
 
 
+@pytest.mark.serial
 @pytest.mark.slow
 def test_live_tui_marks_the_first_finding_provisional(tmp_path: Path) -> None:
     """The real example at ~5 steps/s under the live app: the stall shows as provisional

@@ -10,8 +10,8 @@ import pytest
 
 from mpsprofiler import resources
 from mpsprofiler.doctor import version_tuple
-from mpsprofiler.ops import readiness
-from mpsprofiler.ops.readiness import (
+from mpsprofiler.kernels import readiness
+from mpsprofiler.kernels.readiness import (
     MpsKernelTable,
     classify_entries,
     find_native_functions_yaml,
@@ -221,7 +221,7 @@ def test_kernels_with_their_own_mps_kernel_need_no_row(table: MpsKernelTable) ->
 def _unlisted_backend_kernels() -> tuple[list[str], object]:
     """Backend-specific kernels of this torch that its yaml alone judges ``cpu_fallback``
     and that the table neither maps nor lists as not implementing a user call."""
-    from mpsprofiler.ops.backends import load_backend_table, looks_backend_specific
+    from mpsprofiler.kernels.backends import load_backend_table, looks_backend_specific
 
     backends = load_backend_table()
     known = {k for row in backends.rows for k in row.kernels} | backends.not_calls
@@ -250,7 +250,7 @@ def test_a_backend_kernel_without_a_row_is_no_fallback_prediction(table: MpsKern
     """A kernel a newer torch adds (cuDNN attention's in-place variant came in 2.15) has
     no MPS entry of its own; judged by it, every CUDA transformer would be told it falls
     back on a Mac. Without a row it is unknown, and the evidence says why."""
-    from mpsprofiler.ops.backends import BackendTable
+    from mpsprofiler.kernels.backends import BackendTable
 
     bare = MpsKernelTable({"_cudnn_attention_forward_new": "cpu_fallback", "_pdist_forward": "cpu_fallback"}, {},
                           backends=BackendTable((), frozenset()))  # fmt: skip
@@ -266,7 +266,7 @@ def test_a_backend_kernel_without_a_row_is_no_fallback_prediction(table: MpsKern
 
 def test_mapping_needs_the_mac_op_in_this_torch(tmp_path: Path) -> None:
     """A torch without the op a row points to keeps judging the kernel by its own entry."""
-    from mpsprofiler.ops.backends import BackendRow, BackendTable
+    from mpsprofiler.kernels.backends import BackendRow, BackendTable
 
     rows = BackendTable((BackendRow("r", "test", ("k",), "call", ("missing_op",)),), frozenset())
     table = MpsKernelTable({"k": "cpu_fallback", "m": "mps"}, {}, backends=rows)

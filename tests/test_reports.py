@@ -414,12 +414,16 @@ def _findings(run_dir: Path) -> list[dict]:
     return read_summary(run_dir)["findings"]
 
 
+@pytest.mark.slow
+@pytest.mark.serial
 def test_fail_on_warning_passes_a_clean_run(clean_script: Path, tmp_path: Path) -> None:
     proc = mpsprof_cli("run", "--headless", "--fail-on", "warning", "-o", str(tmp_path / "run"), str(clean_script))
     assert "clean done" in proc.stdout
     assert proc.returncode == 0, (proc.stderr, _findings(tmp_path / "run"))
 
 
+@pytest.mark.slow
+@pytest.mark.serial
 def test_fail_on_uses_the_findings_severity(clean_script: Path, tmp_path: Path) -> None:
     """A custom rule's warning fails ``--fail-on warning`` (status 3) but not ``--fail-on critical``."""
     rules = str(clean_script.parent / "rules")
@@ -430,9 +434,12 @@ def test_fail_on_uses_the_findings_severity(clean_script: Path, tmp_path: Path) 
     lenient = mpsprof_cli("run", "--headless", "--fail-on", "critical", "--rules", rules, "-o", str(tmp_path / "b"),
                           str(clean_script))
     assert lenient.returncode == 0, lenient.stderr
-    assert [f["severity"] for f in _findings(tmp_path / "b")] == ["warning"]
+    # info findings do not count for --fail-on; on a busy machine other-programs-busy is one
+    assert [f["severity"] for f in _findings(tmp_path / "b") if f["severity"] != "info"] == ["warning"]
 
 
+@pytest.mark.slow
+@pytest.mark.serial
 def test_fail_on_warning_fails_a_data_loader_stall(tmp_path: Path) -> None:
     """The bundled slow-DataLoader example must trip CI with the builtin rules alone."""
     proc = mpsprof_cli("run", "--headless", "--fail-on", "warning", "-o", str(tmp_path / "run"),

@@ -66,8 +66,8 @@ TIMED: dict[str, tuple[str, list[str], dict[str, str]]] = {
     "warmup": ("triggers/long_warmup.py", [], {}),
     "clean": ("clean_compute.py", [], {}),  # no stall, no warm-up note: measured times too
 }
-"""Triggers judged from measured times (wait shares, warm-up cost): the `runs` fixture, which
-tests/conftest.py runs with no other test beside it."""
+"""Triggers judged from measured times (wait shares, warm-up cost): the `runs` fixture, whose
+tests are marked serial (CI runs them with no other test beside them)."""
 UNTIMED: dict[str, tuple[str, list[str], dict[str, str]]] = {
     "spawn": ("triggers/spawn_bootstrap.py", [], {}),  # the slowest (a spawned worker): first
     "leak": ("triggers/tensor_leak.py", [], {}),  # memory growth per step
@@ -153,16 +153,21 @@ def _fires(run: dict[str, Any], rule: str) -> None:
     assert "```python" in finding["fix"] and "{{" not in finding["fix"]
 
 
+@pytest.mark.slow
+@pytest.mark.serial
 @pytest.mark.parametrize("rule", sorted(r for r, name in CLI_RULES.items() if name in TIMED))
 def test_trigger_script_fires_its_rule(runs, rule):
     _fires(runs[CLI_RULES[rule]], rule)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("rule", sorted(r for r, name in CLI_RULES.items() if name in UNTIMED))
 def test_untimed_trigger_script_fires_its_rule(untimed_runs, rule):
     _fires(untimed_runs[CLI_RULES[rule]], rule)
 
 
+@pytest.mark.slow
+@pytest.mark.serial
 def test_stall_names_a_concrete_num_workers(runs):
     crit = findings(runs["stall_critical"])["dataloader-stall-critical"]
     facts = crit["facts"]
@@ -182,6 +187,7 @@ def test_stall_names_a_concrete_num_workers(runs):
     assert 0.15 <= warn["dataloader-stall"]["facts"]["loading_wait_share"] < 0.35
 
 
+@pytest.mark.slow
 def test_leak_is_reported_with_its_growth_per_step(untimed_runs):
     found = findings(untimed_runs["leak"])
     assert "tensor-leak" in found, explain(untimed_runs["leak"])
@@ -192,6 +198,7 @@ def test_leak_is_reported_with_its_growth_per_step(untimed_runs):
     assert leak["first_step"] is not None
 
 
+@pytest.mark.slow
 def test_device_mismatch_names_the_line_and_the_fix(untimed_runs):
     run = untimed_runs["mismatch"]
     assert run["returncode"] == 1
@@ -205,12 +212,15 @@ def test_device_mismatch_names_the_line_and_the_fix(untimed_runs):
     assert "device=x.device" in found["fix"]
 
 
+@pytest.mark.slow
 def test_spawn_crash_points_at_the_main_guard(untimed_runs):
     found = findings(untimed_runs["spawn"])["spawn-bootstrap-crash"]
     assert 'if __name__ == "__main__":' in found["fix"]
     assert "spawn_bootstrap.py:18" in found["evidence"]  # the loop, not the profiler's hook
 
 
+@pytest.mark.slow
+@pytest.mark.serial
 def test_clean_script_has_no_warning(runs):
     run = runs["clean"]
     assert run["returncode"] == 0, run["stderr"][-3000:]
@@ -340,7 +350,7 @@ def test_every_shipped_rule_is_triggered_by_a_test():
     ruleset = load_rules([RULES / name for name in RULE_FILES])
     ids = {rule.id for rule in ruleset}
     leak_sites = {"graph-kept-across-steps", "leak-site-graph", "leak-site-container"}  # tests/test_leaks.py
-    loader = {"dataloader-batch-indexing", "dataloader-cpu-contention"}  # tests/test_loader_advice.py
+    loader = {"dataloader-batch-indexing", "dataloader-cpu-contention", "dataloader-handoff"}  # tests/test_loader_advice.py
     place = {"other-programs-busy"}  # tests/test_advice_place.py
     others = {"memory-taken-by-others"}  # tests/test_flicker.py
     assert ids == set(CLI_RULES) | set(SYNTHETIC) | {"tensor-leak"} | leak_sites | loader | place | others

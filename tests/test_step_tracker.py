@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from helpers import FakeClock
 from mpsprofiler.devices.base import DeviceBackend
 from mpsprofiler.probe.steps import StepTracker
 
@@ -57,19 +58,10 @@ class Device(DeviceBackend):
         return None
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.t = 0.0
-
-    def __call__(self) -> float:
-        self.t += 0.001
-        return self.t
-
-
 def tracked(device: Device) -> tuple[StepTracker, Callable[[], dict[str, list[Any]]]]:
     """A tracker on ``device`` and a function that drains it and returns its columns."""
     sent: list[dict[str, Any]] = []
-    tracker = StepTracker(lambda kind, **payload: sent.append(payload), device, Clock())
+    tracker = StepTracker(lambda kind, **payload: sent.append(payload), device, FakeClock(tick=0.001))
 
     def columns() -> dict[str, list[Any]]:
         tracker.drain()
@@ -166,24 +158,24 @@ def run_steps(n: int, step_s: float, monkeypatch: Any, *, never_fast: bool = Fal
     if never_fast:
         monkeypatch.setattr(probe_steps, "FAST_STEP", 0.0)
     device = Allocating()
-    clock = [100.0]
+    clock = FakeClock(100.0)
     sent: list[dict[str, Any]] = []
-    tracker = StepTracker(lambda kind, **payload: sent.append(payload), device, lambda: clock[0])
-    last_drain = clock[0]
+    tracker = StepTracker(lambda kind, **payload: sent.append(payload), device, clock)
+    last_drain = clock.t
     for k in range(n):
-        clock[0] += step_s * 0.2
+        clock.t += step_s * 0.2
         started = tracker.on_fetch_start()
         if k % 3 == 0:
             device.run()
-        clock[0] += step_s * 0.3  # the wait
+        clock.t += step_s * 0.3  # the wait
         tracker.on_fetch_end(started, True)
         device.queue(3)
         device.bytes += 1024
-        clock[0] += step_s * (0.3 + (k % 7) * 0.05)  # a spread of durations for the quantiles
-        clock[0] += (pauses or {}).get(k, 0.0)  # a checkpoint, an evaluation
+        clock.t += step_s * (0.3 + (k % 7) * 0.05)  # a spread of durations for the quantiles
+        clock.t += (pauses or {}).get(k, 0.0)  # a checkpoint, an evaluation
         tracker.manual_step()
-        if clock[0] - last_drain >= 0.25:
-            last_drain = clock[0]
+        if clock.t - last_drain >= 0.25:
+            last_drain = clock.t
             tracker.drain()
     tracker.drain()
     stats = StepStats()

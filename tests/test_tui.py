@@ -366,6 +366,7 @@ def live_app(tmp_path: Path, steps: int = 400) -> MpsprofApp:
     return MpsprofApp(Session(), [], spec=spec, run_dir=spec.run_dir)
 
 
+@pytest.mark.slow
 def test_live_run_stop_key(tmp_path: Path) -> None:
     app = live_app(tmp_path)
 
@@ -394,6 +395,7 @@ def test_live_run_stop_key(tmp_path: Path) -> None:
     assert summary["status"] == "stopped" and summary["exit"]["stopped_by_user"] is True
 
 
+@pytest.mark.slow
 def test_live_quit_asks_then_stops_the_script(tmp_path: Path) -> None:
     app = live_app(tmp_path)
 
@@ -417,6 +419,7 @@ def test_live_quit_asks_then_stops_the_script(tmp_path: Path) -> None:
     assert "KeyboardInterrupt" in (tmp_path / "run" / "output.log").read_text(encoding="utf-8", errors="replace")
 
 
+@pytest.mark.slow
 def test_live_torchrun_ranks_and_stop_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Two gloo ranks under the live app: the Ranks tab is there from the start, ``r``
     switches rank while they run, and ``s`` stops every rank (through torchrun)."""

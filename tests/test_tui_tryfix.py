@@ -53,11 +53,14 @@ def test_t_key_tries_the_stall_fix_and_stores_it(tmp_path: Path, monkeypatch: py
             assert app._trial is None
             # the verdict itself is the CLI tests' business (a loaded machine may blur 2 pairs)
             assert "with num_workers=" in panel.result_text, panel.result_text
-            assert "step time   as written" in panel.result_text and "not proven" not in panel.result_text
+            assert "step time   as written" in panel.result_text
+            assert "not proven: the run with" not in panel.result_text  # neither side failed
             assert any("pair 1/2  A as written" in line for line in panel.lines)
             await pilot.press("q")
 
     asyncio.run(main())
     (stored,) = json.loads((run / "experiments.json").read_text())["experiments"]
-    assert stored["rule"] == rule and stored["verdict"] in ("faster", "same", "slower") and stored["pairs"] == 2
+    # two pairs on a loaded machine may leave the interval wide: "not proven yet" is a verdict too
+    assert stored["rule"] == rule and stored["verdict"] in ("faster", "same", "slower", "unproven")
+    assert stored["pairs"] == 2
     assert "Tried fixes" in mpsprof_cli("report", str(run), "--format", "md").stdout

@@ -11,7 +11,7 @@ from functools import cache
 def _dispatch_tables() -> dict[str, dict[str, str]]:
     import yaml
 
-    from mpsprofiler.ops.readiness import find_native_functions_yaml
+    from mpsprofiler.kernels.readiness import find_native_functions_yaml
 
     path = find_native_functions_yaml()
     assert path is not None, "this torch ships no native_functions.yaml"

@@ -62,6 +62,22 @@ class DeviceBackend:
         """A stream event for idle detection, or None where the device is synchronous."""
         return None
 
+    def timing_event(self) -> DeviceEvent | None:
+        """A stream event that measures time (``elapsed_time``), or None where the device
+        (or the installed torch) has none: then device busy time is not measured."""
+        return None
+
+    def hold(self, seconds: float) -> float | None:
+        """Queue device work that keeps the device busy for about ``seconds`` and touches no
+        tensor of the script, so the work queued after it runs back to back (see
+        probe/device_time.py); returns the seconds asked of the device, or None where it
+        cannot (a synchronous device)."""
+        return None
+
+    def held(self, asked: float, measured: float) -> None:
+        """The last hold asked for ``asked`` seconds took ``measured``: calibrate the next."""
+        return None
+
     def synchronize(self) -> None:
         return None
 

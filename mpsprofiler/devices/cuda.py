@@ -14,12 +14,18 @@ from .base import DeviceBackend, MemoryFigures
 class CudaBackend(DeviceBackend):
     kind = "cuda"
     asynchronous = True
+    elapsed_time_syncs = False
+    """``torch.cuda.Event.elapsed_time`` never waits: ``CUDAEvent::elapsed_time``
+    (aten/src/ATen/cuda/CUDAEvent.h) refuses events that have not completed and reads the
+    two completed ones with ``cudaEventElapsedTime``."""
 
     def __init__(self, index: int | None = None) -> None:
         import torch
 
         self._torch = torch
         self._index = index
+        self._cycles_per_s = 1.5e9
+        """GPU clock cycles per second for ``hold`` (a first guess; calibrated by ``held``)."""
 
     def _ready(self) -> bool:
         return bool(self._torch.cuda.is_initialized())
@@ -57,6 +63,25 @@ class CudaBackend(DeviceBackend):
         if not self._ready():
             return None
         return self._torch.cuda.Event()
+
+    def timing_event(self) -> Any:
+        if not self._ready():
+            return None
+        return self._torch.cuda.Event(enable_timing=True)
+
+    def hold(self, seconds: float) -> float | None:
+        """``torch.cuda._sleep(cycles)`` (torch/cuda/__init__.py: a kernel that spins for a
+        number of GPU clock cycles, used by torch's own stream tests); the cycle rate is
+        calibrated from each hold's measured time (``held``)."""
+        sleep = getattr(self._torch.cuda, "_sleep", None)
+        if sleep is None or not self._ready():
+            return None
+        sleep(max(1, int(seconds * self._cycles_per_s)))
+        return seconds
+
+    def held(self, asked: float, measured: float) -> None:
+        if asked > 0 and measured > 0:
+            self._cycles_per_s = max(1e7, min(1e11, self._cycles_per_s * asked / measured))
 
     def synchronize(self) -> None:
         if self._ready():

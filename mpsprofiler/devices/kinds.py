@@ -39,7 +39,6 @@ KINDS: tuple[DeviceKind, ...] = (
 )
 DEVICE_KINDS: tuple[str, ...] = tuple(k.name for k in KINDS)
 """Every kind's name, in registry order (what rules' ``devices:`` may say)."""
-ACCELERATORS: tuple[str, ...] = tuple(k.name for k in KINDS if k.asynchronous)
 _BY_NAME = {k.name: k for k in KINDS}
 FALLBACK = "cpu"
 """The kind anything unknown is treated as."""

@@ -93,17 +93,32 @@ def _evaluate_rule(
     if not matched:
         return None
     used = {n: _copy(facts[n]) for n in rule.fact_names if n in facts}
+    words = with_phrases(rule, facts)
     return Finding(
         rule=rule.id,
         severity=rule.severity,
-        title=rule.title_template.render(facts),
-        evidence=rule.evidence_template.render(facts),
-        fix=rule.fix_template.render(facts),
+        title=rule.title_template.render(words),
+        evidence=rule.evidence_template.render(words),
+        fix=rule.fix_template.render(words),
         first_step=as_step(facts.get(rule.first_step)) if rule.first_step else None,
         references=list(rule.references),
         facts=used,
         cause=rule.cause,
     )
+
+
+def with_phrases(rule: Rule, facts: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The facts as the rule's texts read them: a fact with ``phrases`` is replaced by the
+    rule's phrase for its value (rendered with the facts), or by None (its sentence is left
+    out) when the rule has no phrase for that value."""
+    if not rule.phrases:
+        return facts
+    words = dict(facts)
+    for name, table in rule.phrases.items():
+        value = facts.get(name)
+        phrase = table.get(str(value)) if value is not None else None
+        words[name] = phrase.render(facts) if phrase is not None else None
+    return words
 
 
 def _copy(value: Any) -> Any:

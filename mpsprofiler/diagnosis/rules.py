@@ -38,7 +38,7 @@ MAX_DEPTH = 32
 RULE_SUFFIXES = (".yaml", ".yml")
 
 REQUIRED_KEYS = ("id", "title", "severity", "when", "evidence", "fix")
-OPTIONAL_KEYS = ("devices", "threshold_reason", "references", "first_step", "requires", "enabled", "cause")
+OPTIONAL_KEYS = ("devices", "threshold_reason", "references", "first_step", "requires", "enabled", "cause", "phrases")
 KNOWN_KEYS = REQUIRED_KEYS + OPTIONAL_KEYS
 _LIST_KEYS = ("devices", "references", "requires")
 _ID = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*\Z")
@@ -78,6 +78,10 @@ class Rule:
     first_step: str | None = None
     requires: tuple[str, ...] = ()
     enabled: bool = True
+    phrases: dict[str, dict[str, Template]] = field(default_factory=dict)
+    """``phrases: {fact: {value: text}}``: a fact whose value is a name (an enum the analyzer
+    chose) is written in the texts as the rule's own words for that value, so the advice is
+    in the rule file, not in Python. A value the table lacks counts as a missing fact."""
     cause: str | None = None
     """Rules naming the same cause are degrees of one problem: only the most severe of them
     that fires is shown (see :func:`~mpsprofiler.diagnosis.findings.one_per_cause`)."""
@@ -400,6 +404,34 @@ def _texts(name: str, node: Node, err: _ErrFn) -> list[tuple[str, Node]]:
     return out
 
 
+def _phrases(node: Node, lines: list[str], err: _ErrFn) -> dict[str, dict[str, Template]]:
+    """``phrases:``, a mapping of fact names to mappings of values to texts (templates)."""
+    out: dict[str, dict[str, Template]] = {}
+    if not isinstance(node, MappingNode):
+        err(node, "'phrases' must map fact names to {value: text} mappings")
+        return out
+    for key, table in node.value:
+        name = key.value if isinstance(key, ScalarNode) else None
+        if name is None or not _FACT.match(name):
+            err(key, f"'{name}' is not a fact name (letters, digits, '_', starting with a letter)")
+            continue
+        if not isinstance(table, MappingNode) or not table.value:
+            err(table, f"phrases of '{name}' must be a mapping of values to texts")
+            continue
+        texts: dict[str, Template] = {}
+        for value, phrase in table.value:
+            if not (isinstance(value, ScalarNode) and isinstance(phrase, ScalarNode) and phrase.tag == _STR
+                    and phrase.value.strip()):
+                err(phrase, f"each phrase of '{name}' must be text, keyed by the value it stands for")
+                continue
+            try:
+                texts[str(value.value)] = compile_template(phrase.value.strip())
+            except TemplateError as exc:
+                err(phrase, f"phrases of '{name}': {exc.message}", at=_locate(phrase, exc.offset, lines))
+        out[name] = texts
+    return out
+
+
 def _build_rule(item: Node, path: Path | None, lines: list[str], errors: list[RuleError]) -> Rule | None:
     """Validate one ``- id: ...`` mapping; None (with errors recorded) when unusable."""
     n_errors = len(errors)
@@ -424,7 +456,7 @@ def _build_rule(item: Node, path: Path | None, lines: list[str], errors: list[Ru
         else:
             keys[key.value] = (key, value)
     node_of = {name: value for name, (_, value) in keys.items()}
-    text = {n: _text(n, v, err) for n, v in node_of.items() if n not in _LIST_KEYS + ("enabled",)}
+    text = {n: _text(n, v, err) for n, v in node_of.items() if n not in _LIST_KEYS + ("enabled", "phrases")}
     lists = {n: _texts(n, v, err) for n, v in node_of.items() if n in _LIST_KEYS}
 
     enabled = True
@@ -479,6 +511,7 @@ def _build_rule(item: Node, path: Path | None, lines: list[str], errors: list[Ru
             except TemplateError as exc:
                 at = _locate(node_of[name], exc.offset, lines)
                 err(node_of[name], f"{name}: {exc.message}", at=at)
+    phrases = _phrases(node_of["phrases"], lines, err) if "phrases" in node_of else {}
     if rule_id is None or any(e.level == "error" for e in errors[n_errors:]):
         return None
     empty = Template("", ())
@@ -496,6 +529,7 @@ def _build_rule(item: Node, path: Path | None, lines: list[str], errors: list[Ru
         requires=tuple(r for r, _ in lists.get("requires", [])),
         enabled=enabled,
         cause=cause,
+        phrases=phrases,
         source=path,
         line=item.start_mark.line + 1,
         column=item.start_mark.column + 1,

@@ -26,9 +26,14 @@ NOT_MEASURED = "(not measured)"
 """In place of a missing fact only where leaving its sentence out would leave nothing."""
 
 _HOLE = "\x00"
-_SENTENCE = re.compile(r"(?<=[.!?:])[ \t]*\n?[ \t]*(?=[A-Z(`*])(?<=\s)|\n[ \t]*\n\s*|\n(?=[ \t]*(?:[-*] |\d+\. ))")
+_SENTENCE = re.compile(
+    r"(?<=[.!?:])[ \t]*\n?[ \t]*(?=[A-Z(`*])(?<=\s)|(?<=[.!?])[ \t]*\n?[ \t]*(?=\x00)(?<=\s)"
+    r"|\n[ \t]*\n\s*|\n(?=[ \t]*(?:[-*] |\d+\. ))"
+)
 """Where a sentence ends in prose: after '.', '!', '?' or ':' and white space before a
-capital, a parenthesis, code or emphasis; at a blank line; before a list item."""
+capital, a parenthesis, code or emphasis; after '.', '!' or '?' before a missing fact (a
+sentence that starts with a field, such as a phrase; after ':' the field belongs to the
+words before it); at a blank line; before a list item."""
 _FENCE = re.compile(r"(^[ \t]*```.*?^[ \t]*```[^\n]*\n?)", re.M | re.S)
 
 MAX_FIELD_CHARS = 2000

@@ -45,6 +45,8 @@ KIND_LEAKS = "leaks"  # tensors outliving their step, by the line that made them
 KIND_OVERRIDE = "override"  # a --set change applied (or refused) inside the script
 KIND_CUT = "cut"  # the run reached --max-steps / --max-seconds and was ended cleanly
 KIND_CHILD = "child"  # a process the script started (not a DataLoader worker), not followed
+KIND_HEALTH = "health"  # training health (a non-finite loss) and device busy time (see session/health)
+KIND_OTHERS = "others"  # written by the launcher: the busiest programs outside the training's tree
 KIND_TERMINAL = "terminal"  # control, never recorded: the script wants the terminal (TUI), or is done
 
 ALL_KINDS = frozenset(
@@ -67,6 +69,8 @@ ALL_KINDS = frozenset(
         KIND_LEAKS,
         KIND_OVERRIDE,
         KIND_CUT,
+        KIND_HEALTH,
+        KIND_OTHERS,
         KIND_TERMINAL,
     }
 )

@@ -129,6 +129,8 @@ class DataLoaderFields(Tagged, total=False):
     fetch_s: float
     """Batches taken from this loader (each iterator's first left out) and the training's
     wall time waiting for them; sent again as they grow."""
+    batch_tensors: int
+    """Tensors in one of its batches (the first timed one): what a worker hands over."""
 
 
 class StepAggregate(TypedDict, total=False):
@@ -195,8 +197,13 @@ class MemFields(Tagged, total=False):
     cpu_workers_s: float
     runq_workers_s: float | None
     sys_busy: float | None
+    runq_main_s: float | None
+    """Seconds the main thread waited for a core so far (Linux ``schedstat``); None elsewhere."""
     device: dict[str, int | None]
     """``devices.MemoryFigures.as_dict()``; absent without a device reading."""
+    others: list[list[Any]]
+    """``[[name, pid, rss], ...]``: the largest other programs, only while memory is short
+    (``probe/others.py``); absent otherwise."""
 
 
 class WarningFields(Tagged, total=False):
@@ -233,6 +240,10 @@ class OpsFields(Tagged, total=False):
     truncated: bool
     overhead_s: float | None
     interval: int
+    cost_s: float
+    steps_s: float
+    converged: bool
+    wakes: int
 
 
 class Frame(TypedDict, total=False):
@@ -260,6 +271,8 @@ class ProbeErrorFields(Tagged, total=False):
 
     instrument: str
     message: str
+    where: str
+    """mpsprof's frame the failure passed through last: ``FILE:LINE in FUNC``."""
 
 
 class ExitFields(TypedDict, total=False):
@@ -321,6 +334,63 @@ class ChildFields(Tagged, total=False):
     target: str
     method: str
     pid: int | None
+
+
+class OtherProgram(TypedDict):
+    """One program outside the training's tree: its name (``python spin.py``) and cores' worth of CPU."""
+
+    name: str
+    cores: float
+
+
+class OthersFields(TypedDict, total=False):
+    """``others`` (written by the launcher): the busiest programs outside the training's
+    process tree, over the run so far (``window_s``)."""
+
+    window_s: float
+    top: list[OtherProgram]
+
+
+class HealthFields(TypedDict, total=False):
+    """``health``: one of four readings, told apart by ``what``: ``loss`` (the first
+    non-finite loss and what preceded it), ``loss_checks`` (how many losses were checked,
+    at the end), ``device_time`` (one timed step's device busy time, probe/device_time.py),
+    ``device_timing_off`` (why timing stopped), ``device_timing_cost`` (at the end: what
+timing cost, over how much training, how often the budget held it back) and ``copies`` (a loader's pageable batches,
+    probe/copies.py)."""
+
+    what: str
+    step: int
+    value: str
+    checked: str | None
+    last_finite_step: int | None
+    last_finite_loss: float | None
+    lr: float | None
+    lr_first: float | None
+    optimizer: str | None
+    grad_norm_last: float | None
+    grad_norm_last_step: int | None
+    grad_norm_median: float | None
+    fp16_autocast: bool
+    grad_scaler: bool
+    param_dtypes: list[str]
+    n: int
+    busy_s: float
+    host_s: float
+    hold_s: float
+    valid: bool
+    rearmed: bool
+    reason: str
+    loader: int
+    batches: int
+    pageable_batches: int
+    bytes_per_batch: int
+    pinned_bytes_per_batch: int
+    pin_memory: bool
+    cost_s: float
+    run_s: float
+    paused: int
+    readings: int
 
 
 class TerminalFields(Tagged, total=False):

@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..rundir import is_run_dir
 from ..settings import HELP, SettingError, describe, parse_settings
 from ..units import fmt_bytes, plural
 from .store import TryUsageError as TryUsageError  # re-exported: the TUI catches it
@@ -157,7 +158,7 @@ def _plans(args: argparse.Namespace) -> tuple[list[Plan], Path | None]:
     if args.target is None:
         raise TryUsageError("try needs a script (mpsprof try --set ... train.py) or a run directory")
     path = Path(args.target)
-    if path.is_dir() and (path / "events.jsonl").exists():
+    if is_run_dir(path):
         return _run_dir_plans(path, change, args)
     if not path.exists():
         raise TryUsageError(f"no such script or run directory: {args.target}")
@@ -169,7 +170,7 @@ def _script_plans(target: Target, change: dict[str, Any], args: argparse.Namespa
     if not change:
         raise TryUsageError("with a script, say what to try: --set NAME=VALUE (or pass a run directory to try "
                             "its findings' fixes)")
-    from ..launcher.recorder import default_run_dir
+    from ..rundir import default_run_dir
 
     out = args.output or default_run_dir("try-" + Path(target.target).stem)
     return [(target, change, None, out)], None

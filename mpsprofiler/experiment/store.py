@@ -11,14 +11,19 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ..rundir import read_regular, write_text_atomic
+from ..rundir import EXPERIMENTS_DIR, EXPERIMENTS_FILE, append_experiment, read_experiments, write_text_atomic
 
-EXPERIMENTS_FILE = "experiments.json"
-EXPERIMENTS_DIR = "experiments"
+__all__ = [
+    "EXPERIMENTS_DIR", "EXPERIMENTS_FILE", "ExperimentDirError", "TryUsageError", "check_experiments_root",
+    "experiment_dir", "load_experiments", "save_experiment", "save_result",
+]
+
 RESULT_FILE = "experiment.json"
-MAX_KEPT = 100
-MAX_FILE_BYTES = 16 << 20
-"""100 results of a few KB each: a larger ``experiments.json`` is not ours and is not read."""
+
+load_experiments = read_experiments
+"""The stored results (the run directory's owner reads them: :func:`rundir.read_experiments`)."""
+save_experiment = append_experiment
+"""Append one result (:func:`rundir.append_experiment`)."""
 
 
 class TryUsageError(Exception):
@@ -27,25 +32,6 @@ class TryUsageError(Exception):
 
 class ExperimentDirError(TryUsageError):
     """``RUN_DIR/experiments`` is not a directory of the run's own (a planted symlink)."""
-
-
-def load_experiments(run_dir: Path | None) -> list[dict[str, Any]]:
-    """The stored results; [] when there are none or the file is unreadable."""
-    if run_dir is None:
-        return []
-    try:  # a FIFO, /dev/zero or a symlink planted as experiments.json is refused, not read
-        data = json.loads(read_regular(Path(run_dir) / EXPERIMENTS_FILE, MAX_FILE_BYTES, follow=False))
-    except (OSError, ValueError, RecursionError):
-        return []
-    items = data.get("experiments") if isinstance(data, dict) else None
-    return [d for d in items if isinstance(d, dict)] if isinstance(items, list) else []
-
-
-def save_experiment(run_dir: Path, result: dict[str, Any]) -> str | None:
-    """Append one result; returns an error message instead of raising."""
-    items = load_experiments(run_dir) + [result]
-    text = json.dumps({"schema": 1, "experiments": items[-MAX_KEPT:]}, indent=2, default=str)
-    return write_text_atomic(Path(run_dir) / EXPERIMENTS_FILE, text)
 
 
 def save_result(out_dir: Path, result: dict[str, Any]) -> str | None:

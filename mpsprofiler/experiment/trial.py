@@ -24,9 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from ..launcher.child import RunController, RunSpec
-from ..launcher.recorder import OUTPUT_FILE, RunDirInUse, prepare_run_dir
+from ..launcher.options import ProbeOptions
 from ..results import finish_run
-from ..rundir import open_regular
+from ..rundir import OUTPUT_FILE, RunDirInUse, open_regular, prepare_run_dir
 from ..session.session import Session
 from ..settings import describe, label, merge
 from . import stats
@@ -66,7 +66,7 @@ class Target:
     def command(self) -> str:
         return " ".join(["python", *(["-m"] if self.module else []), self.target, *self.args])
 
-    def run_spec(self, run_dir: Path | None, options: dict[str, Any], env: dict[str, str],
+    def run_spec(self, run_dir: Path | None, options: ProbeOptions, env: dict[str, str],
                  cwd: Path | None = None) -> RunSpec:
         """This target run headless-captured, as one side of a trial (in ``cwd``, else the
         target's own directory)."""
@@ -196,9 +196,7 @@ class Trial:
             run_dir, error = None, str(exc)
         if error:
             self._progress(f"mpsprof: {error}")
-        options: dict[str, Any] = {"no_ops": True, "max_steps": self.config.steps}
-        if settings:
-            options["settings"] = settings
+        options = ProbeOptions(no_ops=True, max_steps=self.config.steps, settings=settings or {})
         try:
             cwd = self._scratch_cwd(arm, pair)
         except OSError as exc:

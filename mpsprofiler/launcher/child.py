@@ -1,7 +1,7 @@
 """Start the training script in a child process with the probe, and watch it.
 
-The child is the same interpreter running :mod:`mpsprofiler.probe.boot` (through a small
-start program, see :func:`start_program`). Its events come
+The child is the same interpreter running the script compiled to start the probe itself
+(start_code.py), or :mod:`mpsprofiler.probe.boot` through a start program. Its events come
 back over a private pipe (an inherited fd: nothing is listening on any port), which a
 reader thread decodes, records and hands to ``on_events`` in batches. The child's
 stdin/stdout/stderr are the parent's own in headless mode (output passes through
@@ -30,13 +30,16 @@ from typing import IO, Any
 from .. import events
 from ..events.payloads import ExitFields, RunFields
 from ..redact import is_secret_name, redact_argv, secret_values
-from ..rundir import open_new
+from ..rundir import OUTPUT_FILE, open_new
 from .distributed import FifoChannels, TorchrunPlan
 from .foreground import ForegroundTerminal
 from .group import holder_or_none, inherited_fds, leader_kwargs, pgid_of
+from .options import ProbeOptions
+from .others import OtherPrograms
 from .output import OutputRelay
-from .recorder import OUTPUT_FILE, Recorder
+from .recorder import Recorder
 from .signals import JOB_SIGNALS, TERMINAL_SIGNALS, forwardable
+from .start_code import compile_script, remove_compiled, start_program
 
 EventSink = Callable[[list[events.Event]], None]
 MAX_LINE_BYTES = 8 * 1024 * 1024
@@ -52,7 +55,7 @@ class RunSpec:
     module: bool = False
     run_dir: Path | None = None
     capture_output: bool = False
-    options: dict[str, Any] = field(default_factory=dict)
+    options: ProbeOptions = field(default_factory=ProbeOptions)
     torchrun: TorchrunPlan | None = None
     """Distributed: launch through torch.distributed.run with the probe in every rank."""
     env: dict[str, str] = field(default_factory=dict)
@@ -63,11 +66,13 @@ class RunSpec:
     def display_name(self) -> str:
         return ("-m " + self.target) if self.module else self.target
 
-    def child_argv(self) -> list[str]:
+    def child_argv(self, compiled: str | None = None) -> list[str]:
+        """``python COMPILED ARGS`` (start_code.py), else ``python START_PROGRAM [-m] TARGET ARGS``;
+        torchrun gets the same words after its options: ranks start as a single run does."""
+        target = [compiled] if compiled else [start_program(), *(["-m", self.target] if self.module else [self.target])]
         if self.torchrun is not None:
-            return self.torchrun.argv()
-        target = ["-m", self.target] if self.module else [self.target]
-        return [sys.executable, start_program(), *target, *self.args]
+            return self.torchrun.argv(target)
+        return [sys.executable, *target, *self.args]
 
 
 class RunController:
@@ -83,7 +88,6 @@ class RunController:
         self.output: OutputRelay | None = None
         self.on_terminal: Callable[[bool], object] | None = None
         """TUI mode: the script asks for the terminal (True) or is done with it (False)."""
-        """TUI mode: the script's stdout/stderr, relayed to ``output.log`` and the view."""
         self._reader: threading.Thread | None = None
         self._read_fds: list[int] = []
         self._fifos: FifoChannels | None = None
@@ -97,6 +101,7 @@ class RunController:
         self.bad_lines = 0
         self._stop_requested = False
         self._spill_dir: str | None = None
+        self._compiled: str | None = None  # the script compiled to start the probe (start_code.py)
         self._tails: dict[int, bytes] = {}
         self.channel_closed_at: float | None = None
         """Seconds into the run when the event pipe reached its end while the child lived
@@ -104,6 +109,8 @@ class RunController:
         self.spilled_lines = 0
         self.bye_seen = False
         self.hello_seen = False
+        self._others = OtherPrograms()
+        """The busiest programs outside the training's tree (``others`` events, see others.py)."""
 
     # -- start ------------------------------------------------------------------
     def start(self) -> None:
@@ -121,10 +128,8 @@ class RunController:
             env["MPSPROF_CHANNEL"] = f"fd:{write_fd}"
             pass_fds = (write_fd,)
             self._read_fds = [read_fd]
-        options = dict(spec.options)
-        if spec.capture_output:
-            options["line_buffered"] = True
-        env["MPSPROF_OPTIONS"] = json.dumps(options)
+        options = spec.options.with_changes(line_buffered=True) if spec.capture_output else spec.options
+        env["MPSPROF_OPTIONS"] = json.dumps(options.to_wire())
         try:  # where the probe puts what the pipe cannot take (see probe/channel.py)
             self._spill_dir = tempfile.mkdtemp(prefix="mpsprof-spill-")
             env["MPSPROF_SPILL"] = self._spill_dir
@@ -169,10 +174,12 @@ class RunController:
         self._started_at = time.monotonic()
 
         def popen(group: dict[str, Any]) -> subprocess.Popen[bytes]:
-            return subprocess.Popen(spec.child_argv(), env=env, stdin=stdin, stdout=stdout, stderr=stderr,
+            return subprocess.Popen(spec.child_argv(self._compiled), env=env, stdin=stdin, stdout=stdout, stderr=stderr,
                                     pass_fds=pass_fds, cwd=spec.cwd, **group)
 
         try:
+            self._compiled = None if spec.module else compile_script(
+                spec.target, str(spec.cwd) if spec.cwd else None, env, keep=spec.torchrun is not None)
             try:
                 self.process = popen(group)
             except (OSError, subprocess.SubprocessError):
@@ -182,6 +189,7 @@ class RunController:
                 holder = None
                 self.process = popen(leader_kwargs(True))
         except BaseException:
+            remove_compiled(self._compiled)
             if self._terminal is not None:
                 self._terminal.take_back()
             if relay is not None:
@@ -198,6 +206,7 @@ class RunController:
             self.forward_signal(sig)
         if relay is not None:
             relay.start()
+        self._others.start(self.process.pid)
         self._reader = threading.Thread(target=self._read_loop, name="mpsprof-reader", daemon=True)
         self._reader.start()
 
@@ -287,6 +296,10 @@ class RunController:
                         overlong.add(fd)
                         self.bad_lines += 1
                     self._take_lines(lines, batch)
+                others = self._others.take()
+                if others is not None:
+                    self._take_lines([events.encode(events.KIND_OTHERS, time.monotonic() - self._started_at,
+                                                    **others).rstrip(b"\n")], batch)
                 now = time.monotonic()
                 if batch and (now - last >= self._batch_interval or len(batch) > 2000):
                     self._deliver(batch)
@@ -443,6 +456,10 @@ class RunController:
         if self._reader is not None:
             self._reader.join(timeout=10.0)
         self._read_spills()
+        remove_compiled(self._compiled)
+        last = self._others.stop()
+        if last is not None:
+            self._emit_parent(events.KIND_OTHERS, **last)
         fields: ExitFields = {"returncode": code, "duration": time.monotonic() - self._started_at}
         if code < 0:
             fields["signal"] = -code
@@ -466,30 +483,17 @@ class RunController:
         return code
 
 
-def start_program() -> str:
-    """The child's start program, run as ``python FILE TARGET ARGS...``: it imports the
-    boot with neither the user's working directory nor the script's on ``sys.path`` (a
-    ``token.py`` there broke ``import traceback`` before the script's first line, a
-    ``json.py`` there became the script's json too), then runs the script from its own
-    module frame, the only frame of mpsprof's below the script's (see
-    :mod:`mpsprofiler.probe.importlib_bootstrap_start`, whose file name also makes the
-    warnings machinery skip that frame).
-    """
-    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    return os.path.join(package, "probe", "importlib_bootstrap_start.py")
-
-
-def _experiment_fields(options: dict[str, Any]) -> RunFields:
+def _experiment_fields(options: ProbeOptions) -> RunFields:
     """What ``--set`` / ``--max-steps`` asked for: the run's record says what differed."""
     out: RunFields = {}
-    if options.get("settings"):
+    if options.settings:
         from ..settings import describe
 
-        out["settings"] = describe(options["settings"])
-    if options.get("max_steps"):
-        out["max_steps"] = options["max_steps"]
-    if options.get("max_seconds"):
-        out["max_seconds"] = options["max_seconds"]
+        out["settings"] = describe(dict(options.settings))
+    if options.max_steps:
+        out["max_steps"] = options.max_steps
+    if options.max_seconds:
+        out["max_seconds"] = options.max_seconds
     return out
 
 

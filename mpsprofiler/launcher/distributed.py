@@ -1,7 +1,7 @@
 """Distributed runs through torch's own launcher (``torch.distributed.run``, i.e. torchrun).
 
 mpsprof does not launch ranks itself: it runs torchrun with the user's options and makes
-each rank run :mod:`mpsprofiler.probe.boot` before the script. torchrun closes inherited
+each rank start as a single-process child does (launcher/start_code.py). torchrun closes inherited
 descriptors, so each local rank reports over its own FIFO in a private (0700) folder
 (``MPSPROF_CHANNEL=fifo:DIR``); the probe tags every event with its rank.
 """
@@ -33,14 +33,11 @@ class TorchrunPlan:
     script_args: list[str] = field(default_factory=list)
     nproc: int = 1
 
-    def argv(self) -> list[str]:
-        boot = boot_args(self.script, self.module)
-        return [sys.executable, "-m", "torch.distributed.run", *self.options, *boot, *self.script_args]
-
-
-def boot_args(target: str, module: bool) -> list[str]:
-    """How a Python runs the target under the probe: ``-m mpsprofiler.probe.boot [-m] TARGET``."""
-    return ["-m", "mpsprofiler.probe.boot", *(["-m", target] if module else [target])]
+    def argv(self, start: list[str]) -> list[str]:
+        """torchrun runs ``python -u START... ARGS`` in each rank: ``start`` is what a single
+        run's child gets (the compiled script, or the start program and ``[-m] TARGET``),
+        so ranks start exactly as a single-process run does."""
+        return [sys.executable, "-m", "torch.distributed.run", *self.options, *start, *self.script_args]
 
 
 def _parser() -> argparse.ArgumentParser:

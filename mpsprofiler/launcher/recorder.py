@@ -1,4 +1,5 @@
-"""The run recording: ``RUN_DIR/events.jsonl``, written by the parent.
+"""The run recording: ``RUN_DIR/events.jsonl``, written by the parent (the name and the
+directory are :mod:`mpsprofiler.rundir`'s).
 
 Lines are written as received and flushed at least once a second, so a crash of either
 process leaves a recording readable up to its last flush. A write error (full disk, a
@@ -14,12 +15,7 @@ import time
 from pathlib import Path
 from typing import IO
 
-from ..rundir import EVENTS_FILE, OUTPUT_FILE, SUMMARY_FILE, RunDirInUse, check_writable, create_run_dir, open_new
-
-__all__ = [
-    "EVENTS_FILE", "OUTPUT_FILE", "SUMMARY_FILE",  # re-exported: the run directory owns them
-    "Recorder", "RunDirInUse", "default_run_dir", "prepare_run_dir",
-]
+from ..rundir import EVENTS_FILE, open_new
 
 
 class Recorder:
@@ -88,25 +84,3 @@ class Recorder:
         except OSError:
             pass
         self._file = None
-
-
-def default_run_dir(script: str, base: Path | None = None) -> Path:
-    """``./mpsprof-runs/<YYYYmmdd-HHMMSS>-<script stem>``: a candidate name, made unique when
-    :func:`prepare_run_dir` claims it (``unique=True``)."""
-    stem = Path(script).stem or "run"
-    stem = "".join(c if c.isalnum() or c in "-_." else "_" for c in stem)[:60]
-    root = base if base is not None else Path.cwd() / "mpsprof-runs"
-    return root / (time.strftime("%Y%m%d-%H%M%S") + "-" + stem)
-
-
-def prepare_run_dir(path: Path, unique: bool = False) -> tuple[Path | None, str | None]:
-    """Create the run directory privately (0700); on failure say why and record nothing.
-
-    Raises :class:`RunDirInUse` for a directory that already holds files (``-o`` of an
-    earlier run): that is the user's mistake to fix, not a reason to mix two runs."""
-    try:
-        created = create_run_dir(path, unique=unique)
-        check_writable(created)
-        return created, None
-    except OSError as exc:
-        return None, f"cannot write the run directory {path}: {exc.strerror or exc}"

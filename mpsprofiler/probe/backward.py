@@ -47,9 +47,11 @@ test), and with an optimizer the optimizer's steps count anyway."""
 
 
 def install(on_backward: Callable[[Any, float, float, bool], None], clock: Callable[[], float],
-            on_error: Callable[[BaseException], None]) -> Callable[[], None]:
+            on_error: Callable[[BaseException], None],
+            on_outputs: Callable[[Any], None] | None = None) -> Callable[[], None]:
     """Wrap the engine entry; returns the uninstaller. ``on_backward(site, start, end, reset)``
-    (start: before the call-site lookup, so the pass's time includes it, a few µs):
+    (start: before the call-site lookup, so the pass's time includes it, a few µs);
+    ``on_outputs(t_outputs)`` (the training-health loss check) runs first and must not raise:
     ``reset`` is False when the site ran before and the gradients it accumulates into were
     not zeroed since (gradient accumulation: a micro-batch, not a new iteration)."""
     import torch
@@ -98,6 +100,8 @@ def install(on_backward: Callable[[Any, float, float, bool], None], clock: Calla
         return result
 
     def before(t_outputs: Any, elsewhere: bool) -> Any:
+        if on_outputs is not None:
+            on_outputs(t_outputs)  # the loss check (probe/health.py): guards itself
         try:
             started = clock()
             site = site_of()

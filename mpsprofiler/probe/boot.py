@@ -9,11 +9,13 @@ exception (our own frames removed, wherever the exception passed through them; t
 A plain script is compiled and run in a fresh ``__main__`` module the way Python's
 ``pymain_run_file`` does (runpy would change ``sys.argv[0]`` and ``__file__``); ``-m``,
 directories and zip files go through ``runpy._run_module_as_main`` like ``python`` itself.
-:func:`prepare` readies the script and returns a :class:`Job` whose ``run`` the launcher's
-start program (:mod:`.importlib_bootstrap_start`) calls from its own module frame: the
-script's frame then has one frame of ours below it, which warnings skip and whose
-recursion cost the limit makes up for (``inspect.stack()`` still lists it: the one
-difference left).
+:func:`prepare_main` readies a script that the launcher compiled to start the probe
+itself (launcher/start_code.py): the script's frame is the outermost, as under python.
+:func:`prepare` readies the other targets (``-m``, directories, zip files, a script that
+does not compile) and returns a :class:`Job` whose ``run`` the launcher's start program
+(:mod:`.importlib_bootstrap_start`) calls from its own module frame: one frame of ours
+below the target's, which warnings skip and whose recursion cost the limit makes up for
+(``inspect.stack()`` and ``sys.getrecursionlimit()`` show it there).
 The probe's settings come in ``MPSPROF_CHANNEL`` / ``MPSPROF_OPTIONS`` and are removed
 from the environment before the script runs, so the script and its subprocesses see the
 user's environment.
@@ -178,9 +180,16 @@ class _DoesNotCompile(Exception):
         self.error = error
 
 
+def python_abspath(script: str) -> str:
+    """The script's path as ``python SCRIPT`` makes it for ``__file__`` and the code's file
+    name: the working directory joined to a relative path, nothing normalized
+    (``_Py_abspath`` in CPython's Python/fileutils.c: ``./../x.py`` stays in it)."""
+    return script if os.path.isabs(script) else os.path.join(os.getcwd(), script)
+
+
 def _file_job(script: str) -> Callable[[], Any]:
     """Compile the script into a fresh ``__main__``; the returned call execs it."""
-    path = os.path.abspath(script)
+    path = python_abspath(script)
     with io.open_code(path) as fh:
         source = fh.read()
     try:
@@ -323,8 +332,57 @@ def prepare(args: list[str], *, bootstrapped: bool = True, startup: set[str] | N
     return Job(run, probe)
 
 
+def prepare_main(args: list[str], *, compiled: str, startup: set[str]) -> None:
+    """Ready the running ``__main__`` for the rest of its own code (launcher/start_code.py).
+
+    The script was compiled into ``compiled`` and python runs that file as ``__main__``:
+    its frame is the script's, the outermost. What python would have set for ``python
+    SCRIPT`` is set here: ``sys.argv``, ``sys.orig_argv``, ``sys.path[0]`` (the prelude
+    already removed the compiled file's folder), ``__file__`` and ``__loader__``. The
+    script's wrapped body calls :func:`end_main` at its end.
+    """
+    probe = _start_probe()
+    script = args[0]
+    orig = list(getattr(sys, "orig_argv", None) or [sys.executable, compiled, *args[1:]])
+    if compiled in orig:
+        orig[orig.index(compiled)] = script
+    sys.orig_argv = orig
+    if probe is not None:
+        probe.secrets = _secret_values(args)
+    path0, _ = _path0(args)
+    sys.argv = [script, *args[1:]]
+    if path0 is not None:
+        sys.path.insert(0, path0)
+    _unshadow(path0, startup)
+    path = python_abspath(script)
+    main = sys.modules["__main__"]
+    main.__file__ = path
+    main.__cached__ = None  # type: ignore[attr-defined]
+    main.__loader__ = SourceFileLoader("__main__", path)
+
+    global _MAIN_PROBE
+    _MAIN_PROBE = probe
+
+
+_MAIN_PROBE: Any = None
+"""The probe of a script started by :func:`prepare_main`, for :func:`end_main`."""
+
+
+def end_main(failed: bool) -> None:
+    """The end of the compiled script's body: an uncaught exception (the one being
+    handled) is reported as python does and the process exits; else the probe closes."""
+    global _MAIN_PROBE
+    probe, _MAIN_PROBE = _MAIN_PROBE, None
+    exc = sys.exc_info()[1] if failed else None
+    if exc is not None:
+        _handle_uncaught(exc, probe)
+    if probe is not None:
+        probe.close()
+
+
 def main(argv: list[str] | None = None) -> None:
-    """``python -m mpsprofiler.probe.boot [-m] TARGET ARGS...`` (torchrun's ranks)."""
+    """``python -m mpsprofiler.probe.boot [-m] TARGET ARGS...`` (kept for hand use; the
+    launcher and torchrun's ranks start through launcher/start_code.py)."""
     job = prepare(sys.argv[1:] if argv is None else argv, bootstrapped=False)
     try:
         job.run()

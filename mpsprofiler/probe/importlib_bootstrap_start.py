@@ -1,4 +1,6 @@
-"""The child's start program: ``python THIS_FILE TARGET ARGS...`` (see launcher/child.py).
+"""The child's start program: ``python THIS_FILE TARGET ARGS...`` (see launcher/child.py)
+for what launcher/start_code.py does not compile into a self-starting script: ``-m``
+modules, directories and zip files, scripts that do not compile.
 
 It runs as the interpreter's ``__main__`` and executes the script's code object from
 its own module frame, so exactly one frame of mpsprof's sits below the script's (plain

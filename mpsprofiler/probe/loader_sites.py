@@ -6,10 +6,13 @@ try`` must change that one alone. So the probe records, per loader:
 
 * ``created``: its construction number, counted in the training process like the
   ``--set dataloader.N.*`` overrides count them (1 is the first DataLoader built);
-* ``file``/``line``: the script's line that built it (the first frame outside torch and
-  mpsprofiler), which the parent reads to rewrite that very call;
+* ``file``/``line``: the script's line that built it (the first frame outside torch,
+  mpsprofiler and the training frameworks), which the parent reads to rewrite that very call;
 * ``fetches``/``fetch_s``: batches taken from it and the training's wall time waiting for
-  them (an iterator's first batch is left out: it includes starting the workers).
+  them (an iterator's first batch is left out: it includes starting the workers);
+* ``batch_tensors``: the tensors in one batch (its first timed one). Taking a batch in from
+  a worker process costs the training a round trip per tensor (each storage's shared memory
+  crosses separately), so the count says whether workers could beat loading in-process.
 
 Records live in weak dictionaries keyed by the loader and its iterators: the probe keeps
 nothing alive that the script dropped. Updates go out as the loader's ``dataloader``
@@ -42,6 +45,7 @@ class Site:
     fetch_s: float = 0.0
     next_update: int = FIRST_UPDATE
     sent: int = 0
+    tensors: int | None = None
     fields: dict[str, Any] = field(default_factory=dict)
 
 
@@ -82,7 +86,7 @@ class LoaderSites:
             site.fields = dict(fields)
         self._iters[it] = (site, [0])
 
-    def on_fetch(self, it: Any, seconds: float) -> None:
+    def on_fetch(self, it: Any, seconds: float, batch: Any = None) -> None:
         entry = self._iters.get(it)
         if entry is None:
             return
@@ -90,6 +94,8 @@ class LoaderSites:
         count[0] += 1
         if count[0] == 1:
             return  # the first batch waits for the workers to start
+        if site.tensors is None:
+            site.tensors = count_tensors(batch)
         site.fetches += 1
         site.fetch_s += seconds
         if site.fetches >= site.next_update and site.fields:
@@ -98,7 +104,8 @@ class LoaderSites:
 
     def update(self, site: Site) -> None:
         site.sent = site.fetches
-        self._emit({**site.fields, "fetches": site.fetches, "fetch_s": round(site.fetch_s, 6)})
+        extra = {"batch_tensors": site.tensors} if site.tensors is not None else {}
+        self._emit({**site.fields, "fetches": site.fetches, "fetch_s": round(site.fetch_s, 6), **extra})
 
     def flush(self) -> None:
         """At the end: the last sums of every loader that was timed since its last update."""
@@ -111,7 +118,7 @@ class LoaderSites:
             import torch
 
             self._torch_dir = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
-        skip = (*_SKIP, self._torch_dir)
+        skip = (*_SKIP, self._torch_dir, *_framework_dirs())
         frame = sys._getframe(2)
         for _ in range(64):
             if frame is None:
@@ -119,8 +126,51 @@ class LoaderSites:
             name = os.path.abspath(frame.f_code.co_filename)
             if not name.startswith(skip) and not name.startswith("<"):
                 return name, frame.f_lineno
+            if frame.f_code.co_name == "prepare_data_loader":
+                # accelerate rebuilds the loader it is handed: the script's line is that one's
+                original = self._sites.get(frame.f_locals.get("dataloader"))
+                if original is not None and original.file:
+                    return original.file, original.line
             frame = frame.f_back  # type: ignore[assignment]
         return None, None
+
+
+MAX_WALK = 256
+"""Containers and tensors looked at in one batch: a batch of more is counted as this many."""
+
+
+def count_tensors(batch: Any) -> int:
+    """Tensors in ``batch`` through tuples, lists and mappings (a collated batch's shapes),
+    at most ``MAX_WALK`` items looked at: a dict of many fields is not walked to its end."""
+    import torch
+
+    todo, seen, n = [batch], 0, 0
+    while todo and seen < MAX_WALK:
+        item = todo.pop()
+        seen += 1
+        if isinstance(item, torch.Tensor):
+            n += 1
+        elif isinstance(item, (tuple, list)):
+            todo.extend(item)
+        elif isinstance(item, dict):
+            todo.extend(item.values())
+    return n
+
+
+FRAMEWORK_PACKAGES = ("lightning", "lightning_fabric", "pytorch_lightning", "accelerate", "transformers")
+"""Frameworks that build or wrap the script's DataLoader: their frames are not the script's
+line (Lightning's ``_wrap_init_method`` in fabric/utilities/data.py calls ``__init__`` for
+the loader ``train_dataloader()`` builds; accelerate's ``DataLoaderShard`` builds a new one;
+the Trainer's ``get_train_dataloader`` builds it from ``TrainingArguments``)."""
+
+
+def _framework_dirs() -> tuple[str, ...]:
+    dirs = []
+    for name in FRAMEWORK_PACKAGES:
+        file = getattr(sys.modules.get(name), "__file__", None)
+        if isinstance(file, str):
+            dirs.append(os.path.dirname(os.path.abspath(file)) + os.sep)
+    return tuple(dirs)
 
 
 def install_construction_hook(sites: LoaderSites, on_error: Callable[[BaseException], None]) -> Callable[[], None]:

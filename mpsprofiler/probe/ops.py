@@ -4,8 +4,8 @@ PyTorch warns about the first CPU-fallback op of a process only, so fallbacks ar
 counted here instead, with a ``TorchDispatchMode`` that observes every op of a sampled
 step (``return func(*args, **kwargs)``, never anything else). The mode, the module hooks
 and the Tensor patches cost per op, so they run on a few steps only: always on two early
-steady steps, then at an interval chosen so that the extra time of sampled steps (measured
-against the median of unsampled ones) stays within ``budget`` of the total.
+steady steps, then as :mod:`.ops_schedule` decides: within ``budget`` of the wall time of
+all steps, and nearly never once the census of ops per step has stopped changing.
 
 The mode is pushed with the raw dispatch-stack API and inserted *below* modes the user
 entered earlier, so a user's ``with MyMode():`` still pops its own mode when it exits
@@ -22,11 +22,9 @@ from __future__ import annotations
 
 import math
 import os
-import statistics
 import sys
 import time
 import weakref
-from collections import deque
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -35,12 +33,15 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from .. import events
 from ..events.payloads import OpsFields
-from ..ops.readiness import COMPOSITE_KEYS
+from ..kernels.readiness import COMPOSITE_KEYS
 from .compiling import dynamo_used
+from .failure_site import failure_fields
 from .modules import ModuleTracker
 from .ops_leaks import LeakTracker
 from .ops_record import StepRecord
+from .ops_schedule import SampleSchedule
 from .ops_sites import FrameFinder, TensorPatches
+from .ops_stack import push_below, remove_mode
 
 EARLY_STEPS = (3, 5)
 """Always sampled (steps 0-1 are warm-up: allocator growth, kernel compilation)."""
@@ -49,7 +50,6 @@ LONG_FIRST_STEP_S = 5.0
 20 times per step), means a run of few, long steps: step 1 is sampled too, so a run of 2
 steps still gets op accounting and dtype facts. One more sampled step of a long-step run
 is paid back by the budget like the early ones."""
-MAX_INTERVAL = 5_000
 MAX_OPS_PER_SAMPLE = 500_000
 SAMPLE_CAP_STEPS = 20  # a sample longer than 20 median steps is cut short ...
 MIN_SAMPLE_CAP_S = 5.0  # ... but never before 5 s
@@ -104,7 +104,7 @@ class OpAccountant:
     def __init__(
         self,
         emit: Emit,
-        budget: float = 0.02,
+        budget: float = 0.005,
         clock: Callable[[], float] = time.perf_counter,
         *,
         device_kind: str | None = None,
@@ -121,14 +121,12 @@ class OpAccountant:
         early ones (benchmarks); ``warn_always`` turns ``torch.set_warn_always`` on while
         sampling on MPS (off by default: it changes what the user's stderr shows)."""
         self._emit = emit
-        self.budget = max(float(budget), 1e-4)
+        self.schedule = SampleSchedule(budget, early_steps, min_interval, every_step)
+        self.budget = self.schedule.budget
         self._clock = clock
         self._device_kind = device_kind
         self._has_mps_kernel = has_mps_kernel
         self._mps_type = mps_device_type
-        self._early = sorted({int(s) for s in early_steps if int(s) >= 0})
-        self._min_interval = max(1, int(min_interval))
-        self._every_step = every_step
         self._warn_always = warn_always
         self._mode = _OpMode(self)
         self._tracker = ModuleTracker(self._fail)
@@ -140,9 +138,7 @@ class OpAccountant:
         self._info: dict[Any, tuple[Any, ...]] = {}  # func -> OpInfo, kept across steps
         self._carried: dict[int, Any] = {}  # id -> weakref of model-derived tensors (ops_record)
         self._leaks = LeakTracker(lambda: self._finder)
-        # sampling state
-        self._next_sample: float = self._early[0] if self._early else 3
-        self._record_from = 2
+        # sampling state (what to sample: self.schedule)
         self._active_step: int | None = None
         self._recording = False
         self._failed = False
@@ -150,12 +146,6 @@ class OpAccountant:
         self._pushed = False
         self._warn_saved: bool | None = None
         self._t_begin = 0.0
-        self._plain: deque[float] = deque(maxlen=64)
-        self._total = 0.0  # seconds of all steps so far
-        self._added = 0.0  # estimated seconds added by sampling so far
-        self._ratios: deque[float] = deque(maxlen=5)
-        self.samples = 0
-        self.interval = self._min_interval
         self._step: StepRecord | None = None
         self._bookkeeping = 0.0
         self._pid = os.getpid()
@@ -171,15 +161,41 @@ class OpAccountant:
     # -- the step tracker's calls -------------------------------------------------
     def on_step_boundary(self, next_step: int, last_step_duration: float | None) -> None:
         """Called at every step boundary; a few attribute reads unless a sample starts/ends."""
+        sched = self.schedule
+        if self._active_step is None and next_step < sched.next_sample and next_step < self._leaks.next_check:
+            if last_step_duration is not None:
+                sched.total += last_step_duration
+                if last_step_duration > sched.wake_above:
+                    sched.outlier(next_step, last_step_duration)
+                sched.plain_step(next_step, last_step_duration)
+            return
         if last_step_duration is not None:
-            self._total += last_step_duration
+            sched.total += last_step_duration
         if self._active_step is not None and self._active_step == next_step:
             return  # begun early at the first optimizer step (see on_first_optimizer_step)
-        if self._active_step is None and next_step < self._next_sample and next_step < self._leaks.next_check:
-            if last_step_duration is not None and next_step > self._record_from:
-                self._plain.append(last_step_duration)
-            return
         self._boundary(next_step, last_step_duration)
+
+    @property
+    def sampling_step(self) -> int | None:
+        """The step being sampled now, or None: the one answer for instruments that work on
+        sampled steps only (ask after the step's opening boundary was handled)."""
+        return self._active_step
+
+    @property
+    def samples(self) -> int:
+        return self.schedule.samples
+
+    @property
+    def interval(self) -> int:
+        return self.schedule.interval
+
+    @property
+    def _next_sample(self) -> float:
+        return self.schedule.next_sample
+
+    @_next_sample.setter
+    def _next_sample(self, value: float) -> None:
+        self.schedule.next_sample = value
 
     def on_first_optimizer_step(self, step_0_so_far: float, closure: bool) -> None:
         """The first optimizer step of a run, before step 0 is known to have ended (the
@@ -249,16 +265,20 @@ class OpAccountant:
     # -- sampling -----------------------------------------------------------------
     def _boundary(self, next_step: int, last: float | None) -> None:
         try:
-            if self._active_step is not None:
+            sched = self.schedule
+            was_sampled = self._active_step is not None
+            if was_sampled:
                 self._finish(last)
             if next_step >= self._leaks.next_check and not self._failed:
                 self._check_leaks(next_step)
-            elif last is not None and next_step > self._record_from:
-                self._plain.append(last)
+            if last is not None and not was_sampled:
+                if last > sched.wake_above:
+                    sched.outlier(next_step, last)
+                sched.plain_step(next_step, last)
             if self._failed or self._closed:
                 self._stop()
                 return
-            if next_step >= self._next_sample:
+            if sched.due(next_step):
                 self._begin(next_step)
         except Exception as exc:
             self._fail(exc)
@@ -286,8 +306,7 @@ class OpAccountant:
         self._active_step = step
         self._leaks.begin(step)
         self._t_begin = self._clock()
-        plain = statistics.median(self._plain) if self._plain else 0.0
-        self._time_cap = max(MIN_SAMPLE_CAP_S, SAMPLE_CAP_STEPS * plain)
+        self._time_cap = max(MIN_SAMPLE_CAP_S, SAMPLE_CAP_STEPS * self.schedule.median)
         self._recording = True
 
     def _finish(self, last: float | None, partial: bool = False) -> None:
@@ -301,56 +320,31 @@ class OpAccountant:
             return  # nothing ran since the last boundary (the loop ended): nothing to say
         host_s = last if last is not None else t_end - self._t_begin
         record = self._build(step, host_s)
+        # a leak candidate seen once is not a settled census: sampling goes on at the full budget
+        census = None if partial or self._leaks.unsettled else _census(self._step)
         self._step = None
         if partial:
             record["partial"] = True
         if self._truncated:
             record["truncated"] = True
         finish_cost = self._clock() - t_end
-        overhead = self._schedule(step, host_s, finish_cost)
-        record["overhead_s"] = overhead
-        record["interval"] = self.interval
+        if self._truncated:  # its host time is no step's: count what it measured itself
+            finish_cost += self._bookkeeping
+        sched = self.schedule
+        record["overhead_s"] = sched.sampled(step, host_s, finish_cost, census, measurable=not self._truncated)
+        record["interval"] = sched.interval
+        record.update(sched.cost())  # type: ignore[typeddict-item]
         self._emit(events.KIND_OPS, **record)
-
-    def _schedule(self, step: int, host_s: float, finish_cost: float) -> float | None:
-        """Pick the next sampled step; returns the overhead estimate of this one.
-
-        The next sample comes once the time of the run, all steps counted, is large enough
-        for the overhead spent so far plus one more sample to stay within the budget; so
-        the forced early samples are paid back before sampling resumes.
-        """
-        self.samples += 1
-        self._record_from = step + 2  # the next step pays for building the event
-        median = statistics.median(self._plain) if self._plain else 0.0
-        if median > 0 and not self._truncated:
-            overhead = max(0.0, host_s - median) + finish_cost
-            self._ratios.append(overhead / median)
-        else:
-            overhead = self._bookkeeping + finish_cost
-        self._added += overhead
-        need = self._min_interval
-        if self._ratios and median > 0:
-            ratios = sorted(self._ratios)
-            ratio = ratios[(len(ratios) - 1) // 2]  # lower median: the first sample pays one-time costs
-            need_time = (self._added + ratio * median) / self.budget - self._total
-            need = math.ceil(need_time / median) if need_time > 0 else 1
-        self.interval = min(MAX_INTERVAL, max(self._min_interval, need, self.samples))
-        later = [s for s in self._early if s > step]
-        if later:
-            self._next_sample = later[0]
-        elif self._every_step:
-            self._next_sample = step + 1
-        else:
-            self._next_sample = step + self.interval
-        return overhead
 
     def _check_leaks(self, step: int) -> None:
         """Survivors of earlier sampled steps (see :mod:`.ops_leaks`); a few ms at most."""
         if os.getpid() != self._pid:
             return
+        t0 = self._clock()
         found = self._leaks.check(step)
         if found:
             self._emit(events.KIND_LEAKS, **found)
+        self.schedule.extra(self._clock() - t0)
 
     def _reset_step(self) -> None:
         self._tracker.reset_step()
@@ -378,7 +372,7 @@ class OpAccountant:
         self._recording = False
         if self._pushed:
             self._pushed = False
-            _remove_mode(self._mode)
+            remove_mode(self._mode)
         self._tracker.remove()
         self._patches.remove()
         if self._warn_saved is not None:
@@ -388,17 +382,7 @@ class OpAccountant:
     def _push_mode(self) -> bool:
         """Insert the mode at the bottom of the dispatch stack (see the module docstring)."""
         shield_from_dynamo()
-        C = torch._C
-        n = C._len_torch_dispatch_stack()
-        for i in range(n):
-            mode = C._get_dispatch_stack_at(i)
-            if getattr(mode, "_mode_key", None) is not None or mode.is_infra_mode():
-                return False
-        above = [_pop_top() for _ in range(n)]
-        C._push_on_torch_dispatch_stack(self._mode)
-        for mode in reversed(above):
-            C._push_on_torch_dispatch_stack(mode)
-        return True
+        return push_below(self._mode)
 
     # -- failure --------------------------------------------------------------------
     def _fail(self, exc: BaseException) -> None:
@@ -411,7 +395,7 @@ class OpAccountant:
         self._next_sample = math.inf
         self._tracker.release = self._teardown  # or at the next boundary, if sooner
         try:
-            self._emit(events.KIND_PROBE_ERROR, instrument="ops", message=f"{type(exc).__name__}: {exc}")
+            self._emit(events.KIND_PROBE_ERROR, instrument="ops", **failure_fields(exc))
         except Exception:
             pass
 
@@ -457,7 +441,7 @@ class OpAccountant:
         has = self._kernel_cache.get(op)
         if has is None:
             if self._cpu_always is None:
-                from ..ops.readiness import cpu_always_ops
+                from ..kernels.readiness import cpu_always_ops
 
                 self._cpu_always = frozenset("aten::" + name for name in cpu_always_ops())
             check = self._has_mps_kernel or default_has_mps_kernel
@@ -496,27 +480,12 @@ def _compile_ignores_mode() -> bool:
     return callable(getattr(TorchDispatchMode, "ignore_compile_internals", None))
 
 
-def _pop_top() -> Any:
+def _census(step: StepRecord | None) -> Any:
+    """The step's census, or None when it cannot be built (an unhashable shape)."""
     try:
-        return torch._C._pop_torch_dispatch_stack(None)
-    except TypeError:  # older signature without the mode key
-        return torch._C._pop_torch_dispatch_stack()
-
-
-def _remove_mode(mode: TorchDispatchMode) -> None:
-    """Take ``mode`` out of the dispatch stack wherever it is, keeping the others in order."""
-    C = torch._C
-    n = C._len_torch_dispatch_stack()
-    if not any(C._get_dispatch_stack_at(i) is mode for i in range(n)):
-        return
-    above = []
-    for _ in range(n):
-        top = _pop_top()
-        if top is mode:
-            break
-        above.append(top)
-    for other in reversed(above):
-        C._push_on_torch_dispatch_stack(other)
+        return None if step is None else step.census()
+    except Exception:
+        return None
 
 
 def _forked(ref: weakref.ref[OpAccountant]) -> None:

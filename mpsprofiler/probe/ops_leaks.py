@@ -46,7 +46,12 @@ LAG = 2
 AHEAD = 1
 """Extra steps a tensor made inside a DataLoader fetch gets (a batch fetched one ahead)."""
 MAX_TRACKED = 20_000  # outputs remembered per sampled step (dead ones are dropped at checks)
-MAX_SAMPLES = 3  # sampled steps whose outputs are followed
+MAX_SAMPLES = 3  # latest sampled steps whose outputs are followed
+MAX_KEPT = 6
+"""Older sampled steps still followed because something they made survived a check: a
+script that keeps a tensor every 5th step hits one sampled step in five, so two hits are
+rarely among the latest three; their survivors (a few weak references) are what tells a
+line that keeps one per step from a one-time buffer."""
 MAX_NODES = 5_000  # graph walk per candidate tensor (a few ms at most)
 MAX_CHECKS = 24
 MAX_SITES = 10
@@ -62,11 +67,13 @@ def _seq_now() -> int | None:
 
 
 class _Sample:
-    __slots__ = ("ahead", "refs", "seq", "step")
+    __slots__ = ("ahead", "checked", "refs", "seq", "step")
 
     def __init__(self, step: int, seq: int | None) -> None:
         self.step = step
         self.seq = seq
+        self.checked = False
+        """``refs`` were pruned to survivors at a check (what an older sample keeps)."""
         self.refs: list[tuple[weakref.ref[torch.Tensor], Key]] = []
         self.ahead: list[tuple[weakref.ref[torch.Tensor], Key]] = []
         """Made inside a DataLoader fetch: joins ``refs`` ``AHEAD`` steps later."""
@@ -82,14 +89,20 @@ class LeakTracker:
         self._alive: dict[Key, dict[str, Any]] = {}
         self._carries: dict[tuple[str, int], dict[str, Any]] = {}
         self._checks = 0
+        self.unsettled = False
+        """A tensor of a sampled step survived the last check and was seen on one sampled step
+        only: op sampling must not back off (converge) until a second one says whether it
+        piles up (:meth:`OpAccountant._end_sample` leaves such a sample's census out)."""
         self._last_sent: Any = None
         self.next_check: float = float("inf")
+        self._owners: dict[Key, tuple[dict[str, Any], Any, str] | None] = {}  # leak_owner's, once per site
 
     # -- inside the dispatch mode -------------------------------------------------
     def begin(self, step: int) -> None:
         sample = _Sample(step, _seq_now())
         self._samples.append(sample)
-        del self._samples[:-MAX_SAMPLES]
+        older = [s for s in self._samples[:-MAX_SAMPLES] if s.checked and (s.refs or s.ahead)]
+        self._samples = older[-MAX_KEPT:] + self._samples[-MAX_SAMPLES:]
         self._current = sample
 
     def end(self, step: int) -> None:
@@ -138,6 +151,7 @@ class LeakTracker:
         for sample in old:
             storages: set[int] = set()
             sample.refs = [(ref, key) for ref, key in sample.refs if ref() is not None]  # keep survivors only
+            sample.checked = True
             for ref, key in sample.refs:
                 t = ref()
                 if t is None:
@@ -171,6 +185,8 @@ class LeakTracker:
                 kept["holder"] = holder or first
         for key in [k for k, e in self._alive.items() if e.get("holder") and e["holder"].get("bounded")]:
             del self._alive[key]  # a deque(maxlen=...) keeps a bounded number: not a leak
+        self.unsettled = self._checks < MAX_CHECKS and any(
+            len(self._alive[k]["steps"]) < 2 for k in per_key if k in self._alive)
         self._find_carries(old[0].seq, step)
         return self._snapshot(step)
 
@@ -216,6 +232,8 @@ class LeakTracker:
                     name, value = found
                     file = frame.f_code.co_filename
                     line = _adding_line(file, name, stack, frame)
+                    if line is None and (owned := self._owner(key, survivor, finder, step)) is not None:
+                        return owned  # `trainer.outs` here, `self.outs.append` in its class
                     try:
                         size = len(value)
                     except Exception:
@@ -225,7 +243,27 @@ class LeakTracker:
                             "bounded": getattr(value, "maxlen", None) is not None,
                             "size": size, "step": step}  # fmt: skip
             frame = frame.f_back
-        return None
+        return self._owner(key, survivor, finder, step)  # Lightning: no user frame holds the module
+
+    def _owner(self, key: Key, survivor: torch.Tensor, finder: FrameFinder, step: int) -> dict[str, Any] | None:
+        """``_owner_of`` once per site and at most ``MAX_OWNER_SEARCHES`` in a run: each
+        walks the whole heap (a graph kept by autograd has no Python container at all,
+        and searching it again at every check slowed a time-bounded loop to half its
+        steps). Later checks re-read the container's length through a weak reference to
+        its owner (the probe keeps nothing alive)."""
+        if key not in self._owners:
+            if len(self._owners) >= MAX_OWNER_SEARCHES:
+                return None
+            self._owners[key] = _owner_of(survivor, finder)
+        cached = self._owners[key]
+        if cached is None:
+            return None
+        holder, owner, attr = cached
+        try:
+            size = len(getattr(owner(), attr))
+        except Exception:
+            size = 0
+        return {**holder, "size": size, "step": step}
 
     def _find_carries(self, seq_ref: int | None, step: int) -> None:
         """User variables whose autograd graph holds nodes from before ``seq_ref`` (the
@@ -332,6 +370,26 @@ def _holder_in(frame: Any, survivor: torch.Tensor, scanned: set[int]) -> tuple[s
             if not name.startswith("__") and _holds(value, survivor):
                 return name, value
     return None
+
+
+MAX_OWNER_SEARCHES = 4
+
+
+def _owner_of(survivor: torch.Tensor, finder: FrameFinder) -> tuple[dict[str, Any], Any, str] | None:
+    """The user object's attribute holding ``survivor`` (probe/leak_owner.py): the holder
+    fields (no size or step yet), a weak reference to the object and the attribute."""
+    from .leak_owner import find_owner
+
+    found = find_owner(survivor, finder.is_user, _adding_lines)
+    if found is None:
+        return None
+    try:
+        owner = weakref.ref(found["object"])
+    except TypeError:
+        return None
+    line = found["line"]
+    return ({"name": found["name"], "file": found["file"], "line": line, "code": source_line((found["file"], line)),
+             "bounded": found["bounded"]}, owner, found["attr"])
 
 
 _TREES: dict[str, Any] = {}

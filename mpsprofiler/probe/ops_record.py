@@ -45,10 +45,11 @@ _BACKWARD = re.compile(r"_backward(?:_data|_input|_weight)?$")
 
 
 class _Agg:
-    __slots__ = ("calls", "devices", "dtypes", "host", "site")
+    __slots__ = ("calls", "devices", "dtypes", "host", "shapes", "site")
 
     def __init__(self, site: tuple[str, int] | None) -> None:
         self.calls = 0
+        self.shapes: tuple[Any, ...] | None = None  # of the first call (the census compares them)
         self.host = 0.0
         self.devices: set[torch.device] = set()
         self.dtypes: set[torch.dtype] = set()
@@ -77,6 +78,13 @@ def tensors_of(args: Any, kwargs: dict[str, Any] | None) -> list[torch.Tensor]:
             elif isinstance(a, (list, tuple)):
                 found.extend(x for x in a if isinstance(x, Tensor))
     return found
+
+
+def _shapes(tensors: list[torch.Tensor]) -> tuple[Any, ...] | None:
+    try:
+        return tuple(t.shape for t in tensors)
+    except Exception:  # a tensor subclass without sizes (some nested layouts)
+        return None
 
 
 def _site_fields(site: tuple[str, int] | None) -> dict[str, Any]:
@@ -150,6 +158,8 @@ class StepRecord:
             self._carry(tensors, n_in)
             if self._leaks is not None:
                 self._leaks.on_op(name, module, tensors, n_in, agg.site, backward)
+        if agg.calls == 1:
+            agg.shapes = _shapes(tensors)
         # an (op, module) keeps its devices from call to call: look at the first few only
         devices = agg.devices if agg.calls <= 4 else None
         dtypes = agg.dtypes
@@ -248,6 +258,19 @@ class StepRecord:
                     carried[id(t)] = weakref.ref(t)
                 except TypeError:
                     pass
+
+    def census(self) -> frozenset[Any]:
+        """What this step ran, to compare with other sampled steps: each (op, module) with
+        its call site, calls, first shapes, devices and dtypes; the syncs and float64 sites
+        with their counts; placement mismatches. Equal censuses mean the accounting of one
+        more such step would say nothing new (:mod:`.ops_schedule`)."""
+        rows: list[Any] = [(key, a.site, a.calls, a.shapes, frozenset(a.devices), frozenset(a.dtypes))
+                           for key, a in self.agg.items()]  # fmt: skip
+        rows.extend(("sync", key, n) for key, n in self.syncs.items())
+        rows.extend(("f64", key, n) for key, n in self.f64.items())
+        rows.append(("mixed", self.bf16, self.complex))
+        rows.extend(("mismatch", m, pair) for m, pair in self._tracker.mismatches.items())
+        return frozenset(rows)
 
     # -- the event --------------------------------------------------------------------
     def build(self, kind: str, mps_check: Callable[[str], bool] | None, mps_type: str) -> OpsFields:

@@ -21,6 +21,7 @@ from ..events.payloads import ByeFields, ExceptionFields, Frame, HelloFields, Mo
 from ..redact import TEXT_KINDS, redact_env, scrub_fields
 from . import loader_sites
 from .channel import Channel
+from .failure_site import failure_fields
 from .import_watch import ImportWatcher
 from .loader_config import loader_config
 from .steps import StepTracker
@@ -30,7 +31,8 @@ from .weakids import WeakIds
 _ACTIVE: Probe | None = None
 AGGREGATE_EVERY = 2.0
 """Seconds between ``steps`` events once only aggregates are sent (see StepTracker)."""
-INSTRUMENTS = ("env", "steps", "backward", "dataloader", "warnings", "memory", "ops", "children")
+INSTRUMENTS = ("env", "steps", "backward", "dataloader", "warnings", "memory", "ops", "children", "health",
+               "device_time")
 
 
 def active() -> Probe | None:
@@ -66,6 +68,12 @@ class Probe:
         self.thread_sites: Any = None
         self.compile_watch: Any = None
         self.warnings_hook: Any = None
+        self.health: Any = None
+        self.pins: Any = None
+        """Pageable batches on CUDA (probe/copies.py)."""
+        """The loss watch (probe/health.py); None until torch is imported."""
+        self.device_timer: Any = None
+        """Device busy time on sampled steps (probe/device_time.py)."""
         """Set once ``torch.compile`` is watched; global module hooks need it (see compiling)."""
 
     # -- emitting ---------------------------------------------------------------
@@ -87,7 +95,7 @@ class Probe:
         if instrument in self.disabled:
             return
         self.disabled.add(instrument)
-        self.emit(events.KIND_PROBE_ERROR, instrument=instrument, message=f"{type(exc).__name__}: {exc}")
+        self.emit(events.KIND_PROBE_ERROR, instrument=instrument, **failure_fields(exc))
         if instrument == "steps" and self.tracker is not None:
             # the optimizer hook (and with it the backward one) is off: the DataLoader is the only signal left
             try:
@@ -166,11 +174,14 @@ class Probe:
             self._guarded("overrides", self._install_torch_overrides)
         self._guarded("compile", self._install_compile_watch)
         self._guarded("steps", self._install_optimizer_hook)
+        self._guarded("health", self._install_health)
         self._guarded("backward", self._install_backward_hook)
         self._guarded("dataloader", self._install_dataloader_hooks)
         self._guarded("env", self._install_thread_sites)
         if not self.options.get("no_ops"):
             self._guarded("ops", self._install_ops)
+        # without op accounting (--no-ops, try's runs) both ride on health.fallback_sampled's steps
+        self._guarded("device_time", self._install_device_timer)
 
     def fault(self, instrument: str) -> None:
         """For tests only: ``MPSPROF_OPTIONS={"fault": ["steps", ...]}`` makes that
@@ -296,7 +307,48 @@ class Probe:
             tracker.on_backward(site, end, reset, start)
             self.check_limit()  # SystemExit passes the wrapper's `except Exception`
 
-        self._uninstallers.append(backward.install(on_backward, self.clock, lambda exc: self.fail("backward", exc)))
+        self._uninstallers.append(backward.install(on_backward, self.clock, lambda exc: self.fail("backward", exc),
+                                                   self._on_backward_outputs if self.health is not None else None))
+
+    def _install_health(self) -> None:
+        """The loss check (probe/health.py); its reads ride on the op sampler's steps on
+        an accelerator, so it is installed after ops would be (its decision is read lazily)."""
+        from . import health
+
+        self.health = health.LossWatch(
+            self.emit, lambda: self.tracker.index,
+            lambda: health.sampling_step(self.ops, self.tracker.index) == self.tracker.index)
+        self._uninstallers.append(health.install(self.health, lambda exc: self.fail("health", exc)))
+
+    def _install_device_timer(self) -> None:
+        """Device busy time on the steps after op-sampled ones (probe/device_time.py);
+        its listener runs after the op sampler's, so it sees that step's decision."""
+        from . import health
+        from .device_time import DeviceTimer
+
+        timer = self.device_timer = DeviceTimer(self.emit, lambda: self.backend,
+                                                lambda: health.sampling_step(self.ops, self.tracker.index), self.clock)
+
+        def guarded(fn: Callable[[], None]) -> None:
+            if "device_time" in self.disabled:
+                return
+            try:
+                self.fault("device_time")
+                fn()
+            except Exception as exc:
+                self.fail("device_time", exc)
+
+        self.tracker.listeners.append(lambda i, d: guarded(lambda: timer.on_boundary(i, d)))
+        self.tracker.fetch_listeners.append(lambda: guarded(timer.on_fetch_end))
+
+    def _on_backward_outputs(self, outputs: Any) -> None:
+        if "health" in self.disabled:
+            return
+        try:
+            self.fault("health")
+            self.health.on_backward(outputs)
+        except Exception as exc:
+            self.fail("health", exc)
 
     def _send_torch_environment(self) -> None:
         if self._torch_env_sent or "torch" not in sys.modules:
@@ -349,6 +401,9 @@ class Probe:
         seen = WeakIds()  # never keeps a loader (and its persistent workers) alive
         probe = self
         sites = self.loader_sites = loader_sites.LoaderSites(lambda d: probe.emit(events.KIND_DATALOADER, **d))
+        from .copies import PinCheck
+
+        pins = self.pins = PinCheck(self.emit, lambda: self.backend.kind)
 
         def __next__(it: Any) -> Any:
             if "dataloader" in probe.disabled:
@@ -367,7 +422,8 @@ class Probe:
                 _safe(lambda: tracker.on_fetch_end(started, False), probe)
                 raise
             _safe(lambda: tracker.on_fetch_end(started, True), probe)
-            _safe(lambda: sites.on_fetch(it, time.perf_counter() - t0), probe)
+            _safe(lambda: sites.on_fetch(it, time.perf_counter() - t0, batch), probe)
+            _safe(lambda: pins.on_batch(it, batch), probe)  # pageable batches on CUDA (probe/copies.py)
             return batch
 
         def __init__(it: Any, loader: Any, *args: Any, **kwargs: Any) -> None:
@@ -380,6 +436,7 @@ class Probe:
                         fields = {**loader_config(loader, number), **sites.site_fields(loader)}
                         probe.emit(events.KIND_DATALOADER, **fields)
                     sites.on_iter(it, loader, fields)
+                    pins.on_iter(it, loader, number)
             except Exception as exc:
                 probe.fail("dataloader", exc)
 
@@ -452,7 +509,7 @@ class Probe:
             from .ops import OpAccountant
         except ImportError:
             return
-        budget = float(self.options.get("ops_budget", 0.02))
+        budget = float(self.options.get("ops_budget", 0.005))
         self.ops = OpAccountant(self.emit, budget=budget)
         ops = self.ops
         watch = self.compile_watch
@@ -520,6 +577,7 @@ class Probe:
             ("memory", lambda: self.sampler.stop() if self.sampler is not None else None),
             ("dataloader", lambda: self.loader_sites.flush() if self.loader_sites is not None else None),
             ("warnings", lambda: self.warnings_hook.flush() if self.warnings_hook is not None else None),
+            ("health", self._health_summary),
         )
         for name, fn in finishers:
             try:
@@ -537,6 +595,14 @@ class Probe:
             pass
         if self.channel is not None:
             self.channel.close(last=self._bye)
+
+    def _health_summary(self) -> None:
+        if self.health is not None and "health" not in self.disabled:
+            self.emit(events.KIND_HEALTH, **self.health.summary())
+        if self.device_timer is not None and "device_time" not in self.disabled:
+            self.device_timer.close()
+        if self.pins is not None and "dataloader" not in self.disabled:
+            self.pins.close()
 
     def _bye(self, note: ByeFields | None) -> bytes:
         """The channel's last line: nothing follows; with what was dropped, and why (then

@@ -8,8 +8,11 @@ For the DataLoader analysis each sample also carries running totals: CPU seconds
 training process (``cpu_main_s``) and of its child processes (``cpu_workers_s``: the
 workers build the batches when ``num_workers > 0``), the seconds those children waited
 for a free core (``runq_workers_s``, Linux), and how busy the whole machine was since the
-last sample (``sys_busy``, 0..1 of all logical CPUs). A child's totals are kept after it
-exits, so the totals never go down.
+last sample (``sys_busy``, 0..1 of all logical CPUs), and the seconds the main thread
+waited for a core (``runq_main_s``, Linux: slow steps on a loaded machine are told from
+warm-up by it). A child's totals are kept after it
+exits, so the totals never go down. While the machine is short of memory a sample also
+names the largest other programs (``others``, see :mod:`.others`).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from typing import Any
 from .. import events
 from ..devices import DeviceBackend
 from ..events.payloads import MemFields
+from . import others
 
 FAST_INTERVAL = 0.5
 SLOW_INTERVAL = 2.0
@@ -56,6 +60,7 @@ class MemorySampler:
         self._gone_cpu = 0.0
         self._gone_runq = 0.0
         self._sys_prev: Any = None
+        self._others_at = float("-inf")
         self._thread = threading.Thread(target=self._run, name="mpsprof-sampler", daemon=True)
 
     def start(self) -> None:
@@ -143,7 +148,14 @@ class MemorySampler:
             "cpu_workers_s": round(self._gone_cpu + sum(self._child_cpu.values()), 4),
             "runq_workers_s": round(self._gone_runq + sum(self._child_runq.values()), 4) if self._child_runq or self._gone_runq else None,
             "sys_busy": self._sys_busy(),
+            "runq_main_s": _runq_thread(self._proc.pid, self._proc.pid),
         }
+        if vm.total and vm.available <= others.BELOW * vm.total and now - self._others_at >= others.EVERY:
+            self._others_at = now
+            try:
+                fields["others"] = others.largest_others(ps, {p.pid for p in procs} | {self._proc.pid})
+            except Exception:
+                pass  # a note for the diagnosis only: never a fault of the sampler
         try:
             figures = self._backend_fn().memory()
         except Exception:
@@ -177,6 +189,15 @@ class MemorySampler:
             return None
         busy: float = min(1.0, max(0.0, 1.0 - idle / total))
         return round(busy, 3)
+
+
+def _runq_thread(pid: int, tid: int) -> float | None:
+    """Seconds one thread (the main one: the training's) waited for a CPU (Linux), or None."""
+    try:
+        with open(f"/proc/{pid}/task/{tid}/schedstat", "rb") as fh:
+            return round(int(fh.read(128).split()[1]) / 1e9, 4)
+    except (OSError, IndexError, ValueError):
+        return None
 
 
 def _runq(pid: int) -> float | None:

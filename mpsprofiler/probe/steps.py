@@ -147,6 +147,8 @@ class StepTracker:
         self._lock = threading.Lock()
         self.listeners: list[Callable[[int, float], None]] = []
         """Called with (next step index, last step duration) at every boundary (ops sampler)."""
+        self.fetch_listeners: list[Callable[[], None]] = []
+        """Called when a DataLoader fetch has ended (device timing: probe/device_time.py)."""
         self.first_optimizer_listeners: list[Callable[[float, bool], None]] = []
         """Called with step 0's time so far and ``closure_step`` at the first optimizer
         step (ops sampler)."""
@@ -459,6 +461,8 @@ class StepTracker:
                 self._carry = _merge_fetch(self._carry, fetch)
         else:
             self._add_fetch(*fetch)
+        for listener in self.fetch_listeners:
+            listener()
 
     def _keep_carry(self) -> None:
         """The held fetch belonged to the step in progress after all (another optimizer

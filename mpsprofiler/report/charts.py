@@ -11,12 +11,9 @@ from collections.abc import Callable
 from typing import Any
 
 from ..session.session import Session
-from ..units import fmt_bytes, fmt_seconds
+from ..units import chart_bytes_unit, fmt_bytes, fmt_seconds
 from . import svg
 from .svg import e
-
-GIB = 1024**3
-MIB = 1024**2
 
 
 def _seconds_unit(hi: float) -> tuple[float, str]:
@@ -29,7 +26,7 @@ def _seconds_unit(hi: float) -> tuple[float, str]:
 
 
 def _bytes_unit(hi: float) -> tuple[float, str]:
-    return (GIB, "GiB") if hi >= 2 * GIB else (MIB, "MiB")
+    return chart_bytes_unit(hi)  # one unit policy with the TUI's charts
 
 
 def _unit_fmt(suffix: str) -> Callable[[float], str]:

@@ -184,6 +184,12 @@ def summary_rows(summary: dict[str, Any], session: Session | None = None) -> lis
         rows.append(("Lowest system available", fmt_bytes(mem.get("min_system_available"))))
     if mem.get("peak_swap_used"):
         rows.append(("Peak swap used", fmt_bytes(mem.get("peak_swap_used"))))
+    ops = summary.get("ops") or {}
+    if isinstance(ops, dict) and isinstance(ops.get("cost_s"), (int, float)):
+        share = ops.get("cost_share")
+        text = f"{ops.get('sampled_steps')} sampled steps, {ops['cost_s'] * 1e3:.0f} ms"
+        text += f" ({share * 100:.2g}% of the training time)" if isinstance(share, (int, float)) else ""
+        rows.append(("Op accounting cost", text + (", converged" if ops.get("converged") else "")))
     return rows
 
 
@@ -267,12 +273,14 @@ LOADER_BOUND_WORDS = {
     "cpu": "CPU work: workers help only on free cores",
     "ipc": "indexing memory: index whole batches, workers would not help",
     "contention": "waiting for a busy CPU: the machine is the limit",
+    "handoff": "cheap batches: receiving one from a worker would cost as much, workers would not help",
     "unknown": "not measured (run too short or recorded by an older mpsprof)",
 }
 
 
 LOADER_BOUND_SHORT = {"waiting": "waits (I/O, sleep)", "cpu": "CPU-bound", "ipc": "indexes memory",
-                      "contention": "waits for a busy CPU", "unknown": "not measured"}
+                      "contention": "waits for a busy CPU", "unknown": "not measured",
+                      "handoff": "cheap batches"}
 WORKERS_KEEP_UP = ("taking batches in from workers that keep up: more workers would not help",
                    "workers keep up")  # fmt: skip
 """'ipc' with workers: the wait is receiving batches, not building them (words, short)."""

@@ -55,7 +55,9 @@ def render_console(summary: dict[str, Any], findings: Iterable[Any] = (), run_di
         lines.append("steps       0 (the script crashed before its first step ended)")
     else:
         lines.append("steps       0 (no optimizer step, backward pass, DataLoader batch or mpsprofiler.step() seen)")
-    lines.append(f"data wait   {fmt_pct(steps.get('data_wait_share'))} of steady step time")
+    busy = steps.get("device_busy_share")
+    busy_text = f"   device busy {fmt_pct(busy)} of a median step" if busy is not None else ""
+    lines.append(f"data wait   {fmt_pct(steps.get('data_wait_share'))} of steady step time{busy_text}")
     mem_parts = [f"RSS peak {fmt_bytes(mem.get('peak_rss_with_workers') or mem.get('peak_rss'))}"]
     if mem.get("peak_device_allocated") is not None:
         mem_parts.append(f"device peak {fmt_bytes(mem.get('peak_device_allocated'))}")
@@ -90,7 +92,8 @@ def render_console(summary: dict[str, Any], findings: Iterable[Any] = (), run_di
         lines.append(("tried       " if i == 0 else "            ") + line)
     errors = summary.get("probe_errors")
     for err in [e for e in errors if isinstance(e, dict)] if isinstance(errors, list) else []:
-        lines.append(f"note        profiler instrument '{err.get('instrument')}' was switched off: {err.get('message')}")
+        where = f" (at {str(err['where'])})" if err.get("where") else ""
+        lines.append(f"note        profiler instrument '{err.get('instrument')}' was switched off: {err.get('message')}{where}")
     if run_dir:
         lines.append("")
         lines.append(f"run saved in {run_dir}")

@@ -232,7 +232,8 @@ class HtmlRenderer:
     def _notes(self, session: Session, summary: dict[str, Any], results: Results) -> list[str]:
         notes = [f"<strong>The recording is incomplete:</strong> {e(p)}." for p in common.recording_problems(summary)]
         notes += [f"The profiler switched off its <code>{e(err.get('instrument', '?'))}</code> instrument: "
-                  f"{e(err.get('message', ''))}" for err in summary.get("probe_errors") or []]
+                  f"{e(err.get('message', ''))}" + (f" (at <code>{e(str(err['where']))}</code>)" if err.get("where") else "")
+                  for err in summary.get("probe_errors") or []]
         notes += [f"Rule file problem: {e(err)}" for err in getattr(results, "rule_errors", None) or []]
         if session.exit is None:
             notes.append("The recording ends before the script exited (still running, or cut off).")

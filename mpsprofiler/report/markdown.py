@@ -272,7 +272,7 @@ class MarkdownRenderer:
         notes = [f"- **The recording is incomplete:** {escape(p)}." for p in common.recording_problems(summary)]
         for err in summary.get("probe_errors") or []:
             notes.append(f"- The profiler switched off its {code(err.get('instrument', '?'))} instrument: "
-                         f"{escape(err.get('message', ''))}")
+                         f"{escape(err.get('message', ''))}" + (f" (at {code(str(err['where']))})" if err.get("where") else ""))
         for err in getattr(results, "rule_errors", None) or []:
             notes.append(f"- Rule file problem: {escape(err)}")
         if session.exit is None:

@@ -29,7 +29,7 @@ def ops_data(session: Session) -> dict[str, Any]:
 
 
 KNOWN_KEYS = {"sampled_steps", "first_step", "last_step", "device_kind", "model_device", "interval",
-                  "overhead_share", "ops", "syncs", "float64", "bf16_complex", "mismatch", "mps_kernel",
+                  "overhead_share", "cost_s", "converged", "ops", "syncs", "float64", "bf16_complex", "mismatch", "mps_kernel",
                   "mps_predicted", "dropped"}
 TOP_OPS = 15
 CODE_COLUMNS = {"Op", "Code"}
@@ -49,6 +49,12 @@ def ops_headline(session: Session, data: dict[str, Any] | None = None) -> str:
     share = data.get("overhead_share")
     if isinstance(share, (int, float)):
         text += f"; sampling made those steps {fmt_pct(share)} slower"
+    cost = data.get("cost_s")
+    training = getattr(getattr(session, "steps", None), "total_dur", 0.0)
+    if isinstance(cost, (int, float)) and isinstance(training, (int, float)) and training > 0:
+        text += f"; op accounting cost {cost * 1e3:.0f} ms in all, {cost / training * 100:.2g}% of the training time"
+        if data.get("converged"):
+            text += " (the ops per step stopped changing, so sampling backed off)"
     mixed = data.get("bf16_complex") or {}
     if isinstance(mixed, dict) and (mixed.get("bfloat16") or mixed.get("complex")):
         text += f"; bfloat16 calls {mixed.get('bfloat16', 0)}, complex calls {mixed.get('complex', 0)}"

@@ -35,6 +35,11 @@ class LeakSite:
     holder_size0: int = 0
     holder_step0: int = 0
     """The container's length when first found and at the last check (its growth rate)."""
+    alive_one: int | None = None
+    """Tensors alive when the site was first reported from one sampled step only (None: never
+    was). Made on two sampled steps but no more alive than from one: the line's tensors are
+    replaced, not kept (nanoGPT's ``checkpoint = {'model': raw_model.state_dict(), ...}``
+    at every evaluation), so they do not pile up."""
 
 
 @dataclass
@@ -64,6 +69,7 @@ class LeakStats:
         self.carries: list[GraphCarry] = []
         self.lag = 2
         self.checks = 0
+        self._alive_one: dict[tuple[str, int, str], int] = {}
 
     def feed(self, data: LeaksFields) -> None:
         if not isinstance(data, dict):
@@ -73,6 +79,11 @@ class LeakStats:
         sites = data.get("sites")
         if isinstance(sites, list):
             self.sites = [_site(s) for s in sites[:MAX_ROWS] if isinstance(s, dict)]
+            for site in self.sites:
+                key = (site.file, site.line, site.op)
+                if len(site.steps) == 1 and key not in self._alive_one and len(self._alive_one) < 1000:
+                    self._alive_one[key] = site.alive
+                site.alive_one = self._alive_one.get(key)
         carries = data.get("carries")
         if isinstance(carries, list):
             self.carries = [GraphCarry(_str(c.get("file")), _int(c.get("line")), _str(c.get("name"), 200),

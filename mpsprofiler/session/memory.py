@@ -27,6 +27,8 @@ class MemPoint:
     cpu_workers_s: float | None = None
     runq_workers_s: float | None = None
     sys_busy: float | None = None
+    runq_main_s: float | None = None
+    """Seconds the main (training) thread waited for a core so far (Linux)."""
 
     @property
     def rss_total(self) -> int | None:
@@ -46,6 +48,10 @@ class MemoryStats:
         self.device_limit: int | None = None
         self.device_peak: int | None = None
         self.samples = 0
+        self.others: list[tuple[str, int, int]] = []
+        """The largest other programs (name, pid, rss) read at the sample with the least memory
+        available among those that read them (the probe reads them only while memory is short)."""
+        self._others_available: int | None = None
 
     def feed(self, ts: float, data: MemFields) -> None:
         device = data.get("device")
@@ -65,6 +71,7 @@ class MemoryStats:
             cpu_workers_s=_optf(data.get("cpu_workers_s")),
             runq_workers_s=_optf(data.get("runq_workers_s")),
             sys_busy=_optf(data.get("sys_busy")),
+            runq_main_s=_optf(data.get("runq_main_s")),
         )
         self.samples += 1
         if self.first is None:
@@ -81,6 +88,12 @@ class MemoryStats:
             if self.min_sys_available is None or point.sys_available < self.min_sys_available:
                 self.min_sys_available = point.sys_available
         self.sys_total = _opt(data.get("sys_total")) or self.sys_total
+        others = data.get("others")
+        if isinstance(others, list) and point.sys_available is not None and (
+                self._others_available is None or point.sys_available < self._others_available):
+            read = _others(others)
+            if read:
+                self.others, self._others_available = read, point.sys_available
         if device:
             self.device_total = _opt(device.get("total")) or self.device_total
             self.device_limit = _opt(device.get("limit")) or self.device_limit
@@ -97,6 +110,17 @@ class MemoryStats:
         """Peak tensor memory on the device: the allocator's own peak where the device
         keeps one (CUDA), else the highest sampled reading (MPS)."""
         return self.device_peak or self.peak.get("allocated")
+
+
+def _others(rows: list[Any]) -> list[tuple[str, int, int]]:
+    """``[[name, pid, rss], ...]`` as the probe sends it; malformed rows are left out."""
+    out = []
+    for row in rows[:10]:
+        if isinstance(row, list) and len(row) == 3:
+            pid, rss = _opt(row[1]), _opt(row[2])
+            if pid is not None and rss is not None and rss >= 0:
+                out.append((str(row[0])[:64], pid, rss))
+    return out
 
 
 def _opt(v: Any) -> int | None:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from ..events.payloads import OpsFields
 
 if TYPE_CHECKING:
-    from ..ops.readiness import MpsKernelTable
+    from ..kernels.readiness import MpsKernelTable
 
 MAX_KEYS = 2_000
 OTHER = "*"
@@ -89,6 +89,10 @@ class OpStats:
         self.host_s = 0.0
         self.overhead_s = 0.0
         self.overhead_steps = 0
+        self.cost_s: float | None = None
+        """What op accounting cost the run so far, all of it (the probe's running estimate:
+        sampled steps, the step after each, leak checks)."""
+        self.converged = False
         self.interval: int | None = None
         self.ops: dict[tuple[str, str], OpRow] = {}
         self.syncs: dict[tuple[str, str, int, str], SyncRow] = {}
@@ -124,6 +128,11 @@ class OpStats:
             self.overhead_steps += 1
         if isinstance(data.get("interval"), int):
             self.interval = data["interval"]
+        cost = data.get("cost_s")
+        if isinstance(cost, (int, float)) and not isinstance(cost, bool):
+            self.cost_s = max(self.cost_s or 0.0, float(cost))
+        if isinstance(data.get("converged"), bool):
+            self.converged = data["converged"]
         for item in _list(data.get("ops")):
             if isinstance(item, dict):
                 self._feed_op(self.ops, item)
@@ -219,7 +228,7 @@ class OpStats:
         """Rows whose op has no MPS kernel (per the readiness table), among ops that ran on
         the training device: what would run on the CPU on a Mac. A CUDA run's CPU-side ops
         would stay on the CPU on a Mac too, so they are left out."""
-        from ..ops.readiness import CPU_FALLBACK, default_table
+        from ..kernels.readiness import CPU_FALLBACK, default_table
 
         table = table or default_table()
         device = (device_kind or self.device_kind or "cpu").split(":", 1)[0]
@@ -242,6 +251,12 @@ class OpStats:
             return None
         return self.overhead_s / self.host_s
 
+    def cost_share(self, training_s: float) -> float | None:
+        """What op accounting cost, as a share of the training time (all steps)."""
+        if self.cost_s is None or training_s <= 0:
+            return None
+        return self.cost_s / training_s
+
     def to_dict(self, predict: bool = True) -> dict[str, Any]:
         """Plain JSON for reports (rows sorted by host time; per-step means included).
         ``mps_predicted``: ops of this run without an MPS kernel (``predict=False`` skips
@@ -262,6 +277,8 @@ class OpStats:
             "model_device": self.model_device,
             "interval": self.interval,
             "overhead_share": self.overhead_share(),
+            "cost_s": self.cost_s,
+            "converged": self.converged,
             "ops": [op_row(r) for r in sorted(self.ops.values(), key=lambda r: -r.host_s)],
             "syncs": [{"kind": s.kind, "op": s.op, "module": s.module, "file": s.file, "line": s.line,
                        "code": s.code, "calls": s.calls, "calls_per_step": round(self.per_step(s.calls), 3),
@@ -279,7 +296,7 @@ class OpStats:
 
     @staticmethod
     def _evidence(op: str) -> str:
-        from ..ops.readiness import default_table
+        from ..kernels.readiness import default_table
 
         try:
             return default_table().explain(op)

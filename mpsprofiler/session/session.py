@@ -25,12 +25,15 @@ from ..events.payloads import (
     MemFields,
     ModelFields,
     OpsFields,
+    OtherProgram,
+    OthersFields,
     OverrideFields,
     ProbeErrorFields,
     RunFields,
     StepsFields,
 )
 from ..redact import TEXT_KINDS, redact_argv, scrub_fields, secret_values
+from .health import HealthStats
 from .leaks import LeakStats
 from .memory import MemoryStats
 from .ops import OpStats
@@ -144,6 +147,8 @@ class Session:
     probe_errors: list[ProbeErrorFields] = field(default_factory=list)
     ops: OpStats = field(default_factory=OpStats)
     leaks: LeakStats = field(default_factory=LeakStats)
+    health: HealthStats = field(default_factory=HealthStats)
+    """A non-finite loss, device busy time, pageable copies (``health`` events)."""
     last_ts: float = 0.0
     events_seen: int = 0
     unknown_events: int = 0
@@ -169,6 +174,8 @@ class Session:
     bye: ByeFields | None = None
     """The probe's last line: events it dropped (``dropped``) and why (``reason``)."""
     secrets: list[str] = field(default_factory=list, repr=False)
+    others: OthersFields | None = None
+    """The launcher's latest reading of the busiest programs outside the training's tree."""
     """Secret argument values found in an old recording's argv, masked in later texts."""
 
     # -- folding ------------------------------------------------------------------
@@ -265,6 +272,9 @@ class Session:
         if len(self.children) < MAX_CHILDREN:
             self.children.append(cast(ChildFields, _strip(data)))
 
+    def _on_health(self, ts: float, data: dict[str, Any]) -> None:
+        self.health.feed(data)
+
     def _on_leaks(self, ts: float, data: dict[str, Any]) -> None:
         self.leaks.feed(cast(LeaksFields, data))
 
@@ -291,6 +301,12 @@ class Session:
         for sub in self.ranks.values():  # the launcher's exit ends every rank's stream
             if sub.exit is None:
                 sub.exit = self.exit
+
+    def _on_others(self, ts: float, data: dict[str, Any]) -> None:
+        top = [t for t in data.get("top") or [] if isinstance(t, dict) and isinstance(t.get("name"), str)
+               and isinstance(t.get("cores"), (int, float))]
+        self.others = OthersFields(window_s=float(_number(data.get("window_s")) or 0.0),
+                                   top=[OtherProgram(name=t["name"], cores=float(t["cores"])) for t in top[:8]])
 
     def _on_bye(self, ts: float, data: dict[str, Any]) -> None:
         self.bye = cast(ByeFields, _strip(data))
@@ -394,7 +410,9 @@ _HANDLERS = {
     events.KIND_RANKS: Session._on_ranks,
     events.KIND_BYE: Session._on_bye,
     events.KIND_LEAKS: Session._on_leaks,
+    events.KIND_HEALTH: Session._on_health,
     events.KIND_OVERRIDE: Session._on_override,
     events.KIND_CUT: Session._on_cut,
     events.KIND_CHILD: Session._on_child,
+    events.KIND_OTHERS: Session._on_others,
 }

@@ -268,17 +268,6 @@ class StepStats:
         steady = self.steady
         return (sum(p.dur for p in steady) + self.late_dur, sum(p.wait for p in steady) + self.late_wait)
 
-    def steady_loader_sums(self) -> tuple[int, float | None, float | None]:
-        """Steady (batches, fetch CPU seconds, fetch run-queue seconds); None where a step
-        did not record it (older recordings, platforms without run-queue figures)."""
-        steady = self.steady
-        batches = sum(p.batches for p in steady) + self.late_batches
-        cpu = [p.wait_cpu if p.wait > 0 else 0.0 for p in steady]  # no fetch: nothing to know
-        runq = [p.wait_runq if p.wait > 0 else 0.0 for p in steady]
-        late_cpu = self.late_wait_cpu if self.late_wait > 0 else 0.0
-        late_runq = self.late_wait_runq if self.late_wait > 0 else 0.0
-        return batches, _sum_known(cpu, late_cpu, self.steady_count), _sum_known(runq, late_runq, self.steady_count)
-
     def quantile(self, q: float) -> float | None:
         """Steady-state step-time quantile: exact while all steps are held, else ~4%."""
         steady = self.steady
@@ -369,14 +358,3 @@ def _column(values: Any, n: int) -> list[Any]:
     if isinstance(values, list) and len(values) >= n:
         return values
     return [None] * n
-
-
-def _sum_known(values: list[float | None], late: float | None, count: int) -> float | None:
-    """The sum when every steady step recorded the figure, else None (a partial sum would
-    not match the wait it is compared with)."""
-    known = [v for v in values if v is not None]
-    if len(known) != len(values):
-        return None
-    if late is None and len(values) != count:
-        return None
-    return sum(known) + (late or 0.0)

@@ -53,6 +53,8 @@ def summarize(session: Session) -> dict[str, Any]:
             "training_s": wall,
             "warmup_cost_s": steps.warmup_cost(),
             "data_wait_share": steps.data_wait_share(),
+            "device_busy_share": session.health.busy_share(med),
+            "device_busy_ms": session.health.busy_ms(),
             "batches": steps.total_batches,
         },
         "memory": {
@@ -80,6 +82,10 @@ def summarize(session: Session) -> dict[str, Any]:
     }
     if session.ranks:
         summary["ranks"] = rank_rows(session)
+    ops = session.ops
+    if ops.sampled_steps:  # what op accounting cost the run (issue 34), against all steps
+        summary["ops"] = {"sampled_steps": ops.sampled_steps, "cost_s": ops.cost_s,
+                          "cost_share": ops.cost_share(steps.total_dur), "converged": ops.converged}  # fmt: skip
     return summary
 
 

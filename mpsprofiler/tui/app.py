@@ -7,8 +7,8 @@ Data flow (one way, one thread owns each thing):
 * thread workers wait for the child (``RunStarted`` / ``RunEnded``) and tail its
   ``output.log`` (``OutputArrived``, ~250 ms); they only post messages;
 * the UI thread drains the inbox into the :class:`~mpsprofiler.session.Session`, re-runs
-  the diagnosis about once a second and redraws at most four times a second, only what
-  changed and only the visible panel.
+  the diagnosis about once a second and redraws once a second (``REDRAW_EVERY``; a key
+  redraws at once), only what changed and only the visible panel.
 
 A recorded run goes through the same session and the same panels, without the workers.
 A distributed run has one session per rank: ``r`` / ``R`` (or a click on the rank badge
@@ -18,6 +18,7 @@ Ranks panel (``9``, distributed runs only) compares the ranks.
 
 from __future__ import annotations
 
+import dataclasses
 import signal
 import time
 from collections.abc import Iterable, Sequence
@@ -47,6 +48,7 @@ from .panels import (
     tab_label,
     tab_labels,
 )
+from .patch_key import PatchFixMixin
 from .screens.confirm import ConfirmQuitScreen
 from .screens.help import HelpScreen
 from .state import RunState
@@ -76,10 +78,10 @@ SCROLL_KEYS = (("pagedown", "page_down"), ("pageup", "page_up"), ("home", "home"
 """Keys that scroll the shown panel's pane (see ``panels.SCROLL_TARGET``)."""
 RANK_ACTIONS = frozenset({"next_rank", "previous_rank", "show_rank"})
 PANEL_ACTIONS = frozenset({"panel", "next_panel", "previous_panel", "copy_fix", "export", "stop", "explain",
-                           "try_fix", "scroll_panel"}) | RANK_ACTIONS
+                           "try_fix", "patch_fix", "scroll_panel"}) | RANK_ACTIONS
 
 
-class MpsprofApp(TryFixMixin, LiveRun, App[None]):
+class MpsprofApp(PatchFixMixin, TryFixMixin, LiveRun, App[None]):
     CSS_PATH = "app.tcss"
     TITLE = "mpsprof"
     ENABLE_COMMAND_PALETTE = True
@@ -95,6 +97,7 @@ class MpsprofApp(TryFixMixin, LiveRun, App[None]):
         Binding("c", "copy_fix", "Copy fix"),
         Binding("e", "export", "Export"),
         Binding("t", "try_fix", "Try fix"),
+        Binding("p", "patch_fix", "Patch", show=False),  # in the palette and the README (footer kept)
         Binding("s", "stop", "Stop"),
         Binding("q", "quit", "Quit"),
         Binding("ctrl+c", "quit", "Quit", show=False, priority=True),
@@ -363,10 +366,7 @@ class MpsprofApp(TryFixMixin, LiveRun, App[None]):
 
         results = self.results if self.results is not None and not self.state.running else None
         if results is None:
-            results = build_results(self.session, self.rule_dirs)
-            from ..experiment.store import load_experiments
-
-            results.experiments = load_experiments(self.state.run_dir)
+            results = build_results(self.session, self.rule_dirs, self.state.run_dir)
         run_dir = self.state.run_dir or (self.spec.run_dir if self.spec is not None else None)
         written, error = export_reports(self.session, results, run_dir)
         if error:
@@ -435,7 +435,7 @@ class MpsprofApp(TryFixMixin, LiveRun, App[None]):
             return False
         if action == "stop":
             return True if (self.controller is not None and self.state.running) else None
-        if action == "copy_fix":
+        if action in ("copy_fix", "patch_fix"):
             return True if self.state.findings else None
         if action == "try_fix":  # dimmed while the script runs (the experiment runs it again)
             return True if self.state.findings and not self.state.running else None
@@ -460,6 +460,7 @@ class MpsprofApp(TryFixMixin, LiveRun, App[None]):
         yield SystemCommand("Copy fix", "Copy the selected finding's fix to the clipboard (c)", self.action_copy_fix)
         yield SystemCommand("Try fix", "A/B runs of the script with the selected finding's fix (t)",
                             self.action_try_fix)
+        yield SystemCommand("Patch fix", "The selected finding's fix as a diff of the script (p)", self.action_patch_fix)
         yield SystemCommand("Export report", "Write report.md and report.html into the run directory (e)", self.action_export)
         if self.controller is not None and self.state.running:
             yield SystemCommand("Stop the script", "Ctrl-C the script, terminate it after 5 s (s)", self.action_stop)
@@ -469,9 +470,10 @@ class MpsprofApp(TryFixMixin, LiveRun, App[None]):
 def run_tui(spec: RunSpec, rule_dirs: list[Path]) -> tuple[int, Session, Finished]:
     """Run the script under the live TUI; returns its exit status, the session, the finished
     run (the caller prints its summary once the terminal is back)."""
-    spec.capture_output = True
-    if _at_terminal():
-        spec.options["terminal_loan"] = True  # input() and breakpoint() borrow it (probe/terminal.py)
+    # a copy: the caller's spec is left as it is. At a terminal, input() and breakpoint()
+    # borrow it (probe/terminal.py)
+    spec = dataclasses.replace(spec, capture_output=True,
+                               options=spec.options.with_changes(terminal_loan=_at_terminal()))
     session = Session()
     app = MpsprofApp(session, rule_dirs, spec=spec, run_dir=spec.run_dir)
     try:
@@ -487,11 +489,6 @@ def run_tui(spec: RunSpec, rule_dirs: list[Path]) -> tuple[int, Session, Finishe
     finished = app.finished
     if finished is None or leftover:  # the app left early, or events came after its last look
         finished = finish_run(session, rule_dirs, spec.run_dir, app.recording_error())
-    if spec.run_dir is not None and not finished.results.experiments:
-        # the fixes tried with `t` (stored in the run directory): the exit summary says their verdicts
-        from ..experiment.store import load_experiments
-
-        finished.results.experiments = load_experiments(spec.run_dir)
     code = app.returncode if app.returncode is not None else 1
     return code, session, finished
 
@@ -516,8 +513,5 @@ def view_tui(loaded: LoadedRun, rule_dirs: list[Path]) -> None:
 
 
 def recorded_app(loaded: LoadedRun, rule_dirs: Iterable[Path] = ()) -> MpsprofApp:
-    results = build_results(loaded.session, list(rule_dirs))
-    from ..experiment.store import load_experiments
-
-    results.experiments = load_experiments(loaded.run_dir)
+    results = build_results(loaded.session, list(rule_dirs), loaded.run_dir)
     return MpsprofApp(loaded.session, rule_dirs, run_dir=loaded.run_dir, notes=loaded.notes, results=results)

@@ -10,10 +10,9 @@ both, so the fix is never lost.
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
-from ..rundir import write_text_atomic
+from ..rundir import fix_file, write_text_atomic
 
 
 def fix_to_copy(fix: str) -> str:
@@ -24,11 +23,6 @@ def fix_to_copy(fix: str) -> str:
     blocks = [t.content.rstrip("\n") for t in MarkdownIt("commonmark").parse(fix)
               if t.type in ("fence", "code_block") and t.content.strip()]
     return "\n\n".join(blocks) + "\n" if blocks else fix.strip() + "\n"
-
-
-def fix_file(run_dir: Path, rule: str) -> Path:
-    """``RUN_DIR/fix-<rule>.txt`` (the rule id kept to safe file-name characters)."""
-    return Path(run_dir) / f"fix-{re.sub(r'[^A-Za-z0-9_.-]', '_', rule)[:80] or 'finding'}.txt"
 
 
 def save_fix(run_dir: Path | None, rule: str, text: str) -> tuple[Path | None, str | None]:

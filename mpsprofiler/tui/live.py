@@ -46,7 +46,8 @@ else:
     _AppBase = object
 
 TICK = 0.25
-"""Seconds between redraws of a live run (at most 4 Hz), and between output reads."""
+"""Seconds between the controller's event batches and between output reads (the view
+itself redraws every ``app.REDRAW_EVERY``)."""
 STOP_GRACE = 5.0
 EXIT_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
 """Signals to mpsprof itself (``kill PID``): passed on to the script, as headless mode

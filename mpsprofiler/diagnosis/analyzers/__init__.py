@@ -21,6 +21,10 @@ from . import (  # noqa: F401 - registers on import, in this order
     warmup,
     ranks,
     ops,
+    health,
+    host_bound,
+    copies,
+    float64_fix,
 )
 
 # isort: on

@@ -149,6 +149,7 @@ def _low_share(kept: list[StepPoint], steps: Any) -> float | None:
 def _profile(session: Session, loader: DataLoaderFields, workers: int, kept: list[StepPoint]) -> dict[str, Any]:
     """How the loader spends a batch, and the suggestion that follows (see the modules)."""
     fig = loader_profile.measure(session, kept, late=True)
+    fig.batch_tensors = _opt_int(loader.get("batch_tensors"))
     split = shares(session, loader)
     spread = step_ratios(kept, workers, split[0] if split is not None else 1.0)
     if split is not None:

@@ -38,7 +38,7 @@ def _version_tuple(text: str | None) -> tuple[int, ...]:
 ENVIRONMENT_FACTS: tuple[str, ...] = (
     "apple_silicon", "cuda_available", "default_watermark_ratio", "fallback_env_set", "intel_mac",
     "is_macos", "machine", "macos_too_old", "macos_version", "mps_available", "mps_built", "mps_min_macos",
-    "mps_unavailable_reason", "pin_memory_on_mps", "python_version", "rosetta", "suggested_low_watermark_ratio",
+    "mps_unavailable_cause", "pin_memory_on_mps", "python_version", "rosetta", "suggested_low_watermark_ratio",
     "suggested_watermark_ratio",
     "torch_version", "watermark_ratio", "watermark_ratio_set", "watermark_unlimited",
 )
@@ -73,24 +73,28 @@ def environment_facts(session: Session) -> dict[str, Any]:
         "macos_too_old": bool(macos and needed and _version_tuple(macos) < _version_tuple(needed)),
         "fallback_env_set": str(pyenv.get("PYTORCH_ENABLE_MPS_FALLBACK", "")).strip() == "1",
     }
-    facts["mps_unavailable_reason"] = _why_no_mps(facts)
+    facts["mps_unavailable_cause"] = _why_no_mps(facts)
     facts.update(_watermark(pyenv))
     facts["pin_memory_on_mps"] = _pin_memory_on_mps(session)
     return facts
+
+
+MPS_UNAVAILABLE_CAUSES = ("rosetta", "intel_mac", "not_built", "macos_too_old", "no_device")
+"""Why a Mac has no MPS, as a name: the rule files say it in words (``phrases:``)."""
 
 
 def _why_no_mps(f: dict[str, Any]) -> str | None:
     if not f["is_macos"] or f["mps_available"]:
         return None
     if f["rosetta"]:
-        return "this Python is an x86_64 build running under Rosetta: MPS needs a native arm64 Python"
+        return "rosetta"
     if not f["apple_silicon"]:
-        return "this is an Intel Mac: MPS training needs Apple silicon or a supported AMD GPU"
+        return "intel_mac"
     if f["mps_built"] is False:
-        return f"this torch build ({f['torch_version']}) was built without MPS (an old or third-party build)"
+        return "not_built"
     if f["macos_too_old"]:
-        return f"macOS {f['macos_version']} is older than {f['mps_min_macos']}, which torch {f['torch_version']} needs for MPS"
-    return "torch has MPS, but no Metal device is reachable (a sandbox, VM or remote session without GPU access)"
+        return "macos_too_old"
+    return "no_device"
 
 
 def _watermark(pyenv: dict[str, str]) -> dict[str, Any]:

@@ -11,8 +11,13 @@ arguments of the one it is given (``_PYTORCH_DATALOADER_KWARGS`` in accelerate's
 data_loader.py), so that one is where they go.
 
 ``framework_loader_fix`` is a paragraph the loader stall rules append to their fix (empty
-for a plain torch loop, so their text is unchanged there); its numbers are those of the rule's own snippet, recomputed here because
-an analyzer sees the session, not the other analyzers' facts.
+for a plain torch loop, so their text is unchanged there). The rule's own snippet is
+already in the framework's terms: the probe names the script's ``DataLoader`` line, not
+the framework's frame that rebuilt it (``probe/loader_sites.py``), and a Trainer's is its
+``TrainingArguments`` call (``framework_place.py``); so the paragraph says why that is the
+place, with a snippet of its own only where the script's line was not found. Its numbers
+are those of the rule's own snippet, recomputed here because an analyzer sees the
+session, not the other analyzers' facts.
 """
 
 from __future__ import annotations
@@ -45,48 +50,49 @@ def framework_facts(session: Session) -> dict[str, Any]:
     prefetch = _int(loader.get("suggested_prefetch_factor")) or 4
     if workers is None:
         return facts
+    # the script's own DataLoader line was found and rewritten above (Lightning's
+    # train_dataloader(), the loader handed to accelerator.prepare): no second snippet
+    rewritten = str(loader.get("loader_where") or "").startswith("Change the line")
     # on the line after the rule's own fix: a blank line first makes it a paragraph of its own
     facts["framework_loader_fix"] = "\n" + loader_fix(framework, workers, prefetch, session.device_kind,
-                                                      _int(loader.get("batch_size"))).rstrip("\n")
+                                                      _int(loader.get("batch_size")), rewritten).rstrip("\n")
     return facts
 
 
-def loader_fix(framework: str, workers: int, prefetch: int, device_kind: str | None, batch_size: int | None) -> str:
-    """The paragraph for ``framework`` (see the module docstring); markdown."""
+def loader_fix(framework: str, workers: int, prefetch: int, device_kind: str | None, batch_size: int | None,
+               rewritten: bool = False) -> str:
+    """The paragraph for ``framework`` (see the module docstring); markdown. The Trainer's
+    ``TrainingArguments`` are the rule's own snippet (framework_place.py); ``rewritten``:
+    the rule's snippet is the script's own DataLoader line."""
     if framework == "transformers Trainer":
         pin = device_kind == "cuda"
-        pin_note = "page-locked batches copy to the GPU asynchronously" if pin else "pinning only speeds up copies to a CUDA GPU"
+        pin_note = ("page-locked batches copy to the GPU asynchronously" if pin
+                    else "pinning only speeds up copies to a CUDA GPU")
         return (
-            "The Trainer builds this DataLoader itself (`Trainer.get_train_dataloader`): set the "
-            "same numbers on its `TrainingArguments`; your `data_collator` is the loader's "
-            "`collate_fn` and runs in the workers too "
-            f"(<{TRAINER_DOCS}>):\n\n"
-            "```python\n"
-            "args = TrainingArguments(\n"
-            "    ...,\n"
-            f"    dataloader_num_workers={workers},\n"
-            "    dataloader_persistent_workers=True,\n"
-            f"    dataloader_prefetch_factor={prefetch},\n"
-            f"    dataloader_pin_memory={pin},   # {pin_note}\n"
-            ")\n"
-            "```\n"
+            "The Trainer builds this DataLoader itself (`Trainer.get_train_dataloader`) from those "
+            "`TrainingArguments`; your `data_collator` is the loader's `collate_fn` and runs in the "
+            f"workers too. `dataloader_prefetch_factor={prefetch}` keeps more batches ready; "
+            f"`dataloader_pin_memory={pin}`: {pin_note} (<{TRAINER_DOCS}>).\n"
         )
     if framework == "lightning":
+        where = ("Lightning iterates the DataLoader that `train_dataloader()` returns (of your "
+                 "LightningModule or LightningDataModule, or the loader given to `trainer.fit`)")
+        if rewritten:
+            return f"{where}: the line above builds it (<{LIGHTNING_DOCS}>).\n"
         batch = f"batch_size={batch_size}, " if batch_size else ""
         return (
-            "Lightning iterates the DataLoader that `train_dataloader()` returns (of your "
-            "LightningModule or LightningDataModule, or the loader given to `trainer.fit`): "
-            f"change it there (<{LIGHTNING_DOCS}>):\n\n"
+            f"{where}: change it there (<{LIGHTNING_DOCS}>):\n\n"
             "```python\n"
             "def train_dataloader(self):\n"
             f"    return DataLoader(self.train_set, {batch}shuffle=True, num_workers={workers},\n"
             f"                      persistent_workers=True, prefetch_factor={prefetch})\n"
             "```\n"
         )
+    where = "that line, before `prepare`" if rewritten else "change that `DataLoader(...)`, before `prepare`"
     return (
         "`accelerator.prepare(loader)` builds its loader from the arguments of the DataLoader "
         "you hand it (num_workers, prefetch_factor, persistent_workers, pin_memory are kept): "
-        "change that `DataLoader(...)`, before `prepare`. accelerate's own one-batch look-ahead "
+        f"{where}. accelerate's own one-batch look-ahead "
         f"(to know the last batch) does not load in the background (<{ACCELERATE_SOURCE}>).\n"
     )
 

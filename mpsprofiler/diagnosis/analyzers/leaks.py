@@ -51,7 +51,9 @@ def leak_facts(session: Session) -> dict[str, Any]:
         c = leaks.carries[0]
         facts.update(graph_carry_line=_where(c.file, c.line), graph_carry_file=c.file, graph_carry_code=c.code,
                      graph_carry_name=c.name, graph_carry_first_step=min(c.steps) if c.steps else None)  # fmt: skip
-    sites = [s for s in leaks.sites if len(s.steps) >= MIN_SAMPLES and s.alive >= MIN_SAMPLES]
+    # made on two sampled steps, and more alive than one step's own: kept, not replaced
+    sites = [s for s in leaks.sites if len(s.steps) >= MIN_SAMPLES and s.alive >= MIN_SAMPLES
+             and (s.alive_one is None or s.alive > s.alive_one)]
     facts["leak_site_count"] = len(sites)
     facts["leak_place_sentence"] = ("No line was found by the sampled leak tracking (it follows tensors made "
                                     "on sampled steps only).")
@@ -112,7 +114,8 @@ def _generic_fix(grad: bool) -> str:
 def _kept_by(site: Any) -> str:
     """A sentence naming the container and the line that adds to it, or ''."""
     if not site.holder:
-        return ""
+        # not "": an empty fact leaves its whole sentence out of the text (template.py)
+        return " The container holding them was not found among the training loop's variables."
     where = f" at {_where(site.holder_file, site.holder_line)}" if site.holder_line else ""
     code = f" (`{site.holder_code}`)" if site.holder_code else ""
     return f" They are kept in `{site.holder}`, added to{where}{code}."

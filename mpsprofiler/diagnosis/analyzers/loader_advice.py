@@ -105,6 +105,21 @@ def advise(
             "picking samples one at a time and stacking them, not loading: worker processes would "
             "add the cost of pickling and copying every batch. Index whole batches at once instead."
         )
+    elif bound == "handoff":
+        target, helps = 0, False
+        handoff = fig.handoff_ms()
+        tensors = fig.batch_tensors if fig.batch_tensors is not None else "about 2"
+        reason = (
+            f"Each batch takes {fetch:.2f} ms to load in the training process"
+            + (f" ({fetch_cpu:.2f} ms of CPU work)" if fetch_cpu is not None else "")
+            + f" and {train:.2f} ms to train on. A worker process would build batches in parallel, "
+            f"but the training would still spend about {handoff:.1f} ms "
+            f"({fig.handoff_ms(cpu=True):.1f} ms of CPU work) taking each one in from it (a batch of "
+            f"{tensors} tensors: each tensor's shared memory is handed over separately), so workers "
+            f"would save at most {fig.handoff_saving():.0%} of the time. Make each batch cheaper "
+            "instead: samples prepared once before training, whole batches indexed at once (a "
+            "BatchSampler with a dataset that takes a list of indices), fewer tensors per batch."
+        )
     elif bound == "contention":
         target, helps = min(workers, free or workers), False
         queued = split[0] if split is not None else (fig.worker_runq_per_batch() if workers else (fig.wait_runq or 0.0) * per)
@@ -217,6 +232,8 @@ def advise(
     out["num_workers_reason"] = reason
     if bound == "ipc":
         out["stall_advice"] = "index whole batches instead of single samples"
+    elif bound == "handoff":
+        out["stall_advice"] = "workers would not shorten it"
     elif bound == "contention":
         out["stall_advice"] = "the machine's CPUs are busy"
     elif helps and target > workers:
@@ -333,7 +350,8 @@ def figures_text(bound: str, workers: int, out: dict[str, Any], batch_size: int 
     if busy is not None and busy >= 0.9:
         parts += f"; the machine's CPUs were {busy:.0%} busy"
     names = {"waiting": "mostly waiting (I/O, sleep)", "cpu": "CPU work", "ipc": "indexing memory",
-             "contention": "waiting for a busy CPU", "unknown": "not measured"}
+             "contention": "waiting for a busy CPU", "unknown": "not measured",
+             "handoff": "about as cheap in the training process as taking the batch in from a worker"}
     if bound == "unknown":
         return f"{parts}."
     if bound == "ipc" and workers:

@@ -14,6 +14,7 @@ from typing import Any
 from ...events.payloads import DataLoaderFields
 from ...session.session import Session
 from .common import num, training_loader
+from .framework_place import trainer_place
 from .source_edit import rewrite_call, short_path
 
 LOADER_CALLS = ("DataLoader",)
@@ -67,6 +68,10 @@ def place_facts(session: Session, loader: DataLoaderFields, suggested: int | Non
     changes = {"num_workers": str(n)}
     if n > 0 and not loader.get("persistent_workers"):
         changes["persistent_workers"] = "True"
+    trainer = trainer_place(session, str(file) if file else None, int(line) if line else None, n)
+    if trainer is not None:  # a Trainer's loader: its TrainingArguments (framework_place.py)
+        out.update(trainer)
+        return out
     rewrite = rewrite_call(str(file), int(line), LOADER_CALLS, changes) if file and line else None
     if rewrite is not None:
         where = f"{short_path(rewrite.path, session.run.get('cwd'))}:{rewrite.line}"

@@ -17,6 +17,9 @@ A loader is classified by where the time of one batch goes:
   through worker processes would cost as much again. Index whole batches instead.
 * ``contention``: the loader mostly waited for a free core (the run queue): the machine
   is busy, and more processes would only lengthen the queue.
+* ``handoff``: loading in the training process costs about what taking the same batch in
+  from a worker process would (:func:`handoff_ms`): workers would build it in parallel, but
+  the wait they leave is no shorter. Cheaper batches are the fix, not workers.
 * ``unknown``: the figures needed were not recorded (older recordings, short runs).
 """
 
@@ -35,8 +38,6 @@ HEADROOM = 1.25
 """Workers to spare: 25% more than the bare ratio absorbs jitter in load and compute."""
 CPU_BOUND_SHARE = 0.5
 """A fetch that spends at least half its wall time on a CPU is computation, not waiting."""
-RUNQ_SHARE = 0.3
-"""A fetch that spends 30% of its time queued for a CPU is held up by a busy machine."""
 IPC_SAMPLE_US = 20.0
 """Under 20 µs of CPU per sample is indexing memory, not building a sample: about what
 passing the batch through a worker process would cost in pickling and copying."""
@@ -65,6 +66,34 @@ busy 2-core machine, and which more workers do not shorten."""
 CHEAP_LOADING = 0.15
 """Loading that needs under 15% of the training's time per batch in CPU work is cheap:
 if the training still waits, the time went to queuing for a busy CPU."""
+RECEIVE_BATCH_MS = 1.4
+RECEIVE_TENSOR_MS = 0.28
+RECEIVE_CPU_BATCH_MS = 1.0
+RECEIVE_CPU_TENSOR_MS = 0.2
+"""What the training process spends taking one batch in from a worker process, in ms of
+wall time and of its CPU time: a fixed part (the queue, unpickling) and a part per tensor.
+Each tensor's storage crosses in shared memory, and with Linux's default
+``file_descriptor`` strategy its descriptor comes over a socket from the worker, a
+connection per storage (torch/multiprocessing/reductions.py: ``reduce_storage``,
+``rebuild_storage_fd``). benchmarks/handoff.py measured on 2 x86 cores, fork, batches of
+32 samples: 1.7 / 2.0 / 4.0 / 10.3 ms of wall time for 1 / 2 / 8 / 32 small tensors (1.3,
+1.5, 2.7, 6.5 ms of CPU; 1.0, 1.4, 2.9, 7.6 on a busy machine), where building the same
+batches in the training process took 0.6-0.8, 0.6-0.8, 1.0-1.2 and 2.8-3.1 ms of CPU.
+macOS has only the ``file_system`` strategy (https://pytorch.org/docs/stable/multiprocessing.html,
+"Sharing strategies"): each storage is opened by its shared-memory name instead, still one
+round per tensor; no Mac was at hand to measure it, so the Linux figures stand for both."""
+HANDOFF_MARGIN = 2.0
+"""Workers must beat twice the handover's estimate before they count as a gain. The
+benchmark times the handover alone, on an otherwise idle machine; end to end a worker also
+takes a core from the training: makemore's own loader (batches of 32 words, 2 tensors,
+num_workers=0, 5.9 ms per step bare, 2 x86 cores) ran at 8.6 ms per step with one worker,
+2.7 ms more per step, where the handover alone predicts 2.0 ms in all. And under load the
+training's own CPU time per fetch grows (1.5 to 2.2 ms for tests/scripts_loader/char_style.py
+beside one busy process) while the handover's estimate stays fixed. Telling a user to add
+workers that make the run slower is the harm to avoid; a loader whose batches cost several
+times the handover still clears this margin."""
+TENSORS_DEFAULT = 2
+"""Tensors per batch when not recorded (older recordings): an input and a target."""
 MIN_WINDOW_S = 0.4
 """CPU totals of the workers are sampled every 0.5 s: a shorter window gives no rate."""
 
@@ -85,6 +114,7 @@ class LoaderFigures:
     workers_runq: float | None = None
     main_cpu: float | None = None
     machine_busy: float | None = None
+    batch_tensors: int | None = None
 
     @property
     def per_batch(self) -> float:
@@ -122,6 +152,36 @@ class LoaderFigures:
         queued = runq_main + min(blocked, runq)
         starved = max(0.0, blocked - min(blocked, runq) - cpu)
         return queued, cpu, starved
+
+    def handoff_ms(self, cpu: bool = False) -> float:
+        """Estimated ms (of wall time, or of CPU) the training would spend taking one of
+        these batches in from a worker."""
+        tensors = max(1, self.batch_tensors if self.batch_tensors is not None else TENSORS_DEFAULT)
+        if cpu:
+            return RECEIVE_CPU_BATCH_MS + RECEIVE_CPU_TENSOR_MS * tensors
+        return RECEIVE_BATCH_MS + RECEIVE_TENSOR_MS * tensors
+
+    def handoff_saving(self) -> float:
+        """The share of the training time workers could save at most, loading in-process now
+        (against the handover's estimate times :data:`HANDOFF_MARGIN`).
+
+        Building a batch is computation: its CPU time against the CPU time taking it in from
+        a worker would cost, applied to the wait (a busy machine stretches both alike, so
+        the comparison does not move with the load). Otherwise the wait is mostly waiting
+        (I/O, sleep): all of it but the handover's wall time could be hidden.
+        """
+        if self.dur <= 0 or not self.batches:
+            return 0.0
+        per = self.per_batch
+        wait = self.wait * per
+        cpu = self.wait_cpu * per if self.wait_cpu is not None else None
+        runq = (self.wait_runq or 0.0) * per
+        if cpu is not None and cpu >= max(0.0, wait - cpu - runq):
+            handoff_cpu = HANDOFF_MARGIN * self.handoff_ms(cpu=True) / 1000.0
+            saved = wait * max(0.0, 1.0 - handoff_cpu / cpu) if cpu > 0 else 0.0
+        else:
+            saved = max(0.0, wait - HANDOFF_MARGIN * self.handoff_ms() / 1000.0)
+        return saved / (self.dur * per)
 
     def main_cores(self) -> float | None:
         if self.main_cpu is None or not self.window_s:
@@ -215,11 +275,11 @@ def classify(fig: LoaderFigures, workers: int, dataset: str | None, batch_size: 
         blocked = max(0.0, fig.wait * fig.per_batch - own_cpu - runq)
         if runq > own_cpu + blocked and own_cpu < CHEAP_LOADING * train:
             return "contention"  # queued for a core, though loading itself costs little
-        if own_cpu >= blocked:
-            if dataset in IN_MEMORY_DATASETS or own_cpu / per_batch * 1e6 < IPC_SAMPLE_US:
-                return "ipc"
-            return "cpu"
-        return "waiting"
+        if own_cpu >= blocked and (dataset in IN_MEMORY_DATASETS or own_cpu / per_batch * 1e6 < IPC_SAMPLE_US):
+            return "ipc"
+        if fig.handoff_saving() < STARVED_SHARE:
+            return "handoff"  # a worker's batch would keep the training waiting about as long
+        return "cpu" if own_cpu >= blocked else "waiting"
     # workers build the batches; the training thread only receives them
     if fig.wait_cpu is not None and fig.wait_cpu >= CPU_BOUND_SHARE * fig.wait:
         return "ipc"  # receiving (unpickling, copying) is the cost, not producing

@@ -77,7 +77,7 @@ MEMORY_FACTS: tuple[str, ...] = (
     "leak_source", "leak_to_step", "steps_until_oom", "swap_growth", "swap_growth_mib", "sys_available_min",
     "sys_available_min_share", "leak_halves_significance", "leak_noise_ratio", "cache_growth_noise_ratio",
     "sys_available_held_min_share", "sys_available_low_samples", "sys_available_min_mib", "memory_run_share",
-    "memory_run_mib", "memory_others_mib",
+    "memory_run_mib", "memory_others_mib", "memory_others_top", "memory_others_largest", "memory_others_largest_mib",
     *(f"{p}_growth_{s}" for p in ("alloc", "rss_step") for s in ("per_step", "significance", "total")),
     *(f"{p}_growth_{s}" for p in ("rss", "worker_rss") for s in ("per_min", "mib_per_min", "significance", "mib")),
 )
@@ -287,7 +287,26 @@ def _pressure(session: Session) -> dict[str, Any]:
         "memory_run_share": round(min(1.0, own / used), 4),
         "memory_run_mib": round(own / MIB, 1),
         "memory_others_mib": round(max(0, used - own) / MIB, 1),
+        **_others_named(mem.others),
     }
+
+
+def _others_named(others: list[tuple[str, int, int]]) -> dict[str, Any]:
+    """The largest other programs as ``top`` shows them (name, pid, resident memory), read by
+    the probe while memory was short (``probe/others.py``); nothing when none was read."""
+    if not others:
+        return {}
+    name, pid, rss = others[0]
+    return {
+        "memory_others_largest": f"{name} (pid {pid})",
+        "memory_others_largest_mib": round(rss / MIB, 1),
+        "memory_others_top": ", ".join(f"{n} (pid {p}) {fmt_mib(r)}" for n, p, r in others),
+    }
+
+
+def fmt_mib(size: int) -> str:
+    """``1.2 GiB`` or ``850 MiB``: resident memory as top's summary reads it."""
+    return f"{size / (1 << 30):.1f} GiB" if size >= 1 << 30 else f"{size / MIB:,.0f} MiB"
 
 
 def _steps_until_oom(session: Session, facts: dict[str, Any]) -> int | None:

@@ -3,7 +3,7 @@
 Facts are flat and named; a fact that does not apply is left out (a rule over a missing
 fact does not match). Tables are preformatted Markdown so rules can quote them as is.
 "Predicted" facts say what would happen on a Mac, from the ops a CPU or CUDA run used and
-the MPS kernel table of the installed torch (:mod:`mpsprofiler.ops.readiness`).
+the MPS kernel table of the installed torch (:mod:`mpsprofiler.kernels.readiness`).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any
 
 from ...devices.kinds import normalize_device
 from ...events.payloads import EnvFields
-from ...ops.readiness import MpsKernelTable, default_table
+from ...kernels.readiness import MpsKernelTable, default_table
 from ...session.ops import OTHER, OpRow, OpStats, SyncRow
 from ...session.session import Session
 from .registry import analyzer
@@ -130,7 +130,8 @@ def _env_flag(env: Mapping[str, Any], name: str) -> str | None:
 
 
 def ops_facts(
-    ops: OpStats, device_kind: str, env: EnvFields | None = None, table: MpsKernelTable | None = None
+    ops: OpStats, device_kind: str, env: EnvFields | None = None, table: MpsKernelTable | None = None,
+    training_s: float = 0.0,
 ) -> dict[str, Any]:
     """Flat facts for rules; empty when no step was sampled."""
     if ops.sampled_steps == 0:
@@ -142,6 +143,9 @@ def ops_facts(
         "ops_first_step": ops.first_step,
         "ops_sample_interval": ops.interval,
         "ops_overhead_share": ops.overhead_share(),
+        "ops_cost_s": ops.cost_s,
+        "ops_cost_share": ops.cost_share(training_s),
+        "ops_converged": ops.converged,
         "ops_model_device": ops.model_device,
     }
     flag = _env_flag(env, "PYTORCH_ENABLE_MPS_FALLBACK")
@@ -207,7 +211,8 @@ OPS_FACTS: tuple[str, ...] = (
     "layer_on_cpu_device", "layer_on_cpu_input_device", "layer_on_cpu_module", "layer_on_cpu_ms_per_step",
     "layer_on_cpu_param_device", "layer_on_cpu_source", "mps_fallback_enabled", "mps_fallback_share",
     "mps_fallback_top", "mps_kernel_table_size", "mps_predicted_fallback_table",
-    "mps_predicted_fallback_top_evidence", "ops_first_step", "ops_model_device", "ops_overhead_share",
+    "mps_predicted_fallback_top_evidence", "ops_converged", "ops_cost_s", "ops_cost_share", "ops_first_step",
+    "ops_model_device", "ops_overhead_share",
     "ops_sample_interval", "ops_sampled_steps", "sync_kinds", "sync_table", "sync_top_calls_per_step",
     "sync_top_code", "sync_top_file", "sync_top_kind", "sync_top_line", "sync_top_module", "syncs_per_step",
     "syncs_predicted",
@@ -219,4 +224,4 @@ OPS_FACTS: tuple[str, ...] = (
 
 @analyzer("ops", provides=OPS_FACTS)
 def op_facts(session: Session) -> dict[str, Any]:
-    return dict(ops_facts(session.ops, session.device_kind, session.env))
+    return dict(ops_facts(session.ops, session.device_kind, session.env, training_s=session.steps.total_dur))

@@ -3,8 +3,8 @@
 Busy threads are torch's intra-op threads of the training process plus the DataLoader
 workers' measured CPU use (cores' worth): torch sets every worker to one thread
 (``torch.set_num_threads(1)`` in ``torch/utils/data/_utils/worker.py``), and a worker that
-sleeps on I/O, using 4 ms of CPU per 100 ms, is not busy at all; only without CPU readings
-is each worker counted as one busy thread. Oversubscribed OpenMP threads spin and wait for
+sleeps on I/O, using 4 ms of CPU per 100 ms, is not busy at all; without CPU readings no
+worker is counted (:func:`_workers_busy`). Oversubscribed OpenMP threads spin and wait for
 each other (a 3 ms CPU step has been seen to take 180 ms with 2 OpenMP threads while the
 other core was busy).
 
@@ -27,7 +27,7 @@ from .registry import analyzer
 from .source_edit import read_tree, rewrite_call, short_path
 
 THREAD_FACTS: tuple[str, ...] = (
-    "busy_threads", "cores", "cores_free", "others_busy_cores", "others_busy_share", "others_window_s", "max_workers_for_cores", "omp_num_threads", "suggested_torch_threads",
+    "busy_threads", "cores", "cores_free", "others_busy_cores", "others_busy_share", "others_top", "others_top_text", "others_window_s", "max_workers_for_cores", "omp_num_threads", "suggested_torch_threads",
     "thread_fix_code", "thread_fix_where", "thread_oversubscription", "thread_set_place", "thread_workers_text",
     "torch_threads", "workers_busy_cores",
 )
@@ -61,7 +61,7 @@ def judge_threads(torch_threads: int, cores: int, workers_busy: float = 0.0, oth
     free = max(1.0, cores - others_busy)
     busy = torch_threads + workers_busy
     suggested = max(1, math.floor(free - workers_busy + 0.25))
-    ratio = busy / free
+    ratio = round(busy / free, 3)  # as the rule's fact thread_oversubscription: one verdict, not two
     return ThreadJudgement(busy, free, ratio, suggested, torch_threads >= 2 and ratio >= OVERSUBSCRIBED)
 
 
@@ -72,8 +72,7 @@ def thread_facts(session: Session) -> dict[str, Any]:
     # scripts call torch.set_num_threads() after the probe read the environment
     threads = num(session.model.get("torch_threads")) or num(env.get("torch_threads"))
     cores = num(env.get("cores_physical")) or num(env.get("cores_logical"))
-    loader = training_loader(session)
-    workers = int(num(loader.get("num_workers")) or 0) if loader else 0
+    workers = _workers(session)
     facts: dict[str, Any] = {
         "torch_threads": int(threads) if threads else None,
         "cores": int(cores) if cores else None,
@@ -87,6 +86,7 @@ def thread_facts(session: Session) -> dict[str, Any]:
         facts["others_busy_cores"] = rounded(others[0], 2)
         facts["others_busy_share"] = rounded(others[0] / cores, 3)
         facts["others_window_s"] = rounded(others[1], 1)
+        facts.update(others_named(session))
     j = judge_threads(int(threads), int(cores), workers_busy, others[0] if others is not None else 0.0)
     facts["workers_busy_cores"] = rounded(workers_busy, 2)
     facts["busy_threads"] = int(round(j.busy))
@@ -130,14 +130,40 @@ def others_busy(session: Session) -> tuple[float, float] | None:
     return max(0.0, machine - own / window), window
 
 
+def others_named(session: Session) -> dict[str, Any]:
+    """``others_top``: the launcher's busiest programs outside the training's tree (name,
+    cores), and ``others_top_text``: ": top: python -c 98%, python -m pytest 40%" (percent of
+    one core, as ``top`` shows it), "" when the launcher named none."""
+    others = session.others or {}
+    top = [t for t in others.get("top") or [] if t.get("cores", 0.0) >= 0.05][:3]
+    text = (": top: " + ", ".join(f"{t['name']} {t['cores'] * 100:.0f}%" for t in top)) if top else ""
+    return {"others_top": [dict(t) for t in top] or None, "others_top_text": text}
+
+
+def workers_busy(session: Session) -> float:
+    """The training DataLoader's workers' busy cores as the thread rule counts them (0
+    without workers or without a measurement): the Environment panel passes it, with the
+    run's other figures, to doctor's thread check, so both judge the same numbers."""
+    return _workers_busy(session, _workers(session))[0]
+
+
+def _workers(session: Session) -> int:
+    loader = training_loader(session)
+    return int(num(loader.get("num_workers")) or 0) if loader else 0
+
+
 def _workers_busy(session: Session, workers: int) -> tuple[float, bool]:
-    """The workers' CPU use in cores over the steady steps, and whether it was measured
-    (each worker counts as one busy core when it was not: a run too short for two samples)."""
+    """The workers' CPU use in cores over the steady steps, and whether it was measured.
+
+    Unmeasured (a run too short for two samples), they count as no busy core: a worker
+    that sleeps on I/O uses almost none (4 ms of CPU per 100 ms), so counting each as a
+    busy thread warned of oversubscription right after mpsprof's own num_workers fix, and
+    an instrument that did not measure must not make a finding."""
     if not workers:
         return 0.0, True
     fig = loader_profile.measure(session, session.steps.steady, late=True)
     if fig.workers_cpu is None or not fig.window_s:
-        return float(workers), False
+        return 0.0, False
     return min(float(workers), max(0.0, fig.workers_cpu / fig.window_s)), True
 
 
@@ -146,7 +172,7 @@ def _workers_text(workers: int, busy: float, measured: bool) -> str:
         return "no DataLoader workers"
     procs = f"{workers} DataLoader worker process{'es' if workers != 1 else ''}"
     if not measured:
-        return f"{procs} (one busy thread each: their CPU use was not measured in so short a run)"
+        return f"{procs} (not counted: their CPU use was not measured in so short a run)"
     return f"{procs} using {busy:.1f} core{'s' if abs(busy - 1.0) > 0.05 else ''} of CPU between them"
 
 

@@ -10,6 +10,11 @@ The steps mpsprof sampled for op accounting (``session.ops.sampled``) are slow b
 doing (every op recorded): they are judged as steady steps, never as warm-up, and never
 the "slowest warm-up step" (issue 27: on a transformer the slowest "warm-up" steps were
 those). Step 0 is kept as it is: it is slow for the framework's reasons either way.
+
+Steps slow by the script's own work are set aside the same way (issue 27: long-warmup on
+every run of minGPT's adder, whose "warm-up" was its evaluation of the whole training set
+at iteration 0): see ``own_work_steps``. Warm-up is the framework's (kernel compilation,
+allocator growth, torch.compile), an evaluation is the script's.
 """
 
 from __future__ import annotations
@@ -17,16 +22,39 @@ from __future__ import annotations
 from typing import Any
 
 from ...session.session import Session
-from ...session.steps import detect_warmup
+from ...session.steps import StepPoint, detect_warmup
 from .common import rounded
 from .registry import analyzer
 
 WARMUP_FACTS: tuple[str, ...] = (
     "benchmark_from_step", "first_step_cost_s", "first_step_s", "warmup_after_first_cost_s", "warmup_cost_s",
-    "warmup_first_step_ms", "warmup_first_step_ratio", "warmup_s", "warmup_share", "warmup_slowest_step_ms",
-    "warmup_start_step", "warmup_steps",
+    "warmup_first_step_ms", "warmup_first_step_ratio", "warmup_own_work_s", "warmup_own_work_steps", "warmup_s",
+    "warmup_above_steady_share", "warmup_core_wait_share", "warmup_share", "warmup_slowest_step_ms", "warmup_start_step", "warmup_steps",
 )
 """Every fact the ``warmup`` analyzer may return (declared: no other analyzer may provide one)."""
+
+OWN_WORK_BATCHES = 2
+"""A step that fetched at least this many times the DataLoader batches of a usual step,
+plus one, ran a loop of the script's own over a DataLoader (an evaluation, a cache fill)."""
+
+
+def own_work_steps(early: list[StepPoint]) -> set[int]:
+    """Early steps (never the first) slow by the script's own work, not the framework's.
+
+    The probe counts the DataLoader batches each step fetched: a training step fetches its
+    usual few (one, or one per micro-batch), a step that also evaluated the model on a
+    test loader (minGPT's adder: ``if trainer.iter_num % 500 == 0`` in the batch callback,
+    so at iteration 0) or filled a cache fetched tens more. Loops without a DataLoader
+    (nanoGPT's ``get_batch``) give no such sign: their steps are judged as they are.
+    The first step is left out: it is the framework's warm-up either way.
+    """
+    if len(early) < 4:
+        return set()
+    counts = sorted(p.batches for p in early)
+    usual = counts[len(counts) // 2]
+    if usual < 1:
+        return set()
+    return {p.i for p in early[1:] if p.batches >= OWN_WORK_BATCHES * usual + 1}
 
 
 @analyzer("warmup", provides=WARMUP_FACTS)
@@ -34,20 +62,34 @@ def warmup_facts(session: Session) -> dict[str, Any]:
     steps = session.steps
     w = steps.warmup
     med = steps.quantile(0.5)
-    sampled = {i for i in session.ops.sampled if i > 0}
-    if sampled and steps.early:
-        own = [p.dur for p in steps.early if p.i not in sampled]
+    own_work = own_work_steps(steps.early)
+    aside = {i for i in session.ops.sampled if i > 0} | own_work
+    if aside and steps.early:
+        own = [p.dur for p in steps.early if p.i not in aside]
         ref = sorted(own[len(own) // 2:])[len(own[len(own) // 2:]) // 2] if own else None
         if ref is not None:
-            w = detect_warmup([ref if p.i in sampled else p.dur for p in steps.early])
+            w = detect_warmup([ref if p.i in aside else p.dur for p in steps.early])
     facts: dict[str, Any] = {"warmup_steps": w}
     if not steps.early:
         return facts
-    warm = [p for p in steps.early[:w] if p.i not in sampled]
+    warm = [p for p in steps.early[:w] if p.i not in aside]
     warm_s = sum(p.dur for p in warm)
     facts["warmup_s"] = rounded(warm_s, 4)
-    facts["warmup_cost_s"] = rounded(steps.warmup_cost(), 4)
-    after_first = [p for p in steps.early[1:w] if p.i not in sampled]
+    facts["warmup_cost_s"] = rounded(max(0.0, warm_s - (med or 0.0) * len(warm)), 4) if aside else rounded(
+        steps.warmup_cost(), 4)
+    if own_work:
+        facts["warmup_own_work_steps"] = len(own_work)
+        facts["warmup_own_work_s"] = rounded(sum(p.dur for p in steps.early if p.i in own_work), 2)
+    after_first = [p for p in steps.early[1:w] if p.i not in aside]
+    p90 = steps.quantile(0.9)
+    if p90:
+        # a warm-up is a run of steps slower than the steady ones, not a stretch of a loaded
+        # machine's noise (issue 27: on a shared 2-core machine a word model's steps took
+        # 2 ms or 200 ms as the scheduler gave it a core, and five of them read as warm-up)
+        above = sum(1 for p in after_first if p.dur > p90)
+        facts["warmup_above_steady_share"] = rounded(above / len(after_first)) if after_first else 0.0
+    if w >= 3:
+        facts["warmup_core_wait_share"] = _core_wait_share(session, steps.early, w, own_work, med)
     facts["warmup_after_first_cost_s"] = rounded(
         max(0.0, sum(p.dur for p in after_first) - (med or 0.0) * len(after_first)), 4
     )
@@ -62,3 +104,47 @@ def warmup_facts(session: Session) -> dict[str, Any]:
     facts["benchmark_from_step"] = w
     facts["warmup_start_step"] = steps.early[0].i
     return facts
+
+
+MIN_WINDOW_S = 1.0
+"""Seconds a window needs for a rate: memory samples (with the run-queue seconds) come every
+0.5 s."""
+
+
+def _core_wait_share(session: Session, early: list[StepPoint], w: int, own_work: set[int],
+                     med: float | None) -> float | None:
+    """How much of the warm-up's extra time (after step 0) the training thread spent waiting
+    for a core, beyond what it waited in the steady steps; None where it cannot be told
+    (not Linux, a window shorter than ``MIN_WINDOW_S``).
+
+    Kernel compilation, autotuning and cache fills keep the process working, or waiting for
+    the device or a compiler service. On a machine shared with busier programs the steps
+    are slow because the thread waits for a core (issue 27: a minGPT run's first 33 steps
+    at 0.3 s, then 0.06 s once the other programs finished): that is the machine, no
+    warm-up. The window starts after the last step of the script's own work in it.
+    """
+    points = [m for m in session.memory.series.points() if m.runq_main_s is not None]
+    start = max([k for k in range(w) if early[k].i in own_work], default=0)
+    warm = _delta(points, early[start].end, early[w - 1].end)
+    steady = _delta(points, early[w - 1].end, early[-1].end)
+    if warm is None or steady is None or not med:
+        return None
+    steps = [p for p in early[start + 1 : w] if p.i not in own_work]
+    extra = sum(p.dur for p in steps) - med * len(steps)
+    if extra <= 0:
+        return None
+    (warm_wait, warm_wall), (steady_wait, steady_wall) = warm, steady
+    waited = warm_wait - steady_wait / steady_wall * warm_wall
+    return rounded(max(0.0, min(1.0, waited / extra)), 3)
+
+
+def _delta(points: list[Any], t0: float, t1: float) -> tuple[float, float] | None:
+    """(run-queue seconds, wall seconds) between the samples around ``t0`` and ``t1``."""
+    before = [m for m in points if m.ts <= t0]
+    after = [m for m in points if m.ts >= t1]
+    inside = [m for m in points if t0 <= m.ts <= t1]
+    a = before[-1] if before else (inside[0] if inside else None)
+    b = after[0] if after else (inside[-1] if inside else None)
+    if a is None or b is None or b.ts - a.ts < MIN_WINDOW_S:
+        return None
+    return max(0.0, b.runq_main_s - a.runq_main_s), b.ts - a.ts

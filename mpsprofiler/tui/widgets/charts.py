@@ -10,7 +10,6 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from rich.segment import Segment
@@ -28,31 +27,11 @@ if TYPE_CHECKING:
     from textual.visual import RenderOptions
 
 from ..chart_render import Series, render_chart
+from ..chart_series import Line, YLimits
 from ..safe import finite
-
-# colours that read well on dark and light themes
-BLUE = (97, 175, 239)
-ORANGE = (229, 152, 75)
-GREEN = (152, 195, 121)
-MAGENTA = (198, 120, 221)
-RED = (224, 108, 117)
-GREY = (150, 150, 150)
-CYAN = (86, 182, 194)
-
 
 JITTER = 0.2
 """Share of ``min_interval`` a redraw may come early (with the tick that brought the data)."""
-
-YLimits = tuple["float | None", "float | None"]
-
-
-@dataclass
-class Line:
-    label: str
-    values: Sequence[float | None]
-    color: tuple[int, int, int] = BLUE
-    fill: bool = False
-    """An area, stacked on the areas before it (the step chart: data wait, then the rest)."""
 
 
 def _plottable(x: Sequence[float], lines: list[Line]) -> tuple[list[float], list[Line]]:

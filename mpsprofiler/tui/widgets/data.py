@@ -13,9 +13,9 @@ from textual.widgets import DataTable, Static
 
 from ...report.common import loader_brief
 from ...units import fmt_pct
+from ..chart_series import wait_series
 from ..state import RunState
 from .charts import LineChart
-from .plots import wait_series
 from .quiet import quiet_update
 from .tables import RowTable
 

@@ -154,12 +154,27 @@ def doctor_env(env: EnvFields, state: RunState) -> EnvFields:
         return env
     import sys
 
-    here = state.live or env.get("python_executable") == sys.executable
-    if not here:
-        return env
-    from ... import doctor
+    from ...diagnosis.analyzers.threads import others_busy, workers_busy
 
     full: dict[str, Any] = dict(env)
+    # the thread check is the thread rule's judgement over the run's own figures (doctor's
+    # check_threads): the count the script set, busy workers and other programs as measured
+    seen = state.session.model.get("torch_threads")  # set by the script after start-up: the rule's count
+    if isinstance(seen, int) and seen > 0:
+        full["torch_threads"] = seen
+    try:
+        full["workers_busy_cores"] = workers_busy(state.session)  # 0 when not measured, as in the rule
+    except Exception:  # noqa: BLE001 - a measuring bug must not break the panel
+        full.pop("workers_busy_cores", None)
+    others = others_busy(state.session)  # the run's own measurement: the thread rule's figure
+    if others is not None:
+        full["others_busy_cores"] = others[0]
+        full["others_top"] = [dict(t) for t in (state.session.others or {}).get("top") or []]
+    here = state.live or env.get("python_executable") == sys.executable
+    if not here:
+        return cast(EnvFields, full)
+    from ... import doctor
+
     if "numpy" not in full:
         full["numpy"] = doctor._installed_version("numpy")
     if "nvidia_driver" not in full:

@@ -31,7 +31,6 @@ STATUS_ICONS = {
 }
 SHRINK_SLACK = 2
 """Cells a header label may shrink by without a relayout (it keeps its width, blank-padded)."""
-STATUS_CLASSES = tuple(f"-{name}" for name in STATUS_ICONS)
 
 
 class RankBadge(Label):

@@ -16,9 +16,9 @@ from textual.widgets import Static
 
 from ...devices.mps_rules import limit_text
 from ...units import fmt_bytes
+from ..chart_series import FROM_ZERO, memory_series, system_series, time_range
 from ..state import RunState
 from .charts import LineChart
-from .plots import FROM_ZERO, memory_series, system_series, time_range
 from .quiet import quiet_update
 
 

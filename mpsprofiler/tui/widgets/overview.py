@@ -11,12 +11,12 @@ from textual.widget import Widget
 from textual.widgets import OptionList, Static
 
 from ...units import fmt_bytes, fmt_pct, fmt_seconds
+from ..chart_series import FROM_ZERO, cpu_series, memory_series, step_series, step_title, time_range
 from ..messages import ShowFinding
 from ..safe import fmt_count, raw
 from ..state import RunState
 from .charts import LineChart
 from .findings_list import FindingsList
-from .plots import FROM_ZERO, cpu_series, memory_series, step_series, step_title, time_range
 from .quiet import quiet_update
 
 TOP_FINDINGS = 6
@@ -165,6 +165,9 @@ def figure_rows(state: RunState) -> list[tuple[str, str]]:
         ("step p90", fmt_seconds(steps.quantile(0.9))),
         ("data wait", fmt_pct(steps.data_wait_share())),
     ]
+    busy = session.health.busy_share(steps.quantile(0.5))
+    if busy is not None:  # device busy time on timed steps (probe/device_time.py), CUDA and MPS
+        rows.append(("device busy", fmt_pct(busy)))
     if steps.warmup:
         rows.append(("warm-up", f"{fmt_seconds(steps.warmup_cost())} extra"))
     peak_dev = mem.peak_allocated

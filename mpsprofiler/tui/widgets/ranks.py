@@ -19,10 +19,10 @@ from textual.widgets import DataTable, Static
 
 from ...session.summary import rank_rows
 from ...units import fmt_bytes, fmt_pct, fmt_seconds
+from ..chart_series import FROM_ZERO, rank_step_split, rank_wait_series
 from ..messages import ShowRank
 from ..state import RunState
 from .charts import LineChart
-from .plots import FROM_ZERO, rank_step_split, rank_wait_series
 from .quiet import quiet_update
 from .tables import RowTable
 

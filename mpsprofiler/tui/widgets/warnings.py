@@ -114,5 +114,6 @@ def probe_text(session: Session) -> Text | Group:
         return Text("every instrument worked", style="green")
     lines = [Text("switched off after an error (the training was not affected):", style="yellow")]
     for error in session.probe_errors:
-        lines.append(Text(f"  {error.get('instrument') or 'instrument'}: {error.get('message') or ''}"))
+        where = f" (at {str(error['where'])})" if error.get("where") else ""
+        lines.append(Text(f"  {error.get('instrument') or 'instrument'}: {error.get('message') or ''}{where}"))
     return Group(*lines)

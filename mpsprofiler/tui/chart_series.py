@@ -1,4 +1,5 @@
-"""Session -> chart series: what the Overview, Memory and Data panels plot.
+"""Session -> chart series: what the Overview, Memory and Data panels plot, and the
+series type (:class:`Line`) and colours the chart widget draws.
 
 Pure functions (no widgets), so the choices (skip warm-up steps, which memory figures
 share an axis, units) are made once and tested without a terminal.
@@ -6,11 +7,32 @@ share an axis, units) are made once and tested without a terminal.
 
 from __future__ import annotations
 
-from ...session.session import Session
-from .charts import BLUE, CYAN, GREEN, GREY, MAGENTA, ORANGE, RED, Line, YLimits
+from collections.abc import Sequence
+from dataclasses import dataclass
 
-GIB = 1024**3
-MIB = 1024**2
+from ..session.session import Session
+from ..units import chart_bytes_unit
+
+# colours that read well on dark and light themes
+BLUE = (97, 175, 239)
+ORANGE = (229, 152, 75)
+GREEN = (152, 195, 121)
+MAGENTA = (198, 120, 221)
+RED = (224, 108, 117)
+GREY = (150, 150, 150)
+CYAN = (86, 182, 194)
+
+
+YLimits = tuple["float | None", "float | None"]
+
+
+@dataclass
+class Line:
+    label: str
+    values: Sequence[float | None]
+    color: tuple[int, int, int] = BLUE
+    fill: bool = False
+    """An area, stacked on the areas before it (the step chart: data wait, then the rest)."""
 
 
 def step_series(session: Session) -> tuple[list[float], list[Line], str]:
@@ -48,7 +70,7 @@ FROM_ZERO: YLimits = (0.0, None)
 
 
 def _unit(largest: float) -> tuple[float, str]:
-    return (GIB, "GiB") if largest >= GIB else (MIB, "MiB")
+    return chart_bytes_unit(largest)
 
 
 def _scaled(values: list[int | None], scale: float) -> list[float | None]:

@@ -269,7 +269,7 @@ class MpsKernelTable:
 
     Backend-specific kernels (``rules/data/mps_backend_kernels.yaml``) are judged by the
     ops a Mac runs for the same call, not by their own entries: see
-    :mod:`mpsprofiler.ops.backends`.
+    :mod:`mpsprofiler.kernels.backends`.
     """
 
     def __init__(

@@ -1,0 +1,45 @@
+"""Pageable-copy facts: a DataLoader on CUDA yields batches outside pinned memory.
+
+From the probe's ``health`` events of kind ``copies`` (see :mod:`mpsprofiler.probe.copies`):
+the first batches of each loader, their bytes and whether they were pinned, and the
+loader's own ``pin_memory`` (None where the probe could not read one). The loader with
+the most pageable bytes per batch is the one named. Bytes are measured, copy time is not.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...session.session import Session
+from .common import MIB, rounded
+from .registry import analyzer
+
+COPIES_FACTS: tuple[str, ...] = (
+    "pageable_loader", "pageable_share", "pageable_mib_per_batch", "pageable_batches_checked",
+    "pageable_loader_pin_memory",
+)
+
+
+@analyzer("copies", provides=COPIES_FACTS)
+def copies_facts(session: Session) -> dict[str, Any]:
+    best: tuple[int, int, dict[str, Any]] | None = None
+    for number, row in session.health.copies.items():
+        batches = row.get("batches")
+        if not isinstance(batches, int) or batches <= 0:
+            continue
+        per = row.get("bytes_per_batch")
+        pinned = row.get("pinned_bytes_per_batch")
+        pageable_bytes = (per if isinstance(per, int) else 0) - (pinned if isinstance(pinned, int) else 0)
+        if best is None or pageable_bytes > best[0]:
+            best = (pageable_bytes, number, row)
+    if best is None:
+        return {}
+    pageable_bytes, number, row = best
+    pin = row.get("pin_memory")
+    return {
+        "pageable_loader": number,
+        "pageable_share": rounded(int(row.get("pageable_batches") or 0) / int(row["batches"]), 4),
+        "pageable_mib_per_batch": rounded(max(0, pageable_bytes) / MIB, 3),
+        "pageable_batches_checked": int(row["batches"]),
+        "pageable_loader_pin_memory": pin if isinstance(pin, bool) else None,
+    }

@@ -1,0 +1,289 @@
+"""Training health: the first step whose loss is NaN or infinite, and what preceded it.
+
+The loss is the tensor a backward pass starts from (``loss.backward()`` hands it to the
+autograd engine's entry, wrapped in :mod:`.backward`): a scalar floating tensor. Reading
+its value is free on the CPU (the op already ran) and a device sync on CUDA or MPS
+(``Tensor.item`` waits for the queued work). So:
+
+* a loss on the CPU is read at every backward pass (about a microsecond);
+* a loss on an accelerator is read only on the steps the op sampler samples (see
+  :func:`sampling_step`), which pay for their bookkeeping anyway, or without op
+  accounting on a sparse schedule of its own (:func:`fallback_sampled`); other steps are
+  never synchronised. A NaN there is seen at the next sampled step, and the event says so
+  (``checked: "sampled steps"``, with the last step read finite).
+
+What preceded it, gathered once, when the first non-finite loss is seen:
+
+* the learning rate now and at the first step (``param_groups[0]["lr"]``, which
+  schedulers update in place) of the last optimizer that stepped;
+* the gradient norms the script computed with ``torch.nn.utils.clip_grad_norm_`` (its
+  return value, read like the loss: every call on the CPU, on sampled steps elsewhere);
+* whether fp16 autocast was entered (``torch.autocast(dtype=torch.float16)``) and
+  whether a ``GradScaler`` ever scaled a loss: fp16 gradients underflow and overflow
+  without one (https://pytorch.org/docs/stable/amp.html#gradient-scaling);
+* the parameters' dtypes (a model cast with ``.half()``).
+
+Values are read with Python dispatch modes disabled, so the op sampler never counts the
+probe's own read as a sync of the script's line.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import weakref
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from .. import events
+
+GRAD_NORMS_KEPT = 16
+
+
+NO_OPS_EVERY = 256
+"""Without op accounting (``--no-ops``) the steps that count as sampled: 2, 4, 8, ...,
+``NO_OPS_EVERY``, then every ``NO_OPS_EVERY``-th (one loss read, a sync, per 256 steps
+in a long run; the device timer times the two steps after each)."""
+
+
+def fallback_sampled(step: int) -> bool:
+    """Whether ``step`` counts as sampled when no op sampler decides (``--no-ops``)."""
+    if step < 2:
+        return False
+    if step <= NO_OPS_EVERY:
+        return step & (step - 1) == 0
+    return step % NO_OPS_EVERY == 0
+
+
+def sampling_step(ops: Any, step: int | None = None) -> int | None:
+    """The step the op sampler is sampling now, or None: the one sampled-step decision of
+    the probe (``OpAccountant.sampling_step``). Without op accounting (``ops`` None) and
+    given the step in progress, ``step`` where :func:`fallback_sampled` picks it."""
+    if ops is None:
+        return step if step is not None and fallback_sampled(step) else None
+    value = getattr(ops, "sampling_step", None)
+    return value if isinstance(value, int) else None
+
+
+def _read(tensor: Any) -> float | None:
+    """The value of a one-element tensor, unseen by dispatch modes (op sampler)."""
+    import torch
+
+    guard = getattr(torch._C, "_DisableTorchDispatch", None)
+    if guard is None:
+        return float(tensor.detach().item())
+    with guard():
+        return float(tensor.detach().item())
+
+
+def _scalar_loss(outputs: Any) -> Any:
+    """The loss among a backward pass's outputs: one floating tensor of one element."""
+    items = outputs if isinstance(outputs, (tuple, list)) else (outputs,)
+    if len(items) != 1:
+        return None
+    t = items[0]
+    try:
+        if t.numel() != 1 or not t.is_floating_point() or t.device.type == "meta":
+            return None
+    except Exception:
+        return None
+    return t
+
+
+class LossWatch:
+    """Reads losses and gradient norms where it is free (see the module docstring)."""
+
+    def __init__(self, emit: Callable[..., None], step: Callable[[], int],
+                 sampled: Callable[[], bool]) -> None:
+        self._emit = emit
+        self._step = step
+        self._sampled = sampled
+        self.checks = 0
+        self.checked_on: set[str] = set()
+        self.done = False
+        self.last_finite: tuple[int, float] | None = None
+        self.grad_norms: deque[tuple[int, float]] = deque(maxlen=GRAD_NORMS_KEPT)
+        self.fp16_autocast = False
+        self.grad_scaler = False
+        self._optimizer: Any = None
+        self.lr_first: float | None = None
+
+    # -- readings ---------------------------------------------------------------
+    def _readable(self, tensor: Any) -> str | None:
+        """'every step' where reading is free, 'sampled steps' on a sampled step, else None."""
+        if tensor.device.type == "cpu":
+            return "every step"
+        return "sampled steps" if self._sampled() else None
+
+    def on_backward(self, outputs: Any) -> None:
+        """Before a backward pass: check its loss where that costs no sync."""
+        if self.done:
+            return
+        loss = _scalar_loss(outputs)
+        if loss is None:
+            return
+        how = self._readable(loss)
+        if how is None:
+            return
+        value = _read(loss)
+        if value is None:
+            return
+        self.checks += 1
+        self.checked_on.add(how)
+        step = self._step()
+        if math.isfinite(value):
+            self.last_finite = (step, value)
+            return
+        self.done = True
+        self._report(step, value, how)
+
+    def on_grad_norm(self, norm: Any) -> None:
+        """``clip_grad_norm_`` returned ``norm`` (a tensor): keep it where reading is free."""
+        if self.done:
+            return
+        try:
+            if not hasattr(norm, "device") or self._readable(norm) is None:
+                return
+            value = _read(norm)
+        except Exception:
+            return
+        if value is not None:
+            self.grad_norms.append((self._step(), value))
+
+    def on_optimizer(self, optimizer: Any) -> None:
+        """An optimizer stepped: remember it (weakly) for its learning rate."""
+        current = self._optimizer() if self._optimizer is not None else None
+        if current is optimizer:
+            return
+        try:
+            self._optimizer = weakref.ref(optimizer)
+        except TypeError:
+            return
+        if self.lr_first is None:
+            self.lr_first = _lr(optimizer)
+
+    # -- the report ---------------------------------------------------------------
+    def _report(self, step: int, value: float, how: str) -> None:
+        optimizer = self._optimizer() if self._optimizer is not None else None
+        norms = [n for _, n in self.grad_norms]
+        finite = [n for n in norms if math.isfinite(n)]
+        fields: dict[str, Any] = {
+            "what": "loss",
+            "step": step,
+            "value": "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf"),
+            "checked": how,
+            "last_finite_step": self.last_finite[0] if self.last_finite else None,
+            "last_finite_loss": self.last_finite[1] if self.last_finite else None,
+            "lr": _lr(optimizer) if optimizer is not None else None,
+            "lr_first": self.lr_first,
+            "optimizer": type(optimizer).__name__ if optimizer is not None else None,
+            "grad_norm_last": norms[-1] if norms else None,
+            "grad_norm_last_step": self.grad_norms[-1][0] if self.grad_norms else None,
+            "grad_norm_median": sorted(finite[:-1])[len(finite[:-1]) // 2] if len(finite) > 1 else None,
+            "fp16_autocast": self.fp16_autocast,
+            "grad_scaler": self.grad_scaler,
+            "param_dtypes": _param_dtypes(optimizer),
+        }
+        self._emit(events.KIND_HEALTH, **fields)
+
+    def summary(self) -> dict[str, Any]:
+        checked = "every step" if self.checked_on == {"every step"} else (
+            "sampled steps" if self.checked_on else None)
+        return {"what": "loss_checks", "n": self.checks, "checked": checked}
+
+
+def _lr(optimizer: Any) -> float | None:
+    try:
+        lr = optimizer.param_groups[0]["lr"]
+        return float(lr.item() if hasattr(lr, "item") else lr)
+    except Exception:
+        return None
+
+
+def _param_dtypes(optimizer: Any) -> list[str]:
+    try:
+        return sorted({str(p.dtype).replace("torch.", "") for g in optimizer.param_groups for p in g["params"]})
+    except Exception:
+        return []
+
+
+def _restore(owner: Any, name: str, value: Any) -> Callable[[], None]:
+    def undo() -> None:
+        setattr(owner, name, value)
+
+    return undo
+
+
+def install(watch: LossWatch, on_error: Callable[[BaseException], None]) -> Callable[[], None]:
+    """Wrap ``clip_grad_norm_``, ``autocast.__enter__`` and ``GradScaler.scale`` (each a
+    few attribute writes per call) and register an optimizer step post-hook; returns the
+    uninstaller. Each wrapper calls the original first or whatever happens."""
+    import torch
+    import torch.nn.utils as nn_utils
+    import torch.nn.utils.clip_grad as clip_grad
+    from torch.amp import autocast_mode, grad_scaler
+    from torch.optim.optimizer import register_optimizer_step_post_hook
+
+    from .compiling import is_compiling
+
+    undo: list[Callable[[], None]] = []
+    original_clip = clip_grad.clip_grad_norm_
+
+    def clip_grad_norm_(*args: Any, **kwargs: Any) -> Any:
+        norm = original_clip(*args, **kwargs)
+        if not is_compiling():
+            try:
+                watch.on_grad_norm(norm)
+            except Exception as exc:
+                on_error(exc)
+        return norm
+
+    functools.update_wrapper(clip_grad_norm_, original_clip)  # name, doc, signature (__wrapped__)
+    for module in (clip_grad, nn_utils):
+        if getattr(module, "clip_grad_norm_", None) is original_clip:
+            module.clip_grad_norm_ = clip_grad_norm_  # type: ignore[attr-defined]
+            undo.append(_restore(module, "clip_grad_norm_", original_clip))
+
+    autocast = autocast_mode.autocast
+    original_enter: Callable[[Any], Any] = autocast.__enter__
+
+    def __enter__(self: Any) -> Any:
+        try:
+            if getattr(self, "fast_dtype", None) is torch.float16 and getattr(self, "_enabled", False):
+                watch.fp16_autocast = True
+        except Exception:
+            pass
+        return original_enter(self)
+
+    autocast.__enter__ = __enter__  # type: ignore[method-assign]
+    undo.append(_restore(autocast, "__enter__", original_enter))
+
+    scaler = grad_scaler.GradScaler
+    original_scale = scaler.scale
+
+    def scale(self: Any, outputs: Any) -> Any:
+        watch.grad_scaler = True
+        return original_scale(self, outputs)
+
+    scaler.scale = scale  # type: ignore[method-assign]
+    undo.append(_restore(scaler, "scale", original_scale))
+
+    def post_hook(optimizer: Any, args: Any, kwargs: Any) -> None:
+        if is_compiling():
+            return
+        try:
+            watch.on_optimizer(optimizer)
+        except Exception as exc:
+            on_error(exc)
+
+    undo.append(register_optimizer_step_post_hook(post_hook).remove)
+
+    def uninstall() -> None:
+        for fn in reversed(undo):
+            try:
+                fn()
+            except Exception:
+                pass
+
+    return uninstall

@@ -1,0 +1,206 @@
+"""When op accounting samples a step: a budget over all steps, and a census that converges.
+
+A sampled step costs tens of microseconds per op (the dispatch mode, module hooks, stack
+walks), so op accounting samples few steps. Two rules pick them:
+
+* **Budget.** The time sampling added (the sampled steps' excess over the median plain
+  step, the step after each sample, which pays for building the event and, on an
+  accelerator, for the queue the slow host step let run dry, and the leak checks) is held
+  within ``budget`` of the wall time of *all* steps so far, sampled or not. The forced
+  early samples are paid back before sampling resumes.
+* **Convergence.** Each sample's census (its ops, modules, call sites, call counts, first
+  shapes, syncs and float64 sites) is compared with the censuses seen before. Once
+  ``STABLE_SAMPLES`` samples in a row brought nothing new, the loop is known: sampling
+  spends at most ``CONVERGED_SHARE`` of the budget and every further sample at least
+  doubles the interval, so op accounting nearly stops paying. A census never seen before
+  (new module, new shapes, evaluation ops, a recompiled graph) ends convergence, and
+  sampling is back at the full budget.
+
+What is new can only be seen on a sampled step, so between samples two cheap signals
+(one float comparison per step, a median of 64 floats every 64 steps) wake sampling
+early: a step far longer than the median (a recompile, an evaluation pass, a checkpoint)
+and a shift of the median step time (a new module, new shapes). A sample they bring
+that finds a known census changes nothing; woken samples are held to the full budget,
+so a noisy machine cannot make them cost more than that.
+
+:meth:`SampleSchedule.due` is the one sampled-step decision: other instruments that work
+on sampled steps only (device-busy timing) ask it, or the accountant's ``sampling``.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections import deque
+from collections.abc import Hashable, Iterable
+
+from .sample_phase import next_sampled_step
+
+STABLE_SAMPLES = 3
+"""Samples with a census seen before, in a row, after which the loop counts as known."""
+CONVERGED_SHARE = 0.1
+"""Share of the budget sampling may spend once converged."""
+BACKOFF = 2
+"""Once converged, each sample at least multiplies the interval by this."""
+MAX_INTERVAL = 5_000
+MAX_CONVERGED_INTERVAL = 1_000_000
+OUTLIER = 4.0
+"""A step this many times the median plain step (and ``OUTLIER_MIN_S`` longer) wakes sampling."""
+OUTLIER_MIN_S = 0.002
+DRIFT_EVERY = 64
+DRIFT = 0.25
+"""A median step time this far (relative) from the one at convergence wakes sampling."""
+MAX_CENSUSES = 32
+
+
+class SampleSchedule:
+    """Picks sampled steps; fed every step's duration by the op accountant.
+
+    ``wake_above`` and ``record_from`` are read on the accountant's per-step fast path;
+    the rest runs when a sample ends, at a wake, or every ``DRIFT_EVERY`` plain steps."""
+
+    def __init__(self, budget: float, early_steps: Iterable[int], min_interval: int = 4,
+                 every_step: bool = False) -> None:  # fmt: skip
+        self.budget = max(float(budget), 1e-4)
+        self.early = sorted({int(s) for s in early_steps if int(s) >= 0})
+        self.min_interval = max(1, int(min_interval))
+        self.every_step = every_step
+        self.next_sample: float = self.early[0] if self.early else 3
+        self.record_from = 2
+        """Plain steps from here on feed the median (the step after a sample pays for it)."""
+        self.plain: deque[float] = deque(maxlen=64)
+        self.total = 0.0
+        """Seconds of all steps so far."""
+        self.added = 0.0
+        """Estimated seconds sampling added so far (``cost_s`` in the events)."""
+        self.ratios: deque[float] = deque(maxlen=5)
+        self.samples = 0
+        self.interval = self.min_interval
+        self.median = 0.0
+        self.censuses: dict[Hashable, int] = {}
+        self.stable = 0
+        self.converged = False
+        self.wakes = 0
+        self.wake_above = math.inf
+        self._drift_count = 0
+        self._drift_ref = 0.0
+        self._post_step = -1
+        self._post_paid = 0.0
+
+    # -- the decision -------------------------------------------------------------
+    def due(self, next_step: int) -> bool:
+        """Whether the step that begins at this boundary is to be sampled."""
+        return next_step >= self.next_sample
+
+    # -- every step (the accountant's fast path calls these rarely) -------------------
+    def plain_step(self, next_step: int, last: float) -> None:
+        """A step that was not sampled ended (``last`` seconds)."""
+        if next_step == self._post_step:
+            self._post_step = -1
+            if self.median > 0:  # what the step after the sample spent beyond the usual
+                self._charge(max(0.0, last - self.median - self._post_paid))
+            return
+        if next_step <= self.record_from:
+            return
+        self.plain.append(last)
+        self._drift_count += 1
+        if self._drift_count >= DRIFT_EVERY:
+            self._drift_count = 0
+            self._check_drift(next_step)
+
+    def outlier(self, next_step: int, last: float) -> None:
+        """A step longer than ``wake_above`` ended: something new may have run."""
+        if next_step != self._post_step and next_step > self.record_from:
+            self.wake(next_step)
+
+    def wake(self, next_step: int) -> None:
+        """Sample soon: at the first step the full budget allows from ``next_step`` on."""
+        self.wakes += 1
+        earliest = next_step + self._steps_needed(self.budget)
+        if earliest < self.next_sample:
+            self.next_sample = earliest
+
+    def _check_drift(self, next_step: int) -> None:
+        if not self.converged or self._drift_ref <= 0:
+            return
+        recent = statistics.median(list(self.plain)[-DRIFT_EVERY:])
+        if abs(recent - self._drift_ref) > DRIFT * self._drift_ref:
+            self._drift_ref = recent  # one wake per shift
+            self.wake(next_step)
+
+    def extra(self, seconds: float) -> None:
+        """Time spent for op accounting outside a sampled step (leak checks)."""
+        self._charge(max(0.0, seconds))
+
+    def _charge(self, seconds: float) -> None:
+        """Count ``seconds`` against the budget, and against the last sample's ratio: the
+        cost of the next sample is predicted from whole samples (the step after, the leak
+        checks), not from their sampled steps alone."""
+        self.added += seconds
+        if self.ratios and self.median > 0:
+            self.ratios[-1] += seconds / self.median
+
+    # -- when a sample ends -------------------------------------------------------
+    def sampled(self, step: int, host_s: float, finish_cost: float, census: Hashable | None,
+                measurable: bool = True) -> float:  # fmt: skip
+        """Schedule the next sample after ``step``; returns this sample's overhead estimate.
+
+        ``census``: what the sample saw (None: not comparable, e.g. a partial sample);
+        ``measurable``: False for a truncated sample (its host time is not a step's)."""
+        self.samples += 1
+        self.record_from = step + 2
+        self._post_step = step + 2
+        self._post_paid = finish_cost  # counted here already; the next step's excess adds the rest
+        median = self.median = statistics.median(self.plain) if self.plain else 0.0
+        self.wake_above = max(OUTLIER * median, median + OUTLIER_MIN_S) if median > 0 else math.inf
+        if median > 0 and measurable:
+            overhead = max(0.0, host_s - median) + finish_cost
+            self.ratios.append(overhead / median)
+        else:
+            overhead = finish_cost
+        self.added += overhead
+        self._census(census, median)
+        later = [s for s in self.early if s > step]
+        if later:
+            self.next_sample = later[0]
+        elif self.every_step:
+            self.next_sample = step + 1
+        else:  # the interval, spread over the phases of periodic work (see sample_phase)
+            self.next_sample = next_sampled_step(step, self.interval, self.samples)
+        return overhead
+
+    def _census(self, census: Hashable | None, median: float) -> None:
+        """Update convergence and the interval from this sample's census."""
+        known = census is not None and census in self.censuses
+        if census is not None:
+            if known:
+                self.censuses[census] += 1
+            elif len(self.censuses) < MAX_CENSUSES:
+                self.censuses[census] = 1
+        was = self.converged
+        self.stable = self.stable + 1 if known else 0
+        self.converged = known and (was or self.stable >= STABLE_SAMPLES - 1)
+        if self.converged and not was:
+            self._drift_ref = median
+            self._drift_count = 0
+        need = self._steps_needed(self.budget * (CONVERGED_SHARE if self.converged else 1.0))
+        if self.converged:
+            grown = self.interval * BACKOFF if was else self.interval
+            self.interval = min(MAX_CONVERGED_INTERVAL, max(self.min_interval, need, grown, self.samples))
+        else:
+            self.interval = min(MAX_INTERVAL, max(self.min_interval, need, self.samples))
+
+    def _steps_needed(self, budget: float) -> int:
+        """Steps to wait before one more sample keeps ``added`` within ``budget`` of all steps."""
+        median = self.median
+        if not self.ratios or median <= 0:
+            return self.min_interval
+        ratios = sorted(self.ratios)
+        ratio = ratios[(len(ratios) - 1) // 2]  # lower median: the first sample pays one-time costs
+        need_time = (self.added + ratio * median) / budget - self.total
+        return math.ceil(need_time / median) if need_time > 0 else 0
+
+    def cost(self) -> dict[str, float | int | bool]:
+        """What op accounting cost so far, for the events (``cost_s`` over ``steps_s``)."""
+        return {"cost_s": round(self.added, 6), "steps_s": round(self.total, 6), "converged": self.converged,
+                "wakes": self.wakes}  # fmt: skip

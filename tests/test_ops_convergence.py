@@ -1,0 +1,189 @@
+"""Op accounting that converges: once the census of ops per step stops changing, sampling
+nearly stops; something new (a module, a step-time shift, an outlier step) wakes it.
+
+Step durations are fed by hand (a fake clock): no timed assertion depends on this machine.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+
+from mpsprofiler.probe.ops import OpAccountant
+from mpsprofiler.probe.ops_schedule import CONVERGED_SHARE, STABLE_SAMPLES, SampleSchedule
+
+
+def _drive(sched: SampleSchedule, steps: range, base: float, extra: float,
+           census: Any = "same") -> list[int]:  # fmt: skip
+    """Run ``steps`` through the schedule as the accountant does; a sampled step lasts
+    ``base + extra`` and reports ``census`` (a callable of the step, or a constant)."""
+    sampled: list[int] = []
+    active: int | None = None
+    for step in steps:
+        if active is not None:  # the sampled step ends at this boundary
+            sched.total += base + extra
+            sched.sampled(active, base + extra, 0.0, census(active) if callable(census) else census)
+            active = None
+        elif step:
+            sched.total += base
+            if base > sched.wake_above:
+                sched.outlier(step, base)
+            sched.plain_step(step, base)
+        if sched.due(step):
+            active = step
+            sampled.append(step)
+    return sampled
+
+
+def test_a_stable_census_makes_sampling_nearly_stop_and_stays_in_budget() -> None:
+    converging = SampleSchedule(0.005, (3, 5))
+    sampled = _drive(converging, range(60_000), 0.005, 0.010)
+    changing = SampleSchedule(0.005, (3, 5))
+    every_census_new = _drive(changing, range(60_000), 0.005, 0.010, census=lambda s: s)
+    assert sampled[:2] == [3, 5]
+    assert converging.converged and converging.stable >= STABLE_SAMPLES - 1
+    assert not changing.converged
+    # a census that never repeats keeps the full budget; a stable one backs off
+    assert len(sampled) * 4 < len(every_census_new), (len(sampled), len(every_census_new))
+    late = [s for s in sampled if s >= 30_000]
+    assert len(late) <= 2, late  # the interval at least doubles per sample once converged
+    # the budget holds over all steps (the forced early samples paid back by step ~600)
+    assert changing.added / changing.total <= 0.005 + 1e-9
+    assert converging.added / converging.total <= 0.005 * CONVERGED_SHARE * 2
+
+
+def test_a_new_census_resumes_sampling_at_the_full_budget() -> None:
+    sched = SampleSchedule(0.005, (3, 5))
+    _drive(sched, range(50_000), 0.005, 0.010)
+    assert sched.converged
+    slow_interval = sched.interval
+    sched.sampled(50_000, 0.015, 0.0, "a new module appeared")
+    assert not sched.converged and sched.stable == 0
+    assert sched.interval < slow_interval
+    # the interval, lengthened by at most 9 steps to spread the phases (probe/sample_phase.py)
+    assert 50_000 + sched.interval <= sched.next_sample <= 50_000 + sched.interval + 9
+
+
+def test_an_outlier_step_wakes_sampling_and_a_known_census_keeps_convergence() -> None:
+    sched = SampleSchedule(0.005, (3, 5))
+    _drive(sched, range(20_000), 0.005, 0.010)
+    assert sched.converged and sched.next_sample > 20_010
+    sched.total += 0.5
+    assert 0.5 > sched.wake_above  # an evaluation pass or a recompile inside one step
+    sched.outlier(20_001, 0.5)
+    assert sched.due(20_001) and sched.wakes == 1
+    sched.sampled(20_001, 0.015, 0.0, "same")
+    assert sched.converged  # nothing new: convergence stands
+
+
+def test_a_shift_in_step_time_wakes_sampling() -> None:
+    sched = SampleSchedule(0.005, (3, 5))
+    _drive(sched, range(20_000), 0.005, 0.010)
+    assert sched.converged
+    before = sched.next_sample
+    for step in range(20_000, 20_200):  # the model grew a module: steps 40% longer
+        sched.total += 0.007
+        sched.plain_step(step, 0.007)
+        if sched.due(step):
+            break
+    assert sched.wakes == 1 and sched.next_sample < before
+
+
+def test_accountant_converges_on_a_real_model_and_resumes_on_a_new_module() -> None:
+    """The real OpAccountant and dispatch mode on a tiny model; durations fed by hand
+    (5 ms steps, 10 ms more when sampled; a 10% budget keeps the run short). After the census is stable the model gains a
+    module; the step-time shift wakes sampling and the new census ends convergence."""
+    events: list[dict[str, Any]] = []
+    acct = OpAccountant(lambda kind, **f: events.append(f) if kind == "ops" else None, budget=0.1, device_kind="cpu")
+    torch.manual_seed(0)
+    body, extra = nn.Linear(8, 8), nn.Linear(8, 8)
+    opt = torch.optim.SGD([*body.parameters(), *extra.parameters()], lr=0.01)
+    x = torch.randn(4, 8)
+
+    def run(steps: range, grown: bool, base: float) -> list[int]:
+        sampled = []
+        for step in steps:
+            last = None if step == 0 else base + (0.010 if acct.sampling_step == step - 1 else 0.0)
+            acct.on_step_boundary(step, last)
+            if acct.sampling_step == step:
+                sampled.append(step)
+            y = body(x)
+            if grown:
+                y = extra(y)
+            opt.zero_grad()
+            y.sum().backward()
+            opt.step()
+        return sampled
+
+    first = run(range(800), grown=False, base=0.005)
+    assert first[:2] == [3, 5] and acct.schedule.converged
+    assert len([s for s in first if s >= 300]) <= 1, first
+    later = run(range(800, 1000), grown=True, base=0.007)
+    acct.close()
+    assert later, "the step-time shift woke sampling"
+    assert not acct.schedule.converged or acct.schedule.stable >= STABLE_SAMPLES - 1
+    assert any(e["converged"] is False and e["step"] >= 800 for e in events), "the new module ended convergence"
+    assert all("cost_s" in e and e["cost_s"] <= e["steps_s"] for e in events)
+    def addmm(e: dict[str, Any]) -> int:
+        return sum(op["calls"] for op in e["ops"] if op["op"] == "aten::addmm.default")
+
+    assert addmm(events[-1]) == 2 * addmm(events[0])  # the new module's ops were counted
+
+
+def test_the_cost_of_op_accounting_is_a_fact_and_a_report_line() -> None:
+    """The events' running cost reaches the session, the ``ops_cost_share`` fact (against
+    the training time of all steps) and the report's op-accounting sentence."""
+    from types import SimpleNamespace
+
+    from mpsprofiler.diagnosis.analyzers.ops import ops_facts
+    from mpsprofiler.report.ops_tables import ops_headline
+    from mpsprofiler.session.ops import OpStats
+
+    stats = OpStats()
+    for step, cost, converged in ((3, 0.010, False), (5, 0.018, False), (900, 0.025, True)):
+        stats.feed({"step": step, "host_s": 0.02, "overhead_s": 0.01, "interval": 100, "ops": [],
+                    "cost_s": cost, "steps_s": step * 0.005, "converged": converged})  # fmt: skip
+    facts = ops_facts(stats, "cpu", training_s=10.0)
+    assert facts["ops_cost_s"] == 0.025 and facts["ops_converged"] is True
+    assert abs(facts["ops_cost_share"] - 0.0025) < 1e-12
+    session = SimpleNamespace(steps=SimpleNamespace(total_dur=10.0))
+    line = ops_headline(session, stats.to_dict(predict=False))  # type: ignore[arg-type]
+    assert "op accounting cost 25 ms in all, 0.25% of the training time" in line, line
+    assert "sampling backed off" in line
+
+
+def test_a_tensor_kept_on_one_sampled_step_holds_convergence_off_until_a_second_says() -> None:
+    """Convergence must not starve the leak tracker: a tensor of a sampled step that survives
+    a check but was seen on one sampled step only (``LeakTracker.unsettled``) leaves the
+    sample's census out, so sampling goes on at the full budget until a second sampled step
+    that keeps one shows the pile (a script keeping a tensor every 5th step)."""
+
+    leaks: list[dict[str, Any]] = []
+
+    def run(keep: bool) -> list[int]:
+        acct = OpAccountant(lambda kind, **fields: leaks.append(fields) if kind == "leaks" else None, budget=0.02)
+        kept: list[torch.Tensor] = []
+        x = torch.ones(64, 64)
+        last: float | None = None
+        sampled: list[int] = []
+        for step in range(6000):
+            acct.on_step_boundary(step, last)
+            is_sampled = acct.sampling_step == step
+            if is_sampled:
+                sampled.append(step)
+            feats = x * 2.0
+            if keep and step % 5 == 0:
+                kept.append(feats)
+            last = 0.005 + (0.010 if is_sampled else 0.0)
+        acct.close()
+        return sampled
+
+    clean = run(False)
+    leaks.clear()
+    leaking = run(True)
+    assert len(leaking) > len(clean), (clean, leaking)
+    # two sampled steps kept a tensor, so the tracker saw the pile on two steps
+    assert len([s for s in leaking if s % 5 == 0]) >= 2, leaking
+    assert any(len(site["steps"]) >= 2 for event in leaks for site in event.get("sites", [])), leaks
