@@ -20,14 +20,17 @@ deep, the recursion limit reads python's and the usable depth is python's, a
   script's globals or in builtins) closes the probe or reports an uncaught exception the
   way python does (our frames trimmed, the crash recorded).
 
-A script that does not compile or warns while compiling (a ``SyntaxWarning`` is the
-child's to print), a module (``-m``), a directory or zip file take the start program
-instead (:func:`start_program`), which keeps one frame below the script.
+The script's own compile-time warnings (``SyntaxWarning``, ``DeprecationWarning``) are
+said by the prelude, through the child's warning filters, as python says them compiling
+the script. A script that does not compile, a module (``-m``), a directory or zip file
+take the start program instead (:func:`start_program`), which keeps one frame below the
+script.
 """
 
 from __future__ import annotations
 
 import ast
+import builtins
 import importlib.util
 import os
 import shutil
@@ -39,6 +42,11 @@ from typing import TypeVar
 _PRELUDE = """
 import sys
 startup = set(sys.modules)
+if WARNINGS:  # what python prints compiling the script, before its first line, as it would
+    import builtins
+    import warnings
+    for category, message, filename, lineno in WARNINGS:
+        warnings.warn_explicit(message, getattr(builtins, category), filename, lineno)
 if not KEEP:  # python has read the whole file: nothing is left behind, even if mpsprof dies
     try:
         import os
@@ -178,11 +186,21 @@ def compile_script(script: str, cwd: str | None, env: dict[str, str], keep: bool
         filename = script if os.path.isabs(script) else os.path.join(where, script)
         with warnings.catch_warnings(record=True) as said:
             warnings.simplefilter("always")
-            tree = _wrap(ast.parse(source, filename), prelude)
+            tree = ast.parse(source, filename)
             code = compile(tree, filename, "exec", dont_inherit=True, optimize=_optimize(env))
-        if said:  # a SyntaxWarning is the child's to print, when python compiles it there
+        # the script's compile-time warnings (an invalid escape sequence, `is` with a
+        # literal): python compiles it in the child and prints them there, through the
+        # child's warning filters; the compiled file's prelude says them the same way
+        # (warnings.warn_explicit with no module: named from the file, as the compiler's
+        # PyErr_WarnExplicitObject call is)
+        found = [(w.category.__name__, str(w.message), w.filename, w.lineno) for w in said if w.filename == filename]
+        if any(not isinstance(getattr(builtins, c, None), type) for c, *_ in found):
             shutil.rmtree(folder, ignore_errors=True)
-            return None
+            return None  # a category that is no builtin: the start program runs it
+        prelude = f"WARNINGS = {found!r}\n" + prelude
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # said once already, above
+            code = compile(_wrap(tree, prelude), filename, "exec", dont_inherit=True, optimize=_optimize(env))
         data = importlib._bootstrap_external._code_to_hash_pyc(  # type: ignore[attr-defined]
             code, importlib.util.source_hash(source), checked=False)
         with open(compiled, "wb") as out:
