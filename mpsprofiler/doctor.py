@@ -29,7 +29,7 @@ from .devices.mps_rules import (
 )
 from .environment import mps_min_macos_for
 from .events.payloads import EnvFields
-from .units import console_text, text_console
+from .units import console_text, plural, text_console
 
 STATUSES = ("ok", "warn", "fail", "info")
 _RANK = {"info": 0, "ok": 1, "warn": 2, "fail": 3}
@@ -399,7 +399,7 @@ def check_threads(env: EnvFields) -> Check:
     cores = physical or _count(logical)  # the rule's count: physical cores, logical where unknown
     on = (f"{physical} physical / {logical or '?'} logical cores" if physical
           else f"{logical or '?'} logical cores")
-    detail = f"torch uses {threads} intra-op threads{setting} on {on}."
+    detail = f"torch uses {plural(threads, 'intra-op thread')}{setting} on {on}."
     extra: dict[str, Any] = env  # type: ignore[assignment]  # doctor-only keys beside the EnvFields
     if isinstance(threads, int) and cores:
         others = max(0.0, _number(extra.get("others_busy_cores")) or 0.0)
