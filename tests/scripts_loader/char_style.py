@@ -1,5 +1,6 @@
 """A character-level model on a makemore-style loader (karpathy/makemore's CharDataset):
-each sample is a word encoded in Python into an input and a target tensor, 64 per batch,
+each sample is a word encoded in Python into an input and a target tensor, 32 per batch
+(makemore's own batch size),
 with num_workers=0. The batches are cheap to build, but about as cheap as taking one in
 from a worker process would be: the trigger of the dataloader-handoff rule.
 
@@ -45,7 +46,7 @@ class CharDataset(Dataset):
 model = nn.Sequential(nn.Embedding(27, args.width), nn.Linear(args.width, args.width), nn.ReLU(),
                       nn.Linear(args.width, 27))
 opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-loader = DataLoader(CharDataset(), batch_size=64, shuffle=True, num_workers=args.num_workers)
+loader = DataLoader(CharDataset(), batch_size=32, shuffle=True, num_workers=args.num_workers)
 step = 0
 t0 = time.perf_counter()
 while step < args.steps:
