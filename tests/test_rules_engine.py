@@ -392,6 +392,8 @@ def test_tracker_drops_a_provisional_finding_that_no_longer_fires() -> None:
     assert not shown["dataloader-stall"].provisional  # confirmed now, so it stays from here on
 
 
+@pytest.mark.slow
+@pytest.mark.serial  # a timed bound: beside other tests on 2 cores it measured 3 ms (CI, 2026-12-04)
 def test_evaluation_is_cheap() -> None:
     ruleset = RuleSet(list(load_rules([VALID])) * 10)  # 30 rules, all firing
     evaluate(ruleset, FACTS, "mps")
