@@ -167,13 +167,18 @@ class DeviceTimer:
         and a backlog still draining at its whole length."""
         return self.cost_s + self._backlog + sum(float(p["asked"]) + float(p["launch_s"]) for p in self._pending)
 
+    def _median(self) -> float | None:
+        """The median of the recent plain steps (neither timed nor op-sampled), or None."""
+        return sorted(self._durations)[len(self._durations) // 2] if self._durations else None
+
     def _drain(self, last: float, sampled: bool) -> None:
         """A step while a hold's backlog drains: what it ran past the median step is what
         the backlog cost (the host waited for it at a sync); once the idle device has had
         the time to work the backlog off, the rest cost nothing. An op-sampled step runs
         long for its own reason (its dispatch mode; op accounting counts that): it drains
         the backlog and is charged nothing here."""
-        median = sorted(self._durations)[len(self._durations) // 2] if self._durations else last
+        median = self._median()
+        median = last if median is None else median
         charge = 0.0 if sampled else min(self._backlog, max(0.0, last - median))
         self.cost_s += charge
         self._backlog -= charge
@@ -197,7 +202,7 @@ class DeviceTimer:
 
     def _hold(self, armed: dict[str, Any]) -> bool:
         backend = armed["backend"]
-        median = sorted(self._durations)[len(self._durations) // 2]
+        median = self._median() or 0.0  # _arm arms only with durations, so never None here
         base = HOLD_HOST * self._last_host if self._last_host else HOLD_STEPS * median
         want = min(MAX_HOLD_S, max(MIN_HOLD_S, base * self._hold_factor))
         t = self._clock()
@@ -253,7 +258,7 @@ class DeviceTimer:
             self.samples += 1
             self._invalid_run = 0
             self._last_host = host_s
-            median = sorted(self._durations)[len(self._durations) // 2] if self._durations else None
+            median = self._median()
             if median and busy_s >= BUSY_SHARE * median:
                 self._busy_readings += 1
             # what the hold and the step's work ran past the host's time for a step (a
