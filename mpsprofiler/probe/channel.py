@@ -27,6 +27,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..events.payloads import ByeFields
+from . import fdguard
 
 MAX_BUFFERED_BYTES = 16 * 1024 * 1024
 """Past this the parent is not reading: drop rather than grow the training's memory."""
@@ -41,6 +42,7 @@ class Channel:
         self._fd = fd
         self._spill_path = spill_path
         self._spill: Any = None
+        self._spill_identity: tuple[int, int] | None = None
         self.spilling = False
         self.spill_reason = ""
         self.lost_reason = ""
@@ -107,27 +109,32 @@ class Channel:
                     break
             if not self._pending:
                 return not self._buf
-            if _identity(self._fd) != self._identity:
-                # the script closed our descriptor (os.closerange) and the number now
-                # names one of its own files: never write there
-                self._fd = -1
-                self._lost("the script closed mpsprof's event channel")
-                return not self.spilling or self._spill_all()
-            try:
-                written = os.write(self._fd, self._pending)
-                self._pending = self._pending[written:]
-            except BlockingIOError:
-                if self._buffered > SPILL_AT and self._start_spill("the profiler's reader fell behind"):
-                    return self._spill_all()
-            except OSError as exc:
-                # EPIPE: the parent is gone (nobody to read a spill either). Anything else:
-                # the channel is unusable; a spill file may still reach the parent.
-                if isinstance(exc, BrokenPipeError):
-                    self._drop_all()
-                    self.closed = True
-                else:
-                    self._lost(f"the event channel failed ({exc.strerror or exc})")
-            return not self._pending and not self._buf
+            with fdguard.held():  # the script cannot close and reuse the number meanwhile
+                return self._write_pending()
+
+    def _write_pending(self) -> bool:
+        """One write of what is pending to the pipe, if the descriptor is still ours."""
+        if _identity(self._fd) != self._identity:
+            # the script closed our descriptor (os.closerange) and the number now
+            # names one of its own files: never write there
+            self._fd = -1
+            self._lost("the script closed mpsprof's event channel")
+            return not self.spilling or self._spill_all()
+        try:
+            written = os.write(self._fd, self._pending)
+            self._pending = self._pending[written:]
+        except BlockingIOError:
+            if self._buffered > SPILL_AT and self._start_spill("the profiler's reader fell behind"):
+                return self._spill_all()
+        except OSError as exc:
+            # EPIPE: the parent is gone (nobody to read a spill either). Anything else:
+            # the channel is unusable; a spill file may still reach the parent.
+            if isinstance(exc, BrokenPipeError):
+                self._drop_all()
+                self.closed = True
+            else:
+                self._lost(f"the event channel failed ({exc.strerror or exc})")
+        return not self._pending and not self._buf
 
     def _lost(self, reason: str) -> None:
         """The pipe is gone but the parent may be alive: spill, or drop and count."""
@@ -149,6 +156,7 @@ class Channel:
             self._spill_path = None
             return False
         self._spill = fd
+        self._spill_identity = _identity(fd)
         self.spilling = True
         self.spill_reason = reason
         return True
@@ -161,8 +169,11 @@ class Channel:
         self._buf.clear()
         self._buffered = 0
         try:
-            while data:
-                data = data[os.write(self._spill, data):]
+            with fdguard.held():
+                if _identity(self._spill) != self._spill_identity:
+                    raise OSError("the script closed the spill file")
+                while data:
+                    data = data[os.write(self._spill, data):]
         except OSError:  # a full disk: what is left is lost, and counted
             self.dropped += lines
             self.spilling = False
@@ -208,26 +219,33 @@ class Channel:
                     self._send_last(last(self.take_note()))
                 except Exception:
                     pass
-        was_ours = self._fd >= 0 and _identity(self._fd) == self._identity
-        self.closed = True
-        for fd in (self._fd if was_ours else None, self._spill):
-            if fd is not None:
-                try:
-                    os.close(fd)
-                except OSError:
-                    pass
-        self._spill = None
+        with fdguard.held():
+            was_ours = self._fd >= 0 and _identity(self._fd) == self._identity
+            spill_ours = self._spill is not None and _identity(self._spill) == self._spill_identity
+            self.closed = True
+            for fd in (self._fd if was_ours else None, self._spill if spill_ours else None):
+                if fd is not None:
+                    try:
+                        os.close(fd)
+                    except OSError:
+                        pass
+            self._spill = None
 
     def _send_last(self, line: bytes) -> None:
         """The closing note: to the spill file if one is in use, else one try at the pipe."""
         try:
-            if self._spill is not None and self.spilling:
-                os.write(self._spill, line)
-            elif not self.closed and not self._pending and self._fd >= 0 and _identity(self._fd) == self._identity:
-                if os.write(self._fd, line) < len(line) and self._start_spill("the pipe was full at exit"):
-                    os.write(self._spill, b"\n" + line)  # the pipe's part ends as a bad line
+            with fdguard.held():
+                self._send_last_now(line)
         except OSError:
             pass
+
+    def _send_last_now(self, line: bytes) -> None:
+        if self._spill is not None and self.spilling:
+            if _identity(self._spill) == self._spill_identity:
+                os.write(self._spill, line)
+        elif not self.closed and not self._pending and self._fd >= 0 and _identity(self._fd) == self._identity:
+            if os.write(self._fd, line) < len(line) and self._start_spill("the pipe was full at exit"):
+                os.write(self._spill, b"\n" + line)  # the pipe's part ends as a bad line
 
     def take_note(self) -> ByeFields | None:
         """What went wrong with the channel so far, for the last event (or None)."""

@@ -18,6 +18,8 @@ import os
 import threading
 import time
 
+from . import fdguard
+
 SCHEDSTAT = "/proc/thread-self/schedstat"
 
 
@@ -44,9 +46,14 @@ class ThreadClock:
             except OSError:
                 self._runq_ok = False
                 return None
+            fdguard.own(self._fd)
             self._owner = ident
         if ident != self._owner or os.getpid() != self._pid:
             return None  # another thread (or a forked child) reads a different clock
+        if not fdguard.still_ours(self._fd):
+            self._fd = None  # the script closed it (os.closerange): the number is not ours
+            self._runq_ok = False
+            return None
         try:
             fields = os.pread(self._fd, 128, 0).split()
             return int(fields[1]) / 1e9
@@ -56,8 +63,11 @@ class ThreadClock:
 
     def close(self) -> None:
         if self._fd is not None and os.getpid() == self._pid:
-            try:
-                os.close(self._fd)
-            except OSError:
-                pass
+            with fdguard.held():
+                if fdguard.still_ours(self._fd):
+                    fdguard.disown(self._fd)
+                    try:
+                        os.close(self._fd)
+                    except OSError:
+                        pass
         self._fd = None

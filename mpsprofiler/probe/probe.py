@@ -19,7 +19,7 @@ from ..devices import DeviceBackend, backend_for
 from ..devices.cpu import CpuBackend
 from ..events.payloads import ByeFields, ExceptionFields, Frame, HelloFields, ModelFields
 from ..redact import TEXT_KINDS, redact_env, scrub_fields
-from . import loader_sites
+from . import fdguard, loader_sites
 from .channel import Channel
 from .failure_site import failure_fields
 from .import_watch import ImportWatcher
@@ -117,6 +117,12 @@ class Probe:
             "version": _version(),
         }
         self.emit(events.KIND_HELLO, **hello)
+        try:
+            # before any probe thread opens a file: the script's os.close/closerange must
+            # never close one of ours and then see its own file closed by us (fdguard.py)
+            self._uninstallers.append(fdguard.install())
+        except Exception:
+            pass
         if self.channel is not None:
             self.channel.on_flush(self._drain_steps)
         self._guarded("env", lambda: self._emit_environment(with_torch=False))

@@ -26,7 +26,7 @@ from typing import Any
 from .. import events
 from ..devices import DeviceBackend
 from ..events.payloads import MemFields
-from . import others
+from . import fdguard, others
 
 FAST_INTERVAL = 0.5
 SLOW_INTERVAL = 2.0
@@ -99,6 +99,19 @@ class MemorySampler:
         return procs
 
     def sample(self) -> None:
+        # every /proc file this reads is opened and closed under the descriptor lock: the
+        # script's os.closerange() waits for it, so our close never hits its file
+        with fdguard.held():
+            fields = self._read_processes()
+        try:
+            figures = self._backend_fn().memory()
+        except Exception:
+            figures = None
+        if figures is not None:
+            fields["device"] = figures.as_dict()
+        self._emit(events.KIND_MEM, **fields)
+
+    def _read_processes(self) -> MemFields:
         ps = self._psutil
         rss = 0
         rss_children = 0
@@ -156,13 +169,7 @@ class MemorySampler:
                 fields["others"] = others.largest_others(ps, {p.pid for p in procs} | {self._proc.pid})
             except Exception:
                 pass  # a note for the diagnosis only: never a fault of the sampler
-        try:
-            figures = self._backend_fn().memory()
-        except Exception:
-            figures = None
-        if figures is not None:
-            fields["device"] = figures.as_dict()
-        self._emit(events.KIND_MEM, **fields)
+        return fields
 
     def _forget_gone(self, alive: set[int]) -> None:
         """Fold the last readings of exited children into the running totals."""
