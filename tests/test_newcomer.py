@@ -141,6 +141,10 @@ def test_a_script_that_dies_before_its_first_step_is_a_crash_finding(kind: str, 
     assert app.results is not None
     summary = render_console(app.results.summary, app.results.findings)
     assert f"crash       {line}" in summary  # the very line headless prints
+    # and the console counts the findings as the TUI does: the crash is one, not "none"
+    assert "findings    none" not in summary
+    assert f"findings ({len(app.state.findings)}):" in summary
+    assert f"[CRIT] {app.state.findings[0].title}  (crash)" in summary
 
 
 def test_a_stop_by_the_user_is_stopped_at_step_n_not_a_crash() -> None:

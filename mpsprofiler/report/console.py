@@ -75,9 +75,13 @@ def render_console(summary: dict[str, Any], findings: Iterable[Any] = (), run_di
     elif crash:
         lines.append(f"crash       {crash_line(crash)}")
     findings = list(findings)
-    if findings:
+    crashed = crash and summary.get("status") == "crashed"
+    own_crash = crashed and not any(_rule_of(f) == "crash" or _rule_of(f).endswith("-crash") for f in findings)
+    if findings or own_crash:
         lines.append("")
-        lines.append(f"findings ({len(findings)}):")
+        lines.append(f"findings ({len(findings) + (1 if own_crash else 0)}):")
+        if own_crash:  # as the TUI lists it (tui/crash.py): a crash no rule explains is a finding
+            lines.append(f"  [{SEVERITY_MARK['critical']}] {crash_title(crash, steps.get('count'))}  (crash)")
         for f in findings:
             d = f if isinstance(f, dict) else f.to_dict()
             mark = SEVERITY_MARK.get(d.get("severity", "info"), d.get("severity", ""))
@@ -116,6 +120,18 @@ def crash_line(crash: dict[str, Any]) -> str:
     where = traced_frame(message) or _section(crash, "where")
     loc = f" at {where.get('file')}:{where.get('line')}" if where else ""
     return f"{crash.get('type')}: {excerpt(message)}{loc}"
+
+
+def crash_title(crash: dict[str, Any], steps: Any) -> str:
+    """``Crashed before its first step: <crash_line>``: the crash finding's title, in the
+    summary and the TUI alike."""
+    when = f"at step {steps}" if isinstance(steps, int) and steps > 0 else "before its first step"
+    return f"Crashed {when}: {crash_line(crash)}"
+
+
+def _rule_of(finding: Any) -> str:
+    rule = finding.get("rule") if isinstance(finding, dict) else getattr(finding, "rule", "")
+    return str(rule or "")
 
 
 def stopped_text(steps: Any) -> str:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..diagnosis.findings import Finding
-from ..report.console import crash_line
+from ..report.console import crash_line, crash_title
 from ..report.markdown import code, escape, fenced
 from ..session.session import Session
 from .panels import PANEL_KEYS
@@ -30,14 +30,14 @@ def crash_finding(session: Session, findings: Sequence[Finding]) -> Finding | No
     if any(f.rule == RULE or f.rule.endswith("-crash") for f in findings):
         return None
     where = crash.user_frame
-    line = crash_line({"type": crash.type, "message": crash.message, "where": where})
+    as_dict = {"type": crash.type, "message": crash.message, "where": where}
+    line = crash_line(as_dict)
     steps = session.steps.count
-    when = "before its first step" if not steps else f"at step {steps}"
     place = f" at {code(str(where.get('file')) + ':' + str(where.get('line')))}" if where else ""
     source = f"\n\n{fenced(str(where.get('code')), 'python')}" if where and where.get("code") else ""
     return Finding(
         rule=RULE, severity="critical",
-        title=f"Crashed {when}: {line}",
+        title=crash_title(as_dict, steps),
         evidence=f"{escape(line)}{source}",
         fix=f"Fix the {escape(crash.type)}{place} and run again; the whole traceback is in the Log panel "
             f"({PANEL_KEYS['log']}) and the Warnings panel ({PANEL_KEYS['warnings']}).",
