@@ -169,6 +169,8 @@ def test_another_cpu_heavy_program_is_found_and_torch_gets_fewer_threads(tmp_pat
         spin.wait()
     f = _finding(summary, "other-programs-busy")
     assert f["facts"]["others_busy_cores"] >= 0.5, f["facts"]
+    # "ran 1 intra-op thread;" or "ran 2 intra-op threads;", never "1 intra-op threads"
+    assert re.search(r"ran (1 intra-op thread|(?!1 )\d+ intra-op threads);", " ".join(f["evidence"].split())), f["evidence"]
     # the launcher names who took the cores, busiest first, as `top` shows it (percent of a
     # core); the spinner by its script whenever it took more than the last one named (on a
     # quiet machine it is the first: CI; on a shared one others may take more)

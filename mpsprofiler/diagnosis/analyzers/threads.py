@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...session.session import Session
+from ...units import plural
 from . import loader_profile
 from .common import num, rounded, training_loader
 from .registry import analyzer
@@ -29,7 +30,7 @@ from .source_edit import read_tree, rewrite_call, short_path
 THREAD_FACTS: tuple[str, ...] = (
     "busy_threads", "cores", "cores_free", "others_busy_cores", "others_busy_share", "others_top", "others_top_text", "others_window_s", "max_workers_for_cores", "omp_num_threads", "suggested_torch_threads",
     "thread_fix_code", "thread_fix_where", "thread_oversubscription", "thread_set_place", "thread_workers_text",
-    "torch_threads", "workers_busy_cores",
+    "torch_threads", "torch_threads_text", "workers_busy_cores",
 )
 """Every fact the ``threads`` analyzer may return (declared: no other analyzer may provide one)."""
 
@@ -75,6 +76,8 @@ def thread_facts(session: Session) -> dict[str, Any]:
     workers = _workers(session)
     facts: dict[str, Any] = {
         "torch_threads": int(threads) if threads else None,
+        # "1 intra-op thread", "4 intra-op threads": the rule's sentences read right either way
+        "torch_threads_text": plural(int(threads), "intra-op thread") if threads else None,
         "cores": int(cores) if cores else None,
         "omp_num_threads": env.get("omp_num_threads"),
     }
