@@ -203,11 +203,12 @@ def test_no_import_cycle_between_modules() -> None:
     """Not only parts: no two modules of mpsprofiler may import each other, directly or around
     a circle, however lazily (a function-level import still ties the two together)."""
     graph = module_graph()
-    assert "mpsprofiler.diagnosis.conditions" in graph["mpsprofiler.diagnosis.rules"]
+    assert "mpsprofiler.diagnosis.conditions" in graph["mpsprofiler.diagnosis.rule_check"]
     cycles = module_cycles(graph)
     assert not cycles, "module import cycles: " + "; ".join(" <-> ".join(c) for c in cycles)
 
 
+@pytest.mark.slow
 def test_profiled_script_never_imports_the_ui_stack(tmp_path: Path) -> None:
     """The probe runs inside the training process: textual, rich and yaml stay out of it."""
     script = tmp_path / "which.py"

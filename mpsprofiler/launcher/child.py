@@ -3,7 +3,7 @@
 The child is the same interpreter running the script compiled to start the probe itself
 (start_code.py), or :mod:`mpsprofiler.probe.boot` through a start program. Its events come
 back over a private pipe (an inherited fd: nothing is listening on any port), which a
-reader thread decodes, records and hands to ``on_events`` in batches. The child's
+reader thread (:mod:`.reader`) decodes, records and hands to ``on_events`` in batches. The child's
 stdin/stdout/stderr are the parent's own in headless mode (output passes through
 untouched, and a dead parent cannot block it); in TUI mode stdout and stderr are a pipe
 that :class:`~.output.OutputRelay` copies to ``RUN_DIR/output.log`` and to the view (a
@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import select
-import shutil
 import signal
 import subprocess
 import sys
@@ -37,13 +35,12 @@ from .group import holder_or_none, inherited_fds, leader_kwargs, pgid_of
 from .options import ProbeOptions
 from .others import OtherPrograms
 from .output import OutputRelay
+from .reader import EventReader
 from .recorder import Recorder
 from .signals import JOB_SIGNALS, TERMINAL_SIGNALS, forwardable
 from .start_code import compile_script, remove_compiled, start_program
 
 EventSink = Callable[[list[events.Event]], None]
-MAX_LINE_BYTES = 8 * 1024 * 1024
-"""A line longer than this is no event of the probe's: dropped (and counted) unread."""
 
 
 @dataclass
@@ -81,7 +78,6 @@ class RunController:
     def __init__(self, spec: RunSpec, on_events: EventSink, batch_interval: float = 0.05) -> None:
         self.spec = spec
         self._on_events = on_events
-        self._batch_interval = batch_interval
         self.recorder = Recorder(spec.run_dir)
         self.process: subprocess.Popen[bytes] | None = None
         self.output_path: Path | None = None
@@ -89,7 +85,6 @@ class RunController:
         self.on_terminal: Callable[[bool], object] | None = None
         """TUI mode: the script asks for the terminal (True) or is done with it (False)."""
         self._reader: threading.Thread | None = None
-        self._read_fds: list[int] = []
         self._fifos: FifoChannels | None = None
         self._exited = threading.Event()
         self._started_at = 0.0
@@ -98,19 +93,14 @@ class RunController:
         self.pgid = 0
         """The script's process group (its own, a holder's, or ours)."""
         self._terminal: ForegroundTerminal | None = None
-        self.bad_lines = 0
         self._stop_requested = False
         self._spill_dir: str | None = None
         self._compiled: str | None = None  # the script compiled to start the probe (start_code.py)
-        self._tails: dict[int, bytes] = {}
-        self.channel_closed_at: float | None = None
-        """Seconds into the run when the event pipe reached its end while the child lived
-        (the script closed it): what came later is only in a spill file, if anywhere."""
-        self.spilled_lines = 0
-        self.bye_seen = False
-        self.hello_seen = False
         self._others = OtherPrograms()
         """The busiest programs outside the training's tree (``others`` events, see others.py)."""
+        self._events = EventReader(self.recorder, self._deliver, self._control, self._others, self._exited,
+                                   batch_interval)
+        """The probe's channels, read on the reader thread (reader.py)."""
 
     # -- start ------------------------------------------------------------------
     def start(self) -> None:
@@ -122,12 +112,12 @@ class RunController:
         if spec.torchrun is not None:
             self._fifos = FifoChannels(spec.torchrun.nproc)
             env["MPSPROF_CHANNEL"] = self._fifos.spec
-            self._read_fds = list(self._fifos.fds.values())
+            self._events.open(list(self._fifos.fds.values()), self._fifos)
         else:
             read_fd, write_fd = os.pipe()
             env["MPSPROF_CHANNEL"] = f"fd:{write_fd}"
             pass_fds = (write_fd,)
-            self._read_fds = [read_fd]
+            self._events.open([read_fd], None)
         options = spec.options.with_changes(line_buffered=True) if spec.capture_output else spec.options
         env["MPSPROF_OPTIONS"] = json.dumps(options.to_wire())
         try:  # where the probe puts what the pipe cannot take (see probe/channel.py)
@@ -207,8 +197,7 @@ class RunController:
         if relay is not None:
             relay.start()
         self._others.start(self.process.pid)
-        self._reader = threading.Thread(target=self._read_loop, name="mpsprof-reader", daemon=True)
-        self._reader.start()
+        self._reader = self._events.start(self.process, self._started_at)
 
     def _secrets(self) -> list[str]:
         """Values never to show: secret-looking arguments, and ``--set env.NAME=VALUE``
@@ -247,124 +236,8 @@ class RunController:
         except Exception as exc:  # a view bug must not stop the recording
             sys.stderr.write(f"mpsprof: internal error while handling events: {exc!r}\n")
 
-    # -- reading ----------------------------------------------------------------
-    def _read_loop(self) -> None:
-        """Read every channel (one pipe, or a FIFO per rank) until the child is gone."""
-        fds = list(self._read_fds)
-        pending: dict[int, bytes] = {fd: b"" for fd in fds}
-        overlong: set[int] = set()
-        batch: list[events.Event] = []
-        last = time.monotonic()
-        exit_deadline: float | None = None
-        quiet_since: float | None = None
-        try:
-            while fds:
-                now = time.monotonic()
-                if self._exited.is_set() and exit_deadline is None:
-                    # a grandchild holding the pipe open must not keep us waiting forever
-                    exit_deadline = now + 3.0
-                if exit_deadline is not None and now > exit_deadline:
-                    break
-                ready, _, _ = select.select(fds, [], [], 0.1)
-                if not ready and self._exited.is_set():
-                    # FIFOs never reach EOF (we hold a writer): stop once they are quiet
-                    quiet_since = quiet_since or now
-                    if now - quiet_since > 0.3:
-                        break
-                for fd in ready:
-                    quiet_since = None
-                    try:
-                        chunk = os.read(fd, 1 << 16)
-                    except BlockingIOError:
-                        continue
-                    if not chunk:
-                        fds.remove(fd)
-                        if self._fifos is None and not self._exited.is_set() and self.process is not None \
-                                and self.process.poll() is None:
-                            self.channel_closed_at = time.monotonic() - self._started_at
-                        continue
-                    if fd in overlong:  # the rest of a line too long to be an event
-                        cut = chunk.find(b"\n")
-                        if cut < 0:
-                            continue
-                        overlong.discard(fd)
-                        chunk = chunk[cut + 1:]
-                    pending[fd] += chunk
-                    *lines, pending[fd] = pending[fd].split(b"\n")
-                    if len(pending[fd]) > MAX_LINE_BYTES:
-                        pending[fd] = b""
-                        overlong.add(fd)
-                        self.bad_lines += 1
-                    self._take_lines(lines, batch)
-                others = self._others.take()
-                if others is not None:
-                    self._take_lines([events.encode(events.KIND_OTHERS, time.monotonic() - self._started_at,
-                                                    **others).rstrip(b"\n")], batch)
-                now = time.monotonic()
-                if batch and (now - last >= self._batch_interval or len(batch) > 2000):
-                    self._deliver(batch)
-                    batch = []
-                    last = now
-                self.recorder.maybe_flush()
-        finally:
-            self._tails = pending
-            if batch:
-                self._deliver(batch)
-            if self._fifos is not None:
-                self._fifos.close()
-            else:
-                for fd in self._read_fds:
-                    try:
-                        os.close(fd)
-                    except OSError:
-                        pass
-
-    def _take_lines(self, lines: list[bytes], batch: list[events.Event]) -> None:
-        for line in lines:
-            if not line.strip():
-                continue
-            try:
-                event = events.decode(line)
-            except ValueError:
-                self.bad_lines += 1
-                continue
-            if event.kind == events.KIND_BYE:
-                self.bye_seen = True
-            elif event.kind == events.KIND_HELLO:
-                self.hello_seen = True
-            elif event.kind == events.KIND_TERMINAL:  # a request to the view, not data
-                self._control(event)
-                continue
-            self.recorder.write(line + b"\n")
-            batch.append(event)
-
-    def _read_spills(self) -> None:
-        """After the pipe: the lines the probe spilled to files (the parent was stopped,
-        or the script closed the pipe), in order after what the pipe carried. The one
-        pipe's unfinished last line continues in its spill file."""
-        folder, self._spill_dir = self._spill_dir, None
-        if folder is None:
-            return
-        try:
-            names = sorted(os.listdir(folder))
-            batch: list[events.Event] = []
-            for name in names:
-                path = os.path.join(folder, name)
-                with open(path, "rb") as fh:
-                    data = fh.read()
-                if self._fifos is None and len(names) == 1:
-                    data = b"".join(self._tails.values()) + data
-                lines = data.split(b"\n")
-                self.spilled_lines += len([ln for ln in lines if ln.strip()])
-                self._take_lines(lines, batch)
-            if batch:
-                self._deliver(batch)
-        except OSError as exc:
-            sys.stderr.write(f"mpsprof: cannot read the probe's spill file: {exc.strerror or exc}\n")
-        finally:
-            shutil.rmtree(folder, ignore_errors=True)
-
     def _control(self, event: events.Event) -> None:
+        """A ``terminal`` event: the script asks for the terminal (see ``on_terminal``)."""
         handler = self.on_terminal
         if handler is not None:
             try:
@@ -455,7 +328,8 @@ class RunController:
         self._exited.set()
         if self._reader is not None:
             self._reader.join(timeout=10.0)
-        self._read_spills()
+        folder, self._spill_dir = self._spill_dir, None
+        self._events.read_spills(folder)
         remove_compiled(self._compiled)
         last = self._others.stop()
         if last is not None:
@@ -468,16 +342,18 @@ class RunController:
             except ValueError:
                 pass
         fields["stopped_by_user"] = self._stop_requested
-        if self.bad_lines:
-            fields["bad_lines"] = self.bad_lines
+        reader = self._events
+        if reader.bad_lines:
+            fields["bad_lines"] = reader.bad_lines
         ended_at = time.monotonic() - self._started_at
-        if self.channel_closed_at is not None and not self.bye_seen and (code >= 0 or ended_at - self.channel_closed_at > 0.5):
+        closed_at = reader.channel_closed_at
+        if closed_at is not None and not reader.bye_seen and (code >= 0 or ended_at - closed_at > 0.5):
             # the pipe ended while the script ran on, and its last line never came
-            fields["channel_closed_at"] = round(self.channel_closed_at, 3)
-        if self.spilled_lines:
-            fields["spilled_lines"] = self.spilled_lines
-        if self.hello_seen and self._fifos is None:  # torchrun ranks: their own bye events
-            fields["probe_done"] = self.bye_seen
+            fields["channel_closed_at"] = round(closed_at, 3)
+        if reader.spilled_lines:
+            fields["spilled_lines"] = reader.spilled_lines
+        if reader.hello_seen and self._fifos is None:  # torchrun ranks: their own bye events
+            fields["probe_done"] = reader.bye_seen
         self._emit_parent(events.KIND_EXIT, **fields)
         self.recorder.close()
         return code

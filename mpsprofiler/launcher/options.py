@@ -10,9 +10,11 @@ them into the probe's JSON (the probe cannot import this module: it sits below t
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 DEFAULT_OPS_BUDGET = 0.005
@@ -26,7 +28,8 @@ class ProbeOptions:
     """``--no-ops``: no op accounting (trials run without it: they compare times)."""
     ops_budget: float = DEFAULT_OPS_BUDGET
     settings: Mapping[str, Any] = field(default_factory=dict)
-    """``--set`` changes, parsed (``mpsprofiler.settings.parse_settings``)."""
+    """``--set`` changes, parsed (``mpsprofiler.settings.parse_settings``). Copied once when
+    the options are built and held read-only (see ``__post_init__``)."""
     max_steps: int | None = None
     max_seconds: float | None = None
     terminal_loan: bool = False
@@ -36,6 +39,13 @@ class ProbeOptions:
     no_memory: bool = False
     fault: tuple[str, ...] = ()
     """Tests only: probe instruments made to raise (fault injection)."""
+
+    def __post_init__(self) -> None:
+        """Copy ``settings`` once into a read-only view: the caller's dict (a trial's base
+        settings, shared by all its runs) may change later without changing these options,
+        and nobody on the way to the probe can change them through this value."""
+        frozen = MappingProxyType(copy.deepcopy(dict(self.settings)))
+        object.__setattr__(self, "settings", frozen)  # frozen dataclass: set once, here
 
     def with_changes(self, **changes: Any) -> ProbeOptions:
         """A copy with ``changes``; this one is left as it is."""

@@ -55,3 +55,19 @@ class ImportWatcher:
             sys.meta_path.remove(self)
         except ValueError:
             pass
+
+
+def when_imported(name: str, callback: Callable[[], None]) -> Callable[[], None] | None:
+    """Call ``callback`` once module ``name`` has been imported: now if it already is
+    (returns None), else right after the script's own import (returns the uninstaller).
+
+    The probe never imports torch itself: a script that sets ``PYTORCH_ENABLE_MPS_FALLBACK``
+    or ``OMP_NUM_THREADS`` before its own ``import torch`` must see them take effect, and a
+    script without torch must not pay for it.
+    """
+    if name in sys.modules:
+        callback()
+        return None
+    watcher = ImportWatcher(name, callback)
+    sys.meta_path.insert(0, watcher)
+    return watcher.remove

@@ -7,7 +7,7 @@ and the Tensor patches cost per op, so they run on a few steps only: always on t
 steady steps, then as :mod:`.ops_schedule` decides: within ``budget`` of the wall time of
 all steps, and nearly never once the census of ops per step has stopped changing.
 
-The mode is pushed with the raw dispatch-stack API and inserted *below* modes the user
+The mode itself is :mod:`.ops_mode`. It is pushed with the raw dispatch-stack API and inserted *below* modes the user
 entered earlier, so a user's ``with MyMode():`` still pops its own mode when it exits
 (``TorchDispatchMode.__exit__`` pops whatever is on top). It reports
 ``ignore_compile_internals()`` so ``torch.compile`` behaves as if it were absent.
@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import math
 import os
-import sys
 import time
 import weakref
 from collections.abc import Callable, Iterable
@@ -38,6 +37,7 @@ from .compiling import dynamo_used
 from .failure_site import failure_fields
 from .modules import ModuleTracker
 from .ops_leaks import LeakTracker
+from .ops_mode import OpMode, shield_from_dynamo
 from .ops_record import StepRecord
 from .ops_schedule import SampleSchedule
 from .ops_sites import FrameFinder, TensorPatches
@@ -60,42 +60,6 @@ def default_has_mps_kernel(op: str) -> bool:
     """The authoritative check on a Mac; composite ops run on MPS through their pieces."""
     has = torch._C._dispatch_has_kernel_for_dispatch_key
     return bool(has(op, "MPS")) or any(has(op, key) for key in COMPOSITE_KEYS)
-
-
-class _OpMode(TorchDispatchMode):
-    """Times each op and hands it to the accountant; returns exactly what ``func`` returns."""
-
-    def __init__(self, accountant: OpAccountant) -> None:
-        super().__init__()  # type: ignore[no-untyped-call]  # unannotated in torch
-        self._acct = accountant
-
-    @classmethod
-    def ignore_compile_internals(cls) -> bool:
-        return True
-
-    @classmethod
-    def _should_skip_dynamo(cls) -> bool:
-        """False: torch (2.6+) would wrap ``__torch_dispatch__`` in ``torch._disable_dynamo``,
-        whose first call imports ``torch._dynamo`` (~3 s, and far more memory) in scripts
-        that never use it, inside a sampled step. ``shield_from_dynamo`` does the same
-        wrapping once Dynamo is already loaded, the only time it can trace anything."""
-        return False
-
-    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-        kwargs = kwargs or {}
-        acct = self._acct
-        if not acct._recording:
-            return func(*args, **kwargs)
-        clock = acct._clock
-        t0 = clock()
-        out = func(*args, **kwargs)
-        t1 = clock()
-        try:
-            acct._record(func, args, kwargs, out, t1 - t0)
-        except Exception as exc:
-            acct._fail(exc)
-        acct._bookkeeping += clock() - t1
-        return out
 
 
 class OpAccountant:
@@ -128,7 +92,7 @@ class OpAccountant:
         self._has_mps_kernel = has_mps_kernel
         self._mps_type = mps_device_type
         self._warn_always = warn_always
-        self._mode = _OpMode(self)
+        self._mode = OpMode(self)
         self._tracker = ModuleTracker(self._fail)
         self._patches = TensorPatches(self._on_patched_call)
         self._finder: FrameFinder | None = None
@@ -454,25 +418,6 @@ class OpAccountant:
                                   "bookkeeping_s": round(self._bookkeeping, 7)}  # fmt: skip
         record.update(self._step.build(self._run_kind(), self._mps_check, self._mps_type))
         return record
-
-
-_RAW_DISPATCH = _OpMode.__torch_dispatch__
-
-
-def shield_from_dynamo() -> None:
-    """Make Dynamo skip the mode's ``__torch_dispatch__`` (as torch does for every mode),
-    but only once ``torch._dynamo`` is imported: before that nothing can trace it, and
-    importing it ourselves would cost the script seconds it never pays under python."""
-    if _OpMode.__torch_dispatch__ is not _RAW_DISPATCH:
-        return
-    dynamo = sys.modules.get("torch._dynamo")
-    disable = getattr(dynamo, "disable", None)
-    if disable is None:
-        return
-    try:
-        _OpMode.__torch_dispatch__ = disable(_RAW_DISPATCH, recursive=True)  # type: ignore[method-assign]
-    except Exception:
-        pass  # an unusual torch: the mode stays unwrapped, as before torch 2.6
 
 
 def _compile_ignores_mode() -> bool:

@@ -2,6 +2,14 @@
 
 Each instrument is guarded: an exception inside one is reported once as a
 ``probe_error`` event and switches that instrument off; the training goes on unchanged.
+
+This module owns the probe's state (the channel, the switched-off instruments, the step
+tracker) and decides what is installed when. The larger pieces live beside it and are
+handed the probe's callables (``emit``, ``fault``, ``fail``, ``clock``...), never the
+probe itself: the optimizer and backward hooks (``step_hooks.py``), the DataLoader hooks
+(``loader_hooks.py``), the ``hello`` / ``env`` / ``model`` facts (``run_facts.py``), the
+torch import watch (``import_watch.py``), ``--set`` (``overrides.py``) and the step limits
+(``limits.py``).
 """
 
 from __future__ import annotations
@@ -17,16 +25,14 @@ from typing import Any
 from .. import events
 from ..devices import DeviceBackend, backend_for
 from ..devices.cpu import CpuBackend
-from ..events.payloads import ByeFields, ExceptionFields, Frame, HelloFields, ModelFields
-from ..redact import TEXT_KINDS, redact_env, scrub_fields
-from . import fdguard, loader_sites
+from ..events.payloads import ByeFields, ExceptionFields, Frame
+from ..redact import TEXT_KINDS, scrub_fields
+from . import fdguard
 from .channel import Channel
 from .failure_site import failure_fields
-from .import_watch import ImportWatcher
-from .loader_config import loader_config
+from .import_watch import when_imported
+from .run_facts import emit_environment, hello_fields, int_env, model_fields
 from .steps import StepTracker
-from .transparent import hide_from_warnings
-from .weakids import WeakIds
 
 _ACTIVE: Probe | None = None
 AGGREGATE_EVERY = 2.0
@@ -55,7 +61,7 @@ class Probe:
         self._closed = False
         self._model_seen = False
         self._pid = os.getpid()
-        self.rank = _int_env("RANK") if os.environ.get("TORCHELASTIC_RUN_ID") or _int_env("WORLD_SIZE") else None
+        self.rank = int_env("RANK") if os.environ.get("TORCHELASTIC_RUN_ID") or int_env("WORLD_SIZE") else None
         """Distributed runs tag every event with the rank (``r``): one session per rank."""
         self.tracker = StepTracker(self.emit, self.backend, self.clock)
         self._last_drain = float("-inf")
@@ -107,16 +113,7 @@ class Probe:
     def install(self) -> None:
         global _ACTIVE
         _ACTIVE = self
-        hello: HelloFields = {
-            "schema": events.SCHEMA_VERSION,
-            "pid": os.getpid(),
-            "wall": time.time(),
-            "rank": _int_env("RANK"),
-            "local_rank": _int_env("LOCAL_RANK"),
-            "world_size": _int_env("WORLD_SIZE"),
-            "version": _version(),
-        }
-        self.emit(events.KIND_HELLO, **hello)
+        self.emit(events.KIND_HELLO, **hello_fields())
         try:
             # before any probe thread opens a file: the script's os.close/closerange must
             # never close one of ours and then see its own file closed by us (fdguard.py)
@@ -125,7 +122,7 @@ class Probe:
             pass
         if self.channel is not None:
             self.channel.on_flush(self._drain_steps)
-        self._guarded("env", lambda: self._emit_environment(with_torch=False))
+        self._guarded("env", lambda: emit_environment(self.emit, self.fault, with_torch=False))
         self._guarded("overrides", self._install_experiment)
         self._guarded("warnings", self._install_warnings)
         if not self.options.get("no_memory"):
@@ -133,15 +130,10 @@ class Probe:
         self._guarded("children", self._watch_children)
         if self.options.get("terminal_loan"):
             self._guarded("terminal", self._install_terminal_loan)
-        # torch is imported by the script, never by us: a script that sets
-        # PYTORCH_ENABLE_MPS_FALLBACK or OMP_NUM_THREADS before its own `import torch`
-        # must see them take effect, and a script without torch must not pay for it
-        if "torch" in sys.modules:
-            self._on_torch_imported()
-        else:
-            self._torch_watch = ImportWatcher("torch", self._on_torch_imported)
-            sys.meta_path.insert(0, self._torch_watch)
-            self._uninstallers.append(self._torch_watch.remove)
+        # torch is imported by the script, never by us (see import_watch.when_imported)
+        remove_watch = when_imported("torch", self._on_torch_imported)
+        if remove_watch is not None:
+            self._uninstallers.append(remove_watch)
         try:
             os.register_at_fork(after_in_child=self._after_fork)
         except Exception:
@@ -224,67 +216,12 @@ class Probe:
         self.disabled.update(INSTRUMENTS)
         self.tracker._lock = threading.Lock()
 
-    def _emit_environment(self, with_torch: bool) -> None:
-        from ..environment import collect_environment
-
-        self.fault("env")
-        if with_torch:
-            facts = collect_environment()
-            facts["pytorch_env"] = redact_env(facts.get("pytorch_env"))  # PYTORCH_HF_TOKEN=*** (redact.py)
-            self.emit(events.KIND_ENV, **facts)
-            return
-        # before the script imports torch: the same facts, torch's left unknown for now
-        blocked = "torch" not in sys.modules
-        if blocked:
-            sys.modules["torch"] = None  # type: ignore[assignment]  # `import torch` fails fast
-        try:
-            facts = collect_environment()
-        finally:
-            if blocked and sys.modules.get("torch", 0) is None:
-                del sys.modules["torch"]
-        facts["pytorch_env"] = redact_env(facts.get("pytorch_env"))
-        self.emit(events.KIND_ENV, **facts)
-
     def _install_optimizer_hook(self) -> None:
-        from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
+        """Steps end at ``optimizer.step()`` (probe/step_hooks.py)."""
+        from .step_hooks import install_optimizer_hooks
 
-        tracker = self.tracker
-        from .compiling import is_compiling
-
-        # A compiled optimizer step (``torch.compile(opt.step)``, the "compiling the
-        # optimizer" recipe) makes Dynamo inline these global hooks: they must be a no-op
-        # it can trace (the step is then counted from the backward pass instead)
-        def hook(optimizer: Any, args: Any, kwargs: Any) -> None:
-            if "steps" in self.disabled or is_compiling():
-                return
-            try:
-                self.fault("steps")
-                if not self._model_seen:
-                    self._on_first_model(optimizer)
-                tracker.on_optimizer_step(optimizer)
-            except Exception as exc:
-                self.fail("steps", exc)
-            self.check_limit()
-
-        def pre_hook(optimizer: Any, args: Any, kwargs: Any) -> None:
-            if is_compiling():
-                return
-            tracker.in_optimizer = True  # backward passes in a closure are the optimizer's
-            # args holds the optimizer itself first, then step()'s own arguments
-            if any(callable(a) for a in args[1:2]) or callable(kwargs.get("closure")):
-                tracker.closure_step = True
-
-        self._uninstallers.append(register_optimizer_step_post_hook(hook).remove)
-        self._uninstallers.append(register_optimizer_step_pre_hook(pre_hook).remove)
-        watch = self.compile_watch
-        if watch is not None and not watch.in_use:
-            remove_marker = tracker.start_marker()
-            self._uninstallers.append(remove_marker)
-
-            # gone before Dynamo traces anything; step 0 starts once torch.compile has
-            # returned (it imports Dynamo first), if nothing started it before
-            watch.listeners.append(remove_marker)
-            watch.after.append(tracker._mark_start)
+        install_optimizer_hooks(self.tracker, self.compile_watch, self.disabled, self.fault, self.fail,
+                                self._first_step, self.check_limit, self._uninstallers.append)
 
     def _install_compile_watch(self) -> None:
         from .compiling import CompileWatch
@@ -294,27 +231,12 @@ class Probe:
         self.compile_watch = watch
 
     def _install_backward_hook(self) -> None:
-        from . import backward
+        """Backward passes, timed for the step tracker (probe/step_hooks.py)."""
+        from .step_hooks import install_backward_hook
 
-        tracker = self.tracker
-
-        # its own instrument: a failing backward hook leaves the optimizer's step counter on
-        def on_backward(site: Any, start: float, end: float, reset: bool) -> None:
-            if "backward" in self.disabled or "steps" in self.disabled:
-                return
-            self.fault("backward")
-            try:
-                self.fault("steps")  # the step tracker's own fault, as in its optimizer hook
-            except Exception as exc:
-                self.fail("steps", exc)
-                return
-            if not self._torch_env_sent:
-                self._send_torch_environment()
-            tracker.on_backward(site, end, reset, start)
-            self.check_limit()  # SystemExit passes the wrapper's `except Exception`
-
-        self._uninstallers.append(backward.install(on_backward, self.clock, lambda exc: self.fail("backward", exc),
-                                                   self._on_backward_outputs if self.health is not None else None))
+        self._uninstallers.append(install_backward_hook(
+            self.tracker, self.disabled, self.fault, self.fail, self.clock, self._send_torch_environment,
+            self.check_limit, self.health))
 
     def _install_health(self) -> None:
         """The loss check (probe/health.py); its reads ride on the op sampler's steps on
@@ -347,20 +269,15 @@ class Probe:
         self.tracker.listeners.append(lambda i, d: guarded(lambda: timer.on_boundary(i, d)))
         self.tracker.fetch_listeners.append(lambda: guarded(timer.on_fetch_end))
 
-    def _on_backward_outputs(self, outputs: Any) -> None:
-        if "health" in self.disabled:
-            return
-        try:
-            self.fault("health")
-            self.health.on_backward(outputs)
-        except Exception as exc:
-            self.fail("health", exc)
-
     def _send_torch_environment(self) -> None:
         if self._torch_env_sent or "torch" not in sys.modules:
             return
         self._torch_env_sent = True
-        self._guarded("env", lambda: self._emit_environment(with_torch=True))
+        self._guarded("env", lambda: emit_environment(self.emit, self.fault, with_torch=True))
+
+    def _first_step(self, optimizer: Any) -> None:
+        if not self._model_seen:
+            self._on_first_model(optimizer)
 
     def _on_first_model(self, optimizer: Any) -> None:
         """The first optimizer step says which device the training really uses."""
@@ -372,23 +289,9 @@ class Probe:
         device = params[0].device
         self.backend = backend_for(device.type, device.index)
         self.tracker.backend = self.backend
-        dtypes = sorted({str(p.dtype).replace("torch.", "") for p in params})
-        devices = sorted({str(p.device) for p in params})
-        model: ModelFields = {
-            "device": str(device),
-            "device_kind": device.type,
-            "device_name": self.backend.name(),
-            "devices": devices,
-            "dtypes": dtypes,
-            "parameters": int(sum(p.numel() for p in params)),
-            "optimizer": type(optimizer).__name__,
-            "torch_threads": _torch_threads(),
-            "framework": _framework(),
-            "fetched_ahead": self.tracker.retracted + self.tracker.held,
-        }
-        if self.thread_sites is not None and self.thread_sites.calls:
-            model["threads_set"] = list(self.thread_sites.calls)
-        self.emit(events.KIND_MODEL, **model)
+        threads_set = list(self.thread_sites.calls) if self.thread_sites is not None else None
+        self.emit(events.KIND_MODEL, **model_fields(optimizer, params, self.backend,
+                                                    self.tracker.retracted + self.tracker.held, threads_set))
 
     def _install_thread_sites(self) -> None:
         """Record the script's own ``torch.set_num_threads`` calls (probe/thread_sites.py)."""
@@ -398,65 +301,12 @@ class Probe:
         self._uninstallers.append(thread_sites.install(self.thread_sites, lambda exc: self.fail("env", exc)))
 
     def _install_dataloader_hooks(self) -> None:
-        from torch.utils.data import dataloader as dl
+        """Batch waits, loader call sites and pageable batches (probe/loader_hooks.py)."""
+        from . import loader_hooks
 
-        base = dl._BaseDataLoaderIter
-        orig_next = base.__next__
-        orig_init = base.__init__
-        tracker = self.tracker
-        seen = WeakIds()  # never keeps a loader (and its persistent workers) alive
-        probe = self
-        sites = self.loader_sites = loader_sites.LoaderSites(lambda d: probe.emit(events.KIND_DATALOADER, **d))
-        from .copies import PinCheck
-
-        pins = self.pins = PinCheck(self.emit, lambda: self.backend.kind)
-
-        def __next__(it: Any) -> Any:
-            if "dataloader" in probe.disabled:
-                return orig_next(it)
-            try:
-                probe.fault("dataloader")
-                started = tracker.on_fetch_start()
-            except Exception as exc:
-                probe.fail("dataloader", exc)
-                return orig_next(it)
-            probe.check_limit()
-            t0 = time.perf_counter()
-            try:
-                batch = orig_next(it)
-            except StopIteration:
-                _safe(lambda: tracker.on_fetch_end(started, False), probe)
-                raise
-            _safe(lambda: tracker.on_fetch_end(started, True), probe)
-            _safe(lambda: sites.on_fetch(it, time.perf_counter() - t0, batch), probe)
-            _safe(lambda: pins.on_batch(it, batch), probe)  # pageable batches on CUDA (probe/copies.py)
-            return batch
-
-        def __init__(it: Any, loader: Any, *args: Any, **kwargs: Any) -> None:
-            orig_init(it, loader, *args, **kwargs)
-            try:
-                if "dataloader" not in probe.disabled:
-                    number = seen.add(loader)
-                    fields: dict[str, Any] | None = None
-                    if number:
-                        fields = {**loader_config(loader, number), **sites.site_fields(loader)}
-                        probe.emit(events.KIND_DATALOADER, **fields)
-                    sites.on_iter(it, loader, fields)
-                    pins.on_iter(it, loader, number)
-            except Exception as exc:
-                probe.fail("dataloader", exc)
-
-        # torch's warnings inside them (pin_memory without an accelerator, an
-        # IterableDataset's wrong length) must name torch's caller, not these wrappers
-        base.__next__ = hide_from_warnings(__next__)  # type: ignore[method-assign,assignment]
-        base.__init__ = hide_from_warnings(__init__)  # type: ignore[method-assign,assignment]
-        uninstall_sites = loader_sites.install_construction_hook(sites, lambda exc: probe.fail("dataloader", exc))
-
-        def uninstall() -> None:
-            base.__next__ = orig_next  # type: ignore[method-assign]
-            base.__init__ = orig_init  # type: ignore[method-assign]
-            uninstall_sites()
-
+        self.loader_sites, self.pins, uninstall = loader_hooks.install(
+            self.tracker, self.disabled, self.emit, self.fault, self.fail, self.check_limit,
+            lambda: self.backend.kind)
         self._uninstallers.append(uninstall)
 
     def _install_experiment(self) -> None:
@@ -617,45 +467,3 @@ class Probe:
         if self.rank is not None:
             fields["r"] = self.rank
         return events.encode(events.KIND_BYE, self.clock(), **fields)
-
-
-def _safe(fn: Callable[[], None], probe: Probe) -> None:
-    try:
-        fn()
-    except Exception as exc:
-        probe.fail("dataloader", exc)
-
-
-def _int_env(name: str) -> int | None:
-    try:
-        return int(os.environ[name])
-    except (KeyError, ValueError):
-        return None
-
-
-def _version() -> str:
-    try:
-        from .. import __version__
-
-        return __version__
-    except Exception:
-        return "?"
-
-
-def _framework() -> str | None:
-    try:
-        from .frameworks import detect
-
-        return detect()
-    except Exception:
-        return None
-
-
-def _torch_threads() -> int | None:
-    """Threads at the first step: the script may have called torch.set_num_threads."""
-    try:
-        import torch
-
-        return int(torch.get_num_threads())
-    except Exception:
-        return None

@@ -41,7 +41,7 @@ and queried when it ends tells whether the device ran dry (idle) while the host 
 Steps are kept as columns and drained by the channel thread every ~0.25 s into one
 ``steps`` event; past ``detail_limit`` steps only exact aggregates (count, sums, a
 log-bucket histogram) and one sample step per batch are sent, so any run length gives a
-bounded recording. Fast steps switch to aggregates earlier (see ``FAST_STEP``): every
+bounded recording (how: :mod:`.step_aggregate`). Fast steps switch to aggregates earlier (see ``FAST_STEP``): every
 step sent one by one costs the live view ~4 µs to decode and fold, 1% of a core at
 2,000 steps/s, for figures the aggregates give exactly.
 """
@@ -50,12 +50,12 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import Any, cast
+from typing import Any
 
 from .. import events
 from ..devices import DeviceBackend
-from ..events.payloads import StepAggregate, StepsFields
 from .cputime import ThreadClock
+from .step_aggregate import ALLOC_EVERY, aggregate, columns, merge_fetch, steps_payload
 
 DETAIL_LIMIT = 20_000
 FAST_AFTER = 2_048
@@ -70,8 +70,6 @@ PROVISIONAL = 64
 """DataLoader-counted steps held until a backward pass or optimizer step says whether the
 loop trains (see the module docstring). More than a Lightning sanity check (2 batches) or
 a Trainer's accumulation window (typically 1 to 32 batches)."""
-ALLOC_EVERY = 0.05
-"""Seconds between readings of device-allocated memory at step ends (keeps its cost < 1%)."""
 
 
 class _Fetch:
@@ -140,7 +138,7 @@ class StepTracker:
         taken as steps (look-ahead, accumulation window, sanity check)."""
         self._started = False
         self._alloc_read_at = float("-inf")
-        self._cols: dict[str, list[Any]] = _columns()
+        self._cols: dict[str, list[Any]] = columns()
         self._bwd = 0.0
         self._bwd_start: float | None = None
         self._agg: dict[str, Any] | None = None
@@ -187,7 +185,8 @@ class StepTracker:
                 cols["pre"].append(pre)
                 cols["bwd"].append(bwd)
             else:
-                self._aggregate(i, end, dur, alloc, pre, bwd)
+                self._agg = aggregate(self._agg, i, end, dur, self._wait, self._batches, self._wait_cpu,
+                                      self._wait_runq, self._idle, alloc, pre, bwd)
         self.index = i + 1
         self._start = end
         self._wait = 0.0
@@ -235,7 +234,7 @@ class StepTracker:
             n = len(cols["i"])
             fetches = [[cols["wait"][j], cols["wait_cpu"][j], cols["wait_runq"][j], cols["batches"][j],
                         cols["idle"][j]] for j in range(n)]
-            self._cols = _columns()
+            self._cols = columns()
         self.retracted += self.index
         self.index = 0
         self._start = start
@@ -251,49 +250,6 @@ class StepTracker:
         self._block_end = end
         if i >= FAST_AFTER and start is not None and end - start < FAST_BLOCK * FAST_STEP:
             self._detail_end = i + 1
-
-    def _aggregate(self, i: int, end: float, dur: float, alloc: int | None, pre: float | None,
-                   bwd: float | None) -> None:
-        agg = self._agg
-        if agg is None:
-            agg = self._agg = {
-                "n": 0, "dur_sum": 0.0, "wait_sum": 0.0, "dur_min": dur, "dur_max": dur,
-                "i_last": i, "hist": {}, "batches": 0, "wait_cpu_sum": 0.0, "wait_runq_sum": None,
-                "idle_n": 0, "busy_n": 0,
-            }
-        agg["n"] += 1
-        agg["dur_sum"] += dur
-        agg["wait_sum"] += self._wait
-        agg["batches"] += self._batches
-        agg["wait_cpu_sum"] += self._wait_cpu
-        if self._wait_runq is not None:
-            agg["wait_runq_sum"] = (agg["wait_runq_sum"] or 0.0) + self._wait_runq
-        if pre is not None and bwd is not None:
-            agg["phase_n"] = agg.get("phase_n", 0) + 1
-            agg["pre_sum"] = agg.get("pre_sum", 0.0) + pre
-            agg["bwd_sum"] = agg.get("bwd_sum", 0.0) + bwd
-        if dur < agg["dur_min"]:
-            agg["dur_min"] = dur
-        step = [i, round(end, 6), dur, self._wait, self._batches, self._idle, alloc]  # STEP_COLUMNS order
-        if dur > agg["dur_max"] or agg["n"] == 1:
-            agg["dur_max"] = dur
-            # the batch's slowest step goes along too: a pause or stall among fast steps
-            # stays on the step charts (each point there is one real step)
-            agg["peak"] = step
-        if self._wait > 0 and self._idle is not None:
-            agg["busy_n" if not self._idle else "idle_n"] += 1
-        agg["i_last"] = i
-        agg["end_last"] = step[1]
-        b = events.bucket_of(dur)
-        hist = agg["hist"]
-        hist[b] = hist.get(b, 0) + 1
-        # one sample step per batch keeps the charts alive on very long runs: the last
-        # one, or the last one with a reading of device memory (the memory trends are
-        # built from those) if that ended within 2 * ALLOC_EVERY of the last
-        if alloc is not None or "alloc_at" not in agg or end - agg["alloc_at"] > 2 * ALLOC_EVERY:
-            agg["sample"] = step
-            if alloc is not None:
-                agg["alloc_at"] = end
 
     def _mark_queued_work(self) -> None:
         """At a fetch's start, record a stream event behind all the work queued so far.
@@ -458,7 +414,7 @@ class StepTracker:
             if self._carry is None:
                 self._carry = fetch
             else:
-                self._carry = _merge_fetch(self._carry, fetch)
+                self._carry = merge_fetch(self._carry, fetch)
         else:
             self._add_fetch(*fetch)
         for listener in self.fetch_listeners:
@@ -515,18 +471,9 @@ class StepTracker:
             if not cols["i"] and agg is None:
                 return
             # swap in fresh containers; the training thread appends to the new ones
-            self._cols = _columns()
+            self._cols = columns()
             self._agg = None
-        # the columns are named by STEP_COLUMNS and the others (see events); agg by StepAggregate
-        payload = cast(StepsFields, {**cols, "mode": self.mode})
-        if agg is not None:
-            agg.pop("alloc_at", None)
-            peak, sample = agg.get("peak"), agg.get("sample")
-            if peak is not None and sample is not None and peak[0] == sample[0]:
-                del agg["peak"]  # the sample is the slowest step
-            agg["hist"] = {str(k): v for k, v in agg["hist"].items()}
-            payload["agg"] = cast(StepAggregate, agg)
-        self._emit(events.KIND_STEPS, **payload)
+        self._emit(events.KIND_STEPS, **steps_payload(cols, agg, self.mode))
 
 
 def _optimizer_key(optimizer: Any) -> int:
@@ -539,13 +486,3 @@ def _optimizer_key(optimizer: Any) -> int:
         return id(optimizer.param_groups[0]["params"][0])
     except Exception:
         return id(optimizer)
-
-
-def _columns() -> dict[str, list[Any]]:
-    return {name: [] for name in (*events.STEP_COLUMNS, *events.STEP_LOADER_COLUMNS, *events.STEP_PHASE_COLUMNS)}
-
-
-def _merge_fetch(a: list[Any], b: list[Any]) -> list[Any]:
-    runq = None if a[2] is None and b[2] is None else (a[2] or 0.0) + (b[2] or 0.0)
-    idle = b[4] if a[4] is None else (a[4] if b[4] is None else max(a[4], b[4]))
-    return [a[0] + b[0], a[1] + b[1], runq, a[3] + b[3], idle]

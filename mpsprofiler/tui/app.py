@@ -36,7 +36,7 @@ from ..rundir import OUTPUT_FILE
 from ..session.session import Session
 from .experiment import TryFixMixin
 from .live import STOP_GRACE, LiveRun, outlive_app_crash
-from .messages import ShowFinding, ShowRank
+from .navigation import NavigationMixin
 from .panels import (
     DISTRIBUTED_ONLY,
     FOCUS_TARGET,
@@ -44,7 +44,6 @@ from .panels import (
     PANEL_IDS,
     PANEL_KEYS,
     PANELS,
-    SCROLL_TARGET,
     tab_label,
     tab_labels,
 )
@@ -81,7 +80,7 @@ PANEL_ACTIONS = frozenset({"panel", "next_panel", "previous_panel", "copy_fix", 
                            "try_fix", "patch_fix", "scroll_panel"}) | RANK_ACTIONS
 
 
-class MpsprofApp(PatchFixMixin, TryFixMixin, LiveRun, App[None]):
+class MpsprofApp(NavigationMixin, PatchFixMixin, TryFixMixin, LiveRun, App[None]):
     CSS_PATH = "app.tcss"
     TITLE = "mpsprof"
     ENABLE_COMMAND_PALETTE = True
@@ -287,64 +286,7 @@ class MpsprofApp(PatchFixMixin, TryFixMixin, LiveRun, App[None]):
         if target:
             self.query_one(target).focus()
 
-    def on_show_finding(self, message: ShowFinding) -> None:
-        self.action_panel("findings")
-        self.query_one(FindingsPanel).select_rule(message.rule)
-
-    def on_show_rank(self, message: ShowRank) -> None:
-        self.action_show_rank(message.rank)
-
     # -- actions ----------------------------------------------------------------------
-    def action_panel(self, pid: str) -> None:
-        if pid in self._hidden_panels:
-            self.notify("Single process: no ranks to compare (run with --nproc-per-node N).", severity="warning")
-            return
-        self.query_one(TabbedContent).active = pid
-
-    def _step_panel(self, delta: int) -> None:
-        tabs = self.query_one(TabbedContent)
-        shown = [pid for pid in PANEL_IDS if pid not in self._hidden_panels]
-        index = shown.index(tabs.active) if tabs.active in shown else 0
-        tabs.active = shown[(index + delta) % len(shown)]
-
-    def action_next_rank(self) -> None:
-        self._step_rank(1)
-
-    def action_previous_rank(self) -> None:
-        self._step_rank(-1)
-
-    def _step_rank(self, delta: int) -> None:
-        if not self.state.distributed:
-            self.notify("Single process: there is only one rank.", severity="warning")
-            return
-        self.state.step_rank(delta)
-        self._redraw(force=True)
-
-    def action_show_rank(self, rank: int | None) -> None:
-        """Every per-run panel draws ``rank`` (None or the primary rank: the job view)."""
-        if not self.state.select_rank(rank):
-            self.notify(f"Rank {rank} has not reported yet.", severity="warning")
-            return
-        self._redraw(force=True)
-
-    def action_scroll_panel(self, how: str) -> None:
-        """Scroll the shown panel's pane (the finding's detail, the log, a table)."""
-        pid = self.query_one(TabbedContent).active
-        selector = SCROLL_TARGET.get(pid)
-        if not selector:
-            return
-        pane = self.query_one(f"#panel-{pid}").query(selector).first()
-        scroll = {"page_down": pane.scroll_page_down, "page_up": pane.scroll_page_up, "home": pane.scroll_home,
-                  "end": pane.scroll_end, "down": pane.scroll_down, "up": pane.scroll_up}.get(how)
-        if scroll is not None:
-            scroll(animate=False)
-
-    def action_next_panel(self) -> None:
-        self._step_panel(1)
-
-    def action_previous_panel(self) -> None:
-        self._step_panel(-1)
-
     def selected_finding(self) -> Finding | None:
         return self.query_one(FindingsPanel).selected if self.state.findings else None
 

@@ -1,0 +1,96 @@
+"""The DataLoader iterator hooks: how long each batch took to arrive, and which loader it was.
+
+Split from the probe (``probe/probe.py``) in the style of ``overrides.py``: the hooks are
+handed the probe's callables (``emit``, ``fault``, ``fail``, ``check_limit``) and its live
+set of switched-off instruments (only read here), never the probe itself.
+
+Every batch request goes through ``_BaseDataLoaderIter.__next__``: the step tracker times
+the wait (steps.py), the loader's call site is recorded (loader_sites.py) and pageable
+batches on CUDA are noted (copies.py). Each iterator's construction says which loader it
+is (``loader_config.py``): a loader is numbered at its first iterator.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Set
+from typing import Any
+
+from .. import events
+from . import loader_sites
+from .copies import PinCheck
+from .loader_config import loader_config
+from .steps import StepTracker
+from .transparent import hide_from_warnings
+from .weakids import WeakIds
+
+INSTRUMENT = "dataloader"
+
+
+def install(tracker: StepTracker, disabled: Set[str], emit: Callable[..., None], fault: Callable[[str], None],
+            fail: Callable[[str, BaseException], None], check_limit: Callable[[], None],
+            device_kind: Callable[[], str]) -> tuple[loader_sites.LoaderSites, PinCheck, Callable[[], None]]:
+    """Wrap the DataLoader iterator; returns the call-site record, the pin check (both
+    flushed by the probe at exit) and the uninstaller."""
+    from torch.utils.data import dataloader as dl
+
+    base = dl._BaseDataLoaderIter
+    orig_next = base.__next__
+    orig_init = base.__init__
+    seen = WeakIds()  # never keeps a loader (and its persistent workers) alive
+    sites = loader_sites.LoaderSites(lambda d: emit(events.KIND_DATALOADER, **d))
+    pins = PinCheck(emit, device_kind)
+
+    def safe(fn: Callable[[], None]) -> None:
+        try:
+            fn()
+        except Exception as exc:
+            fail(INSTRUMENT, exc)
+
+    def __next__(it: Any) -> Any:
+        if INSTRUMENT in disabled:
+            return orig_next(it)
+        try:
+            fault(INSTRUMENT)
+            started = tracker.on_fetch_start()
+        except Exception as exc:
+            fail(INSTRUMENT, exc)
+            return orig_next(it)
+        check_limit()
+        t0 = time.perf_counter()
+        try:
+            batch = orig_next(it)
+        except StopIteration:
+            safe(lambda: tracker.on_fetch_end(started, False))
+            raise
+        safe(lambda: tracker.on_fetch_end(started, True))
+        safe(lambda: sites.on_fetch(it, time.perf_counter() - t0, batch))
+        safe(lambda: pins.on_batch(it, batch))  # pageable batches on CUDA (probe/copies.py)
+        return batch
+
+    def __init__(it: Any, loader: Any, *args: Any, **kwargs: Any) -> None:
+        orig_init(it, loader, *args, **kwargs)
+        try:
+            if INSTRUMENT not in disabled:
+                number = seen.add(loader)
+                fields: dict[str, Any] | None = None
+                if number:
+                    fields = {**loader_config(loader, number), **sites.site_fields(loader)}
+                    emit(events.KIND_DATALOADER, **fields)
+                sites.on_iter(it, loader, fields)
+                pins.on_iter(it, loader, number)
+        except Exception as exc:
+            fail(INSTRUMENT, exc)
+
+    # torch's warnings inside them (pin_memory without an accelerator, an
+    # IterableDataset's wrong length) must name torch's caller, not these wrappers
+    base.__next__ = hide_from_warnings(__next__)  # type: ignore[method-assign,assignment]
+    base.__init__ = hide_from_warnings(__init__)  # type: ignore[method-assign,assignment]
+    uninstall_sites = loader_sites.install_construction_hook(sites, lambda exc: fail(INSTRUMENT, exc))
+
+    def uninstall() -> None:
+        base.__next__ = orig_next  # type: ignore[method-assign]
+        base.__init__ = orig_init  # type: ignore[method-assign]
+        uninstall_sites()
+
+    return sites, pins, uninstall

@@ -1,0 +1,91 @@
+"""How closed steps are kept until the channel thread sends them: columns, then aggregates.
+
+Split from the step tracker (``probe/steps.py``), which decides *where* steps end; this
+module only says how a closed step is stored and sent. Up to the tracker's detail limit
+each step is one row of the columns; past it a batch of steps is one exact aggregate
+(count, sums, a log-bucket histogram) with one sample step and the batch's slowest step,
+so a run of any length gives a bounded recording and the charts stay alive.
+"""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+from .. import events
+from ..events.payloads import StepAggregate, StepsFields
+
+ALLOC_EVERY = 0.05
+"""Seconds between readings of device-allocated memory at step ends (keeps its cost < 1%)."""
+
+
+def columns() -> dict[str, list[Any]]:
+    """Empty step columns: one list per name of the ``steps`` event's columns."""
+    return {name: [] for name in (*events.STEP_COLUMNS, *events.STEP_LOADER_COLUMNS, *events.STEP_PHASE_COLUMNS)}
+
+
+def aggregate(agg: dict[str, Any] | None, i: int, end: float, dur: float, wait: float, batches: int,
+              wait_cpu: float, wait_runq: float | None, idle: int | None, alloc: int | None,
+              pre: float | None, bwd: float | None) -> dict[str, Any]:
+    """Add step ``i`` to the aggregate ``agg`` (None: start one); returns the aggregate."""
+    if agg is None:
+        agg = {
+            "n": 0, "dur_sum": 0.0, "wait_sum": 0.0, "dur_min": dur, "dur_max": dur,
+            "i_last": i, "hist": {}, "batches": 0, "wait_cpu_sum": 0.0, "wait_runq_sum": None,
+            "idle_n": 0, "busy_n": 0,
+        }
+    agg["n"] += 1
+    agg["dur_sum"] += dur
+    agg["wait_sum"] += wait
+    agg["batches"] += batches
+    agg["wait_cpu_sum"] += wait_cpu
+    if wait_runq is not None:
+        agg["wait_runq_sum"] = (agg["wait_runq_sum"] or 0.0) + wait_runq
+    if pre is not None and bwd is not None:
+        agg["phase_n"] = agg.get("phase_n", 0) + 1
+        agg["pre_sum"] = agg.get("pre_sum", 0.0) + pre
+        agg["bwd_sum"] = agg.get("bwd_sum", 0.0) + bwd
+    if dur < agg["dur_min"]:
+        agg["dur_min"] = dur
+    step = [i, round(end, 6), dur, wait, batches, idle, alloc]  # STEP_COLUMNS order
+    if dur > agg["dur_max"] or agg["n"] == 1:
+        agg["dur_max"] = dur
+        # the batch's slowest step goes along too: a pause or stall among fast steps
+        # stays on the step charts (each point there is one real step)
+        agg["peak"] = step
+    if wait > 0 and idle is not None:
+        agg["busy_n" if not idle else "idle_n"] += 1
+    agg["i_last"] = i
+    agg["end_last"] = step[1]
+    b = events.bucket_of(dur)
+    hist = agg["hist"]
+    hist[b] = hist.get(b, 0) + 1
+    # one sample step per batch keeps the charts alive on very long runs: the last
+    # one, or the last one with a reading of device memory (the memory trends are
+    # built from those) if that ended within 2 * ALLOC_EVERY of the last
+    if alloc is not None or "alloc_at" not in agg or end - agg["alloc_at"] > 2 * ALLOC_EVERY:
+        agg["sample"] = step
+        if alloc is not None:
+            agg["alloc_at"] = end
+    return agg
+
+
+def steps_payload(cols: dict[str, list[Any]], agg: dict[str, Any] | None, mode: str) -> StepsFields:
+    """The ``steps`` event of the columns and aggregate taken from the tracker (which no
+    longer touches them: this runs on the channel thread, outside the tracker's lock)."""
+    # the columns are named by STEP_COLUMNS and the others (see events); agg by StepAggregate
+    payload = cast(StepsFields, {**cols, "mode": mode})
+    if agg is not None:
+        agg.pop("alloc_at", None)
+        peak, sample = agg.get("peak"), agg.get("sample")
+        if peak is not None and sample is not None and peak[0] == sample[0]:
+            del agg["peak"]  # the sample is the slowest step
+        agg["hist"] = {str(k): v for k, v in agg["hist"].items()}
+        payload["agg"] = cast(StepAggregate, agg)
+    return payload
+
+
+def merge_fetch(a: list[Any], b: list[Any]) -> list[Any]:
+    """Two fetches' [wait, cpu, runq, batches, idle] as one."""
+    runq = None if a[2] is None and b[2] is None else (a[2] or 0.0) + (b[2] or 0.0)
+    idle = b[4] if a[4] is None else (a[4] if b[4] is None else max(a[4], b[4]))
+    return [a[0] + b[0], a[1] + b[1], runq, a[3] + b[3], idle]

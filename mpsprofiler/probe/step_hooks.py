@@ -1,0 +1,107 @@
+"""The optimizer and backward hooks: where the step tracker learns that a step ended.
+
+Split from the probe (``probe/probe.py``) so the wiring there stays readable; like
+``overrides.py`` and ``limits.py`` this module is handed the probe's callables (``fault``,
+``fail``, ``check_limit``...) rather than the probe itself, so it cannot reach into the
+probe's state and the probe stays the one place that owns it.
+
+``disabled`` is the probe's live set of switched-off instruments: it is only read here,
+at every hook call, so an instrument switched off later is off here too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Set
+from typing import Any
+
+from .steps import StepTracker
+
+Fault = Callable[[str], None]
+Fail = Callable[[str, BaseException], None]
+
+
+def install_optimizer_hooks(tracker: StepTracker, watch: Any, disabled: Set[str], fault: Fault, fail: Fail,
+                            first_step: Callable[[Any], None], check_limit: Callable[[], None],
+                            keep: Callable[[Callable[[], None]], None]) -> None:
+    """Count a step at every ``optimizer.step()``; each uninstaller is handed to ``keep``
+    as soon as there is one (a failure halfway leaves nothing behind it cannot undo).
+
+    ``first_step(optimizer)`` runs at each step until it has seen the model (the probe's
+    ``_on_first_model`` returns at once afterwards); ``check_limit`` runs after the tracker
+    has taken the step, never inside it (``--max-steps``, see limits.py). ``watch`` is
+    the ``torch.compile`` watch (``compiling.CompileWatch``) or None.
+    """
+    from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
+
+    from .compiling import is_compiling
+
+    # A compiled optimizer step (``torch.compile(opt.step)``, the "compiling the
+    # optimizer" recipe) makes Dynamo inline these global hooks: they must be a no-op
+    # it can trace (the step is then counted from the backward pass instead)
+    def hook(optimizer: Any, args: Any, kwargs: Any) -> None:
+        if "steps" in disabled or is_compiling():
+            return
+        try:
+            fault("steps")
+            first_step(optimizer)
+            tracker.on_optimizer_step(optimizer)
+        except Exception as exc:
+            fail("steps", exc)
+        check_limit()
+
+    def pre_hook(optimizer: Any, args: Any, kwargs: Any) -> None:
+        if is_compiling():
+            return
+        tracker.in_optimizer = True  # backward passes in a closure are the optimizer's
+        # args holds the optimizer itself first, then step()'s own arguments
+        if any(callable(a) for a in args[1:2]) or callable(kwargs.get("closure")):
+            tracker.closure_step = True
+
+    keep(register_optimizer_step_post_hook(hook).remove)
+    keep(register_optimizer_step_pre_hook(pre_hook).remove)
+    if watch is not None and not watch.in_use:
+        remove_marker = tracker.start_marker()
+        keep(remove_marker)
+
+        # gone before Dynamo traces anything; step 0 starts once torch.compile has
+        # returned (it imports Dynamo first), if nothing started it before
+        watch.listeners.append(remove_marker)
+        watch.after.append(tracker._mark_start)
+
+
+def install_backward_hook(tracker: StepTracker, disabled: Set[str], fault: Fault, fail: Fail,
+                          clock: Callable[[], float], before_step: Callable[[], None],
+                          check_limit: Callable[[], None], health: Any) -> Callable[[], None]:
+    """Time every backward pass for the step tracker (probe/backward.py); returns the uninstaller.
+
+    Its own instrument: a failing backward hook leaves the optimizer's step counter on.
+    ``before_step`` runs before the tracker takes the pass (the probe sends torch's
+    environment once, there); ``health`` is the loss watch (probe/health.py) or None,
+    and is handed the backward pass's outputs.
+    """
+    from . import backward
+
+    def on_backward(site: Any, start: float, end: float, reset: bool) -> None:
+        if "backward" in disabled or "steps" in disabled:
+            return
+        fault("backward")
+        try:
+            fault("steps")  # the step tracker's own fault, as in its optimizer hook
+        except Exception as exc:
+            fail("steps", exc)
+            return
+        before_step()
+        tracker.on_backward(site, end, reset, start)
+        check_limit()  # SystemExit passes the wrapper's `except Exception`
+
+    def on_outputs(outputs: Any) -> None:
+        if "health" in disabled:
+            return
+        try:
+            fault("health")
+            health.on_backward(outputs)
+        except Exception as exc:
+            fail("health", exc)
+
+    return backward.install(on_backward, clock, lambda exc: fail("backward", exc),
+                            on_outputs if health is not None else None)
