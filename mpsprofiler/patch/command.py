@@ -21,7 +21,7 @@ from ..errors import UsageError
 from ..experiment.command import say
 
 if TYPE_CHECKING:  # the CLI builds every subcommand's parser: libcst loads only for `patch`
-    from .plan import Fix
+    from .edits import Fix
 
 PROVEN = ("faster", "fixed")
 
@@ -57,6 +57,7 @@ def main_patch(args: argparse.Namespace) -> int:
     from ..session.recording import RecordingError, load_runs
     from .diff import describe, write_patch
     from .plan import main_script, plan
+    from .unplanned import NOT_PATCHED_SUFFIX, planner_line, record
 
     if args.no_proof and not args.apply:
         raise UsageError("--no-proof goes with --apply")
@@ -75,28 +76,51 @@ def main_patch(args: argparse.Namespace) -> int:
     diagnosis = diagnose(session)
     fixes = plan(session, diagnosis.findings, diagnosis.facts, args.rule)
     if not fixes:
-        which = f"no {args.rule} finding" if args.rule else "no finding whose fix is an edit of the script"
+        which = f"no {args.rule} finding" if args.rule else "no finding"
         sys.stdout.write(f"mpsprof patch: {run_dir} has {which}; nothing to patch\n")
         return 0
     out = sys.stdout
     status = 0
     seen: dict[str, str] = {}
     originals: set[str] = set()  # files whose FILE.orig this command wrote (a later fix keeps it)
+    by_hand: list[str] = []  # one line per finding that gets no patch, said after the patches
     for fix in fixes:
+        if not fix.planned:
+            by_hand.append(_by_hand(run_dir, fix.rule, fix.not_patched[0]))
+            continue
         text, path, error = write_patch(run_dir, fix, root)
         if text and text in seen:  # two findings of one cause (a leak and its line): one patch
             out.write(f"\n── {fix.rule}: {fix.title} ──\n  the same patch as for {seen[text]} "
                       f"({path or error})\n")
+            record(run_dir, fix.rule, None)
             continue
         seen[text] = fix.rule
         out.write("\n" + describe(fix, text, path, error, root))
         out.flush()
         if not text:
+            if fix.not_patched:
+                by_hand.append(_by_hand(run_dir, fix.rule, planner_line(fix.rule, fix.not_patched)))
             continue
+        record(run_dir, fix.rule, None)  # a record of an earlier "not patched" is stale now
         result = _prove(session, root, fix, text, run_dir, args) if args.prove else None
         if args.apply:
             status = max(status, _apply(fix, text, run_dir, result, args.no_proof, args.prove, originals))
+    if by_hand:
+        out.write("\n" + "".join(line + "\n" for line in by_hand))
+        kept = os.path.join(str(run_dir), f"fix-<rule>{NOT_PATCHED_SUFFIX}")
+        out.write(f"  (each line is kept in {kept})\n")
+        out.flush()
     return status
+
+
+def _by_hand(run_dir: Path, rule: str, line: str) -> str:
+    """``line``, recorded in the run directory (a write that fails is said, not fatal)."""
+    from .unplanned import record
+
+    error = record(run_dir, rule, line)
+    if error:
+        say(f"mpsprof: {error}")
+    return line
 
 
 def _prove(session: Any, root: str, fix: Fix, text: str, run_dir: Path, args: argparse.Namespace

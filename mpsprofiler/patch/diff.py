@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 
 from ..rundir import fix_file
-from .plan import Fix
+from .edits import Fix
 
 NO_NEWLINE = "\\ No newline at end of file\n"
 

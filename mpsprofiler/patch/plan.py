@@ -5,166 +5,34 @@ construction, of a ``set_num_threads`` call, of the line adding to a growing con
 of a ``+=`` that keeps a graph; the crash's own frame), every value from the finding's
 fix (the same ``--set`` change ``mpsprof try`` would make: :mod:`..experiment.candidates`).
 A place that is not in the user's own files, or whose construct is no longer at the line,
-is a :attr:`Fix.not_patched` sentence, never a guess.
+is a :attr:`Fix.not_patched` sentence, never a guess. A finding whose rule has no planner
+gets a :class:`Fix` too, with no files and its one "not patched" line (:mod:`.unplanned`).
 """
 
 from __future__ import annotations
 
-import os
+import re
 import sys
-import sysconfig
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from ..diagnosis.findings import Finding
 from ..experiment.candidates import candidate_for
 from ..session.session import Session
 from . import cst
+from .edits import Fix as Fix
+from .edits import _abs, _Edits, _line_of
+from .edits import main_script as main_script
+from .unplanned import unplanned_line
 
 KEEP_LAST = 100
 """Items a bounded container keeps (the last ones; the rest were never read back)."""
 GUARD_START_METHODS = ("spawn", "forkserver")
 """Start methods whose workers re-import the script (macOS and Windows: spawn; Linux from
 Python 3.14: forkserver; ``multiprocessing`` docs, "Contexts and start methods")."""
-
-
-@dataclass
-class Fix:
-    """One finding's patch: new text per file, what was changed, and what could not be."""
-
-    rule: str
-    title: str
-    key: str | None = None
-    """The finding's cause (its rule when it names none): what must be gone after the fix."""
-    files: dict[str, tuple[str, str]] = field(default_factory=dict)
-    """Absolute path -> (text at the run, patched text)."""
-    changes: list[str] = field(default_factory=list)
-    not_patched: list[str] = field(default_factory=list)
-    after: list[str] = field(default_factory=list)
-    """Rules whose patches this one is made on top of (the same file, planned before it):
-    it applies after them, in order."""
-
-
-class _Edits:
-    """The files a fix edits, each read once and edited in turn (on top of ``base``: the
-    texts the fixes planned before this one left)."""
-
-    def __init__(self, session: Session, fix: Fix, base: dict[str, str] | None = None,
-                 base_rules: dict[str, list[str]] | None = None) -> None:
-        self.session, self.fix = session, fix
-        self.base = base or {}
-        self.base_rules = base_rules or {}
-        started = session.run.get("started")
-        self.started = float(started) if isinstance(started, (int, float)) else None
-        self.last_line: int | None = None
-
-    def current(self, path: str) -> str:
-        """``path``'s text with the edits planned so far (this fix's and the earlier ones')."""
-        path = os.path.realpath(path) if path else path
-        done = self.fix.files.get(path)
-        return done[1] if done else self.base[path] if path in self.base else self._read(path)
-
-    def edit(self, path: str, what: str, change: Callable[[str, int], str], line: int | None = None) -> bool:
-        """``change(text, line)`` on ``path``: ``line`` the recorded line where the text has
-        not moved since the run, else where that line is now (the edits planned before
-        this one may have added lines above it), never a guess: a line an earlier edit
-        rewrote into more or fewer lines is refused."""
-        path = os.path.realpath(path) if path else path  # one key per file (macOS: /tmp is /private/tmp)
-        why = self._refuse(path)
-        if why is None and line is not None and self.started is not None and _mtime(path) > self.started:
-            # the line the run recorded may hold something else now (a line added above it):
-            # the run recorded no hash of the file, so nothing tells what moved where
-            why = ("the file was edited since the run, so line numbers may have moved; profile the "
-                   "script again for a patch")
-        at, text = line, ""
-        if why is None:
-            text = self.current(path)
-            if line is not None:
-                at = moved_line(self._read(path), text, line)
-                if at is None:
-                    by = ("an earlier edit of this fix" if path in self.fix.files
-                          else "the patch for " + ", ".join(self.base_rules.get(path) or ["another finding"]))
-                    why = f"line {line} was rewritten by {by}; apply that patch first and profile the script again"
-        where = f"{self.short(path)}:{at or line}" if line else self.short(path)
-        if why is None:
-            before = self.fix.files[path][0] if path in self.fix.files else self.base.get(path, self._read(path))
-            try:
-                after = change(text, at or 0)
-            except cst.NotFound as exc:
-                why = str(exc)
-            else:
-                self.fix.files[path] = (before, after)
-                self.fix.changes.append(f"{where}: {what}")
-                self.last_line = at
-                return True
-        self.fix.not_patched.append(f"not patched: edit {where} by hand ({what}): {why}")
-        return False
-
-    def _read(self, path: str) -> str:
-        with open(path, encoding="utf-8", newline="") as fh:
-            return fh.read()
-
-    def _refuse(self, path: str) -> str | None:
-        """Why ``path`` is not the user's own file to edit (None: it is)."""
-        if not path or not os.path.isfile(path):
-            return "the file is not there any more"
-        real = os.path.realpath(path)
-        libs = {os.path.realpath(p) for p in (sysconfig.get_paths().get("purelib"), sysconfig.get_paths().get("platlib"),
-                                              sysconfig.get_paths().get("stdlib")) if p}
-        if any(real.startswith(lib + os.sep) for lib in libs) or "site-packages" in real.split(os.sep):
-            return "it is built inside a library, not in your code"
-        if not real.startswith(self.root() + os.sep):
-            return f"the file is outside the script's directory {self.root()}"
-        try:
-            self._read(path)
-        except (OSError, UnicodeDecodeError) as exc:
-            return f"cannot read it ({exc})"
-        return None
-
-    def root(self) -> str:
-        return os.path.dirname(main_script(self.session) or os.path.join(os.getcwd(), "x"))
-
-    def short(self, path: str) -> str:
-        return os.path.relpath(path, self.root()) if path.startswith(self.root() + os.sep) else path
-
-
-def main_script(session: Session) -> str | None:
-    """The absolute path of the script the run ran (None: a module, or unknown)."""
-    target = session.run.get("target")
-    if not target or session.run.get("module"):
-        return None
-    path = str(target)
-    return os.path.realpath(path if os.path.isabs(path) else os.path.join(str(session.run.get("cwd") or ""), path))
-
-
-def moved_line(before: str, after: str, line: int) -> int | None:
-    """Where ``before``'s ``line`` is in ``after`` (the same text with edits: lines added,
-    one line rewritten in place, code indented under a guard); None where that line was
-    rewritten into more or fewer lines, or removed."""
-    if before == after:
-        return line
-    import difflib
-
-    a = [x.strip() for x in before.splitlines()]
-    b = [x.strip() for x in after.splitlines()]
-    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
-        if i1 <= line - 1 < i2:
-            if tag == "equal" or (tag == "replace" and i2 - i1 == j2 - j1):
-                return j1 + (line - 1 - i1) + 1
-            return None
-    return None
-
-
-def _abs(session: Session, path: str) -> str:
-    return os.path.realpath(path if os.path.isabs(path) else os.path.join(str(session.run.get("cwd") or ""), path))
-
-
-def _line_of(where: Any) -> int | None:
-    try:
-        return int(str(where).rsplit(":", 1)[1])
-    except (IndexError, ValueError):
-        return None
+PREFETCH = re.compile(r"(?<![\w.])prefetch_factor\s*=\s*(\d+)")
+"""``prefetch_factor=N`` in a stall finding's fix text (not a Trainer's ``dataloader_prefetch_factor``)."""
+STALLS = ("dataloader-stall", "dataloader-stall-critical")
 
 
 # -- the rules ---------------------------------------------------------------------------
@@ -199,9 +67,26 @@ def _workers(d: dict[str, Any] | Any) -> int | None:
     return n if isinstance(n, int) and not isinstance(n, bool) else None
 
 
-def _loaders(e: _Edits, f: Finding, facts: dict[str, Any]) -> None:
+def loader_settings(f: Finding, facts: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The DataLoader arguments the finding's fix sets, per loader (its construction number,
+    ``*``: all): those of ``mpsprofiler try``; for pageable-copies ``pin_memory=True`` on the
+    loader it names (the rule's fix; ``try`` sets it with ``--set dataloader.N.pin_memory=true``)."""
+    if f.rule == "pageable-copies":
+        n = facts.get("pageable_loader")
+        return {str(n): {"pin_memory": True}} if isinstance(n, int) and not isinstance(n, bool) else {}
     candidate = candidate_for(f, facts)
-    per = (candidate.settings.get("dataloader") if candidate else None) or {}
+    return dict((candidate.settings.get("dataloader") if candidate else None) or {})
+
+
+def prefetch_factor(f: Finding) -> int | None:
+    """``prefetch_factor=N`` where a stall finding's fix names it (None: it does not)."""
+    m = PREFETCH.search(f.fix or "") if f.rule in STALLS else None
+    return int(m.group(1)) if m and int(m.group(1)) >= 1 else None
+
+
+def _loaders(e: _Edits, f: Finding, facts: dict[str, Any]) -> None:
+    per = loader_settings(f, facts)
+    prefetch = prefetch_factor(f)
     if f.rule == "spawn-bootstrap-crash":
         _guard(e, "spawned DataLoader workers re-import the script")
         return
@@ -227,6 +112,13 @@ def _loaders(e: _Edits, f: Finding, facts: dict[str, Any]) -> None:
                 changes["persistent_workers"] = "True"  # workers kept across epochs, not re-spawned
             file, line = str(d.get("file") or ""), int(d.get("line") or 0)
             workers = n if isinstance(n, int) else _workers(d)
+            if prefetch is not None and prefetch != d.get("prefetch_factor"):
+                if workers and workers > 0:  # torch: a ValueError with num_workers=0
+                    changes["prefetch_factor"] = str(prefetch)
+                else:
+                    e.fix.not_patched.append(f"not patched: prefetch_factor={prefetch} on DataLoader "
+                                             f"{d.get('created')}: it runs with num_workers={workers}, and "
+                                             "prefetch_factor needs workers (torch raises ValueError)")
             if changes.get("persistent_workers") == "True" and not (workers and workers > 0):
                 # torch refuses it without workers ("persistent_workers option needs num_workers > 0")
                 if key != "*":
@@ -391,6 +283,7 @@ PLANNERS: dict[str, Callable[[_Edits, Finding, dict[str, Any]], None]] = {
     "worker-respawn": _loaders,
     "pin-memory-mps": _loaders,
     "spawn-bootstrap-crash": _loaders,
+    "pageable-copies": _loaders,
     "thread-oversubscription": _threads,
     "memory-pressure": _watermark,
     "cache-growth": _watermark,
@@ -405,7 +298,8 @@ PLANNERS: dict[str, Callable[[_Edits, Finding, dict[str, Any]], None]] = {
 
 
 def plan(session: Session, findings: list[Finding], facts: dict[str, Any], rule: str | None = None) -> list[Fix]:
-    """One :class:`Fix` per finding with a code fix (only ``rule`` when given).
+    """One :class:`Fix` per finding (only ``rule`` when given); one whose rule has no
+    planner has no files, ``planned`` False and its "not patched" line.
 
     Fixes of one file are planned in turn, each on the text the ones before it left (its
     ``before``), so their patches apply one after the other (:attr:`Fix.after` names the
@@ -416,7 +310,11 @@ def plan(session: Session, findings: list[Finding], facts: dict[str, Any], rule:
     rules: dict[str, list[str]] = {}  # path -> the rules whose fixes edit it, in order
     alone: list[tuple[dict[str, tuple[str, str]], Fix]] = []  # (a fix's files as if it were the only one, it)
     for f in findings:
-        if (rule is not None and f.rule != rule) or f.rule not in PLANNERS:
+        if rule is not None and f.rule != rule:
+            continue
+        if f.rule not in PLANNERS:  # no planner: the fix is the user's to make, and said so
+            line = unplanned_line(session, f, {**facts, **f.facts}, main_script(session))
+            out.append(Fix(rule=f.rule, title=f.title, key=f.key, not_patched=[line], planned=False))
             continue
         fix = _plan_one(session, f, facts, {}, {})
         same = next((done for files, done in alone if files and files == fix.files), None)
@@ -445,10 +343,3 @@ def _plan_one(session: Session, f: Finding, facts: dict[str, Any], base: dict[st
         fix.not_patched.append(f"not patched: {exc}")
     fix.files = {p: (b, a) for p, (b, a) in fix.files.items() if a != b}
     return fix
-
-
-def _mtime(path: str) -> float:
-    try:
-        return os.stat(path).st_mtime
-    except OSError:
-        return 0.0

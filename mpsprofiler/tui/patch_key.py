@@ -42,8 +42,8 @@ def patch_text(session: Session, finding: Finding, run_dir: object) -> str:
 
     root = os.path.dirname(script)
     fixes = plan(session, [finding], diagnose(session).facts)
-    if not fixes:
-        return f"No patch: the fix of {finding.rule} is not an edit of the script."
+    if not fixes:  # plan() answers every finding (a "not patched" line at least): defensive only
+        return f"No patch for {finding.rule}."
     text, path, error = write_patch(Path(str(run_dir)) if run_dir else None, fixes[0], root)
     out = describe(fixes[0], text, path, error, root)
     if text and path is not None:

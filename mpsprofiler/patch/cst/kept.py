@@ -1,0 +1,189 @@
+"""Edits that stop a training loop keeping what it no longer needs: ``total += loss`` ->
+``loss.item()``/``.detach()``, ``kept.append(out)`` -> ``out.detach()``, a growing list
+bounded as a deque.
+
+Each checks every use of the name it changes first (a graph used for autograd, a list
+sliced or counted) and refuses with the line of the use that forbids the rewrite: these
+are the edits that could change what the script computes, so they say why not instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import libcst as cst
+from libcst.metadata import MetadataWrapper, ParentNodeProvider, PositionProvider
+
+from .imports import ensure_import
+from .nodes import (
+    NotFound,
+    _call_taking,
+    _code,
+    _expr,
+    _is_attr_name,
+    _method,
+    _parse,
+    _replace,
+    _statement,
+    call_name,
+)
+
+
+def augassign_item(source: str, line: int) -> str:
+    """``total += loss`` -> ``total += loss.item()`` (a number, no autograd graph kept), or
+    ``total += loss.detach()`` where ``total`` is used as a tensor later (``total.item()``,
+    passed to a function): see :func:`accumulator_method`."""
+    return augassign_detached(source, line)[0]
+
+
+def augassign_detached(source: str, line: int) -> tuple[str, str]:
+    """(the text, the method added: ``item`` or ``detach``) for the ``x += value`` at ``line``."""
+    module = _parse(source)
+    stmt = _statement(module, line)
+    aug = [s for s in stmt.body if isinstance(s, cst.AugAssign)]
+    if len(aug) != 1:
+        raise NotFound(f"line {line} is not one `x += value` statement")
+    value = aug[0].value
+    if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value in (
+            "item", "detach"):
+        raise NotFound(f"line {line} already adds a value without its graph (.{value.func.attr.value}())")
+    method = accumulator_method(module, aug[0])
+    return _replace(module, aug[0], aug[0].with_changes(value=_method(value, method))), method
+
+
+AUTOGRAD = frozenset({"backward", "grad", "grad_fn", "requires_grad", "requires_grad_", "retain_grad",
+                      "register_hook", "is_leaf", "retains_grad"})
+"""Attributes of a tensor that only its autograd graph gives meaning to."""
+
+NUMBER_OK = frozenset({"float", "int", "round", "print", "str", "repr", "format", "abs", "bool"})
+"""Builtins that take a Python number as they take a one-element tensor."""
+
+
+def accumulator_method(module: cst.Module, aug: cst.AugAssign) -> str:
+    """``item`` when every use of the accumulated name takes a Python number as well as the
+    tensor (``float(total)``, ``print(total)``, ``f"{total / n:.3f}"``, a comparison), else
+    ``detach`` (still a tensor, without the graph: ``total.item()``, ``total.to(...)``, passed
+    to a function). Refused (NotFound) where the name's graph is used (``total.backward()``,
+    ``torch.autograd.grad(total, ...)``): dropping it may be the wrong fix."""
+    target = _code(aug.target).replace(" ", "")
+    wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
+    parents = wrapper.resolve(ParentNodeProvider)
+    positions = wrapper.resolve(PositionProvider)
+    uses = [n for n in parents if isinstance(n, (cst.Name, cst.Attribute, cst.Subscript))
+            and _code(n).replace(" ", "") == target and not _is_attr_name(n, parents)]
+    number = isinstance(aug.target, cst.Name)  # an attribute or item may be read anywhere (other files)
+    for use in uses:
+        parent = parents.get(use)
+        if isinstance(parent, (cst.AugAssign, cst.AssignTarget)) and _is_target(parent, use):
+            continue  # ``total += ...``, ``total = 0.0``: written, not read
+        where = f"line {positions[use].start.line}" if use in positions else "elsewhere"
+        if isinstance(parent, cst.Attribute) and parent.value is use and parent.attr.value in AUTOGRAD:
+            raise NotFound(f"`{target}` is used for autograd at {where} (`.{parent.attr.value}`): its graph "
+                           "may be meant to be kept")
+        call = _call_taking(use, parents)
+        if call is not None and ("autograd" in _code(call.func) or call_name(call) in ("backward", "grad")):
+            raise NotFound(f"`{target}` is passed to {_code(call.func)}() at {where}: its graph may be meant "
+                           "to be kept")
+        if number and not _takes_a_number(use, parents):
+            number = False
+    return "item" if number else "detach"
+
+
+def _is_target(parent: cst.CSTNode, node: cst.CSTNode) -> bool:
+    return getattr(parent, "target", None) is node
+
+
+def _takes_a_number(node: cst.CSTNode, parents: Mapping[cst.CSTNode, cst.CSTNode]) -> bool:
+    """Whether ``node``'s value could be a Python number instead of a tensor: arithmetic
+    whose result goes to ``float()``/``print()``/an f-string/``str.format``/a comparison."""
+    while isinstance(parents.get(node), (cst.BinaryOperation, cst.UnaryOperation)):
+        node = parents[node]
+    parent = parents.get(node)
+    if isinstance(parent, (cst.FormattedStringExpression, cst.Comparison, cst.ComparisonTarget)):
+        return True
+    call = _call_taking(node, parents)
+    if call is None:
+        return False
+    return (isinstance(call.func, cst.Name) and call.func.value in NUMBER_OK) or (
+        isinstance(call.func, cst.Attribute) and (call.func.attr.value == "format" or _code(call.func.value) == "math"))
+
+
+ADDS = frozenset({"append", "extend", "insert", "add", "appendleft"})
+
+
+def added_value_detached(source: str, line: int) -> str:
+    """``kept.append(out)`` -> ``kept.append(out.detach())``: the tensor kept, its graph not."""
+    module = _parse(source)
+    stmt = _statement(module, line)
+    calls = [s.value for s in stmt.body if isinstance(s, cst.Expr) and isinstance(s.value, cst.Call)]
+    if len(calls) != 1 or not isinstance(calls[0].func, cst.Attribute) or calls[0].func.attr.value not in ADDS:
+        raise NotFound(f"line {line} is not one `container.append(value)` call")
+    call = calls[0]
+    if len(call.args) != 1 or call.args[0].keyword is not None or call.args[0].star:
+        raise NotFound(f"the call at line {line} adds several values: no single rewrite fits")
+    value = call.args[0].value
+    if isinstance(value, (cst.Tuple, cst.List, cst.Dict)):
+        raise NotFound(f"the call at line {line} adds several values: no single rewrite fits")
+    return _replace(module, call, call.with_changes(args=[call.args[0].with_changes(value=_method(value, "detach"))]))
+
+
+def bounded_container(source: str, name: str, maxlen: int) -> tuple[str, int]:
+    """``name = []`` (or ``list()``) -> ``name = collections.deque(maxlen=N)``, with ``import
+    collections`` at the top when missing; returns the text and the line it made.
+
+    Only where a deque keeps every use's meaning but the dropped items': each use of
+    ``name`` is an ``.append``/``.extend``/``.clear`` call or the iterable of a ``for``
+    (see :data:`DEQUE_USES`). Anything else (a slice, ``.sort()``, ``.pop(i)``, ``+``, a
+    ``len`` that counts the steps, a function it is passed to) is refused with its line."""
+    module = _parse(source)
+    wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
+    positions = wrapper.resolve(PositionProvider)
+    parents = wrapper.resolve(ParentNodeProvider)
+    hits: list[tuple[cst.Assign, int]] = []
+    for node, pos in positions.items():
+        if (isinstance(node, cst.Assign) and len(node.targets) == 1
+                and _code(node.targets[0].target).replace(" ", "") == name
+                and (isinstance(node.value, cst.List) and not node.value.elements
+                     or isinstance(node.value, cst.Call) and _code(node.value.func) == "list" and not node.value.args)):
+            hits.append((node, pos.start.line))
+    if len(hits) != 1:
+        raise NotFound(f"`{name}` is made {'in several places' if hits else 'nowhere'} as an empty list "
+                       "(`= []`) in this file")
+    node, line = hits[0]
+    made = node.targets[0].target
+    for use in positions:
+        if use is made or not isinstance(use, (cst.Name, cst.Attribute)) or _code(use).replace(" ", "") != name \
+                or _is_attr_name(use, parents):
+            continue
+        why = _deque_cannot(use, parents)
+        if why:
+            raise NotFound(f"`{name}` {why} at line {positions[use].start.line}, which a bounded deque would "
+                           "change (it keeps the last items only)")
+    text = _replace(module, node, node.with_changes(value=_expr(f"collections.deque(maxlen={maxlen})")))
+    return ensure_import(text, "collections"), line
+
+
+DEQUE_USES = frozenset({"append", "extend", "clear"})
+"""Methods a bounded deque has with the list's meaning (the items it drops are never read
+by them). Iterating in a ``for`` reads the last items only, as the bound intends."""
+
+
+def _deque_cannot(use: cst.CSTNode, parents: Mapping[cst.CSTNode, cst.CSTNode]) -> str | None:
+    """What the code does with the container at ``use`` that a bounded deque would change
+    (None: one of the uses it keeps, :data:`DEQUE_USES` or a ``for``'s iterable)."""
+    parent = parents.get(use)
+    if isinstance(parent, cst.Attribute) and parent.value is use:
+        call = parents.get(parent)
+        if parent.attr.value in DEQUE_USES and isinstance(call, cst.Call) and call.func is parent:
+            return None
+        return f"is used with `.{parent.attr.value}`"
+    if isinstance(parent, cst.For) and parent.iter is use:
+        return None
+    if isinstance(parent, (cst.NameItem, cst.Global, cst.Nonlocal)):
+        return None  # ``global name``
+    call = _call_taking(use, parents)
+    if call is not None:
+        return f"is passed to {_code(call.func)}()"
+    if isinstance(parent, cst.Subscript) and parent.value is use:
+        return "is indexed or sliced"
+    return "is used as a value (not only appended to and iterated)"
