@@ -10,6 +10,13 @@ adding line was found. Here the garbage collector's referrers lead from the tens
 the list, from the list to the object (or its ``__dict__``) and so to the user's class,
 whose file has the ``self.<attr>.append(...)`` line.
 
+The container is the one the tensor is in (found by identity); the line named is one that
+can have put it there: a line of the owner's own class (its methods and its user bases':
+another class of the file may add to a ``self.outs`` of its own) that adds a value which
+can be this tensor (not ``loss.item()``, ``float(x)``, a literal, nor ``x.detach()`` for
+a tensor that has autograd history). Where no such line, or more than one, is left, no
+container is named: a wrong line is worse than none.
+
 ``gc.get_referrers`` walks every tracked object (tens of ms in a process with a
 framework imported); it runs only for a tensor already found alive on two checks, and
 only when the frame search named no adding line, so a clean run never pays it.
@@ -17,6 +24,7 @@ only when the frame search named no adding line, so a clean run never pays it.
 
 from __future__ import annotations
 
+import ast
 import gc
 from collections.abc import Callable
 from types import CodeType
@@ -48,35 +56,151 @@ def _owners(container: Any) -> list[tuple[Any, str]]:
 
 def _user_methods(obj: Any, is_user: Callable[[CodeType], bool]) -> list[CodeType]:
     """The code of the user's methods on ``obj``'s class and its bases (library classes
-    are skipped: a framework's own lists are not the script's leak)."""
+    are skipped: a framework's own lists are not the script's leak); a property's,
+    static and class methods' too."""
     codes: list[CodeType] = []
     for cls in type(obj).__mro__:
         for value in vars(cls).values():
-            code = getattr(value, "__code__", None)
-            if isinstance(code, CodeType) and is_user(code):
-                codes.append(code)
+            functions = [getattr(value, "__func__", value)]
+            if isinstance(value, property):
+                functions = [value.fget, value.fset, value.fdel]
+            for function in functions:
+                code = getattr(function, "__code__", None)
+                if isinstance(code, CodeType) and is_user(code):
+                    codes.append(code)
     return codes
+
+
+def _code_lines(code: CodeType) -> tuple[int, int]:
+    """First and last line of a function, with the functions nested in it."""
+    last = code.co_firstlineno
+    todo = [code]
+    while todo:
+        c = todo.pop()
+        last = max([last, *(ln for _, _, ln in c.co_lines() if ln)])
+        todo.extend(k for k in c.co_consts if isinstance(k, CodeType))
+    return code.co_firstlineno, last
+
+
+_TREES: dict[str, ast.Module | None] = {}
+
+
+def _tree(file: str) -> ast.Module | None:
+    if file not in _TREES:
+        try:
+            with open(file, encoding="utf-8") as fh:
+                tree: ast.Module | None = ast.parse(fh.read())
+        except Exception:
+            tree = None
+        if len(_TREES) >= 16:
+            _TREES.clear()
+        _TREES[file] = tree
+    return _TREES[file]
+
+
+NOT_TENSORS = frozenset({"item", "tolist", "numpy", "float", "int", "bool", "str", "len", "round", "repr"})
+"""Calls whose result is no tensor: ``loss.item()``, ``float(loss)``, ``len(batch)``."""
+PLAIN_AFTER_DETACH = frozenset({"detach", "clone", "cpu", "contiguous", "float", "half", "double", "bfloat16", "to"})
+"""Methods after which a tensor still has no autograd history (``x.detach().cpu()``)."""
+
+
+def _may_be(value: ast.expr, grad: bool) -> bool:
+    """Whether the added ``value`` can be the leaked tensor (``grad``: it has autograd history)."""
+    if isinstance(value, (ast.Constant, ast.JoinedStr, ast.Dict, ast.Set, ast.List, ast.Tuple, ast.ListComp,
+                          ast.DictComp, ast.SetComp)):
+        return False  # a number or string; a display adds itself, the tensor is one level further in
+    if isinstance(value, ast.Call):
+        func = value.func
+        name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+        if name in NOT_TENSORS:
+            return False
+        if grad:  # x.detach(), x.detach().cpu(): no history, so not this tensor
+            node: ast.expr = value
+            while isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                    and node.func.attr in PLAIN_AFTER_DETACH:
+                if node.func.attr == "detach":
+                    return False
+                node = node.func.value
+    return True
+
+
+def _added(tree: ast.Module, line: int, name: str) -> list[ast.expr] | None:
+    """The values the statement at ``line`` adds to ``name`` (``self.outs``): the argument
+    of ``append``/``add``/``insert``, the items of ``extend([...])`` or ``+= [...]``, the value
+    of ``name[k] = v``; None when they cannot be told (``extend(batch_outputs)``)."""
+    for node in ast.walk(tree):
+        if getattr(node, "lineno", None) != line:
+            continue
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and _dotted(node.func.value) == name:
+            attr, args = node.func.attr, node.args
+            if attr in ("append", "add", "appendleft") and len(args) == 1:
+                return [args[0]]
+            if attr == "insert" and len(args) == 2:
+                return [args[1]]
+            if attr == "setdefault" and len(args) == 2:
+                return [args[1]]
+            if attr == "extend" and len(args) == 1:
+                return _items(args[0])
+            return None
+        if isinstance(node, ast.AugAssign) and _dotted(node.target) == name:
+            return _items(node.value)
+        if (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Subscript)
+                and _dotted(node.targets[0].value) == name):
+            return [node.value]
+    return None
+
+
+def _items(value: ast.expr) -> list[ast.expr] | None:
+    return list(value.elts) if isinstance(value, (ast.List, ast.Tuple)) else None
+
+
+def _dotted(node: ast.expr) -> str:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        inner = _dotted(node.value)
+        return f"{inner}.{node.attr}" if inner else ""
+    return ""
+
+
+def keeping_line(codes: list[CodeType], name: str, adding_lines: Callable[[str, str], list[int]],
+                 grad: bool) -> tuple[str, int] | None:
+    """(file, line) of the one line of ``codes`` (the owner class's methods) that adds to
+    ``name`` a value that can be the leaked tensor; None when none or several are left."""
+    found: set[tuple[str, int]] = set()
+    for file in dict.fromkeys(code.co_filename for code in codes):
+        spans = [_code_lines(code) for code in codes if code.co_filename == file]
+        lines = [n for n in adding_lines(file, name) if any(first <= n <= last for first, last in spans)]
+        tree = _tree(file) if lines else None
+        for n in lines:
+            values = _added(tree, n, name) if tree is not None else None
+            if values is None or any(_may_be(v, grad) for v in values):
+                found.add((file, n))
+    return found.pop() if len(found) == 1 else None
 
 
 def find_owner(survivor: Any, is_user: Callable[[CodeType], bool],
                adding_lines: Callable[[str, str], list[int]]) -> dict[str, Any] | None:
     """``{"name": "self.outs", "file", "line", "size", "bounded", "owner", "object", "attr"}`` for the user
-    object whose attribute holds ``survivor`` and a line of its class's file that adds to
-    ``self.<attr>``; None when there is none (never raises)."""
+    object whose attribute holds ``survivor`` and the line of its class that adds
+    ``survivor`` to ``self.<attr>`` (:func:`keeping_line`); None when there is none, or
+    when which line it is cannot be told (never raises)."""
     try:
+        grad = getattr(survivor, "grad_fn", None) is not None
         referrers = [r for r in gc.get_referrers(survivor) if _is_container(r)][:MAX_REFERRERS]
         for container in referrers:
             for obj, attr in _owners(container):
-                for code in _user_methods(obj, is_user):
-                    lines = adding_lines(code.co_filename, f"self.{attr}")
-                    if lines:
-                        try:
-                            size = len(container)
-                        except Exception:
-                            size = 0
-                        return {"name": f"self.{attr}", "file": code.co_filename, "line": lines[0],
-                                "size": size, "bounded": getattr(container, "maxlen", None) is not None,
-                                "owner": type(obj).__name__, "object": obj, "attr": attr}
+                codes = _user_methods(obj, is_user)
+                where = keeping_line(codes, f"self.{attr}", adding_lines, grad) if codes else None
+                if where is None:
+                    continue
+                try:
+                    size = len(container)
+                except Exception:
+                    size = 0
+                return {"name": f"self.{attr}", "file": where[0], "line": where[1],
+                        "size": size, "bounded": getattr(container, "maxlen", None) is not None,
+                        "owner": type(obj).__name__, "object": obj, "attr": attr}
     except Exception:
         return None
     return None

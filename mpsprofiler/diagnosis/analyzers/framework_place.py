@@ -7,31 +7,116 @@ from ``TrainingArguments`` (``dataloader_num_workers``, ``dataloader_persistent_
 ``DataLoader`` call to rewrite; so the fix rewrites the script's ``TrainingArguments(...)``
 call instead, the other arguments kept as written. Lightning and accelerate users build
 the ``DataLoader`` themselves: the probe names that line and it is rewritten as usual.
+
+With workers, each one started by spawn (macOS's default) re-imports the script, so its
+top-level code must run under ``if __name__ == "__main__":``. :func:`guard_note` says
+where that code starts in the script that ran, as written (``main()``, ``train()``,
+``run(parse_args())`` or the training itself at module level): the fix never invents a
+``main()`` the script does not have.
 """
 
 from __future__ import annotations
 
 import ast
+import os
 from typing import Any
 
 from ...session.session import Session
 from .source_edit import call_name, has_main_guard, read_tree, rewrite_call, short_path
 
 ARGUMENT_CALLS = ("TrainingArguments", "Seq2SeqTrainingArguments")
+GUARD_WHY = "# with workers on macOS each worker re-imports the script (spawn):"
 
 
-def _arguments_line(path: str) -> tuple[str, int, bool] | None:
-    """(the call's name, its line, the script has a main guard) of the first
-    ``TrainingArguments(...)`` in ``path``."""
+def _scope(tree: ast.Module, line: int) -> ast.AST:
+    """The innermost function (or the module) whose lines hold ``line``."""
+    best: ast.AST = tree
+    for node in ast.walk(tree):
+        if (isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+                and node.lineno <= line <= (node.end_lineno or node.lineno)
+                and (best is tree or node.lineno >= getattr(best, "lineno", 0))):
+            best = node
+    return best
+
+
+def _arguments_line(path: str, line: int | None = None) -> tuple[str, int] | None:
+    """(the call's name, its line) of the ``TrainingArguments(...)`` in ``path`` that the
+    Trainer started at ``line`` uses: the only one in the file, else the last one before
+    ``line`` in the same function; None when that cannot be told (no guess)."""
     read = read_tree(path)
     if read is None:
         return None
     _, tree = read
     calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and call_name(n) in ARGUMENT_CALLS]
+    if len(calls) > 1:
+        if line is None:
+            return None
+        scope = _scope(tree, line)
+        calls = [c for c in calls if c.lineno <= line and _scope(tree, c.lineno) is scope]
+        calls = [max(calls, key=lambda n: n.lineno)] if calls else []
     if not calls:
         return None
-    first = min(calls, key=lambda n: n.lineno)
-    return call_name(first), first.lineno, has_main_guard(tree)
+    return call_name(calls[0]), calls[0].lineno
+
+
+def _stays(stmt: ast.stmt) -> bool:
+    """What a re-importing worker needs and may run at the top level: imports, definitions,
+    docstrings, call-free constants (and a ``try:`` of those); as ``mpsprof patch`` does."""
+    if isinstance(stmt, (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef,
+                         ast.Pass)):
+        return True
+    if isinstance(stmt, ast.Expr):
+        return isinstance(stmt.value, ast.Constant) and isinstance(stmt.value.value, str)
+    if isinstance(stmt, (ast.Assign, ast.AnnAssign)):
+        return stmt.value is not None and not any(isinstance(n, ast.Call) for n in ast.walk(stmt.value))
+    if isinstance(stmt, ast.Try):
+        blocks = [stmt.body, *(h.body for h in stmt.handlers), stmt.orelse, stmt.finalbody]
+        return all(_stays(s) for block in blocks for s in block)
+    return False
+
+
+def _script(session: Session, file: str | None) -> str | None:
+    """The script the run ran (its re-import is what the guard stops), else ``file``."""
+    target = session.run.get("target")
+    if target and not session.run.get("module"):
+        path = str(target)
+        return path if os.path.isabs(path) else os.path.join(str(session.run.get("cwd") or ""), path)
+    return file
+
+
+def guard_note(session: Session, file: str | None) -> str:
+    """Lines for the end of a loader fix with workers: the script's top-level code, from
+    the line where it starts (as written), under ``if __name__ == "__main__":``; "" when
+    the script has the guard, has no top-level code, or cannot be read."""
+    script = _script(session, file)
+    read = read_tree(script) if script else None
+    if script is None or read is None:
+        return ""
+    source, tree = read
+    if has_main_guard(tree):
+        return ""
+    imports = [i for i, s in enumerate(tree.body) if isinstance(s, (ast.Import, ast.ImportFrom))]
+    last_import = imports[-1] if imports else -1
+    # a bare call above an import is set-up it may need (`sys.path.insert(...)`): it stays
+    code = [s for i, s in enumerate(tree.body) if not _stays(s)
+            and not (i < last_import and isinstance(s, ast.Expr) and isinstance(s.value, ast.Call))]
+    if not code:
+        return ""
+    first, last = code[0], code[-1]
+    where = f"{short_path(script, session.run.get('cwd'))}:{first.lineno}"
+    end = last.end_lineno or last.lineno
+    lines = (ast.get_source_segment(source, first) or "").splitlines()
+    if len(code) == 1 and len(lines) == 1:  # `main()`, `train()`, `run(parse_args())`
+        return (f"\n\n{GUARD_WHY} guard\n# its start, `{lines[0]}` ({where})\n"
+                f'if __name__ == "__main__":\n    {lines[0]}')
+    # its first statement as written (a compound one's first line), then the rest elided
+    shown = [lines[0], "    ..."] if lines and lines[0].rstrip().endswith(":") else lines if len(lines) <= 3 else []
+    if len(code) > 1 or shown != lines:
+        shown.append("...")
+    body = "\n".join(f"    {text}" for text in shown)
+    return (f"\n\n{GUARD_WHY} its top-level\n# code, {where} to line {end}, goes under the guard\n"
+            f"# (imports, functions, classes and constants stay above it)\n"
+            f'if __name__ == "__main__":\n{body}')
 
 
 def trainer_place(session: Session, file: str | None, line: int | None, workers: int) -> dict[str, Any] | None:
@@ -48,17 +133,13 @@ def trainer_place(session: Session, file: str | None, line: int | None, workers:
     changes = {"dataloader_num_workers": str(workers)}
     if workers > 0:
         changes["dataloader_persistent_workers"] = "True"
-    found = _arguments_line(file) if file else None
+    found = _arguments_line(file, line) if file else None
     rewrite = rewrite_call(file, found[1], (found[0],), changes) if file and found else None
     if rewrite is not None:
         where = f"{short_path(rewrite.path, cwd)}:{rewrite.line}"
         out["loader_place"] = where
         out["loader_where"] = f"The Trainer builds it from its `TrainingArguments`: change them ({where}) to"
-        code = rewrite.after
-        if workers > 0 and found is not None and not found[2]:
-            code += ("\n\n# with workers on macOS each worker re-imports the script: guard the start\n"
-                     "if __name__ == \"__main__\":\n    main()")
-        out["loader_code"] = code
+        out["loader_code"] = rewrite.after + (guard_note(session, file) if workers > 0 else "")
         return out
     out["loader_where"] = "The Trainer builds it from its `TrainingArguments`: set"
     lines = ["args = TrainingArguments(", "    ...,"] + [f"    {k}={v}," for k, v in changes.items()] + [")"]

@@ -10,7 +10,7 @@ at two checks (appends every 5th step included), times the bytes one item holds.
 from __future__ import annotations
 
 import ast
-from typing import Any
+from typing import Any, TypeGuard
 
 from .source_edit import read_tree
 
@@ -40,11 +40,11 @@ def keep_fix(site: Any) -> dict[str, Any]:
                  and n.end_lineno == site.holder_line), None)
     if stmt is None:
         return {}
-    new = _rewritten(source, stmt, site.grad)
+    new = _rewritten(source, stmt, site.grad, site.holder)
     if new is None:
         return {}
     lines = [new]
-    made = _creation(source, tree, site.holder)
+    made = _creation(source, tree, site.holder, site.holder_line)
     if made is not None:
         line, text = made
         lines += ["", f"# or keep only the last {KEEP_LAST}, where `{site.holder}` is made (line {line}):",
@@ -55,11 +55,19 @@ def keep_fix(site: Any) -> dict[str, Any]:
     return {"leak_site_fix_code": "\n".join(lines)}
 
 
-def _rewritten(source: str, stmt: ast.stmt, grad: bool) -> str | None:
+NUMBERS = frozenset({"item", "tolist", "float", "int", "len", "round"})
+"""Calls whose result is a number, not the kept tensor: a line adding one is not the leak."""
+
+
+def _rewritten(source: str, stmt: ast.stmt, grad: bool, holder: str) -> str | None:
+    """The adding line rewritten; None unless it adds one tensor-like value to ``holder``
+    itself (a line adding ``loss.item()``, or to another container, is not the one)."""
     seg = ast.get_source_segment
     if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
         call = stmt.value
         if not isinstance(call.func, ast.Attribute) or call.func.attr not in ADDS or len(call.args) != 1:
+            return None
+        if ast.unparse(call.func.value) != holder or _number(call.args[0]):
             return None
         owner, value = seg(source, call.func.value), seg(source, call.args[0])
         if owner is None or value is None:
@@ -70,6 +78,8 @@ def _rewritten(source: str, stmt: ast.stmt, grad: bool) -> str | None:
         why = "  # no autograd graph kept" if grad else "  # a number, not the tensor (or what you need of it)"
         return f"{owner}.{call.func.attr}({keep}){why}"
     if isinstance(stmt, ast.AugAssign):
+        if ast.unparse(stmt.target) != holder or _number(stmt.value):
+            return None
         target, value = seg(source, stmt.target), seg(source, stmt.value)
         if target is None or value is None:
             return None
@@ -77,14 +87,46 @@ def _rewritten(source: str, stmt: ast.stmt, grad: bool) -> str | None:
     return None
 
 
-def _creation(source: str, tree: ast.Module, name: str) -> tuple[int, str] | None:
-    """The one-line ``name = []`` (or ``list()``) that makes the container."""
-    for node in ast.walk(tree):
-        if (isinstance(node, ast.Assign) and len(node.targets) == 1 and node.lineno == node.end_lineno
+def _number(value: ast.expr) -> bool:
+    if isinstance(value, ast.Constant):
+        return True
+    if isinstance(value, ast.Call):
+        func = value.func
+        return (func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else "") in NUMBERS
+    return False
+
+
+def _creation(source: str, tree: ast.Module, name: str, line: int) -> tuple[int, str] | None:
+    """The one-line ``name = []`` (or ``list()``) that makes the container the line at
+    ``line`` adds to: for ``self.<attr>`` one in the class of that line (its ``__init__``'s
+    where the class makes it in several methods), for a plain name one in the function of
+    that line, else at the module's top level; None when it is not one line (no guess:
+    another class of the file may make a ``self.outs`` of its own)."""
+    def makes(node: ast.AST) -> TypeGuard[ast.Assign]:
+        return (isinstance(node, ast.Assign) and len(node.targets) == 1 and node.lineno == node.end_lineno
                 and ast.unparse(node.targets[0]) == name
                 and (isinstance(node.value, ast.List) or (isinstance(node.value, ast.Call)
-                                                          and ast.unparse(node.value.func) == "list"))):
-            text = ast.get_source_segment(source, node)
-            if text:
-                return node.lineno, text
-    return None
+                                                          and ast.unparse(node.value.func) == "list")))
+
+    def within(kinds: tuple[type[ast.AST], ...]) -> list[ast.AST]:
+        """The nodes of ``kinds`` that hold ``line``, innermost first."""
+        found = [n for n in ast.walk(tree) if isinstance(n, kinds)
+                 and getattr(n, "lineno", 0) <= line <= (getattr(n, "end_lineno", None) or 0)]
+        return sorted(found, key=lambda n: -getattr(n, "lineno", 0))
+
+    functions = (ast.FunctionDef, ast.AsyncFunctionDef)
+    made: list[ast.Assign] = []
+    if name.startswith("self."):
+        cls = next(iter(within((ast.ClassDef,))), None)
+        made = [n for n in ast.walk(cls) if makes(n)] if cls is not None else []
+        if len(made) > 1 and cls is not None:
+            made = [n for f in ast.iter_child_nodes(cls) if isinstance(f, functions) and f.name == "__init__"
+                    for n in ast.walk(f) if makes(n)]
+    else:  # the function of the line, those around it, then the module's top level
+        for function in within(functions):
+            made = made or [n for n in ast.walk(function) if makes(n)]
+        made = made or [n for n in tree.body if makes(n)]
+    if len(made) != 1:
+        return None
+    text = ast.get_source_segment(source, made[0])
+    return (made[0].lineno, text) if text else None

@@ -14,7 +14,7 @@ from typing import Any
 from ...events.payloads import DataLoaderFields
 from ...session.session import Session
 from .common import num, training_loader
-from .framework_place import trainer_place
+from .framework_place import guard_note, trainer_place
 from .source_edit import rewrite_call, short_path
 
 LOADER_CALLS = ("DataLoader",)
@@ -77,11 +77,8 @@ def place_facts(session: Session, loader: DataLoaderFields, suggested: int | Non
         where = f"{short_path(rewrite.path, session.run.get('cwd'))}:{rewrite.line}"
         out["loader_place"] = where
         out["loader_where"] = f"Change the line that builds {short} ({where}) to"
-        code = rewrite.after
-        if n > 0 and not rewrite.has_main_guard:
-            code += ("\n\n# with workers on macOS each worker re-imports the script: guard the start\n"
-                     "if __name__ == \"__main__\":\n    main()")
-        out["loader_code"] = code
+        # workers started by spawn re-import the script: where its top-level code starts, as written
+        out["loader_code"] = rewrite.after + (guard_note(session, str(file)) if n > 0 else "")
         return out
     # no source to read (an older recording, a file gone or edited): the arguments to set
     out["loader_where"] = f"Build {short} with"
