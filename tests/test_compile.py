@@ -126,6 +126,7 @@ def test_old_torch_switches_op_accounting_off_when_compile_is_used(monkeypatch: 
     assert events[0][1]["instrument"] == "ops" and "ignore_compile_internals" in events[0][1]["message"]
 
 
+@pytest.mark.slow
 def test_sampling_never_loads_dynamo_into_a_script_that_does_not(tmp_path: Path) -> None:
     """torch wraps every dispatch mode's __torch_dispatch__ so that its first call imports
     torch._dynamo: seconds inside a sampled step, and a false long-warmup finding."""

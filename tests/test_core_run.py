@@ -21,6 +21,7 @@ def mpsprof_run(tmp_path: Path, script: Path, *args: str, env: dict | None = Non
     return proc, read_summary(run_dir, missing_ok=True), run_dir
 
 
+@pytest.mark.slow
 def test_two_optimizers_count_as_one_step(tmp_path):
     proc, summary, _ = mpsprof_run(tmp_path, SCRIPTS / "gan_two_optimizers.py")
     assert proc.returncode == 0, proc.stderr
@@ -28,6 +29,7 @@ def test_two_optimizers_count_as_one_step(tmp_path):
     assert summary["steps"]["mode"] == "optimizer"
 
 
+@pytest.mark.slow
 def test_loop_without_optimizer_counts_batches(tmp_path):
     proc, summary, _ = mpsprof_run(tmp_path, SCRIPTS / "no_optimizer.py")
     assert proc.returncode == 0, proc.stderr
@@ -74,6 +76,7 @@ def test_spawn_workers(tmp_path):
     assert loader["num_workers"] == 2 and loader["multiprocessing_context"] == "spawn"
 
 
+@pytest.mark.slow
 def test_recording_replays_to_the_same_summary(tmp_path):
     proc, summary, run_dir = mpsprof_run(tmp_path, SCRIPTS / "sleepy_dataset.py", env={"SLEEP": "0.005", "WORK": "0.002"})
     assert proc.returncode == 0, proc.stderr

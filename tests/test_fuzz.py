@@ -69,6 +69,7 @@ lines = st.one_of(
 )
 
 
+@pytest.mark.slow
 @FUZZ
 @given(st.lists(lines, max_size=12))
 def test_decode_lines_never_raises(raw: list[bytes]) -> None:
@@ -90,6 +91,7 @@ OVERFLOWS = [  # numbers no encoder writes, in fields the session does arithmeti
 ]
 
 
+@pytest.mark.slow
 @FUZZ
 @given(st.lists(event_records(), max_size=12))
 @example(OVERFLOWS)
@@ -102,6 +104,7 @@ def test_session_folds_any_events_and_summarizes(records: list[dict]) -> None:
     json.dumps(summary, default=str)  # summary.json can be written
 
 
+@pytest.mark.slow
 @FUZZ
 @given(st.lists(lines, max_size=12))
 def test_load_run_refuses_or_reads_any_file(raw: list[bytes]) -> None:

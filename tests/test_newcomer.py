@@ -181,6 +181,7 @@ def small_app(keys_and_checks, size=(80, 24), run: Path = FIXTURE):  # type: ign
     drive_recorded(keys_and_checks, size, run)
 
 
+@pytest.mark.slow
 def test_the_findings_detail_scrolls_to_its_fix_with_the_keyboard() -> None:
     from mpsprofiler.tui.widgets.findings import FindingsPanel
 
@@ -216,6 +217,7 @@ def test_the_findings_detail_scrolls_to_its_fix_with_the_keyboard() -> None:
     small_app(body)
 
 
+@pytest.mark.slow
 def test_every_scrollable_panel_scrolls_with_the_keyboard_and_help_says_so() -> None:
     from mpsprofiler.tui.panels import PANELS, SCROLL_TARGET
     from mpsprofiler.tui.screens.help import HELP

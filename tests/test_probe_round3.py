@@ -105,6 +105,7 @@ print("done")
 """
 
 
+@pytest.mark.slow
 def test_no_user_len_called(tmp_path: Path) -> None:
     """Today the probe calls len(loader): the dataset's and the sampler's __len__ run."""
     script = _write(tmp_path, "stream.py", ITERABLE)

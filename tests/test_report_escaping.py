@@ -77,6 +77,7 @@ def test_no_tag_outside_code_reaches_the_html(pieces: list[str]) -> None:
         assert tag not in outside_code
 
 
+@pytest.mark.slow
 def test_crash_at_module_level_reads_in_module_in_the_report(tmp_path: Path) -> None:
     """End to end: a real crash in a script's top level, through ``mpsprof run`` and
     ``mpsprof report --format md``: the finding's evidence shows ``in <module>``."""

@@ -233,6 +233,7 @@ def _reports(run_dir: Path) -> dict[str, str]:
     return out
 
 
+@pytest.mark.slow
 def test_secret_arguments_are_never_recorded_or_reported(tmp_path: Path) -> None:
     """The script gets its real argv; events.jsonl, summary.json and every report show
     ``***`` instead of the values of secret-looking arguments, in argv and in the texts
@@ -254,6 +255,7 @@ def test_secret_arguments_are_never_recorded_or_reported(tmp_path: Path) -> None
     assert "mpsprof run " in _reports(run_dir)["md"] and "--api-key '***' --lr 0.1" in _reports(run_dir)["md"]
 
 
+@pytest.mark.slow
 def test_old_recordings_with_secrets_are_masked_when_shown(tmp_path: Path) -> None:
     """A recording made before redaction at the source: the reports mask it too."""
     from mpsprofiler import events

@@ -29,6 +29,10 @@ import pytest
 from mpsprofiler.tui.panels import DISTRIBUTED_ONLY
 from mpsprofiler.tui.panels import PANEL_KEYS as ALL_PANEL_KEYS
 
+# every panel rendered by a real Textual pilot, 2-7 s each: CI's slow stage, not the
+# README's quick command (under 3 minutes on 2 cores)
+pytestmark = pytest.mark.slow
+
 REPO = Path(__file__).resolve().parents[1]
 RECORDING = Path("tests/fixtures/recordings/slow_dataloader")
 """Relative to the repository root: the run directory shown on screen must not vary."""

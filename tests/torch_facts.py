@@ -15,7 +15,10 @@ def _dispatch_tables() -> dict[str, dict[str, str]]:
 
     path = find_native_functions_yaml()
     assert path is not None, "this torch ships no native_functions.yaml"
-    entries = yaml.safe_load(path.read_text(encoding="utf-8")) or []
+    # libyaml's loader where PyYAML has it: the pure-Python one takes seconds on this file,
+    # and test modules call this while pytest collects them, once per xdist worker
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    entries = yaml.load(path.read_text(encoding="utf-8"), Loader=loader) or []
     return {str(e["func"]).split("(", 1)[0]: dict(e.get("dispatch") or {}) for e in entries if "func" in e}
 
 
