@@ -35,6 +35,20 @@ def test_options_are_copied_not_changed() -> None:
     assert RunSpec(target="x.py").options == ProbeOptions()
 
 
+def test_settings_are_read_only_and_the_options_still_pickle_and_copy() -> None:
+    import copy
+    import pickle
+
+    given = {"dataloader": {"num_workers": 2}}
+    options = ProbeOptions(settings=given, fault=("memory",), max_steps=5)
+    given["dataloader"]["num_workers"] = 8  # the caller's dict changes later: the options do not
+    assert options.settings["dataloader"] == {"num_workers": 2}
+    with pytest.raises(TypeError):
+        options.settings["env"] = {}  # type: ignore[index]
+    for copied in (pickle.loads(pickle.dumps(options)), copy.deepcopy(options), copy.copy(options)):
+        assert copied == options and copied.to_wire() == options.to_wire()
+
+
 def test_every_option_the_probe_reads_is_a_field() -> None:
     """The probe reads ``MPSPROF_OPTIONS`` as JSON (it cannot import the launcher): each name it
     reads must be a field here, so an option added on one side only fails this test."""

@@ -47,6 +47,11 @@ class ProbeOptions:
         frozen = MappingProxyType(copy.deepcopy(dict(self.settings)))
         object.__setattr__(self, "settings", frozen)  # frozen dataclass: set once, here
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled (and so copied, deep-copied) through its wire form: a mappingproxy
+        itself cannot be pickled or deep-copied."""
+        return (ProbeOptions.from_wire, (self.to_wire(),))
+
     def with_changes(self, **changes: Any) -> ProbeOptions:
         """A copy with ``changes``; this one is left as it is."""
         return dataclasses.replace(self, **changes)
