@@ -26,6 +26,7 @@ from .common import (
 from .loader_advice import advise, step_ratios
 from .loader_place import place_facts, shares, stalled_loader
 from .registry import analyzer
+from .threads import others_busy
 
 STALL_STEP_SHARE = 0.15
 """A step "stalls" when 15% of it is data wait (the rules' warning level)."""
@@ -166,8 +167,10 @@ def _profile(session: Session, loader: DataLoaderFields, workers: int, kept: lis
     train = fig.train_per_batch(session.device_kind == "cpu")
     training_cores = fig.training_cores(workers)
     free = max(1, cores - training_cores) if cores else None
+    others = others_busy(session)  # the thread rules' figure: one judgement of the machine
+    spare = cores - training_cores - others[0] if cores and others is not None else None
     bound = loader_profile.classify(fig, workers, dataset if isinstance(dataset, str) else None, batch_size,
-                                    train, free)
+                                    train, free, spare)
     memory = session.memory
     first = memory.first
     available = first.sys_available if first is not None else None

@@ -16,7 +16,11 @@ A loader is classified by where the time of one batch goes:
   sample): the cost is per-sample indexing and collating in Python, and sending batches
   through worker processes would cost as much again. Index whole batches instead.
 * ``contention``: the loader mostly waited for a free core (the run queue): the machine
-  is busy, and more processes would only lengthen the queue.
+  is busy, and more processes would only lengthen the queue. Also a loader in the
+  training process that computes while other programs left no half core free beside the
+  training: a worker process would only queue for the same cores (measured on a 2-core
+  machine beside other busy processes: minGPT's adder and makemore "waited" 17-19% and
+  were told to try a worker).
 * ``handoff``: loading in the training process costs about what taking the same batch in
   from a worker process would (:func:`handoff_ms`): workers would build it in parallel, but
   the wait they leave is no shorter. Cheaper batches are the fix, not workers.
@@ -256,14 +260,21 @@ def _worker_window(session: Session, points: list[Any], fig: LoaderFigures, late
     fig.machine_busy = sum(busy) / len(busy) if busy else None
 
 
+NO_SPARE_CORE = 0.5
+"""Cores left beside the training and other programs under which a worker has no core to
+compute on: half a core, as ``others_busy`` measures it (the machine's busy share)."""
+
+
 def classify(fig: LoaderFigures, workers: int, dataset: str | None, batch_size: int | None,
-             train: float, free: int | None) -> str:
+             train: float, free: int | None, spare: float | None = None) -> str:
     """Where a batch's time goes; see the module docstring for the classes.
 
     CPU demand is judged first because it does not depend on how busy the machine is:
     a loader that needs more cores than the training leaves free is CPU-bound even when
     it also queued for them. Otherwise the largest part of the fetch decides: CPU work,
     waiting for a core (contention) or waiting for anything else (I/O, sleep).
+    ``spare``: cores left by the training and other programs during the run (None where
+    not measured): CPU work in the training process with no spare core is contention.
     """
     if fig.wait <= 0 or not fig.batches:
         return "unknown"
@@ -279,6 +290,8 @@ def classify(fig: LoaderFigures, workers: int, dataset: str | None, batch_size: 
             return "ipc"
         if fig.handoff_saving() < STARVED_SHARE:
             return "handoff"  # a worker's batch would keep the training waiting about as long
+        if own_cpu >= blocked and spare is not None and spare < NO_SPARE_CORE:
+            return "contention"  # a worker would compute on cores other programs hold
         return "cpu" if own_cpu >= blocked else "waiting"
     # workers build the batches; the training thread only receives them
     if fig.wait_cpu is not None and fig.wait_cpu >= CPU_BOUND_SHARE * fig.wait:
