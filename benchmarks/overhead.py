@@ -1,6 +1,7 @@
 """Profiler overhead: total loop time of the same workload bare, under ``mpsprof run
 --headless`` (op accounting on, default budget), with ``--no-ops`` and under
-torch.profiler, in interleaved pairs (bare A B C, bare A B C, ...) so drifts hit all alike.
+torch.profiler, in interleaved rounds (bare A B C, A B C bare, ...: each round starts with
+the next variant) so drifts and a round's first-run penalty hit all alike.
 
     OMP_NUM_THREADS=1 python benchmarks/overhead.py                    # CPU: MLP 5/1/0.2 ms
     OMP_NUM_THREADS=1 python benchmarks/overhead.py --models hf lightning \\
@@ -181,7 +182,11 @@ def main() -> int:
                     stopped = True
                     break
                 loads.setdefault(case, []).append(load_average())
-                for variant in args.variants:
+                # each round starts with the next variant: the first run of a round measured
+                # 5-10% slower here whatever it was (bare first in every round came out slower
+                # than mpsprof in 5 of 5 rounds), so a fixed order biases the ratios
+                k = r % len(args.variants)
+                for variant in args.variants[k:] + args.variants[:k]:
                     n += 1
                     loop, f = run_once(variant, python, script, case_args, common, tmp, n)
                     results[case][variant].append(loop)
