@@ -288,6 +288,36 @@ def test_a_trainer_with_a_slow_collator_is_told_its_training_arguments(framework
 
 
 @pytest.mark.slow
+def test_the_stall_fix_try_sets_reaches_the_trainers_loader(framework_runs: dict[str, Run], tmp_path: Path) -> None:
+    """What `mpsprof try` sets for the Trainer's stall (experiment/candidates.py: the
+    workers on `dataloader.N`, the loader the finding names, counted as the probe counts
+    them, accelerate's rebuilt DataLoaderShard included) reaches the loader the Trainer
+    trains from: run again with that setting, that loader has the workers and the wait
+    falls."""
+    from mpsprofiler.diagnosis import diagnose
+    from mpsprofiler.experiment.candidates import FIXES
+    from mpsprofiler.session.recording import load_run
+
+    run = framework_run(framework_runs, "trainer")
+    stall = [f for f in run.summary["findings"] if f["rule"].startswith("dataloader-stall")]
+    assert stall, run.rules
+    facts = diagnose(load_run(run.run_dir).session).facts  # what `try` reads
+    settings = FIXES[stall[0]["rule"]](facts)
+    assert settings is not None, {k: facts.get(k) for k in ("suggested_num_workers", "num_workers", "loader_created")}
+    (number, change), = settings["dataloader"].items()
+    assert number != "*", settings  # the one loader named, not every loader
+    workers = change["num_workers"]
+    script, env, _, _ = RUNS["trainer"]
+    again = run_script(tmp_path, "trainer_fixed", script, env, ("--set", f"dataloader.{number}.num_workers={workers}"))
+    assert again.proc.returncode == 0, again.proc.stderr[-3000:]
+    assert again.printed("global_step") == 30
+    trained = max(again.summary["dataloaders"], key=lambda d: d.get("fetch_s") or 0.0)
+    assert trained["num_workers"] == workers, again.summary["dataloaders"]
+    before, after = run.steps["data_wait_share"], again.steps["data_wait_share"]
+    assert after < before / 2, (before, after)
+
+
+@pytest.mark.slow
 def test_an_accelerate_loop_counts_its_steps_and_keeps_no_false_leak(framework_runs: dict[str, Run]) -> None:
     """A plain accelerate loop: 30 of 30, and no 'Tensors kept ... pile up' for the batch
     its DataLoaderShard fetches ahead (memory is flat)."""
