@@ -85,7 +85,8 @@ def _code_lines(code: CodeType) -> tuple[int, int]:
 _TREES: dict[str, ast.Module | None] = {}
 
 
-def _tree(file: str) -> ast.Module | None:
+def parsed(file: str) -> ast.Module | None:
+    """``file`` parsed (None where it cannot be read or parsed), the last 16 kept."""
     if file not in _TREES:
         try:
             with open(file, encoding="utf-8") as fh:
@@ -131,7 +132,7 @@ def _added(tree: ast.Module, line: int, name: str) -> list[ast.expr] | None:
     for node in ast.walk(tree):
         if getattr(node, "lineno", None) != line:
             continue
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and _dotted(node.func.value) == name:
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and dotted(node.func.value) == name:
             attr, args = node.func.attr, node.args
             if attr in ("append", "add", "appendleft") and len(args) == 1:
                 return [args[0]]
@@ -142,10 +143,10 @@ def _added(tree: ast.Module, line: int, name: str) -> list[ast.expr] | None:
             if attr == "extend" and len(args) == 1:
                 return _items(args[0])
             return None
-        if isinstance(node, ast.AugAssign) and _dotted(node.target) == name:
+        if isinstance(node, ast.AugAssign) and dotted(node.target) == name:
             return _items(node.value)
         if (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Subscript)
-                and _dotted(node.targets[0].value) == name):
+                and dotted(node.targets[0].value) == name):
             return [node.value]
     return None
 
@@ -154,11 +155,12 @@ def _items(value: ast.expr) -> list[ast.expr] | None:
     return list(value.elts) if isinstance(value, (ast.List, ast.Tuple)) else None
 
 
-def _dotted(node: ast.expr) -> str:
+def dotted(node: ast.expr) -> str:
+    """``self.outs`` for that attribute chain, '' for anything else (also ops_leaks' reader)."""
     if isinstance(node, ast.Name):
         return node.id
     if isinstance(node, ast.Attribute):
-        inner = _dotted(node.value)
+        inner = dotted(node.value)
         return f"{inner}.{node.attr}" if inner else ""
     return ""
 
@@ -171,7 +173,7 @@ def keeping_line(codes: list[CodeType], name: str, adding_lines: Callable[[str, 
     for file in dict.fromkeys(code.co_filename for code in codes):
         spans = [_code_lines(code) for code in codes if code.co_filename == file]
         lines = [n for n in adding_lines(file, name) if any(first <= n <= last for first, last in spans)]
-        tree = _tree(file) if lines else None
+        tree = parsed(file) if lines else None
         for n in lines:
             values = _added(tree, n, name) if tree is not None else None
             if values is None or any(_may_be(v, grad) for v in values):

@@ -392,7 +392,6 @@ def _owner_of(survivor: torch.Tensor, finder: FrameFinder) -> tuple[dict[str, An
              "bounded": found["bounded"]}, owner, found["attr"])
 
 
-_TREES: dict[str, Any] = {}
 _ADDS = frozenset({"append", "extend", "insert", "add", "appendleft", "update", "setdefault"})
 
 
@@ -401,16 +400,10 @@ def _adding_lines(file: str, name: str) -> list[int]:
     ``name.append(...)`` and the like, ``name += ...``, ``name[...] = ...``."""
     import ast
 
-    tree: Any = _TREES.get(file)
+    from .leak_owner import dotted, parsed
+
+    tree = parsed(file)  # one cache of the user's parsed files for both leak readers
     if tree is None:
-        try:
-            with open(file, encoding="utf-8") as fh:
-                tree = ast.parse(fh.read())
-        except Exception:
-            tree = False
-        if len(_TREES) < 64:
-            _TREES[file] = tree
-    if not tree:
         return []
     lines = []
     for node in ast.walk(tree):
@@ -421,20 +414,9 @@ def _adding_lines(file: str, name: str) -> list[int]:
             target = node.target
         elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Subscript):
             target = node.targets[0].value
-        if target is not None and _dotted(target) == name:
+        if target is not None and dotted(target) == name:
             lines.append(int(getattr(node, "lineno", 0)))
     return sorted(lines)
-
-
-def _dotted(node: Any) -> str:
-    import ast
-
-    if isinstance(node, ast.Name):
-        return node.id
-    if isinstance(node, ast.Attribute):
-        inner = _dotted(node.value)
-        return f"{inner}.{node.attr}" if inner else ""
-    return ""
 
 
 def _adding_line(file: str, name: str, stack: list[Any], frame: Any) -> int | None:
