@@ -171,3 +171,58 @@ def test_a_lightning_shaped_module_names_its_own_append(tmp_path: Path) -> None:
     assert code.startswith("self.outs.append(logits.detach())"), code
     made = [i for i, t in enumerate(SCRIPT.read_text().splitlines(), 1) if t.strip() == "self.outs = []"]
     assert f"(line {made[1]})" in code, code
+
+
+ADDING = '''\
+outs = []
+kept = []
+
+
+def log_number(v):
+    outs.append(float(v))  # a number, first in the file
+
+
+def train_step(logits):
+    outs.append(logits.detach())  # detached
+    outs.append(logits)  # the graph
+
+
+def remember(t):
+    kept.append(t.item())  # a number
+    kept.append(t)  # the tensor
+'''
+
+
+def _codes(tmp_path: Path) -> tuple[str, dict[str, Any]]:
+    path = tmp_path / "user.py"
+    path.write_text(ADDING)
+    names: dict[str, Any] = {}
+    exec(compile(ADDING, str(path), "exec"), names)
+    return str(path), {k: v.__code__ for k, v in names.items() if callable(v) and hasattr(v, "__code__")}
+
+
+def _at(text: str) -> int:
+    return next(i for i, t in enumerate(ADDING.splitlines(), 1) if text in t)
+
+
+def test_the_frame_search_names_the_line_that_can_add_this_tensor(tmp_path: Path) -> None:
+    """ops_leaks' own search (the container found in a user frame): the first adding line of
+    the function on the stack used to be named whatever it added (`.detach()` for a graph)."""
+    from mpsprofiler.probe.ops_leaks import _adding_line
+
+    file, codes = _codes(tmp_path)
+    step = [codes["train_step"]]
+    assert _adding_line(file, "outs", step, grad=True) == _at("# the graph")
+    assert _adding_line(file, "outs", step, grad=False) == _at("# detached")
+
+
+def test_outside_the_stack_a_line_is_named_only_when_one_alone_can_add_it(tmp_path: Path) -> None:
+    """No function of the stack adds to the container: the first adding line of the file
+    (a number into `outs`) used to be named; now only a line that alone can add the tensor."""
+    from mpsprofiler.probe.ops_leaks import _adding_line
+
+    file, _ = _codes(tmp_path)
+    assert _adding_line(file, "outs", [], grad=True) == _at("# the graph")
+    assert _adding_line(file, "kept", [], grad=False) == _at("# the tensor")
+    assert _adding_line(file, "outs", [], grad=False) is None  # detached or the graph: not told
+    assert _adding_line(file, "missing", [], grad=True) is None

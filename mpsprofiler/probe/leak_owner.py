@@ -174,11 +174,15 @@ def keeping_line(codes: list[CodeType], name: str, adding_lines: Callable[[str, 
         spans = [_code_lines(code) for code in codes if code.co_filename == file]
         lines = [n for n in adding_lines(file, name) if any(first <= n <= last for first, last in spans)]
         tree = parsed(file) if lines else None
-        for n in lines:
-            values = _added(tree, n, name) if tree is not None else None
-            if values is None or any(_may_be(v, grad) for v in values):
-                found.add((file, n))
+        found.update((file, n) for n in lines if tree is None or may_keep(tree, n, name, grad))
     return found.pop() if len(found) == 1 else None
+
+
+def may_keep(tree: ast.Module, line: int, name: str, grad: bool) -> bool:
+    """Whether the statement at ``line`` of ``tree`` can add the leaked tensor to ``name``
+    (``grad``: the tensor has autograd history): True when what it adds cannot be told."""
+    values = _added(tree, line, name)
+    return values is None or any(_may_be(v, grad) for v in values)
 
 
 def find_owner(survivor: Any, is_user: Callable[[CodeType], bool],

@@ -231,7 +231,7 @@ class LeakTracker:
                 if found is not None:
                     name, value = found
                     file = frame.f_code.co_filename
-                    line = _adding_line(file, name, stack, frame)
+                    line = _adding_line(file, name, stack, survivor.grad_fn is not None)
                     if line is None and (owned := self._owner(key, survivor, finder, step)) is not None:
                         return owned  # `trainer.outs` here, `self.outs.append` in its class
                     try:
@@ -419,12 +419,19 @@ def _adding_lines(file: str, name: str) -> list[int]:
     return sorted(lines)
 
 
-def _adding_line(file: str, name: str, stack: list[Any], frame: Any) -> int | None:
-    """The line that adds to ``name``: inside a user function on the stack, innermost first
-    (the loop that appends), else anywhere in the file."""
+def _adding_line(file: str, name: str, stack: list[Any], grad: bool) -> int | None:
+    """The line that adds the leaked tensor to ``name``: among the lines whose added value
+    can be that tensor (not ``x.item()``, nor ``x.detach()`` for a tensor with history;
+    leak_owner.may_keep), the first inside a user function on the stack, innermost first
+    (the loop that appends); elsewhere in the file only when one line alone qualifies
+    (a helper that appends, called earlier); None rather than a guess."""
     import linecache
 
+    from .leak_owner import may_keep, parsed
+
     found = _adding_lines(file, name)
+    tree = parsed(file) if found else None
+    found = [n for n in found if tree is None or may_keep(tree, n, name, grad)]
     if not found:
         return None
     count = len(linecache.getlines(file)) or max(found)
@@ -435,7 +442,7 @@ def _adding_line(file: str, name: str, stack: list[Any], frame: Any) -> int | No
         inside = [n for n in found if first <= n <= last]
         if inside:
             return inside[0]
-    return found[0]
+    return found[0] if len(found) == 1 else None
 
 
 def _code_range(code: Any, count: int) -> tuple[int, int]:
