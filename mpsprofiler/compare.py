@@ -13,13 +13,17 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 from html import escape
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .report.changes import change_lines
 from .units import fmt_bytes, fmt_pct, fmt_seconds
+
+if TYPE_CHECKING:
+    from .results import Document
 
 CAUTION = ("One run against one run: the machine's load moves both. `mpsprof try` runs A/B pairs and gives an "
            "interval.")
@@ -33,7 +37,7 @@ class Row:
     ratio: str = ""
 
 
-def _get(summary: dict[str, Any], *path: str) -> Any:
+def _get(summary: Mapping[str, Any], *path: str) -> Any:
     value: Any = summary
     for key in path:
         value = value.get(key) if isinstance(value, dict) else None
@@ -50,12 +54,12 @@ def _ratio(a: Any, b: Any, time_like: bool = False) -> str:
     return text
 
 
-def _count(summary: dict[str, Any]) -> int | None:
+def _count(summary: Mapping[str, Any]) -> int | None:
     n = _get(summary, "steps", "count")
     return n if isinstance(n, int) and not isinstance(n, bool) else None
 
 
-def length_note(a: dict[str, Any], b: dict[str, Any]) -> str:
+def length_note(a: Mapping[str, Any], b: Mapping[str, Any]) -> str:
     """What the view says above the table when the runs have different step counts: their
     totals (training time, run time) then measure the length, not the speed, so only the
     per-step figures get a "faster"/"slower"."""
@@ -65,7 +69,7 @@ def length_note(a: dict[str, Any], b: dict[str, Any]) -> str:
     return f"Runs of different length: {na} and {nb} steps; per-step figures compared."
 
 
-def _per_step(summary: dict[str, Any], key: str, share: bool = False) -> float | None:
+def _per_step(summary: Mapping[str, Any], key: str, share: bool = False) -> float | None:
     """A total divided by the step count (``share``: the data-wait share of training time)."""
     n, total = _count(summary), _get(summary, "steps", "training_s")
     if not n or not isinstance(total, (int, float)) or isinstance(total, bool):
@@ -78,7 +82,7 @@ def _per_step(summary: dict[str, Any], key: str, share: bool = False) -> float |
     return float(total) / n
 
 
-def rows(a: dict[str, Any], b: dict[str, Any]) -> list[Row]:
+def rows(a: Document, b: Document) -> list[Row]:
     """The figures of two summaries (``summary.json`` documents), A then B. Speed is judged on
     per-step figures; totals get a "faster" only when both runs have the same step count."""
     same_length = not length_note(a, b)
@@ -118,14 +122,14 @@ def rows(a: dict[str, Any], b: dict[str, Any]) -> list[Row]:
     return [r for r in out if (r.a, r.b) != ("–", "–")]
 
 
-def _workers(summary: dict[str, Any]) -> str:
+def _workers(summary: Mapping[str, Any]) -> str:
     """The first DataLoader's ``num_workers`` ("–" when there is none, or the list is damaged)."""
     loaders = summary.get("dataloaders")
     first = loaders[0] if isinstance(loaders, list) and loaders else None
     return str(first.get("num_workers", "–")) if isinstance(first, dict) else "–"
 
 
-def _cut(summary: dict[str, Any]) -> str:
+def _cut(summary: Mapping[str, Any]) -> str:
     cut = summary.get("cut")
     if not isinstance(cut, dict):
         return "–"
@@ -143,7 +147,7 @@ def _rules(findings: list[Any]) -> str:
 
 
 # -- loading --------------------------------------------------------------------------
-def load_summary(run_dir: Path, rule_dirs: list[Path] | None = None) -> dict[str, Any]:
+def load_summary(run_dir: Path, rule_dirs: list[Path] | None = None) -> Document:
     """A run's figures and findings, recomputed from its recording (the same as report)."""
     from .report.common import ended_text, ended_without_exit
     from .results import build_results

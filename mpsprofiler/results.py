@@ -2,6 +2,13 @@
 
 One function for a live run's end, ``mpsprof view`` and ``mpsprof report``, so every
 view shows the same findings for the same run.
+
+This module is also the typed seam above the session: :class:`Summary`, the finding
+document (:class:`FindingDoc`, owned by :mod:`.diagnosis.findings`) and
+:class:`ExperimentResult` are the JSON the run directory stores (``summary.json``,
+``experiments.json``; docs/report-schema.md is the contract), typed, so the views
+(reports, TUI panels) read named keys instead of a ``dict[str, Any]``.
+``tests/test_typed_results.py`` holds these types to the schema and to a recorded run.
 """
 
 from __future__ import annotations
@@ -11,8 +18,9 @@ import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict, cast
 
+from .diagnosis.findings import FindingDoc
 from .events import json_safe
 from .rundir import SUMMARY_FILE, read_experiments, write_text_atomic
 from .session.session import Session
@@ -23,30 +31,184 @@ if TYPE_CHECKING:
     from .diagnosis.rules import RuleError
 
 
+class ExitDoc(TypedDict):
+    """``exit``: how the script ended."""
+
+    returncode: int
+    signal: str | None
+    stopped_by_user: bool
+
+
+class DeviceDoc(TypedDict):
+    """``device``: what the training ran on."""
+
+    kind: str
+    name: str | None
+    model_device: str | None
+    parameters: int | None
+
+
+class StepsDoc(TypedDict):
+    """``steps``: step timing (seconds, shares 0..1; None where not measured)."""
+
+    count: int
+    mode: str
+    framework: str | None
+    fetched_ahead: int | None
+    warmup: int
+    steady: int
+    median_s: float | None
+    p90_s: float | None
+    steps_per_s: float | None
+    training_s: float | None
+    warmup_cost_s: float | None
+    data_wait_share: float | None
+    device_busy_share: float | None
+    device_busy_ms: float | None
+    batches: int
+
+
+class MemoryDoc(TypedDict):
+    """``memory``: peaks and limits, bytes."""
+
+    peak_rss: int | None
+    peak_rss_with_workers: int | None
+    peak_device_allocated: int | None
+    peak_device_cached: int | None
+    device_total: int | None
+    device_limit: int | None
+    min_system_available: int | None
+    peak_swap_used: int | None
+
+
+class CrashDoc(TypedDict):
+    """``crash``: the script's uncaught exception; ``where`` is the user's innermost frame."""
+
+    type: str
+    message: str
+    where: dict[str, Any] | None
+
+
+class RecordingDoc(TypedDict):
+    """``recording``: whether the recording holds the whole run, and what is missing."""
+
+    complete: bool
+    problems: list[str]
+
+
+class OpsCostDoc(TypedDict):
+    """``ops``: what op accounting cost the run."""
+
+    sampled_steps: int
+    cost_s: float
+    cost_share: float | None
+    converged: bool
+
+
+class _SummaryCore(TypedDict):
+    script: str
+    status: str
+
+
+class Summary(_SummaryCore, total=False):
+    """``summary.json`` without its findings (:meth:`Results.document` adds them).
+
+    Every key but ``script`` and ``status`` may be absent: a recording read back from an
+    older version, or the bare summary left when building the figures failed; the views
+    read them with ``.get``. ``ops`` and ``ranks`` appear only when measured."""
+
+    schema: int
+    argv: list[str] | None
+    cwd: str | None
+    run_dir: str | None
+    started: float | None
+    exit: ExitDoc | None
+    duration_s: float | None
+    device: DeviceDoc
+    steps: StepsDoc
+    memory: MemoryDoc
+    dataloaders: list[dict[str, Any]]
+    crash: CrashDoc | None
+    probe_errors: list[dict[str, Any]]
+    recording: RecordingDoc
+    changes: dict[str, Any] | None
+    cut: dict[str, Any] | None
+    ops: OpsCostDoc
+    ranks: list[dict[str, Any]]
+
+
+class _ExperimentCore(TypedDict):
+    rule: str | None
+    change: list[str]
+    label: str
+    command: str
+    cwd: str | None
+    steps: int
+    pairs_planned: int
+    pairs: int
+    seconds: float
+    stopped: str | None
+    finished: float
+    a_median_s: list[float]
+    b_median_s: list[float]
+    speedup: float | None
+    interval: list[float] | None
+    memory: dict[str, int | None]
+    loss: dict[str, Any] | None
+
+
+class ExperimentResult(_ExperimentCore, total=False):
+    """One ``mpsprof try`` result (:meth:`~mpsprofiler.experiment.trial.Trial.result`), as
+    ``experiments.json`` stores it; ``runs`` stays out of ``summary.json``. ``verdict`` and
+    ``headline`` are set last (always, by ``Trial.result``); ``patch --prove`` adds the
+    ``patch`` keys (``kind``, ``dir``, ``patch_sha``, ``files``, ``patch_verdict``)."""
+
+    runs: list[dict[str, Any]]
+    verdict: str
+    failure: str
+    pairs_to_settle: int | None
+    headline: str
+    kind: str
+    dir: str
+    patch_sha: str
+    files: list[str]
+    patch_verdict: str
+
+
+class Document(Summary, total=False):
+    """The whole run document: ``summary.json`` and ``report --format json``."""
+
+    findings: list[FindingDoc]
+    rule_errors: list[str]
+    experiments: list[ExperimentResult]
+    mpsprof: str
+
+
 @dataclass
 class Results:
-    summary: dict[str, Any]
+    summary: Summary
     findings: list[Finding] = field(default_factory=list)
     rule_errors: list[RuleError | str] = field(default_factory=list)
     """Problems of the rule files, and why diagnosis failed (text) when it did."""
-    experiments: list[dict[str, Any]] = field(default_factory=list)
+    experiments: list[ExperimentResult] = field(default_factory=list)
     """``mpsprof try`` results stored beside the run (``RUN_DIR/experiments.json``)."""
 
-    def document(self) -> dict[str, Any]:
+    def document(self) -> Document:
         """The JSON document of ``summary.json`` and of ``report --format json``."""
-        doc = dict(self.summary)
+        doc = cast(Document, dict(self.summary))
         doc["findings"] = [f.to_dict() for f in self.findings]
         doc["rule_errors"] = [str(e) for e in self.rule_errors]
         if self.experiments:
-            doc["experiments"] = [{k: v for k, v in e.items() if k != "runs"} for e in self.experiments]
+            doc["experiments"] = [cast(ExperimentResult, {k: v for k, v in e.items() if k != "runs"})
+                                  for e in self.experiments]
         return doc
 
 
 def build_results(session: Session, rule_dirs: Iterable[Path] = (), run_dir: Path | None = None) -> Results:
     """Figures, findings and, for a run with a directory, the experiments stored beside it
     (``mpsprof try``, ``t``): attached here, once, so no view patches them in afterwards."""
-    summary = summarize(session)
-    experiments = read_experiments(run_dir)
+    summary = summary_of(session)
+    experiments = cast(list[ExperimentResult], read_experiments(run_dir))  # stored by Trial.result
     try:
         from .diagnosis import diagnose
 
@@ -56,6 +218,12 @@ def build_results(session: Session, rule_dirs: Iterable[Path] = (), run_dir: Pat
                        experiments=experiments)
     return Results(summary=summary, findings=diagnosis.findings, rule_errors=[*diagnosis.rule_errors],
                    experiments=experiments)
+
+
+def summary_of(session: Session) -> Summary:
+    """The session's figures as the typed :class:`Summary` (built by :func:`summarize`,
+    whose keys ``tests/test_typed_results.py`` holds to this type)."""
+    return cast(Summary, summarize(session))
 
 
 @dataclass
@@ -87,7 +255,7 @@ def finish_run(
     diagnosis_error = None
     try:
         results = (build_results(session, rule_dirs, run_dir) if diagnose
-                   else Results(summary=summarize(session)))
+                   else Results(summary=summary_of(session)))
     except Exception as exc:  # noqa: BLE001 - build_results survives diagnosis; this is the summary failing
         diagnosis_error = (f"internal error while diagnosing the run ({type(exc).__name__}: {exc}); no findings")
         results = Results(summary={"script": session.script, "status": session.status})

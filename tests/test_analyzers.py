@@ -22,6 +22,7 @@ from mpsprofiler.diagnosis.analyzers import crash as crash_mod
 from mpsprofiler.diagnosis.analyzers import robust
 from mpsprofiler.diagnosis.facts import collect_facts
 from mpsprofiler.session.session import Session
+from tests.test_reason_texts import reason_text
 
 MIB = 2**20
 GIB = 2**30
@@ -187,7 +188,7 @@ def test_stall_facts_add_up_and_an_unmeasured_loader_is_capped_by_the_cores():
     assert f["loader_bound"] == "unknown"
     # 30 ms of loading per 10 ms of training, 25% to spare: 4 workers; 7 cores are free
     assert f["num_workers_needed"] == 4 and f["suggested_num_workers"] == 4
-    assert "could not tell" in f["num_workers_reason"]
+    assert "could not tell" in reason_text(f)
     assert f["device_idle_share_while_waiting"] is None  # the CPU is synchronous
 
 
@@ -198,8 +199,8 @@ def test_num_workers_prefers_performance_cores_and_never_exceeds_the_free_ones_u
     assert f["cores_for_workers"] == 6 and f["suggested_num_workers"] == 5  # 6 performance cores - 1
     # spawn costs ~1.5 s a worker: for 100 batches an epoch, restarted each epoch, 2 at most
     restarted = facts_of(build_session(env=MAC_ENV, device="mps", loaders=[loader(len=100)], rows=rows))
-    assert restarted["suggested_num_workers"] == 2 and "1,500 ms (spawn)" in restarted["num_workers_reason"]
-    assert "performance cores" in f["num_workers_reason"]
+    assert restarted["suggested_num_workers"] == 2 and "1,500 ms (spawn)" in reason_text(restarted)
+    assert "performance cores" in reason_text(f)
     busy = facts_of(build_session(loaders=[loader(num_workers=4)], rows=rows))  # 2 cores, 4 workers
     assert busy["suggested_num_workers"] == 4  # no more than now: the cores are taken
     quiet = facts_of(build_session(loaders=[loader(num_workers=3)], rows=step_rows([0.04] * 30)))
@@ -212,22 +213,22 @@ def test_a_waiting_loader_gets_workers_from_its_times_not_from_the_cores():
     f = facts_of(build_session(loaders=[loader(len=1000)], rows=rows))
     assert f["loader_bound"] == "waiting"
     assert f["num_workers_needed"] == 12  # ceil(36 / 4 * 1.25)
-    assert f["suggested_num_workers"] == 8 and "Beyond 8 worker processes" in f["num_workers_reason"]
-    assert "does not limit them" in f["num_workers_reason"] and "36.0 ms to load" in f["num_workers_reason"]
-    assert "PyTorch warns" in f["num_workers_reason"]  # 8 > 2 logical CPUs: its warning, explained
+    assert f["suggested_num_workers"] == 8 and "Beyond 8 worker processes" in reason_text(f)
+    assert "does not limit them" in reason_text(f) and "36.0 ms to load" in reason_text(f)
+    assert "PyTorch warns" in reason_text(f)  # 8 > 2 logical CPUs: its warning, explained
     # memory caps it: a quarter of 1 GiB free and ~300 MiB per worker -> 1; of 4 GiB -> 3
     tight = facts_of(build_session(loaders=[loader()], rows=rows, mem=[mem_event(0.5, 100 * MIB, available=GIB)]))
-    assert tight["suggested_num_workers"] == 1 and "MiB" in tight["num_workers_reason"]
+    assert tight["suggested_num_workers"] == 1 and "MiB" in reason_text(tight)
     some = facts_of(build_session(loaders=[loader()], rows=rows, mem=[mem_event(0.5, 100 * MIB, available=4 * GIB)]))
-    assert some["suggested_num_workers"] == 3 and "a quarter of the 4.0 GiB" in some["num_workers_reason"]
+    assert some["suggested_num_workers"] == 3 and "a quarter of the 4.0 GiB" in reason_text(some)
     # a worker that computes 12 of its 36 ms: 3 of them fill the one free core
     busy_rows = step_rows([0.04] * 30, waits=[0.036] * 30, cpu=[0.012] * 30, runq=[0.0] * 30)
     cpu = facts_of(build_session(loaders=[loader(len=1000)], rows=busy_rows))
-    assert cpu["loader_bound"] == "waiting" and cpu["suggested_num_workers"] == 3, cpu["num_workers_reason"]
-    assert "computes 12.0 ms of every 36.0 ms" in cpu["num_workers_reason"]
+    assert cpu["loader_bound"] == "waiting" and cpu["suggested_num_workers"] == 3, reason_text(cpu)
+    assert "computes 12.0 ms of every 36.0 ms" in reason_text(cpu)
     # 10 batches an epoch, workers started at each (fork, ~50 ms): sqrt(10 * 36 / 50) -> 3
     short = facts_of(build_session(loaders=[loader(len=10)], rows=rows))
-    assert short["suggested_num_workers"] == 3 and "cost more to start" in short["num_workers_reason"]
+    assert short["suggested_num_workers"] == 3 and "cost more to start" in reason_text(short)
 
 
 def test_a_cpu_bound_loader_is_limited_by_the_free_cores_and_says_so():
@@ -236,7 +237,7 @@ def test_a_cpu_bound_loader_is_limited_by_the_free_cores_and_says_so():
     f = facts_of(build_session(loaders=[loader(num_workers=0)], rows=rows))  # 2 physical cores
     assert f["loader_bound"] == "cpu"
     assert f["suggested_num_workers"] <= 2 and f["num_workers_needed"] == 4
-    reason = f["num_workers_reason"]
+    reason = reason_text(f)
     assert "2 physical cores" in reason and "28.0 ms of CPU work" in reason and "cheaper" in reason
     roomy = facts_of(build_session(env=dict(LINUX_ENV, cores_physical=16), loaders=[loader()], rows=rows))
     assert roomy["suggested_num_workers"] == 4 and roomy["num_workers_helps"] is True
@@ -246,12 +247,12 @@ def test_in_memory_and_contended_loaders_get_no_workers():
     rows = step_rows([0.004] * 30, waits=[0.002] * 30, cpu=[0.002] * 30, runq=[0.0] * 30)
     mem = facts_of(build_session(loaders=[loader(dataset="TensorDataset")], rows=rows))
     assert mem["loader_bound"] == "ipc" and mem["suggested_num_workers"] == 0
-    assert "Index whole batches" in mem["num_workers_reason"]
+    assert "Index whole batches" in reason_text(mem)
     # 20 ms waits: 1 ms of CPU, 15 ms queued for a core
     busy = step_rows([0.03] * 30, waits=[0.02] * 30, cpu=[0.001] * 30, runq=[0.015] * 30)
     f = facts_of(build_session(loaders=[loader()], rows=busy))
     assert f["loader_bound"] == "contention" and f["num_workers_helps"] is False
-    assert "waiting for a free CPU core" in f["num_workers_reason"]
+    assert "waiting for a free CPU core" in reason_text(f)
 
 
 def test_a_wait_that_hovers_around_the_threshold_is_seen_in_the_halves():

@@ -22,6 +22,7 @@ from mpsprofiler.devices.cpu import CpuBackend
 from mpsprofiler.diagnosis import diagnose
 from mpsprofiler.probe.steps import StepTracker
 from mpsprofiler.session.recording import load_run
+from tests.test_reason_texts import reason_text
 
 SCRIPTS = Path(__file__).resolve().parent / "scripts_loader"
 STALLS = {"dataloader-stall", "dataloader-stall-critical"}
@@ -143,7 +144,7 @@ def test_workers_that_keep_up_are_never_the_limit_however_the_wait_splits():
 
     said = advise(_workers_fig(5.5, 1.2, 0.3, 0.6), "ipc", 2, 0.02, 1, 2, "physical cores", 64, None, None, 2)
     assert said["suggested_num_workers"] == 2 and not said["num_workers_helps"]
-    assert "the workers keep up" in said["loader_figures"].lower() and "1.20 ms" in said["num_workers_reason"]
+    assert "the workers keep up" in said["loader_figures"].lower() and "1.20 ms" in reason_text(said, bound="ipc")
     from mpsprofiler.report.common import _bound_words  # the Data panel's and reports' words
 
     assert _bound_words({"loader_bound": "ipc", "num_workers": 2}, short=True) == "workers keep up"
@@ -193,7 +194,7 @@ def test_batches_as_cheap_as_a_worker_s_handover_get_no_workers():
     said = advise(makemore, "handoff", 0, 7.3e-3, 1, 2, "physical cores", 32, None, None, 2)
     assert said["suggested_num_workers"] == 0 and not said["num_workers_helps"]
     assert said["stall_advice"] == "workers would not shorten it"
-    assert "about 2.0 ms (1.4 ms of CPU work) taking each one in" in said["num_workers_reason"], said["num_workers_reason"]
+    assert "about 2.0 ms (1.4 ms of CPU work) taking each one in" in reason_text(said, bound="handoff"), said
 
 
 def test_loading_that_computes_with_no_core_to_spare_is_contention():

@@ -14,6 +14,7 @@ from pathlib import Path
 from mpsprofiler.diagnosis.engine import evaluate
 from mpsprofiler.diagnosis.findings import FindingTracker
 from mpsprofiler.diagnosis.rules import builtin_rules_dir, load_file, parse_rules_text
+from tests.test_reason_texts import reason_text
 
 TWO_DEGREES = """
 rules:
@@ -146,13 +147,13 @@ def test_noisy_runs_of_one_loader_get_the_same_suggestion() -> None:
     means = {round(f["load_ms"] / f["train_ms"], 1) for f in runs}
     assert len(means) > 1, means
     # ... the suggestion does not
-    assert {f["suggested_num_workers"] for f in runs} == {4}, [f["num_workers_reason"] for f in runs]
+    assert {f["suggested_num_workers"] for f in runs} == {4}, [reason_text(f) for f in runs]
     for f in runs:
         assert f["stall_advice"] == "try num_workers=4"
         # evidence (loader_figures) and fix (num_workers_reason) quote the same load time
         load = f"{f['load_ms']:.1f} ms"
-        assert load in f["loader_figures"] and load in f["num_workers_reason"]
-        assert "the median step loads" in f["num_workers_reason"]
+        assert load in f["loader_figures"] and load in reason_text(f)
+        assert "the median step loads" in reason_text(f)
 
 
 def test_a_loader_whose_steps_vary_widely_gets_a_stated_range() -> None:
@@ -165,7 +166,7 @@ def test_a_loader_whose_steps_vary_widely_gets_a_stated_range() -> None:
     f = facts_of(build_session(loaders=[loader(len=1000)], rows=rows))
     assert f["loader_bound"] == "waiting"
     assert f["num_workers_range"] == "4-8" and f["suggested_num_workers"] == 8
-    assert "4-8 workers is the range to try; start with 8" in f["num_workers_reason"]
+    assert "4-8 workers is the range to try; start with 8" in reason_text(f)
     assert f["stall_advice"] == "try num_workers=8"
 
 
@@ -173,7 +174,7 @@ def test_steady_loader_states_no_range() -> None:
     rows = step_rows([0.014] * 30, waits=[0.010] * 30, cpu=[0.001] * 30, runq=[0.0] * 30)
     f = facts_of(build_session(loaders=[loader(len=1000)], rows=rows))
     assert f["num_workers_range"] is None and f["suggested_num_workers"] == 4
-    assert not re.search(r"\d-\d workers", f["num_workers_reason"])
+    assert not re.search(r"\d-\d workers", reason_text(f))
 
 
 def test_stable_workers_rounds_up_to_a_power_of_two() -> None:
@@ -191,13 +192,13 @@ def test_the_range_reaches_above_the_suggestion() -> None:
     rows = step_rows([w + 0.004 for w in waits], waits=waits, cpu=[0.0005] * n, runq=[0.0] * n)
     f = facts_of(build_session(loaders=[loader(len=1000)], rows=rows))
     assert f["suggested_num_workers"] == 2 and f["num_workers_range"] == "2-4"
-    assert "2-4 workers is the range to try; start with 2" in f["num_workers_reason"]
+    assert "2-4 workers is the range to try; start with 2" in reason_text(f)
 
 
 def test_a_rounded_suggestion_is_said_in_the_fix() -> None:
     """needed 7 (10 ms load / 2 ms train, 25% to spare) -> 8: the fix names both, as the title does."""
     rows = step_rows([0.012] * 30, waits=[0.010] * 30, cpu=[0.001] * 30, runq=[0.0] * 30)
     f = facts_of(build_session(loaders=[loader(len=1000)], rows=rows))
-    assert f["num_workers_needed"] == 7 and f["suggested_num_workers"] == 8, f["num_workers_reason"]
-    assert "7 workers keep up" in f["num_workers_reason"]
-    assert "rounds up to 8 (a power of two)" in f["num_workers_reason"]
+    assert f["num_workers_needed"] == 7 and f["suggested_num_workers"] == 8, reason_text(f)
+    assert "7 workers keep up" in reason_text(f)
+    assert "rounds up to 8 (a power of two)" in reason_text(f)

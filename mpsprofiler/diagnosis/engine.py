@@ -9,7 +9,7 @@ escapes into the training run or the TUI. The condition language itself lives in
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,6 +19,7 @@ from ..devices.kinds import normalize_device
 from .conditions import RuleBroken, evaluator
 from .findings import Finding, as_step, one_per_cause
 from .rules import Rule, RuleError, RuleSet
+from .template import Template
 
 __all__ = ["Diagnostic", "broken_rules", "evaluate", "normalize_device"]
 
@@ -110,15 +111,61 @@ def _evaluate_rule(
 def with_phrases(rule: Rule, facts: Mapping[str, Any]) -> Mapping[str, Any]:
     """The facts as the rule's texts read them: a fact with ``phrases`` is replaced by the
     rule's phrase for its value (rendered with the facts), or by None (its sentence is left
-    out) when the rule has no phrase for that value."""
+    out) when the rule has no phrase for that value.
+
+    So that a rule file holds whole sentences (plurals, optional clauses), a phrase may use
+    other phrased facts (read as their phrases; a fact already being phrased reads as its
+    value, so a table cannot loop), a table may give an ``other`` phrase for the values it
+    does not list (``"1": "1 worker"``, ``other: "{n} workers"``), and a fact whose value is
+    a list of names reads as their phrases joined by spaces (a reason and its clauses)."""
     if not rule.phrases:
         return facts
     words = dict(facts)
-    for name, table in rule.phrases.items():
-        value = facts.get(name)
-        phrase = table.get(str(value)) if value is not None else None
-        words[name] = phrase.render(facts) if phrase is not None else None
+    for name in rule.phrases:
+        words[name] = phrase_for(rule.phrases, facts, name, ())
     return words
+
+
+PHRASE_DEFAULT = "other"
+"""The key of the phrase for a value the table does not list."""
+
+
+def phrase_for(tables: Mapping[str, Mapping[str, Template]], facts: Mapping[str, Any], name: str,
+               stack: tuple[str, ...]) -> str | None:
+    """The phrase of fact ``name`` for its value (None: no phrase, its sentence is left out)."""
+    value = facts.get(name)
+    table = tables[name]
+    values = value if isinstance(value, list) else [value]
+    inner = _Phrased(tables, facts, (*stack, name))
+    said = []
+    for item in values:
+        if item is None or isinstance(item, (list, dict)):
+            continue
+        phrase = table.get(str(item), table.get(PHRASE_DEFAULT))
+        text = phrase.render(inner) if phrase is not None else ""
+        if text:
+            said.append(text)
+    return " ".join(said) or None
+
+
+class _Phrased(Mapping[str, Any]):
+    """The facts as a phrase reads them: other phrased facts as their phrases (see
+    :func:`with_phrases`), those on ``stack`` (being phrased) as their values."""
+
+    def __init__(self, tables: Mapping[str, Mapping[str, Template]], facts: Mapping[str, Any],
+                 stack: tuple[str, ...]) -> None:
+        self._tables, self._facts, self._stack = tables, facts, stack
+
+    def __getitem__(self, name: str) -> Any:
+        if name in self._tables and name not in self._stack:
+            return phrase_for(self._tables, self._facts, name, self._stack)
+        return self._facts[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._facts)
+
+    def __len__(self) -> int:
+        return len(self._facts)
 
 
 def _copy(value: Any) -> Any:

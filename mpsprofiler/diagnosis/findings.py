@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 SEVERITIES: tuple[str, ...] = ("info", "warning", "critical")
 """Valid severities, least severe first."""
@@ -21,6 +21,25 @@ SEVERITY_ORDER: dict[str, int] = {name: rank for rank, name in enumerate(SEVERIT
 def severity_rank(severity: str) -> int:
     """Rank of ``severity``; unknown names rank below ``info`` rather than failing."""
     return SEVERITY_ORDER.get(severity, -1)
+
+
+class _FindingDocCore(TypedDict):
+    rule: str
+    severity: str
+    title: str
+    evidence: str
+    fix: str
+    first_step: int | None
+    references: list[str]
+    facts: dict[str, Any]
+    count: int
+
+
+class FindingDoc(_FindingDocCore, total=False):
+    """A finding as ``summary.json`` stores it (``findings[]`` of docs/report-schema.md);
+    ``provisional`` only on a live run's finding not yet confirmed."""
+
+    provisional: bool
 
 
 @dataclass
@@ -49,9 +68,9 @@ class Finding:
         """What makes two findings the same problem: the cause, else the rule."""
         return self.cause or self.rule
 
-    def to_dict(self) -> dict[str, Any]:
-        extra = {"provisional": True} if self.provisional else {}
-        return {**extra,
+    def to_dict(self) -> FindingDoc:
+        doc: FindingDoc = {"provisional": True} if self.provisional else {}  # type: ignore[typeddict-item]
+        doc.update({
             "rule": self.rule,
             "severity": self.severity,
             "title": self.title,
@@ -61,7 +80,8 @@ class Finding:
             "references": list(self.references),
             "facts": dict(self.facts),
             "count": self.count,
-        }
+        })
+        return doc
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Finding:
@@ -190,7 +210,7 @@ class FindingTracker:
     def __len__(self) -> int:
         return len(self._by_rule)
 
-    def to_dicts(self) -> list[dict[str, Any]]:
+    def to_dicts(self) -> list[FindingDoc]:
         return [f.to_dict() for f in self.findings]
 
     def clear(self) -> None:

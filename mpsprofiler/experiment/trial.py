@@ -18,14 +18,14 @@ from __future__ import annotations
 import re
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from ..launcher.child import RunController, RunSpec
 from ..launcher.options import ProbeOptions
-from ..results import finish_run
+from ..results import ExperimentResult, finish_run
 from ..rundir import OUTPUT_FILE, RunDirInUse, open_regular, prepare_run_dir
 from ..session.session import Session
 from ..settings import describe, label, merge
@@ -231,12 +231,13 @@ class Trial:
                             f"{pair} was ended by mpsprof (not a failure of the script or the change)")
             self._progress(f"  {self.stopped}")
             return None
-        steps = summary.get("steps") or {}
-        mem = summary.get("memory") or {}
+        steps: Mapping[str, Any] = summary.get("steps") or {}
+        mem: Mapping[str, Any] = summary.get("memory") or {}
         crash = summary.get("crash")
+        exit_info = summary.get("exit")
         return RunOutcome(
             arm=arm, pair=pair, run_dir=str(run_dir) if run_dir else None, status=str(summary.get("status")),
-            returncode=(summary.get("exit") or {}).get("returncode"), median_s=steps.get("median_s"),
+            returncode=exit_info.get("returncode") if exit_info else None, median_s=steps.get("median_s"),
             steady_steps=int(steps.get("steady") or 0), steps=int(steps.get("count") or 0),
             peak_rss=mem.get("peak_rss_with_workers") or mem.get("peak_rss"),
             peak_device=mem.get("peak_device_allocated"), wall_s=round(wall, 3),
@@ -254,12 +255,14 @@ class Trial:
 
     # -- result ---------------------------------------------------------------------
     def result(self, seconds: float) -> dict[str, Any]:
+        """The experiment's document (:class:`~mpsprofiler.results.ExperimentResult`, built as
+        one so its keys are checked; a plain dict out, which ``patch --prove`` extends)."""
         a = {o.pair: o for o in self.outcomes if o.arm == "A" and o.status in OK}
         b = {o.pair: o for o in self.outcomes if o.arm == "B" and o.status in OK}
         pairs = [(a_s, b_s) for p in sorted(a) if p in b and (a_s := a[p].median_s) and (b_s := b[p].median_s)]
         failed = [o for o in self.outcomes if o.status not in OK]
         sp = stats.speedup(pairs) if len(pairs) >= 2 else None
-        out: dict[str, Any] = {
+        out: ExperimentResult = {
             "rule": self.rule,
             "change": describe(self.change),
             "label": self.label,
@@ -292,7 +295,7 @@ class Trial:
             if sp.verdict == "unproven":
                 out["pairs_to_settle"] = sp.pairs_to_settle()
         out["headline"] = headline(out)
-        return out
+        return cast(dict[str, Any], out)
 
 
 def _memory(a: list[RunOutcome], b: list[RunOutcome]) -> dict[str, Any]:
@@ -362,7 +365,7 @@ def fmt_x(value: float) -> str:
     return f"{value:.2f}"
 
 
-def _memory_cost(result: dict[str, Any]) -> str:
+def _memory_cost(result: ExperimentResult) -> str:
     """The change's memory next to its speed (workers cost memory): "; peak RSS 306 MiB -> 2.5 GiB"."""
     mem = result.get("memory") or {}
     a, b = mem.get("a_peak_rss"), mem.get("b_peak_rss")
@@ -373,7 +376,7 @@ def _memory_cost(result: dict[str, Any]) -> str:
     return f"; peak RSS {fmt_bytes(a)} -> {fmt_bytes(b)} (x{fmt_x(b / a)})"
 
 
-def headline(result: dict[str, Any]) -> str:
+def headline(result: ExperimentResult) -> str:
     """One line for reports: ``proven: 2.9x faster with num_workers=4, interval 2.6-3.1x, 5 pairs``."""
     label, verdict, n = result.get("label"), result.get("verdict"), result.get("pairs")
     if verdict == "failed":
@@ -389,7 +392,7 @@ def headline(result: dict[str, Any]) -> str:
         return f"proven slower: {fmt_x(1 / sp)}x slower with {label} (speedup {fmt_x(sp)}x, {span})"
     if verdict == "unproven":
         more = result.get("pairs_to_settle")
-        hint = (f": about {more - n} more pairs would likely settle it (mpsprof try --pairs {more})"
+        hint = (f": about {more - n} more pair{'' if more - n == 1 else 's'} would likely settle it (mpsprof try --pairs {more})"
                 if isinstance(more, int) and isinstance(n, int) and more > n else ": more pairs are needed")
         return f"NOT PROVEN YET with {label}: {fmt_x(sp)}x, {span}; the interval is too wide{hint}"
     return f"no measurable difference with {label}: {fmt_x(sp)}x, {span}"

@@ -9,10 +9,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ..results import Results
+    from ..results import Results, Summary
 
 
-def cut_text(summary: dict[str, Any]) -> str | None:
+def cut_text(summary: Summary) -> str | None:
     """``cut after 20 steps (--max-steps 20)``, or None when the run was not cut."""
     cut = summary.get("cut")
     if not isinstance(cut, dict):
@@ -24,7 +24,7 @@ def cut_text(summary: dict[str, Any]) -> str | None:
     return f"cut after {cut.get('steps')} steps ({why}): ended cleanly at a step boundary"
 
 
-def change_lines(summary: dict[str, Any]) -> list[str]:
+def change_lines(summary: Summary) -> list[str]:
     """One line per change applied and per change refused (with the reason)."""
     changes = summary.get("changes")
     if not isinstance(changes, dict):

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import datetime as _dt
 import shlex
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .. import __version__
-from ..diagnosis.findings import severity_rank
+from ..diagnosis.findings import FindingDoc, severity_rank
 from ..events.payloads import Frame
 from ..redact import redact_argv
 from ..session.session import Session
@@ -24,7 +24,7 @@ from ..units import finite, fmt_bytes, fmt_pct, fmt_seconds, raw
 from .paths import display_paths
 
 if TYPE_CHECKING:
-    from ..results import Results
+    from ..results import Results, Summary
 
 MAX_TABLE_ROWS = 25
 """Op tables and warning lists are cut here: a report is read, not searched."""
@@ -44,16 +44,14 @@ class Table:
 
 
 # -- findings -----------------------------------------------------------------
-def finding_dicts(results: Results) -> list[dict[str, Any]]:
-    """Findings as dicts, most severe first (stable within a severity)."""
-    out = []
-    for f in getattr(results, "findings", None) or []:
-        d = f if isinstance(f, dict) else f.to_dict()
-        out.append(d)
+def finding_dicts(results: Results) -> list[FindingDoc]:
+    """Findings as their documents (what ``summary.json`` holds, typed), most severe first
+    (stable within a severity)."""
+    out = [f.to_dict() for f in results.findings]
     return sorted(out, key=lambda d: -severity_rank(str(d.get("severity"))))
 
 
-def counts_text(findings: Iterable[dict[str, Any]]) -> str:
+def counts_text(findings: Iterable[FindingDoc]) -> str:
     """``1 critical, 2 warnings`` (empty when there are none)."""
     parts = []
     for sev, n in severity_counts(findings).items():
@@ -62,7 +60,7 @@ def counts_text(findings: Iterable[dict[str, Any]]) -> str:
     return ", ".join(parts)
 
 
-def severity_counts(findings: Iterable[dict[str, Any]]) -> dict[str, int]:
+def severity_counts(findings: Iterable[FindingDoc]) -> dict[str, int]:
     counts = {"critical": 0, "warning": 0, "info": 0}
     for f in findings:
         sev = str(f.get("severity"))
@@ -71,23 +69,23 @@ def severity_counts(findings: Iterable[dict[str, Any]]) -> dict[str, int]:
 
 
 # -- headline -----------------------------------------------------------------
-def status_text(summary: dict[str, Any], session: Session | None = None) -> str:
+def status_text(summary: Summary, session: Session | None = None) -> str:
     """The run's status for a title. ``session`` says whether the run was read back from disk:
     then "running" (no exit event) is never true, and the title says how the recording ends."""
     return _status_only(summary, session) + (", recording incomplete" if recording_problems(summary) else "")
 
 
-def badge_class(summary: dict[str, Any], session: Session | None = None) -> str:
+def badge_class(summary: Summary, session: Session | None = None) -> str:
     """The status word for styling (HTML badge): a read-back recording without exit is "stopped"."""
     status = str(summary.get("status") or "running")
     return "stopped" if status == "running" and ended_without_exit(summary, session) else status
 
 
-def ended_without_exit(summary: dict[str, Any], session: Session | None) -> bool:
+def ended_without_exit(summary: Summary, session: Session | None) -> bool:
     return session is not None and session.read_back and str(summary.get("status") or "running") == "running"
 
 
-def ended_text(summary: dict[str, Any]) -> str:
+def ended_text(summary: Summary) -> str:
     """How a read-back recording without an exit event ends: cut by ``--max-steps``/``--max-seconds``
     (the cut event was written, the exit never came), or simply ended (the launcher died, the file
     was copied mid-run)."""
@@ -100,11 +98,11 @@ def ended_text(summary: dict[str, Any]) -> str:
     return f"ended without an exit record after {n} step{'s' if n != 1 else ''}"
 
 
-def _status_only(summary: dict[str, Any], session: Session | None = None) -> str:
+def _status_only(summary: Summary, session: Session | None = None) -> str:
     if ended_without_exit(summary, session):
         return ended_text(summary)
     status = str(summary.get("status") or "?")
-    exit_info = summary.get("exit") or {}
+    exit_info: Mapping[str, Any] = summary.get("exit") or {}
     if exit_info.get("stopped_by_user"):
         return "stopped by the user"
     if exit_info.get("signal"):
@@ -114,7 +112,7 @@ def _status_only(summary: dict[str, Any], session: Session | None = None) -> str
     return status
 
 
-def recording_problems(summary: dict[str, Any]) -> list[str]:
+def recording_problems(summary: Summary) -> list[str]:
     """Why the recording misses part of the run (summary ``recording.problems``)."""
     recording = summary.get("recording")
     problems = recording.get("problems") if isinstance(recording, dict) else None
@@ -139,18 +137,18 @@ def command_line(session: Session) -> str:
     return "mpsprof run " + module + " ".join(shlex.quote(str(a)) for a in redact_argv(argv))
 
 
-def device_text(summary: dict[str, Any]) -> str:
-    device = summary.get("device") or {}
+def device_text(summary: Summary) -> str:
+    device: Mapping[str, Any] = summary.get("device") or {}
     kind = str(device.get("kind") or "?")
     name = device.get("name")
     return f"{kind} ({name})" if name and str(name).lower() != kind else kind
 
 
 # -- summary figures ------------------------------------------------------------
-def summary_rows(summary: dict[str, Any], session: Session | None = None) -> list[tuple[str, str]]:
-    steps = summary.get("steps") or {}
-    mem = summary.get("memory") or {}
-    device = summary.get("device") or {}
+def summary_rows(summary: Summary, session: Session | None = None) -> list[tuple[str, str]]:
+    steps: Mapping[str, Any] = summary.get("steps") or {}
+    mem: Mapping[str, Any] = summary.get("memory") or {}
+    device: Mapping[str, Any] = summary.get("device") or {}
     rows: list[tuple[str, str]] = [
         ("Status", status_text(summary, session)),
         ("Duration", fmt_seconds(summary.get("duration_s"))),
@@ -184,7 +182,7 @@ def summary_rows(summary: dict[str, Any], session: Session | None = None) -> lis
         rows.append(("Lowest system available", fmt_bytes(mem.get("min_system_available"))))
     if mem.get("peak_swap_used"):
         rows.append(("Peak swap used", fmt_bytes(mem.get("peak_swap_used"))))
-    ops = summary.get("ops") or {}
+    ops: Mapping[str, Any] = summary.get("ops") or {}
     if isinstance(ops, dict) and isinstance(ops.get("cost_s"), (int, float)):
         share = ops.get("cost_share")
         text = f"{ops.get('sampled_steps')} sampled steps, {ops['cost_s'] * 1e3:.0f} ms"

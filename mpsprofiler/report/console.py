@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import shlex
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..diagnosis.analyzers.crash import excerpt, traced_frame
@@ -18,12 +18,13 @@ from ..units import fmt_bytes, fmt_pct, fmt_seconds
 from .changes import change_lines, cut_text, experiment_lines
 
 if TYPE_CHECKING:
-    from ..results import Results
+    from ..diagnosis.findings import Finding, FindingDoc
+    from ..results import Results, Summary
 
 SEVERITY_MARK = {"critical": "CRIT", "warning": "WARN", "info": "info"}
 
 
-def render_console(summary: dict[str, Any], findings: Iterable[Any] = (), run_dir: str | None = None,
+def render_console(summary: Summary, findings: Iterable[Finding | FindingDoc] = (), run_dir: str | None = None,
                    tried: Iterable[str] = ()) -> str:
     """The end-of-run summary. ``tried``: the verdicts of the fixes tried (``t`` in the TUI,
     ``experiment_lines``), printed as the reports' "Tried" lines are."""
@@ -37,9 +38,7 @@ def render_console(summary: dict[str, Any], findings: Iterable[Any] = (), run_di
         status += f" (killed by {exit_info['signal']})"
     elif exit_info.get("returncode"):
         status += f" (exit status {exit_info['returncode']})"
-    recording = summary.get("recording")
-    if not isinstance(recording, dict):
-        recording = {}
+    recording = _section(summary, "recording")
     problems = [str(p) for p in recording.get("problems") or []] if isinstance(recording.get("problems"), list) else []
     if problems:
         status += ", recording incomplete"
@@ -107,7 +106,7 @@ def render_console(summary: dict[str, Any], findings: Iterable[Any] = (), run_di
     return "\n".join(lines)
 
 
-def _section(summary: dict[str, Any], key: str) -> dict[str, Any]:
+def _section(summary: Mapping[str, Any], key: str) -> dict[str, Any]:
     """A nested mapping of the summary, {} when absent or damaged (not a mapping)."""
     value = summary.get(key)
     return value if isinstance(value, dict) else {}

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import base64
 import hashlib
+from collections.abc import Mapping
 from functools import lru_cache
 from html import escape
 from typing import Any
 
-from ..diagnosis.findings import SEVERITY_ORDER
+from ..diagnosis.findings import SEVERITY_ORDER, FindingDoc
 from ..resources import report_stylesheet
-from ..results import Results
+from ..results import Results, Summary
 from ..session.session import Session
 from ..units import fmt_bytes, fmt_pct, fmt_seconds
 from . import charts, common, ops_tables
@@ -111,7 +112,7 @@ class HtmlRenderer:
         return display_paths("\n".join(parts)) + "\n"  # relative to the working directory, home as ~
 
     # -- sections -------------------------------------------------------------------
-    def _header(self, session: Session, summary: dict[str, Any], findings: list[dict[str, Any]]) -> list[str]:
+    def _header(self, session: Session, summary: Summary, findings: list[FindingDoc]) -> list[str]:
         status = common.badge_class(summary, session)
         out = [f'<header><h1>{e(session.script)} <span class="badge {e(status)}">{e(common.status_text(summary, session))}'
                f"</span></h1>"]
@@ -121,8 +122,8 @@ class HtmlRenderer:
             meta.append(f"recorded {e(common.started_text(session))}")
         out.append(f'<p class="sub">{" · ".join(meta)}</p>')
         out.append(f'<pre class="cmd"><code>{e(common.command_line(session))}</code></pre></header>')
-        steps = summary.get("steps") or {}
-        mem = summary.get("memory") or {}
+        steps: Mapping[str, Any] = summary.get("steps") or {}
+        mem: Mapping[str, Any] = summary.get("memory") or {}
         cards = [
             ("Steps", str(steps.get("count", 0)), f"{steps.get('warmup', 0)} warm-up"),
             ("Median step", fmt_seconds(steps.get("median_s")), f"p90 {fmt_seconds(steps.get('p90_s'))}"),
@@ -140,7 +141,7 @@ class HtmlRenderer:
             f'<div class="note">{e(n)}</div></div>' for k, v, n in cards) + "</section>")
         return out
 
-    def _findings(self, findings: list[dict[str, Any]]) -> list[str]:
+    def _findings(self, findings: list[FindingDoc]) -> list[str]:
         out = [f'<section id="findings"><h2>Findings ({len(findings)})</h2>']
         if not findings:
             out.append('<p class="none">No rule found a problem in this run.</p>')
@@ -200,7 +201,7 @@ class HtmlRenderer:
         out.append("</div></section>")
         return out
 
-    def _details(self, session: Session, summary: dict[str, Any]) -> list[str]:
+    def _details(self, session: Session, summary: Summary) -> list[str]:
         out = ['<section id="details"><div class="grid2"><div><h2>Environment</h2>',
                _kv_table(common.environment_rows(session))]
         variables = common.env_vars(session)
@@ -229,7 +230,7 @@ class HtmlRenderer:
         out.append("</section>")
         return out
 
-    def _notes(self, session: Session, summary: dict[str, Any], results: Results) -> list[str]:
+    def _notes(self, session: Session, summary: Summary, results: Results) -> list[str]:
         notes = [f"<strong>The recording is incomplete:</strong> {e(p)}." for p in common.recording_problems(summary)]
         notes += [f"The profiler switched off its <code>{e(err.get('instrument', '?'))}</code> instrument: "
                   f"{e(err.get('message', ''))}" + (f" (at <code>{e(str(err['where']))}</code>)" if err.get("where") else "")
@@ -253,7 +254,7 @@ def _tried(results: Results) -> list[str]:
     return [f'<section id="tried"><h2>Tried fixes (mpsprof try)</h2><ul class="notes">{items}</ul></section>']
 
 
-def _changes(summary: dict[str, Any]) -> list[str]:
+def _changes(summary: Summary) -> list[str]:
     """``--set`` changes and a ``--max-steps`` cut, above the findings."""
     cut, changes = cut_text(summary), change_lines(summary)
     if not cut and not changes:

@@ -15,7 +15,8 @@ import re
 from functools import lru_cache
 from typing import Any
 
-from ..results import Results
+from ..diagnosis.findings import FindingDoc
+from ..results import Results, Summary
 from ..session.session import Session
 from . import common, ops_tables
 from .changes import change_lines, cut_text, experiment_lines
@@ -222,7 +223,7 @@ class MarkdownRenderer:
         # paths relative to the working directory, home as ~ (prose values were shown so before escaping)
         return display_paths("\n".join(out))
 
-    def _finding(self, f: dict[str, Any]) -> list[str]:
+    def _finding(self, f: FindingDoc) -> list[str]:
         sev = str(f.get("severity", "info"))
         label = SEVERITY_LABEL.get(sev, escape(sev))
         out = [f"### {label}: {inline(f.get('title', ''))}", ""]
@@ -268,7 +269,7 @@ class MarkdownRenderer:
                     fenced("\n".join(lines), "text"), "", "</details>", ""]
         return out
 
-    def _notes(self, session: Session, summary: dict[str, Any], results: Results) -> list[str]:
+    def _notes(self, session: Session, summary: Summary, results: Results) -> list[str]:
         notes = [f"- **The recording is incomplete:** {escape(p)}." for p in common.recording_problems(summary)]
         for err in summary.get("probe_errors") or []:
             notes.append(f"- The profiler switched off its {code(err.get('instrument', '?'))} instrument: "
@@ -280,7 +281,7 @@ class MarkdownRenderer:
         return notes
 
 
-def _changes(summary: dict[str, Any]) -> list[str]:
+def _changes(summary: Summary) -> list[str]:
     """``--set`` changes and a ``--max-steps`` cut: figures of a changed run say so."""
     cut, changes = cut_text(summary), change_lines(summary)
     if not cut and not changes:

@@ -4,7 +4,7 @@ The wait share is measured on steady-state steps only (warm-up would inflate it)
 the wait, compute and step figures are means over the same steps, so they add up. What
 the loader does while the training waits (computing, waiting for I/O, queued for a busy
 CPU, or indexing memory) is in :mod:`.loader_profile`; the ``num_workers`` that follows
-from it, and the reason in words, in :mod:`.loader_advice`.
+from it, and the reason (codes and figures), in :mod:`.loader_advice`.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from .common import (
     rounded,
     start_method,
 )
-from .loader_advice import advise, step_ratios
+from .loader_advice import REASON_FACTS, advise, step_ratios
 from .loader_place import place_facts, shares, stalled_loader
 from .registry import analyzer
 from .threads import others_busy
@@ -44,6 +44,7 @@ DATALOADER_FACTS: tuple[str, ...] = (
     "steady_steps", "step_mean_ms", "step_ms", "suggested_num_workers", "suggested_prefetch_factor",
     "train_ms", "training_cores", "worker_cpu_ms", "worker_memory_mib", "worker_runq_ms", "worker_start_method",
     "worker_starved_ms", "workers_limit", "workers_memory_cap", "workers_respawn_each_epoch",
+    *REASON_FACTS,
 )
 """Every fact the ``dataloader`` analyzer may return (declared: no other analyzer may provide one)."""
 

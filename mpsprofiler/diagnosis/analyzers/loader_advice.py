@@ -1,8 +1,11 @@
-"""The ``num_workers`` to suggest for a classified loader, and why, in the user's terms.
+"""The ``num_workers`` to suggest for a classified loader, and why, as codes and figures.
 
-The reason is a sentence with the measured figures ("each batch takes 84 ms to load and
-3 ms to train on ..."): the rule files put it in the finding's fix, so it must read as
-advice to a person, not as arithmetic about the profiler.
+The reason reaches the user as sentences with the measured figures ("each batch takes
+84 ms to load and 3 ms to train on ..."), but those sentences live in the rule files
+(``rules/dataloader-stall.yaml``, ``phrases:`` of ``num_workers_reason``), so a rule author
+changes the advice without Python. Here the reason is a list of codes (the main reason,
+then the clauses that apply: the bound that cut the number, the rounding, the range, ...)
+and ``reason_*`` facts holding the figures those sentences quote, unrounded.
 """
 
 from __future__ import annotations
@@ -11,7 +14,6 @@ import math
 import statistics
 from typing import Any
 
-from ...units import agree
 from .loader_profile import HEADROOM, MAX_WORKERS, MEMORY_FOR_WORKERS, WORKER_MIB_DEFAULT, LoaderFigures
 
 MIB = 1024**2
@@ -19,6 +21,25 @@ START_MS = {"fork": 50.0, "forkserver": 1500.0, "spawn": 1500.0}
 """What starting one worker costs the run: a fork of a process that imported torch takes
 tens of milliseconds (50 ms assumed, more on a busy machine); spawn (macOS, Windows) and
 forkserver start a new interpreter that imports torch and the script, a second or more."""
+CORE_KINDS = {"performance cores": "performance", "physical cores": "physical", "logical cores": "logical"}
+""":func:`~.common.compute_cores`' kinds of core as the names the rules word (else ``unknown``)."""
+REASON_CODES = ("ipc_workers", "ipc", "handoff", "contention", "cpu_fits", "cpu_short", "waiting", "unmeasured",
+                "max_workers", "memory", "startup", "worker_cpu", "rounded", "span", "enough", "over_cpus")
+"""Every code ``num_workers_reason`` may hold: a main reason first, then its clauses."""
+LIMIT_ORDER = ("max_workers", "memory", "worker_cpu", "startup")
+"""Of two bounds on workers that allow the same number, the one named: this order."""
+REASON_FACTS = (
+    "reason_at_most", "reason_available_gib", "reason_batch_size", "reason_batch_tensors", "reason_batches_per_start",
+    "reason_best_ms", "reason_busy", "reason_core_kind", "reason_core_kind_one", "reason_cores", "reason_cpu_part",
+    "reason_demand", "reason_fetch_cpu", "reason_fetch_ms", "reason_free", "reason_free_cores", "reason_free_tail",
+    "reason_handoff_cpu_ms", "reason_handoff_ms", "reason_handoff_saving", "reason_high", "reason_limit_n",
+    "reason_load_cpu_ms", "reason_load_ms", "reason_logical", "reason_low", "reason_needed", "reason_needed_keep",
+    "reason_queued_ms", "reason_ratio", "reason_receive_ms", "reason_sample_us", "reason_start_method",
+    "reason_start_ms", "reason_step_ms", "reason_train_ms", "reason_training_cores", "reason_worker_mib",
+    "reason_workers",
+)
+"""The figures and names the sentences of ``num_workers_reason`` quote (declared by the
+``dataloader`` analyzer)."""
 
 
 def advise(
@@ -87,77 +108,49 @@ def advise(
     best = None
     split = fig.worker_wait_split() if workers else None
     out["worker_starved_ms"] = _r(split[2] * 1000.0 if split is not None else None)
+    kind = CORE_KINDS.get(what, "unknown")
+    why: dict[str, Any] = {"reason_core_kind": kind, "reason_core_kind_one": kind}
     if bound == "ipc" and workers:
         target, helps = workers, False
         receive = split[1] * 1000.0 if split is not None else fetch_cpu or fetch
-        reason = (
-            f"With {workers} workers the training waited {fetch:.2f} ms per batch, {receive:.2f} ms of it "
-            f"taking the batch in from a worker process (unpickling it and mapping its shared memory); "
-            f"the workers themselves kept up. More workers would not shorten that. If the samples are "
-            "already in memory, index whole batches in the training process instead (num_workers=0)."
-        )
+        codes = ["ipc_workers"]
+        why.update(reason_workers=workers, reason_fetch_ms=fetch, reason_receive_ms=receive)
     elif bound == "ipc":
         target, helps = 0, False
-        sample_us = (fetch_cpu or fetch) / max(1, batch_size or 1) * 1000.0
-        reason = (
-            f"Each batch of {batch_size} samples takes {fetch:.2f} ms to put together from memory "
-            f"({sample_us:.0f} µs per sample) and {train:.2f} ms to train on. That time is Python "
-            "picking samples one at a time and stacking them, not loading: worker processes would "
-            "add the cost of pickling and copying every batch. Index whole batches at once instead."
-        )
+        codes = ["ipc"]
+        why.update(reason_batch_size=_known(batch_size), reason_fetch_ms=fetch, reason_train_ms=train,
+                   reason_sample_us=(fetch_cpu or fetch) / max(1, batch_size or 1) * 1000.0)
     elif bound == "handoff":
         target, helps = 0, False
-        handoff = fig.handoff_ms()
-        tensors = fig.batch_tensors if fig.batch_tensors is not None else "about 2"
-        reason = (
-            f"Each batch takes {fetch:.2f} ms to load in the training process"
-            + (f" ({fetch_cpu:.2f} ms of CPU work)" if fetch_cpu is not None else "")
-            + f" and {train:.2f} ms to train on. A worker process would build batches in parallel, "
-            f"but the training would still spend about {handoff:.1f} ms "
-            f"({fig.handoff_ms(cpu=True):.1f} ms of CPU work) taking each one in from it (a batch of "
-            f"{tensors} tensors: each tensor's shared memory is handed over separately), so workers "
-            f"would save at most {fig.handoff_saving():.0%} of the time. Make each batch cheaper "
-            "instead: samples prepared once before training, whole batches indexed at once (a "
-            "BatchSampler with a dataset that takes a list of indices), fewer tensors per batch."
-        )
+        codes = ["handoff"]
+        why.update(reason_fetch_ms=fetch, reason_fetch_cpu=_known(fetch_cpu), reason_train_ms=train,
+                   reason_handoff_ms=fig.handoff_ms(), reason_handoff_cpu_ms=fig.handoff_ms(cpu=True),
+                   reason_batch_tensors=_known(fig.batch_tensors), reason_handoff_saving=fig.handoff_saving())
     elif bound == "contention":
         target, helps = min(workers, free or workers), False
         queued = split[0] if split is not None else (fig.worker_runq_per_batch() if workers else (fig.wait_runq or 0.0) * per)
-        busy = f"{fig.machine_busy:.0%} of its {logical} CPUs busy" if fig.machine_busy is not None and logical else "every core busy"
-        reason = (
-            f"Of the {fetch:.1f} ms each batch kept the training waiting, the loader spent about "
-            f"{(queued or 0.0) * 1000.0:.1f} ms ready to run but waiting for a free CPU core: the "
-            f"machine is busy ({busy}). More workers would only lengthen that queue. Close other "
-            "busy programs, or give the training fewer threads (torch.set_num_threads)."
-        )
+        codes = ["contention"]
+        why.update(reason_fetch_ms=fetch, reason_queued_ms=(queued or 0.0) * 1000.0, reason_logical=logical,
+                   reason_busy=fig.machine_busy if fig.machine_busy is not None and logical else "unknown")
     elif bound == "cpu" and load_cpu is not None:
         ratio = load_cpu / train if train > 0 else math.inf
         needed = max(1, math.ceil(ratio * HEADROOM)) if math.isfinite(ratio) else None
         out["num_workers_needed"] = needed
+        why.update(reason_load_cpu_ms=load_cpu, reason_train_ms=train, reason_needed=needed, reason_needed_keep=needed)
         if needed is not None and free is not None and needed <= free:
             target = max(needed, workers + 1) if needed > workers else workers + 1
             target = min(target, free)
-            reason = (
-                f"Each batch takes {load_cpu:.1f} ms of CPU work to build and {train:.1f} ms to train "
-                f"on, so {_workers(needed)} {agree(needed, 'keeps', 'keep')} up ({load_cpu:.1f} / {train:.1f} with 25% to spare); "
-                f"this machine has {free} of its {_cores(cores or 0, what)} free beside the training."
-            )
+            codes = ["cpu_fits"]
+            why.update(reason_free=free, reason_cores=cores or 0)
         else:
             have = cores or 1
             target = min(max(workers, free or 1), have)
             helps = target > workers
             best = (load_cpu + train) / have * fig.batches / max(1, fig.steps)
             out["best_step_ms"] = _r(best)
-            reason = (
-                f"Each batch takes {load_cpu:.1f} ms of CPU work to build and {train:.1f} ms to train "
-                f"on: hiding it needs about {ratio:.1f} cores for loading alone, but this machine has "
-                f"{_cores(have, what)} and the training uses {training_cores}. Workers beyond the free cores "
-                f"only take turns on them. Even with every core busy a step cannot get much below "
-                f"{best:.1f} ms (it takes {step:.1f} ms now). "
-                + (f"Use num_workers={target} at most, and make" if target else "Make")
-                + " each batch cheaper to build: lighter transforms, decode once and cache the "
-                "decoded samples, run augmentation on the device, or use a machine with more cores."
-            )
+            codes = ["cpu_short"]
+            why.update(reason_ratio=ratio, reason_cores=have, reason_training_cores=training_cores,
+                       reason_best_ms=best, reason_step_ms=step, reason_at_most=target)
     else:
         # waiting (or not known): workers overlap the waits, cores do not bound them. The
         # training consumes a batch per wall-clock compute time here (on a busy machine
@@ -171,65 +164,49 @@ def advise(
             out["num_workers_needed"] = needed
             train = wall
         start_ms = START_MS.get(start_method or "fork", START_MS["fork"])
-        limits = _waiting_limits(load, load_cpu, free, mib, cap, available, batches_per_start,
-                                 start_ms, start_method or "fork", what)  # fmt: skip
+        limits = _waiting_limits(load, load_cpu, free, mib, cap, available, batches_per_start, start_ms)
         out["workers_limit"] = min(limits)[0] if limits else None
         want = max(stable_workers(needed or 1), workers + 1)
-        target, why = want, None
-        for limit, text in sorted(limits):
+        target, cut = want, None
+        for limit, code in sorted(limits, key=lambda lc: (lc[0], LIMIT_ORDER.index(lc[1]))):
             if limit < target:
-                target, why = limit, text
+                target, cut = limit, code
+        why.update(reason_load_ms=load, reason_train_ms=train, reason_needed=needed, reason_needed_keep=needed,
+                   reason_worker_mib=mib, reason_available_gib=available / 1024**3 if available else None,
+                   reason_start_ms=start_ms, reason_start_method=start_method or "fork",
+                   reason_batches_per_start=batches_per_start, reason_load_cpu_ms=load_cpu,
+                   reason_free_cores=free, reason_free_tail=free or "none")
         if bound == "waiting":
-            spent = (
-                f"only {load_cpu:.1f} ms of it CPU work" if load_cpu is not None else "little of it CPU work"
-            )
-            keeps = (f"the median step loads {demand:.1f} times as long as it trains," if spread is not None
-                     and demand is not None else f"{load:.1f} / {train:.1f}")
-            reason = (
-                f"Each batch takes {load:.1f} ms to load, {spent}: the rest is waiting (disk, "
-                f"network, sleep or decoding that releases the GIL). It trains in {train:.1f} ms, so "
-                f"{_workers(needed)} {agree(needed, 'keeps', 'keep')} up ({keeps} with 25% to spare). Waiting "
-                "workers do not need a core each, so the number of cores does not limit them."
-            )
+            codes = ["waiting"]
+            why.update(reason_cpu_part=_known(load_cpu),
+                       reason_demand=demand if spread is not None and demand is not None else "unknown")
         else:
-            reason = (
-                f"Each batch takes about {load:.1f} ms to load and {train:.1f} ms to train on, so "
-                f"{_workers(needed)} would keep up if loading waits rather than computes; mpsprof could "
-                f"not tell which (the loading's CPU time was not recorded: a short run or an older "
-                f"recording)" + (f", so no more than the {_cores(free, what)} free." if free else ".")
-            )
+            codes = ["unmeasured"]
             if free and target > free:
-                target, why = free, None
-        if why is not None:
-            reason += " " + why.format(n=target)
+                target, cut = free, None
+        if cut is not None:
+            codes.append(cut)
         elif needed is not None and target == want > needed:
             # the title's number is the rounded one: say so, so evidence, fix and title agree
-            reason += (f" That rounds up to {target} (a power of two), so repeated runs of one script "
-                       "suggest the same number.")
+            codes.append("rounded")
+        why["reason_limit_n"] = target
         span = _span(spread, workers, min(limits)[0] if limits else target) if bound == "waiting" else None
         if span is not None:
             lo, hi = span
             out["num_workers_range"] = f"{lo}-{hi}"
-            reason += (
-                f" The steps varied: a quarter of them needed {_workers(lo)} or fewer, a quarter "
-                f"{_workers(hi)} or more, so {lo}-{hi} workers is the range to try; start with {target}."
-            )
+            codes.append("span")
+            why.update(reason_low=lo, reason_high=hi)
         if target <= workers:
             target, helps = workers, False
-            reason += (
-                f" With {_workers(workers)} already, more would not pay: make each read faster, or overlap "
-                "the reads inside the Dataset (a thread pool or asynchronous I/O fetching a batch's samples "
-                "at once)."
-            )
+            codes.append("enough")
+            why["reason_workers"] = workers
         elif target > cores_or(logical, cores):
-            reason += (
-                " PyTorch warns when num_workers exceeds the CPUs it may use; for a loader that waits "
-                "rather than computes that warning does not apply, but keep watching the memory."
-            )
+            codes.append("over_cpus")
     out["suggested_num_workers"] = int(target)
     out["loader_figures"] = figures_text(bound, workers, out, batch_size)
     out["num_workers_helps"] = bool(helps and target > workers)
-    out["num_workers_reason"] = reason
+    out["num_workers_reason"] = codes
+    out.update(why)
     if bound == "ipc":
         out["stall_advice"] = "index whole batches instead of single samples"
     elif bound == "handoff":
@@ -280,36 +257,24 @@ def step_ratios(points: list[Any], workers: int, wait_share: float = 1.0) -> tup
 
 def _waiting_limits(
     load: float, load_cpu: float | None, free: int | None, mib: float, memory_cap: int | None,
-    available: int | None, batches_per_start: int | None, start_ms: float, method: str, what: str,
+    available: int | None, batches_per_start: int | None, start_ms: float,
 ) -> list[tuple[int, str]]:
-    """Upper bounds on workers for a loader that waits, each with its reason ("{n}": the number).
+    """Upper bounds on workers for a loader that waits, each with the code of its reason
+    (``num_workers_reason``; the rule files word it).
 
     Cores do not bound waiting workers, but memory, start-up cost, the CPU they still use
     and plain process count do; the lowest bound that cuts the suggestion is explained.
     """
-    limits: list[tuple[int, str]] = [(MAX_WORKERS, (
-        "Beyond {n} worker processes the gain rarely pays for their memory and start-up: start "
-        "with {n} and raise it only while the waiting keeps falling."
-    ))]
+    limits: list[tuple[int, str]] = [(MAX_WORKERS, "max_workers")]
     if memory_cap is not None and available:
-        limits.append((memory_cap, (
-            f"Each worker holds about {mib:.0f} MiB, and a quarter of the {available / 1024**3:.1f} GiB "
-            "free at the start allows {n} without crowding the training."
-        )))
+        limits.append((memory_cap, "memory"))
     if batches_per_start and load > 0:
         # n workers save about B * L * (1 - 1/n) of loading over B batches and cost n
         # start-ups of s each: past sqrt(B * L / s) one more costs more than it saves
-        limits.append((max(1, math.ceil(math.sqrt(batches_per_start * load / start_ms))), (
-            f"Starting a worker costs about {start_ms:,.0f} ms ({method}), and workers are started "
-            f"for every {batches_per_start} batches here: beyond {{n}} they cost more to start than "
-            "they save, so start with that."
-        )))
+        limits.append((max(1, math.ceil(math.sqrt(batches_per_start * load / start_ms))), "startup"))
     if load_cpu and free and load > load_cpu:
         # each waiting worker is on a CPU load_cpu of every load ms
-        limits.append((max(1, math.floor(free * load / load_cpu)), (
-            f"Each worker still computes {load_cpu:.1f} ms of every {load:.1f} ms, so about {{n}} "
-            f"fill the {_cores(free, what)} free beside the training."
-        )))
+        limits.append((max(1, math.floor(free * load / load_cpu)), "worker_cpu"))
     return limits
 
 
@@ -322,13 +287,9 @@ def _r(v: float | None, digits: int = 3) -> float | None:
     return None if v is None or not math.isfinite(v) else round(v, digits)
 
 
-def _cores(n: int, what: str) -> str:
-    """'1 physical core', '3 physical cores'."""
-    return f"1 {what[:-1] if what.endswith('s') else what}" if n == 1 else f"{n} {what}"
-
-
-def _workers(n: int | None) -> str:
-    return "1 worker" if n == 1 else f"{n} workers"
+def _known(value: float | int | None) -> float | int | str:
+    """A figure a reason quotes when measured, else the name ``unknown`` (its own words)."""
+    return "unknown" if value is None else value
 
 
 def figures_text(bound: str, workers: int, out: dict[str, Any], batch_size: int | None) -> str:
