@@ -242,7 +242,7 @@ def render_result(r: dict[str, Any]) -> str:
     loss = r.get("loss")
     if loss:
         if loss.get("equivalent"):
-            lines.append(f"  loss        equivalent: {loss['values']} printed values, largest difference "
+            lines.append(f"  loss        equivalent: {loss['values']} printed value{'' if loss['values'] == 1 else 's'}, largest difference "
                          f"{loss['max_relative_difference']:.1%}")
         else:
             lines.append(f"  loss        DIFFERS: largest difference {loss['max_relative_difference']:.1%} "

@@ -21,9 +21,13 @@ from ..errors import UsageError
 from ..experiment.command import say
 
 if TYPE_CHECKING:  # the CLI builds every subcommand's parser: libcst loads only for `patch`
+    from ..experiment.trial import TrialConfig
     from .edits import Fix
 
 PROVEN = ("faster", "fixed")
+PROVE_STEPS, PROVE_PAIRS, PROVE_BUDGET_S = 30, 3, 300.0
+"""--prove's defaults, the TUI's proof's too: three pairs are the fewest whose t interval
+(t = 4.30) proves a clear speedup; more cost minutes of the user's machine."""
 
 
 def add_patch_arguments(parser: argparse.ArgumentParser) -> None:
@@ -45,10 +49,12 @@ def add_patch_arguments(parser: argparse.ArgumentParser) -> None:
                         help="write the patch into your files (FILE.orig keeps each original); needs a proof "
                              "(--prove now, else the latest one stored for this patch) unless --no-proof")
     parser.add_argument("--no-proof", action="store_true", help="with --apply: apply without a proof")
-    parser.add_argument("--steps", type=int, default=30, metavar="N", help="--prove: steps per run (default 30)")
-    parser.add_argument("--pairs", type=int, default=3, metavar="N", help="--prove: A/B pairs (default 3)")
-    parser.add_argument("--budget", type=float, default=300.0, metavar="SECONDS",
-                        help="--prove: time budget of each patch's proof (default 300)")
+    parser.add_argument("--steps", type=int, default=PROVE_STEPS, metavar="N",
+                        help=f"--prove: steps per run (default {PROVE_STEPS})")
+    parser.add_argument("--pairs", type=int, default=PROVE_PAIRS, metavar="N",
+                        help=f"--prove: A/B pairs (default {PROVE_PAIRS})")
+    parser.add_argument("--budget", type=float, default=PROVE_BUDGET_S, metavar="SECONDS",
+                        help=f"--prove: time budget of each patch's proof (default {PROVE_BUDGET_S:.0f})")
 
 
 def main_patch(args: argparse.Namespace) -> int:
@@ -126,9 +132,8 @@ def _by_hand(run_dir: Path, rule: str, line: str) -> str:
 def _prove(session: Any, root: str, fix: Fix, text: str, run_dir: Path, args: argparse.Namespace
            ) -> dict[str, Any] | None:
     from ..experiment.command import render_result
-    from ..experiment.store import TryUsageError, experiment_dir, save_experiment, save_result
-    from ..experiment.trial import TrialConfig
-    from .prove import ProofError, prove
+    from ..experiment.store import TryUsageError, experiment_dir
+    from .prove import ProofError, prove, store
 
     try:
         out_dir = experiment_dir(run_dir, f"patch-{fix.rule}")
@@ -136,19 +141,25 @@ def _prove(session: Any, root: str, fix: Fix, text: str, run_dir: Path, args: ar
         say(f"mpsprof patch: cannot prove: {exc}")
         return None
     say(f"\nproving the patch for {fix.rule}: original and patched scratch copies in {out_dir}")
-    config = TrialConfig(steps=args.steps, pairs=args.pairs, budget_s=args.budget, min_pairs=min(3, args.pairs))
     try:
-        result = prove(session, root, fix, text, run_dir, out_dir, config, say)
+        result = prove(session, root, fix, text, run_dir, out_dir, proof_config(args.steps, args.pairs, args.budget),
+                       say)
     except ProofError as exc:
         say(f"mpsprof patch: cannot prove: {exc}")
         return None
-    for error in (save_result(out_dir, result), save_experiment(run_dir, result)):
-        if error:
-            say(f"mpsprof: {error}")
+    for error in store(run_dir, result):
+        say(f"mpsprof: {error}")
     sys.stdout.write(render_result(result))
     sys.stdout.write(f"  verdict     {result['patch_verdict']}: stored in {run_dir} (`mpsprof report` shows it)\n")
     sys.stdout.flush()
     return result
+
+
+def proof_config(steps: int, pairs: int, budget_s: float) -> TrialConfig:
+    """``--prove``'s trial (the TUI's proof too): a verdict from as few pairs as asked, up to 3."""
+    from ..experiment.trial import TrialConfig
+
+    return TrialConfig(steps=steps, pairs=pairs, budget_s=budget_s, min_pairs=min(3, pairs))
 
 
 def stored_proof(run_dir: Path, text: str) -> dict[str, Any] | None:

@@ -111,13 +111,21 @@ class TrackedTarget(Target):
 
 
 class PatchTrial(Trial):
-    """A trial whose B side is another script (the patched copy), not a ``--set`` change."""
+    """A trial whose B side is another script (the patched copy), not a ``--set`` change.
 
-    def __init__(self, original: Target, patched: Target, out_dir: Path, config: TrialConfig,
-                 rule: str, progress: Any = None) -> None:
-        super().__init__(original, {}, out_dir, config, progress, rule)
-        self.sides = {"A": original, "B": patched}
-        self.label = f"the patch for {rule}"
+    Made before anything is copied or run, so whoever starts it can stop it at once: the
+    TUI keeps it where ``t`` keeps its trial (``q`` stops either). :meth:`prove` makes the
+    scratch copies (:func:`targets`), runs the two sides and judges."""
+
+    def __init__(self, session: Session, root: str, fix: Fix, diff_text: str, run_dir: Path, out_dir: Path,
+                 config: TrialConfig, progress: Any = None) -> None:
+        # absolute: each side runs with its scratch copy as cwd, where a relative RUN_DIR
+        # (`mpsprof patch mpsprof-runs/x --prove`) would name a path inside the copy
+        out_dir = Path(os.path.abspath(out_dir))
+        super().__init__(Target(str(session.run.get("target") or "")), {}, out_dir, config, progress, fix.rule)
+        self.session, self.root, self.fix, self.diff_text, self.run_dir = session, root, fix, diff_text, run_dir
+        self.sides = {"A": self.target, "B": self.target}
+        self.label = f"the patch for {fix.rule}"
 
     def _run_one(self, arm: str, pair: int, deadline: float) -> RunOutcome | None:
         self.target = self.sides[arm]
@@ -129,17 +137,53 @@ class PatchTrial(Trial):
     def _scratch_cwd(self, arm: str, pair: int) -> Path | None:
         return None  # each side already runs in its own scratch copy
 
+    def prove(self) -> dict[str, Any]:
+        """Copy, run, judge: the trial's result plus ``patch_verdict``. Raises
+        :class:`ProofError` when a scratch copy cannot be made."""
+        fix = self.fix
+        self.out_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        started = time.monotonic()
+        if not self._stop.is_set():
+            original, patched = targets(self.session, self.root, fix, self.out_dir / "src", self.run_dir)
+            self.sides, self.target = {"A": original, "B": patched}, original
+        if fix.rule in CRASH_RULES:
+            # one run of each: the original must crash here with the finding's crash for the
+            # patched one's run without it to prove anything
+            deadline = started + self.config.budget_s
+            runs = []
+            for arm in ("A", "B"):
+                outcome = self._run_one(arm, 1, deadline)
+                if outcome is None:
+                    break
+                self._progress(self._line(outcome))
+                runs.append(outcome)
+            self.outcomes = runs
+            if self._stop.is_set():
+                self.stopped = "stopped by the user"
+            result = self.result(time.monotonic() - started)
+        else:
+            result = self.run()
+        result.update(kind="patch", change=[f"patch {fix.rule}"], label=self.label, dir=str(self.out_dir),
+                      patch_sha=digest(self.diff_text),
+                      files=sorted(os.path.relpath(p, self.root) for p in fix.files))
+        result["patch_verdict"], result["headline"] = judge(fix.rule, result, self.outcomes, fix.key)
+        return result
+
 
 def targets(session: Session, root: str, fix: Fix, out_dir: Path, run_dir: Path) -> tuple[Target, Target]:
     """Scratch copies of ``root`` as recorded (A) and patched (B), and the run in each."""
     from ..experiment.command import target_from_session
+    from ..experiment.store import TryUsageError
 
-    recorded = target_from_session(session)
+    try:
+        recorded = target_from_session(session)
+    except TryUsageError as exc:  # a distributed job, masked arguments: said as the proof's
+        raise ProofError(str(exc)) from None
     script = os.path.realpath(os.path.join(str(session.run.get("cwd") or ""), str(session.run.get("target"))))
     cwd = os.path.realpath(str(session.run.get("cwd") or root))
     sides = []
     for side, patched in (("a-original", False), ("b-patched", True)):
-        dest = out_dir / side
+        dest = Path(os.path.abspath(out_dir / side))  # the side's cwd: never a path relative to ours
         try:
             scratch_copy(root, dest, run_dir)
             for path, (before, after) in fix.files.items():
@@ -159,23 +203,17 @@ def targets(session: Session, root: str, fix: Fix, out_dir: Path, run_dir: Path)
 def prove(session: Session, root: str, fix: Fix, diff_text: str, run_dir: Path, out_dir: Path,
           config: TrialConfig, progress: Any) -> dict[str, Any]:
     """Run the proof and return its result (the trial's, plus ``patch_verdict``)."""
-    out_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-    original, patched = targets(session, root, fix, out_dir / "src", run_dir)
-    trial = PatchTrial(original, patched, out_dir, config, fix.rule, progress)
-    started = time.monotonic()
-    if fix.rule in CRASH_RULES:
-        # one run of each: the original must crash here with the finding's crash for the
-        # patched one's run without it to prove anything
-        deadline = started + config.budget_s
-        runs = [trial._run_one(arm, 1, deadline) for arm in ("A", "B")]
-        trial.outcomes = [o for o in runs if o is not None]
-        result = trial.result(time.monotonic() - started)
-    else:
-        result = trial.run()
-    result.update(kind="patch", change=[f"patch {fix.rule}"], label=trial.label, dir=str(out_dir),
-                  patch_sha=digest(diff_text), files=sorted(os.path.relpath(p, root) for p in fix.files))
-    result["patch_verdict"], result["headline"] = judge(fix.rule, result, trial.outcomes, fix.key)
-    return result
+    return PatchTrial(session, root, fix, diff_text, run_dir, out_dir, config, progress).prove()
+
+
+def store(run_dir: Path, result: dict[str, Any]) -> list[str]:
+    """The result kept beside its runs and in the run's ``experiments.json`` (where
+    ``report`` and ``view`` read it): the CLI and the TUI store it the same way. Returns
+    what could not be written (said by the caller, never fatal)."""
+    from ..experiment.store import save_experiment, save_result
+
+    errors = [save_result(Path(str(result["dir"])), result), save_experiment(run_dir, result)]
+    return [e for e in errors if e]
 
 
 def _has(run_dir: str | None, key: str) -> bool | None:
@@ -198,16 +236,19 @@ def judge(rule: str, result: dict[str, Any], outcomes: list[RunOutcome], key: st
     none), weaker than ``fixed``: ``--apply`` does not take it as a proof."""
     b_runs = [o for o in outcomes if o.arm == "B"]
     a_runs = [o for o in outcomes if o.arm == "A"]
-    if not b_runs or any(o.status not in OK for o in b_runs):
-        bad = next((o for o in b_runs if o.status not in OK), None)
-        why = (bad.crash or bad.status) if bad else "no patched run finished"
-        return "failed", f"patch not proven: the patched script failed ({why})"
+    bad = next((o for o in b_runs if o.status not in OK), None)
+    if bad is not None:
+        return "failed", f"patch not proven: the patched script failed ({bad.crash or bad.status})"
+    if not b_runs:  # stopped (the user, the budget) before a patched run finished: no failure
+        return "not proven", f"patch not proven: {result.get('stopped') or 'no patched run finished'}"
     if rule in SPEED_RULES:
         verdict = str(result.get("verdict"))
         loss = result.get("loss") or {}
         if verdict == "faster" and loss.get("equivalent") is False:
             return "not proven", f"patch changes the loss: {result.get('headline')}"
-        return ("faster" if verdict == "faster" else "not proven"), f"patch {result.get('headline')}"
+        # the trial's hint to run more pairs names `try`; a patch is proven again with --prove
+        said = str(result.get("headline")).replace("(mpsprof try --pairs", "(mpsprof patch --prove --pairs")
+        return ("faster" if verdict == "faster" else "not proven"), f"patch {said}"
     gone_b = [_has(o.run_dir, key or rule) for o in b_runs]
     if any(g is None for g in gone_b):
         return "not proven", "patch not proven: a patched run could not be read back to look for the finding"
