@@ -22,6 +22,7 @@ HELP = f"""\
 | `c` | copy the selected finding's fix code to the clipboard (OSC 52) and save it as RUN_DIR/fix-RULE.txt |
 | `e` | export a report (Markdown and HTML) into the run directory |
 | `t` | try the selected finding's fix (A/B runs of the script, once it has ended); the result shows on the right and is stored with the run |
+| `p` | the selected finding's fix as a diff of the script (saved as RUN_DIR/fix-RULE.patch); there `P` proves it (A/B runs in the background, verdict stored with the run) |
 | `s` | stop the script (Ctrl-C, then terminate after 5 s) |
 | `q` | quit (asks first while the script runs; stops it before leaving) |
 | `ctrl+p` | command palette: every action by name |
