@@ -43,6 +43,8 @@ PROOF_LINES = 8
 """Progress lines the patch screen keeps (one per run); the experiment panel keeps 30."""
 PROOF_ROWS = 12
 """Rows the proof's progress and verdict take at most (``#patch-proof``'s max-height)."""
+BOX_SHARE = 0.95
+"""The screen's share the box may take (its CSS max-height)."""
 
 
 class Planned:
@@ -145,8 +147,10 @@ class PatchScreen(ModalScreen[None]):
         proof = self.query_one("#patch-proof", Static)
         width = max(20, proof.size.width or 90)
         rows = sum(-(-max(len(line), 1) // width) for line in self._proof_text().plain.splitlines())
+        proof.display = rows > 0  # an empty Static still takes a row, which pushed the button out of the box
         below = min(PROOF_ROWS, rows) + 2  # the proof's rows, then a blank row and the button
-        self.query_one("#patch-scroll").styles.max_height = max(4, self.size.height - 4 - below)
+        inner = int(self.size.height * BOX_SHARE) - 2  # the box's max-height less its border
+        self.query_one("#patch-scroll").styles.max_height = max(4, inner - below)
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         if event.button.id == "prove":
