@@ -48,11 +48,19 @@ def test_manual_steps(tmp_path):
     assert 0.0015 < summary["steps"]["median_s"] < 0.05
 
 
+@pytest.fixture(scope="module")
+def sleepy_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess, dict, Path]:
+    """30 ms of loading per 10 ms of compute, 30 steps: measured times (the tests that read
+    it are serial) and a data-loader stall finding to replay."""
+    return mpsprof_run(tmp_path_factory.mktemp("sleepy"), SCRIPTS / "sleepy_dataset.py",
+                       env={"SLEEP": "0.03", "WORK": "0.01"})
+
+
 @pytest.mark.slow
 @pytest.mark.serial
-def test_data_wait_matches_the_sleeps(tmp_path):
+def test_data_wait_matches_the_sleeps(sleepy_run):
     """30 ms of loading per 10 ms of compute: 75% data wait, within 20%."""
-    proc, summary, run_dir = mpsprof_run(tmp_path, SCRIPTS / "sleepy_dataset.py", env={"SLEEP": "0.03", "WORK": "0.01"})
+    proc, summary, run_dir = sleepy_run
     assert proc.returncode == 0, proc.stderr
     steps = summary["steps"]
     assert steps["count"] == 30
@@ -77,9 +85,11 @@ def test_spawn_workers(tmp_path):
 
 
 @pytest.mark.slow
-def test_recording_replays_to_the_same_summary(tmp_path):
-    proc, summary, run_dir = mpsprof_run(tmp_path, SCRIPTS / "sleepy_dataset.py", env={"SLEEP": "0.005", "WORK": "0.002"})
+@pytest.mark.serial  # reads the serial tests' run (its own verdict measures no time)
+def test_recording_replays_to_the_same_summary(sleepy_run):
+    proc, summary, run_dir = sleepy_run
     assert proc.returncode == 0, proc.stderr
+    assert summary["findings"]  # something to replay beyond the figures
     replayed = build_results(load_run(run_dir).session).document()
     assert replayed == summary
 
