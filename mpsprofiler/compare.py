@@ -13,17 +13,17 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from html import escape
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from .report.changes import change_lines
 from .units import fmt_bytes, fmt_pct, fmt_seconds
 
 if TYPE_CHECKING:
-    from .results import Document
+    from .results import Document, Summary
 
 CAUTION = ("One run against one run: the machine's load moves both. `mpsprof try` runs A/B pairs and gives an "
            "interval.")
@@ -37,11 +37,29 @@ class Row:
     ratio: str = ""
 
 
-def _get(summary: Mapping[str, Any], *path: str) -> Any:
-    value: Any = summary
-    for key in path:
-        value = value.get(key) if isinstance(value, dict) else None
-    return value
+StepFigure = Literal["count", "steady", "median_s", "p90_s", "steps_per_s", "training_s", "data_wait_share",
+                     "warmup_cost_s"]
+"""The ``steps`` figures the table compares."""
+MemoryFigure = Literal["peak_rss_with_workers", "peak_device_allocated", "peak_device_cached"]
+"""The ``memory`` figures the table compares."""
+
+
+def _step(summary: Summary, key: StepFigure) -> float | None:
+    """A ``steps`` figure, typed by its key; None when the section is absent (the bare
+    summary of a failed build) or damaged. The formatters still check each value's type."""
+    steps = summary.get("steps")
+    return steps.get(key) if isinstance(steps, dict) else None
+
+
+def _memory(summary: Summary, key: MemoryFigure) -> int | None:
+    """A ``memory`` figure, bytes (None as for :func:`_step`)."""
+    memory = summary.get("memory")
+    return memory.get(key) if isinstance(memory, dict) else None
+
+
+def _device_kind(summary: Summary) -> str | None:
+    device = summary.get("device")
+    return device.get("kind") if isinstance(device, dict) else None
 
 
 def _ratio(a: Any, b: Any, time_like: bool = False) -> str:
@@ -54,12 +72,12 @@ def _ratio(a: Any, b: Any, time_like: bool = False) -> str:
     return text
 
 
-def _count(summary: Mapping[str, Any]) -> int | None:
-    n = _get(summary, "steps", "count")
+def _count(summary: Summary) -> int | None:
+    n = _step(summary, "count")
     return n if isinstance(n, int) and not isinstance(n, bool) else None
 
 
-def length_note(a: Mapping[str, Any], b: Mapping[str, Any]) -> str:
+def length_note(a: Summary, b: Summary) -> str:
     """What the view says above the table when the runs have different step counts: their
     totals (training time, run time) then measure the length, not the speed, so only the
     per-step figures get a "faster"/"slower"."""
@@ -69,13 +87,13 @@ def length_note(a: Mapping[str, Any], b: Mapping[str, Any]) -> str:
     return f"Runs of different length: {na} and {nb} steps; per-step figures compared."
 
 
-def _per_step(summary: Mapping[str, Any], key: str, share: bool = False) -> float | None:
-    """A total divided by the step count (``share``: the data-wait share of training time)."""
-    n, total = _count(summary), _get(summary, "steps", "training_s")
+def _per_step(summary: Summary, share: bool = False) -> float | None:
+    """The training time divided by the step count (``share``: its data-wait share)."""
+    n, total = _count(summary), _step(summary, "training_s")
     if not n or not isinstance(total, (int, float)) or isinstance(total, bool):
         return None
     if share:
-        part = _get(summary, "steps", key)
+        part = _step(summary, "data_wait_share")
         if not isinstance(part, (int, float)) or isinstance(part, bool):
             return None
         return float(total) * float(part) / n
@@ -91,45 +109,47 @@ def rows(a: Document, b: Document) -> list[Row]:
         Row("status", str(a.get("status", "?")), str(b.get("status", "?"))),
         Row("changed", "; ".join(change_lines(a)) or "–", "; ".join(change_lines(b)) or "–"),
         Row("cut", _cut(a), _cut(b)),
-        Row("device", str(_get(a, "device", "kind") or "?"), str(_get(b, "device", "kind") or "?")),
+        Row("device", str(_device_kind(a) or "?"), str(_device_kind(b) or "?")),
     ]
     out.append(Row("num_workers", _workers(a), _workers(b)))
 
-    def num(label: str, path: tuple[str, ...], fmt: Any, time_like: bool = False) -> None:
-        x, y = _get(a, *path), _get(b, *path)
+    def figure(label: str, x: float | None, y: float | None, fmt: Callable[[Any], str], time_like: bool = False) -> None:
         out.append(Row(label, fmt(x), fmt(y), _ratio(x, y, time_like)))
 
-    num("steps", ("steps", "count"), _int)
-    num("steady steps", ("steps", "steady"), _int)
-    num("median step", ("steps", "median_s"), fmt_seconds, time_like=True)
-    num("p90 step", ("steps", "p90_s"), fmt_seconds, time_like=True)
-    def derived(label: str, x: float | None, y: float | None) -> None:
-        out.append(Row(label, fmt_seconds(x), fmt_seconds(y), _ratio(x, y, time_like=True)))
+    def step(label: str, key: StepFigure, fmt: Callable[[Any], str], time_like: bool = False) -> None:
+        figure(label, _step(a, key), _step(b, key), fmt, time_like)
 
-    derived("training time / step", _per_step(a, "training_s"), _per_step(b, "training_s"))
-    derived("data wait / step", _per_step(a, "data_wait_share", True), _per_step(b, "data_wait_share", True))
-    num("steps / s", ("steps", "steps_per_s"), lambda v: f"{v:.2f}" if isinstance(v, (int, float)) else "–")
-    num("data wait", ("steps", "data_wait_share"), fmt_pct)
-    num("warm-up cost", ("steps", "warmup_cost_s"), fmt_seconds)
+    def memory(label: str, key: MemoryFigure) -> None:
+        figure(label, _memory(a, key), _memory(b, key), fmt_bytes)
+
+    step("steps", "count", _int)
+    step("steady steps", "steady", _int)
+    step("median step", "median_s", fmt_seconds, time_like=True)
+    step("p90 step", "p90_s", fmt_seconds, time_like=True)
+    figure("training time / step", _per_step(a), _per_step(b), fmt_seconds, time_like=True)
+    figure("data wait / step", _per_step(a, True), _per_step(b, True), fmt_seconds, time_like=True)
+    step("steps / s", "steps_per_s", lambda v: f"{v:.2f}" if isinstance(v, (int, float)) else "–")
+    step("data wait", "data_wait_share", fmt_pct)
+    step("warm-up cost", "warmup_cost_s", fmt_seconds)
     total = "" if same_length else " (total)"
-    num("training time" + total, ("steps", "training_s"), fmt_seconds, time_like=same_length)
-    num("run time" + total, ("duration_s",), fmt_seconds, time_like=same_length)
-    num("peak RSS (with workers)", ("memory", "peak_rss_with_workers"), fmt_bytes)
-    num("peak device memory", ("memory", "peak_device_allocated"), fmt_bytes)
-    num("peak device cache", ("memory", "peak_device_cached"), fmt_bytes)
+    step("training time" + total, "training_s", fmt_seconds, time_like=same_length)
+    figure("run time" + total, a.get("duration_s"), b.get("duration_s"), fmt_seconds, time_like=same_length)
+    memory("peak RSS (with workers)", "peak_rss_with_workers")
+    memory("peak device memory", "peak_device_allocated")
+    memory("peak device cache", "peak_device_cached")
     fa, fb = (f if isinstance(f := s.get("findings"), list) else [] for s in (a, b))
     out.append(Row("findings", _rules(fa), _rules(fb), f"{len(fa)} → {len(fb)}"))
     return [r for r in out if (r.a, r.b) != ("–", "–")]
 
 
-def _workers(summary: Mapping[str, Any]) -> str:
+def _workers(summary: Summary) -> str:
     """The first DataLoader's ``num_workers`` ("–" when there is none, or the list is damaged)."""
     loaders = summary.get("dataloaders")
     first = loaders[0] if isinstance(loaders, list) and loaders else None
     return str(first.get("num_workers", "–")) if isinstance(first, dict) else "–"
 
 
-def _cut(summary: Mapping[str, Any]) -> str:
+def _cut(summary: Summary) -> str:
     cut = summary.get("cut")
     if not isinstance(cut, dict):
         return "–"

@@ -3,8 +3,9 @@
 One function for a live run's end, ``mpsprof view`` and ``mpsprof report``, so every
 view shows the same findings for the same run.
 
-This module is also the typed seam above the session: :class:`Summary`, the finding
-document (:class:`FindingDoc`, owned by :mod:`.diagnosis.findings`) and
+This module is also the typed seam above the session: :class:`Summary` (defined in
+:mod:`.session.documents`, where :func:`~.session.summary.summarize` builds it, and
+re-exported here with its sections), the finding document (:class:`FindingDoc`, owned by :mod:`.diagnosis.findings`) and
 :class:`ExperimentResult` are the JSON the run directory stores (``summary.json``,
 ``experiments.json``; docs/report-schema.md is the contract), typed, so the views
 (reports, TUI panels) read named keys instead of a ``dict[str, Any]``.
@@ -23,6 +24,20 @@ from typing import TYPE_CHECKING, Any, TypedDict, cast
 from .diagnosis.findings import FindingDoc
 from .events import json_safe
 from .rundir import SUMMARY_FILE, read_experiments, write_text_atomic
+from .session.documents import (
+    AppliedDoc,
+    ChangesDoc,
+    CrashDoc,
+    DeviceDoc,
+    ExitDoc,
+    MemoryDoc,
+    OpsCostDoc,
+    RankRow,
+    RecordingDoc,
+    SkippedDoc,
+    StepsDoc,
+    Summary,
+)
 from .session.session import Session
 from .session.summary import summarize
 
@@ -30,111 +45,11 @@ if TYPE_CHECKING:
     from .diagnosis.findings import Finding
     from .diagnosis.rules import RuleError
 
-
-class ExitDoc(TypedDict):
-    """``exit``: how the script ended."""
-
-    returncode: int
-    signal: str | None
-    stopped_by_user: bool
-
-
-class DeviceDoc(TypedDict):
-    """``device``: what the training ran on."""
-
-    kind: str
-    name: str | None
-    model_device: str | None
-    parameters: int | None
-
-
-class StepsDoc(TypedDict):
-    """``steps``: step timing (seconds, shares 0..1; None where not measured)."""
-
-    count: int
-    mode: str
-    framework: str | None
-    fetched_ahead: int | None
-    warmup: int
-    steady: int
-    median_s: float | None
-    p90_s: float | None
-    steps_per_s: float | None
-    training_s: float | None
-    warmup_cost_s: float | None
-    data_wait_share: float | None
-    device_busy_share: float | None
-    device_busy_ms: float | None
-    batches: int
-
-
-class MemoryDoc(TypedDict):
-    """``memory``: peaks and limits, bytes."""
-
-    peak_rss: int | None
-    peak_rss_with_workers: int | None
-    peak_device_allocated: int | None
-    peak_device_cached: int | None
-    device_total: int | None
-    device_limit: int | None
-    min_system_available: int | None
-    peak_swap_used: int | None
-
-
-class CrashDoc(TypedDict):
-    """``crash``: the script's uncaught exception; ``where`` is the user's innermost frame."""
-
-    type: str
-    message: str
-    where: dict[str, Any] | None
-
-
-class RecordingDoc(TypedDict):
-    """``recording``: whether the recording holds the whole run, and what is missing."""
-
-    complete: bool
-    problems: list[str]
-
-
-class OpsCostDoc(TypedDict):
-    """``ops``: what op accounting cost the run."""
-
-    sampled_steps: int
-    cost_s: float
-    cost_share: float | None
-    converged: bool
-
-
-class _SummaryCore(TypedDict):
-    script: str
-    status: str
-
-
-class Summary(_SummaryCore, total=False):
-    """``summary.json`` without its findings (:meth:`Results.document` adds them).
-
-    Every key but ``script`` and ``status`` may be absent: a recording read back from an
-    older version, or the bare summary left when building the figures failed; the views
-    read them with ``.get``. ``ops`` and ``ranks`` appear only when measured."""
-
-    schema: int
-    argv: list[str] | None
-    cwd: str | None
-    run_dir: str | None
-    started: float | None
-    exit: ExitDoc | None
-    duration_s: float | None
-    device: DeviceDoc
-    steps: StepsDoc
-    memory: MemoryDoc
-    dataloaders: list[dict[str, Any]]
-    crash: CrashDoc | None
-    probe_errors: list[dict[str, Any]]
-    recording: RecordingDoc
-    changes: dict[str, Any] | None
-    cut: dict[str, Any] | None
-    ops: OpsCostDoc
-    ranks: list[dict[str, Any]]
+__all__ = [
+    "AppliedDoc", "ChangesDoc", "CrashDoc", "DeviceDoc", "Document", "ExitDoc", "ExperimentResult", "Finished",
+    "MemoryDoc", "OpsCostDoc", "RankRow", "RecordingDoc", "Results", "SkippedDoc", "StepsDoc", "Summary",
+    "build_results", "finish_run", "say_rule_problems", "summary_of", "write_summary",
+]
 
 
 class _ExperimentCore(TypedDict):
@@ -221,9 +136,8 @@ def build_results(session: Session, rule_dirs: Iterable[Path] = (), run_dir: Pat
 
 
 def summary_of(session: Session) -> Summary:
-    """The session's figures as the typed :class:`Summary` (built by :func:`summarize`,
-    whose keys ``tests/test_typed_results.py`` holds to this type)."""
-    return cast(Summary, summarize(session))
+    """The session's figures (:func:`~.session.summary.summarize`, typed where it is built)."""
+    return summarize(session)
 
 
 @dataclass

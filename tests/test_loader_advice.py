@@ -22,7 +22,7 @@ from mpsprofiler.devices.cpu import CpuBackend
 from mpsprofiler.diagnosis import diagnose
 from mpsprofiler.probe.steps import StepTracker
 from mpsprofiler.session.recording import load_run
-from tests.test_reason_texts import reason_text
+from tests.test_reason_texts import figures_text, reason_text
 
 SCRIPTS = Path(__file__).resolve().parent / "scripts_loader"
 STALLS = {"dataloader-stall", "dataloader-stall-critical"}
@@ -142,9 +142,9 @@ def test_workers_that_keep_up_are_never_the_limit_however_the_wait_splits():
     assert bound(_workers_fig(5.5, 1.2, 0.3, 0.6)) == "ipc"  # blocked 4.0: 2.2 ms starved < 10% of 24 ms
     from mpsprofiler.diagnosis.analyzers.loader_advice import advise
 
-    said = advise(_workers_fig(5.5, 1.2, 0.3, 0.6), "ipc", 2, 0.02, 1, 2, "physical cores", 64, None, None, 2)
+    said = advise(_workers_fig(5.5, 1.2, 0.3, 0.6), "ipc", 2, 0.02, 1, 2, "physical", 64, None, None, 2)
     assert said["suggested_num_workers"] == 2 and not said["num_workers_helps"]
-    assert "the workers keep up" in said["loader_figures"].lower() and "1.20 ms" in reason_text(said, bound="ipc")
+    assert "the workers keep up" in figures_text(said, bound="ipc").lower() and "1.20 ms" in reason_text(said, bound="ipc")
     from mpsprofiler.report.common import _bound_words  # the Data panel's and reports' words
 
     assert _bound_words({"loader_bound": "ipc", "num_workers": 2}, short=True) == "workers keep up"
@@ -191,9 +191,9 @@ def test_batches_as_cheap_as_a_worker_s_handover_get_no_workers():
     # ... and char_style.py beside one busy process (2.2 ms of CPU per 2.2 ms fetch)
     assert bound(_main_fig(2.18, 2.16, 0.01, 8.0)) == "handoff"
     assert bound(_main_fig(3.37, 1.0, 0.8, 17.88, tensors=None)) == "handoff"  # 2 assumed
-    said = advise(makemore, "handoff", 0, 7.3e-3, 1, 2, "physical cores", 32, None, None, 2)
+    said = advise(makemore, "handoff", 0, 7.3e-3, 1, 2, "physical", 32, None, None, 2)
     assert said["suggested_num_workers"] == 0 and not said["num_workers_helps"]
-    assert said["stall_advice"] == "workers would not shorten it"
+    assert said["stall_advice"] == "handoff"  # worded in the rule file: "workers would not shorten it"
     assert "about 2.0 ms (1.4 ms of CPU work) taking each one in" in reason_text(said, bound="handoff"), said
 
 

@@ -339,12 +339,14 @@ def test_try_result_and_ops_panel_read_as_english() -> None:
 
 
 def test_one_worker_keeps_up() -> None:
-    import inspect
+    """The sentence agrees with its number ("1 worker keeps up", "4 workers keep up"), as
+    the rule file words it (the analyzer gives codes and numbers)."""
+    from tests.test_reason_texts import _advise, _fig, reason_text
 
-    from mpsprofiler.diagnosis.analyzers import loader_advice
-
-    source = inspect.getsource(loader_advice)
-    assert "_workers(needed)} keep up" not in source and "agree(needed, 'keeps', 'keep')" in source
+    one = reason_text(_advise("waiting", _fig(5, 20, cpu_ms=0.5)))
+    four = reason_text(_advise("waiting", _fig(30, 40, cpu_ms=0.5)))
+    assert "so 1 worker keeps up (" in one, one
+    assert "so 4 workers keep up (" in four, four
 
 
 # -- item 6: the README warns before the command that downloads 5 GB --------------------------

@@ -14,7 +14,7 @@ from pathlib import Path
 from mpsprofiler.diagnosis.engine import evaluate
 from mpsprofiler.diagnosis.findings import FindingTracker
 from mpsprofiler.diagnosis.rules import builtin_rules_dir, load_file, parse_rules_text
-from tests.test_reason_texts import reason_text
+from tests.test_reason_texts import advice_text, figures_text, reason_text
 
 TWO_DEGREES = """
 rules:
@@ -149,10 +149,10 @@ def test_noisy_runs_of_one_loader_get_the_same_suggestion() -> None:
     # ... the suggestion does not
     assert {f["suggested_num_workers"] for f in runs} == {4}, [reason_text(f) for f in runs]
     for f in runs:
-        assert f["stall_advice"] == "try num_workers=4"
+        assert advice_text(f) == "try num_workers=4"
         # evidence (loader_figures) and fix (num_workers_reason) quote the same load time
         load = f"{f['load_ms']:.1f} ms"
-        assert load in f["loader_figures"] and load in reason_text(f)
+        assert load in figures_text(f) and load in reason_text(f)
         assert "the median step loads" in reason_text(f)
 
 
@@ -167,7 +167,7 @@ def test_a_loader_whose_steps_vary_widely_gets_a_stated_range() -> None:
     assert f["loader_bound"] == "waiting"
     assert f["num_workers_range"] == "4-8" and f["suggested_num_workers"] == 8
     assert "4-8 workers is the range to try; start with 8" in reason_text(f)
-    assert f["stall_advice"] == "try num_workers=8"
+    assert advice_text(f) == "try num_workers=8"
 
 
 def test_steady_loader_states_no_range() -> None:

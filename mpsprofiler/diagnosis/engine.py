@@ -19,7 +19,7 @@ from ..devices.kinds import normalize_device
 from .conditions import RuleBroken, evaluator
 from .findings import Finding, as_step, one_per_cause
 from .rules import Rule, RuleError, RuleSet
-from .template import Template
+from .template import BLANK, Template
 
 __all__ = ["Diagnostic", "broken_rules", "evaluate", "normalize_device"]
 
@@ -116,8 +116,10 @@ def with_phrases(rule: Rule, facts: Mapping[str, Any]) -> Mapping[str, Any]:
     So that a rule file holds whole sentences (plurals, optional clauses), a phrase may use
     other phrased facts (read as their phrases; a fact already being phrased reads as its
     value, so a table cannot loop), a table may give an ``other`` phrase for the values it
-    does not list (``"1": "1 worker"``, ``other: "{n} workers"``), and a fact whose value is
-    a list of names reads as their phrases joined by spaces (a reason and its clauses)."""
+    does not list (``"1": "1 worker"``, ``other: "{n} workers"``), a fact whose value is
+    a list of names reads as their phrases joined by spaces (a reason and its clauses), and
+    a phrase written empty (``""``) reads as no words without leaving its sentence out (an
+    optional clause: ``unknown: ""``, ``other: ", {x:.1f} ms of it CPU work"``)."""
     if not rule.phrases:
         return facts
     words = dict(facts)
@@ -132,12 +134,13 @@ PHRASE_DEFAULT = "other"
 
 def phrase_for(tables: Mapping[str, Mapping[str, Template]], facts: Mapping[str, Any], name: str,
                stack: tuple[str, ...]) -> str | None:
-    """The phrase of fact ``name`` for its value (None: no phrase, its sentence is left out)."""
+    """The phrase of fact ``name`` for its value (None: no phrase, its sentence is left out;
+    :data:`~.template.BLANK`: a phrase written empty, no words but the sentence stays)."""
     value = facts.get(name)
     table = tables[name]
     values = value if isinstance(value, list) else [value]
     inner = _Phrased(tables, facts, (*stack, name))
-    said = []
+    said, blank = [], False
     for item in values:
         if item is None or isinstance(item, (list, dict)):
             continue
@@ -145,7 +148,9 @@ def phrase_for(tables: Mapping[str, Mapping[str, Template]], facts: Mapping[str,
         text = phrase.render(inner) if phrase is not None else ""
         if text:
             said.append(text)
-    return " ".join(said) or None
+        elif phrase is not None:
+            blank = True  # written empty: no words, but its sentence stays
+    return " ".join(said) or (BLANK if blank else None)
 
 
 class _Phrased(Mapping[str, Any]):

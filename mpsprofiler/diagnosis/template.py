@@ -25,6 +25,16 @@ MISSING = "?"
 NOT_MEASURED = "(not measured)"
 """In place of a missing fact only where leaving its sentence out would leave nothing."""
 
+
+
+class Blank(str):
+    """A phrase written empty (``""``): the fact reads as no words, but it is not missing,
+    so the sentence around it stays (an optional clause: ``unknown: ""``, ``other: ", ..."``).
+    See :func:`~mpsprofiler.diagnosis.engine.phrase_for`."""
+
+
+BLANK = Blank("")
+
 _HOLE = "\x00"
 _SENTENCE = re.compile(
     r"(?<=[.!?:])[ \t]*\n?[ \t]*(?=[A-Z(`*])(?<=\s)|(?<=[.!?])[ \t]*\n?[ \t]*(?=\x00)(?<=\s)"
@@ -104,6 +114,8 @@ class Template:
 
 
 def _missing(value: Any) -> bool:
+    if isinstance(value, Blank):
+        return False
     if value is None or (isinstance(value, float) and value != value):
         return True
     return isinstance(value, (str, list, tuple, set, frozenset)) and not value

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import shlex
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -24,7 +24,7 @@ from ..units import finite, fmt_bytes, fmt_pct, fmt_seconds, raw
 from .paths import display_paths
 
 if TYPE_CHECKING:
-    from ..results import Results, Summary
+    from ..results import DeviceDoc, ExitDoc, MemoryDoc, OpsCostDoc, Results, StepsDoc, Summary
 
 MAX_TABLE_ROWS = 25
 """Op tables and warning lists are cut here: a report is read, not searched."""
@@ -102,7 +102,7 @@ def _status_only(summary: Summary, session: Session | None = None) -> str:
     if ended_without_exit(summary, session):
         return ended_text(summary)
     status = str(summary.get("status") or "?")
-    exit_info: Mapping[str, Any] = summary.get("exit") or {}
+    exit_info: ExitDoc | dict[str, Any] = summary.get("exit") or {}
     if exit_info.get("stopped_by_user"):
         return "stopped by the user"
     if exit_info.get("signal"):
@@ -138,7 +138,7 @@ def command_line(session: Session) -> str:
 
 
 def device_text(summary: Summary) -> str:
-    device: Mapping[str, Any] = summary.get("device") or {}
+    device: DeviceDoc | dict[str, Any] = summary.get("device") or {}
     kind = str(device.get("kind") or "?")
     name = device.get("name")
     return f"{kind} ({name})" if name and str(name).lower() != kind else kind
@@ -146,9 +146,9 @@ def device_text(summary: Summary) -> str:
 
 # -- summary figures ------------------------------------------------------------
 def summary_rows(summary: Summary, session: Session | None = None) -> list[tuple[str, str]]:
-    steps: Mapping[str, Any] = summary.get("steps") or {}
-    mem: Mapping[str, Any] = summary.get("memory") or {}
-    device: Mapping[str, Any] = summary.get("device") or {}
+    steps: StepsDoc | dict[str, Any] = summary.get("steps") or {}  # {}: the bare summary of a failed build
+    mem: MemoryDoc | dict[str, Any] = summary.get("memory") or {}
+    device: DeviceDoc | dict[str, Any] = summary.get("device") or {}
     rows: list[tuple[str, str]] = [
         ("Status", status_text(summary, session)),
         ("Duration", fmt_seconds(summary.get("duration_s"))),
@@ -182,10 +182,11 @@ def summary_rows(summary: Summary, session: Session | None = None) -> list[tuple
         rows.append(("Lowest system available", fmt_bytes(mem.get("min_system_available"))))
     if mem.get("peak_swap_used"):
         rows.append(("Peak swap used", fmt_bytes(mem.get("peak_swap_used"))))
-    ops: Mapping[str, Any] = summary.get("ops") or {}
-    if isinstance(ops, dict) and isinstance(ops.get("cost_s"), (int, float)):
+    ops: OpsCostDoc | dict[str, Any] = summary.get("ops") or {}
+    cost = ops.get("cost_s") if isinstance(ops, dict) else None
+    if isinstance(ops, dict) and isinstance(cost, (int, float)):
         share = ops.get("cost_share")
-        text = f"{ops.get('sampled_steps')} sampled steps, {ops['cost_s'] * 1e3:.0f} ms"
+        text = f"{ops.get('sampled_steps')} sampled steps, {cost * 1e3:.0f} ms"
         text += f" ({share * 100:.2g}% of the training time)" if isinstance(share, (int, float)) else ""
         rows.append(("Op accounting cost", text + (", converged" if ops.get("converged") else "")))
     return rows

@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import base64
 import hashlib
-from collections.abc import Mapping
 from functools import lru_cache
 from html import escape
 from typing import Any
 
 from ..diagnosis.findings import SEVERITY_ORDER, FindingDoc
 from ..resources import report_stylesheet
-from ..results import Results, Summary
+from ..results import MemoryDoc, Results, StepsDoc, Summary
 from ..session.session import Session
 from ..units import fmt_bytes, fmt_pct, fmt_seconds
 from . import charts, common, ops_tables
@@ -122,8 +121,8 @@ class HtmlRenderer:
             meta.append(f"recorded {e(common.started_text(session))}")
         out.append(f'<p class="sub">{" · ".join(meta)}</p>')
         out.append(f'<pre class="cmd"><code>{e(common.command_line(session))}</code></pre></header>')
-        steps: Mapping[str, Any] = summary.get("steps") or {}
-        mem: Mapping[str, Any] = summary.get("memory") or {}
+        steps: StepsDoc | dict[str, Any] = summary.get("steps") or {}
+        mem: MemoryDoc | dict[str, Any] = summary.get("memory") or {}
         cards = [
             ("Steps", str(steps.get("count", 0)), f"{steps.get('warmup', 0)} warm-up"),
             ("Median step", fmt_seconds(steps.get("median_s")), f"p90 {fmt_seconds(steps.get('p90_s'))}"),

@@ -1,15 +1,19 @@
-"""The run's summary figures: ``summary.json``, the headless report, the JSON export."""
+"""The run's summary figures: ``summary.json``, the headless report, the JSON export.
+
+Built as the typed :class:`~.documents.Summary` (the views' type, re-exported by
+:mod:`mpsprofiler.results`), so mypy checks every key and value here against what the
+views read.
+"""
 
 from __future__ import annotations
 
-from typing import Any
-
+from .documents import AppliedDoc, ChangesDoc, RankRow, RecordingDoc, SkippedDoc, Summary
 from .session import Session
 
 SUMMARY_SCHEMA = 1
 
 
-def summarize(session: Session) -> dict[str, Any]:
+def summarize(session: Session) -> Summary:
     steps = session.steps
     mem = session.memory
     exit_info = session.exit
@@ -18,7 +22,7 @@ def summarize(session: Session) -> dict[str, Any]:
         wall = steps.last_end - steps.first_end
     med = steps.quantile(0.5)
     p90 = steps.quantile(0.9)
-    summary: dict[str, Any] = {
+    summary: Summary = {
         "schema": SUMMARY_SCHEMA,
         "script": session.script,
         "argv": session.run.get("argv"),
@@ -89,18 +93,19 @@ def summarize(session: Session) -> dict[str, Any]:
     return summary
 
 
-def _recording(session: Session) -> dict[str, Any]:
+def _recording(session: Session) -> RecordingDoc:
     problems = session.recording_problems()
     return {"complete": not problems, "problems": problems}
 
 
-def changes(session: Session) -> dict[str, Any] | None:
+def changes(session: Session) -> ChangesDoc | None:
     """What ``--set`` changed from the script as written (None: nothing was asked)."""
     raw = session.run.get("settings")
     asked = raw if isinstance(raw, list) else []  # a damaged recording may hold anything here
     if not asked and not session.overrides:
         return None
-    applied, skipped = [], []
+    applied: list[AppliedDoc] = []
+    skipped: list[SkippedDoc] = []
     for record in session.overrides:
         if not isinstance(record, dict):
             continue
@@ -117,9 +122,9 @@ def changes(session: Session) -> dict[str, Any] | None:
     return {"asked": [str(a) for a in asked], "applied": applied, "skipped": skipped}
 
 
-def rank_rows(session: Session) -> list[dict[str, Any]]:
+def rank_rows(session: Session) -> list[RankRow]:
     """Per-rank figures of a distributed run (the job-level figures are rank 0's)."""
-    rows = []
+    rows: list[RankRow] = []
     for rank, sub in sorted(session.ranks.items()):
         steps, mem = sub.steps, sub.memory
         n = steps.steady_count

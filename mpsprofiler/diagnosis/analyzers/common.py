@@ -28,22 +28,21 @@ def training_loader(session: Session) -> DataLoaderFields | None:
 
 
 def compute_cores(env: EnvFields) -> tuple[int | None, str]:
-    """Cores worth filling with work, and what they are.
+    """Cores worth filling with work, and their kind as a name the rules word
+    (``performance``, ``physical``, ``logical``, ``unknown``: ``reason_core_kind`` in
+    ``rules/dataloader-stall.yaml``).
 
     On Apple silicon the efficiency cores are much slower, so only the performance
     cores count where macOS reports them; elsewhere the physical cores (SMT siblings
     share one core's units).
     """
-    perf = _pos(env.get("cores_performance"))
-    if perf:
-        return perf, "performance cores"
-    phys = _pos(env.get("cores_physical"))
-    if phys:
-        return phys, "physical cores"
-    logical = _pos(env.get("cores_logical"))
-    if logical:
-        return logical, "logical cores"
-    return None, "cores"
+    counts = (("performance", env.get("cores_performance")), ("physical", env.get("cores_physical")),
+              ("logical", env.get("cores_logical")))
+    for kind, count in counts:
+        n = _pos(count)
+        if n:
+            return n, kind
+    return None, "unknown"
 
 
 def start_method(session: Session, loader: DataLoaderFields) -> str | None:

@@ -61,15 +61,13 @@ def health_facts(session: Session) -> dict[str, Any]:
     facts["fp16_without_scaler"] = no_scaler
     facts["nonfinite_preceded"] = _preceded(facts, last, last_step, lr, lr_first, norm, median, jump, no_scaler,
                                             dtypes, bool(bad.get("fp16_autocast")))
+    # what to do first, as a code the rule file words (rules/nonfinite-loss.yaml phrases)
     if no_scaler:
-        facts["nonfinite_fix_first"] = ("Scale the loss: fp16 gradients overflow and underflow without a "
-                                        "`torch.amp.GradScaler` (or train in bfloat16, which needs none).")
+        facts["nonfinite_fix_first"] = "scale_loss"
     elif jump is not None and jump >= GRAD_JUMP:
-        facts["nonfinite_fix_first"] = ("Clip the gradients and lower the learning rate: the gradient norm "
-                                        "jumped before the loss diverged.")
+        facts["nonfinite_fix_first"] = "clip_gradients"
     else:
-        facts["nonfinite_fix_first"] = ("Lower the learning rate (or warm it up), and look for a log, a "
-                                        "division or a sqrt of zero or of a negative number in the loss.")
+        facts["nonfinite_fix_first"] = "lower_lr"
     return facts
 
 

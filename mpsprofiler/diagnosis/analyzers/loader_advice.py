@@ -21,8 +21,18 @@ START_MS = {"fork": 50.0, "forkserver": 1500.0, "spawn": 1500.0}
 """What starting one worker costs the run: a fork of a process that imported torch takes
 tens of milliseconds (50 ms assumed, more on a busy machine); spawn (macOS, Windows) and
 forkserver start a new interpreter that imports torch and the script, a second or more."""
-CORE_KINDS = {"performance cores": "performance", "physical cores": "physical", "logical cores": "logical"}
-""":func:`~.common.compute_cores`' kinds of core as the names the rules word (else ``unknown``)."""
+CORE_KINDS = ("performance", "physical", "logical", "unknown")
+""":func:`~.common.compute_cores`' kinds of core: names the rules word (``reason_core_kind``)."""
+STALL_ADVICE_CODES = ("index_batches", "handoff", "busy_cpus", "try_workers", "needs_cpu")
+"""Every code ``stall_advice`` (the few words after a stall finding's title) may hold."""
+FIGURES_CODES = ("workers", "in_process")
+"""Every code ``loader_figures`` (the evidence's sentence of measured figures) may hold;
+None when the load time is not known (the sentence is left out)."""
+FIGURES_FACTS = ("figures_batch_size", "figures_busy", "figures_cpu_ms", "figures_loading", "figures_runq_ms",
+                 "figures_workers")
+"""The figures and names the sentence of ``loader_figures`` quotes besides ``load_ms``
+(declared by the ``dataloader`` analyzer); an optional clause's fact is the name
+``unknown``/``none`` when it is left out (the rule files' phrases word it as nothing)."""
 REASON_CODES = ("ipc_workers", "ipc", "handoff", "contention", "cpu_fits", "cpu_short", "waiting", "unmeasured",
                 "max_workers", "memory", "startup", "worker_cpu", "rounded", "span", "enough", "over_cpus")
 """Every code ``num_workers_reason`` may hold: a main reason first, then its clauses."""
@@ -108,7 +118,7 @@ def advise(
     best = None
     split = fig.worker_wait_split() if workers else None
     out["worker_starved_ms"] = _r(split[2] * 1000.0 if split is not None else None)
-    kind = CORE_KINDS.get(what, "unknown")
+    kind = what if what in CORE_KINDS else "unknown"
     why: dict[str, Any] = {"reason_core_kind": kind, "reason_core_kind_one": kind}
     if bound == "ipc" and workers:
         target, helps = workers, False
@@ -203,20 +213,11 @@ def advise(
         elif target > cores_or(logical, cores):
             codes.append("over_cpus")
     out["suggested_num_workers"] = int(target)
-    out["loader_figures"] = figures_text(bound, workers, out, batch_size)
+    out.update(figures(bound, workers, out, batch_size))
     out["num_workers_helps"] = bool(helps and target > workers)
     out["num_workers_reason"] = codes
     out.update(why)
-    if bound == "ipc":
-        out["stall_advice"] = "index whole batches instead of single samples"
-    elif bound == "handoff":
-        out["stall_advice"] = "workers would not shorten it"
-    elif bound == "contention":
-        out["stall_advice"] = "the machine's CPUs are busy"
-    elif helps and target > workers:
-        out["stall_advice"] = f"try num_workers={target}"
-    else:
-        out["stall_advice"] = "building batches needs more CPU than this machine has"
+    out["stall_advice"] = _stall_advice(bound, helps and target > workers)
     return out
 
 
@@ -292,29 +293,27 @@ def _known(value: float | int | None) -> float | int | str:
     return "unknown" if value is None else value
 
 
-def figures_text(bound: str, workers: int, out: dict[str, Any], batch_size: int | None) -> str:
-    """One sentence of measured figures for the finding's evidence."""
+def _stall_advice(bound: str, more_workers: bool) -> str:
+    """The code of the few words a stall finding's title ends with (``stall_advice``:
+    ``try num_workers=N`` when more workers help; the rule files word each code)."""
+    by_bound = {"ipc": "index_batches", "handoff": "handoff", "contention": "busy_cpus"}
+    return by_bound.get(bound) or ("try_workers" if more_workers else "needs_cpu")
+
+
+def figures(bound: str, workers: int, out: dict[str, Any], batch_size: int | None) -> dict[str, Any]:
+    """``loader_figures``, the evidence's sentence of measured figures, as a code (how the
+    batches are loaded: ``workers`` or ``in_process``) and ``figures_*`` facts for its
+    optional clauses (CPU part, run-queue wait, a busy machine, what the loading is); the
+    rule files word them, so the evidence reads "Each of the 2 workers takes about 5.0 ms
+    per batch, 3.0 ms of it CPU work. The loading is CPU work." """
     load, cpu, runq = out.get("load_ms"), out.get("load_cpu_ms"), out.get("fetch_runq_ms")
-    if load is None:
-        return ""
-    if workers:
-        parts = f"Each of the {workers} workers takes about {load:.1f} ms per batch"
-        if cpu is not None:
-            parts += f", {cpu:.1f} ms of it CPU work"
-    else:
-        parts = f"Loading one batch of {batch_size} samples takes {load:.1f} ms in the training process"
-        if cpu is not None:
-            parts += f", {cpu:.1f} ms of it CPU work"
-        if runq:
-            parts += f" and {runq:.1f} ms waiting for a free CPU core"
     busy = out.get("machine_busy_share")
-    if busy is not None and busy >= 0.9:
-        parts += f"; the machine's CPUs were {busy:.0%} busy"
-    names = {"waiting": "mostly waiting (I/O, sleep)", "cpu": "CPU work", "ipc": "indexing memory",
-             "contention": "waiting for a busy CPU", "unknown": "not measured",
-             "handoff": "about as cheap in the training process as taking the batch in from a worker"}
-    if bound == "unknown":
-        return f"{parts}."
-    if bound == "ipc" and workers:
-        return f"{parts}. The workers keep up: the wait is taking their batches in."
-    return f"{parts}. The loading is {names.get(bound, bound)}."
+    return {
+        "loader_figures": None if load is None else ("workers" if workers else "in_process"),
+        "figures_workers": workers,
+        "figures_batch_size": _known(batch_size),
+        "figures_cpu_ms": _known(cpu),
+        "figures_runq_ms": runq if runq and not workers else "none",
+        "figures_busy": busy if busy is not None and busy >= 0.9 else "none",
+        "figures_loading": "ipc_workers" if bound == "ipc" and workers else bound,
+    }

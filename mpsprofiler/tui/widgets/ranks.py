@@ -17,6 +17,7 @@ from textual.app import ComposeResult, RenderResult
 from textual.widget import Widget
 from textual.widgets import DataTable, Static
 
+from ...session.documents import RankRow
 from ...session.summary import rank_rows
 from ...units import fmt_bytes, fmt_pct, fmt_seconds
 from ..chart_series import FROM_ZERO, rank_step_split, rank_wait_series
@@ -73,23 +74,23 @@ def _float(value: Any) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
-def rank_cells(row: dict[str, Any], straggler: Straggler | None, shown: int) -> list[Text]:
+def rank_cells(row: RankRow, straggler: Straggler | None, shown: int) -> list[Text]:
     """One row of the table: the shown rank gets ▶, the straggler is bold yellow."""
     is_straggler = straggler is not None and straggler.rank == row["rank"]
     style = "bold yellow" if is_straggler else ""
-    wait_share = row.get("data_wait_share")
-    status = str(row.get("status") or "")
-    wait = row.get("data_wait_per_step_s")
+    wait_share = row["data_wait_share"]
+    status = str(row["status"] or "")
+    wait = row["data_wait_per_step_s"]
     return [
         Text("▶" if row["rank"] == shown else "", style="bold cyan"),
         Text(f"{row['rank']}" + (" ◀" if is_straggler else ""), style=style),
-        Text(str(row.get("steps") or 0), style=style),
-        Text(fmt_seconds(row.get("median_s")), style=style),
-        Text(fmt_seconds(row.get("p90_s")), style=style),
+        Text(str(row["steps"] or 0), style=style),
+        Text(fmt_seconds(row["median_s"]), style=style),
+        Text(fmt_seconds(row["p90_s"]), style=style),
         Text(fmt_seconds(wait) if wait else ("–" if wait is None else "0 ms"), style=style),
         Text(fmt_pct(wait_share), style="bold yellow" if (wait_share or 0) >= 0.15 else style),
-        Text(fmt_bytes(row.get("peak_memory")), style=style),
-        Text(str(row.get("device") or "–"), style="dim" if not is_straggler else style),
+        Text(fmt_bytes(row["peak_memory"]), style=style),
+        Text(str(row["device"] or "–"), style="dim" if not is_straggler else style),
         Text(status, style=STATUS_STYLE.get(status, "")),
     ]
 
@@ -206,7 +207,7 @@ class RanksPanel(Widget):
         xs, lines = rank_wait_series(job, straggler.rank if straggler else None)
         self.query_one("#ranks-wait", LineChart).set_data(xs, lines, ylim=FROM_ZERO, key=job.version)
 
-    def _fill(self, rows: list[dict[str, Any]], straggler: Straggler | None, shown: int) -> None:
+    def _fill(self, rows: list[RankRow], straggler: Straggler | None, shown: int) -> None:
         table = self.query_one(DataTable)
         cursor = table.cursor_row
         table.clear()
