@@ -277,7 +277,55 @@ def _float64(e: _Edits, f: Finding, facts: dict[str, Any]) -> None:
         e.fix.changes[-1] = e.fix.changes[-1].replace(f":{e.last_line}:", ":" + ",".join(map(str, made)) + ":", 1)
 
 
+def _device(e: _Edits, f: Finding, facts: dict[str, Any]) -> None:
+    """Each string that names the missing device where the script chooses it (the crash's
+    file and the script; diagnosis/analyzers/device_choice.py says which strings) becomes
+    the choice of what the machine has, with ``import torch`` where the file lacks it."""
+    import ast
+
+    from ..diagnosis.analyzers.crash import user_frame
+    from ..diagnosis.analyzers.device_choice import chooser, device_literals
+
+    device = facts.get("device_missing")
+    crash = e.session.crash
+    frame = user_frame(crash) if crash is not None else None
+    paths = [str(frame.get("file") or "") if frame is not None else "", main_script(e.session) or ""]
+    found = 0
+    for path in dict.fromkeys(_abs(e.session, p) for p in paths if p.endswith(".py")):
+        try:
+            nodes = device_literals(ast.parse(e.current(path)), str(device))
+        except (OSError, SyntaxError, ValueError, UnicodeDecodeError):
+            continue
+        found += len(nodes)
+        for i, node in enumerate(nodes):
+            literal = str(node.value)
+            last = i == len(nodes) - 1
+
+            def change(s: str, ln: int, lit: str = literal, last: bool = last) -> str:
+                text = cst.device_string_at(s, ln, lit, chooser)
+                return cst.ensure_import(text, "torch") if last else text  # last: no later line moves
+
+            e.edit(path, f'"{literal}" where the machine has it, else another device', change, node.lineno)
+    if found:
+        return
+    if device == "cuda" and facts.get("device_cuda_calls"):
+        for path in dict.fromkeys(_abs(e.session, p) for p in paths if p.endswith(".py")):
+            if any(_abs(e.session, c.rsplit(":", 1)[0]) == path for c in facts["device_cuda_calls"]):
+                e.edit(path, '.cuda() made .to(device), device chosen after `import torch`', _cuda_to_device)
+        return
+    e.fix.not_patched.append(f"not patched: the script names no {device} device as a string (it comes from an "
+                             "argument or a config file): choose it there by hand")
+
+
+def _cuda_to_device(source: str, _: int) -> str:
+    from ..diagnosis.analyzers.device_choice import chooser
+
+    text, _lines = cst.cuda_calls_to(source, "device")
+    return cst.insert_after_import(text, "torch", "device = {name}.device(" + chooser("cuda", '"', "{name}") + ")")
+
+
 PLANNERS: dict[str, Callable[[_Edits, Finding, dict[str, Any]], None]] = {
+    "device-missing-crash": _device,
     "dataloader-stall": _loaders,
     "dataloader-stall-critical": _loaders,
     "worker-respawn": _loaders,

@@ -24,6 +24,31 @@ def _phrase(text: str) -> str:
     return r"\s+".join(text.split())
 
 
+MISSING_DEVICE: tuple[tuple[str, str], ...] = (
+    # c10/core/impl/DeviceGuardImplInterface.h, getDeviceGuardImpl: the first use of a device
+    # type this build has no support for (`.to("mps")` on a Linux or Windows build)
+    ("", r"PyTorch is not linked with support for (?P<device>mps|cuda) devices"),
+    # the dispatcher: a tensor made on a device whose backend this build lacks
+    # (`torch.zeros(1, device="mps")` on Linux); only the factories, every build has them
+    ("", r"Could not run 'aten::empty(?:\.memory_format|_strided)' with arguments from the '(?P<device>MPS|CUDA)' backend"),
+    # torch/cuda/__init__.py, _lazy_init: a build without CUDA (macOS, CPU wheels)
+    ("cuda", r"Torch not compiled with CUDA enabled"),
+    # torch/cuda/__init__.py, _lazy_init (torch._C._cuda_init): a CUDA build without a GPU driver
+    ("cuda", r"Found no NVIDIA driver on your system"),
+)
+"""The messages torch gives a script that asks for a device this machine or build does not
+have: (the device, or '' where the message names it, its pattern)."""
+
+
+def missing_device(message: str) -> str | None:
+    """``mps`` or ``cuda`` where ``message`` says that device is missing here, else None."""
+    for device, rx in MISSING_DEVICE:
+        m = re.search(rx, message)
+        if m:
+            return device or m.group("device").lower()
+    return None
+
+
 PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
     (kind, re.compile(rx))
     for kind, rx in (
@@ -43,6 +68,7 @@ PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         ("spawn_bootstrap", _phrase("An attempt has been made to start a new process before the "
                                     "current process has finished its bootstrapping phase")),
         ("worker_exited", r"DataLoader worker \(pid\(?s?\)? ?[\d, ]+\) exited unexpectedly"),
+        ("device_missing", "|".join(rx.replace("?P<device>", "?:") for _, rx in MISSING_DEVICE)),
     )
 )  # fmt: skip
 CUDA_OOM_TYPES = ("OutOfMemoryError",)

@@ -14,6 +14,7 @@ and the tests import ``cst.set_keywords`` whichever module holds it.
 from __future__ import annotations
 
 from .calls import find_call, set_first_argument, set_keywords
+from .devices import cuda_calls_to, device_string_at
 from .dtypes import float32_at
 from .guard import add_main_guard, has_main_guard
 from .imports import ensure_import, insert_after_import, set_environ_first
@@ -28,6 +29,6 @@ from .nodes import NotFound, call_name
 
 __all__ = [
     "NotFound", "accumulator_method", "add_main_guard", "added_value_detached", "augassign_detached", "augassign_item",
-    "bounded_container", "call_name", "ensure_import", "find_call", "float32_at", "has_main_guard",
+    "bounded_container", "call_name", "cuda_calls_to", "device_string_at", "ensure_import", "find_call", "float32_at", "has_main_guard",
     "insert_after_import", "set_environ_first", "set_first_argument", "set_keywords",
 ]
