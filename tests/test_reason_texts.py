@@ -136,7 +136,7 @@ def test_a_changed_rule_file_changes_the_advice(tmp_path: Path) -> None:
     facts = _advise("waiting", _fig(30.0, 40.0, cpu_ms=1.0), cores=2)
     edited = tmp_path / "dataloader-stall.yaml"
     text = STALL_FILE.read_text()
-    old = "Waiting\n          workers do not need a core each, so the number of cores does not limit them."
+    old = "Waiting\n      workers do not need a core each, so the number of cores does not limit them."
     assert old in text
     edited.write_text(text.replace(old, "Waiting workers need no core of their own (edited)."))
     before, after = reason_text(facts), reason_text(facts, edited)
@@ -159,8 +159,8 @@ def test_a_code_without_a_phrase_leaves_its_sentence_out(tmp_path: Path) -> None
     facts = _advise("waiting", _fig(30.0, 40.0, cpu_ms=1.0), workers=1, cores=2)
     assert "rounded" in facts["num_workers_reason"]
     text = STALL_FILE.read_text()
-    start = text.index("        rounded: >-")
-    end = text.index("        span: >-")
+    start = text.index("    rounded: >-")
+    end = text.index("    span: >-")
     edited = tmp_path / "no-rounded.yaml"
     edited.write_text(text[:start] + text[end:])
     said = reason_text(facts, edited)
@@ -246,7 +246,7 @@ def test_edited_rule_texts_change_the_title_and_the_evidence(tmp_path: Path) -> 
     edited = tmp_path / "dataloader-stall.yaml"
     old_advice = 'try_workers: "try num_workers={suggested_num_workers}"'
     old_cpu = 'other: ", {figures_cpu_ms:.1f} ms of it CPU work"'
-    assert text.count(old_advice) == 2 and old_cpu in text
+    assert text.count(old_advice) == 1 and old_cpu in text  # the file's shared phrases: one place
     edited.write_text(text.replace(old_advice, 'try_workers: "set num_workers to {suggested_num_workers} (edited)"')
                       .replace(old_cpu, 'other: " (CPU: {figures_cpu_ms:.2f} ms)"'))
     assert advice_text(facts, edited) == "set num_workers to 4 (edited)"
@@ -299,3 +299,24 @@ def test_nonfinite_fix_first_reads_from_the_rule_file(code: str, tmp_path: Path)
                                                          "EDITED", 1))
     (rule,) = load_rules([edited])
     assert (phrase_for(rule.phrases, facts, "nonfinite_fix_first", ()) or "").startswith("EDITED")
+
+
+def test_a_files_phrases_are_every_rules_unless_a_rule_has_its_own(tmp_path: Path) -> None:
+    """Top-level ``phrases:`` in a rule file: one table for the rules that share a fact's
+    words (the loader rules' figures), replaced for a fact by a rule's own table."""
+    rule = tmp_path / "r.yaml"
+    rule.write_text('phrases:\n  kind: {cpu: "CPU work", io: "waiting"}\n'
+                    'rules:\n'
+                    '  - id: shared\n    title: "t"\n    severity: info\n    when: "x > 0"\n'
+                    '    evidence: "It ran. It is {kind}."\n    fix: "f"\n'
+                    '  - id: own\n    title: "t"\n    severity: info\n    when: "x > 0"\n'
+                    '    evidence: "It ran. It is {kind}."\n    fix: "f"\n'
+                    '    phrases:\n      kind: {cpu: "busy"}\n')
+    rules = load_rules([rule])
+    assert [str(e) for e in rules.errors] == []
+    found = {f.rule: f.evidence for f in evaluate(rules, {"x": 1, "kind": "cpu"}, None)}
+    assert found == {"shared": "It ran. It is CPU work.", "own": "It ran. It is busy."}
+    found = {f.rule: f.evidence for f in evaluate(rules, {"x": 1, "kind": "io"}, None)}
+    assert found == {"shared": "It ran. It is waiting.", "own": "It ran."}  # its own table has no "io"
+    rule.write_text(rule.read_text().replace('phrases:\n  kind: {cpu: "CPU work", io: "waiting"}\n', 'phrases: [1]\n'))
+    assert any("'phrases' must map fact names" in str(e) for e in load_rules([rule]).errors)

@@ -97,8 +97,10 @@ def _texts(name: str, node: Node, err: _ErrFn) -> list[tuple[str, Node]]:
     return out
 
 
-def _phrases(node: Node, lines: list[str], err: _ErrFn) -> dict[str, dict[str, Template]]:
-    """``phrases:``, a mapping of fact names to mappings of values to texts (templates)."""
+def phrases_of(node: Node, lines: list[str], err: _ErrFn) -> dict[str, dict[str, Template]]:
+    """``phrases:``, a mapping of fact names to mappings of values to texts (templates): a
+    rule's own, or the file's (top level), which every rule of the file has for the facts
+    it gives no table of its own."""
     out: dict[str, dict[str, Template]] = {}
     if not isinstance(node, MappingNode):
         err(node, "'phrases' must map fact names to {value: text} mappings")
@@ -126,8 +128,10 @@ def _phrases(node: Node, lines: list[str], err: _ErrFn) -> dict[str, dict[str, T
     return out
 
 
-def build_rule(item: Node, path: Path | None, lines: list[str], errors: list[RuleError]) -> Rule | None:
-    """Validate one ``- id: ...`` mapping; None (with errors recorded) when unusable."""
+def build_rule(item: Node, path: Path | None, lines: list[str], errors: list[RuleError],
+               shared: dict[str, dict[str, Template]] | None = None) -> Rule | None:
+    """Validate one ``- id: ...`` mapping; None (with errors recorded) when unusable.
+    ``shared``: the file's phrases (see :func:`phrases_of`)."""
     n_errors = len(errors)
 
     def err(node: Node, message: str, level: str = "error", at: tuple[int, int] | None = None) -> None:
@@ -205,7 +209,7 @@ def build_rule(item: Node, path: Path | None, lines: list[str], errors: list[Rul
             except TemplateError as exc:
                 at = _locate(node_of[name], exc.offset, lines)
                 err(node_of[name], f"{name}: {exc.message}", at=at)
-    phrases = _phrases(node_of["phrases"], lines, err) if "phrases" in node_of else {}
+    phrases = {**(shared or {}), **(phrases_of(node_of["phrases"], lines, err) if "phrases" in node_of else {})}
     if rule_id is None or any(e.level == "error" for e in errors[n_errors:]):
         return None
     empty = Template("", ())

@@ -24,7 +24,7 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from ..resources import rules_dir
 from ..rundir import open_regular, real_path
-from .rule_check import build_rule, pos, suggest
+from .rule_check import build_rule, phrases_of, pos, suggest
 from .rule_model import Rule as Rule  # re-exported: the types were defined here first
 from .rule_model import RuleError as RuleError
 from .rule_model import RuleSet as RuleSet
@@ -193,12 +193,15 @@ def _parse(data: bytes | str, path: Path | None, errors: list[RuleError]) -> lis
         err(*pos(root), "top level must be a mapping with a 'rules:' list")
         return []
     rules_node: Node | None = None
+    phrases_node: Node | None = None
     for key, value in root.value:
         name = key.value if isinstance(key, ScalarNode) else None
         if name == "rules":
             rules_node = value
+        elif name == "phrases":  # shared by the file's rules (rule_check.phrases_of)
+            phrases_node = value
         else:
-            err(*pos(key), f"unknown top-level key {name!r}{suggest(str(name), ['rules'])}")
+            err(*pos(key), f"unknown top-level key {name!r}{suggest(str(name), ['rules', 'phrases'])}")
     if rules_node is None:
         err(*pos(root), "missing top-level 'rules:' list")
         return []
@@ -208,9 +211,14 @@ def _parse(data: bytes | str, path: Path | None, errors: list[RuleError]) -> lis
     if not rules_node.value:
         err(*pos(rules_node), "'rules' is empty", "warning")
     lines = text.splitlines()
+
+    def phrase_err(node: Node, message: str, level: str = "error", at: tuple[int, int] | None = None) -> None:
+        err(*(at or pos(node)), message, level)
+
+    shared = phrases_of(phrases_node, lines, phrase_err) if phrases_node is not None else {}
     rules = []
     for item in rules_node.value:
-        rule = build_rule(item, path, lines, errors)
+        rule = build_rule(item, path, lines, errors, shared)
         if rule is not None:
             rules.append(rule)
     return rules
