@@ -34,7 +34,11 @@ from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
+SKIPPED = object()
+"""A pass whose site was not looked up (see ``install``'s ``needs_site``)."""
 MAX_SITES = 256
+MAX_SITE_KEYS = 1024
+"""Call instructions whose site is remembered (a site can be reached from a few)."""
 MAX_NODES = 1024
 """Graph nodes searched, once per call site, for a parameter (an AccumulateGrad node):
 breadth-first over distinct nodes, so a parameter a few hundred ops from the loss (a
@@ -48,12 +52,15 @@ test), and with an optimizer the optimizer's steps count anyway."""
 
 def install(on_backward: Callable[[Any, float, float, bool], None], clock: Callable[[], float],
             on_error: Callable[[BaseException], None],
-            on_outputs: Callable[[Any], None] | None = None) -> Callable[[], None]:
+            on_outputs: Callable[[Any], None] | None = None,
+            needs_site: Callable[[], bool] | None = None) -> Callable[[], None]:
     """Wrap the engine entry; returns the uninstaller. ``on_backward(site, start, end, reset)``
     (start: before the call-site lookup, so the pass's time includes it, a few µs);
     ``on_outputs(t_outputs)`` (the training-health loss check) runs first and must not raise:
     ``reset`` is False when the site ran before and the gradients it accumulates into were
-    not zeroed since (gradient accumulation: a micro-batch, not a new iteration)."""
+    not zeroed since (gradient accumulation: a micro-batch, not a new iteration).
+    ``needs_site()`` False: the step tracker has no use for this pass's site (optimizer
+    steps count the steps), so it is not looked up: ``on_backward(None, start, end, True)``."""
     import torch
     import torch.autograd as autograd
     import torch.autograd.graph as graph
@@ -63,19 +70,34 @@ def install(on_backward: Callable[[Any, float, float, bool], None], clock: Calla
     original = autograd._engine_run_backward
     torch_dir = os.path.dirname(torch.__file__) + os.sep
     own_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+    prefixes = (torch_dir, own_dir)
     state = {"failed": False}
     watch: dict[Any, tuple[Any, Any, int]] = {}
     """site -> (weakref to one parameter its passes reach, weakref to that parameter's
     gradient after the site's last pass, that gradient's version counter then)."""
 
+    known: dict[tuple[int, int, int, int], tuple[Site, Any, Any]] = {}
+    """(code id, instruction, caller's code id, its instruction) -> (site, code, caller's
+    code): the site of a call seen before, without its line numbers (a line-table scan
+    each) or its hash (see :class:`Site`). The codes are kept, so their ids are not reused."""
+
     def site_of() -> Any:
         frame: FrameType | None = sys._getframe(3)
-        while frame is not None and frame.f_code.co_filename.startswith((torch_dir, own_dir)):
+        while frame is not None and frame.f_code.co_filename.startswith(prefixes):
             frame = frame.f_back
         if frame is None:
             return None
         caller = frame.f_back
-        return (frame.f_code, frame.f_lineno, caller.f_lineno if caller is not None else 0)
+        code = frame.f_code
+        caller_code = caller.f_code if caller is not None else None
+        key = (id(code), frame.f_lasti, id(caller_code), caller.f_lasti if caller is not None else -1)
+        hit = known.get(key)
+        if hit is not None and hit[1] is code and hit[2] is caller_code:
+            return hit[0]
+        site = Site(code, frame.f_lineno, caller.f_lineno if caller is not None else 0)
+        if len(known) < MAX_SITE_KEYS:
+            known[key] = (site, code, caller_code)
+        return site
 
     depth = threading.local()
     running = [0]
@@ -104,6 +126,8 @@ def install(on_backward: Callable[[Any, float, float, bool], None], clock: Calla
             on_outputs(t_outputs)  # the loss check (probe/health.py): guards itself
         try:
             started = clock()
+            if not elsewhere and needs_site is not None and not needs_site():
+                return None, True, SKIPPED, started  # no frame walk, no gradient bookkeeping
             site = site_of()
             if site is None and elsewhere:
                 return None  # no script frame while another thread's pass runs: the engine's own
@@ -131,6 +155,9 @@ def install(on_backward: Callable[[Any, float, float, bool], None], clock: Calla
     def after(token: Any) -> None:
         site, reset, ref, started = token
         try:
+            if ref is SKIPPED:
+                on_backward(site, started, clock(), reset)
+                return
             param = ref() if ref is not None else None
             grad = getattr(param, "grad", None)
             if len(watch) < MAX_SITES or site in watch:
@@ -157,6 +184,35 @@ def install(on_backward: Callable[[Any, float, float, bool], None], clock: Calla
             graph._engine_run_backward = original
 
     return uninstall
+
+
+class Site:
+    """A backward call site: the script's code object, its line and its caller's line.
+
+    Equal and hashed as the tuple ``(code, line, caller_line)``, but hashed once: a code
+    object's hash covers its constants, nested functions' code included, so a training
+    loop at a script's top level took ~8 µs to hash, and each pass hashed its site twice
+    or more (the watch here, the step tracker's sets)."""
+
+    __slots__ = ("code", "line", "caller_line", "_hash")
+
+    def __init__(self, code: Any, line: int | None, caller_line: int | None) -> None:
+        self.code, self.line, self.caller_line = code, line, caller_line
+        self._hash = hash((code, line, caller_line))
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        if self is other:
+            return True
+        if not isinstance(other, Site):
+            return NotImplemented
+        return self._hash == other._hash and (self.code, self.line, self.caller_line) == (
+            other.code, other.line, other.caller_line)
+
+    def __repr__(self) -> str:
+        return f"Site({getattr(self.code, 'co_filename', '?')}:{self.line}, caller line {self.caller_line})"
 
 
 def _leaf_of(outputs: Any) -> Any:

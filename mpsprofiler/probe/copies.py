@@ -60,8 +60,10 @@ class PinCheck:
             self._broken = True
 
     def _on_batch(self, it: Any, batch: Any) -> None:
+        if self._kind() != "cuda":
+            return  # the device first: one attribute read per batch, no weak reference made
         entry = self._iters.get(it)
-        if entry is None or self._kind() != "cuda":
+        if entry is None:
             return
         number = entry["n"]
         if number in self._done:

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import functools
 import math
+import sys
 import weakref
 from collections import deque
 from collections.abc import Callable
@@ -108,6 +109,10 @@ class LossWatch:
         self.grad_scaler = False
         self._optimizer: Any = None
         self.lr_first: float | None = None
+        torch = sys.modules.get("torch")
+        self._tensor: Any = getattr(torch, "Tensor", None)
+        """``torch.Tensor``: a plain CPU loss takes the fast path of :meth:`on_backward`."""
+        self._modes: Callable[[], int] | None = getattr(getattr(torch, "_C", None), "_len_torch_dispatch_stack", None)
 
     # -- readings ---------------------------------------------------------------
     def _readable(self, tensor: Any) -> str | None:
@@ -117,20 +122,37 @@ class LossWatch:
         return "sampled steps" if self._sampled() else None
 
     def on_backward(self, outputs: Any) -> None:
-        """Before a backward pass: check its loss where that costs no sync."""
+        """Before a backward pass: check its loss where that costs no sync.
+
+        A plain CPU tensor (most CPU losses) is read at once: with no dispatch mode on the
+        stack (every step but the op sampler's) nothing can see the read, so the guard of
+        :func:`_read` is skipped; this runs at every step, and each call here counts."""
         if self.done:
             return
-        loss = _scalar_loss(outputs)
-        if loss is None:
+        items = outputs if isinstance(outputs, (tuple, list)) else (outputs,)
+        if len(items) != 1:
             return
-        how = self._readable(loss)
-        if how is None:
-            return
-        value = _read(loss)
+        t = items[0]
+        modes = self._modes
+        if type(t) is self._tensor and modes is not None and t.is_cpu:
+            if t.numel() != 1 or not t.is_floating_point():
+                return
+            value: float | None = t.item() if not modes() else _read(t)
+            how = "every step"
+        else:
+            loss = _scalar_loss(items)
+            if loss is None:
+                return
+            how_read = self._readable(loss)
+            if how_read is None:
+                return
+            how = how_read
+            value = _read(loss)
         if value is None:
             return
         self.checks += 1
-        self.checked_on.add(how)
+        if how not in self.checked_on:
+            self.checked_on.add(how)
         step = self._step()
         if math.isfinite(value):
             self.last_finite = (step, value)

@@ -27,11 +27,12 @@ from .weakids import WeakIds
 INSTRUMENT = "dataloader"
 
 
-def install(tracker: StepTracker, disabled: Set[str], emit: Callable[..., None], fault: Callable[[str], None],
-            fail: Callable[[str, BaseException], None], check_limit: Callable[[], None],
+def install(tracker: StepTracker, disabled: Set[str], emit: Callable[..., None], fault: Callable[[str], None] | None,
+            fail: Callable[[str, BaseException], None], check_limit: Callable[[], None] | None,
             device_kind: Callable[[], str]) -> tuple[loader_sites.LoaderSites, PinCheck, Callable[[], None]]:
     """Wrap the DataLoader iterator; returns the call-site record, the pin check (both
-    flushed by the probe at exit) and the uninstaller."""
+    flushed by the probe at exit) and the uninstaller. ``fault`` and ``check_limit`` are
+    None when there is nothing to check (as in step_hooks.py)."""
     from torch.utils.data import dataloader as dl
 
     base = dl._BaseDataLoaderIter
@@ -40,6 +41,7 @@ def install(tracker: StepTracker, disabled: Set[str], emit: Callable[..., None],
     seen = WeakIds()  # never keeps a loader (and its persistent workers) alive
     sites = loader_sites.LoaderSites(lambda d: emit(events.KIND_DATALOADER, **d))
     pins = PinCheck(emit, device_kind)
+    perf_counter = time.perf_counter
 
     def safe(fn: Callable[[], None]) -> None:
         try:
@@ -51,21 +53,28 @@ def install(tracker: StepTracker, disabled: Set[str], emit: Callable[..., None],
         if INSTRUMENT in disabled:
             return orig_next(it)
         try:
-            fault(INSTRUMENT)
+            if fault is not None:
+                fault(INSTRUMENT)
             started = tracker.on_fetch_start()
         except Exception as exc:
             fail(INSTRUMENT, exc)
             return orig_next(it)
-        check_limit()
-        t0 = time.perf_counter()
+        if check_limit is not None:
+            check_limit()
+        t0 = perf_counter()
         try:
             batch = orig_next(it)
         except StopIteration:
             safe(lambda: tracker.on_fetch_end(started, False))
             raise
-        safe(lambda: tracker.on_fetch_end(started, True))
-        safe(lambda: sites.on_fetch(it, time.perf_counter() - t0, batch))
-        safe(lambda: pins.on_batch(it, batch))  # pageable batches on CUDA (probe/copies.py)
+        # one try for the three (this runs at every batch): the first failure switches the
+        # instrument off, and the others would only have fed an instrument that is off
+        try:
+            tracker.on_fetch_end(started, True)
+            sites.on_fetch(it, perf_counter() - t0, batch)
+            pins.on_batch(it, batch)  # pageable batches on CUDA (probe/copies.py)
+        except Exception as exc:
+            fail(INSTRUMENT, exc)
         return batch
 
     def __init__(it: Any, loader: Any, *args: Any, **kwargs: Any) -> None:

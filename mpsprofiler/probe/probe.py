@@ -181,6 +181,16 @@ class Probe:
         # without op accounting (--no-ops, try's runs) both ride on health.fallback_sampled's steps
         self._guarded("device_time", self._install_device_timer)
 
+    def _hook_fault(self) -> Callable[[str], None] | None:
+        """``fault`` for the per-step hooks, or None when no fault is injected (every run
+        but the tests'): they skip the call then."""
+        return self.fault if self._faults else None
+
+    def _hook_limit(self) -> Callable[[], None] | None:
+        """``check_limit`` for the per-step hooks, or None without ``--max-steps`` /
+        ``--max-seconds`` (the limit is set up before any hook is installed)."""
+        return self.check_limit if self.limit is not None else None
+
     def fault(self, instrument: str) -> None:
         """For tests only: ``MPSPROF_OPTIONS={"fault": ["steps", ...]}`` makes that
         instrument raise inside its hook, to prove a failing instrument harms nothing."""
@@ -196,6 +206,7 @@ class Probe:
         tracker = self.tracker
         now = self.clock()
         if tracker.index > tracker._detail_limit and now - self._last_drain < AGGREGATE_EVERY:
+            tracker.drain(send=False)  # the closed steps into the aggregate now, sent later
             return
         self._last_drain = now
         tracker.drain()
@@ -220,8 +231,8 @@ class Probe:
         """Steps end at ``optimizer.step()`` (probe/step_hooks.py)."""
         from .step_hooks import install_optimizer_hooks
 
-        install_optimizer_hooks(self.tracker, self.compile_watch, self.disabled, self.fault, self.fail,
-                                self._first_step, self.check_limit, self._uninstallers.append)
+        install_optimizer_hooks(self.tracker, self.compile_watch, self.disabled, self._hook_fault(), self.fail,
+                                self._first_step, self._hook_limit(), self._uninstallers.append)
 
     def _install_compile_watch(self) -> None:
         from .compiling import CompileWatch
@@ -235,8 +246,8 @@ class Probe:
         from .step_hooks import install_backward_hook
 
         self._uninstallers.append(install_backward_hook(
-            self.tracker, self.disabled, self.fault, self.fail, self.clock, self._send_torch_environment,
-            self.check_limit, self.health))
+            self.tracker, self.disabled, self._hook_fault(), self.fail, self.clock, self._send_torch_environment,
+            self._hook_limit(), self.health))
 
     def _install_health(self) -> None:
         """The loss check (probe/health.py); its reads ride on the op sampler's steps on
@@ -257,17 +268,31 @@ class Probe:
         timer = self.device_timer = DeviceTimer(self.emit, lambda: self.backend,
                                                 lambda: health.sampling_step(self.ops, self.tracker.index), self.clock)
 
-        def guarded(fn: Callable[[], None]) -> None:
-            if "device_time" in self.disabled:
+        disabled, faults = self.disabled, self._faults
+
+        def on_boundary(i: int, d: float) -> None:  # at every step: no closure made per call
+            if "device_time" in disabled:
                 return
             try:
-                self.fault("device_time")
-                fn()
+                if faults:
+                    self.fault("device_time")
+                if self.backend.asynchronous:  # what on_boundary asks first: nothing to time on a CPU
+                    timer.on_boundary(i, d)
             except Exception as exc:
                 self.fail("device_time", exc)
 
-        self.tracker.listeners.append(lambda i, d: guarded(lambda: timer.on_boundary(i, d)))
-        self.tracker.fetch_listeners.append(lambda: guarded(timer.on_fetch_end))
+        def on_fetch_end() -> None:
+            if "device_time" in disabled:
+                return
+            try:
+                if faults:
+                    self.fault("device_time")
+                timer.on_fetch_end()
+            except Exception as exc:
+                self.fail("device_time", exc)
+
+        self.tracker.listeners.append(on_boundary)
+        self.tracker.fetch_listeners.append(on_fetch_end)
 
     def _send_torch_environment(self) -> None:
         if self._torch_env_sent or "torch" not in sys.modules:
@@ -305,7 +330,7 @@ class Probe:
         from . import loader_hooks
 
         self.loader_sites, self.pins, uninstall = loader_hooks.install(
-            self.tracker, self.disabled, self.emit, self.fault, self.fail, self.check_limit,
+            self.tracker, self.disabled, self.emit, self._hook_fault(), self.fail, self._hook_limit(),
             lambda: self.backend.kind)
         self._uninstallers.append(uninstall)
 
@@ -375,12 +400,14 @@ class Probe:
             ops.compile_in_use()
         else:
             watch.listeners.append(ops.compile_in_use)
+        faults = self._faults
 
         def listener(next_step: int, last: float) -> None:
             if "ops" in self.disabled:
                 return
             try:
-                self.fault("ops")
+                if faults:
+                    self.fault("ops")
                 ops.on_step_boundary(next_step, last)
             except Exception as exc:
                 self.fail("ops", exc)

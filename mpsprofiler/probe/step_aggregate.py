@@ -16,6 +16,9 @@ from ..events.payloads import StepAggregate, StepsFields
 
 ALLOC_EVERY = 0.05
 """Seconds between readings of device-allocated memory at step ends (keeps its cost < 1%)."""
+ROW = ("i", "start", "end", "wait", "batches", "idle", "alloc", "wait_cpu", "wait_runq", "bwd_start", "bwd")
+"""A closed step as the training thread leaves it: one tuple, unrounded (rounding, columns
+and aggregates are the channel thread's, see :func:`fold_columns`)."""
 
 
 def columns() -> dict[str, list[Any]]:
@@ -66,6 +69,33 @@ def aggregate(agg: dict[str, Any] | None, i: int, end: float, dur: float, wait: 
         agg["sample"] = step
         if alloc is not None:
             agg["alloc_at"] = end
+    return agg
+
+
+def fold_columns(cols: dict[str, list[Any]], rows: list[tuple[Any, ...]]) -> None:
+    """Append ``rows`` to the columns, rounded as sent (the channel thread's work: the
+    training thread only appended each row, see ``StepTracker._close``)."""
+    i, start, end, wait, batches, idle, alloc, wait_cpu, wait_runq, bwd_start, bwd = zip(*rows, strict=True)
+    cols["i"].extend(i)
+    cols["end"].extend([round(e, 6) for e in end])
+    cols["dur"].extend([round(e - s, 7) for s, e in zip(start, end, strict=True)])
+    cols["wait"].extend([round(w, 7) for w in wait])
+    cols["batches"].extend(batches)
+    cols["idle"].extend(idle)
+    cols["alloc"].extend(alloc)
+    cols["wait_cpu"].extend([round(c, 7) for c in wait_cpu])
+    cols["wait_runq"].extend([None if q is None else round(q, 7) for q in wait_runq])
+    cols["pre"].extend([None if b is None else round(max(0.0, b - s), 7) for s, b in zip(start, bwd_start, strict=True)])
+    cols["bwd"].extend([None if b is None else round(t, 7) for b, t in zip(bwd_start, bwd, strict=True)])
+
+
+def aggregate_rows(agg: dict[str, Any] | None, rows: list[tuple[Any, ...]]) -> dict[str, Any] | None:
+    """Add ``rows`` (see :data:`ROW`) to the aggregate ``agg`` (None: start one)."""
+    for i, start, end, wait, batches, idle, alloc, wait_cpu, wait_runq, bwd_start, bwd in rows:
+        pre = bwd_s = None
+        if bwd_start is not None:
+            pre, bwd_s = round(max(0.0, bwd_start - start), 7), round(bwd, 7)
+        agg = aggregate(agg, i, end, end - start, wait, batches, wait_cpu, wait_runq, idle, alloc, pre, bwd_s)
     return agg
 
 

@@ -6,7 +6,9 @@ Split from the probe (``probe/probe.py``) so the wiring there stays readable; li
 probe's state and the probe stays the one place that owns it.
 
 ``disabled`` is the probe's live set of switched-off instruments: it is only read here,
-at every hook call, so an instrument switched off later is off here too.
+at every hook call, so an instrument switched off later is off here too. ``fault`` and
+``check_limit`` are None when there is nothing to check (no injected fault, no step
+limit): these hooks run at every step, and each call they skip counts.
 """
 
 from __future__ import annotations
@@ -20,8 +22,8 @@ Fault = Callable[[str], None]
 Fail = Callable[[str, BaseException], None]
 
 
-def install_optimizer_hooks(tracker: StepTracker, watch: Any, disabled: Set[str], fault: Fault, fail: Fail,
-                            first_step: Callable[[Any], None], check_limit: Callable[[], None],
+def install_optimizer_hooks(tracker: StepTracker, watch: Any, disabled: Set[str], fault: Fault | None, fail: Fail,
+                            first_step: Callable[[Any], None], check_limit: Callable[[], None] | None,
                             keep: Callable[[Callable[[], None]], None]) -> None:
     """Count a step at every ``optimizer.step()``; each uninstaller is handed to ``keep``
     as soon as there is one (a failure halfway leaves nothing behind it cannot undo).
@@ -42,25 +44,27 @@ def install_optimizer_hooks(tracker: StepTracker, watch: Any, disabled: Set[str]
         if "steps" in disabled or is_compiling():
             return
         try:
-            fault("steps")
+            if fault is not None:
+                fault("steps")
             first_step(optimizer)
             tracker.on_optimizer_step(optimizer)
         except Exception as exc:
             fail("steps", exc)
-        check_limit()
+        if check_limit is not None:
+            check_limit()
 
     def pre_hook(optimizer: Any, args: Any, kwargs: Any) -> None:
         if is_compiling():
             return
         tracker.in_optimizer = True  # backward passes in a closure are the optimizer's
         # args holds the optimizer itself first, then step()'s own arguments
-        if any(callable(a) for a in args[1:2]) or callable(kwargs.get("closure")):
+        if (len(args) > 1 and callable(args[1])) or (kwargs and callable(kwargs.get("closure"))):
             tracker.closure_step = True
 
     keep(register_optimizer_step_post_hook(hook).remove)
     keep(register_optimizer_step_pre_hook(pre_hook).remove)
     if watch is not None and not watch.in_use:
-        remove_marker = tracker.start_marker()
+        remove_marker = start_marker(tracker)
         keep(remove_marker)
 
         # gone before Dynamo traces anything; step 0 starts once torch.compile has
@@ -69,9 +73,9 @@ def install_optimizer_hooks(tracker: StepTracker, watch: Any, disabled: Set[str]
         watch.after.append(tracker._mark_start)
 
 
-def install_backward_hook(tracker: StepTracker, disabled: Set[str], fault: Fault, fail: Fail,
+def install_backward_hook(tracker: StepTracker, disabled: Set[str], fault: Fault | None, fail: Fail,
                           clock: Callable[[], float], before_step: Callable[[], None],
-                          check_limit: Callable[[], None], health: Any) -> Callable[[], None]:
+                          check_limit: Callable[[], None] | None, health: Any) -> Callable[[], None]:
     """Time every backward pass for the step tracker (probe/backward.py); returns the uninstaller.
 
     Its own instrument: a failing backward hook leaves the optimizer's step counter on.
@@ -84,24 +88,60 @@ def install_backward_hook(tracker: StepTracker, disabled: Set[str], fault: Fault
     def on_backward(site: Any, start: float, end: float, reset: bool) -> None:
         if "backward" in disabled or "steps" in disabled:
             return
-        fault("backward")
-        try:
-            fault("steps")  # the step tracker's own fault, as in its optimizer hook
-        except Exception as exc:
-            fail("steps", exc)
-            return
+        if fault is not None:
+            fault("backward")
+            try:
+                fault("steps")  # the step tracker's own fault, as in its optimizer hook
+            except Exception as exc:
+                fail("steps", exc)
+                return
         before_step()
         tracker.on_backward(site, end, reset, start)
-        check_limit()  # SystemExit passes the wrapper's `except Exception`
+        if check_limit is not None:
+            check_limit()  # SystemExit passes the wrapper's `except Exception`
 
     def on_outputs(outputs: Any) -> None:
         if "health" in disabled:
             return
         try:
-            fault("health")
+            if fault is not None:
+                fault("health")
             health.on_backward(outputs)
         except Exception as exc:
             fail("health", exc)
 
+    def needs_site() -> bool:
+        # the tracker takes no site into account once optimizer steps (or mpsprofiler.step())
+        # count the steps, nor inside an optimizer step (StepTracker.on_backward), and its
+        # mode never goes back: the call site and gradient bookkeeping are skipped there
+        mode = tracker.mode
+        return mode != "optimizer" and mode != "manual" and not tracker.in_optimizer
+
     return backward.install(on_backward, clock, lambda exc: fail("backward", exc),
-                            on_outputs if health is not None else None)
+                            on_outputs if health is not None else None, needs_site)
+
+
+def start_marker(tracker: StepTracker) -> Callable[[], None]:
+    """Start step 0 at the first forward pass (a one-shot global hook), not at launch.
+
+    Without it the first step would include the script's imports and setup. The first
+    DataLoader fetch does the same for loops that load data before the forward pass.
+    The probe removes the hook when ``torch.compile`` is first called (a global hook
+    must never be seen by Dynamo, see ``compiling``); ``is_compiling`` keeps the body
+    a no-op Dynamo can trace should any other Dynamo entry reach it.
+    """
+    from torch.nn.modules.module import register_module_forward_pre_hook
+
+    from .compiling import is_compiling
+
+    handle = None
+
+    def first_forward(module: Any, args: Any) -> None:
+        if is_compiling():
+            return
+        if handle is not None:
+            handle.remove()
+        tracker._mark_start()
+
+    handle = register_module_forward_pre_hook(first_forward)
+    return handle.remove

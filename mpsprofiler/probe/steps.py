@@ -38,8 +38,8 @@ of optimizers is still being learnt). On asynchronous
 devices a stream event recorded when a fetch begins (behind all the work queued so far)
 and queried when it ends tells whether the device ran dry (idle) while the host waited.
 
-Steps are kept as columns and drained by the channel thread every ~0.25 s into one
-``steps`` event; past ``detail_limit`` steps only exact aggregates (count, sums, a
+A closed step is one tuple appended (the training thread's whole share); the channel
+thread folds them into columns every ~0.25 s and sends them as one ``steps`` event; past ``detail_limit`` steps only exact aggregates (count, sums, a
 log-bucket histogram) and one sample step per batch are sent, so any run length gives a
 bounded recording (how: :mod:`.step_aggregate`). Fast steps switch to aggregates earlier (see ``FAST_STEP``): every
 step sent one by one costs the live view ~4 µs to decode and fold, 1% of a core at
@@ -55,7 +55,7 @@ from typing import Any
 from .. import events
 from ..devices import DeviceBackend
 from .cputime import ThreadClock
-from .step_aggregate import ALLOC_EVERY, aggregate, columns, merge_fetch, steps_payload
+from .step_aggregate import ALLOC_EVERY, aggregate_rows, columns, fold_columns, merge_fetch, steps_payload
 
 DETAIL_LIMIT = 20_000
 FAST_AFTER = 2_048
@@ -139,6 +139,9 @@ class StepTracker:
         self._started = False
         self._alloc_read_at = float("-inf")
         self._cols: dict[str, list[Any]] = columns()
+        self._rows: list[tuple[Any, ...]] = []
+        """Closed steps not folded yet: (i, start, end, wait, batches, idle, alloc, wait_cpu,
+        wait_runq, bwd_start, bwd), appended by the training thread, folded by the channel's."""
         self._bwd = 0.0
         self._bwd_start: float | None = None
         self._agg: dict[str, Any] | None = None
@@ -153,12 +156,12 @@ class StepTracker:
 
     # -- boundaries -------------------------------------------------------------
     def _close(self, end: float) -> None:
+        """End the step in progress at ``end``: one tuple appended (rounding, columns and
+        aggregates are the channel thread's work, see :meth:`_fold`), the state reset, the
+        listeners called. Runs at every step: kept to a few dozen bytecodes."""
         FETCH.thread = None
-        dur = end - self._start
         i = self.index
-        pre = bwd = None
-        if self._bwd_start is not None:
-            pre, bwd = round(max(0.0, self._bwd_start - self._start), 7), round(self._bwd, 7)
+        start = self._start
         alloc = None
         if end - self._alloc_read_at >= ALLOC_EVERY:
             # torch.cuda.memory_allocated builds the allocator's whole stats dict (~0.5 ms):
@@ -168,32 +171,14 @@ class StepTracker:
                 alloc = self.backend.allocated()
             except Exception:
                 alloc = None
-        with self._lock:
-            if i < self._detail_end:
-                if not i % FAST_BLOCK:
-                    self._check_fast(i, end)
-                cols = self._cols
-                cols["i"].append(i)
-                cols["end"].append(round(end, 6))
-                cols["dur"].append(round(dur, 7))
-                cols["wait"].append(round(self._wait, 7))
-                cols["batches"].append(self._batches)
-                cols["idle"].append(self._idle)
-                cols["alloc"].append(alloc)
-                cols["wait_cpu"].append(round(self._wait_cpu, 7))
-                cols["wait_runq"].append(None if self._wait_runq is None else round(self._wait_runq, 7))
-                cols["pre"].append(pre)
-                cols["bwd"].append(bwd)
-            else:
-                self._agg = aggregate(self._agg, i, end, dur, self._wait, self._batches, self._wait_cpu,
-                                      self._wait_runq, self._idle, alloc, pre, bwd)
+        # list.append is atomic: the channel thread takes rows from the front (_fold), no lock
+        self._rows.append((i, start, end, self._wait, self._batches, self._idle, alloc, self._wait_cpu,
+                           self._wait_runq, self._bwd_start, self._bwd))
         self.index = i + 1
         self._start = end
-        self._wait = 0.0
-        self._wait_cpu = 0.0
-        self._wait_runq = None
+        self._wait = self._wait_cpu = 0.0
+        self._wait_runq = self._idle = None
         self._batches = 0
-        self._idle = None
         if self._carry is not None:
             # fetched after the closed step's end: the first data wait of this step
             self._add_fetch(*self._carry)
@@ -202,8 +187,32 @@ class StepTracker:
         self._bwd_start = None
         if self._provisional is not None:
             return  # held: the listeners hear of these steps once confirmed
+        dur = end - start
         for listener in self.listeners:
-            listener(self.index, dur)
+            listener(i + 1, dur)
+
+    def _fold(self) -> None:
+        """Move the closed steps' rows into the columns, or past the detail into the
+        aggregate (the caller holds the lock; the training thread may append meanwhile).
+        Column by column: this thread holds the GIL the training needs, so briefly."""
+        rows = self._rows
+        n = len(rows)
+        if not n:
+            return
+        batch = rows[:n]
+        del rows[:n]  # only the rows taken: one appended since then stays
+        k = 0
+        for row in batch:  # how many stay detailed (the fast-step check moves the end)
+            i = row[0]
+            if i >= self._detail_end:
+                break
+            if not i % FAST_BLOCK:
+                self._check_fast(i, row[2])
+            k += 1
+        if k:
+            fold_columns(self._cols, batch[:k] if k < n else batch)
+        if k < n:
+            self._agg = aggregate_rows(self._agg, batch[k:])
 
     def no_training_signal(self) -> None:
         """The optimizer and backward hooks are off (a probe fault): no first step can come to
@@ -217,8 +226,10 @@ class StepTracker:
         if self._provisional is None:
             return
         self._provisional = None
-        cols = self._cols
-        dur = cols["dur"][-1] if cols["dur"] else 0.0
+        with self._lock:
+            self._fold()  # nothing is folded while steps are held: every held step is in the columns now
+            cols = self._cols
+            dur = cols["dur"][-1] if cols["dur"] else 0.0
         for listener in self.listeners:
             listener(self.index, dur)
 
@@ -230,6 +241,7 @@ class StepTracker:
             return
         self._provisional = None
         with self._lock:
+            self._fold()
             cols = self._cols
             n = len(cols["i"])
             fetches = [[cols["wait"][j], cols["wait_cpu"][j], cols["wait_runq"][j], cols["batches"][j],
@@ -284,26 +296,28 @@ class StepTracker:
         if self.mode == "manual":
             return
         now = self._clock()
-        self._retract()
+        if self._provisional is not None:
+            self._retract()
         self.mode = "optimizer"
         key = _optimizer_key(optimizer)
-        if self.index == 0 and self._cycle is None and not self._seen:
-            for listener in self.first_optimizer_listeners:
-                listener(now - self._start, self.closure_step)
-        if key not in self._seen:
-            self._keep_carry()
-        if key in self._seen:
+        seen = self._seen
+        if key in seen:
             # a repeat: the previous iteration ended at the last optimizer step before it
             if self._cycle is None:
-                self._cycle = frozenset(self._seen)
+                self._cycle = frozenset(seen)
             self._close(self._last_opt_time)
-            self._seen = {key}
-        else:
-            self._seen.add(key)
+            seen.clear()
+        elif self.index == 0 and self._cycle is None and not seen:
+            for listener in self.first_optimizer_listeners:
+                listener(now - self._start, self.closure_step)
+        if self._carry is not None and key not in seen:
+            self._keep_carry()
+        seen.add(key)
         self._last_opt_time = now
-        if self._cycle is not None and self._seen >= self._cycle:
+        cycle = self._cycle
+        if cycle is not None and seen >= cycle:
             self._close(now)
-            self._seen = set()
+            seen.clear()
 
     def _add_backward(self, start: float | None, end: float) -> None:
         if start is None:
@@ -320,9 +334,14 @@ class StepTracker:
         inside an optimizer step (LBFGS's closure) are the optimizer's: neither is a step.
         """
         self.backwards += 1
-        self._retract()
-        if self.mode in ("manual", "optimizer") or self.in_optimizer:
-            self._add_backward(start, end)
+        if self._provisional is not None:
+            self._retract()
+        mode = self.mode
+        if mode == "optimizer" or mode == "manual" or self.in_optimizer:
+            if start is not None:  # _add_backward, inlined: this runs at every step
+                self._bwd += end - start
+                if self._bwd_start is None:
+                    self._bwd_start = start
             return
         if not reset and (site in self._bwd_seen or (self._bwd_cycle is not None and site in self._bwd_cycle)):
             self._add_backward(start, end)
@@ -346,31 +365,6 @@ class StepTracker:
             self._close(end)
             self._bwd_seen = set()
 
-    def start_marker(self) -> Callable[[], None]:
-        """Start step 0 at the first forward pass (a one-shot global hook), not at launch.
-
-        Without it the first step would include the script's imports and setup. The first
-        DataLoader fetch does the same for loops that load data before the forward pass.
-        The probe removes the hook when ``torch.compile`` is first called (a global hook
-        must never be seen by Dynamo, see ``compiling``); ``is_compiling`` keeps the body
-        a no-op Dynamo can trace should any other Dynamo entry reach it.
-        """
-        from torch.nn.modules.module import register_module_forward_pre_hook
-
-        from .compiling import is_compiling
-
-        handle = None
-
-        def first_forward(module: Any, args: Any) -> None:
-            if is_compiling():
-                return
-            if handle is not None:
-                handle.remove()
-            self._mark_start()
-
-        handle = register_module_forward_pre_hook(first_forward)
-        return handle.remove
-
     def _mark_start(self) -> None:
         if self.index == 0 and self._fetches == 0 and not self._seen and not self._started:
             self._start = self._clock()
@@ -380,43 +374,47 @@ class StepTracker:
         now = self._clock()
         if not self._started:
             self._mark_start()
-        if self.mode in ("none", "dataloader") and not self.backwards:
-            if self._fetches > 0:
-                self.mode = "dataloader"
-                if self.index == 0 and self._provisional is None and not self.retracted and self._may_hold:
-                    self._provisional = self._start
-                self._close(now)
-                if self._provisional is not None and self.index >= min(PROVISIONAL, self._detail_end):
-                    self._confirm()
-                # the step-boundary listeners (the op sampler switching on) ran just now:
-                # their time is the profiler's, not a wait for data
-                now = self._clock()
+        mode = self.mode
+        if (mode == "none" or mode == "dataloader") and not self.backwards and self._fetches > 0:
+            self.mode = "dataloader"
+            if self.index == 0 and self._provisional is None and not self.retracted and self._may_hold:
+                self._provisional = self._start
+            self._close(now)
+            if self._provisional is not None and self.index >= min(PROVISIONAL, self._detail_end):
+                self._confirm()
+            # the step-boundary listeners (the op sampler switching on) ran just now:
+            # their time is the profiler's, not a wait for data
+            now = self._clock()
         self._fetches += 1
         if self.backend.asynchronous:
             self._mark_queued_work()
         FETCH.thread = threading.get_ident()
-        clock = self._thread_clock
-        return now, clock.cpu(), clock.runq()
+        cpu, runq = self._thread_clock.read(self._clock())  # the wall time right before the CPU time
+        return now, cpu, runq
 
     def on_fetch_end(self, started: tuple[float, float, float | None], got_batch: bool) -> None:
         FETCH.thread = None
         t0, cpu0, runq0 = started
-        clock = self._thread_clock
-        wait = self._clock() - t0
-        cpu = max(0.0, clock.cpu() - cpu0)
-        runq1 = clock.runq() if runq0 is not None else None
+        now = self._clock()
+        wait = now - t0
+        cpu1, runq1 = self._thread_clock.read(now) if runq0 is not None else (self._thread_clock.cpu(), None)
+        cpu = cpu1 - cpu0
+        if cpu < 0.0:
+            cpu = 0.0
         runq = None if runq1 is None or runq0 is None else max(0.0, runq1 - runq0)
         idle = self._read_idle() if self._event_pending else None
-        fetch: list[Any] = [wait, cpu, runq, 1 if got_batch else 0, idle]
-        if (self.mode == "optimizer" and self._seen) or (self.mode in ("none", "backward") and self._bwd_seen):
+        batches = 1 if got_batch else 0
+        mode = self.mode
+        if (mode == "optimizer" and self._seen) or ((mode == "none" or mode == "backward") and self._bwd_seen):
             # after an optimizer step (or backward pass) of an iteration not yet closed:
             # most likely the next step's batch, held until the next one says which
+            fetch: list[Any] = [wait, cpu, runq, batches, idle]
             if self._carry is None:
                 self._carry = fetch
             else:
                 self._carry = merge_fetch(self._carry, fetch)
         else:
-            self._add_fetch(*fetch)
+            self._add_fetch(wait, cpu, runq, batches, idle)
         for listener in self.fetch_listeners:
             listener()
 
@@ -461,11 +459,15 @@ class StepTracker:
             self._bwd_seen = set()
 
     # -- draining (channel thread) ---------------------------------------------
-    def drain(self) -> None:
-        """Send pending steps as one ``steps`` event (called from the channel thread)."""
+    def drain(self, send: bool = True) -> None:
+        """Send pending steps as one ``steps`` event (called from the channel thread);
+        ``send`` False: only fold them (between two sends of aggregates, see the probe)."""
         if self._provisional is not None:
             return  # held until a backward pass, an optimizer step, PROVISIONAL batches or exit
         with self._lock:
+            self._fold()
+            if not send:
+                return
             cols = self._cols
             agg = self._agg
             if not cols["i"] and agg is None:

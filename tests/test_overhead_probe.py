@@ -1,0 +1,159 @@
+"""The per-step shortcuts of the probe (issue 34) change no figure: what each one skips is
+proven unchanged or bounded here; the loops' step counts and findings are the other
+tests' (test_loops.py, test_step_tracker.py, test_health.py ...)."""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+from typing import Any
+
+import pytest
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from mpsprofiler.devices.cpu import CpuBackend
+from mpsprofiler.probe import backward, cputime
+from mpsprofiler.probe.health import LossWatch
+from mpsprofiler.probe.steps import StepTracker
+
+
+def test_a_site_equals_and_hashes_as_its_tuple() -> None:
+    code = test_a_site_equals_and_hashes_as_its_tuple.__code__
+    a, b = backward.Site(code, 10, 20), backward.Site(code, 10, 20)
+    assert a == b and hash(a) == hash((code, 10, 20)) and len({a, b}) == 1
+    assert a != backward.Site(code, 11, 20) and a != backward.Site(code, 10, 21)
+
+
+def test_the_site_of_a_line_is_looked_up_once() -> None:
+    """The second pass from a line gets the same Site object: no line-table scan, no hash of
+    the code object (which covers all its constants) per pass."""
+    seen: list[Any] = []
+    uninstall = backward.install(lambda site, start, end, reset: seen.append(site), time.perf_counter,
+                                 lambda exc: pytest.fail(str(exc)))
+    try:
+        w = torch.ones(1, requires_grad=True)
+        for _ in range(3):
+            (w * 2).sum().backward()
+        (w * 3).sum().backward()
+    finally:
+        uninstall()
+    assert seen[0] is seen[1] is seen[2] and seen[3] != seen[0]
+    assert seen[0].line is not None and seen[0].code is test_the_site_of_a_line_is_looked_up_once.__code__
+
+
+def test_no_site_is_looked_up_once_optimizer_steps_count() -> None:
+    sites: list[Any] = []
+    wanted = [True]
+    uninstall = backward.install(lambda site, start, end, reset: sites.append((site, reset, end >= start)),
+                                 time.perf_counter, lambda exc: pytest.fail(str(exc)),
+                                 needs_site=lambda: wanted[0])
+    try:
+        w = torch.ones(1, requires_grad=True)
+        (w * 2).sum().backward()
+        wanted[0] = False
+        (w * 2).sum().backward()
+    finally:
+        uninstall()
+    assert sites[0][0] is not None and sites[1] == (None, True, True)
+
+
+@pytest.mark.skipif(not os.path.exists(cputime.SCHEDSTAT), reason="Linux scheduler statistics")
+def test_a_skipped_run_queue_read_hides_less_than_the_slack() -> None:
+    clock = cputime.ThreadClock()
+    fd = os.open(cputime.SCHEDSTAT, os.O_RDONLY)
+    try:
+        worst, reads = 0.0, 0
+        t0 = time.perf_counter()
+        for i in range(3000):
+            sum(range(200 + i % 700))
+            if i % 300 == 0:
+                time.sleep(0.001)  # off the CPU: the next read is a real one
+            true = int(os.pread(fd, 128, 0).split()[1]) / 1e9
+            cpu, runq = clock.read(time.perf_counter() - t0)
+            assert runq is not None and cpu > 0
+            worst = max(worst, true - runq)
+            reads += 1
+    finally:
+        os.close(fd)
+        clock.close()
+    assert worst <= cputime.RUNQ_SLACK + 1e-6  # + the time between reading the two clocks
+
+
+@pytest.mark.skipif(not os.path.exists(cputime.SCHEDSTAT), reason="Linux scheduler statistics")
+def test_another_thread_reads_no_run_queue() -> None:
+    clock = cputime.ThreadClock()
+    assert clock.read(0.0)[1] is not None
+    got: list[Any] = []
+    thread = threading.Thread(target=lambda: got.append(clock.read(1.0)))
+    thread.start()
+    thread.join()
+    clock.close()
+    assert got[0][1] is None
+
+
+class _Ops(TorchDispatchMode):
+    def __init__(self) -> None:
+        super().__init__()
+        self.ops: list[str] = []
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        self.ops.append(str(func))
+        return func(*args, **(kwargs or {}))
+
+
+def test_a_cpu_loss_is_read_unseen_by_a_dispatch_mode() -> None:
+    """The fast read (no guard) runs only while no dispatch mode is on the stack: under one
+    (the op sampler's, a user's) the loss is read through the guard, unseen, as before."""
+    sent: list[dict[str, Any]] = []
+    watch = LossWatch(lambda kind, **f: sent.append(f), lambda: 3, lambda: False)
+    watch.on_backward((torch.tensor(0.5, requires_grad=True) * 1,))
+    assert watch.last_finite == (3, 0.5) and watch.checked_on == {"every step"}
+    nan = torch.tensor(float("nan"))
+    with _Ops() as mode:
+        watch.on_backward((nan,))
+    assert not mode.ops and sent[0]["value"] == "nan" and sent[0]["step"] == 3
+
+
+def test_closed_steps_are_all_sent_while_the_channel_thread_drains() -> None:
+    """Steps are appended without a lock and taken from the front by the channel thread:
+    none lost, none twice, in order."""
+    sent: list[dict[str, Any]] = []
+    tracker = StepTracker(lambda kind, **f: sent.append(f), CpuBackend(), time.perf_counter)
+    stop = threading.Event()
+
+    def drain() -> None:
+        while not stop.is_set():
+            tracker.drain()
+
+    thread = threading.Thread(target=drain)
+    thread.start()
+    opt = type("Opt", (), {"param_groups": [{"params": [object()]}]})()
+    try:
+        for _ in range(30_000):
+            tracker.on_optimizer_step(opt)
+    finally:
+        stop.set()
+        thread.join()
+    tracker.finish()
+    tracker.drain()
+    indices = [i for event in sent for i in event["i"]]
+    aggregated = sum(event["agg"]["n"] for event in sent if event.get("agg"))
+    assert indices == list(range(len(indices)))
+    assert len(indices) + aggregated == tracker.index
+
+
+@pytest.mark.slow
+def test_the_benchmark_of_the_per_step_cost_runs(tmp_path: Any) -> None:
+    """benchmarks/step_cost.py, a round of each part (the figures themselves are the lead's)."""
+    import json
+    import subprocess
+
+    out = tmp_path / "cost.json"
+    script = os.path.join(os.path.dirname(__file__), "..", "benchmarks", "step_cost.py")
+    subprocess.run([sys.executable, script, "--rounds", "1", "--steps", "20", "--warm", "8", "--json", str(out)],
+                   check=True, capture_output=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    figures = json.loads(out.read_text())
+    assert figures["ladder"]["full"]["step_us"] > 0 and "DataLoader batch" in figures["chains_us"]["full"]
