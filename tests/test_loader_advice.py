@@ -318,7 +318,7 @@ def test_a_mingpt_adder_style_loop_gets_no_warning_in_three_runs(tmp_path):
 @pytest.mark.serial
 @pytest.mark.slow
 def test_a_makemore_style_loader_gets_handoff_not_workers(tmp_path):
-    """Trigger of dataloader-handoff (tests/scripts_loader/char_style.py): 32 words encoded
+    """Trigger of dataloader-handoff (tests/scripts_loader/char_style.py): 32 words encoded (5 passes each)
     in Python per batch (makemore's batch size) with num_workers=0 wait about 25% of the
     steps, about 1.5-3 ms per batch, what taking such a batch in from a worker costs. (64
     words took 4.9 ms of CPU per batch on CI's machine: then workers would gain and the
