@@ -20,6 +20,8 @@ from typing import Any
 import pytest
 
 from mpsprofiler.diagnosis.analyzers.framework_place import trainer_place
+from mpsprofiler.diagnosis.engine import phrase_for
+from mpsprofiler.diagnosis.rules import builtin_rules_dir, load_rules
 from mpsprofiler.session.session import Session
 from tests.helpers import REPO, child_env, mpsprof_cli
 
@@ -50,7 +52,10 @@ def test_a_module_level_trainer_script_is_told_where_its_code_starts() -> None:
     assert place is not None
     arguments = f"tests/scripts_place2/hf_module_level.py:{_line(script, 'args = TrainingArguments(')}"
     assert place["loader_place"] == arguments
-    assert place["loader_where"] == f"The Trainer builds it from its `TrainingArguments`: change them ({arguments}) to"
+    assert place["loader_where"] == "trainer_rewrite"  # a code: the rule file words it
+    words = next(iter(load_rules([builtin_rules_dir() / "dataloader-stall.yaml"]))).phrases
+    assert phrase_for(words, place, "loader_where", ()) == \
+        f"The Trainer builds it from its `TrainingArguments`: change them ({arguments}) to"
     code = place["loader_code"]
     assert "dataloader_num_workers=4" in code and "dataloader_num_workers=0" not in code
     assert "main()" not in code, code

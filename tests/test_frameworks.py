@@ -169,6 +169,8 @@ def test_a_trainers_loader_fix_rewrites_its_training_arguments(tmp_path: Path) -
     from types import SimpleNamespace
 
     from mpsprofiler.diagnosis.analyzers.framework_place import trainer_place
+    from mpsprofiler.diagnosis.engine import phrase_for
+    from mpsprofiler.diagnosis.rules import builtin_rules_dir, load_rules
 
     script = tmp_path / "train.py"
     script.write_text("from transformers import Trainer, TrainingArguments\n\n\ndef main():\n"
@@ -178,8 +180,11 @@ def test_a_trainers_loader_fix_rewrites_its_training_arguments(tmp_path: Path) -
     session: Any = SimpleNamespace(model={"framework": "transformers Trainer"}, run={"cwd": str(tmp_path)})
     place = trainer_place(session, str(script), 7, 2)
     assert place is not None
-    assert place["loader_name"] == "the Trainer's training DataLoader (started at train.py:7)"
-    assert place["loader_where"] == "The Trainer builds it from its `TrainingArguments`: change them (train.py:5) to"
+    assert (place["loader_name"], place["loader_where"]) == ("trainer_started", "trainer_rewrite")  # codes
+    words = next(iter(load_rules([builtin_rules_dir() / "dataloader-stall.yaml"]))).phrases  # the rule file's
+    assert phrase_for(words, place, "loader_name", ()) == "the Trainer's training DataLoader (started at train.py:7)"
+    assert phrase_for(words, place, "loader_where", ()) == \
+        "The Trainer builds it from its `TrainingArguments`: change them (train.py:5) to"
     code = place["loader_code"]
     assert "output_dir='out'" in code and "dataloader_num_workers=2" in code and "dataloader_num_workers=0" not in code
     assert "dataloader_persistent_workers=True" in code and 'if __name__ == "__main__":' in code
@@ -361,13 +366,17 @@ def test_sleeping_workers_are_not_busy_threads(framework_runs: dict[str, Run]) -
     """After the num_workers fix, Lightning's 2 workers sleep on their samples: their
     measured CPU (well under a core between them), not their number, joins torch's 2
     threads; no thread warning unless other programs took the cores."""
+    from mpsprofiler.diagnosis.engine import phrase_for
     from mpsprofiler.diagnosis.facts import collect_facts
+    from mpsprofiler.diagnosis.rules import builtin_rules_dir, load_rules
     from mpsprofiler.session.recording import load_run
 
     run = framework_run(framework_runs, "lightning")
     facts = collect_facts(load_run(run.run_dir).session)
     assert facts["torch_threads"] == 2
-    assert "2 DataLoader worker processes using" in facts["thread_workers_text"], facts["thread_workers_text"]
+    assert facts["thread_workers_text"] in ("measured", "measured_one") and facts["thread_worker_processes"] == 2
+    words = next(iter(load_rules([builtin_rules_dir() / "thread-oversubscription.yaml"]))).phrases
+    assert "2 DataLoader worker processes using" in (phrase_for(words, facts, "thread_workers_text", ()) or "")
     assert facts["workers_busy_cores"] < 0.6
     assert facts["busy_threads"] == round(2 + facts["workers_busy_cores"])
     if (facts.get("others_busy_cores") or 0.0) < 0.3:
@@ -453,6 +462,8 @@ def test_unmeasured_workers_are_not_counted_as_busy_threads() -> None:
     threads on 4 cores are not 6 busy threads (a sleeping worker uses almost no CPU; an
     instrument that did not measure makes no finding). No library needed."""
     from mpsprofiler.diagnosis.analyzers.threads import thread_facts
+    from mpsprofiler.diagnosis.engine import phrase_for
+    from mpsprofiler.diagnosis.rules import builtin_rules_dir, load_rules
     from mpsprofiler.session.session import Session
 
     session = Session(read_back=True)
@@ -460,5 +471,8 @@ def test_unmeasured_workers_are_not_counted_as_busy_threads() -> None:
     session.dataloaders[1] = {"id": 1, "num_workers": 4, "len": 10, "created": 1}  # type: ignore[typeddict-item]
     facts = thread_facts(session)
     assert facts["workers_busy_cores"] == 0.0 and facts["busy_threads"] == 2
-    assert facts["thread_workers_text"] == "4 DataLoader worker processes (not counted: their CPU use was not measured in so short a run)"
+    assert facts["thread_workers_text"] == "unmeasured"  # a code: the rule file words it
+    words = next(iter(load_rules([builtin_rules_dir() / "thread-oversubscription.yaml"]))).phrases
+    assert phrase_for(words, facts, "thread_workers_text", ()) == \
+        "4 DataLoader worker processes (not counted: their CPU use was not measured in so short a run)"
     assert facts["thread_oversubscription"] < 1.5

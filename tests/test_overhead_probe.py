@@ -61,6 +61,8 @@ def test_no_site_is_looked_up_once_optimizer_steps_count() -> None:
 
 
 @pytest.mark.skipif(not os.path.exists(cputime.SCHEDSTAT), reason="Linux scheduler statistics")
+@pytest.mark.slow
+@pytest.mark.serial  # measured microseconds: a test beside it preempts this thread between its two clock reads
 def test_a_skipped_run_queue_read_hides_less_than_the_slack() -> None:
     clock = cputime.ThreadClock()
     fd = os.open(cputime.SCHEDSTAT, os.O_RDONLY)

@@ -5,7 +5,9 @@ The analyzer says *why* (``waiting``, then the clauses that apply: ``memory``, `
 ``span`` ...) and the figures (``reason_*`` facts, unrounded); ``rules/dataloader-stall.yaml``
 words each code in its ``phrases:``. So a rule author changes the advice without Python:
 these tests render every code from the shipped rule file, and show that an edited rule
-file changes the text the user reads.
+file changes the text the user reads. The other analyzers' codes (what preceded a NaN, the
+line that keeps a leak, which DataLoader, where float64 comes from, where to set torch's
+threads, the straggler's figures) are held the same way at the end of this file.
 """
 
 from __future__ import annotations
@@ -320,3 +322,249 @@ def test_a_files_phrases_are_every_rules_unless_a_rule_has_its_own(tmp_path: Pat
     assert found == {"shared": "It ran. It is waiting.", "own": "It ran."}  # its own table has no "io"
     rule.write_text(rule.read_text().replace('phrases:\n  kind: {cpu: "CPU work", io: "waiting"}\n', 'phrases: [1]\n'))
     assert any("'phrases' must map fact names" in str(e) for e in load_rules([rule]).errors)
+
+
+# -- the other analyzers' sentences: codes and figures, worded by their rule files ---------
+# (issue 32: what preceded a NaN, the line that keeps a leak, which DataLoader and where to
+# change it, where float64 comes from, where to set torch's threads, the workers beside
+# them, what makes a rank the straggler). The words are the ones the analyzers wrote before.
+RULES_DIR = builtin_rules_dir()
+NAN, INF = float("nan"), float("inf")
+
+
+def _health(**event: Any) -> dict[str, Any]:
+    from types import SimpleNamespace
+
+    from mpsprofiler.diagnosis.analyzers.health import health_facts
+
+    bad = {"step": 9, "checked": "every step", **event}
+    return health_facts(SimpleNamespace(health=SimpleNamespace(loss_checks=9, loss_checked="every step",
+                                                               nonfinite=bad)))  # type: ignore[arg-type]
+
+
+def _leak(**site: Any) -> dict[str, Any]:
+    from types import SimpleNamespace
+
+    from mpsprofiler.diagnosis.analyzers.leaks import leak_facts
+
+    fields = {"file": "/w/train.py", "line": 12, "code": "outs.append(out)", "op": "aten::mm", "module": "", "alive": 6,
+              "alive_one": None, "steps": [5, 10], "bytes": 4096, "holder": "", "holder_file": "", "holder_line": 0,
+              "holder_code": "", "grad": True, "holder_step": 0, "holder_step0": 0, "holder_size": 0, "holder_size0": 0}
+    fields.update(site)
+    leaks = SimpleNamespace(carries=[], sites=[SimpleNamespace(**fields)] if site.get("alive", 6) else [], lag=5)
+    return leak_facts(SimpleNamespace(leaks=leaks))  # type: ignore[arg-type]
+
+
+def _loader(tmp: Path, script: str | None, count: int = 1, created: int = 1, trainer: bool = False) -> dict[str, Any]:
+    from types import SimpleNamespace
+
+    from mpsprofiler.diagnosis.analyzers.loader_place import place_facts
+
+    loader: dict[str, Any] = {"file": str(tmp / script) if script else None, "line": 2 if script else None,
+                              "created": created}
+    session = SimpleNamespace(dataloaders={k: loader for k in range(count)}, run={"cwd": str(tmp)},
+                              model={"framework": "transformers Trainer" if trainer else None})
+    return place_facts(session, loader, 2, 0, "8", None)  # type: ignore[arg-type]
+
+
+def _threads(tmp: Path, monkeypatch: pytest.MonkeyPatch, workers: int = 0, busy: float = 0.0, measured: bool = True,
+             calls: list[dict[str, Any]] | None = None, target: str | None = None) -> dict[str, Any]:
+    from types import SimpleNamespace
+
+    from mpsprofiler.diagnosis.analyzers import threads
+
+    monkeypatch.setattr(threads, "_workers", lambda s: workers)
+    monkeypatch.setattr(threads, "_workers_busy", lambda s, w: (busy, measured))
+    monkeypatch.setattr(threads, "others_busy", lambda s: None)
+    session = SimpleNamespace(env={"cores_physical": 4, "torch_threads": 4}, model={"threads_set": calls or []},
+                              run={"cwd": str(tmp), "target": str(tmp / target) if target else None}, others={})
+    return threads.thread_facts(session)  # type: ignore[arg-type]
+
+
+def _ranks(monkeypatch: pytest.MonkeyPatch, *rows: tuple[float, float, float | None, float | None]) -> dict[str, Any]:
+    """Ranks from (step_ms, wait_ms, own_ms, backward_ms) rows."""
+    from types import SimpleNamespace
+
+    from mpsprofiler.diagnosis.analyzers import ranks
+
+    table = {i: {"rank": i, "own_ms": own, "backward_ms": bwd, "after_ms": 1.0 if own is not None else None, "steps": 50,
+                 "step_ms": step, "wait_ms": wait, "wait_share": 0.1, "peak": None, "limit": None}
+             for i, (step, wait, own, bwd) in enumerate(rows)}
+    monkeypatch.setattr(ranks, "_rank_row", lambda rank, s: table[rank])
+    return ranks.rank_facts(SimpleNamespace(ranks=dict.fromkeys(table)))  # type: ignore[arg-type]
+
+
+def _code_cases(tmp: Path, monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str, dict[str, Any], str]]:
+    """(rule file, fact, facts an analyzer returned, the words it wrote before they moved)."""
+    (tmp / "train.py").write_text("from torch.utils.data import DataLoader\nloader = DataLoader(ds, batch_size=8)\n"
+                                  'if __name__ == "__main__":\n    pass\n')
+    (tmp / "hf.py").write_text("from transformers import TrainingArguments\nargs = TrainingArguments(output_dir='o')\n")
+    (tmp / "f64.py").write_text("import numpy as np\nimport torch\nx = torch.from_numpy(np.ones(3))\n")
+    (tmp / "setn.py").write_text("import torch\ntorch.set_num_threads(4)\n")
+    (tmp / "omp.py").write_text('import os\nos.environ["OMP_NUM_THREADS"] = "8"\n')
+    from types import SimpleNamespace
+
+    from mpsprofiler.diagnosis.analyzers.float64_fix import float64_fix_facts
+
+    def f64(site: Any) -> dict[str, Any]:
+        ops = SimpleNamespace(top_float64=lambda n: [site] if site else [], float64_calls=3)
+        return float64_fix_facts(SimpleNamespace(run={"cwd": str(tmp)}, ops=ops))  # type: ignore[arg-type]
+
+    nf, tl, ds = "nonfinite-loss.yaml", "tensor-leak.yaml", "dataloader-stall.yaml"
+    to, dd = "thread-oversubscription.yaml", "distributed.yaml"
+    finite = {"last_finite_loss": 2.5, "last_finite_step": 7}
+    return [
+        (nf, "nonfinite_preceded", _health(**finite), "the last finite loss was 2.5 at step 7"),
+        (nf, "nonfinite_preceded", _health(), "no finite loss was read before it"),
+        (nf, "nonfinite_preceded_window", _health(**finite, checked="sampled steps"),
+         "; losses are read on sampled steps only on this device, so it went non-finite between step 8 and step 9"),
+        (nf, "nonfinite_preceded_window", _health(**finite), ""),
+        (nf, "nonfinite_preceded_lr", _health(lr=0.5, lr_first=0.1),
+         "; the learning rate was 0.5 (it was 0.1 at the first step)"),
+        (nf, "nonfinite_preceded_lr", _health(lr=0.1, lr_first=0.1), "; the learning rate was 0.1"),
+        (nf, "nonfinite_preceded_lr", _health(lr=NAN), "; the learning rate was nan"),
+        (nf, "nonfinite_preceded_lr", _health(), ""),
+        (nf, "nonfinite_preceded_grad", _health(grad_norm_last=120.0, grad_norm_median=2.0),
+         "; the gradient norm jumped to 120, 60 times its median of 2"),
+        (nf, "nonfinite_preceded_grad", _health(grad_norm_last=3.0, grad_norm_median=2.0),
+         "; the gradient norm was 3 (no jump)"),
+        (nf, "nonfinite_preceded_grad", _health(grad_norm_last=NAN), "; the gradient norm was nan (no jump)"),
+        (nf, "nonfinite_preceded_grad", _health(grad_norm_last=INF, grad_norm_median=2.0),
+         "; the last gradient norm clip_grad_norm_ returned was inf (median before 2)"),
+        (nf, "nonfinite_preceded_grad", _health(grad_norm_last=NAN, grad_norm_median=2.0),
+         "; the last gradient norm clip_grad_norm_ returned was nan (median before 2)"),
+        (nf, "nonfinite_preceded_grad", _health(), ""),
+        (nf, "nonfinite_preceded_fp16", _health(fp16_autocast=True),
+         "; the run uses fp16 autocast and no GradScaler scaled a loss"),
+        (nf, "nonfinite_preceded_fp16", _health(param_dtypes=["float16"]),
+         "; the run uses float16 parameters and no GradScaler scaled a loss"),
+        (nf, "nonfinite_preceded_fp16", _health(fp16_autocast=True, grad_scaler=True), "; fp16 with a GradScaler"),
+        (nf, "nonfinite_preceded_fp16", _health(), ""),
+        (tl, "leak_place_sentence", _leak(alive=0),
+         "No line was found by the sampled leak tracking (it follows tensors made on sampled steps only)."),
+        (tl, "leak_place_sentence", _leak(holder="outs", holder_file="/w/train.py", holder_line=14,
+                                          holder_code="outs.append(out)"),
+         "The sampled leak tracking found the line that keeps them: `outs.append(out)` at train.py:14, adding to "
+         "`outs` (see that finding)."),
+        (tl, "leak_place_sentence", _leak(holder="outs", holder_file="/w/train.py", holder_line=14),
+         "The sampled leak tracking found the line that keeps them: `outs` at train.py:14, adding to `outs` "
+         "(see that finding)."),
+        (tl, "leak_site_kept_by", _leak(), " The container holding them was not found among the training loop's "
+                                           "variables."),
+        (tl, "leak_site_kept_by", _leak(holder="outs", holder_file="/w/t.py", holder_line=3, holder_code="outs += [o]"),
+         " They are kept in `outs`, added to at t.py:3 (`outs += [o]`)."),
+        (tl, "leak_site_kept_by", _leak(holder="outs", holder_file="/w/t.py", holder_line=3),
+         " They are kept in `outs`, added to at t.py:3."),
+        (tl, "leak_site_kept_by", _leak(holder="outs", holder_code="outs += [o]"),
+         " They are kept in `outs`, added to (`outs += [o]`)."),
+        (tl, "leak_site_kept_by", _leak(holder="outs"), " They are kept in `outs`, added to."),
+        (ds, "loader_which", _loader(tmp, "train.py"), "the DataLoader"),
+        (ds, "loader_which", _loader(tmp, "train.py", 2, 21), "the 21st DataLoader"),
+        (ds, "loader_which", _loader(tmp, "train.py", 2, 22), "the 22nd DataLoader"),
+        (ds, "loader_which", _loader(tmp, "train.py", 2, 3), "the 3rd DataLoader"),
+        (ds, "loader_which", _loader(tmp, "train.py", 2, 12), "the 12th DataLoader"),
+        (ds, "loader_name", _loader(tmp, "train.py", 2, 2), "the 2nd DataLoader built at train.py:2"),
+        (ds, "loader_name", _loader(tmp, None, 2, 2), "the 2nd DataLoader"),
+        (ds, "loader_name", _loader(tmp, "train.py", trainer=True),
+         "the Trainer's training DataLoader (started at train.py:2)"),
+        (ds, "loader_name", _loader(tmp, None, trainer=True), "the Trainer's training DataLoader"),
+        (ds, "loader_where", _loader(tmp, "train.py", 2, 2), "Change the line that builds the 2nd DataLoader "
+                                                              "(train.py:2) to"),
+        (ds, "loader_where", _loader(tmp, "gone.py"), "Build the DataLoader with"),
+        (ds, "loader_where", _loader(tmp, "hf.py", trainer=True),
+         "The Trainer builds it from its `TrainingArguments`: change them (hf.py:2) to"),
+        (ds, "loader_where", _loader(tmp, "gone.py", trainer=True),
+         "The Trainer builds it from its `TrainingArguments`: set"),
+        ("ops.yaml", "float64_fix_where", f64(SimpleNamespace(file=str(tmp / "f64.py"), line=3)),
+         "The float64 comes from f64.py:3: change that line to"),
+        ("ops.yaml", "float64_fix_where", f64(None), "Where the array enters torch"),
+        *[(file, "thread_fix_where", facts, words) for file in (to, ds) for facts, words in [
+            (_threads(tmp, monkeypatch, calls=[{"file": str(tmp / "setn.py"), "line": 2}]),
+             "The script sets the count itself at setn.py:2: change that line to"),
+            (_threads(tmp, monkeypatch, target="omp.py"),
+             "The script sets OMP_NUM_THREADS itself at omp.py:2: change that line to"),
+            (_threads(tmp, monkeypatch), "At the very start of the script (or `OMP_NUM_THREADS=4` in the environment)"),
+        ]],
+        (to, "thread_workers_text", _threads(tmp, monkeypatch), "no DataLoader workers"),
+        (to, "thread_workers_text", _threads(tmp, monkeypatch, workers=1, measured=False),
+         "1 DataLoader worker process (not counted: their CPU use was not measured in so short a run)"),
+        (to, "thread_workers_text", _threads(tmp, monkeypatch, workers=3, busy=2.25),
+         "3 DataLoader worker processes using 2.2 cores of CPU between them"),
+        (to, "thread_workers_text", _threads(tmp, monkeypatch, workers=2, busy=0.96),
+         "2 DataLoader worker processes using 1.0 core of CPU between them"),
+        (dd, "straggler_detail", _ranks(monkeypatch, (50.0, 20.0, None, None), (50.0, 2.0, None, None)),
+         "20.0 ms of data wait per step against 2.0 ms on the others"),
+        (dd, "straggler_detail", _ranks(monkeypatch, (60.0, 1.0, None, None), (40.0, 1.0, None, None)),
+         "60.0 ms per step against 40.0 ms on the others"),
+        (dd, "straggler_detail", _ranks(monkeypatch, (50.0, 1.0, 30.0, 10.0), (50.0, 1.0, 10.0, 30.0)),
+         "30.0 ms per step against 10.0 ms on the others, who wait for it in backward (30.0 ms against its "
+         "10.0 ms)"),
+    ]
+
+
+def _tables(file: str | Path, fact: str) -> Mapping[str, Any]:
+    """The phrase tables of the first rule in ``file`` that words ``fact``."""
+    path = file if isinstance(file, Path) else RULES_DIR / file
+    return next(rule.phrases for rule in load_rules([path]) if fact in rule.phrases)
+
+
+def test_the_analyzers_codes_read_as_their_old_words_from_the_rule_files(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each code an analyzer returns has its phrase, which reads as the sentence the analyzer
+    wrote itself before (rendered with the figures it returns beside the code), and every
+    phrase of those tables has a case here."""
+    cases = _code_cases(tmp_path, monkeypatch)
+    seen: dict[tuple[str, str], set[str]] = {}
+    for file, fact, facts, words in cases:
+        tables = _tables(file, fact)
+        code = facts[fact]
+        assert str(code) in tables[fact], (file, fact, code)
+        assert phrase_for(tables, facts, fact, ()) == words, (file, fact, code)
+        seen.setdefault((file, fact), set()).add(str(code))
+    for (file, fact), codes in seen.items():
+        assert codes == set(_tables(file, fact)[fact]), (file, fact)  # no phrase without its case
+    # the rest of a ladder's figures are words too: the processes' plural is the rule file's
+    processes = "thread_worker_processes"
+    assert set(_tables("thread-oversubscription.yaml", processes)[processes]) == {"1", "other"}
+
+
+def test_edited_phrases_change_what_the_analyzers_codes_read_as(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every phrase of those tables, rewritten in a copy of its rule file, is what the code
+    reads as: no words are left in Python."""
+    import yaml
+
+    cases = _code_cases(tmp_path, monkeypatch)
+    for file in {file for file, *_ in cases}:
+        data = yaml.safe_load((RULES_DIR / file).read_text())
+        facts_of_file = {fact for f, fact, *_ in cases if f == file}
+        for table in [data.get("phrases") or {}, *[rule.get("phrases") or {} for rule in data["rules"]]]:
+            for fact in facts_of_file & set(table):
+                table[fact] = {code: f"EDITED {fact} {code}" for code in table[fact]}
+        edited = tmp_path / "edited" / file
+        edited.parent.mkdir(exist_ok=True)
+        edited.write_text(yaml.safe_dump(data, sort_keys=False))
+        for f, fact, facts, _ in cases:
+            if f == file:
+                said = phrase_for(_tables(edited, fact), facts, fact, ())
+                assert said == f"EDITED {fact} {facts[fact]}", (file, fact)
+
+
+def test_the_nonfinite_evidence_is_its_clauses_in_turn(tmp_path: Path) -> None:
+    """Through the engine: the evidence joins the first clause and the optional ones with
+    "; ", a clause whose code is phrased "" is left out, and an edited clause is the finding's."""
+    facts = _health(last_finite_loss=2.5, last_finite_step=7, checked="sampled steps", lr=0.1, lr_first=0.1,
+                    grad_norm_last=120.0, grad_norm_median=2.0, fp16_autocast=True)
+    (finding,) = evaluate(load_rules([NONFINITE_FILE]), facts, "cpu")
+    assert ("Before it: the last finite loss was 2.5 at step 7; losses are read on sampled steps only on this "
+            "device, so it went non-finite between step 8 and step 9; the learning rate was 0.1; the gradient norm "
+            "jumped to 120, 60 times its median of 2; the run uses fp16 autocast and no GradScaler scaled a loss. "
+            "Every step after a NaN") in finding.evidence, finding.evidence
+    quiet = _health(last_finite_loss=2.5, last_finite_step=7)
+    (finding,) = evaluate(load_rules([NONFINITE_FILE]), quiet, "cpu")
+    assert "Before it: the last finite loss was 2.5 at step 7. Every step after a NaN" in finding.evidence
+    edited = tmp_path / "nonfinite-loss.yaml"
+    old = 'no_finite_loss: "no finite loss was read before it"'
+    assert old in NONFINITE_FILE.read_text()
+    edited.write_text(NONFINITE_FILE.read_text().replace(old, 'no_finite_loss: "every loss was NaN (edited)"'))
+    (finding,) = evaluate(load_rules([edited]), _health(), "cpu")
+    assert "Before it: every loss was NaN (edited). Every step" in finding.evidence

@@ -24,7 +24,7 @@ from .common import (
     start_method,
 )
 from .loader_advice import FIGURES_FACTS, REASON_FACTS, advise, step_ratios
-from .loader_place import place_facts, shares, stalled_loader
+from .loader_place import PLACE_FACTS, place_facts, shares, stalled_loader
 from .registry import analyzer
 from .threads import others_busy
 
@@ -44,7 +44,7 @@ DATALOADER_FACTS: tuple[str, ...] = (
     "steady_steps", "step_mean_ms", "step_ms", "suggested_num_workers", "suggested_prefetch_factor",
     "train_ms", "training_cores", "worker_cpu_ms", "worker_memory_mib", "worker_runq_ms", "worker_start_method",
     "worker_starved_ms", "workers_limit", "workers_memory_cap", "workers_respawn_each_epoch",
-    *REASON_FACTS, *FIGURES_FACTS,
+    *REASON_FACTS, *FIGURES_FACTS, *PLACE_FACTS,
 )
 """Every fact the ``dataloader`` analyzer may return (declared: no other analyzer may provide one)."""
 

@@ -6,9 +6,10 @@ usually became float64 earlier, where NumPy's default dtype entered torch:
 ``tensor_from_numpy``: the dtype is the array's), ``.double()`` and ``dtype=torch.float64``
 ask for it. Of the sampled float64 sites, the first whose line holds one of those is the
 one to change; its statement is rewritten in place (``.float()`` after ``from_numpy``,
-``float32`` for ``float64``). A model made float64 with ``.double()`` before the first
-sampled step is not seen by the sampler: the script's other such lines are listed from
-its source.
+``float32`` for ``float64``), and ``float64_fix_where`` says which (``line``; ``enters_torch``
+when no such line was sampled), a code ``rules/ops.yaml`` words. A model made float64 with
+``.double()`` before the first sampled step is not seen by the sampler: the script's other
+such lines are listed from its source.
 """
 
 from __future__ import annotations
@@ -111,11 +112,11 @@ def float64_fix_facts(session: Session) -> dict[str, Any]:
             code += "\n\n# and the script's other float64 makers:\n" + "\n".join(
                 f"{text}  # line {line}" for line, text in others)
         return {"float64_fix_place": place, "float64_fix_code": code,
-                "float64_fix_where": f"The float64 comes from {place}: change that line to"}
+                "float64_fix_where": "line"}  # a code rules/ops.yaml words
     if session.ops.float64_calls <= 0:
         return {}
     # no line that makes it was sampled (or its source is gone): where it enters torch
-    return {"float64_fix_place": None, "float64_fix_where": "Where the array enters torch",
+    return {"float64_fix_place": None, "float64_fix_where": "enters_torch",
             "float64_fix_code": ("x = torch.from_numpy(array).float().to(device)   # not .to(device) on a float64 tensor\n"
                                  "torch.set_default_dtype(torch.float32)")}
 

@@ -52,7 +52,7 @@ def framework_facts(session: Session) -> dict[str, Any]:
         return facts
     # the script's own DataLoader line was found and rewritten above (Lightning's
     # train_dataloader(), the loader handed to accelerator.prepare): no second snippet
-    rewritten = str(loader.get("loader_where") or "").startswith("Change the line")
+    rewritten = loader.get("loader_where") == "rewrite"
     # on the line after the rule's own fix: a blank line first makes it a paragraph of its own
     facts["framework_loader_fix"] = "\n" + loader_fix(framework, workers, prefetch, session.device_kind,
                                                       _int(loader.get("batch_size")), rewritten).rstrip("\n")

@@ -127,7 +127,8 @@ def trainer_place(session: Session, file: str | None, line: int | None, workers:
     cwd = session.run.get("cwd")
     started = f"{short_path(file, cwd)}:{line}" if file and line else None
     out: dict[str, Any] = {
-        "loader_name": "the Trainer's training DataLoader" + (f" (started at {started})" if started else ""),
+        "loader_name": "trainer_started" if started else "trainer",  # codes rules/dataloader-stall.yaml words
+        "loader_name_place": started,
         "loader_place": started,
     }
     changes = {"dataloader_num_workers": str(workers)}
@@ -138,10 +139,10 @@ def trainer_place(session: Session, file: str | None, line: int | None, workers:
     if rewrite is not None:
         where = f"{short_path(rewrite.path, cwd)}:{rewrite.line}"
         out["loader_place"] = where
-        out["loader_where"] = f"The Trainer builds it from its `TrainingArguments`: change them ({where}) to"
+        out["loader_where"] = "trainer_rewrite"
         out["loader_code"] = rewrite.after + (guard_note(session, file) if workers > 0 else "")
         return out
-    out["loader_where"] = "The Trainer builds it from its `TrainingArguments`: set"
+    out["loader_where"] = "trainer"
     lines = ["args = TrainingArguments(", "    ...,"] + [f"    {k}={v}," for k, v in changes.items()] + [")"]
     out["loader_code"] = "\n".join(lines)
     return out

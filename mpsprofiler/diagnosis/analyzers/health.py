@@ -2,7 +2,7 @@
 
 From the probe's ``health`` events (see :mod:`mpsprofiler.probe.health`). The texts that
 depend on what was measured (a gradient-norm jump, fp16 without a GradScaler, the
-learning rate) are built here, so the rule's templates stay plain.
+learning rate) are codes and numbers here, worded by ``rules/nonfinite-loss.yaml``.
 """
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ HEALTH_FACTS: tuple[str, ...] = (
     "loss_checks", "loss_checked", "nonfinite_loss_step", "nonfinite_loss_value", "nonfinite_loss_checked",
     "last_finite_loss", "last_finite_loss_step", "nonfinite_lr", "nonfinite_lr_first", "grad_norm_before_nan",
     "grad_norm_median_before_nan", "grad_norm_jump", "fp16_without_scaler", "nonfinite_preceded",
-    "nonfinite_fix_first",
+    "nonfinite_preceded_loss", "nonfinite_preceded_window", "nonfinite_window_from", "nonfinite_preceded_lr",
+    "nonfinite_preceded_grad", "nonfinite_preceded_jump", "nonfinite_preceded_fp16", "nonfinite_fix_first",
 )
 
 
@@ -59,8 +60,9 @@ def health_facts(session: Session) -> dict[str, Any]:
     fp16 = bool(bad.get("fp16_autocast")) or "float16" in dtypes
     no_scaler = fp16 and not bad.get("grad_scaler")
     facts["fp16_without_scaler"] = no_scaler
-    facts["nonfinite_preceded"] = _preceded(facts, last, last_step, lr, lr_first, norm, median, jump, no_scaler,
-                                            dtypes, bool(bad.get("fp16_autocast")))
+    # what preceded it, as codes and numbers the rule file words (rules/nonfinite-loss.yaml phrases)
+    facts.update(_preceded(facts, last, last_step, lr, lr_first, norm, jump, no_scaler, dtypes,
+                           bool(bad.get("fp16_autocast"))))
     # what to do first, as a code the rule file words (rules/nonfinite-loss.yaml phrases)
     if no_scaler:
         facts["nonfinite_fix_first"] = "scale_loss"
@@ -72,31 +74,34 @@ def health_facts(session: Session) -> dict[str, Any]:
 
 
 def _preceded(facts: dict[str, Any], last: float | None, last_step: Any, lr: float | None, lr_first: float | None,
-              norm: float | None, median: float | None, jump: float | None, no_scaler: bool, dtypes: list[str],
-              autocast: bool) -> str:
-    parts = []
-    if last is not None:
-        parts.append(f"the last finite loss was {last:.4g} at step {last_step}")
+              norm: float | None, jump: float | None, no_scaler: bool, dtypes: list[str],
+              autocast: bool) -> dict[str, Any]:
+    """What preceded the first non-finite loss, as codes and numbers: each ``nonfinite_preceded*``
+    code is a clause that ``rules/nonfinite-loss.yaml`` words (a NaN figure has codes of its
+    own: a NaN fact would leave its clause out)."""
+    out: dict[str, Any] = {"nonfinite_preceded": "finite_loss" if last is not None else "no_finite_loss",
+                           "nonfinite_preceded_loss": last}
+    sampled = facts["nonfinite_loss_checked"] == "sampled steps" and isinstance(last_step, int)
+    out["nonfinite_preceded_window"] = "sampled" if sampled else "every_step"
+    out["nonfinite_window_from"] = last_step + 1 if sampled else None
+    if lr is None:
+        out["nonfinite_preceded_lr"] = "unknown"
+    elif lr_first is not None and lr_first > 0 and abs(lr - lr_first) / lr_first > 0.01:
+        out["nonfinite_preceded_lr"] = "changed"
     else:
-        parts.append("no finite loss was read before it")
-    if facts["nonfinite_loss_checked"] == "sampled steps" and isinstance(last_step, int):
-        parts.append(f"losses are read on sampled steps only on this device, so it went non-finite "
-                     f"between step {last_step + 1} and step {facts['nonfinite_loss_step']}")
-    if lr is not None:
-        if lr_first is not None and lr_first > 0 and abs(lr - lr_first) / lr_first > 0.01:
-            parts.append(f"the learning rate was {lr:.3g} (it was {lr_first:.3g} at the first step)")
-        else:
-            parts.append(f"the learning rate was {lr:.3g}")
-    if norm is not None:
-        if jump is not None and not math.isfinite(jump):
-            parts.append(f"the last gradient norm clip_grad_norm_ returned was {norm} (median before {median:.3g})")
-        elif jump is not None and jump >= GRAD_JUMP:
-            parts.append(f"the gradient norm jumped to {norm:.3g}, {jump:.0f} times its median of {median:.3g}")
-        else:
-            parts.append(f"the gradient norm was {norm:.3g} (no jump)")
+        out["nonfinite_preceded_lr"] = "nan" if math.isnan(lr) else "same"
+    nan = norm is not None and math.isnan(norm)
+    if norm is None:
+        out["nonfinite_preceded_grad"] = "unknown"
+    elif jump is not None and not math.isfinite(jump):
+        out["nonfinite_preceded_grad"] = "not_finite_nan" if nan else "not_finite"
+    elif jump is not None and jump >= GRAD_JUMP:
+        out["nonfinite_preceded_grad"] = "jump"
+    else:
+        out["nonfinite_preceded_grad"] = "no_jump_nan" if nan else "no_jump"
+    out["nonfinite_preceded_jump"] = jump if jump is not None and math.isfinite(jump) else None
     if no_scaler:
-        what = "fp16 autocast" if autocast else "float16 parameters"
-        parts.append(f"the run uses {what} and no GradScaler scaled a loss")
-    elif autocast or "float16" in dtypes:
-        parts.append("fp16 with a GradScaler")
-    return "; ".join(parts) + "."
+        out["nonfinite_preceded_fp16"] = "autocast_no_scaler" if autocast else "params_no_scaler"
+    else:
+        out["nonfinite_preceded_fp16"] = "with_scaler" if autocast or "float16" in dtypes else "none"
+    return out

@@ -35,7 +35,8 @@ def _cell(text: Any) -> str:
 LEAK_FACTS: tuple[str, ...] = (
     "graph_carry_code", "graph_carry_count", "graph_carry_file", "graph_carry_first_step",
     "graph_carry_line", "graph_carry_name", "leak_site_alive", "leak_site_code", "leak_site_count",
-    "leak_site_file", "leak_site_first_step", "leak_site_fix_code", "leak_site_grad", "leak_site_holder", "leak_site_holder_line",
+    "leak_site_file", "leak_site_first_step", "leak_site_fix_code", "leak_site_grad", "leak_site_holder",
+    "leak_site_holder_code", "leak_site_holder_line",
     "leak_site_is_carry", "leak_site_keep_line", "leak_site_kept_by", "leak_site_kib",
     "leak_site_kib_per_step", "leak_site_lag", "leak_site_mib_per_100_steps", "leak_site_line", "leak_site_mib", "leak_site_module",
     "leak_site_op", "leak_site_samples", "leak_site_table", "leak_place_sentence",
@@ -55,8 +56,8 @@ def leak_facts(session: Session) -> dict[str, Any]:
     sites = [s for s in leaks.sites if len(s.steps) >= MIN_SAMPLES and s.alive >= MIN_SAMPLES
              and (s.alive_one is None or s.alive > s.alive_one)]
     facts["leak_site_count"] = len(sites)
-    facts["leak_place_sentence"] = ("No line was found by the sampled leak tracking (it follows tensors made "
-                                    "on sampled steps only).")
+    # the sentence naming the line that keeps the tensors: a code rules/tensor-leak.yaml words
+    facts["leak_place_sentence"] = "not_found"
     if not sites:
         return facts
     top = sites[0]
@@ -80,15 +81,14 @@ def leak_facts(session: Session) -> dict[str, Any]:
         leak_site_table=_table(sites),
         leak_site_holder=top.holder or None,
         leak_site_holder_line=_where(top.holder_file, top.holder_line) if top.holder_line else None,
+        leak_site_holder_code=top.holder_code or None,
         leak_site_kept_by=_kept_by(top),
         # the same line as a graph kept across steps: one finding (graph-kept-across-steps) says it
         leak_site_is_carry=any((c.file, c.line) in ((top.file, top.line), (top.holder_file, top.holder_line))
                                for c in leaks.carries),
     )
     if top.holder and top.holder_line:
-        facts["leak_place_sentence"] = (
-            f"The sampled leak tracking found the line that keeps them: `{top.holder_code or top.holder}` at "
-            f"{_where(top.holder_file, top.holder_line)}, adding to `{top.holder}` (see that finding).")
+        facts["leak_place_sentence"] = "holder_code" if top.holder_code else "holder"
     facts["leak_site_fix_code"] = keep_fix(top).get("leak_site_fix_code") or _generic_fix(top.grad)
     return facts
 
@@ -112,13 +112,12 @@ def _generic_fix(grad: bool) -> str:
 
 
 def _kept_by(site: Any) -> str:
-    """A sentence naming the container and the line that adds to it, or ''."""
+    """Which sentence names the container and the line that adds to it: a code
+    ``rules/tensor-leak.yaml`` words (``not_found``; ``kept``, with ``_at`` where the adding
+    line is known and ``_code`` where its code is)."""
     if not site.holder:
-        # not "": an empty fact leaves its whole sentence out of the text (template.py)
-        return " The container holding them was not found among the training loop's variables."
-    where = f" at {_where(site.holder_file, site.holder_line)}" if site.holder_line else ""
-    code = f" (`{site.holder_code}`)" if site.holder_code else ""
-    return f" They are kept in `{site.holder}`, added to{where}{code}."
+        return "not_found"
+    return "kept" + ("_at" if site.holder_line else "") + ("_code" if site.holder_code else "")
 
 
 def _table(sites: list[Any]) -> str:

@@ -17,6 +17,11 @@ from .common import num, training_loader
 from .framework_place import guard_note, trainer_place
 from .source_edit import rewrite_call, short_path
 
+PLACE_FACTS: tuple[str, ...] = ("loader_which", "loader_name_place")
+"""Besides ``loader_name`` and ``loader_where`` (codes ``rules/dataloader-stall.yaml`` words):
+which loader (``only``, or the ordinal's ending ``st``/``nd``/``rd``/``th`` of
+``loader_created``) and the line that built it (or started the Trainer)."""
+
 LOADER_CALLS = ("DataLoader",)
 """Call names the construction line is searched for (``DataLoader(...)``, ``data.DataLoader(...)``)."""
 
@@ -47,13 +52,14 @@ def shares(session: Session, loader: DataLoaderFields) -> tuple[float, float] | 
 
 
 def _ordinal(n: int) -> str:
-    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
-    return f"{n}{suffix}"
+    """The ending of ``n``'s English ordinal (``1st``, ``12th``), a code the rule file words."""
+    return "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
 
 
 def place_facts(session: Session, loader: DataLoaderFields, suggested: int | None, workers: int,
                 batch_size_arg: str, prefetch: int | None) -> dict[str, Any]:
-    """``loader_created``, ``loader_place``, ``loader_name``, ``loader_where`` and ``loader_code``."""
+    """``loader_created``, ``loader_place``, ``loader_name``, ``loader_where`` and ``loader_code``
+    (the name and the sentence that leads to the code are codes: see :data:`PLACE_FACTS`)."""
     out: dict[str, Any] = {}
     created = num(loader.get("created"))
     count = len(session.dataloaders)
@@ -61,9 +67,10 @@ def place_facts(session: Session, loader: DataLoaderFields, suggested: int | Non
     out["loader_created"] = int(created) if created else None
     place = f"{short_path(str(file), session.run.get('cwd'))}:{int(line)}" if file and line else None
     out["loader_place"] = place
-    short = f"the {_ordinal(int(created))} DataLoader" if count > 1 and created else "the DataLoader"
+    out["loader_which"] = _ordinal(int(created)) if count > 1 and created else "only"
+    out["loader_name_place"] = place
     # nothing to tell apart (one loader, its line unknown): no sentence naming it
-    out["loader_name"] = f"{short} built at {place}" if place else (short if count > 1 else None)
+    out["loader_name"] = "built" if place else ("which" if count > 1 else None)
     n = suggested if suggested is not None else workers
     changes = {"num_workers": str(n)}
     if n > 0 and not loader.get("persistent_workers"):
@@ -76,12 +83,12 @@ def place_facts(session: Session, loader: DataLoaderFields, suggested: int | Non
     if rewrite is not None:
         where = f"{short_path(rewrite.path, session.run.get('cwd'))}:{rewrite.line}"
         out["loader_place"] = where
-        out["loader_where"] = f"Change the line that builds {short} ({where}) to"
+        out["loader_where"] = "rewrite"  # "Change the line that builds ... to" (the rule file's words)
         # workers started by spawn re-import the script: where its top-level code starts, as written
         out["loader_code"] = rewrite.after + (guard_note(session, str(file)) if n > 0 else "")
         return out
     # no source to read (an older recording, a file gone or edited): the arguments to set
-    out["loader_where"] = f"Build {short} with"
+    out["loader_where"] = "build"
     args = [f"num_workers={n}"]
     if n > 0:
         args.append("persistent_workers=True")

@@ -64,9 +64,11 @@ PHASES = (("own_ms", "its own code (forward and the code between steps)"),
           ("after_ms", "the optimizer step and the code after backward"))
 
 
-def _work_straggler(rows: list[dict[str, Any]], job_step: float) -> tuple[dict[str, Any], str, float, str] | None:
+def _work_straggler(rows: list[dict[str, Any]], job_step: float
+                    ) -> tuple[dict[str, Any], str, float, dict[str, Any]] | None:
     """The rank whose own work (outside backward) exceeds the others' by 10% of the job's
-    step while the others spend correspondingly longer in backward, waiting for it."""
+    step while the others spend correspondingly longer in backward, waiting for it; with
+    the figures of ``straggler_detail``'s ``phase`` sentence."""
     phased = [r for r in rows if r["own_ms"] is not None and r["backward_ms"] is not None]
     if len(phased) < 2 or not job_step:
         return None
@@ -78,9 +80,9 @@ def _work_straggler(rows: list[dict[str, Any]], job_step: float) -> tuple[dict[s
         others_bwd = median(r["backward_ms"] for r in others)
         waited = others_bwd - top["backward_ms"]  # the others' extra time in backward
         if excess / job_step >= STRAGGLER_SHARE and waited >= 0.5 * excess and (best is None or excess > best[2]):
-            detail = (f"{top[key]:.1f} ms per step against "
-                      f"{median(r[key] or 0.0 for r in others):.1f} ms on the others, who wait for it in "
-                      f"backward ({others_bwd:.1f} ms against its {top['backward_ms']:.1f} ms)")
+            detail = {"straggler_detail": "phase", "straggler_phase_ms": top[key],
+                      "others_phase_ms": median(r[key] or 0.0 for r in others),
+                      "others_backward_ms": others_bwd, "straggler_backward_ms": top["backward_ms"]}
             best = (top, name, excess, detail)
     return best
 
@@ -90,6 +92,7 @@ RANK_FACTS: tuple[str, ...] = (
     "rank_peak_limit_share", "rank_step_spread", "rank_table", "rank_wait_share_spread",
     "rank_wait_spread_ms", "straggler_cause", "straggler_detail", "straggler_excess_ms", "straggler_phase",
     "straggler_rank", "straggler_share", "straggler_step_ms", "straggler_wait_ms",
+    "others_step_ms", "straggler_phase_ms", "others_phase_ms", "straggler_backward_ms", "others_backward_ms",
 )
 """Every fact the ``ranks`` analyzer may return (declared: no other analyzer may provide one)."""
 
@@ -117,16 +120,17 @@ def rank_facts(session: Session) -> dict[str, Any]:
         rank_wait_share_spread=max(r["wait_share"] or 0 for r in timed) - min(r["wait_share"] or 0 for r in timed),
     )
     straggler = None
-    cause, excess, detail = "", 0.0, ""  # set with straggler
+    # straggler_detail: a code rules/distributed.yaml words, with its figures
+    cause, excess, detail = "", 0.0, {}  # set with straggler
     work = _work_straggler(timed, job_step)
     if job_step and wait_excess / job_step >= STRAGGLER_SHARE:
         straggler, cause, excess = by_wait, "data wait", wait_excess
-        detail = (f"{by_wait['wait_ms']:.1f} ms of data wait per step against {others_wait:.1f} ms on the others")
+        detail = {"straggler_detail": "data_wait"}  # straggler_wait_ms against others_wait_ms
     elif work is not None:
         straggler, cause, excess, detail = work
     elif others_step and step_excess / others_step >= STRAGGLER_SHARE:
         straggler, cause, excess = by_step, "slower steps", step_excess
-        detail = f"{by_step['step_ms']:.1f} ms per step against {others_step:.1f} ms on the others"
+        detail = {"straggler_detail": "slower_steps", "others_step_ms": others_step}
     if straggler is not None:
         facts.update(
             straggler_rank=straggler["rank"],
@@ -136,8 +140,8 @@ def rank_facts(session: Session) -> dict[str, Any]:
             straggler_wait_ms=straggler["wait_ms"],
             others_wait_ms=others_wait,
             straggler_step_ms=straggler["step_ms"],
-            straggler_detail=detail,
             straggler_phase=cause,
+            **detail,
         )
     near = [r for r in rows if r["peak"] and r["limit"]]
     if near:

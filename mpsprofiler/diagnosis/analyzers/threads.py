@@ -30,6 +30,7 @@ from .source_edit import read_tree, rewrite_call, short_path
 THREAD_FACTS: tuple[str, ...] = (
     "busy_threads", "cores", "cores_free", "others_busy_cores", "others_busy_share", "others_top", "others_top_text", "others_window_s", "max_workers_for_cores", "omp_num_threads", "suggested_torch_threads",
     "thread_fix_code", "thread_fix_where", "thread_oversubscription", "thread_set_place", "thread_workers_text",
+    "thread_worker_processes", "thread_workers_busy",
     "torch_threads", "torch_threads_text", "workers_busy_cores",
 )
 """Every fact the ``threads`` analyzer may return (declared: no other analyzer may provide one)."""
@@ -97,7 +98,10 @@ def thread_facts(session: Session) -> dict[str, Any]:
     facts["thread_oversubscription"] = rounded(j.ratio, 3)
     facts["suggested_torch_threads"] = j.suggested
     facts["max_workers_for_cores"] = max(0, int(cores) - int(threads))
+    # the workers beside torch's threads: a code and its figures, worded by rules/thread-oversubscription.yaml
     facts["thread_workers_text"] = _workers_text(workers, workers_busy, measured)
+    facts["thread_worker_processes"] = workers
+    facts["thread_workers_busy"] = workers_busy
     facts.update(_fix_place(session, j.suggested))
     return facts
 
@@ -171,16 +175,19 @@ def _workers_busy(session: Session, workers: int) -> tuple[float, bool]:
 
 
 def _workers_text(workers: int, busy: float, measured: bool) -> str:
+    """Which sentence says the workers: ``none``, ``unmeasured``, ``measured`` (cores of CPU)
+    or ``measured_one`` (about one core: the rule file's singular)."""
     if not workers:
-        return "no DataLoader workers"
-    procs = f"{workers} DataLoader worker process{'es' if workers != 1 else ''}"
+        return "none"
     if not measured:
-        return f"{procs} (not counted: their CPU use was not measured in so short a run)"
-    return f"{procs} using {busy:.1f} core{'s' if abs(busy - 1.0) > 0.05 else ''} of CPU between them"
+        return "unmeasured"
+    return "measured" if abs(busy - 1.0) > 0.05 else "measured_one"
 
 
 def _fix_place(session: Session, suggested: int) -> dict[str, Any]:
-    """The script's own line that sets the count, rewritten; else where to add one."""
+    """The script's own line that sets the count, rewritten; else where to add one.
+    ``thread_fix_where`` says which (``set_num_threads``, ``omp_num_threads``, ``script_start``):
+    ``rules/thread-oversubscription.yaml`` and ``rules/dataloader-stall.yaml`` word it."""
     cwd = session.run.get("cwd")
     calls = [c for c in session.model.get("threads_set") or [] if isinstance(c, dict) and c.get("file")]
     for call in reversed(calls):  # the last call made is the one in force
@@ -189,7 +196,7 @@ def _fix_place(session: Session, suggested: int) -> dict[str, Any]:
         if rewrite is not None:
             place = f"{short_path(rewrite.path, cwd)}:{rewrite.line}"
             return {"thread_set_place": place, "thread_fix_code": rewrite.after,
-                    "thread_fix_where": f"The script sets the count itself at {place}: change that line to"}
+                    "thread_fix_where": "set_num_threads"}  # codes the rule files word
     env_line = _omp_assignment(session)
     if env_line is not None:
         path, line, code = env_line
@@ -197,11 +204,10 @@ def _fix_place(session: Session, suggested: int) -> dict[str, Any]:
         new = code.rsplit("=", 1)[0].rstrip() + f' = "{suggested}"' if "setdefault" not in code else (
             code.split(",", 1)[0] + f', "{suggested}")')
         return {"thread_set_place": place, "thread_fix_code": new,
-                "thread_fix_where": f"The script sets OMP_NUM_THREADS itself at {place}: change that line to"}
+                "thread_fix_where": "omp_num_threads"}
     return {"thread_set_place": None,
             "thread_fix_code": f"import torch\ntorch.set_num_threads({suggested})",
-            "thread_fix_where": (f"At the very start of the script (or `OMP_NUM_THREADS={suggested}` in the "
-                                 "environment)")}
+            "thread_fix_where": "script_start"}
 
 
 def _omp_assignment(session: Session) -> tuple[str, int, str] | None:
