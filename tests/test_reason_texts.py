@@ -568,3 +568,12 @@ def test_the_nonfinite_evidence_is_its_clauses_in_turn(tmp_path: Path) -> None:
     edited.write_text(NONFINITE_FILE.read_text().replace(old, 'no_finite_loss: "every loss was NaN (edited)"'))
     (finding,) = evaluate(load_rules([edited]), _health(), "cpu")
     assert "Before it: every loss was NaN (edited). Every step" in finding.evidence
+
+
+@pytest.mark.parametrize("threads,words", [(1, "1 intra-op thread"), (4, "4 intra-op threads")])
+def test_torchs_thread_count_is_worded_by_the_thread_rules(threads: int, words: str) -> None:
+    """``torch_threads_text`` is the count; both rules of thread-oversubscription.yaml word it
+    from the file's phrases (a rule may say "1 intra-op thread", never "1 intra-op threads")."""
+    rules = {r.id: r for r in load_rules([builtin_rules_dir() / "thread-oversubscription.yaml"])}
+    for rule in ("thread-oversubscription", "other-programs-busy"):
+        assert phrase_for(rules[rule].phrases, {"torch_threads_text": threads}, "torch_threads_text", ()) == words

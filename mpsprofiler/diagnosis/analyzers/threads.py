@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...session.session import Session
-from ...units import plural
 from . import loader_profile
 from .common import num, rounded, training_loader
 from .registry import analyzer
@@ -77,8 +76,8 @@ def thread_facts(session: Session) -> dict[str, Any]:
     workers = _workers(session)
     facts: dict[str, Any] = {
         "torch_threads": int(threads) if threads else None,
-        # "1 intra-op thread", "4 intra-op threads": the rule's sentences read right either way
-        "torch_threads_text": plural(int(threads), "intra-op thread") if threads else None,
+        # the count; rules/thread-oversubscription.yaml words it ("1 intra-op thread", "4 intra-op threads")
+        "torch_threads_text": int(threads) if threads else None,
         "cores": int(cores) if cores else None,
         "omp_num_threads": env.get("omp_num_threads"),
     }
