@@ -388,7 +388,9 @@ def test_a_busy_machine_is_named_as_cpu_contention(tmp_path):
     # would take minutes on 2 cores
     hogs = [subprocess.Popen([sys.executable, "-c", HOG, str(marks)]) for _ in range(6)]
     try:
-        summary, facts = profile(tmp_path, "adder_style.py", "--max-iters", "40", "--n-layer", "1",
+        # 80 iterations (~2 s under the hogs): the workers' CPU is read between two memory
+        # samples inside the loop (2 a second); 40 (~1 s) left one in a third of the runs
+        summary, facts = profile(tmp_path, "adder_style.py", "--max-iters", "80", "--n-layer", "1",
                                  "--mark-dir", str(marks))  # fmt: skip
     finally:
         for hog in hogs:
