@@ -283,15 +283,12 @@ def _device(e: _Edits, f: Finding, facts: dict[str, Any]) -> None:
     the choice of what the machine has, with ``import torch`` where the file lacks it."""
     import ast
 
-    from ..diagnosis.analyzers.crash import user_frame
-    from ..diagnosis.analyzers.device_choice import chooser, device_literals
+    from ..diagnosis.analyzers.device_choice import chooser, device_files, device_literals
 
     device = facts.get("device_missing")
-    crash = e.session.crash
-    frame = user_frame(crash) if crash is not None else None
-    paths = [str(frame.get("file") or "") if frame is not None else "", main_script(e.session) or ""]
+    paths = device_files(e.session)
     found = 0
-    for path in dict.fromkeys(_abs(e.session, p) for p in paths if p.endswith(".py")):
+    for path in paths:
         try:
             nodes = device_literals(ast.parse(e.current(path)), str(device))
         except (OSError, SyntaxError, ValueError, UnicodeDecodeError):
@@ -309,7 +306,7 @@ def _device(e: _Edits, f: Finding, facts: dict[str, Any]) -> None:
     if found:
         return
     if device == "cuda" and facts.get("device_cuda_calls"):
-        for path in dict.fromkeys(_abs(e.session, p) for p in paths if p.endswith(".py")):
+        for path in paths:
             if any(_abs(e.session, c.rsplit(":", 1)[0]) == path for c in facts["device_cuda_calls"]):
                 e.edit(path, '.cuda() made .to(device), device chosen after `import torch`', _cuda_to_device)
         return

@@ -100,6 +100,18 @@ def _rewritten_line(source: str, node: ast.Constant) -> str | None:
     return new.decode("utf-8").strip()
 
 
+def device_files(session: Session) -> list[str]:
+    """The files that may name the device, absolute: the crash's own file, then the script
+    the run ran (relative paths are the run's working directory's, not this process's);
+    the patch planner reads the same ones."""
+    crash = session.crash
+    frame = user_frame(crash) if crash is not None else None
+    cwd = str(session.run.get("cwd") or "")
+    paths = (str(frame.get("file") or "") if frame is not None else "",
+             "" if session.run.get("module") else str(session.run.get("target") or ""))
+    return list(dict.fromkeys(os.path.realpath(os.path.join(cwd, p)) for p in paths if p.endswith(".py")))
+
+
 @analyzer("device_choice", provides=DEVICE_CHOICE_FACTS)
 def device_choice_facts(session: Session) -> dict[str, Any]:
     crash = session.crash
@@ -111,11 +123,10 @@ def device_choice_facts(session: Session) -> dict[str, Any]:
     frame = user_frame(crash)
     crash_file = str(frame.get("file") or "") if frame is not None else ""
     crash_line = frame.get("line") if frame is not None else None
-    target = str(session.run.get("target") or "")
     cwd = session.run.get("cwd")
     sites: list[tuple[str, ast.Constant, str]] = []
     calls: list[str] = []
-    for path in dict.fromkeys(os.path.realpath(p) for p in (crash_file, target) if p.endswith(".py")):
+    for path in device_files(session):
         read = read_tree(path)
         if read is None:
             continue
@@ -127,7 +138,7 @@ def device_choice_facts(session: Session) -> dict[str, Any]:
     facts["device_sites"] = [f"{short_path(p, cwd)}:{n.lineno}" for p, n, _ in sites][:MAX_LISTED] or None
     facts["device_cuda_calls"] = calls[:MAX_LISTED] or None
     if sites:  # the crash's own line first, where it names the device itself
-        here = os.path.realpath(crash_file) if crash_file else ""
+        here = os.path.realpath(os.path.join(str(cwd or ""), crash_file)) if crash_file else ""
         path, node, source = next((s for s in sites if s[0] == here and s[1].lineno == crash_line), sites[0])
         line = _rewritten_line(source, node)
         facts["device_site_place"] = f"{short_path(path, cwd)}:{node.lineno}"
