@@ -301,6 +301,20 @@ def hooks(loop: Loop) -> dict[str, float]:
     return rows
 
 
+def _timed(name: str, fn: Callable[[], object], before: Callable[[], object] | None = None,
+           n: int = 30) -> dict[str, float]:
+    """Median wall and CPU µs of ``n`` calls of ``fn`` (``before`` runs untimed before each)."""
+    cpu, wall = [], []
+    for _ in range(n):
+        if before is not None:
+            before()
+        c, t = time.thread_time(), time.perf_counter()
+        fn()
+        cpu.append(time.thread_time() - c)
+        wall.append(time.perf_counter() - t)
+    return {f"{name}: wall µs": statistics.median(wall) * 1e6, f"{name}: CPU µs": statistics.median(cpu) * 1e6}
+
+
 def sampler_and_channel(loop: Loop) -> dict[str, float]:
     """Per wake of the sampler and channel threads, timed on this thread (µs), and the
     sampler's own measure of the GIL: how long the training thread waits for it."""
@@ -311,25 +325,11 @@ def sampler_and_channel(loop: Loop) -> dict[str, float]:
         sampler.stop()
         sampler._thread.join(timeout=3)
         loop.block(5, 200)  # some steps to drain
-        cpu, wall = [], []
-        for _ in range(30):
-            c, t = time.thread_time(), time.perf_counter()
-            sampler.sample()
-            cpu.append(time.thread_time() - c)
-            wall.append(time.perf_counter() - t)
-        rows["sampler sample(): wall µs"] = statistics.median(wall) * 1e6
-        rows["sampler sample(): CPU µs"] = statistics.median(cpu) * 1e6
+        rows.update(_timed("sampler sample()", sampler.sample))
         chan = probe.channel
         assert chan is not None
-        cpu, wall = [], []
-        for _ in range(30):
-            loop.block(0, 100)  # ~what 0.25 s of fast steps leaves for one flush
-            c, t = time.thread_time(), time.perf_counter()
-            chan._flush_once()
-            cpu.append(time.thread_time() - c)
-            wall.append(time.perf_counter() - t)
-        rows["channel flush of 100 steps: wall µs"] = statistics.median(wall) * 1e6
-        rows["channel flush of 100 steps: CPU µs"] = statistics.median(cpu) * 1e6
+        # before each flush, ~what 0.25 s of fast steps leaves for one
+        rows.update(_timed("channel flush of 100 steps", chan._flush_once, lambda: loop.block(0, 100)))
     finally:
         stop_probe(probe)
     return rows
