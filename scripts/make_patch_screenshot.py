@@ -15,11 +15,12 @@ import argparse
 import asyncio
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from screenshot_run import record
 
 REPO = Path(__file__).resolve().parents[1]
 OUT = REPO / "screenshots"
@@ -68,13 +69,7 @@ def main() -> int:
     shutil.copy(REPO / "examples" / "slow_dataloader.py", project / "train.py")
     os.chdir(project)
     run_dir = Path("mpsprof-runs") / "demo"  # relative: paths on screen as a user sees them
-    env = dict(os.environ, OMP_NUM_THREADS="1")
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH", "")) if p)
-    os.environ["PYTHONPATH"] = env["PYTHONPATH"]  # the proof's runs import this mpsprofiler
-    cmd = [sys.executable, "-m", "mpsprofiler", "run", "--headless", "-o", str(run_dir), "--max-steps", "40",
-           "train.py", *ARGS]
-    print("$ python", " ".join(cmd[1:]), flush=True)
-    subprocess.run(cmd, env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    record(run_dir, ["train.py", *ARGS])  # the proof's runs import this mpsprofiler too
     started = time.monotonic()
     path = asyncio.run(shoot(run_dir, (width, height), args.steps, args.pairs))
     print(f"wrote {path.relative_to(REPO)} ({time.monotonic() - started:.0f} s)")

@@ -15,10 +15,11 @@ import argparse
 import asyncio
 import os
 import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
+
+from screenshot_run import record
 
 REPO = Path(__file__).resolve().parents[1]
 OUT = REPO / "screenshots"
@@ -63,12 +64,7 @@ def main() -> int:
     os.chdir(REPO)
     run_dir = Path("mpsprof-runs") / "screenshots-try"
     shutil.rmtree(run_dir, ignore_errors=True)
-    env = dict(os.environ, OMP_NUM_THREADS="1")
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH", "")) if p)
-    os.environ["PYTHONPATH"] = env["PYTHONPATH"]  # the experiment's runs import this mpsprofiler
-    cmd = [sys.executable, "-m", "mpsprofiler", "run", "--headless", "-o", str(run_dir), "--max-steps", "40", *args.script]
-    print("$ python", " ".join(cmd[1:]), flush=True)
-    subprocess.run(cmd, env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    record(run_dir, args.script)  # the experiment's runs import this mpsprofiler too
     started = time.monotonic()
     path = asyncio.run(shoot(run_dir, (width, height), args.steps, args.pairs))
     print(f"wrote {path.relative_to(REPO)} ({time.monotonic() - started:.0f} s)")
