@@ -87,6 +87,10 @@ def test_which_instrument_takes_which_facts() -> None:
     assert dead_analyzers([{"instrument": "backward"}], "optimizer") == set()
     assert dead_analyzers([{"instrument": "memory"}], "optimizer") == {"memory", "leaks", "capacity"}
     assert dead_analyzers([{"instrument": "ops modules"}], "optimizer") == set()  # names only
+    # a loss watch that died after some reads (the non-finite finding's basis), a device
+    # timer that died after some readings (the host-bound finding's)
+    assert dead_analyzers([{"instrument": "health"}], "optimizer") == {"health"}
+    assert dead_analyzers([{"instrument": "device_time"}], "optimizer") == {"host_bound"}
 
 
 @pytest.mark.slow

@@ -23,6 +23,8 @@ DEPENDS: dict[str, tuple[str, ...]] = {
     "ops": ("ops",),
     "dataloader": ("dataloader",),
     "env": ("environment", "threads"),
+    "health": ("health",),
+    "device_time": ("host_bound",),
 }
 """Instrument (as the probe names it in ``probe_error``) -> analyzers built on it."""
 
