@@ -21,8 +21,9 @@ from tests.helpers import child_env, mpsprof_cli
 SCRIPT = '''\
 import os, time
 import mpsprofiler
-with open("result.txt", "x") as fh:  # created exclusively: a second run in the same directory fails
-    fh.write("ok\\n")
+if os.environ.get("WRITE", "1") == "1":
+    with open("result.txt", "x") as fh:  # created exclusively: a second run in the same directory fails
+        fh.write("ok\\n")
 for i in range(int(os.environ.get("STEPS", "50"))):
     time.sleep(float(os.environ.get("STEP_S", "0.02")))
     mpsprofiler.step()
@@ -30,7 +31,8 @@ for i in range(int(os.environ.get("STEPS", "50"))):
 '''
 
 
-def _try(tmp_path: Path, *options: str, step_s: float = 0.02, timeout: float = 120) -> tuple[dict, str, float]:
+def _try(tmp_path: Path, *options: str, step_s: float = 0.02, timeout: float = 120,
+         write: bool = True) -> tuple[dict, str, float]:
     script = tmp_path / "train.py"
     script.write_text(SCRIPT)
     out = tmp_path / "out"
@@ -39,7 +41,7 @@ def _try(tmp_path: Path, *options: str, step_s: float = 0.02, timeout: float = 1
         options = (*options, "--cwd", str(tmp_path / "scratch"))
     started = time.monotonic()
     proc = mpsprof_cli("try", "--set", "dataloader.num_workers=0", "-o", str(out), *options, str(script),
-                       env=child_env(STEP_S=str(step_s)), timeout=timeout, cwd=tmp_path)
+                       env=child_env(STEP_S=str(step_s), WRITE="1" if write else "0"), timeout=timeout, cwd=tmp_path)
     wall = time.monotonic() - started
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads((out / "experiment.json").read_text())
@@ -60,6 +62,18 @@ def test_each_run_has_its_own_scratch_cwd_and_its_losses_are_read(tmp_path: Path
     assert sorted({run["cwd"] for run in result["runs"]}) == [str(d) for d in dirs]
     assert result["loss"] and result["loss"]["values"] >= 3 and result["loss"]["equivalent"], result["loss"]
     assert "loss        equivalent" in output
+
+
+def test_a_scratch_directory_left_empty_is_removed(tmp_path: Path) -> None:
+    """A script that writes nothing in its working directory left one empty ``try-...``
+    directory per run under ``--cwd`` (16 of them were found in a checkout); now only the
+    ones with something in them stay, and the runs that left none say so (``cwd`` None)."""
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    result, _, _ = _try(tmp_path, "--steps", "3", "--pairs", "2", "--budget", "60", "--cwd", str(scratch),
+                        write=False)
+    assert result["runs"] and list(scratch.iterdir()) == []
+    assert {run["cwd"] for run in result["runs"]} == {None}
 
 
 @pytest.mark.slow

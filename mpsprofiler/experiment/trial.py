@@ -223,6 +223,12 @@ class Trial:
             with self._lock:
                 self._controller = None
         wall = time.monotonic() - begun
+        if cwd is not None:
+            try:
+                cwd.rmdir()  # only where the script wrote nothing there: nothing to look at
+                cwd = None
+            except OSError:
+                pass
         summary = finish_run(session, (), run_dir, controller.recorder.error, diagnose=False).results.summary
         if self._stop.is_set():
             return None
