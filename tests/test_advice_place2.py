@@ -60,6 +60,13 @@ def test_the_slow_middle_loader_built_in_a_helper_is_named(three_loaders: dict[s
 
         c = candidate_for(f, collect_facts(load_runs([three_loaders["_dir"]]).session))
         assert c is not None and list(c.settings["dataloader"]) == ["2"], c.settings
+    elif "set_num_threads" not in f["fix"]:  # torch already within the free cores: no count to set
+        from mpsprofiler.diagnosis.facts import collect_facts
+        from mpsprofiler.session.recording import load_runs
+
+        facts = collect_facts(load_runs([three_loaders["_dir"]]).session)
+        assert facts["thread_cut"] == "enough" and facts["torch_threads"] <= facts["suggested_torch_threads"], facts
+        assert "fewer threads would not help" in " ".join(f["fix"].split()), f["fix"]
     else:  # the thread advice counts the cores other programs left: never more threads
         m = re.search(r"torch\.set_num_threads\((\d+)\)", _code(f))
         assert m is not None and int(m.group(1)) <= f["facts"]["cores"], f["fix"]

@@ -368,7 +368,7 @@ def _loader(tmp: Path, script: str | None, count: int = 1, created: int = 1, tra
 
 
 def _threads(tmp: Path, monkeypatch: pytest.MonkeyPatch, workers: int = 0, busy: float = 0.0, measured: bool = True,
-             calls: list[dict[str, Any]] | None = None, target: str | None = None) -> dict[str, Any]:
+             calls: list[dict[str, Any]] | None = None, target: str | None = None, torch_threads: int = 8) -> dict[str, Any]:
     from types import SimpleNamespace
 
     from mpsprofiler.diagnosis.analyzers import threads
@@ -376,7 +376,7 @@ def _threads(tmp: Path, monkeypatch: pytest.MonkeyPatch, workers: int = 0, busy:
     monkeypatch.setattr(threads, "_workers", lambda s: workers)
     monkeypatch.setattr(threads, "_workers_busy", lambda s, w: (busy, measured))
     monkeypatch.setattr(threads, "others_busy", lambda s: None)
-    session = SimpleNamespace(env={"cores_physical": 4, "torch_threads": 4}, model={"threads_set": calls or []},
+    session = SimpleNamespace(env={"cores_physical": 4, "torch_threads": torch_threads}, model={"threads_set": calls or []},
                               run={"cwd": str(tmp), "target": str(tmp / target) if target else None}, others={})
     return threads.thread_facts(session)  # type: ignore[arg-type]
 
@@ -485,6 +485,18 @@ def _code_cases(tmp: Path, monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, s
              "The script sets OMP_NUM_THREADS itself at omp.py:2: change that line to"),
             (_threads(tmp, monkeypatch), "At the very start of the script (or `OMP_NUM_THREADS=4` in the environment)"),
         ]],
+        # more threads than the 4 free cores: cut, and where; 4 of 4: nothing to cut, no code
+        (to, "thread_cut", _threads(tmp, monkeypatch),
+         "While they run, give torch no more threads than the cores left free (4):"),
+        (to, "thread_cut", _threads(tmp, monkeypatch, torch_threads=4),
+         "Torch runs 4 intra-op threads, no more than the cores left free: no thread count to change in the script."),
+        (ds, "thread_cut", _threads(tmp, monkeypatch),
+         "Meanwhile close other busy programs, or give torch no more threads than the cores left free of other "
+         "programs and busy workers (4). At the very start of the script (or `OMP_NUM_THREADS=4` in the "
+         "environment):"),
+        (ds, "thread_cut", _threads(tmp, monkeypatch, torch_threads=1),
+         "Meanwhile close other busy programs: torch runs 1 intra-op thread, no more than the cores they leave "
+         "free, so fewer threads would not help."),
         (to, "thread_workers_text", _threads(tmp, monkeypatch), "no DataLoader workers"),
         (to, "thread_workers_text", _threads(tmp, monkeypatch, workers=1, measured=False),
          "1 DataLoader worker process (not counted: their CPU use was not measured in so short a run)"),

@@ -333,6 +333,17 @@ def test_template_rendering() -> None:
     assert render_template("{x", {"x": 1}) == "{x"  # the one-shot helper never raises
 
 
+def test_a_code_block_whose_every_line_needs_a_missing_fact_is_left_out() -> None:
+    """A sentence with a missing fact is left out, and in a code block each line is one; a
+    block left with its fences only used to show as an empty snippet under the fix."""
+    t = compile_template("Measure again. Set {n} threads:\n\n```python\n{code}\n```\n\nThen run again.")
+    assert t.render({}) == "Measure again.\n\nThen run again."
+    assert t.render({"n": 2, "code": "torch.set_num_threads(2)"}) == (
+        "Measure again. Set 2 threads:\n\n```python\ntorch.set_num_threads(2)\n```\n\nThen run again.")
+    kept = compile_template("Keep:\n\n```python\nimport torch\n{code}\n```\n")
+    assert kept.render({}) == "Keep:\n\n```python\nimport torch\n```\n"  # a line without a hole stays
+
+
 @pytest.mark.parametrize(
     ("text", "offset"),
     [("a {b.c}", 2), ("{x[0]}", 0), ("ab {}", 3), ("{0}", 0), ("x {y:{w}}", 2), ("{y!a}", 0),

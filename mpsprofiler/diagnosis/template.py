@@ -128,8 +128,10 @@ def _without_holes(text: str) -> str:
     parts = _FENCE.split(text)
     kept: list[str] = []
     for k, part in enumerate(parts):
-        if k % 2:  # a fenced block, fences included
-            kept.append("".join(line for line in part.splitlines(keepends=True) if _HOLE not in line))
+        if k % 2:  # a fenced block, fences included; left out whole when only its fences stay
+            lines = [line for line in part.splitlines(keepends=True) if _HOLE not in line]
+            kept.append("" if all(not line.strip() or line.lstrip().startswith("```") for line in lines)
+                        else "".join(lines))
         else:
             kept.append(_prose_without_holes(part))
     result = re.sub(r"\n{3,}", "\n\n", re.sub(r"[ \t]+\n", "\n", "".join(kept))).strip(" ")

@@ -28,7 +28,7 @@ from .source_edit import read_tree, rewrite_call, short_path
 
 THREAD_FACTS: tuple[str, ...] = (
     "busy_threads", "cores", "cores_free", "others_busy_cores", "others_busy_share", "others_top", "others_top_text", "others_window_s", "max_workers_for_cores", "omp_num_threads", "suggested_torch_threads",
-    "thread_fix_code", "thread_fix_where", "thread_oversubscription", "thread_set_place", "thread_workers_text",
+    "thread_cut", "thread_fix_code", "thread_fix_where", "thread_oversubscription", "thread_set_place", "thread_workers_text",
     "thread_worker_processes", "thread_workers_busy",
     "torch_threads", "torch_threads_text", "workers_busy_cores",
 )
@@ -101,7 +101,12 @@ def thread_facts(session: Session) -> dict[str, Any]:
     facts["thread_workers_text"] = _workers_text(workers, workers_busy, measured)
     facts["thread_worker_processes"] = workers
     facts["thread_workers_busy"] = workers_busy
-    facts.update(_fix_place(session, j.suggested))
+    # fewer threads helps only where torch runs more than the cores left free: a script
+    # already at (or below) the count would be told to set what it has (1 thread on a busy
+    # 2-core machine was told `torch.set_num_threads(1)`). The rule files word the code.
+    facts["thread_cut"] = "cut" if int(threads) > j.suggested else "enough"
+    if facts["thread_cut"] == "cut":
+        facts.update(_fix_place(session, j.suggested))
     return facts
 
 
