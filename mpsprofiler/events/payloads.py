@@ -356,8 +356,10 @@ class HealthFields(TypedDict, total=False):
     non-finite loss and what preceded it), ``loss_checks`` (how many losses were checked,
     at the end), ``device_time`` (one timed step's device busy time, probe/device_time.py),
     ``device_timing_off`` (why timing stopped), ``device_timing_cost`` (at the end: what
-timing cost, over how much training, how often the budget held it back) and ``copies`` (a loader's pageable batches,
-    probe/copies.py)."""
+timing cost, over how much training, how often the budget held it back), ``copies`` (a loader's pageable batches,
+    probe/copies.py) and ``copy_time`` (one op-sampled step's host-to-device copies on CUDA:
+    ``copies`` timed, ``untimed`` past the cap, ``bytes``, ``pinned_bytes``, their device time
+    ``ms`` and the pageable ones' ``pageable_ms``, probe/copies.py ``CopyTimer``)."""
 
     what: str
     step: int
@@ -391,6 +393,12 @@ timing cost, over how much training, how often the budget held it back) and ``co
     run_s: float
     paused: int
     readings: int
+    copies: int
+    untimed: int
+    bytes: int
+    pinned_bytes: int
+    ms: float
+    pageable_ms: float
 
 
 class TerminalFields(Tagged, total=False):

@@ -6,18 +6,27 @@ its value is free on the CPU (the op already ran) and a device sync on CUDA or M
 (``Tensor.item`` waits for the queued work). So:
 
 * a loss on the CPU is read at every backward pass (about a microsecond);
-* a loss on an accelerator is read only on the steps the op sampler samples (see
-  :func:`sampling_step`), which pay for their bookkeeping anyway, or without op
-  accounting on a sparse schedule of its own (:func:`fallback_sampled`); other steps are
-  never synchronised. A NaN there is seen at the next sampled step, and the event says so
-  (``checked: "sampled steps"``, with the last step read finite).
+* a loss on CUDA or MPS (a plain tensor) is copied into a ring of losses on its device
+  at every backward pass (one tiny copy kernel, see :mod:`.loss_ring`): on CUDA the ring
+  is read by non-blocking copies polled with ``Event.query()``, on MPS where the probe
+  waits anyway (the sampled steps below). The first non-finite loss is then named at its
+  own step (``checked: "every step"``), a few steps after it ran; an MPS ring that
+  overflowed between two sampled steps names the window instead (``"sampled steps"``).
+  Any failure of the ring switches it off, silently, and the next way takes over;
+* otherwise (a tensor subclass, no ring) a loss on an accelerator is read only on the
+  steps the op sampler samples (see :func:`sampling_step`), which pay for their
+  bookkeeping anyway, or without op accounting on a sparse schedule of its own
+  (:func:`fallback_sampled`); other steps are never synchronised. A NaN there is seen at
+  the next sampled step, and the event says so (``checked: "sampled steps"``, with the
+  last step read finite).
 
 What preceded it, gathered once, when the first non-finite loss is seen:
 
 * the learning rate now and at the first step (``param_groups[0]["lr"]``, which
   schedulers update in place) of the last optimizer that stepped;
 * the gradient norms the script computed with ``torch.nn.utils.clip_grad_norm_`` (its
-  return value, read like the loss: every call on the CPU, on sampled steps elsewhere);
+  return value, read every call on the CPU, on sampled steps elsewhere), up to the step
+  of the non-finite loss;
 * whether fp16 autocast was entered (``torch.autocast(dtype=torch.float16)``) and
   whether a ``GradScaler`` ever scaled a loss: fp16 gradients underflow and overflow
   without one (https://pytorch.org/docs/stable/amp.html#gradient-scaling);
@@ -38,6 +47,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .. import events
+from .loss_ring import LossRing, Reading, for_loss
 
 GRAD_NORMS_KEPT = 16
 
@@ -96,7 +106,9 @@ class LossWatch:
     """Reads losses and gradient norms where it is free (see the module docstring)."""
 
     def __init__(self, emit: Callable[..., None], step: Callable[[], int],
-                 sampled: Callable[[], bool]) -> None:
+                 sampled: Callable[[], bool],
+                 ring: Callable[[Any, Callable[[], int] | None], LossRing | None] = for_loss) -> None:
+        """``ring``: makes the ring of losses for a first accelerator loss (None: no ring)."""
         self._emit = emit
         self._step = step
         self._sampled = sampled
@@ -113,6 +125,10 @@ class LossWatch:
         self._tensor: Any = getattr(torch, "Tensor", None)
         """``torch.Tensor``: a plain CPU loss takes the fast path of :meth:`on_backward`."""
         self._modes: Callable[[], int] | None = getattr(getattr(torch, "_C", None), "_len_torch_dispatch_stack", None)
+        self._make_ring = ring
+        self.ring: LossRing | None = None
+        self.ring_off = False
+        """The ring failed (or cannot take these losses): sampled-step reads from here on."""
 
     # -- readings ---------------------------------------------------------------
     def _readable(self, tensor: Any) -> str | None:
@@ -143,6 +159,11 @@ class LossWatch:
             loss = _scalar_loss(items)
             if loss is None:
                 return
+            if not self.ring_off and loss.device.type != "cpu":
+                readings = self._ring_write(loss)
+                if readings is not None:
+                    self._take(readings)
+                    return
             how_read = self._readable(loss)
             if how_read is None:
                 return
@@ -159,6 +180,56 @@ class LossWatch:
             return
         self.done = True
         self._report(step, value, how)
+
+    def _ring_write(self, loss: Any) -> list[Reading] | None:
+        """Copy ``loss`` into the ring and read what is due (see :mod:`.loss_ring`); the
+        readings, or None where the ring did not take the loss (then it is off for good)."""
+        try:
+            ring = self.ring
+            if ring is None:
+                ring = self.ring = self._make_ring(loss, self._modes)
+                if ring is None:
+                    self.ring_off = True
+                    return None
+            if not ring.write(loss, self._step()):
+                self.ring_off = True
+                return None
+            if ring.synchronous:
+                return ring.read_now() if self._sampled() else []
+            readings = ring.poll() if ring.pending() else []
+            if ring.due():
+                ring.start_read()
+            return readings
+        except Exception:
+            self.ring_off = True  # never a finding, never the training's concern
+            return None
+
+    def _take(self, readings: list[Reading]) -> None:
+        """Losses read from the ring, in the order written: the first non-finite one is
+        reported at its step, exactly where the loss before it was read too."""
+        for step, value, exact in readings:
+            self.checks += 1
+            how = "every step" if exact else "sampled steps"
+            if how not in self.checked_on:
+                self.checked_on.add(how)
+            if math.isfinite(value):
+                self.last_finite = (step, value)
+                continue
+            self.done = True
+            self._report(step, value, how)
+            return
+
+    def close(self) -> None:
+        """At exit: read what the ring still holds (:meth:`.LossRing.flush`)."""
+        ring = self.ring
+        if self.done or ring is None or self.ring_off:
+            return
+        try:
+            readings = ring.flush()
+        except Exception:
+            self.ring_off = True
+            return
+        self._take(readings)
 
     def on_grad_norm(self, norm: Any) -> None:
         """``clip_grad_norm_`` returned ``norm`` (a tensor): keep it where reading is free."""
@@ -188,7 +259,8 @@ class LossWatch:
     # -- the report ---------------------------------------------------------------
     def _report(self, step: int, value: float, how: str) -> None:
         optimizer = self._optimizer() if self._optimizer is not None else None
-        norms = [n for _, n in self.grad_norms]
+        before = [(s, n) for s, n in self.grad_norms if s <= step]  # a ring reads losses some steps late
+        norms = [n for _, n in before]
         finite = [n for n in norms if math.isfinite(n)]
         fields: dict[str, Any] = {
             "what": "loss",
@@ -201,7 +273,7 @@ class LossWatch:
             "lr_first": self.lr_first,
             "optimizer": type(optimizer).__name__ if optimizer is not None else None,
             "grad_norm_last": norms[-1] if norms else None,
-            "grad_norm_last_step": self.grad_norms[-1][0] if self.grad_norms else None,
+            "grad_norm_last_step": before[-1][0] if before else None,
             "grad_norm_median": sorted(finite[:-1])[len(finite[:-1]) // 2] if len(finite) > 1 else None,
             "fp16_autocast": self.fp16_autocast,
             "grad_scaler": self.grad_scaler,

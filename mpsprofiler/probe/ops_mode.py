@@ -4,14 +4,16 @@ Split from the accountant (``probe/ops.py``), which decides which steps are samp
 builds the ``ops`` event; this module holds only the mode itself and its one concern with
 Dynamo. The mode observes each op (``return func(*args, **kwargs)``, never anything else)
 and hands it to its recorder; it reports ``ignore_compile_internals()`` so
-``torch.compile`` behaves as if it were absent.
+``torch.compile`` behaves as if it were absent. While recording, a copy op (one of
+``copy_timer.ops``) is also handed to the host-to-device copy timer (probe/copies.py
+``CopyTimer``) before and after it runs: on CUDA two events around the copy.
 """
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -28,8 +30,23 @@ class OpRecorder(Protocol):
     def _fail(self, exc: BaseException) -> None: ...
 
 
+class CopyWatch(Protocol):
+    """What the mode calls on the copy timer (``copies.CopyTimer``)."""
+
+    ops: frozenset[Any]
+
+    def start(self, func: Any, args: Any, kwargs: dict[str, Any]) -> Any: ...
+
+    def end(self, mark: Any) -> None: ...
+
+
 class OpMode(TorchDispatchMode):
     """Times each op and hands it to the accountant; returns exactly what ``func`` returns."""
+
+    copy_timer: ClassVar[CopyWatch | None] = None
+    """Set by the probe: host-to-device copies of sampled steps go through it (its
+    ``start`` and ``end`` never raise). Its ``start`` runs outside the op's timed span and
+    the bookkeeping; ``end`` (one event record) counts as bookkeeping."""
 
     def __init__(self, accountant: OpRecorder) -> None:
         super().__init__()  # type: ignore[no-untyped-call]  # unannotated in torch
@@ -53,9 +70,13 @@ class OpMode(TorchDispatchMode):
         if not acct._recording:
             return func(*args, **kwargs)
         clock = acct._clock
+        timer = self.copy_timer
+        mark = timer.start(func, args, kwargs) if timer is not None and func in timer.ops else None
         t0 = clock()
         out = func(*args, **kwargs)
         t1 = clock()
+        if mark is not None and timer is not None:
+            timer.end(mark)
         try:
             acct._record(func, args, kwargs, out, t1 - t0)
         except Exception as exc:

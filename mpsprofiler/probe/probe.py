@@ -72,15 +72,12 @@ class Probe:
         self.limit: Any = None
         self.loader_sites: Any = None
         self.thread_sites: Any = None
-        self.compile_watch: Any = None
+        self.compile_watch: Any = None  # set once torch.compile is watched; global module hooks need it
         self.warnings_hook: Any = None
-        self.health: Any = None
-        self.pins: Any = None
-        """Pageable batches on CUDA (probe/copies.py)."""
-        """The loss watch (probe/health.py); None until torch is imported."""
-        self.device_timer: Any = None
-        """Device busy time on sampled steps (probe/device_time.py)."""
-        """Set once ``torch.compile`` is watched; global module hooks need it (see compiling)."""
+        self.health: Any = None  # the loss watch (probe/health.py); None until torch is imported
+        self.pins: Any = None  # pageable batches on CUDA (probe/copies.py PinCheck)
+        self.copy_timer: Any = None  # host-to-device copy time on op-sampled steps (probe/copies.py CopyTimer)
+        self.device_timer: Any = None  # device busy time on sampled steps (probe/device_time.py)
 
     # -- emitting ---------------------------------------------------------------
     def emit(self, kind: str, **fields: Any) -> None:
@@ -393,6 +390,10 @@ class Probe:
         budget = float(self.options.get("ops_budget", 0.005))
         self.ops = OpAccountant(self.emit, budget=budget)
         ops = self.ops
+        from .copies import install_copy_timer
+
+        self.copy_timer, uninstall = install_copy_timer(self.emit, lambda: self.tracker.index)
+        self._uninstallers.append(uninstall)
         watch = self.compile_watch
         if watch is None:
             ops.modules_off("the torch.compile watch could not be installed")
@@ -481,11 +482,14 @@ class Probe:
 
     def _health_summary(self) -> None:
         if self.health is not None and "health" not in self.disabled:
+            self.health.close()  # the losses the ring still holds (probe/loss_ring.py)
             self.emit(events.KIND_HEALTH, **self.health.summary())
         if self.device_timer is not None and "device_time" not in self.disabled:
             self.device_timer.close()
         if self.pins is not None and "dataloader" not in self.disabled:
             self.pins.close()
+        if self.copy_timer is not None and "ops" not in self.disabled:
+            self.copy_timer.close()
 
     def _bye(self, note: ByeFields | None) -> bytes:
         """The channel's last line: nothing follows; with what was dropped, and why (then

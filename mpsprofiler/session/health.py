@@ -7,9 +7,12 @@ The probe sends few of them (see :mod:`mpsprofiler.probe.health` and
   preceded it (the last finite loss, the learning rate, gradient norms if the script
   clipped them, fp16 autocast and GradScaler use);
 * ``what: "loss_checks"`` at exit: how many losses were read and on which steps (every
-  step on the CPU, sampled steps on an accelerator), so a clean run says it was checked;
+  step on the CPU, and on CUDA and MPS through the probe's ring of losses where it held
+  them all; sampled steps otherwise), so a clean run says it was checked;
 * ``what: "device_time"``, one per timed step: the device's busy time for the step's work
-  (queued behind a hold, see device_time), the host's time for the same window.
+  (queued behind a hold, see device_time), the host's time for the same window;
+* ``what: "copy_time"``, one per op-sampled step with host-to-device copies on CUDA: their
+  bytes and device time (probe/copies.py ``CopyTimer``).
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+MAX_COPY_SAMPLES = 256
+"""Sampled steps' copy times kept (they ride on the op sampler's schedule: a few dozen)."""
 MAX_DEVICE_SAMPLES = 512
 """Timed steps kept (a few dozen in a long run: they ride on the op sampler's schedule)."""
 
@@ -37,12 +42,25 @@ class DeviceTimeSample:
 
 
 @dataclass
+class CopyTimeSample:
+    """One op-sampled step's host-to-device copies (CUDA)."""
+
+    step: int
+    bytes: int
+    pinned_bytes: int
+    ms: float
+    """Device time of the copies, summed (events around each, probe/copies.py)."""
+    pageable_ms: float
+
+
+@dataclass
 class HealthStats:
     nonfinite: dict[str, Any] | None = None
     """The first non-finite loss (the probe's ``health`` event, as sent)."""
     loss_checks: int = 0
     loss_checked: str | None = None
-    """'every step' (CPU) or 'sampled steps' (an accelerator: no extra sync elsewhere)."""
+    """'every step' (CPU; CUDA and MPS read from a ring of losses, probe/loss_ring.py) or
+    'sampled steps' (some losses were never read: no extra sync is added to read them)."""
     device: list[DeviceTimeSample] = field(default_factory=list)
     device_invalid: int = 0
     """Timed steps whose hold ran out before the step's work was queued (a sync in the step)."""
@@ -53,6 +71,8 @@ class HealthStats:
     device_cost_share: float | None = None
     copies: dict[int, dict[str, Any]] = field(default_factory=dict)
     """Per DataLoader (creation order): its batches in pageable memory on CUDA (probe/copies.py)."""
+    copy_time: list[CopyTimeSample] = field(default_factory=list)
+    """Op-sampled steps' host-to-device copies on CUDA, with their device time."""
 
     def feed(self, data: dict[str, Any]) -> None:
         what = data.get("what")
@@ -75,6 +95,12 @@ class HealthStats:
         elif what == "device_timing_off":
             reason = data.get("reason")
             self.device_timing = reason if isinstance(reason, str) else "off"
+        elif what == "copy_time":
+            step, size, ms = _num(data.get("step")), _num(data.get("bytes")), _num(data.get("ms"))
+            if step is not None and size is not None and ms is not None and len(self.copy_time) < MAX_COPY_SAMPLES:
+                pinned, pageable_ms = _num(data.get("pinned_bytes")), _num(data.get("pageable_ms"))
+                self.copy_time.append(CopyTimeSample(
+                    int(step), max(0, int(size)), max(0, int(pinned or 0)), max(0.0, ms), max(0.0, pageable_ms or 0.0)))
         elif what == "copies":
             number = _num(data.get("loader"))
             if number is not None and len(self.copies) < 64:

@@ -3,7 +3,14 @@
 From the probe's ``health`` events of kind ``copies`` (see :mod:`mpsprofiler.probe.copies`):
 the first batches of each loader, their bytes and whether they were pinned, and the
 loader's own ``pin_memory`` (None where the probe could not read one). The loader with
-the most pageable bytes per batch is the one named. Bytes are measured, copy time is not.
+the most pageable bytes per batch is the one named.
+
+Copy time, where it was measured (``copy_time`` events: the host-to-device copies of the
+op-sampled steps on CUDA, timed with device events around each): ``copy_ms_per_step``,
+the median over those steps of their copies' summed device time, and ``copy_gb_per_s``,
+their bytes over that time (all timed steps together). Absent where nothing was timed
+(MPS, CPU, ``--no-ops``, or no copy on a sampled step); then ``copy_time_missing`` says
+so (``not_measured``, a code the rule file words).
 """
 
 from __future__ import annotations
@@ -16,12 +23,34 @@ from .registry import analyzer
 
 COPIES_FACTS: tuple[str, ...] = (
     "pageable_loader", "pageable_share", "pageable_mib_per_batch", "pageable_batches_checked",
-    "pageable_loader_pin_memory",
+    "pageable_loader_pin_memory", "copy_ms_per_step", "copy_gb_per_s", "copy_steps_timed", "copy_time_missing",
 )
 
 
 @analyzer("copies", provides=COPIES_FACTS)
 def copies_facts(session: Session) -> dict[str, Any]:
+    facts = _pageable(session)
+    timed = _copy_time(session)
+    facts.update(timed)
+    if facts and not timed:
+        facts["copy_time_missing"] = "not_measured"  # a code: rules/pageable-copies.yaml words it
+    return facts
+
+
+def _copy_time(session: Session) -> dict[str, Any]:
+    timed = [s for s in session.health.copy_time if s.ms > 0 and s.bytes > 0]
+    if not timed:
+        return {}
+    per_step = sorted(s.ms for s in timed)
+    seconds = sum(s.ms for s in timed) / 1000.0
+    return {
+        "copy_ms_per_step": rounded(per_step[len(per_step) // 2], 4),
+        "copy_gb_per_s": rounded(sum(s.bytes for s in timed) / seconds / 1e9, 3),
+        "copy_steps_timed": len(timed),
+    }
+
+
+def _pageable(session: Session) -> dict[str, Any]:
     best: tuple[int, int, dict[str, Any]] | None = None
     for number, row in session.health.copies.items():
         batches = row.get("batches")
