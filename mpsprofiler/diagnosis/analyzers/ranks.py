@@ -143,6 +143,9 @@ def rank_facts(session: Session) -> dict[str, Any]:
             straggler_phase=cause,
             **detail,
         )
+    else:  # timed ranks and none a straggler: said, so data-loading-imbalance can tell (its
+        # `straggler_rank is None` named an absent fact before, and the rule never fired)
+        facts["straggler_rank"] = None
     near = [r for r in rows if r["peak"] and r["limit"]]
     if near:
         top = max(near, key=lambda r: r["peak"] / r["limit"])
