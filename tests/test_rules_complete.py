@@ -22,6 +22,7 @@ TESTS = Path(__file__).resolve().parent
 RULES = TESTS.parent / "rules"
 
 ANSWERED_ELSEWHERE: dict[str, tuple[str, ...]] = {
+    "autograd-crash.yaml": ("test_autograd_crash.py",),
     "device-missing-crash.yaml": ("test_device_missing.py",),
     # straggler-rank: the torchrun straggler run; straggler-rank-work: a rank's own loop;
     # data-loading-imbalance and rank-near-memory-limit: tests/test_rank_rules.py

@@ -11,6 +11,7 @@ from __future__ import annotations
 from . import (  # noqa: F401 - registers on import, in this order
     capacity,
     crash,
+    carried,
     device_choice,
     dataloader,
     framework,

@@ -69,6 +69,11 @@ PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
                                     "current process has finished its bootstrapping phase")),
         ("worker_exited", r"DataLoader worker \(pid\(?s?\)? ?[\d, ]+\) exited unexpectedly"),
         ("device_missing", "|".join(rx.replace("?P<device>", "?:") for _, rx in MISSING_DEVICE)),
+        # torch/csrc/autograd/saved_variable.cpp, SavedVariable::unpack: a backward that reaches
+        # saved tensors an earlier backward freed, or a saved tensor changed in place since
+        ("backward_twice", r"Trying to backward through the graph a second time"),
+        ("inplace_modified", _phrase("one of the variables needed for gradient computation has been "
+                                     "modified by an inplace operation")),
     )
 )  # fmt: skip
 CUDA_OOM_TYPES = ("OutOfMemoryError",)
