@@ -197,3 +197,23 @@ def test_a_loop_that_cuts_its_state_has_no_autograd_finding(tmp_path: Path) -> N
     proc, summary = _run(tmp_path, clean, "run")
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert not [f["rule"] for f in summary["findings"] if f["rule"].endswith("-crash")]
+
+
+@pytest.mark.slow
+def test_mpsprof_patch_writes_the_cut_and_proves_it(tmp_path: Path) -> None:
+    """``mpsprof patch --prove``: the helper after the imports and the cut first in the loop
+    (libcst), and the proof runs the original (crashes here) and the patched copy (trains)."""
+    script = SCRIPTS / "rnn_carried.py"
+    as_written = script.read_text()
+    proc, _ = _run(tmp_path, script, "run")
+    assert proc.returncode == 1
+    patch = mpsprof_cli("patch", str(tmp_path / "run"), "--rule", "graph-carried-crash", "--prove", "--steps", "12",
+                        env=child_env(), timeout=240, cwd=script.parent)
+    assert patch.returncode == 0, patch.stderr[-3000:]
+    added = [t[1:] for t in (tmp_path / "run" / "fix-graph-carried-crash.patch").read_text().splitlines()
+             if t.startswith("+") and not t.startswith("+++")]
+    assert "    hidden = repackage_hidden(hidden)" in added, added
+    assert "def repackage_hidden(state):  # a tensor, or a tuple of them (an LSTM's (h, c))" in added, added
+    out = patch.stdout + patch.stderr
+    assert "proven: the original crashes here with graph-carried-crash and the patched script runs" in out, out[-3000:]
+    assert script.read_text() == as_written  # the proof ran scratch copies: the user's file is untouched

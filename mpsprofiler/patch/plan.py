@@ -321,7 +321,28 @@ def _cuda_to_device(source: str, _: int) -> str:
     return cst.insert_after_import(text, "torch", "device = {name}.device(" + chooser("cuda", '"', "{name}") + ")")
 
 
+CUT_HELPER = ("def repackage_hidden(state):  # a tensor, or a tuple of them (an LSTM's (h, c))\n"
+              "    return state.detach() if isinstance(state, {name}.Tensor) else tuple(repackage_hidden(s) for s in state)")
+"""pytorch/examples word_language_model/main.py's helper (its name and job: "Wraps hidden
+states in new Tensors, to detach them from their history"), as rules/autograd-crash.yaml
+shows it."""
+
+
+def _carried_state(e: _Edits, f: Finding, facts: dict[str, Any]) -> None:
+    name, loop = facts.get("carried_name"), str(facts.get("carried_loop_place") or "")
+    path, _, line = loop.rpartition(":")
+    if not isinstance(name, str) or not path or not line.isdigit():
+        e.fix.not_patched.append("not patched: the run read no loop that carries the state")
+        return
+    path = _abs(e.session, path)
+    if e.edit(path, f"`{name} = repackage_hidden({name})` first in the loop: the value goes on, its graph stays",
+              lambda s, ln: cst.first_in_loop(s, ln, f"{name} = repackage_hidden({name})"), int(line)):
+        e.edit(path, "the `repackage_hidden` helper (PyTorch's word-language-model example) after the imports",
+               lambda s, _: cst.define_after_imports(s, "torch", CUT_HELPER))
+
+
 PLANNERS: dict[str, Callable[[_Edits, Finding, dict[str, Any]], None]] = {
+    "graph-carried-crash": _carried_state,
     "device-missing-crash": _device,
     "dataloader-stall": _loaders,
     "dataloader-stall-critical": _loaders,

@@ -39,7 +39,7 @@ MAX_FILES = 20000
 SKIP = frozenset({".git", "__pycache__", "mpsprof-runs", ".venv", "venv", "node_modules", ".mypy_cache"})
 SPEED_RULES = frozenset({"dataloader-stall", "dataloader-stall-critical", "worker-respawn", "pin-memory-mps",
                          "thread-oversubscription"})
-CRASH_RULES = frozenset({"spawn-bootstrap-crash", "float64-mps-crash"})
+CRASH_RULES = frozenset({"spawn-bootstrap-crash", "float64-mps-crash", "graph-carried-crash"})
 
 
 class ProofError(Exception):

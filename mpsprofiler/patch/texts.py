@@ -113,11 +113,6 @@ HAND: dict[str, Hand] = {
     "nonfinite-loss": Hand(
         ("lower the learning rate or clip the gradients in {script} by hand (`clip_grad_norm_` after backward)",),
         "which of them cures the divergence takes another run to tell; a patch cannot choose it"),
-    "graph-carried-crash": Hand(
-        ("put `{carried_name} = detach({carried_name})` first in the loop at {carried_loop_place}, with the "
-         "finding's `detach` helper after the imports, by hand",
-         "detach the state the loop carries from one step to the next, by hand"),
-        "mpsprof writes no first line into a loop's body yet; the finding shows both lines"),
     "backward-twice-crash": Hand(
         ("replace {backward_calls} by one `backward()` of `{backward_sum}`, by hand",
          "add the losses of one forward pass and call `backward()` once, by hand"),
