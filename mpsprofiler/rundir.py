@@ -46,6 +46,8 @@ EXPERIMENTS_FILE = "experiments.json"
 """The results of ``mpsprof try`` (and ``t`` in the TUI), newest last."""
 EXPERIMENTS_DIR = "experiments"
 """Each experiment's own runs: ``experiments/<n>-<label>/``."""
+REPORT_FILES = ("report.md", "report.html")
+"""The reports ``e`` in the TUI writes into the run directory."""
 DEFAULT_ROOT = "mpsprof-runs"
 """Where runs go when ``-o`` is not given: ``./mpsprof-runs/<time>-<script>``."""
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..rundir import write_text_atomic
+from ..rundir import REPORT_FILES, write_text_atomic
 
 if TYPE_CHECKING:
     from ..results import Results
     from ..session.session import Session
 
-EXPORTS = ("report.md", "report.html")
+EXPORTS = REPORT_FILES
 
 
 def export_reports(session: Session, results: Results, run_dir: Path | None) -> tuple[list[Path], str | None]:
