@@ -55,6 +55,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if module_fixtures(item):
             item.add_marker(pytest.mark.xdist_group(item.path.name))
     # modules with slow tests first (a module's tests stay together, in their order): when
-    # CI runs all untimed tests two at a time, the last ones are quick, no worker waits long
+    # CI runs all untimed tests two at a time, the last ones are quick, no worker waits long.
+    # Among those, first the modules with a shared run (xdist sends the group to one worker
+    # as one unit) or a test that asks for more than the default timeout (a run of runs):
+    # in the slow stage every module is slow, and alphabetical order left a 20 s TUI
+    # experiment (test_tui_tryfix.py) for last, with the other worker idle beside it
     slow_modules = {item.path for item in items if item.get_closest_marker("slow")}
-    items.sort(key=lambda item: item.path not in slow_modules)
+    try:
+        default_timeout = float(config.getini("timeout") or 0)  # pyproject's, read by pytest-timeout
+    except ValueError:  # pytest-timeout absent: no such ini setting
+        default_timeout = 0.0
+    long_modules = {item.path for item in items if module_fixtures(item) or any(
+        float(m.args[0] if m.args else m.kwargs.get("timeout", 0)) > default_timeout
+        for m in item.iter_markers("timeout"))}
+    items.sort(key=lambda item: (item.path not in slow_modules, item.path not in long_modules))

@@ -47,9 +47,10 @@ class Recorded:
         assert text in proc.stdout  # printed too
         return text
 
-    def check_applies_and_runs(self, rule: str, tmp: Path, *script_args: str) -> str:
+    def check_applies_and_runs(self, rule: str, tmp: Path, *script_args: str, run: bool = True) -> str:
         """The patch applies with git and patch(1) in a fresh git repository holding the
-        script's directory, and the patched script runs there."""
+        script's directory, and the patched script runs there (``run=False``: the caller
+        runs it there itself, under mpsprof, which keeps its exit status and output)."""
         text = self.diff(rule)
         repo = tmp / f"repo-{rule}"
         shutil.copytree(self.dir, repo)
@@ -61,6 +62,8 @@ class Recorded:
                              text=True)
         assert dry.returncode == 0, dry.stdout + dry.stderr
         subprocess.run(["git", "apply", str(patch_path)], cwd=repo, check=True)
+        if not run:
+            return text
         ran = subprocess.run([sys.executable, self.script.name, *script_args], cwd=repo, capture_output=True,
                              text=True, env=child_env(), timeout=120)
         assert ran.returncode == 0, ran.stderr[-3000:]
