@@ -118,14 +118,25 @@ def _plain(script: Path, cwd: Path, **env: str) -> Any:
                           env=child_env(**env))
 
 
+@pytest.fixture(scope="module")
+def rnn_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Any, dict[str, Any], Path]]:
+    """rnn_carried.py recorded without (``"0"``) and with (``"1"``) retain_graph=True."""
+    runs = {}
+    for retain in ("0", "1"):
+        tmp = tmp_path_factory.mktemp(f"rnn{retain}")
+        proc, summary = _run(tmp, SCRIPTS / "rnn_carried.py", "run", RETAIN=retain)
+        runs[retain] = (proc, summary, tmp / "run")
+    return runs
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("retain", ["0", "1"])
-def test_a_carried_hidden_state_is_named_and_its_fix_trains(tmp_path: Path, retain: str) -> None:
+def test_a_carried_hidden_state_is_named_and_its_fix_trains(tmp_path: Path, retain: str, rnn_runs: Any) -> None:
     """Without retain_graph the second backward finds the freed graph; with torch's hint,
     retain_graph=True, it fails one way further on the weights optimizer.step() changed.
     Both are the hidden state carried with its history, named at its line."""
     script = SCRIPTS / "rnn_carried.py"
-    proc, summary = _run(tmp_path, script, "run", RETAIN=retain)
+    proc, summary, _ = rnn_runs[retain]
     assert proc.returncode == 1, proc.stderr[-2000:]
     f = _finding(summary)
     assert f["rule"] == "graph-carried-crash", f["rule"]
@@ -201,17 +212,17 @@ def test_a_loop_that_cuts_its_state_has_no_autograd_finding(tmp_path: Path) -> N
 
 
 @pytest.mark.slow
-def test_mpsprof_patch_writes_the_cut_and_proves_it(tmp_path: Path) -> None:
+def test_mpsprof_patch_writes_the_cut_and_proves_it(rnn_runs: Any) -> None:
     """``mpsprof patch --prove``: the helper after the imports and the cut first in the loop
     (libcst), and the proof runs the original (crashes here) and the patched copy (trains)."""
     script = SCRIPTS / "rnn_carried.py"
     as_written = script.read_text()
-    proc, _ = _run(tmp_path, script, "run")
+    proc, _, run = rnn_runs["0"]
     assert proc.returncode == 1
-    patch = mpsprof_cli("patch", str(tmp_path / "run"), "--rule", "graph-carried-crash", "--prove", "--steps", "12",
+    patch = mpsprof_cli("patch", str(run), "--rule", "graph-carried-crash", "--prove", "--steps", "12",
                         env=child_env(), timeout=240, cwd=script.parent)
     assert patch.returncode == 0, patch.stderr[-3000:]
-    added = [t[1:] for t in (tmp_path / "run" / "fix-graph-carried-crash.patch").read_text().splitlines()
+    added = [t[1:] for t in (run / "fix-graph-carried-crash.patch").read_text().splitlines()
              if t.startswith("+") and not t.startswith("+++")]
     assert "    hidden = repackage_hidden(hidden)" in added, added
     assert "def repackage_hidden(state):  # a tensor, or a tuple of them (an LSTM's (h, c))" in added, added

@@ -15,6 +15,7 @@ from __future__ import annotations
 import ast
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -74,12 +75,25 @@ def _profile_clean(repo: Path, script: str) -> list[str]:
     return [f["rule"] for f in json.loads((run / "summary.json").read_text())["findings"] if f["severity"] != "info"]
 
 
+MACHINE_NOTES = frozenset({"other-programs-busy", "memory-taken-by-others"})
+"""Findings about the machine the run shared (a busy CI machine), not about the script."""
+
+
+def _about_the_script(rules: list[str]) -> list[str]:
+    return [r for r in rules if r not in MACHINE_NOTES]
+
+
+def _the_finding(run: Path) -> dict[str, Any]:
+    found = json.loads((run / "summary.json").read_text())["findings"]
+    return next(f for f in found if f["rule"] == "device-missing-crash")
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(torch.backends.mps.is_available(), reason="this machine has MPS: the script runs")
 def test_a_mac_script_elsewhere_is_told_and_patched_where_it_names_mps(tmp_path: Path) -> None:
     rec = Recorded(tmp_path, SCRIPTS / "mac_script.py")
-    assert rec.rules == ["device-missing-crash"], rec.rules
-    finding = json.loads((rec.run / "summary.json").read_text())["findings"][0]
+    assert _about_the_script(rec.rules) == ["device-missing-crash"], rec.rules
+    finding = _the_finding(rec.run)
     named = next(i for i, t in enumerate(rec.script.read_text().splitlines(), 1) if 'torch.device("mps")' in t)
     assert f"The script names it once, at mac_script.py:{named}." in finding["evidence"], finding["evidence"]
     assert 'torch.device("mps" if torch.backends.mps.is_available() else' in finding["fix"], finding["fix"]
@@ -94,8 +108,8 @@ def test_a_mac_script_elsewhere_is_told_and_patched_where_it_names_mps(tmp_path:
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA: the script runs")
 def test_a_cuda_tutorial_without_cuda_gets_to_device(tmp_path: Path) -> None:
     rec = Recorded(tmp_path, SCRIPTS / "cuda_tutorial.py")
-    assert rec.rules == ["device-missing-crash"], rec.rules
-    fix = json.loads((rec.run / "summary.json").read_text())["findings"][0]["fix"]
+    assert _about_the_script(rec.rules) == ["device-missing-crash"], rec.rules
+    fix = _the_finding(rec.run)["fix"]
     assert "The script's `.cuda()` calls (cuda_tutorial.py:4, cuda_tutorial.py:7) become `.to(device)`." in fix, fix
     removed, added = _changed(rec.check_applies_and_runs("device-missing-crash", tmp_path))
     assert removed == ["model = nn.Linear(8, 1).cuda()", "    x = randn(16, 8).cuda()"], removed
