@@ -99,7 +99,7 @@ class OpAccountant:
         self._cpu_always: frozenset[str] | None = None
         self._kernel_cache: dict[str, bool] = {}
         self._detected: str | None = None
-        self._info: dict[Any, tuple[Any, ...]] = {}  # func -> OpInfo, kept across steps
+        self._info: dict[int, tuple[Any, Any]] = {}  # id(func) -> (OpInfo, func), kept across steps
         self._carried: dict[int, Any] = {}  # id -> weakref of model-derived tensors (ops_record)
         self._leaks = LeakTracker(lambda: self._finder)
         # sampling state (what to sample: self.schedule)
@@ -313,7 +313,8 @@ class OpAccountant:
     def _reset_step(self) -> None:
         self._tracker.reset_step()
         assert self._finder is not None
-        self._step = StepRecord(self._tracker, self._finder, self._patches, self._info, self._carried, self._leaks)
+        self._step = StepRecord(self._tracker, self._finder, self._patches, self._info, self._carried, self._leaks,
+                                self._device_kind)
         self._bookkeeping = 0.0
         self._truncated = False
 
@@ -339,6 +340,8 @@ class OpAccountant:
             remove_mode(self._mode)
         self._tracker.remove()
         self._patches.remove()
+        if self._finder is not None:
+            self._finder.forget()
         if self._warn_saved is not None:
             torch.set_warn_always(self._warn_saved)
             self._warn_saved = None

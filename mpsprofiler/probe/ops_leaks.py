@@ -5,7 +5,9 @@ on every device (CPU, CUDA, MPS) without touching the allocator:
 
 * every tensor an op creates during a sampled step is remembered by a weak reference,
   keyed by the user line that made it (the loop's own line for loop-level ops, the
-  module's line otherwise). At later step boundaries, tensors still alive two or more
+  module's line otherwise); not an in-place op's output (it existed before), nor what
+  torch.optim's own code makes (its temporaries and state: no line of the script keeps
+  them; a single-tensor optimizer makes a third of a step's ops). At later step boundaries, tensors still alive two or more
   steps later are counted per line; a line whose tensors survive from two different
   sampled steps keeps something for good (a one-time lazy buffer survives from one);
 * a tensor with autograd history that spans a step boundary (``total_loss += loss``:
@@ -107,31 +109,43 @@ class LeakTracker:
 
     def end(self, step: int) -> None:
         self._current = None
+        finder = self._finder()
+        if finder is not None:
+            finder.forget()
         self.next_check = min(self.next_check, step + LAG)
 
     def on_op(self, name: str, module: str, tensors: list[torch.Tensor], n_in: int,
               site: tuple[str, int] | None, backward: bool) -> None:  # fmt: skip
         sample = self._current
-        if sample is None or len(tensors) <= n_in or len(sample.refs) + len(sample.ahead) >= MAX_TRACKED:
+        n = len(tensors)
+        if sample is None or n <= n_in or len(sample.refs) + len(sample.ahead) >= MAX_TRACKED:
             return
-        if not module and not backward:
+        if n - n_in == 1:  # one output (most ops): in place when it is one of the inputs
+            out = tensors[n_in]
+            for i in range(n_in):
+                if tensors[i] is out:
+                    return  # in place (an optimizer's add_, mul_): the tensor existed before
+            made: list[torch.Tensor] = [out]
+        else:
+            made = [t for t in tensors[n_in:] if not any(t is tensors[i] for i in range(n_in))]
+            if not made:
+                return
+        if not module and not backward:  # the line only for ops whose outputs are new
             finder = self._finder()
             if finder is not None:
-                site = finder.user_site(3) or site
+                optimizer, found = finder.leak_site(3)
+                if optimizer:
+                    return  # an optimizer's temporaries and state: no line of the script keeps them
+                site = found or site
         file, line = site if site is not None else ("", 0)
         key = (file, line, module, name)
         fetching = FETCH.thread
         refs = sample.ahead if fetching is not None and fetching == threading.get_ident() else sample.refs
-        for j in range(n_in, len(tensors)):
-            t = tensors[j]
-            for i in range(n_in):
-                if tensors[i] is t:
-                    break  # in place: the tensor existed before
-            else:
-                try:
-                    refs.append((weakref.ref(t), key))
-                except TypeError:
-                    pass
+        for t in made:
+            try:
+                refs.append((weakref.ref(t), key))
+            except TypeError:
+                pass
 
     # -- at step boundaries ---------------------------------------------------------
     def check(self, step: int) -> LeaksFields | None:

@@ -33,7 +33,9 @@ MAX_SYNC_WALKS = 2_000  # stack walks for syncs per sampled step
 MAX_CARRIED = 200_000  # weak references to model-derived tensors kept across sampled steps
 _SKIPPED_NAMESPACES = ("profiler::",)  # record_function markers, not work
 _SEQUENCES = (list, tuple)
-_F64, _BF16 = torch.float64, torch.bfloat16
+_FLAGS = {torch.float64: 1, torch.bfloat16: 2,
+          **{d: 4 for d in (torch.complex32, torch.complex64, torch.complex128)}}  # fmt: skip
+"""dtype -> 1 float64, 2 bfloat16, 4 complex (counted per op); other dtypes 0."""
 
 _PATCHED_OPS = {kind: f"Tensor.{name}" for name, kind in TensorPatches.NAMES}
 """Sync kind of a patched Tensor method -> the name it is reported under."""
@@ -87,17 +89,44 @@ def _shapes(tensors: list[torch.Tensor]) -> tuple[Any, ...] | None:
         return None
 
 
+_NAMES: dict[Any, str] = {}
+
+
+def _name(value: torch.device | torch.dtype) -> str:
+    """``cuda:0``, ``float32``: the event's spelling of a device or dtype (a few distinct
+    ones per run, each spelt out hundreds of times per event)."""
+    name = _NAMES.get(value)
+    if name is None:
+        name = str(value).replace("torch.", "") if isinstance(value, torch.dtype) else str(value)
+        if len(_NAMES) < 1_000:
+            _NAMES[value] = name
+    return name
+
+
+def _names(values: set[Any]) -> list[str]:
+    """The sorted, distinct names of a set of devices or dtypes (mostly one)."""
+    if len(values) == 1:
+        for value in values:
+            return [_name(value)]
+    return sorted({_name(v) for v in values})
+
+
 def _site_fields(site: tuple[str, int] | None) -> dict[str, Any]:
     return {"file": site[0], "line": site[1]} if site else {"file": "", "line": 0}
 
 
 class StepRecord:
-    """Aggregates of one sampled step; ``info`` is shared across steps (op -> OpInfo)."""
+    """Aggregates of one sampled step; ``info`` is shared across steps (id(op) -> (OpInfo, op))."""
 
     def __init__(self, tracker: ModuleTracker, finder: FrameFinder, patches: TensorPatches,
-                 info: dict[Any, OpInfo], carried: dict[int, Any] | None = None,
-                 leaks: LeakTracker | None = None) -> None:  # fmt: skip
+                 info: dict[int, tuple[OpInfo, Any]], carried: dict[int, Any] | None = None,
+                 leaks: LeakTracker | None = None, device_kind: str | None = None) -> None:  # fmt: skip
         self._tracker = tracker
+        self._derive: bool | None = None if device_kind is None else device_kind == "cpu"
+        """Whether to follow which tensors come from the model (:meth:`model_derived`): only
+        a CPU run asks (its CPU tensors' syncs are what a Mac would pay; an accelerator
+        run's CPU tensors stay on the CPU there too, and its event drops their syncs).
+        None until the model's device is known."""
         self._leaks = leaks
         self._carried = carried if carried is not None else {}
         self._finder = finder
@@ -114,9 +143,12 @@ class StepRecord:
         self.forward_module: dict[str, str] = {}
 
     def record(self, func: Any, args: Any, kwargs: dict[str, Any], out: Any, dt: float) -> None:
-        info = self._info.get(func)
-        if info is None:
-            info = self._info[func] = op_info(func)
+        # keyed by id: OpOverload.__hash__ is Python code; the entry holds ``func``, so
+        # its id is never reused while the entry exists
+        entry = self._info.get(id(func))
+        if entry is None:
+            entry = self._info[id(func)] = (op_info(func), func)
+        info = entry[0]
         if not info:
             return
         name, sync_kind, is_copy, base, backward = info
@@ -136,8 +168,8 @@ class StepRecord:
                 key = (name, "*")
                 agg = self.agg.get(key)
             if agg is None:
-                agg = self.agg[key] = _Agg(self._finder.find(3)[0])
-        agg.calls += 1
+                agg = self.agg[key] = _Agg(self._finder.site(3))
+        calls = agg.calls = agg.calls + 1
         agg.host += dt
         self.op_count += 1
         Tensor = torch.Tensor
@@ -146,43 +178,73 @@ class StepRecord:
             if isinstance(a, Tensor):
                 tensors.append(a)
             elif a.__class__ in _SEQUENCES:
-                tensors.extend([x for x in a if isinstance(x, Tensor)])
+                for x in a:
+                    if isinstance(x, Tensor):
+                        tensors.append(x)
         if kwargs:
             tensors.extend(tensors_of((), kwargs))
         n_in = len(tensors)
         if isinstance(out, Tensor):
             tensors.append(out)
         elif out.__class__ in _SEQUENCES:
-            tensors.extend([x for x in out if isinstance(x, Tensor)])
-        if len(tensors) > n_in:
-            self._carry(tensors, n_in)
-            if self._leaks is not None:
-                self._leaks.on_op(name, module, tensors, n_in, agg.site, backward)
-        if agg.calls == 1:
+            for x in out:
+                if isinstance(x, Tensor):
+                    tensors.append(x)
+        n = len(tensors)
+        if n > n_in:
+            derive = self._derive
+            if derive is None and tracker.root_devices:  # the model's first call this step
+                derive = self._derive = (tracker.model_device() or "cpu").startswith("cpu")
+            carried = self._carried
+            for i in range(n_in if derive is not False else 0):  # (inline: _carry's test)
+                t = tensors[i]
+                if t.requires_grad:
+                    self._carry(tensors, n_in)
+                    break
+                ref = carried.get(id(t))
+                if ref is not None and ref() is t:
+                    self._carry(tensors, n_in)
+                    break
+            leaks = self._leaks
+            if leaks is not None and leaks._current is not None:
+                if n - n_in == 1:  # one output (most ops): in place when it is one of the inputs
+                    t = tensors[n_in]
+                    for i in range(n_in):
+                        if tensors[i] is t:
+                            break
+                    else:
+                        leaks.on_op(name, module, tensors, n_in, agg.site, backward)
+                else:
+                    leaks.on_op(name, module, tensors, n_in, agg.site, backward)
+        if calls == 1:
             agg.shapes = _shapes(tensors)
-        # an (op, module) keeps its devices from call to call: look at the first few only
-        devices = agg.devices if agg.calls <= 4 else None
         dtypes = agg.dtypes
-        f64 = bf16 = cplx = False
+        if calls <= 4:  # an (op, module) keeps its devices from call to call: the first few
+            devices = agg.devices
+            for t in tensors:
+                devices.add(t.device)
+        flags = 0
         for i, t in enumerate(tensors):
             dtype = t.dtype
             dtypes.add(dtype)
-            if devices is not None:
-                devices.add(t.device)
-            if dtype is _F64:
-                # a conversion away from float64 is the fix, not the problem; results count
-                f64 = f64 or i >= n_in or (not is_copy and t.dim() > 0)
-            elif dtype is _BF16:
-                bf16 = True
-            elif dtype.is_complex:
-                cplx = True
-        if f64:
-            self.f64_calls += 1
-            site = agg.site or ("", 0)
-            fkey = (module, site[0], site[1], name)
-            self.f64[fkey] = self.f64.get(fkey, 0) + 1
-        self.bf16 += bf16
-        self.complex += cplx
+            flag = _FLAGS.get(dtype, 0)
+            if flag:
+                if flag == 1:
+                    # a conversion away from float64 is the fix, not the problem; results count
+                    if i >= n_in or (not is_copy and t.dim() > 0):
+                        flags |= 1
+                else:
+                    flags |= flag
+        if flags:
+            if flags & 1:
+                self.f64_calls += 1
+                site = agg.site or ("", 0)
+                fkey = (module, site[0], site[1], name)
+                self.f64[fkey] = self.f64.get(fkey, 0) + 1
+            if flags & 2:
+                self.bf16 += 1
+            if flags & 4:
+                self.complex += 1
         if sync_kind is None and not is_copy or self._patches.active is not None:
             return  # (inside a wrapped tolist()/cpu(), that wrapper counted the sync)
         if sync_kind is not None:
@@ -190,7 +252,7 @@ class StepRecord:
             if source == "cpu" and not (tensors and self.model_derived(tensors[0])):
                 return  # a CPU-side tensor (indices, Python numbers): it stays on the CPU on a Mac
             self.sync(sync_kind, name, module, source, agg)
-        elif n_in and len(tensors) > n_in:
+        elif n_in and n > n_in:
             if name == "aten::copy_":  # copy_(self, src, non_blocking=False)
                 dst, src = tensors[0], tensors[n_in - 1]
                 non_blocking = args[2] if len(args) > 2 else kwargs.get("non_blocking", False)
@@ -238,15 +300,6 @@ class StepRecord:
         """Mark the outputs of an op that has a model-derived input (weakly: ids are
         checked against the object, so a reused id is not taken for the old tensor)."""
         carried = self._carried
-        for i in range(n_in):
-            t = tensors[i]
-            if t.requires_grad:
-                break
-            ref = carried.get(id(t))
-            if ref is not None and ref() is t:
-                break
-        else:
-            return
         if len(carried) >= MAX_CARRIED:
             for key in [k for k, r in carried.items() if r() is None]:
                 del carried[key]
@@ -276,12 +329,12 @@ class StepRecord:
     def build(self, kind: str, mps_check: Callable[[str], bool] | None, mps_type: str) -> OpsFields:
         """The ``ops`` event fields of this step (without step / timing fields)."""
         items = sorted(self.agg.items(), key=lambda kv: kv[1].host, reverse=True)
-        ops = [
-            {"op": op, "calls": agg.calls, "host_s": round(agg.host, 7),
-             "devices": sorted({str(d) for d in agg.devices}), "module": module,
-             "dtypes": sorted({str(d).replace("torch.", "") for d in agg.dtypes}), **_site_fields(agg.site)}
-            for (op, module), agg in items[:MAX_OPS_SENT]
-        ]  # fmt: skip
+        ops = []
+        for (op, module), agg in items[:MAX_OPS_SENT]:
+            site = agg.site
+            ops.append({"op": op, "calls": agg.calls, "host_s": round(agg.host, 7),
+                        "devices": _names(agg.devices), "module": module, "dtypes": _names(agg.dtypes),
+                        "file": site[0] if site else "", "line": site[1] if site else 0})  # fmt: skip
         syncs: list[dict[str, Any]] = []
         for (skind, op, module, file, line, device), calls in self.syncs.items():
             if device == "cpu" and kind != "cpu":

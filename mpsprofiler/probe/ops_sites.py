@@ -1,7 +1,10 @@
 """Where in the user's code an op came from, and the syncs a dispatch mode cannot see.
 
 Only used on sampled steps, for the few ops that need a source line (syncs, fallbacks,
-float64): walking ``sys._getframe`` with a per-code-object cache costs ~1-2 µs.
+float64): walking ``sys._getframe`` with a per-code-object cache costs ~1-2 µs. The leak
+tracker asks for the user line of every op outside a module (hundreds per step: each op
+of a single-tensor optimizer); :meth:`FrameFinder.user_site` answers those from the
+innermost calling frame, once per frame (see there).
 
 ``Tensor.tolist``, ``Tensor.cpu`` and printing never reach a ``TorchDispatchMode`` on a
 CPU tensor (no op is dispatched; ``torch._tensor_str`` even disables modes), yet each is a
@@ -12,6 +15,7 @@ and calls the original unchanged.
 from __future__ import annotations
 
 import functools
+import inspect
 import linecache
 import os
 import sys
@@ -30,6 +34,8 @@ Site = tuple[str, int]
 """(file, line) of a call in the user's code."""
 
 _SEP = os.sep
+_UNSET = object()
+_RESUMABLE = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
 
 
 def _dir_of(path: str | None) -> str | None:
@@ -62,16 +68,29 @@ class FrameFinder:
         # .item() / float() / tensor conditions (hundreds per step) are device syncs, made
         # by the optimizer, not by the user's `opt.step(closure)` line
         self._device_optim = (os.path.join(torch_dir, "optim", "lbfgs.py"),)
-        self._kind: dict[CodeType, int] = {}  # 0 skip, 1 library, 2 user, 3 skip + internal, 4 device optimizer
+        # the frames between an op's caller and the recorder: this package, Dynamo's
+        # disable wrapper around the mode, OpOverload.__call__ (new for every op)
+        self._machinery = (OWN_DIR, os.path.join(torch_dir, "_dynamo", "eval_frame.py"),
+                           os.path.join(torch_dir, "_ops.py"))  # fmt: skip
+        self._kind: dict[CodeType, int] = {}
+        """0 skip, 1 library, 2 user, 3 skip + internal (data loading), 4 device optimizer,
+        5 skip + the dispatch machinery (0 everywhere but in the kept-frame cache), 6 skip +
+        internal, torch.optim (3 everywhere but in :meth:`leak_site`)."""
+        self._last_frame: Any = None
+        self._last_user: object = _UNSET  # user_site's answer for _last_frame
+        self._last_find: object = _UNSET  # find's answer for _last_frame
+        self._last_site: object = _UNSET  # site's answer for _last_frame
 
     def _classify(self, filename: str) -> int:
         if filename.startswith("<"):
             return 2 if filename in ("<stdin>", "<string>") or filename.startswith("<ipython") else 0
         path = os.path.abspath(filename)
+        if path.startswith(self._machinery):
+            return 5
         if path in self._device_optim:
             return 4
         if path.startswith(self._internal):
-            return 3
+            return 6 if path.startswith(self._internal[0]) else 3
         if path.startswith(self._skip):
             return 0
         library = "site-packages" in path or "dist-packages" in path
@@ -79,14 +98,71 @@ class FrameFinder:
             return 0
         return 1 if library else 2
 
+    def _caller(self, depth: int) -> tuple[Any, int]:
+        """The op's caller: the first frame from ``depth`` on that is not the dispatch
+        machinery (None when there is none), with its kind."""
+        try:
+            frame: Any = sys._getframe(depth + 1)
+        except ValueError:
+            return None, 0
+        kinds = self._kind
+        while frame is not None:
+            code = frame.f_code
+            kind = kinds.get(code)
+            if kind is None:
+                kind = kinds[code] = self._classify(code.co_filename)
+            if kind != 5:
+                return frame, kind
+            frame = frame.f_back
+        return None, 0
+
+    def _keep(self, frame: Any) -> None:
+        """Make ``frame`` the one whose answers are kept (see :meth:`user_site`)."""
+        if frame is not self._last_frame:
+            self._last_frame = frame if not frame.f_code.co_flags & _RESUMABLE else None
+            self._last_user = self._last_find = self._last_site = _UNSET
+
     def find(self, depth: int = 2) -> tuple[Site | None, bool, bool]:
         """(user site, whether the call comes from tensor printing, whether it comes from
         torch's own CPU-side bookkeeping: optimizers, data loading). A call made by an
-        optimizer that keeps its state on the device (LBFGS) is that optimizer's line."""
-        try:
-            frame: Any = sys._getframe(depth)
-        except ValueError:
+        optimizer that keeps its state on the device (LBFGS) is that optimizer's line.
+
+        Kept with the caller's frame, as :meth:`user_site` explains, when the caller is
+        torch's code (kinds 0 and 3): the answer then does not depend on its line."""
+        frame, kind = self._caller(depth)
+        if frame is None:
             return None, False, False
+        if kind == 0 or kind == 3 or kind == 6:
+            if frame is self._last_frame and self._last_find is not _UNSET:
+                return self._last_find  # type: ignore[return-value]
+            found = self._find_from(frame, True)
+            self._keep(frame)
+            if frame is self._last_frame:
+                self._last_find = found
+            return found
+        return self._find_from(frame, True)
+
+    def site(self, depth: int = 2) -> Site | None:
+        """``find(depth)[0]``, without asking whether the DataLoader made the call (a walk
+        to the top of the stack, for every new (op, module) of a sampled step)."""
+        frame, kind = self._caller(depth)
+        if frame is None:
+            return None
+        if kind == 0 or kind == 3 or kind == 6:
+            if frame is self._last_frame:
+                if self._last_site is not _UNSET:
+                    return self._last_site  # type: ignore[return-value]
+                if self._last_find is not _UNSET:
+                    found: tuple[Site | None, bool, bool] = self._last_find  # type: ignore[assignment]
+                    return found[0]
+            site = self._find_from(frame, False)[0]
+            self._keep(frame)
+            if frame is self._last_frame:
+                self._last_site = site
+            return site
+        return self._find_from(frame, False)[0]
+
+    def _find_from(self, frame: Any, loader: bool) -> tuple[Site | None, bool, bool]:
         kinds = self._kind
         library: Site | None = None
         optimizer: Site | None = None
@@ -102,12 +178,12 @@ class FrameFinder:
                 # the user's code; still look outward: a Dataset's __getitem__ runs inside
                 # the DataLoader, on CPU tensors that stay on the CPU on a Mac too
                 site = (code.co_filename, frame.f_lineno)
-                return site, printing, internal or self._called_by_loader(frame.f_back)
+                return site, printing, internal or (loader and self._called_by_loader(frame.f_back))
             if kind == 4 and optimizer is None and not internal:
                 optimizer = (code.co_filename, frame.f_lineno)
             elif kind == 1 and library is None:
                 library = (code.co_filename, frame.f_lineno)
-            elif kind == 3:
+            elif kind == 3 or kind == 6:
                 internal = True
             elif kind == 0 and code.co_filename == self._tensor_str:
                 printing = True
@@ -124,11 +200,44 @@ class FrameFinder:
 
     def user_site(self, depth: int = 2) -> Site | None:
         """The innermost user frame's (file, line), or None: :meth:`find` without the
-        printing and data-loading questions (leak tracking asks for every loop-level op)."""
-        try:
-            frame: Any = sys._getframe(depth)
-        except ValueError:
+        printing and data-loading questions (leak tracking asks for every loop-level op).
+
+        The walk starts at the op's caller (the first frame past the dispatch machinery).
+        A caller that is the user's code is the answer; any other caller (an optimizer's
+        ``_single_tensor_adam``, ``F.linear``) is called from the same frames for as long
+        as it runs (a generator is not: it is never kept), so the answer found above it
+        holds for every op it makes: it is kept with the frame itself (a strong reference,
+        so no other frame can take its place; :meth:`forget` drops it at the end of a
+        sampled step)."""
+        return self._user_of(*self._caller(depth))
+
+    def _user_of(self, frame: Any, kind: int) -> Site | None:
+        if frame is None:
             return None
+        if kind == 2:
+            return frame.f_code.co_filename, frame.f_lineno
+        if frame is self._last_frame and self._last_user is not _UNSET:
+            return self._last_user  # type: ignore[return-value]
+        site = self._walk_user(frame.f_back)
+        self._keep(frame)
+        if frame is self._last_frame:
+            self._last_user = site
+        return site
+
+    def leak_site(self, depth: int = 2) -> tuple[bool, Site | None]:
+        """(whether torch.optim's own code made the call, :meth:`user_site`): what an
+        optimizer's step makes (its temporaries, its state) is not the script's to keep."""
+        frame, kind = self._caller(depth)
+        if kind == 6:
+            return True, None
+        return False, self._user_of(frame, kind)
+
+    def forget(self) -> None:
+        """Drop the kept frame (its locals would outlive the sampled step)."""
+        self._last_frame = None
+        self._last_user = self._last_find = self._last_site = _UNSET
+
+    def _walk_user(self, frame: Any) -> Site | None:
         kinds = self._kind
         while frame is not None:
             code = frame.f_code
@@ -154,7 +263,7 @@ class FrameFinder:
             kind = kinds.get(code)
             if kind is None:
                 kind = kinds[code] = self._classify(code.co_filename)
-            if kind == 3:
+            if kind == 3 or kind == 6:
                 return True
             frame = frame.f_back
             limit -= 1
