@@ -1,6 +1,6 @@
 #!/bin/bash
-# Issue 30 on the H200 host, one device call: the GPU tests (tests/test_gpu_host.py: the
-# launch-bound MLP, the pageable-copy CNN, the clean bf16 CNN; tests/test_gpu.py), their
+# Issue 30 on the H200 host, one device call: the GPU tests (tests/e2e/test_gpu_host.py: the
+# launch-bound MLP, the pageable-copy CNN, the clean bf16 CNN; tests/e2e/test_gpu.py), their
 # figures (H30_FIGURES), then the two fixes measured: `try` of pin_memory on the pageable CNN
 # (5 pairs) and the launch-bound MLP at batch 16 and 128 (the host-bound fix: more work per
 # launch; `try` has no batch setting, so the script reads BATCH).
@@ -10,7 +10,7 @@ export OMP_NUM_THREADS=1 PYTHONUNBUFFERED=1 PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHO
 nvidia-smi -L
 python3 -c "import torch, sys; print('torch', torch.__version__, 'python', sys.version.split()[0])"
 H30_FIGURES=$out/h30.json timeout 300 python3 -m pytest -q -p no:cacheprovider -m gpu \
-    tests/test_gpu_host.py tests/test_gpu.py 2>&1 | tail -n 30
+    tests/e2e/test_gpu_host.py tests/e2e/test_gpu.py 2>&1 | tail -n 30
 STEPS=80 timeout 200 python3 -m mpsprofiler try --set dataloader.1.pin_memory=true --steps 60 --pairs 5 \
     -o /tmp/try-pin tests/scripts_gpu/pageable_cnn.py > "$out/try_pin.txt" 2>&1
 tail -n 25 "$out/try_pin.txt"

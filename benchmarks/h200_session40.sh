@@ -14,10 +14,10 @@ nvidia-smi -L; python3 -c "import torch, sys; print('torch', torch.__version__, 
 # the timed GPU tests alone on the GPU (device busy share, the loss ring's host cost), then
 # the others three at a time
 H30_FIGURES=$out/h30.json timeout 150 taskset -c 0-9 python3 -m pytest -q -p no:cacheprovider -m gpu \
-    tests/test_gpu_health.py tests/test_gpu_host.py > "$out/gpu_timed.txt" 2>&1
+    tests/e2e/test_gpu_health.py tests/e2e/test_gpu_host.py > "$out/gpu_timed.txt" 2>&1
 echo "timed gpu tests rc $?"; tail -n 12 "$out/gpu_timed.txt"
 timeout 150 taskset -c 0-9 python3 -m pytest -q -p no:cacheprovider -m gpu -n 3 \
-    tests/test_gpu.py tests/test_ops_accounting.py > "$out/gpu.txt" 2>&1
+    tests/e2e/test_gpu.py tests/unit/test_ops_accounting.py > "$out/gpu.txt" 2>&1
 echo "gpu tests rc $?"; tail -n 12 "$out/gpu.txt"
 taskset -c 0-9 python3 benchmarks/overhead.py --device cuda --models gpt-bf16 --steps 600 --repeats 6 \
     --variants bare mpsprof mpsprof-no-ops --time-limit "$limit" --json "$out/gpt_bf16.json" > "$out/gpt_bf16.txt" 2>&1

@@ -9,7 +9,7 @@ re-exported here with its sections), the finding document (:class:`FindingDoc`, 
 :class:`ExperimentResult` are the JSON the run directory stores (``summary.json``,
 ``experiments.json``; docs/report-schema.md is the contract), typed, so the views
 (reports, TUI panels) read named keys instead of a ``dict[str, Any]``.
-``tests/test_typed_results.py`` holds these types to the schema and to a recorded run.
+``tests/e2e/test_typed_results.py`` holds these types to the schema and to a recorded run.
 """
 
 from __future__ import annotations

@@ -1,5 +1,9 @@
 """Shared test setup: real torch on CPU, one thread (2-core machines oversubscribe).
 
+The folders say what a test is: ``unit/`` (in this process), ``e2e/`` (real scripts through
+the real CLI), ``tui/`` (the Textual pilot, snapshots, a real terminal); this directory holds
+what they share (helpers, training scripts, fixtures, recordings).
+
 Also the split between the quick tests (the README's `-m "not slow"`, under 3 minutes on
 two cores) and the slow ones that CI runs with them. Each test says what it is next to
 its definition: `@pytest.mark.slow` for a test that runs the real CLI for more than a few

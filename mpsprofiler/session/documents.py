@@ -6,7 +6,7 @@ builder against the same types the views read (reports, the TUI, ``mpsprof compa
 They live in the session layer because the builder does, and the session may not import
 upward; :mod:`mpsprofiler.results` re-exports them beside the types that hold findings and
 experiments (:class:`~mpsprofiler.results.Document`). docs/report-schema.md is the
-contract; ``tests/test_typed_results.py`` holds these types to ``report/schema.json`` and
+contract; ``tests/e2e/test_typed_results.py`` holds these types to ``report/schema.json`` and
 to a recorded run.
 """
 

@@ -4,7 +4,7 @@
 (the originals download or ship these): wikitext-like text files, nanoGPT's ``train.bin``,
 ``val.bin`` and ``meta.pkl``, makemore's ``names.txt``; ``commands(work)`` gives each script's
 command line, working directory, extra ``PYTHONPATH`` and expected optimizer step count.
-Used by tests/test_corpus.py and by hand for repeated runs.
+Used by tests/e2e/test_corpus.py and by hand for repeated runs.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """A Hugging Face Trainer script with no main() and no `if __name__ == "__main__":` guard:
 everything at module level, as notebooks exported to scripts are. Read by
-tests/test_framework_place.py (transformers need not be installed)."""
+tests/e2e/test_framework_place.py (transformers need not be installed)."""
 
 import torch
 from transformers import BertConfig, BertForSequenceClassification, Trainer, TrainingArguments

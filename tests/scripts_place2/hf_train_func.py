@@ -1,6 +1,6 @@
 """A Hugging Face Trainer script whose entry point is train(cfg), called at module level
 without a guard; a second TrainingArguments (for evaluation) comes first in the file.
-Read by tests/test_framework_place.py (transformers need not be installed)."""
+Read by tests/e2e/test_framework_place.py (transformers need not be installed)."""
 
 import json
 import sys

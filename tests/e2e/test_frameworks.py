@@ -1,0 +1,478 @@
+"""The frameworks people train with: Lightning, the Hugging Face Trainer and accelerate.
+
+Steps are counted as the framework counts them (its optimizer steps, not the batches its
+loaders fetch ahead, nor Lightning's sanity check). The tracker's rules are pinned down
+on scripted calls first (no library needed); the real libraries, where installed (the
+``frameworks`` extra), run tiny models built from configs (random weights, synthetic
+data, no download) through the real CLI, a few runs shared by the tests.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import subprocess
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from helpers import child_env, mpsprof_cli, read_events, read_summary
+from mpsprofiler.devices.cpu import CpuBackend
+from mpsprofiler.probe.steps import PROVISIONAL, StepTracker
+
+SCRIPTS = Path(__file__).parent.parent / "scripts_frameworks"
+OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
+           "TOKENIZERS_PARALLELISM": "false"}
+"""No download, ever: the models are built from configs with random weights."""
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def tracker() -> tuple[StepTracker, Clock, list[dict[str, Any]]]:
+    clock = Clock()
+    sent: list[dict[str, Any]] = []
+    return StepTracker(lambda kind, **payload: sent.append(payload), CpuBackend(), clock), clock, sent
+
+
+def fetch(t: StepTracker, clock: Clock, wait: float = 0.01, got: bool = True) -> None:
+    started = t.on_fetch_start()
+    clock.t += wait
+    t.on_fetch_end(started, got)
+
+
+class Opt:
+    """An optimizer as the step hook sees it: its parameter groups."""
+
+    def __init__(self, *params: object) -> None:
+        self.param_groups = [{"params": list(params)}]
+
+
+def steps_of(sent: list[dict[str, Any]]) -> list[int]:
+    return [i for payload in sent for i in payload["i"]]
+
+
+def test_batches_fetched_ahead_of_the_first_step_are_not_steps() -> None:
+    """accelerate's look-ahead, a Trainer's accumulation window (4 batches fetched
+    before the first forward) and the DataLoaderShard's one-ahead: 5 fetches before the
+    first backward pass; 10 optimizer steps are 10 steps, and the held batches' wait
+    stays in step 0."""
+    t, clock, sent = tracker()
+    listened: list[int] = []
+    t.listeners.append(lambda i, dur: listened.append(i))
+    w = Opt(object())
+    for _ in range(5):
+        fetch(t, clock)
+    t.drain()
+    assert sent == []  # held: not yet known to be steps
+    assert listened == []
+    for step in range(10):
+        if step:
+            for _ in range(4):
+                fetch(t, clock)
+        clock.t += 0.01
+        t.on_backward("site", clock.t)
+        t.on_optimizer_step(w)
+    t.finish()
+    t.drain()
+    assert steps_of(sent) == list(range(10))
+    assert t.retracted == 4
+    assert abs(sent[0]["wait"][0] - 0.05) < 1e-9 and sent[0]["batches"][0] == 5
+    assert listened == list(range(1, 11))
+
+
+def test_sanity_check_batches_then_training() -> None:
+    """Lightning's 2 sanity-check validation batches (fetch, forward, fetch, forward,
+    end of loader), then training with an optimizer step per batch."""
+    t, clock, sent = tracker()
+    w = Opt(object())
+    fetch(t, clock)
+    fetch(t, clock)
+    fetch(t, clock, got=False)
+    for _ in range(6):
+        fetch(t, clock)
+        t.on_backward("site", clock.t)
+        t.on_optimizer_step(w)
+    t.finish()
+    t.drain()
+    assert len(steps_of(sent)) == 6
+
+
+def test_a_loop_without_training_still_counts_its_batches() -> None:
+    """Inference: every batch after the first is a step; past PROVISIONAL they are sent
+    as they come, and the listeners (the op sampler, --max-steps) hear of them."""
+    t, clock, sent = tracker()
+    listened: list[int] = []
+    t.listeners.append(lambda i, dur: listened.append(i))
+    for _ in range(PROVISIONAL + 10):
+        fetch(t, clock)
+    t.drain()
+    assert len(steps_of(sent)) == PROVISIONAL + 9
+    assert listened[0] == PROVISIONAL and listened[-1] == PROVISIONAL + 9
+    t2, clock2, sent2 = tracker()
+    for _ in range(4):
+        fetch(t2, clock2)
+    t2.finish()
+    t2.drain()
+    assert steps_of(sent2) == [0, 1, 2] and t2.mode == "dataloader"
+
+
+def test_an_optimizer_built_every_step_is_one_optimizer() -> None:
+    """A new SGD each iteration over the same parameters (CPython reuses the freed one's
+    address, so ids alternate or repeat): each step() is a step; a GAN's two optimizers
+    over different parameters are still one step together."""
+    t, clock, sent = tracker()
+    param = object()
+    for _ in range(12):
+        clock.t += 0.01
+        t.on_optimizer_step(Opt(param))
+    t.finish()
+    t.drain()
+    assert len(steps_of(sent)) == 12
+    t2, clock2, sent2 = tracker()
+    g, d = object(), object()
+    for _ in range(6):
+        clock2.t += 0.01
+        t2.on_optimizer_step(Opt(d))
+        t2.on_optimizer_step(Opt(g))
+    t2.finish()
+    t2.drain()
+    assert len(steps_of(sent2)) == 6
+
+
+def test_loader_fix_in_each_frameworks_terms() -> None:
+    """Where each framework's user changes the loader (no library needed)."""
+    from mpsprofiler.diagnosis.analyzers.framework import loader_fix
+
+    trainer = loader_fix("transformers Trainer", 3, 4, "cuda", 8)
+    assert "`dataloader_pin_memory=True`" in trainer and "TrainingArguments" in trainer
+    assert "`dataloader_prefetch_factor=4`" in trainer and "data_collator" in trainer
+    lightning = loader_fix("lightning", 2, 4, "mps", 16)
+    assert "def train_dataloader(self):" in lightning and "batch_size=16, shuffle=True, num_workers=2" in lightning
+    assert "```" not in loader_fix("lightning", 2, 4, "mps", 16, rewritten=True)
+    accelerate = loader_fix("accelerate", 2, 4, "cpu", None)
+    assert "accelerator.prepare(loader)" in accelerate and "before `prepare`" in accelerate
+
+
+def test_a_trainers_loader_fix_rewrites_its_training_arguments(tmp_path: Path) -> None:
+    """The probe names the script's `trainer.train()` line for a Trainer's loader (the
+    frameworks' frames are skipped); the fix is the script's TrainingArguments call with
+    dataloader_num_workers changed, its other arguments as written."""
+    from types import SimpleNamespace
+
+    from mpsprofiler.diagnosis.analyzers.framework_place import trainer_place
+    from mpsprofiler.diagnosis.engine import phrase_for
+    from mpsprofiler.diagnosis.rules import builtin_rules_dir, load_rules
+
+    script = tmp_path / "train.py"
+    script.write_text("from transformers import Trainer, TrainingArguments\n\n\ndef main():\n"
+                      "    args = TrainingArguments(output_dir='out', max_steps=9,\n"
+                      "                             dataloader_num_workers=0)\n"
+                      "    Trainer(model=None, args=args).train()\n\n\nmain()\n")
+    session: Any = SimpleNamespace(model={"framework": "transformers Trainer"}, run={"cwd": str(tmp_path)})
+    place = trainer_place(session, str(script), 7, 2)
+    assert place is not None
+    assert (place["loader_name"], place["loader_where"]) == ("trainer_started", "trainer_rewrite")  # codes
+    words = next(iter(load_rules([builtin_rules_dir() / "dataloader-stall.yaml"]))).phrases  # the rule file's
+    assert phrase_for(words, place, "loader_name", ()) == "the Trainer's training DataLoader (started at train.py:7)"
+    assert phrase_for(words, place, "loader_where", ()) == \
+        "The Trainer builds it from its `TrainingArguments`: change them (train.py:5) to"
+    code = place["loader_code"]
+    assert "output_dir='out'" in code and "dataloader_num_workers=2" in code and "dataloader_num_workers=0" not in code
+    assert "dataloader_persistent_workers=True" in code and 'if __name__ == "__main__":' in code
+    assert trainer_place(SimpleNamespace(model={"framework": "lightning"}, run={}), str(script), 7, 2) is None  # type: ignore[arg-type]
+    missing = trainer_place(session, str(tmp_path / "gone.py"), 3, 4)
+    assert missing is not None and "dataloader_num_workers=4," in missing["loader_code"]
+
+
+# -- the real libraries, through the real CLI -------------------------------------------
+def has(*modules: str) -> bool:
+    return all(importlib.util.find_spec(m) is not None for m in modules)
+
+
+RUNS: dict[str, tuple[str, dict[str, str], tuple[str, ...], tuple[str, ...]]] = {
+    # name: (script, env, modules it needs, mpsprof run options); one run per framework,
+    # all at once: CI's framework stage (.ci/run) is this fixture, pip install included
+    "trainer": ("hf_trainer.py", {"STEPS": "30", "ACCUM": "2", "COLLATE_SLEEP": "0.03"},
+                ("transformers", "accelerate"), ()),
+    "accelerate": ("accel_loop.py", {"STEPS": "30"}, ("accelerate",), ()),
+    # mpsprof's own num_workers fix applied to a loader that sleeps: 2 workers, 2 torch
+    # threads; training_step keeps its logits in self.outs
+    "lightning": ("lightning_val.py", {"STEPS": "40", "ACCUM": "2", "SAMPLE_SLEEP": "0.003", "LEAK": "1",
+                                     "OMP_NUM_THREADS": "2", "MKL_NUM_THREADS": "2"},
+                  ("lightning",), ("--set", "dataloader.num_workers=2")),
+}
+
+
+class Run:
+    def __init__(self, proc: subprocess.CompletedProcess[str], run_dir: Path, seconds: float) -> None:
+        self.proc = proc
+        self.run_dir = run_dir
+        self.seconds = seconds
+        self.summary = read_summary(run_dir, missing_ok=True)
+
+    @property
+    def steps(self) -> dict[str, Any]:
+        return dict(self.summary.get("steps") or {})
+
+    @property
+    def rules(self) -> list[str]:
+        return [f["rule"] for f in self.summary.get("findings") or []]
+
+    def printed(self, name: str) -> int:
+        """The framework's own count, as the script prints it (``global_step 40``)."""
+        m = re.search(rf"{name} (\d+)", self.proc.stdout)
+        assert m, self.proc.stdout[-2000:] + self.proc.stderr[-3000:]
+        return int(m.group(1))
+
+
+def run_script(tmp: Path, name: str, script: str, env: dict[str, str], options: tuple[str, ...] = ()) -> Run:
+    run_dir = tmp / name
+    started = time.monotonic()
+    proc = mpsprof_cli("run", "--headless", "-o", str(run_dir), *options, str(SCRIPTS / script), cwd=tmp,
+                       env=child_env(**{**OFFLINE, "OUT_DIR": str(tmp / f"{name}_out"), **env}), timeout=300)
+    return Run(proc, run_dir, time.monotonic() - started)
+
+
+@pytest.fixture(scope="module")
+def framework_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Run]:
+    """Every installed framework's run, all at once (each mostly imports its library)."""
+    tmp = tmp_path_factory.mktemp("frameworks")
+    wanted = {name: spec for name, spec in RUNS.items() if has(*spec[2])}
+    with ThreadPoolExecutor(3) as pool:
+        futures = {name: pool.submit(run_script, tmp, name, script, env, options)
+                   for name, (script, env, _, options) in wanted.items()}
+        return {name: future.result() for name, future in futures.items()}
+
+
+def framework_run(runs: dict[str, Run], name: str) -> Run:
+    if name not in runs:
+        pytest.skip(f"needs {', '.join(RUNS[name][2])} (the frameworks extra)")
+    run = runs[name]
+    assert run.proc.returncode == 0, run.proc.stderr[-3000:]
+    return run
+
+
+@pytest.mark.slow
+def test_a_trainer_counts_its_optimizer_steps(framework_runs: dict[str, Run]) -> None:
+    """Trainer.state.global_step, not one more (accelerate's look-ahead batch), and with
+    gradient_accumulation_steps=2 its 30 updates of 2 batches each, not the batches
+    fetched up front."""
+    run = framework_run(framework_runs, "trainer")
+    assert run.steps["count"] == run.printed("global_step") == 30
+    assert run.steps["mode"] == "optimizer"
+    assert run.steps["framework"] == "transformers Trainer"
+    assert "of a Hugging Face Trainer" in run.proc.stderr
+    assert run.steps["batches"] == run.printed("global_step") * 2
+
+
+@pytest.mark.slow
+def test_a_trainer_with_a_slow_collator_is_told_its_training_arguments(framework_runs: dict[str, Run]) -> None:
+    """The data_collator sleeps 30 ms a batch: the stall fix says what to set on
+    TrainingArguments (the Trainer builds the loader), and the batch size is the
+    Trainer's 8, not None (accelerate rebuilds the loader with batch_sampler=)."""
+    run = framework_run(framework_runs, "trainer")
+    stall = [f for f in run.summary["findings"] if f["rule"].startswith("dataloader-stall")]
+    assert stall, run.rules
+    fix = stall[0]["fix"]
+    workers = stall[0]["facts"].get("suggested_num_workers") or re.search(r"num_workers=(\d+)", fix).group(1)
+    assert "TrainingArguments(" in fix and f"dataloader_num_workers={workers}," in fix
+    assert "dataloader_persistent_workers=True" in fix and "dataloader_pin_memory=False" in fix
+    assert "site-packages" not in fix and "site-packages" not in stall[0]["evidence"]
+    assert "the Trainer's training DataLoader (started at" in stall[0]["evidence"]
+    assert "batch of None samples" not in stall[0]["evidence"]
+    assert run.summary["dataloaders"][0]["batch_size"] == 8
+
+
+@pytest.mark.slow
+def test_the_stall_fix_try_sets_reaches_the_trainers_loader(framework_runs: dict[str, Run], tmp_path: Path) -> None:
+    """What `mpsprof try` sets for the Trainer's stall (experiment/candidates.py: the
+    workers on `dataloader.N`, the loader the finding names, counted as the probe counts
+    them, accelerate's rebuilt DataLoaderShard included) reaches the loader the Trainer
+    trains from: run again with that setting, that loader has the workers and the wait
+    falls."""
+    from mpsprofiler.diagnosis import diagnose
+    from mpsprofiler.experiment.candidates import FIXES
+    from mpsprofiler.session.recording import load_run
+
+    run = framework_run(framework_runs, "trainer")
+    stall = [f for f in run.summary["findings"] if f["rule"].startswith("dataloader-stall")]
+    assert stall, run.rules
+    facts = diagnose(load_run(run.run_dir).session).facts  # what `try` reads
+    settings = FIXES[stall[0]["rule"]](facts)
+    assert settings is not None, {k: facts.get(k) for k in ("suggested_num_workers", "num_workers", "loader_created")}
+    (number, change), = settings["dataloader"].items()
+    assert number != "*", settings  # the one loader named, not every loader
+    workers = change["num_workers"]
+    script, env, _, _ = RUNS["trainer"]
+    again = run_script(tmp_path, "trainer_fixed", script, env, ("--set", f"dataloader.{number}.num_workers={workers}"))
+    assert again.proc.returncode == 0, again.proc.stderr[-3000:]
+    assert again.printed("global_step") == 30
+    trained = max(again.summary["dataloaders"], key=lambda d: d.get("fetch_s") or 0.0)
+    assert trained["num_workers"] == workers, again.summary["dataloaders"]
+    before, after = run.steps["data_wait_share"], again.steps["data_wait_share"]
+    assert after < before / 2, (before, after)
+
+
+@pytest.mark.slow
+def test_an_accelerate_loop_counts_its_steps_and_keeps_no_false_leak(framework_runs: dict[str, Run]) -> None:
+    """A plain accelerate loop: 30 of 30, and no 'Tensors kept ... pile up' for the batch
+    its DataLoaderShard fetches ahead (memory is flat)."""
+    run = framework_run(framework_runs, "accelerate")
+    assert run.steps["count"] == run.printed("optimizer_steps") == 30
+    assert run.steps["framework"] == "accelerate"
+    assert run.steps["fetched_ahead"] == 1
+    assert not [r for r in run.rules if r.startswith("leak") or r == "tensor-leak"], run.rules
+    assert not [e for e in read_events(run.run_dir) if e["k"] == "leaks"]
+
+
+@pytest.mark.slow
+def test_lightning_leaves_out_its_sanity_check(framework_runs: dict[str, Run]) -> None:
+    """Lightning with validation and accumulate_grad_batches=2: its 2 sanity-check batches
+    run no optimizer step and are not steps; 40 batches are 20 updates. `--set
+    dataloader.num_workers=2` reached the loader Lightning iterates."""
+    run = framework_run(framework_runs, "lightning")
+    assert run.steps["count"] == run.printed("global_step") == 20
+    assert run.steps["framework"] == "lightning"
+    assert run.steps["fetched_ahead"] == 2
+    assert {d["num_workers"] for d in run.summary["dataloaders"]} == {2}
+
+
+@pytest.mark.slow
+def test_lightning_leak_names_self_outs_and_its_append_line(framework_runs: dict[str, Run]) -> None:
+    """`self.outs.append(logits)` in training_step: no user frame holds the module when
+    the leak is checked (Lightning's optimizer closure runs training_step); the finding
+    names the container and the append line, not the line that made the logits."""
+    run = framework_run(framework_runs, "lightning")
+    leak = next((f for f in run.summary["findings"] if f["rule"].startswith("leak-site")), None)
+    assert leak is not None, run.rules
+    source = (SCRIPTS / "lightning_val.py").read_text().splitlines()
+    append = next(i for i, line in enumerate(source, 1) if "self.outs.append(logits)" in line)
+    assert f"lightning_val.py:{append}" in leak["title"]
+    assert f"They are kept in `self.outs`, added to at {SCRIPTS / 'lightning_val.py'}:{append}" in leak["evidence"] or (
+        f"They are kept in `self.outs`, added to at lightning_val.py:{append}" in leak["evidence"]), leak["evidence"]
+
+
+@pytest.mark.slow
+def test_sleeping_workers_are_not_busy_threads(framework_runs: dict[str, Run]) -> None:
+    """After the num_workers fix, Lightning's 2 workers sleep on their samples: their
+    measured CPU (well under a core between them), not their number, joins torch's 2
+    threads; no thread warning unless other programs took the cores."""
+    from mpsprofiler.diagnosis.engine import phrase_for
+    from mpsprofiler.diagnosis.facts import collect_facts
+    from mpsprofiler.diagnosis.rules import builtin_rules_dir, load_rules
+    from mpsprofiler.session.recording import load_run
+
+    run = framework_run(framework_runs, "lightning")
+    facts = collect_facts(load_run(run.run_dir).session)
+    assert facts["torch_threads"] == 2
+    assert facts["thread_workers_text"] in ("measured", "measured_one") and facts["thread_worker_processes"] == 2
+    words = next(iter(load_rules([builtin_rules_dir() / "thread-oversubscription.yaml"]))).phrases
+    assert "2 DataLoader worker processes using" in (phrase_for(words, facts, "thread_workers_text", ()) or "")
+    assert facts["workers_busy_cores"] < 0.6
+    assert facts["busy_threads"] == round(2 + facts["workers_busy_cores"])
+    if (facts.get("others_busy_cores") or 0.0) < 0.3:
+        assert "thread-oversubscription" not in run.rules
+
+
+@pytest.mark.slow
+def test_plain_torch_scripts_optimizer_per_step_and_first_step_crash(tmp_path: Path) -> None:
+    """No framework needed. An optimizer built every iteration: 60 steps of 60 (issue 33:
+    13). A crash in the first step: the crash alone (no 'mark them with
+    mpsprofiler.step()'), its first line and the traced line, not a cut traceback."""
+    with ThreadPoolExecutor(2) as pool:
+        per_step = pool.submit(run_script, tmp_path, "per_step", "optimizer_per_step.py", {})
+        crash = pool.submit(run_script, tmp_path, "crash", "crash_first_step.py", {})
+        per_step_run, crash_run = per_step.result(), crash.result()
+    assert per_step_run.proc.returncode == 0, per_step_run.proc.stderr[-3000:]
+    assert per_step_run.steps["count"] == 60
+    assert per_step_run.steps.get("framework") is None
+    assert crash_run.proc.returncode == 1
+    assert "no-step-signal" not in crash_run.rules and "no-step-signal" not in crash_run.proc.stderr
+    line = next(x for x in crash_run.proc.stderr.splitlines() if x.startswith("crash       "))
+    assert line == ("crash       RuntimeError: shape mismatch in the first step: expected [4, 3], got [4, 2]"
+                    f" at {SCRIPTS / 'crash_first_step.py'}:19")
+    assert "steps       0 (the script crashed before its first step ended)" in crash_run.proc.stderr
+
+
+def test_doctor_says_when_torchvision_does_not_match_torch(monkeypatch: pytest.MonkeyPatch) -> None:
+    """PyPI's torchvision (a CUDA build on Linux) beside a CPU torch fails to import, and
+    `import lightning` with it (torchmetrics imports torchvision); a torchvision pinned to
+    another torch release fails too. From the metadata only (fake environments)."""
+    from mpsprofiler import doctor
+
+    monkeypatch.setattr(doctor.sys, "platform", "linux")
+    check = doctor.check_torchvision
+    assert check({"torch": "2.13.0+cpu"}).status == "info"
+    cuda_beside_cpu = check({"torch": "2.13.0+cpu", "torchvision": "0.28.0", "torchvision_torch": "2.13.0"})
+    assert cuda_beside_cpu.status == "warn" and "index-url https://download.pytorch.org/whl/cpu" in cuda_beside_cpu.fix
+    other_release = check({"torch": "2.13.0", "torchvision": "0.27.0", "torchvision_torch": "2.12.0"})
+    assert other_release.status == "fail" and "torch 2.12.0" in other_release.detail
+    matching = check({"torch": "2.13.0+cpu", "torchvision": "0.28.0+cpu", "torchvision_torch": "2.13.0"})
+    assert matching.status == "ok"
+    assert "torchvision" in [c.id for c in doctor.run_checks({"torch": "2.13.0"})]
+
+
+class Keeper:
+    """A LightningModule as the leak check meets it: no user frame holds it at the step
+    boundary (Lightning calls training_step inside its optimizer closure)."""
+
+    def __init__(self) -> None:
+        self.outs: list[Any] = []
+
+    def training_step(self, logits: Any) -> None:
+        self.outs.append(logits)  # the line that keeps the memory
+
+
+def test_a_leak_kept_in_an_attribute_names_self_attr_and_its_append_line() -> None:
+    """From the tensor to the list to the object to the user's class: `self.outs` and the
+    `self.outs.append` line; a tensor kept by a library's object (not user code) or by
+    nothing is no owner."""
+    import torch
+
+    from mpsprofiler.probe.leak_owner import find_owner
+    from mpsprofiler.probe.ops_leaks import _adding_lines
+
+    def is_user(code: Any) -> bool:
+        return bool(code.co_filename == __file__)
+
+    keeper, t = Keeper(), torch.ones(3)
+    keeper.training_step(t)
+    append_line = next(i for i, line in enumerate(Path(__file__).read_text().splitlines(), 1)
+                       if "self.outs.append(logits)  # the line" in line)
+    found = find_owner(t, is_user, _adding_lines)
+    assert found is not None
+    assert (found["name"], found["line"], found["owner"], found["size"]) == ("self.outs", append_line, "Keeper", 1)
+    keeper.__dict__  # noqa: B018  (a materialised __dict__ is one referrer more: still found)
+    assert (find_owner(t, is_user, _adding_lines) or {}).get("line") == append_line
+    assert find_owner(t, lambda code: False, _adding_lines) is None
+    assert find_owner(torch.ones(2), is_user, _adding_lines) is None
+
+
+def test_unmeasured_workers_are_not_counted_as_busy_threads() -> None:
+    """A run too short for two CPU samples of its workers: 4 workers beside torch's 2
+    threads on 4 cores are not 6 busy threads (a sleeping worker uses almost no CPU; an
+    instrument that did not measure makes no finding). No library needed."""
+    from mpsprofiler.diagnosis.analyzers.threads import thread_facts
+    from mpsprofiler.diagnosis.engine import phrase_for
+    from mpsprofiler.diagnosis.rules import builtin_rules_dir, load_rules
+    from mpsprofiler.session.session import Session
+
+    session = Session(read_back=True)
+    session.env.update({"torch_threads": 2, "cores_physical": 4, "cores_logical": 4})
+    session.dataloaders[1] = {"id": 1, "num_workers": 4, "len": 10, "created": 1}  # type: ignore[typeddict-item]
+    facts = thread_facts(session)
+    assert facts["workers_busy_cores"] == 0.0 and facts["busy_threads"] == 2
+    assert facts["thread_workers_text"] == "unmeasured"  # a code: the rule file words it
+    words = next(iter(load_rules([builtin_rules_dir() / "thread-oversubscription.yaml"]))).phrases
+    assert phrase_for(words, facts, "thread_workers_text", ()) == \
+        "4 DataLoader worker processes (not counted: their CPU use was not measured in so short a run)"
+    assert facts["thread_oversubscription"] < 1.5

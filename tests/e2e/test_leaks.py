@@ -1,0 +1,97 @@
+"""Leaks to the line, through the real CLI on real training loops (CPU).
+
+``total_loss += loss`` keeps every step's graph alive while RSS stays flat; a list of
+detached activations grows by one batch per step. Both must name the user's line, with a
+fix that matches the pattern and never recommends the leaking pattern itself.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from helpers import mpsprof_cli, read_summary
+
+HERE = Path(__file__).parent.parent
+SCRIPTS = HERE / "scripts_leaks"
+LEAK_RULES = {"graph-kept-across-steps", "leak-site-graph", "leak-site-container"}
+
+
+def _run(tmp_path: Path, name: str, *args: str) -> dict:
+    run_dir = tmp_path / (name + "-".join(a.strip("-") for a in args))
+    proc = mpsprof_cli("run", "--headless", "-o", str(run_dir), str(SCRIPTS / f"{name}.py"), *args)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return read_summary(run_dir)
+
+
+def _findings(summary: dict) -> dict[str, dict]:
+    return {f["rule"]: f for f in summary["findings"]}
+
+
+def _line_of(name: str, text: str) -> int:
+    lines = (SCRIPTS / f"{name}.py").read_text().splitlines()
+    return next(i for i, line in enumerate(lines, 1) if line.strip() == text)
+
+
+@pytest.mark.slow
+def test_total_loss_without_item_is_reported_with_its_line(tmp_path: Path) -> None:
+    with ThreadPoolExecutor(2) as pool:
+        leaky, fixed = pool.map(lambda a: _run(tmp_path, "total_loss", *a), [(), ("--fixed",)])
+    found = _findings(leaky)
+    assert "graph-kept-across-steps" in found, [f["rule"] for f in leaky["findings"]]
+    carry = found["graph-kept-across-steps"]
+    line = _line_of("total_loss", "total_loss += loss")
+    assert f"total_loss.py:{line}" in carry["title"] + carry["evidence"]
+    assert "`total_loss += loss`" in carry["evidence"]
+    assert "loss.item()" in carry["fix"] and "loss.detach()" in carry["fix"]
+    assert carry["severity"] == "warning"
+    assert "leak-site-graph" not in found  # one finding for one line
+    # the same loop accumulating numbers keeps nothing
+    assert not LEAK_RULES & set(_findings(fixed)), fixed["findings"]
+
+
+@pytest.mark.slow
+def test_detached_cache_names_the_append_line_and_bounds_the_container(tmp_path: Path) -> None:
+    with ThreadPoolExecutor(2) as pool:
+        summary, bounded = pool.map(lambda a: _run(tmp_path, "detached_cache", *a), [(), ("--bounded",)])
+    assert not LEAK_RULES & set(_findings(bounded)), bounded["findings"]  # the fix: deque(maxlen=8)
+    found = _findings(summary)
+    assert "leak-site-container" in found, summary["findings"]
+    site = found["leak-site-container"]
+    line = _line_of("detached_cache", "cache.append(h.detach().clone())")
+    assert f"detached_cache.py:{line}" in site["title"]
+    assert "`cache.append(h.detach().clone())`" in site["evidence"]
+    assert site["facts"]["leak_site_kib_per_step"] == pytest.approx(128, rel=0.05)  # 128 x 256 float32
+    fix = site["fix"]
+    assert "deque(maxlen=" in fix and ".item()" in fix and "torch.save" in fix
+    # the recording replays to the same finding (report = session rebuilt from events.jsonl)
+    report = mpsprof_cli("report", str(tmp_path / "detached_cache"), "--format", "md")
+    assert f"Tensors kept at detached_cache.py:{line} pile up" in report.stdout, report.stdout[-2000:]
+    assert ".detach().cpu())" not in fix.replace("torch.stack(chunk).cpu()", "")  # never the leaking pattern
+    assert "graph-kept-across-steps" not in found and "leak-site-graph" not in found
+
+
+def test_shipped_leak_fixes_never_recommend_an_unbounded_append() -> None:
+    """The memory-slope rule used to tell users to ``outputs.append(out.detach().cpu())``:
+    the very pattern that leaks (into host memory)."""
+    from mpsprofiler.diagnosis.rules import load_builtin_and_user
+
+    rules = {r.id: r for r in load_builtin_and_user([]).rules}
+    for rule_id in ("tensor-leak", "leak-site-container", "leak-site-graph", "graph-kept-across-steps"):
+        fix = rules[rule_id].fix
+        assert "outputs.append(out.detach().cpu())" not in fix, rule_id
+
+
+@pytest.mark.slow
+def test_outputs_kept_in_a_list_name_the_container_and_its_append_line(tmp_path: Path) -> None:
+    """The model's output is made inside the model; the line that keeps it is the append."""
+    summary = _run(tmp_path, "losses_list")
+    found = _findings(summary)
+    assert "leak-site-graph" in found, summary["findings"]
+    site = found["leak-site-graph"]
+    line = _line_of("losses_list", "outputs.append(out)")
+    assert f"losses_list.py:{line}" in site["title"]
+    assert "kept in `outputs`" in site["evidence"] and "`outputs.append(out)`" in site["evidence"]
+    assert "loss.item()" in site["fix"] and ".detach()" in site["fix"]

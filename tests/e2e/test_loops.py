@@ -1,0 +1,195 @@
+"""Every training loop is seen: loops without torch.optim (backward passes count the
+steps), loops nothing can count (the one-line ``mpsprofiler.step()`` fix is shown), real
+scripts through the real CLI."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from helpers import FakeClock, child_env, mpsprof_cli, read_summary
+from mpsprofiler.probe.steps import StepTracker
+
+SCRIPTS = Path(__file__).parent.parent / "scripts_loops"
+
+
+def mpsprof_run(tmp_path: Path, script: str, *args: str, **env: str) -> tuple[subprocess.CompletedProcess, dict, Path]:
+    run_dir = tmp_path / Path(script).stem
+    proc = mpsprof_cli("run", "--headless", "-o", str(run_dir), str(SCRIPTS / script), *args,
+                       env=child_env(**env), timeout=180)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc, read_summary(run_dir), run_dir
+
+
+@pytest.mark.slow
+def test_manual_updates_count_one_step_per_update(tmp_path):
+    """pytorch/examples regression: ``param.data.add_(-lr * grad)``, no optimizer, no DataLoader."""
+    proc, summary, _ = mpsprof_run(tmp_path, "regression.py", MAX_BATCHES="25")
+    updates = int(re.search(r"after (\d+) batches", proc.stdout).group(1))
+    assert summary["steps"]["count"] == updates == 25
+    assert summary["steps"]["mode"] == "backward"
+    assert "from backward passes" in proc.stderr
+    assert "no-step-signal" not in proc.stderr
+
+
+@pytest.mark.slow
+def test_several_backward_passes_per_iteration_are_one_step(tmp_path):
+    """Three ``.backward()`` lines and a gradient penalty (``autograd.grad``) per iteration."""
+    proc, summary, _ = mpsprof_run(tmp_path, "gan_manual.py", ITERS="9")
+    assert "iterations 9" in proc.stdout
+    assert summary["steps"]["count"] == 9
+    assert summary["steps"]["mode"] == "backward"
+
+
+@pytest.mark.slow
+def test_a_loop_nothing_counts_says_so_with_the_fix(tmp_path):
+    proc, summary, run_dir = mpsprof_run(tmp_path, "no_signal.py")
+    assert summary["steps"]["count"] == 0
+    assert "[WARN] No training steps seen: mark them with mpsprofiler.step()  (no-step-signal)" in proc.stderr
+    report = mpsprof_cli("report", str(run_dir), "--format", "md")
+    assert report.returncode == 0, report.stderr
+    assert "mpsprofiler.step()     # one call per training step" in report.stdout
+
+
+def _tracker() -> tuple[StepTracker, FakeClock, list]:
+    from mpsprofiler.devices.cpu import CpuBackend
+
+    clock = FakeClock()
+    emitted: list = []
+    tracker = StepTracker(lambda kind, **f: emitted.append(f), CpuBackend(), clock)
+    tracker._mark_start()
+    return tracker, clock, emitted
+
+
+def _durations(tracker: StepTracker, emitted: list) -> list[float]:
+    tracker.drain()
+    return [d for e in emitted for d in e["dur"]]
+
+
+def test_backward_cycle_closes_at_the_last_pass_of_each_iteration():
+    tracker, clock, emitted = _tracker()
+    for it in range(4):  # two sites per iteration, 1 s apart, iterations 3 s long
+        clock.t = it * 3 + 1
+        tracker.on_backward("critic", clock.t)
+        clock.t = it * 3 + 2
+        tracker.on_backward("generator", clock.t)
+    tracker.finish()
+    assert tracker.mode == "backward"
+    assert _durations(tracker, emitted) == [2.0, 3.0, 3.0, 3.0]
+
+
+def test_an_optimizer_outranks_backward_passes():
+    tracker, clock, emitted = _tracker()
+    opt = object()
+    for it in range(3):
+        clock.t = it + 0.5
+        tracker.on_backward("loss", clock.t)
+        clock.t = it + 0.6
+        tracker.on_optimizer_step(opt)
+    tracker.finish()
+    assert tracker.mode == "optimizer"
+    assert len(_durations(tracker, emitted)) == 3
+
+
+@pytest.mark.parametrize("passes", [1, 2])
+def test_one_iteration_is_one_step(passes):
+    tracker, clock, emitted = _tracker()
+    for k in range(passes):
+        clock.t = k + 1.0
+        tracker.on_backward(f"site{k}", clock.t)
+    tracker.finish()
+    assert tracker.mode == "backward"
+    assert _durations(tracker, emitted) == [float(passes)]
+
+
+@pytest.mark.slow
+def test_gradient_accumulation_counts_updates_not_micro_batches(tmp_path):
+    for opt in ("1", ""):
+        _, summary, _ = mpsprof_run(tmp_path / f"opt{opt}", "accumulate.py", OPT=opt, UPDATES="5", ACCUM="3")
+        assert summary["steps"]["count"] == 5, opt
+        assert summary["steps"]["mode"] == ("optimizer" if opt else "backward")
+
+
+@pytest.mark.slow
+def test_two_lbfgs_steps_get_op_accounting_and_the_float64_finding(tmp_path):
+    """LBFGS runs its closure (forward and backward) many times per step: those passes are
+    the optimizer's, and a run of 2 long steps is sampled (step 1) for op facts."""
+    proc, summary, _ = mpsprof_run(tmp_path, "lbfgs_double.py", STEPS="2")
+    assert summary["steps"]["count"] == 2
+    assert summary["steps"]["mode"] == "optimizer"
+    assert "(float64-mps)" in proc.stderr
+    # LBFGS's own .item() / tensor-as-scalar calls are device syncs on a Mac: the
+    # optimizer's, at its own lines, not the user's `optimizer.step(closure)` line
+    syncs = next(f for f in summary["findings"] if f["rule"] == "sync-heavy-mac")["facts"]
+    assert syncs["sync_top_line"].startswith("lbfgs.py:")
+    assert syncs["sync_top_module"] == "torch.optim.LBFGS.step"
+    assert "optimizer.step(closure)" not in syncs["sync_table"]
+
+
+@pytest.mark.slow  # not serial: 10.5 s of sleep against a 10 s bound, compile time far under it
+def test_a_very_long_compiled_first_step_gets_the_warm_up_note(tmp_path):
+    """torch.compile'd model, step 0 made > 10 s with a sleep; the same script with a
+    short step 0 gets no note."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(2) as pool:
+        slow = pool.submit(mpsprof_run, tmp_path / "slow", "compiled_first_step.py", FIRST_STEP_S="10.5")
+        fast = pool.submit(mpsprof_run, tmp_path / "fast", "compiled_first_step.py", FIRST_STEP_S="0")
+        (proc, summary, _), (fast_proc, _, _) = slow.result(), fast.result()
+    assert summary["steps"]["count"] == 8
+    assert "(long-first-step)" in proc.stderr
+    assert re.search(r"Step 0 took 1\d\.\d s", proc.stderr)
+    assert "long-first-step" not in fast_proc.stderr
+
+
+@pytest.mark.serial
+@pytest.mark.slow
+def test_ddp_straggler_in_its_own_code_is_named_with_the_phase(tmp_path):
+    """2-rank gloo DDP, no DataLoader; rank 1 sleeps 10 ms per step in its loop. Step times
+    are equal (the all-reduce evens them out): the split of each rank's step names it.
+    The same job without the sleep names no straggler."""
+    script = str(Path(__file__).parent.parent / "scripts_dist" / "ddp_own_code.py")
+
+    def run(name: str, slow_ms: str) -> tuple[subprocess.CompletedProcess, Path]:
+        run_dir = tmp_path / name
+        proc = mpsprof_cli("run", "--headless", "-o", str(run_dir), "--nproc-per-node", "2", script,
+                           env=child_env(SLOW_MS=slow_ms), timeout=240)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        return proc, run_dir
+
+    # one job at a time: four ranks on two cores would make stragglers of their own
+    proc, run_dir = run("slow", "10")
+    _, even_dir = run("even", "0")
+    findings = read_summary(run_dir)["findings"]
+    straggler = next(f for f in findings if f["rule"] == "straggler-rank-work")
+    assert straggler["facts"]["straggler_rank"] == 1
+    assert straggler["facts"]["straggler_cause"].startswith("its own code")
+    assert "Rank 1 holds the job back: its own code" in proc.stderr
+    assert not [f for f in read_summary(even_dir)["findings"] if f["rule"].startswith("straggler")]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_hogwild_trainers_in_child_processes_are_reported_as_not_observed(tmp_path, method):
+    """pytorch/examples mnist_hogwild-style: 2 trainer processes, the parent only evaluates."""
+    proc, summary, _ = mpsprof_run(tmp_path, "hogwild.py", START_METHOD=method)
+    assert proc.stdout.count(": 10 steps") == 2
+    finding = next(f for f in summary["findings"] if f["rule"] == "unobserved-child-processes")
+    assert finding["facts"]["child_processes"] == 2
+    assert finding["facts"]["child_targets"] == "train"
+    assert finding["facts"]["child_start_methods"] == method
+    assert "Training in 2 child processes was not observed" in proc.stderr
+
+
+@pytest.mark.slow
+def test_dataloader_workers_are_not_child_processes_of_the_script(tmp_path):
+    run_dir = tmp_path / "run"
+    proc = mpsprof_cli("run", "--headless", "-o", str(run_dir),
+                       str(Path(__file__).parent.parent / "scripts_core" / "sleepy_dataset.py"),
+                       env=child_env(WORKERS="2", STEPS="6", SLEEP="0.001"), timeout=180)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "unobserved-child-processes" not in proc.stderr
+    assert read_summary(run_dir)["steps"]["count"] == 6

@@ -1,0 +1,65 @@
+"""``mpsprof patch`` for the loader rules the other patch tests leave. ``worker-respawn``
+(workers started again at every epoch) end to end through the CLI on the rule's own
+trigger script: the patch keeps that loader's workers (``persistent_workers=True`` on the
+line that builds it), applies with ``git apply``, and the patched script, profiled again,
+no longer gets the finding. ``pin-memory-mps`` (Mac only) through the planner. The other
+loader rules' patches have their own tests (test_patch.py, test_patch_prove_e2e.py,
+test_patch_unplanned.py)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import REPO, child_env, mpsprof_cli
+from tests.e2e.test_patch import Recorded, _changed
+
+TRIGGER = REPO / "examples" / "triggers" / "worker_respawn.py"
+
+
+@pytest.mark.slow
+@pytest.mark.serial  # the finding is judged from the workers' start-up share of the epochs
+def test_respawned_workers_are_kept_and_the_finding_goes(tmp_path: Path) -> None:
+    (tmp_path / "as-written").mkdir()
+    rec = Recorded(tmp_path / "as-written", TRIGGER, env=child_env(MKL_NUM_THREADS="1"))
+    assert "worker-respawn" in rec.rules, rec.rules
+    # the patched script runs once, profiled (below): its exit status and "done" are python's
+    removed, added = _changed(rec.check_applies_and_runs("worker-respawn", tmp_path, run=False))
+    built = "    loader = DataLoader(data, batch_size=8, num_workers=2)  # persistent_workers=False"
+    assert removed == [built], removed
+    assert added == ["    loader = DataLoader(data, batch_size=8, num_workers=2, persistent_workers=True)"
+                     "  # persistent_workers=False"], added
+    patched = tmp_path / "repo-worker-respawn"  # check_applies_and_runs applied it there
+    run = tmp_path / "patched-run"
+    proc = mpsprof_cli("run", "--headless", "-o", str(run), str(patched / TRIGGER.name), cwd=patched,
+                       env=child_env(MKL_NUM_THREADS="1"))
+    assert proc.returncode == 0 and "done" in proc.stdout, proc.stderr[-3000:]
+    rules = [f["rule"] for f in json.loads((run / "summary.json").read_text())["findings"]]
+    assert "worker-respawn" not in rules, rules
+    assert shutil.which("git") and subprocess.run(["git", "diff", "--quiet", "--no-index", str(TRIGGER),
+                                                   str(rec.script)]).returncode == 0  # the user's file untouched
+
+
+def test_pinned_memory_on_a_mac_is_switched_off_on_the_loader_that_asks_for_it(tmp_path: Path) -> None:
+    """``pin-memory-mps`` fires only on MPS (no Mac here): the planner on a session as a Mac
+    run records it. The fix is the rule's own (pin_memory=False, torch's DataLoader does not
+    pin for MPS); the other loader and the other arguments stay as written."""
+    from mpsprofiler.patch.plan import plan
+    from tests.e2e.test_patch import _finding, _session
+
+    script = tmp_path / "train.py"
+    script.write_text("from torch.utils.data import DataLoader\n"
+                      "train = DataLoader(ds, batch_size=4, num_workers=2, pin_memory=True)  # fast copies\n"
+                      "val = DataLoader(ds, batch_size=4)\n")
+    session = _session(script)
+    session.dataloaders = {1: {"created": 1, "file": str(script), "line": 2, "num_workers": 2,  # type: ignore[attr-defined]
+                               "pin_memory": True, "persistent_workers": False}}
+    fix = plan(session, [_finding("pin-memory-mps")], {})[0]  # type: ignore[arg-type, list-item]
+    assert not fix.not_patched, fix.not_patched
+    text = fix.files[str(script.resolve())][1]
+    assert text.splitlines()[1:] == ["train = DataLoader(ds, batch_size=4, num_workers=2, pin_memory=False)  # fast copies",
+                                     "val = DataLoader(ds, batch_size=4)"], text
