@@ -22,8 +22,8 @@ import torch
 
 from mpsprofiler.diagnosis.analyzers.crash import classify, missing_device
 from mpsprofiler.diagnosis.analyzers.device_choice import chooser, device_literals
-from tests.helpers import REPO, child_env, mpsprof_cli
 from tests.e2e.test_patch import Recorded, _changed
+from tests.helpers import REPO, child_env, mpsprof_cli
 
 SCRIPTS = REPO / "tests" / "scripts_devices"
 

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import REPO, child_env, mpsprof_cli
 from tests.e2e.test_patch import Recorded, _changed
+from tests.helpers import REPO, child_env, mpsprof_cli
 
 TRIGGER = REPO / "examples" / "triggers" / "worker_respawn.py"
 
