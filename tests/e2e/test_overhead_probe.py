@@ -154,7 +154,7 @@ def test_the_benchmark_of_the_per_step_cost_runs(tmp_path: Any) -> None:
     import subprocess
 
     out = tmp_path / "cost.json"
-    script = os.path.join(os.path.dirname(__file__), "..", "benchmarks", "step_cost.py")
+    script = os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks", "step_cost.py")
     subprocess.run([sys.executable, script, "--rounds", "1", "--steps", "20", "--warm", "8", "--json", str(out)],
                    check=True, capture_output=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"})
     figures = json.loads(out.read_text())

@@ -50,5 +50,5 @@ def test_the_tree_is_what_psutil_finds_grandchildren_and_thread_started_children
 def test_a_process_without_children_has_none() -> None:
     done = subprocess.run([sys.executable, "-c", "import os, sys; sys.path.insert(0, os.getcwd()); "
                            "from mpsprofiler.probe.sampler import _descendants; print(_descendants(os.getpid()))"],
-                          capture_output=True, text=True, timeout=60, cwd=os.path.dirname(os.path.dirname(__file__)))
+                          capture_output=True, text=True, timeout=60, cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
     assert done.stdout.strip() == "[]", done.stderr
