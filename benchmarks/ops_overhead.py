@@ -30,10 +30,11 @@ import os
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import argparse
+import contextlib
 import json
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
@@ -156,6 +157,29 @@ def _sync(device: torch.device) -> None:
     backend_for(device.type).synchronize()
 
 
+@contextlib.contextmanager
+def driven(acct: Any) -> Iterator[None]:
+    """For the block: a step boundary for ``acct`` after every optimizer step (as the
+    probe's step tracker gives it, with the step's duration), then ``acct`` closed."""
+    from torch.optim.optimizer import register_optimizer_step_post_hook
+
+    state = {"i": 0, "t": time.perf_counter()}
+
+    def boundary(*_: Any) -> None:
+        now = time.perf_counter()
+        state["i"] += 1
+        acct.on_step_boundary(state["i"], now - state["t"])
+        state["t"] = now
+
+    handle = register_optimizer_step_post_hook(boundary)
+    acct.on_step_boundary(0, None)
+    try:
+        yield
+    finally:
+        handle.remove()
+        acct.close()
+
+
 def run(make: Callable[[torch.device], Step], variant: str, steps: int, device: torch.device,
         warmup: int = 5) -> dict[str, Any]:  # fmt: skip
     """Mean step time of one run (ms), plus what the accountant reported."""
@@ -169,28 +193,12 @@ def run(make: Callable[[torch.device], Step], variant: str, steps: int, device: 
     for _ in range(warmup):
         step()
     _sync(device)
-    state = {"i": 0, "t": time.perf_counter()}
-
-    def boundary(*_: Any) -> None:
-        now = time.perf_counter()
-        state["i"] += 1
-        acct.on_step_boundary(state["i"], now - state["t"])  # type: ignore[union-attr]
-        state["t"] = now
-
-    handle = None
-    if acct is not None:
-        from torch.optim.optimizer import register_optimizer_step_post_hook
-
-        handle = register_optimizer_step_post_hook(boundary)
-        acct.on_step_boundary(0, None)
-    start = time.perf_counter()
-    for _ in range(steps):
-        step()
-    _sync(device)
-    elapsed = time.perf_counter() - start
-    if handle is not None:
-        handle.remove()
-        acct.close()  # type: ignore[union-attr]
+    with driven(acct) if acct is not None else contextlib.nullcontext():
+        start = time.perf_counter()
+        for _ in range(steps):
+            step()
+        _sync(device)
+        elapsed = time.perf_counter() - start
     out: dict[str, Any] = {"step_ms": elapsed / steps * 1e3, "samples": len(records)}
     if records:
         out["interval"] = records[-1]["interval"]
@@ -229,29 +237,14 @@ def excess(make: Callable[[torch.device], Step], accountant: Any, device: torch.
         step()
     first = 3
     acct = accountant(lambda kind, **f: None, early_steps=range(first, first + samples * period, period))
-    state = {"i": 0, "t": time.perf_counter()}
-
-    def boundary(*_: Any) -> None:
-        now = time.perf_counter()
-        state["i"] += 1
-        acct.on_step_boundary(state["i"], now - state["t"])
-        state["t"] = now
-
-    from torch.optim.optimizer import register_optimizer_step_post_hook
-
-    handle = register_optimizer_step_post_hook(boundary)
-    acct.on_step_boundary(0, None)
     times = []
     clock = time.thread_time if device.type == "cpu" else time.perf_counter
-    try:
+    with driven(acct):
         for _ in range(first + samples * period):
             t0 = clock()
             step()
             _sync(device)
             times.append(clock() - t0)
-    finally:
-        handle.remove()
-        acct.close()
     # step i (0-based) ends at boundary i + 1: the one sampled as step s is times[s]
     sampled = [first + k * period for k in range(samples)]
     plain = statistics.median(times[s + j] for s in sampled for j in range(2, period) if s + j < len(times))
@@ -269,25 +262,10 @@ def run_cost(make: Callable[[torch.device], Step], accountant: Any, device: torc
     for _ in range(5):
         step()
     acct = accountant(lambda kind, **f: None)
-    state = {"i": 0, "t": time.perf_counter()}
-
-    def boundary(*_: Any) -> None:
-        now = time.perf_counter()
-        state["i"] += 1
-        acct.on_step_boundary(state["i"], now - state["t"])
-        state["t"] = now
-
-    from torch.optim.optimizer import register_optimizer_step_post_hook
-
-    handle = register_optimizer_step_post_hook(boundary)
-    acct.on_step_boundary(0, None)
-    try:
+    with driven(acct):
         for _ in range(steps):
             step()
         _sync(device)
-    finally:
-        handle.remove()
-        acct.close()
     sched = acct.schedule
     return {"cost_ms": sched.added * 1e3, "share": sched.added / sched.total if sched.total else 0.0,
             "samples": sched.samples}  # fmt: skip
