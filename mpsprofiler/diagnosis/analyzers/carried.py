@@ -210,31 +210,38 @@ def carried_in(loop: ast.For | ast.AsyncFor | ast.While) -> tuple[Carried, ...]:
     return tuple(sorted(kept, key=lambda c: (not c.in_call, c.line)))
 
 
+LOOPS = (ast.For, ast.AsyncFor, ast.While)
+FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
+
+
+def _innermost(tree: ast.Module, line: int, kinds: tuple[type[ast.stmt], ...]) -> Any:
+    """The innermost node of ``kinds`` whose body holds ``line`` (None: none does)."""
+    best: Any = None
+    for node in ast.walk(tree):
+        if not isinstance(node, kinds):
+            continue
+        body = getattr(node, "body", None)
+        if body and body[0].lineno <= line <= (node.end_lineno or node.lineno) and (
+                best is None or node.lineno >= best.lineno):
+            best = node
+    return best
+
+
 def loop_at(tree: ast.Module, line: int) -> Loop | None:
     """The innermost loop whose body holds ``line``, with what it carries."""
-    best: ast.For | ast.AsyncFor | ast.While | None = None
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.For, ast.AsyncFor, ast.While)) and node.body:
-            start, end = node.body[0].lineno, node.end_lineno or node.lineno
-            if start <= line <= end and (best is None or node.lineno >= best.lineno):
-                best = node
-    if best is None:
+    loop = _innermost(tree, line, LOOPS)
+    if loop is None:
         return None
-    first = best.body[0]
-    return Loop(best.lineno, first.lineno, first.col_offset, carried_in(best))
+    first = loop.body[0]
+    return Loop(loop.lineno, first.lineno, first.col_offset, carried_in(loop))
 
 
 def backward_calls(tree: ast.Module, line: int) -> list[tuple[str, int]]:
     """The ``X.backward(...)`` calls up to ``line`` in the innermost loop (else function)
     around it: (``X`` as written, line), in order. Two of them on one forward pass is the
     second backward's crash."""
-    scope: ast.AST | None = None
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.For, ast.AsyncFor, ast.While, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
-            if node.body[0].lineno <= line <= (node.end_lineno or node.lineno) and (
-                    scope is None or node.lineno >= getattr(scope, "lineno", 0)):
-                scope = node
-    found = {(ast.unparse(n.func.value), n.lineno) for n in ast.walk(scope or tree)
+    scope = _innermost(tree, line, LOOPS + FUNCTIONS) or tree
+    found = {(ast.unparse(n.func.value), n.lineno) for n in ast.walk(scope)
              if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "backward"
              and n.lineno <= line}
     return sorted(found, key=lambda x: x[1])
@@ -246,7 +253,8 @@ def carried_facts(session: Session) -> dict[str, Any]:
     if crash is None:
         return {}
     message = crash.message or ""
-    if classify(crash.type, message) not in AUTOGRAD_KINDS:
+    kind = classify(crash.type, message)
+    if kind not in AUTOGRAD_KINDS:
         return {}
     facts: dict[str, Any] = {"carried_name": None}  # said, so the other autograd rules can tell
     saved = _SAVED.search(message)
@@ -257,9 +265,17 @@ def carried_facts(session: Session) -> dict[str, Any]:
     code = str(frames[0].get("code") or "") if frames else ""
     facts["crash_retain_graph"] = bool(re.search(r"retain_graph\s*=\s*True", code))
     cwd = session.run.get("cwd")
-    if classify(crash.type, message) == "backward_twice" and frames:
+    trees: dict[str, tuple[str, ast.Module] | None] = {}
+
+    def tree_of(path: str) -> tuple[str, ast.Module] | None:
+        """Each file read and parsed once (the crash's frames are often in one file)."""
+        if path not in trees:
+            trees[path] = read_tree(path)
+        return trees[path]
+
+    if kind == "backward_twice" and frames:
         path, line = str(frames[0].get("file") or ""), int(frames[0].get("line") or 0)
-        read = read_tree(path)
+        read = tree_of(path)
         calls = backward_calls(read[1], line) if read is not None and line else []
         if len({name for name, _ in calls}) >= 2:
             facts.update(backward_calls=[f"{name}.backward()" for name, _ in calls],
@@ -267,7 +283,7 @@ def carried_facts(session: Session) -> dict[str, Any]:
                          backward_first_place=f"{short_path(path, cwd)}:{calls[0][1]}")
     for frame in frames:
         path, line = str(frame.get("file") or ""), int(frame.get("line") or 0)
-        read = read_tree(path)
+        read = tree_of(path)
         loop = loop_at(read[1], line) if read is not None and line else None
         if read is None or loop is None or not loop.carried:
             continue
