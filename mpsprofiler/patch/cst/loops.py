@@ -5,20 +5,19 @@ fix), before anything in the body reads it."""
 from __future__ import annotations
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper, PositionProvider
 
-from .nodes import NotFound, _parse, _replace
+from .nodes import NotFound, _innermost, _parse, _replace
 
 
 def first_in_loop(source: str, line: int, statement: str) -> str:
-    """``statement`` as the first statement of the ``for``/``while`` loop whose header is at
-    ``line`` (the body's comments and blank lines stay where they were, above their
-    statement); a loop whose body sits on its header line (``for x in y: f(x)``) is refused."""
+    """``statement`` as the first statement of the innermost ``for``/``while`` loop spanning
+    ``line`` (its header's line, as the finding names it; the body's comments and blank
+    lines stay where they were, above their statement); a loop whose body sits on its
+    header line (``for x in y: f(x)``) is refused."""
     module = _parse(source)
-    positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
-    loops = [n for n, pos in positions.items() if isinstance(n, (cst.For, cst.While)) and pos.start.line == line]
+    loops = _innermost(module, line, lambda n: isinstance(n, (cst.For, cst.While)))
     if not loops:
-        raise NotFound(f"no for or while loop starts at line {line}")
+        raise NotFound(f"no for or while loop at line {line}")
     loop = loops[0]
     assert isinstance(loop, (cst.For, cst.While))
     if not isinstance(loop.body, cst.IndentedBlock):
