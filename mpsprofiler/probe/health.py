@@ -210,8 +210,7 @@ class LossWatch:
         for step, value, exact in readings:
             self.checks += 1
             how = "every step" if exact else "sampled steps"
-            if how not in self.checked_on:
-                self.checked_on.add(how)
+            self.checked_on.add(how)
             if math.isfinite(value):
                 self.last_finite = (step, value)
                 continue

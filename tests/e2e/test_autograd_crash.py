@@ -111,10 +111,13 @@ def _code(fix: str) -> str:
     return re.findall(r"```python\n(.*?)```", fix, re.S)[0]
 
 
-def _plain(script: Path, cwd: Path, **env: str) -> Any:
+def _patched(tmp: Path, name: str, lines: list[str], **env: str) -> Any:
+    """The script as the fix's lines made it, written to ``tmp/name`` and run plainly."""
     import subprocess
 
-    return subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=240, cwd=cwd,
+    script = tmp / name
+    script.write_text("\n".join(lines) + "\n")
+    return subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=240, cwd=tmp,
                           env=child_env(**env))
 
 
@@ -153,9 +156,7 @@ def test_a_carried_hidden_state_is_named_and_its_fix_trains(tmp_path: Path, reta
     fixed = [*lines[:loop - 1], *cut.splitlines(), *lines[loop:]]
     imports = max(i for i, t in enumerate(fixed) if t.startswith(("import ", "from ")))
     fixed[imports + 1:imports + 1] = ["", *helper.splitlines()]
-    patched = tmp_path / "rnn_fixed.py"
-    patched.write_text("\n".join(fixed) + "\n")
-    done = _plain(patched, tmp_path, RETAIN=retain)
+    done = _patched(tmp_path, "rnn_fixed.py", fixed, RETAIN=retain)
     assert done.returncode == 0 and "step 30 loss" in done.stdout, done.stderr[-2000:]
 
 
@@ -174,9 +175,7 @@ def test_two_losses_each_with_a_backward_are_summed_and_then_train(tmp_path: Pat
     first, second = _line(script, "loss_a.backward()"), _line(script, "loss_b.backward()")
     indent = lines[first - 1][: len(lines[first - 1]) - len(lines[first - 1].lstrip())]
     fixed = [*lines[:first - 1], *(indent + c for c in code), *lines[second:]]
-    patched = tmp_path / "two_fixed.py"
-    patched.write_text("\n".join(fixed) + "\n")
-    done = _plain(patched, tmp_path)
+    done = _patched(tmp_path, "two_fixed.py", fixed)
     assert done.returncode == 0, done.stderr[-2000:]
 
 
@@ -192,9 +191,7 @@ def test_an_in_place_change_of_a_saved_tensor_is_found_by_the_fixs_anomaly_detec
     line = _code(f["fix"]).split("#")[0].strip()
     lines = script.read_text().splitlines()
     at = next(i for i, t in enumerate(lines) if t.startswith("import torch"))
-    patched = tmp_path / "anomaly.py"
-    patched.write_text("\n".join([*lines[:at + 1], line, *lines[at + 1:]]) + "\n")
-    done = _plain(patched, tmp_path)
+    done = _patched(tmp_path, "anomaly.py", [*lines[:at + 1], line, *lines[at + 1:]])
     assert done.returncode == 1
     assert "g = torch.sigmoid(self.fc(x))" in done.stderr, done.stderr[-3000:]
 
