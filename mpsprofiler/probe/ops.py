@@ -3,8 +3,8 @@
 PyTorch warns about the first CPU-fallback op of a process only, so fallbacks are
 counted here instead, with a ``TorchDispatchMode`` that observes every op of a sampled
 step (``return func(*args, **kwargs)``, never anything else). The mode, the module hooks
-and the Tensor patches cost per op, so they run on a few steps only: always on two early
-steady steps, then as :mod:`.ops_schedule` decides: within ``budget`` of the wall time of
+and the Tensor patches cost per op, so they run on a few steps only: always on an early
+steady step (two where a step runs few ops), then as :mod:`.ops_schedule` decides: within ``budget`` of the wall time of
 all steps, and nearly never once the census of ops per step has stopped changing.
 
 The mode itself is :mod:`.ops_mode`. It is pushed with the raw dispatch-stack API and inserted *below* modes the user
@@ -44,7 +44,8 @@ from .ops_sites import FrameFinder, TensorPatches
 from .ops_stack import push_below, remove_mode
 
 EARLY_STEPS = (3, 5)
-"""Always sampled (steps 0-1 are warm-up: allocator growth, kernel compilation)."""
+"""Sampled early (steps 0-1 are warm-up: allocator growth, kernel compilation): the first
+always, the second where a step runs few ops (``ops_schedule.EARLY_FREE_OPS``)."""
 LONG_FIRST_STEP_S = 5.0
 """A step 0 this long, or an optimizer that steps with a closure (LBFGS evaluates it up to
 20 times per step), means a run of few, long steps: step 1 is sampled too, so a run of 2
@@ -286,6 +287,7 @@ class OpAccountant:
         record = self._build(step, host_s)
         # a leak candidate seen once is not a settled census: sampling goes on at the full budget
         census = None if partial or self._leaks.unsettled else _census(self._step)
+        ops = self._step.op_count if self._step is not None else 0
         self._step = None
         if partial:
             record["partial"] = True
@@ -295,7 +297,8 @@ class OpAccountant:
         if self._truncated:  # its host time is no step's: count what it measured itself
             finish_cost += self._bookkeeping
         sched = self.schedule
-        record["overhead_s"] = sched.sampled(step, host_s, finish_cost, census, measurable=not self._truncated)
+        record["overhead_s"] = sched.sampled(step, host_s, finish_cost, census, measurable=not self._truncated,
+                                             ops=ops)
         record["interval"] = sched.interval
         record.update(sched.cost())  # type: ignore[typeddict-item]
         self._emit(events.KIND_OPS, **record)

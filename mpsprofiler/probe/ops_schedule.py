@@ -7,7 +7,9 @@ walks), so op accounting samples few steps. Two rules pick them:
   step, the step after each sample, which pays for building the event and, on an
   accelerator, for the queue the slow host step let run dry, and the leak checks) is held
   within ``budget`` of the wall time of *all* steps so far, sampled or not. The forced
-  early samples are paid back before sampling resumes.
+  early samples are paid back before sampling resumes. Only the first is forced on every
+  run: the later ones are forced while the first saw at most ``EARLY_FREE_OPS`` ops (a
+  few ms), and otherwise wait for the budget like any other sample.
 * **Convergence.** Each sample's census (its ops, modules, call sites, call counts, first
   shapes, syncs and float64 sites) is compared with the censuses seen before. Once
   ``STABLE_SAMPLES`` samples in a row brought nothing new, the loop is known: sampling
@@ -51,6 +53,15 @@ DRIFT_EVERY = 64
 DRIFT = 0.25
 """A median step time this far (relative) from the one at convergence wakes sampling."""
 MAX_CENSUSES = 32
+EARLY_FREE_OPS = 1_000
+"""The forced early samples after the first are taken as planned when the first sampled
+step ran at most this many ops. A sample costs ~20-40 µs per op (``benchmarks/RESULTS.md``,
+"A sampled step's extra cost"), so below this the second early sample costs a few ms, and
+it is what lets a short script name the line of a leak (a line whose tensors survive from
+two sampled steps). A larger step (a nanoGPT step runs ~1,800 ops, its sample cost 40-60
+ms on an H200 host) would pay it twice within the run's first seconds: there the second
+sample waits for the budget. An op count, not a time, so that the decision does not depend
+on how busy the machine is."""
 
 
 class SampleSchedule:
@@ -142,11 +153,12 @@ class SampleSchedule:
 
     # -- when a sample ends -------------------------------------------------------
     def sampled(self, step: int, host_s: float, finish_cost: float, census: Hashable | None,
-                measurable: bool = True) -> float:  # fmt: skip
+                measurable: bool = True, ops: int = 0) -> float:  # fmt: skip
         """Schedule the next sample after ``step``; returns this sample's overhead estimate.
 
         ``census``: what the sample saw (None: not comparable, e.g. a partial sample);
-        ``measurable``: False for a truncated sample (its host time is not a step's)."""
+        ``measurable``: False for a truncated sample (its host time is not a step's);
+        ``ops``: the ops it recorded (see ``EARLY_FREE_OPS``)."""
         self.samples += 1
         self.record_from = step + 2
         self._post_step = step + 2
@@ -161,6 +173,9 @@ class SampleSchedule:
         self.added += overhead
         self._census(census, median)
         later = [s for s in self.early if s > step]
+        if later and ops > EARLY_FREE_OPS:
+            self.early = [s for s in self.early if s <= step]  # the rest wait for the budget
+            later = []
         if later:
             self.next_sample = later[0]
         elif self.every_step:

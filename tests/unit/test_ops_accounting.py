@@ -679,7 +679,8 @@ def test_optimizer_bookkeeping_is_not_a_predicted_sync() -> None:
     # Adam reads its CPU step counters with .item(): on a Mac they stay on the CPU too
     events, _ = run_example("ctc_gru", steps=7)
     records = ops_events(events)
-    assert [r["step"] for r in records] == [3, 5]
+    # ~3,900 ops a step: only the first early sample is forced (ops_schedule.EARLY_FREE_OPS)
+    assert [r["step"] for r in records] == [3]
     for record in records:
         assert record["syncs"] == [], record["syncs"]
 

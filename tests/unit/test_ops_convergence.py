@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 from mpsprofiler.probe.ops import OpAccountant
-from mpsprofiler.probe.ops_schedule import CONVERGED_SHARE, STABLE_SAMPLES, SampleSchedule
+from mpsprofiler.probe.ops_schedule import CONVERGED_SHARE, EARLY_FREE_OPS, STABLE_SAMPLES, SampleSchedule
 
 
 def _drive(sched: SampleSchedule, steps: range, base: float, extra: float,
@@ -187,3 +187,61 @@ def test_a_tensor_kept_on_one_sampled_step_holds_convergence_off_until_a_second_
     # two sampled steps kept a tensor, so the tracker saw the pile on two steps
     assert len([s for s in leaking if s % 5 == 0]) >= 2, leaking
     assert any(len(site["steps"]) >= 2 for event in leaks for site in event.get("sites", [])), leaks
+
+
+def test_the_second_early_sample_waits_for_the_budget_when_a_step_runs_many_ops() -> None:
+    """The first early sample is forced on every run; the second only where the first saw
+    few ops (``EARLY_FREE_OPS``): a nanoGPT-sized step (~1,800 ops, its sample 5x a plain
+    step) would pay it twice within its first seconds, over a budget of 0.5% of a run of
+    thousands of steps. Then the second sample comes once the budget holds it."""
+    few, many = SampleSchedule(0.005, (3, 5)), SampleSchedule(0.005, (3, 5))
+
+    def drive(sched: SampleSchedule, ops: int, steps: int = 20_000) -> list[int]:
+        sampled, active = [], None
+        for step in range(steps):
+            if active is not None:
+                sched.total += 0.050
+                sched.sampled(active, 0.050, 0.0, "same", ops=ops)
+                active = None
+            elif step:
+                sched.total += 0.010
+                sched.plain_step(step, 0.010)
+            if sched.due(step):
+                active = step
+                sampled.append(step)
+        return sampled
+
+    assert drive(few, EARLY_FREE_OPS)[:2] == [3, 5]
+    sampled = drive(many, EARLY_FREE_OPS + 1)
+    assert sampled[0] == 3 and sampled[1] > 500, sampled
+    # the budget held right after the second sample: 2 samples of 40 ms excess within 0.5%
+    second = sampled[1]
+    assert 2 * 0.040 <= 0.005 * (second * 0.010) * 1.05, second
+
+
+def test_the_accountant_passes_the_sample_s_op_count_to_the_schedule() -> None:
+    """The real accountant on a step of ~1,200 ops (a deep stack of tiny layers) and on a
+    step of ~40: the deep one's second sample is not at step 5."""
+
+    def sampled_steps(layers: int) -> tuple[list[int], int]:
+        events: list[dict[str, Any]] = []
+        acct = OpAccountant(lambda kind, **f: events.append(f) if kind == "ops" else None, budget=0.005,
+                            device_kind="cpu")  # fmt: skip
+        torch.manual_seed(0)
+        model = nn.Sequential(*[nn.Linear(4, 4) for _ in range(layers)])
+        opt = torch.optim.SGD(model.parameters(), lr=0.001)
+        x = torch.randn(2, 4)
+        for step in range(12):
+            acct.on_step_boundary(step, None if step == 0 else 0.005)
+            opt.zero_grad()
+            model(x).sum().backward()
+            opt.step()
+        acct.close()
+        ops = sum(op["calls"] for op in events[0]["ops"]) if events else 0
+        return [e["step"] for e in events], ops
+
+    small, small_ops = sampled_steps(2)
+    deep, deep_ops = sampled_steps(200)
+    assert small_ops <= EARLY_FREE_OPS < deep_ops, (small_ops, deep_ops)
+    assert small[:2] == [3, 5], small
+    assert deep[:1] == [3] and 5 not in deep, deep
