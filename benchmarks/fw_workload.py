@@ -26,14 +26,15 @@ class _Clock:
         self.warmup = warmup
         self.t0: float | None = None
         self.t1 = 0.0
+        self.c0 = self.c1 = 0.0
         self.steps = 0
 
     def step_end(self, global_step: int) -> None:
-        now = time.perf_counter()
+        now, cpu = time.perf_counter(), time.process_time()
         if global_step == self.warmup:
-            self.t0 = now
+            self.t0, self.c0 = now, cpu
         elif self.t0 is not None:
-            self.t1, self.steps = now, global_step - self.warmup
+            self.t1, self.c1, self.steps = now, cpu, global_step - self.warmup
 
 
 def hf(steps: int, warmup: int, clock: _Clock) -> None:
@@ -120,7 +121,8 @@ def main() -> None:
     else:
         run(args.steps, args.warmup, clock)
     loop = clock.t1 - (clock.t0 or clock.t1)
-    print("BENCH " + json.dumps({"loop_s": loop, "step_ms": loop / max(1, clock.steps) * 1e3}), flush=True)
+    print("BENCH " + json.dumps({"loop_s": loop, "step_ms": loop / max(1, clock.steps) * 1e3,
+                                 "cpu_s": clock.c1 - clock.c0}), flush=True)  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -56,8 +56,9 @@ FRAMEWORKS = {"hf", "lightning"}
 
 
 def run_once(variant: str, python: str, script: Path, case_args: list[str], common: list[str],
-             tmp: Path, n: int) -> tuple[float, dict[str, Any]]:  # fmt: skip
-    """One run; (loop seconds, op accounting facts of the mpsprof run or {})."""
+             tmp: Path, n: int) -> tuple[float, float | None, dict[str, Any]]:  # fmt: skip
+    """One run; (loop seconds, the training process's CPU seconds over the loop, op
+    accounting facts of the mpsprof run or {})."""
     args = [str(script), *case_args, *common]
     run_dir = tmp / f"run{n}"
     if variant == "bare":
@@ -71,10 +72,11 @@ def run_once(variant: str, python: str, script: Path, case_args: list[str], comm
     else:
         raise ValueError(variant)
     out = subprocess.run(cmd, capture_output=True, text=True, check=True, env=dict(os.environ))
-    loop = None
+    loop, cpu = None, None
     for line in out.stdout.splitlines():
         if line.startswith("BENCH "):
-            loop = float(json.loads(line[6:])["loop_s"])
+            bench = json.loads(line[6:])
+            loop, cpu = float(bench["loop_s"]), bench.get("cpu_s")
     if loop is None:
         raise RuntimeError(f"no BENCH line from {cmd}: {out.stdout[-500:]} {out.stderr[-2000:]}")
     facts: dict[str, Any] = {}
@@ -88,7 +90,7 @@ def run_once(variant: str, python: str, script: Path, case_args: list[str], comm
                      "share": ops.cost_share(training), "steps": session.steps.count}  # fmt: skip
         except Exception as exc:  # noqa: BLE001 - a figure left out, not a failed benchmark
             facts = {"error": repr(exc)}
-    return loop, facts
+    return loop, cpu, facts
 
 
 def environment(device: str) -> dict[str, str | None]:
@@ -164,6 +166,11 @@ def main() -> int:
         cases = {k: known[k] for k in args.models}
     info = environment(args.device)
     results: dict[str, dict[str, list[float]]] = {}
+    cpu_results: dict[str, dict[str, list[float]]] = {}
+    """The training process's CPU seconds over the loop, per case and variant: on a shared
+    host the loop's wall time varies run to run by far more than the 0.5% to find (another
+    tenant's load, clock boost), its CPU time much less; it counts the probe's threads in
+    the training process, not mpsprof's launcher process beside it."""
     facts: dict[str, list[dict[str, Any]]] = {}
     loads: dict[str, list[str]] = {}
     steps = {c: args.steps or spec[2] for c, spec in cases.items()}
@@ -188,20 +195,25 @@ def main() -> int:
                 k = r % len(args.variants)
                 for variant in args.variants[k:] + args.variants[:k]:
                     n += 1
-                    loop, f = run_once(variant, python, script, case_args, common, tmp, n)
+                    loop, cpu, f = run_once(variant, python, script, case_args, common, tmp, n)
                     results[case][variant].append(loop)
+                    if cpu is not None:
+                        cpu_results.setdefault(case, {}).setdefault(variant, []).append(cpu)
                     if f:
                         facts.setdefault(case, []).append(f)
                 print(f"  {case}: round {r + 1}/{args.repeats} "
                       + " ".join(f"{v}={results[case][v][-1]:.3f}" for v in args.variants if results[case][v])
                       + f"  load {loads[case][-1]}  ({time.monotonic() - began:.0f} s)", file=sys.stderr, flush=True)  # fmt: skip
                 if args.json:  # a run cut short keeps every finished round
-                    doc = {"environment": info, "steps": steps, "cases": summarise(results), "facts": facts,
-                           "load": loads}  # fmt: skip
+                    doc = {"environment": info, "steps": steps, "cases": summarise(results),
+                           "cpu": summarise(cpu_results), "facts": facts, "load": loads}  # fmt: skip
                     args.json.write_text(json.dumps(doc, indent=2))
     print(f"\n{info['date']}  {info['device']}  python {info['python']}  torch {info['torch']}  "
           f"cores {info['cores']}")  # fmt: skip
     print(markdown(summarise(results), steps, budgets, list(args.variants)))
+    if cpu_results:
+        print("\nCPU seconds of the training process over the loop (all its threads):")
+        print(markdown(summarise(cpu_results), steps, budgets, list(args.variants)))
     for case, rows in facts.items():
         print(f"{case}: op accounting " + "; ".join(
             f"{r.get('samples')} samples of {r.get('steps')} steps, cost {1e3 * (r.get('cost_s') or 0):.1f} ms "

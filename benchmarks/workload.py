@@ -170,12 +170,14 @@ def main() -> None:
         acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
         ctx = profile(activities=acts, profile_memory=True)
     with ctx:
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         for _ in range(args.steps):
             step()
         sync()
-        loop = time.perf_counter() - t0
-    print("BENCH " + json.dumps({"loop_s": loop, "step_ms": loop / args.steps * 1e3}), flush=True)
+        loop, cpu = time.perf_counter() - t0, time.process_time() - c0
+    # cpu_s: CPU seconds of this process over the loop, all its threads (the probe's too):
+    # on a shared host far steadier than the loop's wall time (see overhead.py)
+    print("BENCH " + json.dumps({"loop_s": loop, "step_ms": loop / args.steps * 1e3, "cpu_s": cpu}), flush=True)
 
 
 if __name__ == "__main__":
