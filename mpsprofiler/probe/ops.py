@@ -4,7 +4,7 @@ PyTorch warns about the first CPU-fallback op of a process only, so fallbacks ar
 counted here instead, with a ``TorchDispatchMode`` that observes every op of a sampled
 step (``return func(*args, **kwargs)``, never anything else). The mode, the module hooks
 and the Tensor patches cost per op, so they run on a few steps only: always on an early
-steady step (two where a step runs few ops), then as :mod:`.ops_schedule` decides: within ``budget`` of the wall time of
+steady step (two where the first was cheap), then as :mod:`.ops_schedule` decides: within ``budget`` of the wall time of
 all steps, and nearly never once the census of ops per step has stopped changing.
 
 The mode itself is :mod:`.ops_mode`. It is pushed with the raw dispatch-stack API and inserted *below* modes the user
@@ -45,7 +45,7 @@ from .ops_stack import push_below, remove_mode
 
 EARLY_STEPS = (3, 5)
 """Sampled early (steps 0-1 are warm-up: allocator growth, kernel compilation): the first
-always, the second where a step runs few ops (``ops_schedule.EARLY_FREE_OPS``)."""
+always, the second where the first was cheap (``ops_schedule.EARLY_FREE_S``)."""
 LONG_FIRST_STEP_S = 5.0
 """A step 0 this long, or an optimizer that steps with a closure (LBFGS evaluates it up to
 20 times per step), means a run of few, long steps: step 1 is sampled too, so a run of 2
@@ -72,6 +72,7 @@ class OpAccountant:
         budget: float = 0.005,
         clock: Callable[[], float] = time.perf_counter,
         *,
+        cpu_clock: Callable[[], float] = time.process_time,
         device_kind: str | None = None,
         has_mps_kernel: Callable[[str], bool] | None = None,
         mps_device_type: str = "mps",
@@ -83,12 +84,14 @@ class OpAccountant:
         """``device_kind`` (mps | cuda | cpu) defaults to the device of the model's
         parameters; ``has_mps_kernel`` and ``mps_device_type`` are injectable so the MPS
         path can be tested on any machine; ``every_step`` samples every step after the
-        early ones (benchmarks); ``warn_always`` turns ``torch.set_warn_always`` on while
+        early ones (benchmarks); ``cpu_clock`` is the process's CPU time (what a sampled step
+        cost its CPU, see ``ops_schedule.EARLY_FREE_S``); ``warn_always`` turns ``torch.set_warn_always`` on while
         sampling on MPS (off by default: it changes what the user's stderr shows)."""
         self._emit = emit
         self.schedule = SampleSchedule(budget, early_steps, min_interval, every_step)
         self.budget = self.schedule.budget
         self._clock = clock
+        self._cpu_clock = cpu_clock
         self._device_kind = device_kind
         self._has_mps_kernel = has_mps_kernel
         self._mps_type = mps_device_type
@@ -111,6 +114,7 @@ class OpAccountant:
         self._pushed = False
         self._warn_saved: bool | None = None
         self._t_begin = 0.0
+        self._cpu_begin = 0.0
         self._step: StepRecord | None = None
         self._bookkeeping = 0.0
         self._pid = os.getpid()
@@ -271,11 +275,13 @@ class OpAccountant:
         self._active_step = step
         self._leaks.begin(step)
         self._t_begin = self._clock()
+        self._cpu_begin = self._cpu_clock()
         self._time_cap = max(MIN_SAMPLE_CAP_S, SAMPLE_CAP_STEPS * self.schedule.median)
         self._recording = True
 
     def _finish(self, last: float | None, partial: bool = False) -> None:
         t_end = self._clock()
+        cpu_s = self._cpu_clock() - self._cpu_begin
         step = self._active_step
         self._teardown()
         self._active_step = None
@@ -298,7 +304,7 @@ class OpAccountant:
             finish_cost += self._bookkeeping
         sched = self.schedule
         record["overhead_s"] = sched.sampled(step, host_s, finish_cost, census, measurable=not self._truncated,
-                                             ops=ops)
+                                             ops=ops, cpu_s=cpu_s)
         record["interval"] = sched.interval
         record.update(sched.cost())  # type: ignore[typeddict-item]
         self._emit(events.KIND_OPS, **record)

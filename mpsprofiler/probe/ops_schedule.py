@@ -8,8 +8,8 @@ walks), so op accounting samples few steps. Two rules pick them:
   accelerator, for the queue the slow host step let run dry, and the leak checks) is held
   within ``budget`` of the wall time of *all* steps so far, sampled or not. The forced
   early samples are paid back before sampling resumes. Only the first is forced on every
-  run: the later ones are forced while the first saw at most ``EARLY_FREE_OPS`` ops (a
-  few ms), and otherwise wait for the budget like any other sample.
+  run: the later ones are forced while the first was cheap (``EARLY_FREE_OPS``,
+  ``EARLY_FREE_S``), and otherwise wait for the budget like any other sample.
 * **Convergence.** Each sample's census (its ops, modules, call sites, call counts, first
   shapes, syncs and float64 sites) is compared with the censuses seen before. Once
   ``STABLE_SAMPLES`` samples in a row brought nothing new, the loop is known: sampling
@@ -54,14 +54,25 @@ DRIFT = 0.25
 """A median step time this far (relative) from the one at convergence wakes sampling."""
 MAX_CENSUSES = 32
 EARLY_FREE_OPS = 1_000
+EARLY_FREE_S = 0.025
 """The forced early samples after the first are taken as planned when the first sampled
-step ran at most this many ops. A sample costs ~20-40 µs per op (``benchmarks/RESULTS.md``,
-"A sampled step's extra cost"), so below this the second early sample costs a few ms, and
-it is what lets a short script name the line of a leak (a line whose tensors survive from
-two sampled steps). A larger step (a nanoGPT step runs ~1,800 ops, its sample cost 40-60
-ms on an H200 host) would pay it twice within the run's first seconds: there the second
-sample waits for the budget. An op count, not a time, so that the decision does not depend
-on how busy the machine is."""
+step ran at most ``EARLY_FREE_OPS`` ops and cost at most ``EARLY_FREE_S``: its excess over
+a plain step and its event, or, where the process's CPU time says less, that (on a busy
+machine a step's wall time grows with the wait for a CPU, its CPU time much less, so the
+decision does not turn on the machine's load). Such a second sample costs a few ms (every
+test script's costs 1-14 ms on a 2-core machine), and it is what lets a short script name
+the line of a leak (a line whose tensors survive from two sampled steps). A larger step
+would pay it twice within the run's first seconds (nanoGPT's 40-60 ms a sample on an H200
+host, where 25 ms is 0.5% of 5 s of training; a tiny Hugging Face Trainer's ~500 ops cost
+27 ms on a 2-core machine): there the second sample waits for the budget."""
+
+
+def _early_cost(overhead: float, cpu_s: float | None, median: float, finish_cost: float) -> float:
+    """A sample's cost for the early decision: its wall-time excess, or less where the
+    process's CPU time over the sampled step says less (the rest was a wait for a CPU)."""
+    if cpu_s is None or median <= 0:
+        return overhead
+    return min(overhead, max(0.0, cpu_s - median) + finish_cost)
 
 
 class SampleSchedule:
@@ -153,12 +164,13 @@ class SampleSchedule:
 
     # -- when a sample ends -------------------------------------------------------
     def sampled(self, step: int, host_s: float, finish_cost: float, census: Hashable | None,
-                measurable: bool = True, ops: int = 0) -> float:  # fmt: skip
+                measurable: bool = True, ops: int = 0, cpu_s: float | None = None) -> float:  # fmt: skip
         """Schedule the next sample after ``step``; returns this sample's overhead estimate.
 
         ``census``: what the sample saw (None: not comparable, e.g. a partial sample);
         ``measurable``: False for a truncated sample (its host time is not a step's);
-        ``ops``: the ops it recorded (see ``EARLY_FREE_OPS``)."""
+        ``ops``: the ops it recorded; ``cpu_s``: the CPU seconds the process spent during
+        it (both decide whether the forced early samples go on, see ``EARLY_FREE_S``)."""
         self.samples += 1
         self.record_from = step + 2
         self._post_step = step + 2
@@ -173,7 +185,7 @@ class SampleSchedule:
         self.added += overhead
         self._census(census, median)
         later = [s for s in self.early if s > step]
-        if later and ops > EARLY_FREE_OPS:
+        if later and (ops > EARLY_FREE_OPS or _early_cost(overhead, cpu_s, median, finish_cost) > EARLY_FREE_S):
             self.early = [s for s in self.early if s <= step]  # the rest wait for the budget
             later = []
         if later:
