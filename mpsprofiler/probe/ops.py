@@ -4,7 +4,7 @@ PyTorch warns about the first CPU-fallback op of a process only, so fallbacks ar
 counted here instead, with a ``TorchDispatchMode`` that observes every op of a sampled
 step (``return func(*args, **kwargs)``, never anything else). The mode, the module hooks
 and the Tensor patches cost per op, so they run on a few steps only: always on an early
-steady step (two where the first was cheap), then as :mod:`.ops_schedule` decides: within ``budget`` of the wall time of
+steady step (two where the first was cheap or left a tensor alive), then as :mod:`.ops_schedule` decides: within ``budget`` of the wall time of
 all steps, and nearly never once the census of ops per step has stopped changing.
 
 The mode itself is :mod:`.ops_mode`. It is pushed with the raw dispatch-stack API and inserted *below* modes the user
@@ -45,7 +45,7 @@ from .ops_stack import push_below, remove_mode
 
 EARLY_STEPS = (3, 5)
 """Sampled early (steps 0-1 are warm-up: allocator growth, kernel compilation): the first
-always, the second where the first was cheap (``ops_schedule.EARLY_FREE_S``)."""
+always, the second where the first was cheap or left a tensor alive (``ops_schedule.EARLY_FREE_S``)."""
 LONG_FIRST_STEP_S = 5.0
 """A step 0 this long, or an optimizer that steps with a closure (LBFGS evaluates it up to
 20 times per step), means a run of few, long steps: step 1 is sampled too, so a run of 2
@@ -240,6 +240,8 @@ class OpAccountant:
                 self._finish(last)
             if next_step >= self._leaks.next_check and not self._failed:
                 self._check_leaks(next_step)
+            if sched.early_if_kept and next_step >= sched.early_if_kept[0]:
+                sched.early_step_due(next_step, self._leaks.unsettled)
             if last is not None and not was_sampled:
                 if last > sched.wake_above:
                     sched.outlier(next_step, last)

@@ -9,7 +9,8 @@ walks), so op accounting samples few steps. Two rules pick them:
   within ``budget`` of the wall time of *all* steps so far, sampled or not. The forced
   early samples are paid back before sampling resumes. Only the first is forced on every
   run: the later ones are forced while the first was cheap (``EARLY_FREE_OPS``,
-  ``EARLY_FREE_S``), and otherwise wait for the budget like any other sample.
+  ``EARLY_FREE_S``) or left a tensor alive (a leak candidate), and otherwise wait for the
+  budget like any other sample.
 * **Convergence.** Each sample's census (its ops, modules, call sites, call counts, first
   shapes, syncs and float64 sites) is compared with the censuses seen before. Once
   ``STABLE_SAMPLES`` samples in a row brought nothing new, the loop is known: sampling
@@ -64,7 +65,8 @@ test script's costs 1-14 ms on a 2-core machine), and it is what lets a short sc
 the line of a leak (a line whose tensors survive from two sampled steps). A larger step
 would pay it twice within the run's first seconds (nanoGPT's 40-60 ms a sample on an H200
 host, where 25 ms is 0.5% of 5 s of training; a tiny Hugging Face Trainer's ~500 ops cost
-27 ms on a 2-core machine): there the second sample waits for the budget."""
+27 ms on a 2-core machine): there the second sample waits for the budget, unless the leak
+check before it finds a tensor of the first still alive (``SampleSchedule.early_step_due``)."""
 
 
 def _early_cost(overhead: float, cpu_s: float | None, median: float, finish_cost: float) -> float:
@@ -108,6 +110,9 @@ class SampleSchedule:
         self._drift_ref = 0.0
         self._post_step = -1
         self._post_paid = 0.0
+        self.early_if_kept: list[int] = []
+        """Forced early steps left out because the first sample was expensive; the accountant
+        calls :meth:`early_step_due` when each comes, after its leak check."""
 
     # -- the decision -------------------------------------------------------------
     def due(self, next_step: int) -> bool:
@@ -129,6 +134,16 @@ class SampleSchedule:
         if self._drift_count >= DRIFT_EVERY:
             self._drift_count = 0
             self._check_drift(next_step)
+
+    def early_step_due(self, next_step: int, kept: bool) -> None:
+        """An early step left out (see ``EARLY_FREE_S``) has come: sample it all the same when
+        ``kept``, a tensor of the first sampled step still alive at the leak check of this
+        boundary. A second sampled step is what names a leak's line (the tensors of one line
+        surviving from two sampled steps), so a short run of expensive steps keeps its
+        ``history.append(loss)`` line; a clean one does not pay for the sample."""
+        self.early_if_kept = [s for s in self.early_if_kept if s > next_step]
+        if kept and next_step < self.next_sample:
+            self.next_sample = next_step
 
     def outlier(self, next_step: int, last: float) -> None:
         """A step longer than ``wake_above`` ended: something new may have run."""
@@ -186,7 +201,8 @@ class SampleSchedule:
         self._census(census, median)
         later = [s for s in self.early if s > step]
         if later and (ops > EARLY_FREE_OPS or _early_cost(overhead, cpu_s, median, finish_cost) > EARLY_FREE_S):
-            self.early = [s for s in self.early if s <= step]  # the rest wait for the budget
+            self.early = [s for s in self.early if s <= step]  # the rest wait for the budget ...
+            self.early_if_kept = later  # ... unless a tensor of this step is still alive then
             later = []
         if later:
             self.next_sample = later[0]

@@ -233,27 +233,55 @@ def test_a_sample_slow_only_for_want_of_a_cpu_keeps_the_second_early_sample() ->
 
 def test_the_accountant_passes_the_sample_s_op_count_to_the_schedule() -> None:
     """The real accountant on a step of ~1,200 ops (a deep stack of tiny layers) and on a
-    step of ~40: the deep one's second sample is not at step 5."""
+    step of ~40: the deep one's second sample is not at step 5, unless the loop keeps a
+    tensor of each step (``history.append(loss)``): the leak check at step 5 finds step 3's
+    still alive, and the second sampled step, which names the line, comes as planned."""
 
-    def sampled_steps(layers: int) -> tuple[list[int], int]:
+    def sampled_steps(layers: int, keep: bool = False) -> tuple[list[int], int, list[dict[str, Any]]]:
         events: list[dict[str, Any]] = []
-        acct = OpAccountant(lambda kind, **f: events.append(f) if kind == "ops" else None, budget=0.005,
-                            device_kind="cpu")  # fmt: skip
+        leaks: list[dict[str, Any]] = []
+
+        def emit(kind: str, **fields: Any) -> None:
+            (events if kind == "ops" else leaks if kind == "leaks" else []).append(fields)
+
+        acct = OpAccountant(emit, budget=0.005, device_kind="cpu")
         torch.manual_seed(0)
         model = nn.Sequential(*[nn.Linear(4, 4) for _ in range(layers)])
         opt = torch.optim.SGD(model.parameters(), lr=0.001)
         x = torch.randn(2, 4)
+        history = []
         for step in range(12):
             acct.on_step_boundary(step, None if step == 0 else 0.005)
             opt.zero_grad()
-            model(x).sum().backward()
+            loss = model(x).sum()
+            loss.backward()
             opt.step()
+            if keep:
+                history.append(loss)
         acct.close()
         ops = sum(op["calls"] for op in events[0]["ops"]) if events else 0
-        return [e["step"] for e in events], ops
+        return [e["step"] for e in events], ops, leaks
 
-    small, small_ops = sampled_steps(2)
-    deep, deep_ops = sampled_steps(200)
+    small, small_ops, _ = sampled_steps(2)
+    deep, deep_ops, _ = sampled_steps(200)
     assert small_ops <= EARLY_FREE_OPS < deep_ops, (small_ops, deep_ops)
     assert small[:2] == [3, 5], small
     assert deep[:1] == [3] and 5 not in deep, deep
+    kept, _, leaks = sampled_steps(200, keep=True)
+    assert kept[:2] == [3, 5], kept
+    sites = [site for event in leaks for site in event.get("sites", [])]
+    assert any(len(site["steps"]) >= 2 and site.get("holder", {}).get("name") == "history" for site in sites), sites
+
+
+def test_an_early_step_left_out_is_sampled_only_when_a_tensor_was_kept() -> None:
+    """The schedule's side: an expensive first sample leaves step 5 to the leak check."""
+    for kept in (False, True):
+        sched = SampleSchedule(0.005, (3, 5))
+        for step in range(1, 4):
+            sched.total += 0.010
+            sched.plain_step(step, 0.010)
+        assert sched.due(3)
+        sched.sampled(3, 0.060, 0.0, "same", ops=5_000)
+        assert sched.early_if_kept == [5] and not sched.due(5)
+        sched.early_step_due(5, kept)
+        assert sched.due(5) is kept and sched.early_if_kept == []
