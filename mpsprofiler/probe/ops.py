@@ -72,7 +72,7 @@ class OpAccountant:
         budget: float = 0.005,
         clock: Callable[[], float] = time.perf_counter,
         *,
-        cpu_clock: Callable[[], float] = time.process_time,
+        cpu_clock: Callable[[], float] = time.thread_time,
         device_kind: str | None = None,
         has_mps_kernel: Callable[[str], bool] | None = None,
         mps_device_type: str = "mps",
@@ -84,8 +84,8 @@ class OpAccountant:
         """``device_kind`` (mps | cuda | cpu) defaults to the device of the model's
         parameters; ``has_mps_kernel`` and ``mps_device_type`` are injectable so the MPS
         path can be tested on any machine; ``every_step`` samples every step after the
-        early ones (benchmarks); ``cpu_clock`` is the process's CPU time (what a sampled step
-        cost its CPU, see ``ops_schedule.EARLY_FREE_S``); ``warn_always`` turns ``torch.set_warn_always`` on while
+        early ones (benchmarks); ``cpu_clock`` is the training thread's CPU time (what a
+        sampled step cost it on a CPU run, see ``ops_schedule.EARLY_FREE_S``); ``warn_always`` turns ``torch.set_warn_always`` on while
         sampling on MPS (off by default: it changes what the user's stderr shows)."""
         self._emit = emit
         self.schedule = SampleSchedule(budget, early_steps, min_interval, every_step)
@@ -305,8 +305,11 @@ class OpAccountant:
         if self._truncated:  # its host time is no step's: count what it measured itself
             finish_cost += self._bookkeeping
         sched = self.schedule
+        # the thread's CPU time covers a CPU step's whole sample (backward runs in the calling
+        # thread); on an accelerator the backward ops run in the autograd engine's thread
+        cpu = cpu_s if self._run_kind() == "cpu" else None
         record["overhead_s"] = sched.sampled(step, host_s, finish_cost, census, measurable=not self._truncated,
-                                             ops=ops, cpu_s=cpu_s)
+                                             ops=ops, cpu_s=cpu)
         record["interval"] = sched.interval
         record.update(sched.cost())  # type: ignore[typeddict-item]
         self._emit(events.KIND_OPS, **record)

@@ -227,7 +227,7 @@ def test_a_sample_slow_only_for_want_of_a_cpu_keeps_the_second_early_sample() ->
     script keeps both early samples however loaded the machine running it is."""
     assert _drive_early(100, 0.040, 0.012)[:2] == [3, 5]
     assert _drive_early(100, 0.040, 0.040)[1] > 5
-    # a multi-threaded CPU step spends more CPU than wall time: the wall time decides
+    # a CPU time over the wall time cannot raise the estimate: the wall time decides
     assert _drive_early(100, 0.005, 0.200)[:2] == [3, 5]
 
 
