@@ -2,8 +2,8 @@
 own warnings raised inside the probe's wrappers keep torch's location (item 9).
 
 Compiled scripts run through the real CLI next to plain python: same exit status, stdout
-and stderr byte for byte. Each script changes what Dynamo must compile on step 3, a step
-the op sampler always samples, and the test checks that step was sampled, so a probe
+and stderr byte for byte. Each script changes what Dynamo must compile on step 3, the step
+the op sampler always samples first, and the test checks that step was sampled, so a probe
 visible to Dynamo (global module hooks, their handles) cannot go unnoticed.
 """
 
@@ -46,7 +46,9 @@ def test_compiled_training_runs_as_under_python(tmp_path: Path, case: str) -> No
     script, *args = CASES[case]
     plain, profiled = compare([str(COMPILE_SCRIPTS / script), *args], tmp_path / "run", timeout=400)
     assert plain.returncode == 0 and b"step 6: loss" in plain.stdout
-    assert {3, 5} <= _sampled_steps(tmp_path / "run")  # the recompile ran under the sampler
+    # the recompile ran under the sampler (step 3; its compile makes the sample look costly,
+    # so step 5 waits for the budget: probe/ops_schedule.py, EARLY_FREE_S)
+    assert 3 in _sampled_steps(tmp_path / "run")
     (note,) = _notes(tmp_path / "run")  # said once, in the run, never on the script's stderr
     assert note["instrument"] == "ops modules" and "torch.compile" in note["message"]
 

@@ -1,7 +1,7 @@
 """``@torch.compile(fullgraph=True)`` around a loss function that calls the model.
 
 argv: BACKEND (eager | aot_eager | inductor). The batch shrinks at step 3, so Dynamo
-recompiles on a step the op sampler samples (steps 3 and 5 always are).
+recompiles on a step the op sampler samples (step 3 always is).
 """
 import sys
 
