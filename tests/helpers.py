@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -21,6 +22,10 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 SCRIPTS = Path(__file__).resolve().parent / "scripts"
 SUMMARY_MARK = "── mpsprof ─".encode()
+SLEEPY_LOADER_ENV = {"STEPS": "40", "SLEEP": "0.02", "WORK": "0.006"}
+"""tests/scripts_try/sleepy_loader.py's settings for the TUI's experiments (``t``, ``P``) on
+its recording (tests/conftest.py, ``sleepy_loader_recording``): a stall that 8-step runs
+show; their runs inherit these from the app's environment."""
 
 
 class FakeClock:
@@ -151,6 +156,86 @@ def compare(args: Sequence[str], run_dir: Path, parallel: bool = True, options: 
         profiled = run_mpsprof(args, run_dir, options=options, **kwargs)
     assert_same(plain, profiled)
     return plain, profiled
+
+
+def run_summary(out: Path, *args: str, env: dict[str, str] | None = None) -> dict[str, Any]:
+    """``mpsprof run --headless -o OUT ARGS`` (options, script, the script's arguments) from
+    the repository root, where findings name ``tests/...`` paths; it must exit 0. Returns
+    the run's summary.json with the run directory added as ``_dir``."""
+    proc = mpsprof_cli("run", "--headless", "-o", str(out), *args, cwd=REPO, env=env or child_env())
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summary: dict[str, Any] = json.loads((Path(out) / "summary.json").read_text(encoding="utf-8"))
+    summary["_dir"] = str(out)
+    return summary
+
+
+def one_finding(summary: dict[str, Any], *rules: str) -> dict[str, Any]:
+    """The summary's only finding of any of ``rules`` (there must be exactly one)."""
+    found = [f for f in summary["findings"] if f["rule"] in rules]
+    assert len(found) == 1, [f["rule"] for f in summary["findings"]]
+    return found[0]
+
+
+def fix_code(finding: dict[str, Any]) -> str:
+    """The code of a finding's fix: its first ```python block."""
+    return str(finding["fix"].split("```python\n", 1)[1].split("```", 1)[0])
+
+
+def line_of(script: Path, text: str) -> int:
+    """The number of the first line of ``script`` that contains ``text``."""
+    return next(i for i, t in enumerate(Path(script).read_text().splitlines(), 1) if text in t)
+
+
+class Recorded:
+    """A script copied into ``tmp/src`` and profiled there once (``tmp/run``, with
+    ``mpsprof run --headless RUN_ARGS SCRIPT SCRIPT_ARGS`` from that directory), so that
+    ``mpsprof patch --apply`` and an edit after the run touch only the copy."""
+
+    def __init__(self, tmp: Path, source: Path, *run_args: str, script_args: tuple[str, ...] = (),
+                 env: dict[str, str] | None = None) -> None:
+        self.dir = tmp / "src"
+        self.dir.mkdir()
+        self.script = self.dir / source.name
+        shutil.copy(source, self.script)
+        self.run = tmp / "run"
+        proc = mpsprof_cli("run", "--headless", "-o", str(self.run), *run_args, str(self.script), *script_args,
+                           cwd=self.dir, env=env)
+        assert (self.run / "summary.json").exists(), proc.stderr[-3000:]
+        self.rules = [f["rule"] for f in json.loads((self.run / "summary.json").read_text())["findings"]]
+
+    def patch(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return mpsprof_cli("patch", str(self.run), *args, cwd=self.dir)
+
+    def diff(self, rule: str) -> str:
+        proc = self.patch("--rule", rule)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        path = self.run / f"fix-{rule}.patch"
+        assert path.exists(), (self.rules, proc.stdout)
+        text = path.read_text()
+        assert text in proc.stdout  # printed too
+        return text
+
+    def check_applies_and_runs(self, rule: str, tmp: Path, *script_args: str, run: bool = True) -> str:
+        """The patch applies with git and patch(1) in a fresh git repository holding the
+        script's directory, and the patched script runs there (``run=False``: the caller
+        runs it there itself, under mpsprof, which keeps its exit status and output)."""
+        text = self.diff(rule)
+        repo = tmp / f"repo-{rule}"
+        shutil.copytree(self.dir, repo)
+        subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
+        patch_path = self.run / f"fix-{rule}.patch"
+        git = subprocess.run(["git", "apply", "--check", str(patch_path)], cwd=repo, capture_output=True, text=True)
+        assert git.returncode == 0, git.stderr
+        dry = subprocess.run(["patch", "-p1", "--dry-run", "-i", str(patch_path)], cwd=repo, capture_output=True,
+                             text=True)
+        assert dry.returncode == 0, dry.stdout + dry.stderr
+        subprocess.run(["git", "apply", str(patch_path)], cwd=repo, check=True)
+        if not run:
+            return text
+        ran = subprocess.run([sys.executable, self.script.name, *script_args], cwd=repo, capture_output=True,
+                             text=True, env=child_env(), timeout=120)
+        assert ran.returncode == 0, ran.stderr[-3000:]
+        return text
 
 
 def read_events(run_dir: Path) -> list[dict[str, Any]]:

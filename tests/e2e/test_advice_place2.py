@@ -4,40 +4,27 @@ by its tests (module-scoped)."""
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.helpers import REPO, child_env, mpsprof_cli
+from tests.helpers import REPO, fix_code, line_of, one_finding, run_summary
 
 PLACE = REPO / "tests" / "scripts_place2"
 pytestmark = pytest.mark.slow
+_finding = one_finding
+_code = fix_code
 
 
 def _profile(tmp: Path, script: str, *args: str) -> dict[str, Any]:
-    out = tmp / "run"
-    proc = mpsprof_cli("run", "--headless", "-o", str(out), str(PLACE / script), *args, cwd=REPO, env=child_env())
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    summary: dict[str, Any] = json.loads((out / "summary.json").read_text(encoding="utf-8"))
-    summary["_dir"] = str(out)
-    return summary
-
-
-def _finding(summary: dict[str, Any], *rules: str) -> dict[str, Any]:
-    found = [f for f in summary["findings"] if f["rule"] in rules]
-    assert len(found) == 1, [f["rule"] for f in summary["findings"]]
-    return found[0]
+    """SCRIPT ARGS (the script's own) profiled from the repository root (tests.helpers.run_summary)."""
+    return run_summary(tmp / "run", str(PLACE / script), *args)
 
 
 def _line(script: str, text: str) -> int:
-    return next(i for i, t in enumerate((PLACE / script).read_text().splitlines(), 1) if text in t)
-
-
-def _code(f: dict[str, Any]) -> str:
-    return str(f["fix"].split("```python\n", 1)[1].split("```", 1)[0])
+    return line_of(PLACE / script, text)
 
 
 @pytest.fixture(scope="module")

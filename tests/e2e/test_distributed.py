@@ -72,20 +72,36 @@ def test_ctrl_c_stops_every_rank(tmp_path):
     proc = subprocess.Popen(mpsprof_cmd([str(SCRIPTS / "ddp_long.py")], run_dir, ["--nproc-per-node", "2"]),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV, stdin=subprocess.DEVNULL)
     events = run_dir / "events.jsonl"
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline:  # wait until both ranks are stepping
-        text = events.read_text() if events.exists() else ""
-        if '"k":"steps"' in text and '"r":0' in text and '"r":1' in text:
-            break
-        time.sleep(0.3)
-    descendants = psutil.Process(proc.pid).children(recursive=True)
-    assert len(descendants) >= 3  # torchrun and two ranks
-    proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=60)
-    assert proc.returncode != 0
-    gone, alive = psutil.wait_procs(descendants, timeout=10)
-    assert not alive, f"ranks left running: {alive}"
-    assert "rank 0 interrupted" in out and "rank 1 interrupted" in out
+    descendants: list[psutil.Process] = []
+    try:
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:  # wait until both ranks are stepping
+            text = events.read_text() if events.exists() else ""
+            if '"k":"steps"' in text and '"r":0' in text and '"r":1' in text:
+                break
+            time.sleep(0.3)
+        descendants = psutil.Process(proc.pid).children(recursive=True)
+        assert len(descendants) >= 3  # torchrun and two ranks
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode != 0
+        gone, alive = psutil.wait_procs(descendants, timeout=10)
+        assert not alive, f"ranks left running: {alive}"
+        assert "rank 0 interrupted" in out and "rank 1 interrupted" in out
+    finally:  # a failure above must not leave the job training beside the rest of the suite (it never ends)
+        if proc.poll() is None:
+            try:
+                descendants += psutil.Process(proc.pid).children(recursive=True)
+            except psutil.NoSuchProcess:
+                pass
+        for left in descendants:  # first: they hold mpsprof's output pipes open
+            try:
+                left.kill()
+            except psutil.NoSuchProcess:
+                pass
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate(timeout=60)
 
 
 @pytest.mark.serial

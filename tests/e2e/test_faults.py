@@ -118,10 +118,16 @@ BUSY = [str(SCRIPTS / "busy_steps.py"), "30000", "0.04", "3"]
 """30,000 steps in about 1.5 s, then exit status 3."""
 
 
-def test_parent_killed_training_completes(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def busy_plain() -> Result:
+    """BUSY under plain python, once: the output and status every faulted run must keep."""
+    return run_python(BUSY)
+
+
+def test_parent_killed_training_completes(tmp_path: Path, busy_plain: Result) -> None:
     """SIGKILL to mpsprof mid-run: the script runs to the end with its normal output (no
     BrokenPipeError from the dead event channel) and the recording reads back."""
-    plain = run_python(BUSY)
+    plain = busy_plain
     proc, child = _start_mpsprof(BUSY, tmp_path / "run")
     assert proc.stdout is not None
     seen = b""
@@ -146,10 +152,10 @@ def test_parent_killed_training_completes(tmp_path: Path) -> None:
 
 # not serial: a blocked script never ends (60 s, then it fails whatever runs beside it); the
 # 30 s bound is ten times the ~3 s it takes, with room for a second test on the machine
-def test_parent_stopped_does_not_block_training(tmp_path: Path) -> None:
+def test_parent_stopped_does_not_block_training(tmp_path: Path, busy_plain: Result) -> None:
     """A stopped mpsprof (SIGSTOP: nobody reads the event pipe) never blocks the script: it
     finishes while the parent is still stopped; resumed, the parent reports the run."""
-    plain = run_python(BUSY)
+    plain = busy_plain
     proc, child = _start_mpsprof(BUSY, tmp_path / "run")
     proc.send_signal(signal.SIGSTOP)
     try:
@@ -189,13 +195,13 @@ def test_child_killed_parent_still_reports(tmp_path: Path) -> None:
 
 # -- an unwritable or full disk -------------------------------------------------------
 @pytest.mark.parametrize("where", ["proc", "under_a_file"])
-def test_unwritable_run_directory(tmp_path: Path, where: str) -> None:
+def test_unwritable_run_directory(tmp_path: Path, where: str, busy_plain: Result) -> None:
     if where == "proc":
         run_dir = Path("/proc/mpsprof-forbidden/run")
     else:
         (tmp_path / "a_file").write_text("x")
         run_dir = tmp_path / "a_file" / "run"
-    plain = run_python(BUSY)
+    plain = busy_plain
     profiled = run_mpsprof(BUSY, run_dir)
     assert profiled.returncode == plain.returncode == 3
     assert profiled.stdout == plain.stdout
@@ -206,7 +212,7 @@ def test_unwritable_run_directory(tmp_path: Path, where: str) -> None:
     assert re.search(r"^steps\s+30000\b", text, re.M), text  # the summary, from the live events
 
 
-def test_disk_full_mid_run(tmp_path: Path) -> None:
+def test_disk_full_mid_run(tmp_path: Path, busy_plain: Result) -> None:
     """A file-size limit on mpsprof (what a full disk looks like to it): one clear message,
     the training goes on with the same output and status, the partial recording reads back."""
     limit = 48 * 1024
@@ -214,7 +220,7 @@ def test_disk_full_mid_run(tmp_path: Path) -> None:
     def limited() -> None:
         resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
 
-    plain = run_python(BUSY)
+    plain = busy_plain
     proc = subprocess.run(mpsprof_cmd(BUSY, tmp_path / "run"), capture_output=True, stdin=subprocess.DEVNULL,
                           env=child_env(), timeout=120, preexec_fn=limited)
     assert proc.returncode == plain.returncode == 3

@@ -17,57 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import REPO, child_env, mpsprof_cli
+from tests.helpers import REPO, Recorded, child_env, mpsprof_cli
 
 SCRIPTS = REPO / "tests" / "scripts_patch"
-
-
-class Recorded:
-    def __init__(self, tmp: Path, source: Path, *run_args: str, script_args: tuple[str, ...] = (),
-                 env: dict[str, str] | None = None) -> None:
-        self.dir = tmp / "src"
-        self.dir.mkdir()
-        self.script = self.dir / source.name
-        shutil.copy(source, self.script)
-        self.run = tmp / "run"
-        proc = mpsprof_cli("run", "--headless", "-o", str(self.run), *run_args, str(self.script), *script_args,
-                           cwd=self.dir, env=env)
-        assert (self.run / "summary.json").exists(), proc.stderr[-3000:]
-        self.rules = [f["rule"] for f in json.loads((self.run / "summary.json").read_text())["findings"]]
-
-    def patch(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return mpsprof_cli("patch", str(self.run), *args, cwd=self.dir)
-
-    def diff(self, rule: str) -> str:
-        proc = self.patch("--rule", rule)
-        assert proc.returncode == 0, proc.stderr[-2000:]
-        path = self.run / f"fix-{rule}.patch"
-        assert path.exists(), (self.rules, proc.stdout)
-        text = path.read_text()
-        assert text in proc.stdout  # printed too
-        return text
-
-    def check_applies_and_runs(self, rule: str, tmp: Path, *script_args: str, run: bool = True) -> str:
-        """The patch applies with git and patch(1) in a fresh git repository holding the
-        script's directory, and the patched script runs there (``run=False``: the caller
-        runs it there itself, under mpsprof, which keeps its exit status and output)."""
-        text = self.diff(rule)
-        repo = tmp / f"repo-{rule}"
-        shutil.copytree(self.dir, repo)
-        subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
-        patch_path = self.run / f"fix-{rule}.patch"
-        git = subprocess.run(["git", "apply", "--check", str(patch_path)], cwd=repo, capture_output=True, text=True)
-        assert git.returncode == 0, git.stderr
-        dry = subprocess.run(["patch", "-p1", "--dry-run", "-i", str(patch_path)], cwd=repo, capture_output=True,
-                             text=True)
-        assert dry.returncode == 0, dry.stdout + dry.stderr
-        subprocess.run(["git", "apply", str(patch_path)], cwd=repo, check=True)
-        if not run:
-            return text
-        ran = subprocess.run([sys.executable, self.script.name, *script_args], cwd=repo, capture_output=True,
-                             text=True, env=child_env(), timeout=120)
-        assert ran.returncode == 0, ran.stderr[-3000:]
-        return text
 
 
 def _changed(diff: str) -> tuple[list[str], list[str]]:
@@ -339,7 +291,7 @@ SPAWN = ("import multiprocessing, runpy, sys; multiprocessing.set_start_method('
 
 
 @pytest.mark.slow
-def test_workers_on_macos_come_with_the_main_guard(tmp_path: Path) -> None:
+def test_workers_on_macos_come_with_the_main_guard(tmp_path: Path, flat_loader_recorded: Recorded) -> None:
     """The run was on Linux (fork); the same recording read as a Mac's (spawn) gets the
     guard with the workers, and the patched script trains under spawn where the original
     would start the training again in every worker."""
@@ -348,7 +300,7 @@ def test_workers_on_macos_come_with_the_main_guard(tmp_path: Path) -> None:
     from mpsprofiler.patch.plan import plan
     from mpsprofiler.session.recording import load_runs
 
-    rec = Recorded(tmp_path, SCRIPTS / "flat_loader.py", "--max-steps", "30")
+    rec = flat_loader_recorded  # SCRIPTS / "flat_loader.py" with --max-steps 30 (tests/conftest.py)
     rule = next(r for r in rec.rules if r.startswith("dataloader-stall"))
     linux = rec.diff(rule)
     assert "__main__" not in linux and "num_workers=" in linux  # fork: no guard needed
@@ -375,11 +327,9 @@ def test_patch_help_documents_every_option() -> None:
 
 
 @pytest.mark.slow
-def test_a_loader_built_by_a_library_is_not_patched_but_said(tmp_path: Path) -> None:
+def test_a_loader_built_by_a_library_is_not_patched_but_said(library_loader_recorded: Recorded) -> None:
     lib = SCRIPTS / "lib"
-    env = child_env()
-    env["PYTHONPATH"] = f"{lib}:{env['PYTHONPATH']}"
-    rec = Recorded(tmp_path, SCRIPTS / "library_loader.py", "--max-steps", "30", env=env)
+    rec = library_loader_recorded  # SCRIPTS / "library_loader.py", --max-steps 30, lib on PYTHONPATH (tests/conftest.py)
     rule = next(r for r in rec.rules if r.startswith("dataloader-stall"))
     proc = rec.patch("--rule", rule)
     assert proc.returncode == 0, proc.stderr

@@ -9,7 +9,6 @@ place comes from that recording), as tests/e2e/test_patch.py does for the MPS-on
 
 from __future__ import annotations
 
-import json
 import re
 import shutil
 import subprocess
@@ -19,27 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import REPO, child_env, mpsprof_cli
+from tests.helpers import REPO, Recorded, child_env
 
 SCRIPTS = REPO / "tests" / "scripts_patch"
-
-
-class Recorded:
-    """A script copied into ``tmp/src`` and profiled there once (``tmp/run``)."""
-
-    def __init__(self, tmp: Path, source: Path, *run_args: str, env: dict[str, str] | None = None) -> None:
-        self.dir = tmp / "src"
-        self.dir.mkdir()
-        self.script = self.dir / source.name
-        shutil.copy(source, self.script)
-        self.run = tmp / "run"
-        proc = mpsprof_cli("run", "--headless", "-o", str(self.run), *run_args, str(self.script), cwd=self.dir,
-                           env=env)
-        assert (self.run / "summary.json").exists(), proc.stderr[-3000:]
-        self.rules = [f["rule"] for f in json.loads((self.run / "summary.json").read_text())["findings"]]
-
-    def patch(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return mpsprof_cli("patch", str(self.run), *args, cwd=self.dir)
 
 
 def _applies(rec: Recorded, patch: Path, tmp: Path) -> Path:
@@ -114,17 +95,13 @@ def test_an_environment_fix_says_it_is_no_code_edit_and_shows_the_command(oom: R
                                    "(mpsprof has no patcher for this rule)"]
 
 
-@pytest.fixture(scope="module")
-def flat(tmp_path_factory: pytest.TempPathFactory) -> Recorded:
-    return Recorded(tmp_path_factory.mktemp("flat"), SCRIPTS / "flat_loader.py", "--max-steps", "30")
-
-
 @pytest.mark.slow
-def test_pageable_copies_pins_the_loader_it_names(flat: Recorded, tmp_path: Path) -> None:
+def test_pageable_copies_pins_the_loader_it_names(flat_loader_recorded: Recorded, tmp_path: Path) -> None:
     from mpsprofiler.patch.diff import write_patch
     from mpsprofiler.patch.plan import plan
     from mpsprofiler.session.recording import load_runs
 
+    flat = flat_loader_recorded  # SCRIPTS / "flat_loader.py" with --max-steps 30 (tests/conftest.py)
     session = load_runs([flat.run]).session
     created = next(int(d["created"]) for d in session.dataloaders.values())
     fix = plan(session, [_finding("pageable-copies", pageable_loader=created)], {})[0]  # type: ignore[list-item]
@@ -146,15 +123,13 @@ def test_pageable_copies_pins_the_loader_it_names(flat: Recorded, tmp_path: Path
 
 
 @pytest.mark.slow
-def test_pageable_copies_of_a_library_loader_is_not_patched_but_said(tmp_path: Path) -> None:
+def test_pageable_copies_of_a_library_loader_is_not_patched_but_said(library_loader_recorded: Recorded) -> None:
     from mpsprofiler.patch.plan import plan
     from mpsprofiler.patch.unplanned import planner_line
     from mpsprofiler.session.recording import load_runs
 
     lib = SCRIPTS / "lib"
-    env = child_env()
-    env["PYTHONPATH"] = f"{lib}:{env['PYTHONPATH']}"
-    rec = Recorded(tmp_path, SCRIPTS / "library_loader.py", "--max-steps", "30", env=env)
+    rec = library_loader_recorded  # SCRIPTS / "library_loader.py", --max-steps 30, lib on PYTHONPATH (tests/conftest.py)
     session = load_runs([rec.run]).session
     created = next(int(d["created"]) for d in session.dataloaders.values())
     fix = plan(session, [_finding("pageable-copies", pageable_loader=created)], {})[0]  # type: ignore[list-item]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shutil
 import time
 from pathlib import Path
 
@@ -19,20 +20,20 @@ from mpsprofiler.session.recording import load_runs
 from mpsprofiler.tui.app import recorded_app
 from mpsprofiler.tui.patch_key import PatchScreen
 from mpsprofiler.tui.widgets.experiment import ExperimentPanel
-from tests.helpers import REPO, child_env, mpsprof_cli, read_summary
+from tests.helpers import REPO, SLEEPY_LOADER_ENV, child_env, mpsprof_cli, read_summary
 
 SCRIPT = REPO / "tests" / "scripts_try" / "sleepy_loader.py"
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(900)  # a recording and 4 short runs: under a minute on a shared 2-core machine
-def test_p_then_shift_p_proves_the_patch_in_the_background(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    env = child_env(STEPS="40", SLEEP="0.02", WORK="0.006")
+@pytest.mark.timeout(900)  # (the shared recording and) 4 short runs: under a minute on a shared 2-core machine
+def test_p_then_shift_p_proves_the_patch_in_the_background(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                           sleepy_loader_recording: Path) -> None:
+    env = child_env(**SLEEPY_LOADER_ENV)
     for key in ("STEPS", "SLEEP", "WORK", "OMP_NUM_THREADS", "PYTHONPATH"):
         monkeypatch.setenv(key, env[key])  # the proof's runs inherit the app's environment
-    run = tmp_path / "run"
-    proc = mpsprof_cli("run", "--headless", "-o", str(run), "--max-steps", "30", str(SCRIPT), env=env, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-2000:]
+    run = tmp_path / "run"  # SCRIPT recorded with --max-steps 30 (tests/conftest.py), its own copy
+    shutil.copytree(sleepy_loader_recording, run)
     rule = next(f["rule"] for f in read_summary(run)["findings"] if f["rule"].startswith("dataloader-stall"))
     app = recorded_app(load_runs([run]))
     app.prove_config = TrialConfig(steps=8, pairs=2, budget_s=600, min_pairs=2)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import shutil
 import time
 from pathlib import Path
 
@@ -15,21 +16,18 @@ from mpsprofiler.experiment.trial import TrialConfig
 from mpsprofiler.session.recording import load_runs
 from mpsprofiler.tui.app import recorded_app
 from mpsprofiler.tui.widgets.experiment import ExperimentPanel
-from tests.helpers import child_env, mpsprof_cli, read_summary
-
-TRY = Path(__file__).resolve().parent.parent / "scripts_try"
+from tests.helpers import SLEEPY_LOADER_ENV, child_env, mpsprof_cli, read_summary
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(1500)  # many full runs: minutes when the machine is shared
-def test_t_key_tries_the_stall_fix_and_stores_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    env = child_env(STEPS="40", SLEEP="0.02", WORK="0.006")
+def test_t_key_tries_the_stall_fix_and_stores_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                 sleepy_loader_recording: Path) -> None:
+    env = child_env(**SLEEPY_LOADER_ENV)
     for key in ("STEPS", "SLEEP", "WORK", "OMP_NUM_THREADS", "PYTHONPATH"):
         monkeypatch.setenv(key, env[key])  # the experiment's runs inherit the app's environment
-    run = tmp_path / "run"
-    proc = mpsprof_cli("run", "--headless", "-o", str(run), "--max-steps", "30", str(TRY / "sleepy_loader.py"),
-                       env=env, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-2000:]
+    run = tmp_path / "run"  # sleepy_loader.py recorded with --max-steps 30 (tests/conftest.py), its own copy
+    shutil.copytree(sleepy_loader_recording, run)
     rule = next(f["rule"] for f in read_summary(run)["findings"] if f["rule"].startswith("dataloader-stall"))
     app = recorded_app(load_runs([run]))
     app.try_config = TrialConfig(steps=8, pairs=2, budget_s=900)
