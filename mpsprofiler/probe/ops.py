@@ -4,8 +4,9 @@ PyTorch warns about the first CPU-fallback op of a process only, so fallbacks ar
 counted here instead, with a ``TorchDispatchMode`` that observes every op of a sampled
 step (``return func(*args, **kwargs)``, never anything else). The mode, the module hooks
 and the Tensor patches cost per op, so they run on a few steps only: always on an early
-steady step (two where the first was cheap or left a tensor alive), then as :mod:`.ops_schedule` decides: within ``budget`` of the wall time of
-all steps, and nearly never once the census of ops per step has stopped changing.
+steady step (two where the first was cheap or left a tensor alive), then as
+:mod:`.ops_schedule` decides: within ``budget`` of the wall time of all steps, and nearly
+never once the census of ops per step has stopped changing.
 
 The mode itself is :mod:`.ops_mode`. It is pushed with the raw dispatch-stack API and inserted *below* modes the user
 entered earlier, so a user's ``with MyMode():`` still pops its own mode when it exits
@@ -45,7 +46,8 @@ from .ops_stack import push_below, remove_mode
 
 EARLY_STEPS = (3, 5)
 """Sampled early (steps 0-1 are warm-up: allocator growth, kernel compilation): the first
-always, the second where the first was cheap or left a tensor alive (``ops_schedule.EARLY_FREE_S``)."""
+always, the second where the first was cheap or left a tensor alive
+(``ops_schedule.EARLY_FREE_S``)."""
 LONG_FIRST_STEP_S = 5.0
 """A step 0 this long, or an optimizer that steps with a closure (LBFGS evaluates it up to
 20 times per step), means a run of few, long steps: step 1 is sampled too, so a run of 2
@@ -85,8 +87,9 @@ class OpAccountant:
         parameters; ``has_mps_kernel`` and ``mps_device_type`` are injectable so the MPS
         path can be tested on any machine; ``every_step`` samples every step after the
         early ones (benchmarks); ``cpu_clock`` is the training thread's CPU time (what a
-        sampled step cost it on a CPU run, see ``ops_schedule.EARLY_FREE_S``); ``warn_always`` turns ``torch.set_warn_always`` on while
-        sampling on MPS (off by default: it changes what the user's stderr shows)."""
+        sampled step cost it on a CPU run, see ``ops_schedule.EARLY_FREE_S``);
+        ``warn_always`` turns ``torch.set_warn_always`` on while sampling on MPS (off by
+        default: it changes what the user's stderr shows)."""
         self._emit = emit
         self.schedule = SampleSchedule(budget, early_steps, min_interval, every_step)
         self.budget = self.schedule.budget

@@ -60,13 +60,14 @@ EARLY_FREE_S = 0.025
 step ran at most ``EARLY_FREE_OPS`` ops and cost at most ``EARLY_FREE_S``: its excess over
 a plain step and its event, or, on a CPU run where the training thread's CPU time says
 less, that (on a busy machine a step's wall time grows with the wait for a CPU, its CPU
-time much less, so the decision does not turn on the machine's load). Such a second sample costs a few ms (every
-test script's costs 1-14 ms on a 2-core machine), and it is what lets a short script name
-the line of a leak (a line whose tensors survive from two sampled steps). A larger step
-would pay it twice within the run's first seconds (nanoGPT's 40-60 ms a sample on an H200
-host, where 25 ms is 0.5% of 5 s of training; a tiny Hugging Face Trainer's ~500 ops cost
-27 ms on a 2-core machine): there the second sample waits for the budget, unless the leak
-check before it finds a tensor of the first still alive (``SampleSchedule.early_step_due``)."""
+time much less, so the decision does not turn on the machine's load). Such a second
+sample costs a few ms (every test script's costs 1-14 ms on a 2-core machine), and it is
+what lets a short script name the line of a leak (a line whose tensors survive from two
+sampled steps). A larger step would pay it twice within the run's first seconds
+(nanoGPT's 40-60 ms a sample on an H200 host, where 25 ms is 0.5% of 5 s of training; a
+tiny Hugging Face Trainer's ~500 ops cost 27 ms on a 2-core machine): there the second
+sample waits for the budget, unless the leak check before it finds a tensor of the first
+still alive (``SampleSchedule.early_step_due``)."""
 
 
 def _early_cost(overhead: float, cpu_s: float | None, median: float, finish_cost: float) -> float:
@@ -186,7 +187,8 @@ class SampleSchedule:
         ``census``: what the sample saw (None: not comparable, e.g. a partial sample);
         ``measurable``: False for a truncated sample (its host time is not a step's);
         ``ops``: the ops it recorded; ``cpu_s``: the CPU seconds the training thread spent
-        in it, on a CPU run (both decide whether the forced early samples go on, see ``EARLY_FREE_S``)."""
+        in it, on a CPU run (both decide whether the forced early samples go on, see
+        ``EARLY_FREE_S``)."""
         self.samples += 1
         self.record_from = step + 2
         self._post_step = step + 2
