@@ -158,6 +158,20 @@ def compare(args: Sequence[str], run_dir: Path, parallel: bool = True, options: 
     return plain, profiled
 
 
+def sleepy_loader_run(recording: Path, tmp_path: Path, monkeypatch: Any) -> tuple[Path, str]:
+    """The shared sleepy-loader recording (tests/conftest.py, ``sleepy_loader_recording``)
+    copied into ``tmp_path/run`` for one TUI experiment, with SLEEPY_LOADER_ENV set where
+    the experiment's runs inherit it (the app's environment): (the run, its stall
+    finding's rule)."""
+    env = child_env(**SLEEPY_LOADER_ENV)
+    for key in ("STEPS", "SLEEP", "WORK", "OMP_NUM_THREADS", "PYTHONPATH"):
+        monkeypatch.setenv(key, env[key])
+    run = tmp_path / "run"
+    shutil.copytree(recording, run)
+    rule = next(f["rule"] for f in read_summary(run)["findings"] if f["rule"].startswith("dataloader-stall"))
+    return run, rule
+
+
 def run_summary(out: Path, *args: str, env: dict[str, str] | None = None) -> dict[str, Any]:
     """``mpsprof run --headless -o OUT ARGS`` (options, script, the script's arguments) from
     the repository root, where findings name ``tests/...`` paths; it must exit 0. Returns

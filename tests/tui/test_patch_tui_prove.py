@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import shutil
 import time
 from pathlib import Path
 
@@ -20,7 +19,7 @@ from mpsprofiler.session.recording import load_runs
 from mpsprofiler.tui.app import recorded_app
 from mpsprofiler.tui.patch_key import PatchScreen
 from mpsprofiler.tui.widgets.experiment import ExperimentPanel
-from tests.helpers import REPO, SLEEPY_LOADER_ENV, child_env, mpsprof_cli, read_summary
+from tests.helpers import REPO, SLEEPY_LOADER_ENV, child_env, mpsprof_cli, sleepy_loader_run
 
 SCRIPT = REPO / "tests" / "scripts_try" / "sleepy_loader.py"
 
@@ -29,12 +28,7 @@ SCRIPT = REPO / "tests" / "scripts_try" / "sleepy_loader.py"
 @pytest.mark.timeout(900)  # (the shared recording and) 4 short runs: under a minute on a shared 2-core machine
 def test_p_then_shift_p_proves_the_patch_in_the_background(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                            sleepy_loader_recording: Path) -> None:
-    env = child_env(**SLEEPY_LOADER_ENV)
-    for key in ("STEPS", "SLEEP", "WORK", "OMP_NUM_THREADS", "PYTHONPATH"):
-        monkeypatch.setenv(key, env[key])  # the proof's runs inherit the app's environment
-    run = tmp_path / "run"  # SCRIPT recorded with --max-steps 30 (tests/conftest.py), its own copy
-    shutil.copytree(sleepy_loader_recording, run)
-    rule = next(f["rule"] for f in read_summary(run)["findings"] if f["rule"].startswith("dataloader-stall"))
+    run, rule = sleepy_loader_run(sleepy_loader_recording, tmp_path, monkeypatch)  # its own copy, env set
     app = recorded_app(load_runs([run]))
     app.prove_config = TrialConfig(steps=8, pairs=2, budget_s=600, min_pairs=2)
     app.animation_level = "none"
@@ -94,5 +88,5 @@ def test_p_then_shift_p_proves_the_patch_in_the_background(tmp_path: Path, monke
     # CLI test's (tests/e2e/test_patch_prove_e2e.py): here both sides ran and were compared
     assert result["patch_verdict"] in ("faster", "not proven") and not result.get("failure"), result
     assert f"verdict     {result['patch_verdict']}" in shown
-    report = mpsprof_cli("report", str(run), "--format", "md", env=env)
+    report = mpsprof_cli("report", str(run), "--format", "md", env=child_env(**SLEEPY_LOADER_ENV))
     assert result["headline"].replace(">", "\\>") in report.stdout, report.stdout[-3000:]

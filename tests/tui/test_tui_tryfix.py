@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-import shutil
 import time
 from pathlib import Path
 
@@ -16,19 +15,14 @@ from mpsprofiler.experiment.trial import TrialConfig
 from mpsprofiler.session.recording import load_runs
 from mpsprofiler.tui.app import recorded_app
 from mpsprofiler.tui.widgets.experiment import ExperimentPanel
-from tests.helpers import SLEEPY_LOADER_ENV, child_env, mpsprof_cli, read_summary
+from tests.helpers import mpsprof_cli, sleepy_loader_run
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(1500)  # many full runs: minutes when the machine is shared
 def test_t_key_tries_the_stall_fix_and_stores_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                  sleepy_loader_recording: Path) -> None:
-    env = child_env(**SLEEPY_LOADER_ENV)
-    for key in ("STEPS", "SLEEP", "WORK", "OMP_NUM_THREADS", "PYTHONPATH"):
-        monkeypatch.setenv(key, env[key])  # the experiment's runs inherit the app's environment
-    run = tmp_path / "run"  # sleepy_loader.py recorded with --max-steps 30 (tests/conftest.py), its own copy
-    shutil.copytree(sleepy_loader_recording, run)
-    rule = next(f["rule"] for f in read_summary(run)["findings"] if f["rule"].startswith("dataloader-stall"))
+    run, rule = sleepy_loader_run(sleepy_loader_recording, tmp_path, monkeypatch)  # its own copy, env set
     app = recorded_app(load_runs([run]))
     app.try_config = TrialConfig(steps=8, pairs=2, budget_s=900)
     app.animation_level = "none"
