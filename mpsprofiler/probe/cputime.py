@@ -3,7 +3,7 @@
 Wall time alone cannot tell a DataLoader that computes (decoding, augmenting: more
 processes help only while cores are free) from one that waits for a disk or network (more
 workers help regardless of cores) or from one whose process is waiting for a free core
-(the machine is busy: more workers make it worse). Two cheap readings (~2 µs each) split
+(the machine is busy: more workers make it worse). Two cheap readings (~1 µs each alone) split
 it:
 
 * ``time.thread_time()``: CPU seconds of the calling thread (every platform);
@@ -25,12 +25,19 @@ import time
 from . import fdguard
 
 SCHEDSTAT = "/proc/thread-self/schedstat"
-RUNQ_SLACK = 2e-6
-"""Off-CPU seconds since the last run-queue read below which the reading is not repeated."""
-RUNQ_SPAN = 0.002
+RUNQ_SLACK = 10e-6
+"""Off-CPU seconds since the last run-queue read below which the reading is not repeated:
+what a skipped read can leave out of one batch's run-queue time (see ``read``). 10 µs is
+2% of a 0.5 ms step, and a wait for a CPU that matters to a finding is a share of the
+step (tenths of it), so no verdict turns on it; at 2 µs the skips failed on jitter alone
+(the two clocks are read ~0.1 µs apart, interrupts) and a real read came every few steps."""
+RUNQ_SPAN = 0.02
 """Seconds after which the run queue is read anyway: the off-CPU time is the wall clock's
-time less the CPU clock's, two clocks that drift apart by up to a few µs per 10 ms (NTP
-slews the wall clock, the scheduler's clock is not slewed); over 2 ms that stays ~1 µs."""
+time less the CPU clock's, and the wall clock may be slewed against the CPU clock by up
+to 500 ppm (the kernel's ``MAXFREQ`` for NTP adjustments; the scheduler's clock is not
+slewed), 10 µs over 20 ms: with ``RUNQ_SLACK``, a skipped read leaves out at most 20 µs."""
+_thread_time = time.thread_time
+_get_ident = threading.get_ident
 
 
 _FORKS = [0]
@@ -60,7 +67,7 @@ class ThreadClock:
         """(wall time, CPU time, run-queue seconds) of the last run-queue read (see ``read``)."""
 
     def cpu(self) -> float:
-        return time.thread_time()
+        return _thread_time()
 
     def read(self, now: float) -> tuple[float, float | None]:
         """``(cpu(), runq())`` at wall time ``now`` (taken just before): twice per batch.
@@ -68,27 +75,36 @@ class ThreadClock:
         The run-queue reading is skipped when it cannot have changed: since the last
         reading the thread spent all but ``RUNQ_SLACK`` of the wall time on a CPU (its CPU
         time says so), and a thread cannot wait for a CPU while it runs on one; at least
-        every ``RUNQ_SPAN`` it is read all the same. On a core of its own that skips most
-        reads, each a system call less (~1 µs, several in a busy loop). What skipped reads miss is under
-        ``RUNQ_SLACK`` in all (give or take the ~0.1 µs between reading the two clocks),
-        since the last real read, which is the reference, never a skipped one."""
-        cpu = time.thread_time()
+        every ``RUNQ_SPAN`` it is read all the same. What skipped reads miss is under
+        ``RUNQ_SLACK`` in all, plus the wall clock's slew over at most ``RUNQ_SPAN``, since
+        the last real read, which is the reference, never a skipped one.
+
+        Why skip: a real read is a ``pread`` of ``/proc``, ~1 µs alone and ~14 µs inside a
+        training loop (measured: 0.37 reads per step cost the 0.55 ms MLP step of
+        ``benchmarks/step_cost.py`` ~5 µs); with these bounds ~0.08 reads per step remain."""
+        cpu = _thread_time()
+        last = self._last
+        if last is not None:
+            # the common case first, in the fewest operations (twice per batch): the thread
+            # has been on a CPU since the last real read, which this thread made
+            span = now - last[0]
+            if span < RUNQ_SPAN and span - (cpu - last[1]) < RUNQ_SLACK and self._owner == _get_ident() \
+                    and self._forks == _FORKS[0]:
+                return cpu, last[2]
         fd = self._fd
-        if fd is None or not self._runq_ok or self._owner != threading.get_ident() or self._forks != _FORKS[0] \
+        if fd is None or not self._runq_ok or self._owner != _get_ident() or self._forks != _FORKS[0] \
                 or not fdguard.still_ours(fd):
             runq = self.runq()
-            if runq is not None:
-                self._last = (now, cpu, runq)
-            return cpu, runq
-        last = self._last
-        if last is not None and now - last[0] < RUNQ_SPAN and (now - last[0]) - (cpu - last[1]) < RUNQ_SLACK:
-            return cpu, last[2]
-        try:
-            runq = int(os.pread(fd, 128, 0).split()[1]) / 1e9
-        except (OSError, IndexError, ValueError):
-            self._runq_ok = False
-            return cpu, None
-        self._last = (now, cpu, runq)
+        else:
+            try:
+                runq = int(os.pread(fd, 128, 0).split()[1]) / 1e9
+            except (OSError, IndexError, ValueError):
+                self._runq_ok = False
+                runq = None
+        if runq is not None:
+            self._last = (now, cpu, runq)
+        elif self._owner == _get_ident():
+            self._last = None  # the clock failed: no later read is skipped to its last value
         return cpu, runq
 
     def runq(self) -> float | None:
