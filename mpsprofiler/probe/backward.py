@@ -65,7 +65,9 @@ def install(on_backward: Callable[[Any, float, float, bool], None], clock: Calla
     import torch.autograd as autograd
     import torch.autograd.graph as graph
 
-    from .compiling import is_compiling
+    from .compiling import fast_is_compiling
+
+    is_compiling = fast_is_compiling()  # at every backward pass
 
     original = autograd._engine_run_backward
     torch_dir = os.path.dirname(torch.__file__) + os.sep

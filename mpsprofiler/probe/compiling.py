@@ -63,6 +63,16 @@ def is_compiling() -> bool:
         return False
 
 
+def fast_is_compiling() -> Callable[[], bool]:
+    """The cheapest answer to :func:`is_compiling` for hooks that run at every step:
+    ``torch.compiler.is_compiling`` itself where torch has it (2.3+; Dynamo folds it to
+    True while it traces, and no frame of the probe's comes between), else
+    :func:`is_compiling`. Resolved once, when the hook is installed (torch is imported)."""
+    torch = sys.modules.get("torch")
+    fn = getattr(getattr(torch, "compiler", None), "is_compiling", None)
+    return fn if callable(fn) else is_compiling
+
+
 def dynamo_used() -> bool:
     """Whether Dynamo has compiled a frame in this process (a net for entries other than
     ``torch.compile``; ``fullgraph=True`` compilations may not be counted)."""

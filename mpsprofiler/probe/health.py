@@ -318,7 +318,9 @@ def install(watch: LossWatch, on_error: Callable[[BaseException], None]) -> Call
     from torch.amp import autocast_mode, grad_scaler
     from torch.optim.optimizer import register_optimizer_step_post_hook
 
-    from .compiling import is_compiling
+    from .compiling import fast_is_compiling
+
+    is_compiling = fast_is_compiling()  # the optimizer hook runs at every step
 
     undo: list[Callable[[], None]] = []
     original_clip = clip_grad.clip_grad_norm_

@@ -35,7 +35,9 @@ def install_optimizer_hooks(tracker: StepTracker, watch: Any, disabled: Set[str]
     """
     from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
 
-    from .compiling import is_compiling
+    from .compiling import fast_is_compiling
+
+    is_compiling = fast_is_compiling()  # these hooks run at every step
 
     # A compiled optimizer step (``torch.compile(opt.step)``, the "compiling the
     # optimizer" recipe) makes Dynamo inline these global hooks: they must be a no-op
