@@ -72,7 +72,8 @@ def install(tracker: StepTracker, disabled: Set[str], emit: Callable[..., None],
         try:
             tracker.on_fetch_end(started, True)
             sites.on_fetch(it, perf_counter() - t0, batch)
-            pins.on_batch(it, batch)  # pageable batches on CUDA (probe/copies.py)
+            if tracker.backend.asynchronous:
+                pins.on_batch(it, batch)  # pageable batches on CUDA (probe/copies.py)
         except Exception as exc:
             fail(INSTRUMENT, exc)
         return batch

@@ -57,7 +57,9 @@ class LoaderSites:
         self._pid = os.getpid()
         self._created = 0
         self._sites: weakref.WeakKeyDictionary[Any, Site] = weakref.WeakKeyDictionary()
-        self._iters: weakref.WeakKeyDictionary[Any, tuple[Site, list[int]]] = weakref.WeakKeyDictionary()
+        self._iters: dict[int, tuple[weakref.ref[Any], Site, list[int]]] = {}
+        """Live iterators by id, each with a weak reference to it (dropped with it): read at
+        every batch, where a ``WeakKeyDictionary`` makes a weak reference per lookup."""
         self._torch_dir: str | None = None
 
     def on_created(self, loader: Any) -> None:
@@ -84,13 +86,23 @@ class LoaderSites:
             return
         if fields is not None:
             site.fields = dict(fields)
-        self._iters[it] = (site, [0])
+        iters, key = self._iters, id(it)
+
+        def forget(dead: weakref.ref[Any]) -> None:
+            entry = iters.get(key)
+            if entry is not None and entry[0] is dead:
+                del iters[key]
+
+        try:
+            iters[key] = (weakref.ref(it, forget), site, [0])
+        except TypeError:  # an iterator without weak references: not timed per loader
+            pass
 
     def on_fetch(self, it: Any, seconds: float, batch: Any = None) -> None:
-        entry = self._iters.get(it)
-        if entry is None:
+        entry = self._iters.get(id(it))
+        if entry is None or entry[0]() is not it:
             return
-        site, count = entry
+        _, site, count = entry
         count[0] += 1
         if count[0] == 1:
             return  # the first batch waits for the workers to start

@@ -284,7 +284,8 @@ class Probe:
             try:
                 if faults:
                     self.fault("device_time")
-                timer.on_fetch_end()
+                if self.backend.asynchronous:  # as on_boundary: nothing is held on a CPU
+                    timer.on_fetch_end()
             except Exception as exc:
                 self.fail("device_time", exc)
 

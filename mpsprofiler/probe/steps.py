@@ -66,6 +66,8 @@ FAST_STEP = 0.002
 """Past ``FAST_AFTER``, the first block of ``FAST_BLOCK`` steps whose mean step time is
 under this (over 500 steps/s) ends the detail: later steps go as exact aggregates, one
 ``steps`` event per ~0.25 s as before. Slower steps keep the detail up to ``DETAIL_LIMIT``."""
+_get_ident = threading.get_ident
+
 PROVISIONAL = 64
 """DataLoader-counted steps held until a backward pass or optimizer step says whether the
 loop trains (see the module docstring). More than a Lightning sanity check (2 batches) or
@@ -388,7 +390,7 @@ class StepTracker:
         self._fetches += 1
         if self.backend.asynchronous:
             self._mark_queued_work()
-        FETCH.thread = threading.get_ident()
+        FETCH.thread = _get_ident()
         cpu, runq = self._thread_clock.read(self._clock())  # the wall time right before the CPU time
         return now, cpu, runq
 
