@@ -20,7 +20,7 @@ STEP_ANALYZERS = ("loops", "warmup", "dataloader", "memory", "leaks", "capacity"
 DEPENDS: dict[str, tuple[str, ...]] = {
     "steps": STEP_ANALYZERS,
     "memory": ("memory", "leaks", "capacity"),
-    "ops": ("ops", "float64_fix"),
+    "ops": ("ops", "float64_fix", "sync_fix"),
     "dataloader": ("dataloader",),
     "env": ("environment", "threads"),
     "health": ("health",),

@@ -155,11 +155,13 @@ HAND: dict[str, Hand] = {
         "this run was not on a Mac: which ops fall back there is a prediction until the job runs on one",
         env=True, command=r'(os\.environ\.setdefault\("PYTORCH_ENABLE_MPS_FALLBACK", "1"\))'),
     "sync-heavy": Hand(
-        ("read the values synced at {sync_top_line} once every N steps, by hand",
+        ("pass `logging_nan_inf_filter=False` to the `TrainingArguments(...)` at {sync_fix_place}, by hand",
+         "read the values synced at {sync_top_line} once every N steps, by hand",
          "read per-step values (`.item()`, `.cpu()`, `print(tensor)`) once every N steps, by hand"),
         "moving a read changes what the loop logs and when, which is the author's choice"),
     "sync-heavy-mac": Hand(
-        ("read the values synced at {sync_top_line} once every N steps, by hand",
+        ("pass `logging_nan_inf_filter=False` to the `TrainingArguments(...)` at {sync_fix_place}, by hand",
+         "read the values synced at {sync_top_line} once every N steps, by hand",
          "read per-step values (`.item()`, `.cpu()`, `print(tensor)`) once every N steps, by hand"),
         "moving a read changes what the loop logs and when, which is the author's choice"),
     "layer-on-cpu": Hand(

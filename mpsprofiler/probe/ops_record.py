@@ -22,8 +22,10 @@ from .ops_sites import (
     COPY_OPS,
     FrameFinder,
     TensorPatches,
+    Via,
     scalar_kind,
     source_line,
+    statement_text,
     static_sync_kind,
 )
 
@@ -133,7 +135,7 @@ class StepRecord:
         self._patches = patches
         self._info = info
         self.agg: dict[tuple[str, str], _Agg] = {}
-        self.syncs: dict[tuple[str, str, str, str, int, str], int] = {}
+        self.syncs: dict[tuple[str, str, str, str, int, str, Via | None], int] = {}
         self.f64: dict[tuple[str, str, int, str], int] = {}
         self.f64_calls = 0
         self.bf16 = 0
@@ -264,9 +266,10 @@ class StepRecord:
     def sync(self, kind: str, op: str, module: str, device: str, agg: _Agg | None) -> None:
         """One host-device sync (actual, or predicted when ``device`` is the CPU)."""
         site = agg.site if agg is not None else None
+        via: Via | None = None
         if self.walks < MAX_SYNC_WALKS:
             self.walks += 1
-            found, printing, internal = self._finder.find(3)
+            found, printing, internal, via = self._finder.find(3)
             if internal and device == "cpu":
                 return  # a CPU scalar of torch's own bookkeeping: on a Mac it stays on the CPU
             site = found or site
@@ -276,7 +279,7 @@ class StepRecord:
         if kind == "item" and op.endswith("_local_scalar_dense"):
             kind = scalar_kind(source_line(site))
         file, line = site if site is not None else ("", 0)
-        key = (kind, op, module, file, line, device)
+        key = (kind, op, module, file, line, device, via)
         self.syncs[key] = self.syncs.get(key, 0) + 1
 
     def patched_call(self, kind: str, tensor: torch.Tensor) -> None:
@@ -336,11 +339,14 @@ class StepRecord:
                         "devices": _names(agg.devices), "module": module, "dtypes": _names(agg.dtypes),
                         "file": site[0] if site else "", "line": site[1] if site else 0})  # fmt: skip
         syncs: list[dict[str, Any]] = []
-        for (skind, op, module, file, line, device), calls in self.syncs.items():
+        for (skind, op, module, file, line, device, via), calls in self.syncs.items():
             if device == "cpu" and kind != "cpu":
                 continue  # a CPU tensor on an accelerator run: nothing to wait for
             entry = {"kind": skind, "op": op, "calls": calls, "module": module, "file": file,
                      "line": line, "code": source_line((file, line)) if file else "", "device": device}  # fmt: skip
+            if via is not None:  # the library code that made the call inside the user's line
+                entry["via"] = {"file": via[0], "line": via[1], "function": via[2],
+                                "code": statement_text(via[0], via[1])}  # fmt: skip
             if device == "cpu":
                 entry["predicted"] = True
             syncs.append(entry)

@@ -32,6 +32,8 @@ from .transparent import hide_from_warnings
 
 Site = tuple[str, int]
 """(file, line) of a call in the user's code."""
+Via = tuple[str, int, str]
+"""(file, line, function) of the innermost library frame a call passed through."""
 
 _SEP = os.sep
 _UNSET = object()
@@ -122,16 +124,19 @@ class FrameFinder:
             self._last_frame = frame if not frame.f_code.co_flags & _RESUMABLE else None
             self._last_user = self._last_find = self._last_site = _UNSET
 
-    def find(self, depth: int = 2) -> tuple[Site | None, bool, bool]:
+    def find(self, depth: int = 2) -> tuple[Site | None, bool, bool, Via | None]:
         """(user site, whether the call comes from tensor printing, whether it comes from
-        torch's own CPU-side bookkeeping: optimizers, data loading). A call made by an
-        optimizer that keeps its state on the device (LBFGS) is that optimizer's line.
+        torch's own CPU-side bookkeeping: optimizers, data loading, the innermost library
+        frame below the user site or None). A call made by an optimizer that keeps its
+        state on the device (LBFGS) is that optimizer's line. The library frame is where a
+        framework made the call on the user's behalf (a Trainer's loss check inside
+        ``trainer.train()``): the setting that stops it is the framework's, not the line's.
 
         Kept with the caller's frame, as :meth:`user_site` explains, when the caller is
         torch's code (kinds 0 and 3): the answer then does not depend on its line."""
         frame, kind = self._caller(depth)
         if frame is None:
-            return None, False, False
+            return None, False, False, None
         if kind == 0 or kind == 3 or kind == 6:
             if frame is self._last_frame and self._last_find is not _UNSET:
                 return self._last_find  # type: ignore[return-value]
@@ -153,7 +158,7 @@ class FrameFinder:
                 if self._last_site is not _UNSET:
                     return self._last_site  # type: ignore[return-value]
                 if self._last_find is not _UNSET:
-                    found: tuple[Site | None, bool, bool] = self._last_find  # type: ignore[assignment]
+                    found: tuple[Site | None, bool, bool, Via | None] = self._last_find  # type: ignore[assignment]
                     return found[0]
             site = self._find_from(frame, False)[0]
             self._keep(frame)
@@ -162,9 +167,10 @@ class FrameFinder:
             return site
         return self._find_from(frame, False)[0]
 
-    def _find_from(self, frame: Any, loader: bool) -> tuple[Site | None, bool, bool]:
+    def _find_from(self, frame: Any, loader: bool) -> tuple[Site | None, bool, bool, Via | None]:
         kinds = self._kind
         library: Site | None = None
+        via: Via | None = None
         optimizer: Site | None = None
         printing = internal = False
         while frame is not None:
@@ -174,23 +180,24 @@ class FrameFinder:
                 kind = kinds[code] = self._classify(code.co_filename)
             if kind == 2:
                 if optimizer is not None:
-                    return optimizer, printing, False
+                    return optimizer, printing, False, None
                 # the user's code; still look outward: a Dataset's __getitem__ runs inside
                 # the DataLoader, on CPU tensors that stay on the CPU on a Mac too
                 site = (code.co_filename, frame.f_lineno)
-                return site, printing, internal or (loader and self._called_by_loader(frame.f_back))
+                return site, printing, internal or (loader and self._called_by_loader(frame.f_back)), via
             if kind == 4 and optimizer is None and not internal:
                 optimizer = (code.co_filename, frame.f_lineno)
             elif kind == 1 and library is None:
                 library = (code.co_filename, frame.f_lineno)
+                via = (code.co_filename, frame.f_lineno, code.co_name)
             elif kind == 3 or kind == 6:
                 internal = True
             elif kind == 0 and code.co_filename == self._tensor_str:
                 printing = True
             frame = frame.f_back
         if optimizer is not None:
-            return optimizer, printing, False
-        return library, printing, internal
+            return optimizer, printing, False, None
+        return library, printing, internal, None
 
     def owner(self, site: Site | None) -> str | None:
         """The optimizer that made a call at ``site`` (a line of torch.optim.LBFGS), else None."""
@@ -278,6 +285,31 @@ def source_line(site: Site | None) -> str:
         return linecache.getline(site[0], site[1]).strip()[:160]
     except Exception:
         return ""
+
+
+STATEMENT_LINES = 6
+STATEMENT_CHARS = 240
+
+
+def statement_text(file: str, line: int) -> str:
+    """The source of the statement that starts at ``file:line``, its lines joined: up to
+    where its brackets close (``if (`` ... ``):`` of a condition written over several
+    lines), at most ``STATEMENT_LINES`` lines and ``STATEMENT_CHARS`` characters; '' when
+    the source cannot be read. What the diagnosis matches a framework's own call by."""
+    parts: list[str] = []
+    depth = 0
+    try:
+        for n in range(line, line + STATEMENT_LINES):
+            text = linecache.getline(file, n).strip()
+            if not text and n == line:
+                return ""
+            parts.append(text)
+            depth += sum(text.count(c) for c in "([{") - sum(text.count(c) for c in ")]}")
+            if depth <= 0:
+                break
+    except Exception:
+        return ""
+    return " ".join(parts)[:STATEMENT_CHARS]
 
 
 SCALAR_OP = "aten::_local_scalar_dense"

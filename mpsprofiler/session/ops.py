@@ -48,6 +48,17 @@ class SyncRow:
     calls: int = 0
     steps: int = 0
     predicted: bool = False
+    vias: dict[tuple[str, int, str, str], int] = field(default_factory=dict)
+    """Calls per library frame they passed through inside the user's line: (file, line,
+    function, the statement's source). A framework's own reads (a Trainer's loss check)
+    are told apart from the script's there."""
+
+    @property
+    def via(self) -> tuple[str, int, str, str] | None:
+        """The library frame most of this line's calls came through, or None."""
+        if not self.vias:
+            return None
+        return max(self.vias.items(), key=lambda kv: (kv[1], kv[0]))[0]
 
 
 @dataclass
@@ -58,6 +69,21 @@ class SiteRow:
     op: str = ""
     code: str = ""
     calls: int = 0
+
+
+MAX_VIAS = 8
+"""Library frames kept per sync line (a line calls a few functions of a framework)."""
+
+
+def _via_key(via: dict[str, Any]) -> tuple[str, int, str, str]:
+    return (_str(via.get("file"), 1000), _int(via.get("line")), _str(via.get("function"), 200),
+            _str(via.get("code"), 300))
+
+
+def _via_fields(via: tuple[str, int, str, str] | None) -> dict[str, Any]:
+    if via is None:
+        return {}
+    return {"via": {"file": via[0], "line": via[1], "function": via[2], "code": via[3]}}
 
 
 def _str(value: Any, limit: int = 300) -> str:
@@ -204,6 +230,10 @@ class OpStats:
             row.steps += 1
         row.predicted = row.predicted or bool(item.get("predicted"))
         row.code = row.code or _str(item.get("code"))
+        via = item.get("via")
+        if isinstance(via, dict) and (len(row.vias) < MAX_VIAS or _via_key(via) in row.vias):
+            key_via = _via_key(via)
+            row.vias[key_via] = row.vias.get(key_via, 0) + _int(item.get("calls"))
 
     def _feed_site(self, item: dict[str, Any]) -> None:
         module, file, line = _str(item.get("module")), _str(item.get("file"), 1000), _int(item.get("line"))
@@ -282,7 +312,7 @@ class OpStats:
             "ops": [op_row(r) for r in sorted(self.ops.values(), key=lambda r: -r.host_s)],
             "syncs": [{"kind": s.kind, "op": s.op, "module": s.module, "file": s.file, "line": s.line,
                        "code": s.code, "calls": s.calls, "calls_per_step": round(self.per_step(s.calls), 3),
-                       "predicted": s.predicted} for s in self.top_syncs(100)],
+                       "predicted": s.predicted, **_via_fields(s.via)} for s in self.top_syncs(100)],
             "float64": {"calls": self.float64_calls,
                         "per_step": round(self.per_step(self.float64_calls), 3),
                         "sites": [vars(s).copy() for s in self.top_float64(20)]},

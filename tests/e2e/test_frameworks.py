@@ -9,9 +9,11 @@ data, no download) through the real CLI, a few runs shared by the tests.
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import re
 import subprocess
+import textwrap
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -19,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from helpers import child_env, mpsprof_cli, read_events, read_summary
+from helpers import child_env, fix_code, line_of, mpsprof_cli, read_events, read_summary
 from mpsprofiler.devices.cpu import CpuBackend
 from mpsprofiler.probe.steps import PROVISIONAL, StepTracker
 
@@ -381,6 +383,45 @@ def test_sleeping_workers_are_not_busy_threads(framework_runs: dict[str, Run]) -
     assert facts["busy_threads"] == round(2 + facts["workers_busy_cores"])
     if (facts.get("others_busy_cores") or 0.0) < 0.3:
         assert "thread-oversubscription" not in run.rules
+
+
+@pytest.mark.slow
+def test_the_trainers_own_loss_reads_are_told_by_their_setting_and_the_fix_works(
+        framework_runs: dict[str, Run], tmp_path: Path) -> None:
+    """With gradient_accumulation_steps=2 the Trainer's NaN/inf loss filter reads the loss
+    4 times a step inside `trainer.train()` (transformers/trainer.py: `torch.isnan(...) or
+    torch.isinf(...)` per micro-batch). The fix names that frame and is the script's own
+    TrainingArguments call with `logging_nan_inf_filter=False`, its other arguments as
+    written; that call, put in the script as written, leaves no such read (run again)."""
+    run = framework_run(framework_runs, "trainer")
+    found = [f for f in run.summary["findings"] if f["rule"] == "sync-heavy-mac"]
+    assert len(found) == 1, run.rules
+    assert "inside transformers/trainer.py:" in found[0]["evidence"]
+    script = SCRIPTS / "hf_trainer.py"
+    start = line_of(script, "args = TrainingArguments(")
+    assert f"hf_trainer.py:{start})" in found[0]["fix"]
+    code = fix_code(found[0])
+    assert "logging_nan_inf_filter=False" in code and "gradient_accumulation_steps=ACCUM" in code
+    # the fix as written, in place of the script's statement (a copy of the script)
+    source = script.read_text()
+    stmt = _statement_at(source, start)
+    lines = source.splitlines()
+    fixed_source = "\n".join(lines[:start - 1] + textwrap.indent(code, " " * stmt.col_offset).splitlines()
+                             + lines[stmt.end_lineno:]) + "\n"
+    fixed_script = tmp_path / "hf_trainer.py"
+    fixed_script.write_text(fixed_source)
+    fixed = run_script(tmp_path, "fixed", str(fixed_script), {"STEPS": "12", "ACCUM": "2"})
+    assert fixed.proc.returncode == 0, fixed.proc.stderr[-3000:]
+    assert fixed.printed("global_step") == 12 and "sync-heavy-mac" not in fixed.rules
+    syncs = [s for e in read_events(fixed.run_dir) if e.get("k") == "ops" for s in e.get("syncs") or []]
+    assert not [s for s in syncs if "isnan" in (s.get("via") or {}).get("code", "")], syncs
+    sampled = [e for e in read_events(fixed.run_dir) if e.get("k") == "ops"]
+    assert sampled  # the reads were looked for: op accounting sampled steps of the fixed run
+
+
+def _statement_at(source: str, line: int) -> ast.stmt:
+    """The statement of ``source`` that starts at ``line`` (at any depth)."""
+    return next(n for n in ast.walk(ast.parse(source)) if isinstance(n, ast.stmt) and n.lineno == line)
 
 
 @pytest.mark.slow

@@ -81,9 +81,12 @@ def test_find_is_kept_for_torch_callers_only() -> None:
     for kind, kept in ((0, True), (3, True), (1, False)):
         finder = _finder(kind)
         line = _here() + 1
-        site, printing, internal = _lib(functools.partial(finder.find, 1))
+        site, printing, internal, via = _lib(functools.partial(finder.find, 1))
         assert site == (__file__, line) and not printing
         assert internal == (kind == 3)
+        # the library frame the call came through inside the user's line (a framework's own
+        # call, as a Trainer's loss check inside `trainer.train()`); torch's frames are not one
+        assert (via is not None and via[0] == _lib.__code__.co_filename and via[2] == "_lib") == (kind == 1)
         assert (finder._last_frame is not None) == kept
         finder.forget()
 
@@ -99,8 +102,9 @@ def test_find_of_a_library_caller_without_user_frame_is_the_library_line() -> No
     def ask() -> Any:
         return finder.find(2), sys._getframe(1).f_lineno
 
-    (site, _, _), lib_line = _lib(ask)
+    (site, _, _, via), lib_line = _lib(ask)
     assert site == (_lib.__code__.co_filename, lib_line)
+    assert via is None  # no user line above it: the library line is the site itself
 
 
 def test_leak_tracker_skips_in_place_outputs_without_a_walk() -> None:

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from mpsprofiler.diagnosis.analyzers.ops import ops_facts
+from mpsprofiler.diagnosis.analyzers.sync_fix import sync_fix
 from mpsprofiler.kernels.readiness import MpsKernelTable
 from mpsprofiler.session.ops import OpStats
 from ops_driver import load_example, ops_events, private_cache, run_example  # noqa: F401
@@ -126,7 +127,8 @@ def test_sync_facts_and_rules() -> None:
     lines = Path(example.__file__).read_text().splitlines()
     line = next(i for i, text in enumerate(lines, 1) if "param.grad.norm().item()" in text)
     events, model = run_example("sync_heavy", steps=7)
-    facts = ops_facts(_stats(events), "cpu", {})
+    stats = _stats(events)
+    facts = {**ops_facts(stats, "cpu", {}), **sync_fix(stats)}
     n_params = len(list(model.parameters()))
     assert facts["syncs_per_step"] == pytest.approx(n_params)
     assert facts["syncs_predicted"] is True
@@ -134,9 +136,11 @@ def test_sync_facts_and_rules() -> None:
     assert facts["sync_top_code"].startswith("norms[name] = param.grad.norm().item()")
     assert facts["sync_top_module"] == "code outside any nn.Module" and facts["sync_top_kind"] == "item"
     assert f"sync_heavy.py:{line}" in facts["sync_table"]
+    assert (facts["sync_top_via_where"], facts["sync_fix_where"]) == ("none", "plain")  # the script's own line
     found = _findings(facts, "cpu")
     assert set(found) == {"sync-heavy-mac"}
     assert f"sync_heavy.py:{line}" in found["sync-heavy-mac"].evidence
+    assert "keep per-step values on the device" in found["sync-heavy-mac"].fix
     # the same numbers measured on a GPU (not predicted) fire the warning instead
     assert set(_findings(dict(facts, syncs_predicted=False), "cuda")) == {"sync-heavy"}
 
@@ -235,3 +239,70 @@ def test_reports_show_predicted_fallbacks_as_their_own_table() -> None:
     evidence = {row[0]: row[4] for row in predicted.rows}
     assert "native_functions.yaml `_pdist_forward`" in evidence["aten::_pdist_forward"]
     assert not any("predicted" in title.lower() for title in tables)  # no raw generic copy
+
+
+# ------------------------------------------------- syncs a framework makes inside the user's line
+TRAINER = "/venv/lib/python3.11/site-packages/transformers/trainer.py"
+NAN_FILTER = ("if ( self.args.logging_nan_inf_filter and not is_torch_xla_available() and "
+              "(torch.isnan(tr_loss_step) or torch.isinf(tr_loss_step)) ):")
+
+
+def _sync(file: str, line: int, calls: int, via: dict[str, Any] | None = None) -> dict[str, Any]:
+    entry: dict[str, Any] = {"kind": "scalar", "op": "aten::_local_scalar_dense", "calls": calls, "module": "",
+                             "file": file, "line": line, "code": "trainer.train()", "device": "cpu",
+                             "predicted": True}  # fmt: skip
+    if via is not None:
+        entry["via"] = via
+    return entry
+
+
+def test_a_trainers_loss_filter_is_told_by_its_setting_in_the_scripts_arguments(tmp_path: Path) -> None:
+    """Syncs made by the Trainer's NaN/inf loss filter inside ``trainer.train()`` (the probe
+    records the library frame they came through): the fix is the script's own
+    TrainingArguments call with ``logging_nan_inf_filter=False``, its line named; the
+    per-step count is the filter's share (a logging read through another frame is not)."""
+    script = tmp_path / "train.py"
+    script.write_text("from transformers import Trainer, TrainingArguments\n\n"
+                      "args = TrainingArguments(output_dir='out', max_steps=9,\n"
+                      "                         gradient_accumulation_steps=2)\n"
+                      "Trainer(model=None, args=args).train()\n")
+    nan = {"file": TRAINER, "line": 1956, "function": "_run_epoch", "code": NAN_FILTER}
+    log = {"file": TRAINER, "line": 2100, "function": "_maybe_log_save_evaluate", "code": "tr_loss.item()"}
+    stats = OpStats()
+    for step in (3, 5):
+        stats.feed(_event(step, syncs=[_sync(str(script), 5, 4, nan), _sync(str(script), 5, 1, log)]))
+    facts = {**ops_facts(stats, "cpu", {}), **sync_fix(stats, str(tmp_path))}
+    assert facts["syncs_per_step"] == 5
+    assert facts["sync_top_via"] == "transformers/trainer.py:1956 (_run_epoch)"  # the frame most calls came through
+    assert (facts["sync_fix_where"], facts["sync_fix_place"], facts["sync_fix_per_step"]) == \
+        ("trainer_filter_line", "train.py:3", 4)
+    code = facts["sync_fix_code"]
+    assert "logging_nan_inf_filter=False" in code and "gradient_accumulation_steps=2" in code
+    found = _findings(facts, "cpu")["sync-heavy-mac"]
+    assert "inside transformers/trainer.py:1956 (_run_epoch)" in found.evidence
+    assert "The Trainer makes 4 of these reads per step itself" in found.fix
+    assert "`TrainingArguments` (train.py:3)" in found.fix and code in found.fix
+    assert "norms" not in found.fix  # not the advice for the script's own reads
+    gpu = _findings(dict(facts, syncs_predicted=False), "cuda")["sync-heavy"]
+    assert "logging_nan_inf_filter=False" in gpu.fix and "before moving to a GPU" not in gpu.fix
+    # the script gone (a recording read elsewhere): the setting, without a line of it
+    script.unlink()
+    facts = {**ops_facts(stats, "cpu", {}), **sync_fix(stats, str(tmp_path))}
+    assert facts["sync_fix_where"] == "trainer_filter" and "sync_fix_place" not in facts
+    fix = _findings(facts, "cpu")["sync-heavy-mac"].fix
+    assert "logging_nan_inf_filter=False" in fix and "where the script builds its `TrainingArguments`" in fix
+
+
+def test_syncs_through_other_library_code_keep_the_plain_fix_and_name_the_frame() -> None:
+    """A library's own reads that are not the Trainer's filter (and trainer.py lines that are
+    not it): the evidence says which library line, the fix stays the general one."""
+    for via in ({"file": "/venv/lib/python3.11/site-packages/timm/utils/metrics.py", "line": 30,
+                 "function": "accuracy", "code": "return [correct[:k].sum().item() for k in topk]"},
+                {"file": TRAINER, "line": 2100, "function": "_maybe_log_save_evaluate", "code": "tr_loss.item()"}):
+        stats = OpStats()
+        stats.feed(_event(3, syncs=[_sync("/x/train.py", 8, 6, via)]))
+        facts = {**ops_facts(stats, "cpu", {}), **sync_fix(stats)}
+        assert facts["sync_fix_where"] == "plain" and "sync_fix_code" not in facts
+        found = _findings(facts, "cpu")["sync-heavy-mac"]
+        assert f"inside {via['file'].split('site-packages/')[1]}:{via['line']} ({via['function']})" in found.evidence
+        assert "keep per-step values on the device" in found.fix

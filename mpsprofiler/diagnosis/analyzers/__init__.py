@@ -27,6 +27,7 @@ from . import (  # noqa: F401 - registers on import, in this order
     host_bound,
     copies,
     float64_fix,
+    sync_fix,
 )
 
 # isort: on

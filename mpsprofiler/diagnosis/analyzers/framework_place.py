@@ -39,7 +39,7 @@ def _scope(tree: ast.Module, line: int) -> ast.AST:
     return best
 
 
-def _arguments_line(path: str, line: int | None = None) -> tuple[str, int] | None:
+def arguments_line(path: str, line: int | None = None) -> tuple[str, int] | None:
     """(the call's name, its line) of the ``TrainingArguments(...)`` in ``path`` that the
     Trainer started at ``line`` uses: the only one in the file, else the last one before
     ``line`` in the same function; None when that cannot be told (no guess)."""
@@ -134,7 +134,7 @@ def trainer_place(session: Session, file: str | None, line: int | None, workers:
     changes = {"dataloader_num_workers": str(workers)}
     if workers > 0:
         changes["dataloader_persistent_workers"] = "True"
-    found = _arguments_line(file, line) if file else None
+    found = arguments_line(file, line) if file else None
     rewrite = rewrite_call(file, found[1], (found[0],), changes) if file and found else None
     if rewrite is not None:
         where = f"{short_path(rewrite.path, cwd)}:{rewrite.line}"

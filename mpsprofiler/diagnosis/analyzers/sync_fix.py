@@ -1,0 +1,97 @@
+"""Syncs a framework makes inside the user's line, and the setting that stops them.
+
+The op sampler names a sync by the script's line (``trainer.train()``) and, when the call
+passed through library code on its way (``StepRecord.sync``, the ``via`` of a sync entry),
+the innermost library frame too. A line that only starts a framework cannot be changed to
+read less; the framework's own setting can. One such setting is known here:
+
+* Hugging Face ``Trainer``: with ``TrainingArguments.logging_nan_inf_filter`` (default
+  ``True``) its training loop tests ``torch.isnan(tr_loss_step) or torch.isinf(tr_loss_step)``
+  after every micro-batch (the training loop of transformers/trainer.py:
+  ``_inner_training_loop``, or ``_run_epoch`` in later releases):
+  two reads of a device tensor, two syncs, per micro-batch (transformers issue #33693
+  measured 7% of a GPU run's time on that line). The argument's help says it "Does not
+  affect gradient computation, only logging" (transformers/training_args.py), so the fix
+  turns it off in the script's own ``TrainingArguments(...)`` call, rewritten with its
+  other arguments as written (``framework_place``'s search for that call).
+
+Facts: ``sync_top_via`` (the library line most of the top sync line's calls came through,
+``transformers/trainer.py:1956 (_inner_training_loop)``) and ``sync_top_via_where`` (a code:
+``inside`` or ``none``) for the evidence; ``sync_fix_where`` (``plain``, ``trainer_filter``
+or ``trainer_filter_line``, and ``sync_fix_why``: codes ``rules/ops.yaml`` words), ``sync_fix_place`` (the
+``TrainingArguments`` line), ``sync_fix_code`` and ``sync_fix_per_step`` (the syncs the
+setting removes, per step) for the fix.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from ...session.ops import OpStats, SyncRow
+from ...session.session import Session
+from .framework_place import ARGUMENT_CALLS, arguments_line
+from .registry import analyzer
+from .source_edit import rewrite_call, short_path
+
+SYNC_FIX_FACTS: tuple[str, ...] = ("sync_fix_code", "sync_fix_per_step", "sync_fix_place", "sync_fix_where",
+                                   "sync_fix_why", "sync_top_via", "sync_top_via_where")
+
+TRAINER_FILE = os.path.join("transformers", "trainer.py")
+FILTER_SETTING = "logging_nan_inf_filter"
+
+
+def is_trainer_filter(via: tuple[str, int, str, str] | None) -> bool:
+    """Whether a library frame is the Trainer's NaN/inf loss filter: transformers' trainer.py,
+    at the statement that names the setting or tests both ``isnan`` and ``isinf``."""
+    if via is None:
+        return False
+    file, _, _, code = via
+    return file.endswith(TRAINER_FILE) and (FILTER_SETTING in code or ("isnan" in code and "isinf" in code))
+
+
+def library_path(path: str) -> str:
+    """A library file as its package names it (``transformers/trainer.py``): the part after
+    the last ``site-packages``/``dist-packages``, else the path as given."""
+    for marker in ("site-packages", "dist-packages"):
+        cut = path.rfind(marker + os.sep)
+        if cut >= 0:
+            return path[cut + len(marker) + 1:]
+    return path
+
+
+def _per_step_of_filter(ops: OpStats, rows: list[SyncRow]) -> float:
+    calls = sum(n for row in rows for via, n in row.vias.items() if is_trainer_filter(via))
+    return ops.per_step(calls)
+
+
+def sync_fix(ops: OpStats, cwd: Any = None) -> dict[str, Any]:
+    """The facts above from the sampled steps' syncs; ``cwd``: the run's directory (paths
+    inside it are shown relative to it)."""
+    rows = ops.top_syncs(1000)
+    if not rows:
+        return {}
+    top = rows[0]
+    via = top.via
+    out: dict[str, Any] = {"sync_top_via_where": "none", "sync_fix_where": "plain"}
+    if via is not None:
+        out["sync_top_via"] = f"{library_path(via[0])}:{via[1]} ({via[2]})"
+        out["sync_top_via_where"] = "inside"
+    if not is_trainer_filter(via):
+        return out
+    out["sync_fix_per_step"] = _per_step_of_filter(ops, rows)
+    out["sync_fix_why"] = "trainer_filter"
+    found = arguments_line(top.file, top.line) if top.file else None
+    rewrite = rewrite_call(top.file, found[1], (found[0],), {FILTER_SETTING: "False"}) if found else None
+    if rewrite is not None:
+        out.update({"sync_fix_where": "trainer_filter_line", "sync_fix_code": rewrite.after,
+                    "sync_fix_place": f"{short_path(rewrite.path, cwd)}:{rewrite.line}"})  # fmt: skip
+        return out
+    out.update({"sync_fix_where": "trainer_filter",
+                "sync_fix_code": f"args = {ARGUMENT_CALLS[0]}(\n    ...,\n    {FILTER_SETTING}=False,\n)"})
+    return out
+
+
+@analyzer("sync_fix", provides=SYNC_FIX_FACTS)
+def sync_fix_facts(session: Session) -> dict[str, Any]:
+    return sync_fix(session.ops, session.run.get("cwd"))
