@@ -16,6 +16,8 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from ..diagnosis.analyzers.framework_place import ARGUMENT_CALLS
+from ..diagnosis.analyzers.sync_fix import FILTER_SETTING
 from ..diagnosis.findings import Finding
 from ..experiment.candidates import candidate_for
 from ..session.session import Session
@@ -341,6 +343,19 @@ def _carried_state(e: _Edits, f: Finding, facts: dict[str, Any]) -> None:
                lambda s, _: cst.define_after_imports(s, "torch", CUT_HELPER))
 
 
+def _syncs(e: _Edits, f: Finding, facts: dict[str, Any]) -> None:
+    """The Hugging Face Trainer's own loss reads (``diagnosis/analyzers/sync_fix.py``):
+    ``logging_nan_inf_filter=False`` in the script's ``TrainingArguments(...)`` call, the
+    one the finding names. Reads the script makes itself move with its logging, the
+    author's choice: said, not patched (``unplanned``)."""
+    file, line = facts.get("sync_fix_file"), facts.get("sync_fix_line")
+    if facts.get("sync_fix_where") != "trainer_filter_line" or not file or not isinstance(line, int):
+        e.fix.not_patched.append(unplanned_line(e.session, f, facts, main_script(e.session)))
+        return
+    e.edit(str(file), f"{FILTER_SETTING}=False",
+           lambda s, ln: cst.set_keywords(s, ln, ARGUMENT_CALLS, {FILTER_SETTING: "False"}), line)
+
+
 PLANNERS: dict[str, Callable[[_Edits, Finding, dict[str, Any]], None]] = {
     "graph-carried-crash": _carried_state,
     "device-missing-crash": _device,
@@ -359,6 +374,8 @@ PLANNERS: dict[str, Callable[[_Edits, Finding, dict[str, Any]], None]] = {
     "tensor-leak": _container,
     "float64-mps": _float64,
     "float64-mps-crash": _float64,
+    "sync-heavy": _syncs,
+    "sync-heavy-mac": _syncs,
 }
 """The rules whose fix is an edit of the script, and who writes it."""
 

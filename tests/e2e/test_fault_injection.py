@@ -91,7 +91,7 @@ def test_which_instrument_takes_which_facts() -> None:
     # timer that died after some readings (the host-bound finding's)
     assert dead_analyzers([{"instrument": "health"}], "optimizer") == {"health"}
     assert dead_analyzers([{"instrument": "device_time"}], "optimizer") == {"host_bound"}
-    assert dead_analyzers([{"instrument": "ops"}], "optimizer") == {"ops", "float64_fix"}
+    assert dead_analyzers([{"instrument": "ops"}], "optimizer") == {"ops", "float64_fix", "sync_fix"}
 
 
 @pytest.mark.slow

@@ -19,8 +19,8 @@ Facts: ``sync_top_via`` (the library line most of the top sync line's calls came
 ``transformers/trainer.py:1956 (_inner_training_loop)``) and ``sync_top_via_where`` (a code:
 ``inside`` or ``none``) for the evidence; ``sync_fix_where`` (``plain``, ``trainer_filter``
 or ``trainer_filter_line``, and ``sync_fix_why``: codes ``rules/ops.yaml`` words), ``sync_fix_place`` (the
-``TrainingArguments`` line), ``sync_fix_code`` and ``sync_fix_per_step`` (the syncs the
-setting removes, per step) for the fix.
+``TrainingArguments`` line; ``sync_fix_file`` and ``sync_fix_line`` for ``mpsprof patch``),
+``sync_fix_code`` and ``sync_fix_per_step`` (the syncs the setting removes, per step) for the fix.
 """
 
 from __future__ import annotations
@@ -34,8 +34,9 @@ from .framework_place import ARGUMENT_CALLS, arguments_line
 from .registry import analyzer
 from .source_edit import rewrite_call, short_path
 
-SYNC_FIX_FACTS: tuple[str, ...] = ("sync_fix_code", "sync_fix_per_step", "sync_fix_place", "sync_fix_where",
-                                   "sync_fix_why", "sync_top_via", "sync_top_via_where")
+SYNC_FIX_FACTS: tuple[str, ...] = ("sync_fix_code", "sync_fix_file", "sync_fix_line", "sync_fix_per_step",
+                                   "sync_fix_place", "sync_fix_where", "sync_fix_why", "sync_top_via",
+                                   "sync_top_via_where")
 
 TRAINER_FILE = os.path.join("transformers", "trainer.py")
 FILTER_SETTING = "logging_nan_inf_filter"
@@ -85,7 +86,8 @@ def sync_fix(ops: OpStats, cwd: Any = None) -> dict[str, Any]:
     rewrite = rewrite_call(top.file, found[1], (found[0],), {FILTER_SETTING: "False"}) if found else None
     if rewrite is not None:
         out.update({"sync_fix_where": "trainer_filter_line", "sync_fix_code": rewrite.after,
-                    "sync_fix_place": f"{short_path(rewrite.path, cwd)}:{rewrite.line}"})  # fmt: skip
+                    "sync_fix_place": f"{short_path(rewrite.path, cwd)}:{rewrite.line}",
+                    "sync_fix_file": rewrite.path, "sync_fix_line": rewrite.line})  # fmt: skip
         return out
     out.update({"sync_fix_where": "trainer_filter",
                 "sync_fix_code": f"args = {ARGUMENT_CALLS[0]}(\n    ...,\n    {FILTER_SETTING}=False,\n)"})

@@ -1,0 +1,64 @@
+"""`mpsprof patch` for the sync rules: the Trainer's own loss reads get
+``logging_nan_inf_filter=False`` in the script's TrainingArguments call (the fix the finding
+shows, ``diagnosis/analyzers/sync_fix.py``); reads the script makes itself are the author's
+to move, and said so."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from mpsprofiler.diagnosis.findings import Finding
+from mpsprofiler.patch.plan import plan
+from mpsprofiler.session.session import Session
+
+SCRIPT = '''from transformers import Trainer, TrainingArguments
+
+
+def main():
+    args = TrainingArguments(
+        output_dir="out",  # where checkpoints go
+        gradient_accumulation_steps=2,
+    )
+    Trainer(model=None, args=args).train()
+
+
+main()
+'''
+
+
+def _session(script: Path) -> Any:
+    session = Session()
+    session.run.update({"target": str(script), "cwd": str(script.parent), "started": time.time() + 3600})
+    return session
+
+
+def _finding(rule: str, **facts: Any) -> Finding:
+    return Finding(rule=rule, severity="info", title=rule, evidence="e", fix="f", facts=dict(facts))
+
+
+def test_the_trainers_filter_is_switched_off_in_the_scripts_training_arguments(tmp_path: Path) -> None:
+    script = tmp_path / "train.py"
+    script.write_text(SCRIPT)
+    facts = {"sync_fix_where": "trainer_filter_line", "sync_fix_file": str(script), "sync_fix_line": 5,
+             "sync_fix_place": "train.py:5", "sync_top_line": "train.py:9"}
+    for rule in ("sync-heavy-mac", "sync-heavy"):
+        fix = plan(_session(script), [_finding(rule, **facts)], {})[0]
+        assert not fix.not_patched, fix.not_patched
+        before, after = fix.files[str(script.resolve())]
+        assert before == SCRIPT
+        assert after == SCRIPT.replace("        gradient_accumulation_steps=2,\n",
+                                       "        gradient_accumulation_steps=2,\n        logging_nan_inf_filter=False,\n")
+        compile(after, "train.py", "exec")
+
+
+def test_the_scripts_own_reads_are_not_patched_and_said_so(tmp_path: Path) -> None:
+    script = tmp_path / "train.py"
+    script.write_text("import torch\n")
+    fix = plan(_session(script), [_finding("sync-heavy-mac", sync_fix_where="plain", sync_top_line="train.py:7")],
+               {})[0]
+    assert not fix.files
+    assert fix.not_patched == ["not patched: sync-heavy-mac: read the values synced at train.py:7 once every N "
+                               "steps, by hand (moving a read changes what the loop logs and when, which is the "
+                               "author's choice)"]
