@@ -180,6 +180,9 @@ class StepsFields(Tagged, total=False):
     bwd: list[float | None]
     mode: str
     """How steps are found: ``optimizer``, ``backward``, ``dataloader``, ``manual`` or ``none``."""
+    optimizers: int
+    """Optimizers that step in one step, where more than one (a GAN's two: Lightning's
+    ``global_step`` counts each of their steps)."""
     agg: StepAggregate
 
 

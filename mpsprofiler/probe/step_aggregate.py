@@ -99,11 +99,15 @@ def aggregate_rows(agg: dict[str, Any] | None, rows: list[tuple[Any, ...]]) -> d
     return agg
 
 
-def steps_payload(cols: dict[str, list[Any]], agg: dict[str, Any] | None, mode: str) -> StepsFields:
+def steps_payload(cols: dict[str, list[Any]], agg: dict[str, Any] | None, mode: str,
+                  optimizers: int | None = None) -> StepsFields:
     """The ``steps`` event of the columns and aggregate taken from the tracker (which no
-    longer touches them: this runs on the channel thread, outside the tracker's lock)."""
+    longer touches them: this runs on the channel thread, outside the tracker's lock);
+    ``optimizers``: how many optimizers step in one step, sent where more than one."""
     # the columns are named by STEP_COLUMNS and the others (see events); agg by StepAggregate
     payload = cast(StepsFields, {**cols, "mode": mode})
+    if optimizers is not None and optimizers > 1:
+        payload["optimizers"] = optimizers
     if agg is not None:
         agg.pop("alloc_at", None)
         peak, sample = agg.get("peak"), agg.get("sample")

@@ -477,7 +477,8 @@ class StepTracker:
             # swap in fresh containers; the training thread appends to the new ones
             self._cols = columns()
             self._agg = None
-        self._emit(events.KIND_STEPS, **steps_payload(cols, agg, self.mode))
+        cycle = self._cycle if self.mode == "optimizer" else None
+        self._emit(events.KIND_STEPS, **steps_payload(cols, agg, self.mode, len(cycle) if cycle else None))
 
 
 def _optimizer_key(optimizer: Any) -> int:

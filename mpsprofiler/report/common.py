@@ -159,7 +159,7 @@ def summary_rows(summary: Summary, session: Session | None = None) -> list[tuple
         rows.append(("Model parameters", f"{int(params):,}" if params is not None else raw(device["parameters"])))
     count = steps.get("count") or 0
     rows.append(("Steps", f"{count} ({steps.get('warmup', 0)} warm-up, {steps.get('steady', 0)} steady)"
-                 + f", counted from {signal_words(steps.get('mode'), steps.get('framework'), steps.get('fetched_ahead'))}"))
+                 + f", counted from {signal_words(steps.get('mode'), steps.get('framework'), steps.get('fetched_ahead'), steps.get('optimizers'))}"))
     rows.append(("Median step time", fmt_seconds(steps.get("median_s"))))
     rows.append(("p90 step time", fmt_seconds(steps.get("p90_s"))))
     sps = steps.get("steps_per_s")

@@ -47,7 +47,7 @@ def render_console(summary: Summary, findings: Iterable[Finding | FindingDoc] = 
     lines.append(f"device      {device.get('kind', '?')}  {device.get('name') or ''}".rstrip())
     if steps.get("count"):
         lines.append(
-            f"steps       {steps.get('count', 0)} ({steps.get('warmup', 0)} warm-up, from {signal_words(steps.get('mode'), steps.get('framework'), steps.get('fetched_ahead'))})   "
+            f"steps       {steps.get('count', 0)} ({steps.get('warmup', 0)} warm-up, from {signal_words(steps.get('mode'), steps.get('framework'), steps.get('fetched_ahead'), steps.get('optimizers'))})   "
             f"median {fmt_seconds(steps.get('median_s'))}   p90 {fmt_seconds(steps.get('p90_s'))}"
         )
     elif summary.get("crash"):

@@ -41,6 +41,8 @@ class StepsDoc(TypedDict):
     mode: str
     framework: str | None
     fetched_ahead: int | None
+    optimizers: int
+    """Optimizers that step in one step (1, or a GAN's 2: a framework's count of optimizer steps is that many times ``count``)."""
     warmup: int
     steady: int
     median_s: float | None

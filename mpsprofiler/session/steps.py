@@ -31,13 +31,17 @@ FRAMEWORK_WORDS = {"lightning": " of a Lightning Trainer", "transformers Trainer
 """The ``framework`` fact's values (probe/frameworks.py) as the step counts name them."""
 
 
-def signal_words(mode: str | None, framework: object = None, ahead: object = None) -> str:
-    """What counted the steps, with the framework recognised (probe/frameworks.py) and the
+def signal_words(mode: str | None, framework: object = None, ahead: object = None, optimizers: object = None) -> str:
+    """What counted the steps, with the framework recognised (probe/frameworks.py), the
+    optimizers that make one step where several do (a framework counting each optimizer's
+    step, as Lightning's ``global_step`` does, shows that many times the steps), and the
     batches fetched before the first training step that were not counted (a loader's
     look-ahead, a Trainer's accumulation window, Lightning's sanity check)."""
     words = SIGNALS.get(str(mode or "none"), str(mode))
     if isinstance(framework, str) and framework:
         words += FRAMEWORK_WORDS.get(framework, f" ({framework})")
+    if isinstance(optimizers, int) and not isinstance(optimizers, bool) and optimizers > 1:
+        words += f", {optimizers} optimizers stepping in each"
     if isinstance(ahead, int) and not isinstance(ahead, bool) and ahead > 0:
         words += f", {ahead} batch{'es' if ahead > 1 else ''} fetched before the first step not counted"
     return words
@@ -127,10 +131,15 @@ class StepStats:
         self._warmup_cache: int | None = None
         self._steady_hist_cache: tuple[tuple[int, int], dict[int, int]] | None = None
         self.late_phase: dict[str, float] = {}
+        self.optimizers = 1
+        """Optimizers that step in one step (a GAN's generator and discriminator: 2)."""
 
     # -- folding ------------------------------------------------------------------
     def feed(self, data: StepsFields) -> None:
         self.mode = data.get("mode") or self.mode
+        optimizers = data.get("optimizers")
+        if isinstance(optimizers, int) and not isinstance(optimizers, bool) and optimizers > 1:
+            self.optimizers = optimizers
         # in events.STEP_COLUMNS order; a recording's column may be anything: read by _int / _num
         cols: list[list[Any]] = [data.get("i") or [], data.get("end") or [], data.get("dur") or [],
                                  data.get("wait") or [], data.get("batches") or [], data.get("idle") or [],

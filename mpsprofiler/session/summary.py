@@ -49,6 +49,7 @@ def summarize(session: Session) -> Summary:
             "mode": steps.mode,
             "framework": session.model.get("framework"),
             "fetched_ahead": session.model.get("fetched_ahead"),
+            "optimizers": steps.optimizers,
             "warmup": steps.warmup,
             "steady": steps.steady_count,
             "median_s": med,

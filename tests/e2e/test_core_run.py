@@ -27,6 +27,9 @@ def test_two_optimizers_count_as_one_step(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert summary["steps"]["count"] == 25
     assert summary["steps"]["mode"] == "optimizer"
+    # said, so a count of optimizer steps (Lightning's global_step counts each) is not taken for ours
+    assert summary["steps"]["optimizers"] == 2
+    assert "from optimizer steps, 2 optimizers stepping in each)" in proc.stderr
 
 
 @pytest.mark.slow
