@@ -17,6 +17,7 @@ import json
 import os
 import tempfile
 import time
+from collections.abc import Callable
 
 import torch
 
@@ -37,7 +38,8 @@ class _Clock:
             self.t1, self.c1, self.steps = now, cpu, global_step - self.warmup
 
 
-def hf(steps: int, warmup: int, clock: _Clock) -> None:
+def hf(steps: int, step_end: Callable[[int], None]) -> None:
+    """A tiny BERT classifier under ``transformers.Trainer``; ``step_end(global_step)`` after each step."""
     from transformers import BertConfig, BertForSequenceClassification, Trainer, TrainerCallback, TrainingArguments
 
     seq = 32
@@ -56,7 +58,7 @@ def hf(steps: int, warmup: int, clock: _Clock) -> None:
 
     class Timer(TrainerCallback):  # type: ignore[misc]
         def on_step_end(self, args, state, control, **kwargs):  # type: ignore[no-untyped-def]
-            clock.step_end(state.global_step)
+            step_end(state.global_step)
 
     config = BertConfig(vocab_size=1000, hidden_size=128, num_hidden_layers=2, num_attention_heads=4,
                         intermediate_size=256, max_position_embeddings=seq)  # fmt: skip
@@ -71,7 +73,8 @@ def hf(steps: int, warmup: int, clock: _Clock) -> None:
         trainer.train()
 
 
-def lightning(steps: int, warmup: int, clock: _Clock) -> None:
+def lightning(steps: int, step_end: Callable[[int], None]) -> None:
+    """A 3-layer MLP under ``lightning.Trainer`` with ``self.log``; ``step_end(global_step)`` after each step."""
     import lightning as L
 
     class Model(L.LightningModule):
@@ -91,7 +94,7 @@ def lightning(steps: int, warmup: int, clock: _Clock) -> None:
 
     class Timer(L.Callback):
         def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):  # type: ignore[no-untyped-def]
-            clock.step_end(trainer.global_step)
+            step_end(trainer.global_step)
 
     g = torch.Generator().manual_seed(0)
     data = torch.utils.data.TensorDataset(torch.randn(64 * steps, 256, generator=g),
@@ -117,9 +120,9 @@ def main() -> None:
         from torch.profiler import ProfilerActivity, profile
 
         with profile(activities=[ProfilerActivity.CPU], profile_memory=True):
-            run(args.steps, args.warmup, clock)
+            run(args.steps, clock.step_end)
     else:
-        run(args.steps, args.warmup, clock)
+        run(args.steps, clock.step_end)
     loop = clock.t1 - (clock.t0 or clock.t1)
     print("BENCH " + json.dumps({"loop_s": loop, "step_ms": loop / max(1, clock.steps) * 1e3,
                                  "cpu_s": clock.c1 - clock.c0}), flush=True)  # fmt: skip
