@@ -79,6 +79,31 @@ def library_loader_recorded(tmp_path_factory: pytest.TempPathFactory) -> Recorde
     return Recorded(tmp_path_factory.mktemp("library"), scripts / "library_loader.py", "--max-steps", "30", env=env)
 
 
+@pytest.fixture(scope="session")
+def spawn_bootstrap_recorded(tmp_path_factory: pytest.TempPathFactory) -> Recorded:
+    """examples/triggers/spawn_bootstrap.py (spawned DataLoader workers, no ``__main__``
+    guard: it crashes on purpose) copied and recorded once: the trigger's own check
+    (test_rules_shipped.py, the ``untimed_runs`` fixture) and its patch, made, applied and
+    proven (test_patch.py). Judged from the crash message, not from time: not serial."""
+    from tests.helpers import REPO, Recorded, child_env
+
+    return Recorded(tmp_path_factory.mktemp("spawn"), REPO / "examples" / "triggers" / "spawn_bootstrap.py",
+                    env=child_env(MKL_NUM_THREADS="1", ML_DEVICE=None))
+
+
+@pytest.fixture(scope="session")
+def worker_respawn_recorded(tmp_path_factory: pytest.TempPathFactory) -> Recorded:
+    """examples/triggers/worker_respawn.py (its loader's 2 workers start again every epoch)
+    copied and recorded once: the trigger's own check (test_rules_shipped.py, the ``runs``
+    fixture) and its patch, applied and profiled again (test_patch_loader_rules.py). The
+    finding is judged from the workers' start-up share of the epochs, so its tests are all
+    serial; it records alone, before the other timed triggers."""
+    from tests.helpers import REPO, Recorded, child_env
+
+    return Recorded(tmp_path_factory.mktemp("respawn"), REPO / "examples" / "triggers" / "worker_respawn.py",
+                    env=child_env(MKL_NUM_THREADS="1", ML_DEVICE=None))
+
+
 def module_fixtures(item: pytest.Item) -> set[str]:
     """The module-scoped fixtures (a real run, often) the test asks for: CI's
     `--dist loadgroup` keeps such a module's tests on one worker, so each runs once."""

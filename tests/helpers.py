@@ -214,6 +214,7 @@ class Recorded:
         self.run = tmp / "run"
         proc = mpsprof_cli("run", "--headless", "-o", str(self.run), *run_args, str(self.script), *script_args,
                            cwd=self.dir, env=env)
+        self.proc = proc
         assert (self.run / "summary.json").exists(), proc.stderr[-3000:]
         self.rules = [f["rule"] for f in json.loads((self.run / "summary.json").read_text())["findings"]]
 

@@ -138,9 +138,11 @@ def test_the_scripts_own_thread_count_is_rewritten(tmp_path: Path) -> None:
     assert m is not None and int(m.group(1)) >= 1
 
 
-@pytest.fixture(scope="module")
-def spawn(tmp_path_factory: pytest.TempPathFactory) -> Recorded:
-    return Recorded(tmp_path_factory.mktemp("spawn"), REPO / "examples" / "triggers" / "spawn_bootstrap.py")
+@pytest.fixture
+def spawn(spawn_bootstrap_recorded: Recorded) -> Recorded:
+    """examples/triggers/spawn_bootstrap.py copied and recorded once (tests/conftest.py), the
+    recording test_rules_shipped.py checks the trigger's finding on."""
+    return spawn_bootstrap_recorded
 
 
 @pytest.mark.slow

@@ -23,9 +23,8 @@ TRIGGER = REPO / "examples" / "triggers" / "worker_respawn.py"
 
 @pytest.mark.slow
 @pytest.mark.serial  # the finding is judged from the workers' start-up share of the epochs
-def test_respawned_workers_are_kept_and_the_finding_goes(tmp_path: Path) -> None:
-    (tmp_path / "as-written").mkdir()
-    rec = Recorded(tmp_path / "as-written", TRIGGER, env=child_env(MKL_NUM_THREADS="1"))
+def test_respawned_workers_are_kept_and_the_finding_goes(tmp_path: Path, worker_respawn_recorded: Recorded) -> None:
+    rec = worker_respawn_recorded  # TRIGGER copied and recorded once (tests/conftest.py), shared with test_rules_shipped.py
     assert "worker-respawn" in rec.rules, rec.rules
     # the patched script runs once, profiled (below): its exit status and "done" are python's
     removed, added = _changed(rec.check_applies_and_runs("worker-respawn", tmp_path, run=False))

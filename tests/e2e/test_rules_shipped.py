@@ -62,14 +62,18 @@ TIMED: dict[str, tuple[str, list[str], dict[str, str]]] = {
     # 20 ms sleeps: on a busy machine the wait for a core after each wake-up (~10 ms at a
     # load of 16 on 2 cores) stays smaller than the sleep, so the loader still reads as waiting
     "stall_warning": ("triggers/dataloader_stall.py", ["--load-ms", "20", "--compute-ms", "80"], {}),
-    "respawn": ("triggers/worker_respawn.py", [], {}),  # the workers' start-up share of the epoch
+    # the workers' start-up share of the epoch: tests/conftest.py's worker_respawn_recorded,
+    # which test_patch_loader_rules.py patches too, records it (alone, first) for `runs`
+    "respawn": ("triggers/worker_respawn.py", [], {}),
     "warmup": ("triggers/long_warmup.py", [], {}),
     "clean": ("clean_compute.py", [], {}),  # no stall, no warm-up note: measured times too
 }
 """Triggers judged from measured times (wait shares, warm-up cost): the `runs` fixture, whose
 tests are marked serial (CI runs them with no other test beside them)."""
 UNTIMED: dict[str, tuple[str, list[str], dict[str, str]]] = {
-    "spawn": ("triggers/spawn_bootstrap.py", [], {}),  # the slowest (a spawned worker): first
+    # the slowest (a spawned worker): tests/conftest.py's spawn_bootstrap_recorded, which
+    # test_patch.py patches too, records it (alone, first) for the untimed_runs fixture
+    "spawn": ("triggers/spawn_bootstrap.py", [], {}),
     "leak": ("triggers/tensor_leak.py", [], {}),  # memory growth per step
     # torch's default: one intra-op thread per core, as on a user's machine (counted threads)
     "threads": ("triggers/thread_oversubscription.py", [], {"OMP_NUM_THREADS": str(max(2, _CORES)),
@@ -110,15 +114,28 @@ def _run_all(names: dict[str, Any], base: Path) -> dict[str, dict[str, Any]]:
         return {name: f.result() for name, f in futures.items()}
 
 
-@pytest.fixture(scope="module")
-def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
-    """The timed triggers (kept for the module: failures replay the runs)."""
-    return _run_all(TIMED, tmp_path_factory.mktemp("triggers"))
+def _recorded(rec: Any) -> dict[str, Any]:
+    """A shared recording (tests/conftest.py, a ``Recorded``) as ``_run`` returns a run."""
+    return {"returncode": rec.proc.returncode, "stderr": rec.proc.stderr,
+            "summary": read_summary(rec.run, missing_ok=True), "run_dir": rec.run}
 
 
 @pytest.fixture(scope="module")
-def untimed_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
-    return _run_all(UNTIMED, tmp_path_factory.mktemp("untimed_triggers"))
+def runs(tmp_path_factory: pytest.TempPathFactory, worker_respawn_recorded: Any) -> dict[str, dict[str, Any]]:
+    """The timed triggers (kept for the module: failures replay the runs). The respawn
+    trigger is the shared recording (tests/conftest.py) that its patch test profiles again."""
+    recorded = {"respawn": _recorded(worker_respawn_recorded)}
+    return _run_all({name: TIMED[name] for name in TIMED if name not in recorded},
+                    tmp_path_factory.mktemp("triggers")) | recorded
+
+
+@pytest.fixture(scope="module")
+def untimed_runs(tmp_path_factory: pytest.TempPathFactory, spawn_bootstrap_recorded: Any) -> dict[str, dict[str, Any]]:
+    """The untimed triggers; the spawn trigger is the shared recording (tests/conftest.py)
+    that its patch tests (test_patch.py) patch and prove."""
+    recorded = {"spawn": _recorded(spawn_bootstrap_recorded)}
+    return _run_all({name: UNTIMED[name] for name in UNTIMED if name not in recorded},
+                    tmp_path_factory.mktemp("untimed_triggers")) | recorded
 
 
 def findings(run: dict[str, Any]) -> dict[str, dict[str, Any]]:
