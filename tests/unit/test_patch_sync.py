@@ -62,3 +62,21 @@ def test_the_scripts_own_reads_are_not_patched_and_said_so(tmp_path: Path) -> No
     assert fix.not_patched == ["not patched: sync-heavy-mac: read the values synced at train.py:7 once every N "
                                "steps, by hand (moving a read changes what the loop logs and when, which is the "
                                "author's choice)"]
+
+
+def test_a_trl_config_is_the_scripts_training_arguments(tmp_path: Path) -> None:
+    """TRL's SFTTrainer (a Trainer) takes an SFTConfig, a subclass of TrainingArguments: the
+    call the fix rewrites, where a model's config call (BertConfig) is not one."""
+    from mpsprofiler.diagnosis.analyzers.framework_place import arguments_line
+
+    script = tmp_path / "sft.py"
+    script.write_text("from transformers import BertConfig\nfrom trl import SFTConfig, SFTTrainer\n\n"
+                      "config = BertConfig(hidden_size=64)\n"
+                      "args = SFTConfig(output_dir='out', gradient_accumulation_steps=4)\n"
+                      "SFTTrainer(model=None, args=args).train()\n")
+    assert arguments_line(str(script), 6) == ("SFTConfig", 5)
+    facts = {"sync_fix_where": "trainer_filter_line", "sync_fix_file": str(script), "sync_fix_line": 5}
+    fix = plan(_session(script), [_finding("sync-heavy-mac", **facts)], {})[0]
+    after = fix.files[str(script.resolve())][1]
+    assert "args = SFTConfig(output_dir='out', gradient_accumulation_steps=4, logging_nan_inf_filter=False)" in after
+    assert "BertConfig(hidden_size=64)\n" in after

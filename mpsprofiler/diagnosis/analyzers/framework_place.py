@@ -24,7 +24,13 @@ from typing import Any
 from ...session.session import Session
 from .source_edit import call_name, has_main_guard, read_tree, rewrite_call, short_path
 
-ARGUMENT_CALLS = ("TrainingArguments", "Seq2SeqTrainingArguments")
+ARGUMENT_CALLS = ("TrainingArguments", "Seq2SeqTrainingArguments",
+                  # TRL's trainers (SFTTrainer, DPOTrainer ... subclasses of Trainer) take these,
+                  # each a subclass of TrainingArguments (trl/trainer/*_config.py)
+                  "SFTConfig", "DPOConfig", "GRPOConfig", "KTOConfig", "ORPOConfig", "CPOConfig", "BCOConfig",
+                  "RewardConfig", "PRMConfig", "GKDConfig", "OnlineDPOConfig", "RLOOConfig", "PPOConfig",
+                  "XPOConfig", "NashMDConfig")
+"""The calls that make a Trainer's arguments, by name: the script's one is rewritten."""
 GUARD_WHY = "# with workers on macOS each worker re-imports the script (spawn):"
 
 
