@@ -16,7 +16,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from ..diagnosis.analyzers.framework_place import ARGUMENT_CALLS
+from ..diagnosis.analyzers.framework_place import ARGUMENT_CALLS, arguments_line
 from ..diagnosis.analyzers.sync_fix import FILTER_SETTING
 from ..diagnosis.findings import Finding
 from ..experiment.candidates import candidate_for
@@ -134,6 +134,9 @@ def _loaders(e: _Edits, f: Finding, facts: dict[str, Any]) -> None:
             if (file, line) in done:
                 continue
             done.add((file, line))
+            if e.session.model.get("framework") == "transformers Trainer":
+                _trainer_loader(e, file, line, changes, workers)
+                continue
             if changes.get("persistent_workers") == "True" and "num_workers" not in changes:
                 others = [_workers(o) for o in loaders.values() if str(o.get("file") or "") == file
                           and int(o.get("line") or 0) == line]
@@ -153,6 +156,30 @@ def _loaders(e: _Edits, f: Finding, facts: dict[str, Any]) -> None:
         if key == "*" and fields.get("persistent_workers") and targets and not done:
             e.fix.not_patched.append("not patched: no DataLoader of the run has workers (num_workers > 0), and "
                                      "persistent_workers needs them; nothing to change")
+
+
+TRAINER_LOADER_ARGUMENTS = {"num_workers": "dataloader_num_workers", "persistent_workers": "dataloader_persistent_workers",
+                            "pin_memory": "dataloader_pin_memory", "prefetch_factor": "dataloader_prefetch_factor"}
+"""A DataLoader argument and the ``TrainingArguments`` field a Trainer builds its loader from
+(``Trainer.get_train_dataloader``; the stall finding's fix names the same fields)."""
+
+
+def _trainer_loader(e: _Edits, file: str, line: int, changes: dict[str, str], workers: int | None) -> None:
+    """A Hugging Face Trainer's loader: the probe recorded the script's ``trainer.train()``
+    line, where there is no ``DataLoader(...)`` to change; the Trainer builds its loaders
+    from the script's ``TrainingArguments(...)`` call (``framework_place``), which gets the
+    same settings under their ``dataloader_*`` names, its other arguments as written."""
+    fields = {TRAINER_LOADER_ARGUMENTS[k]: v for k, v in changes.items() if k in TRAINER_LOADER_ARGUMENTS}
+    found = arguments_line(file, line)
+    if found is None or not fields:
+        e.fix.not_patched.append(f"not patched: the Trainer started at {e.short(file)}:{line} builds its loader from "
+                                 f"its TrainingArguments, not found in that file; set {_args(fields or changes)} "
+                                 "there by hand")
+        return
+    ok = e.edit(file, _args(fields), lambda s, ln: cst.set_keywords(s, ln, ARGUMENT_CALLS, fields), found[1])
+    start = default_start_method(e.session)
+    if ok and workers and workers > 0 and start in GUARD_START_METHODS:
+        _guard(e, f"workers started by {start} re-import the script")
 
 
 def default_start_method(session: Session) -> str:

@@ -1,7 +1,8 @@
-"""`mpsprof patch` for the sync rules: the Trainer's own loss reads get
-``logging_nan_inf_filter=False`` in the script's TrainingArguments call (the fix the finding
-shows, ``diagnosis/analyzers/sync_fix.py``); reads the script makes itself are the author's
-to move, and said so."""
+"""`mpsprof patch` for a Hugging Face Trainer's script, whose fixes are settings of its
+TrainingArguments call (or a TRL config): the Trainer's own loss reads get
+``logging_nan_inf_filter=False`` (the fix the finding shows, ``diagnosis/analyzers/sync_fix.py``),
+its loader's stall the ``dataloader_*`` fields; reads the script makes itself are the
+author's to move, and said so."""
 
 from __future__ import annotations
 
@@ -80,3 +81,40 @@ def test_a_trl_config_is_the_scripts_training_arguments(tmp_path: Path) -> None:
     after = fix.files[str(script.resolve())][1]
     assert "args = SFTConfig(output_dir='out', gradient_accumulation_steps=4, logging_nan_inf_filter=False)" in after
     assert "BertConfig(hidden_size=64)\n" in after
+
+
+TRAINER_SCRIPT = '''from transformers import Trainer, TrainingArguments
+
+if __name__ == "__main__":
+    args = TrainingArguments(
+        output_dir="out",
+        dataloader_num_workers=0,
+    )
+    trainer = Trainer(model=None, args=args)
+    trainer.train()
+'''
+
+
+def test_a_trainers_stall_patch_sets_its_training_arguments(tmp_path: Path) -> None:
+    """The probe records a Trainer's loader at the script's `trainer.train()` line, where no
+    DataLoader(...) is written: the patch sets the workers on the script's TrainingArguments,
+    under their dataloader_* names (was: "no DataLoader(...) call at line 9", by hand)."""
+    script = tmp_path / "train.py"
+    script.write_text(TRAINER_SCRIPT)
+    session = _session(script)
+    session.model["framework"] = "transformers Trainer"
+    session.dataloaders = {1: {"created": 1, "file": str(script), "line": 9, "num_workers": 0}}
+    finding = _finding("dataloader-stall", suggested_num_workers=2, loader_created=1)
+    fix = plan(session, [finding], {})[0]
+    assert not fix.not_patched, fix.not_patched
+    after = fix.files[str(script.resolve())][1]
+    assert "        dataloader_num_workers=2,\n        dataloader_persistent_workers=True,\n    )" in after
+    assert "DataLoader(" not in after and "num_workers=2, persistent" not in after
+    compile(after, "train.py", "exec")
+    # a script whose TrainingArguments are built elsewhere (a config module): said, not guessed
+    script.write_text("from config import args\nfrom transformers import Trainer\n\n\n\n\n\n"
+                      "trainer = Trainer(model=None, args=args)\ntrainer.train()\n")
+    fix = plan(session, [finding], {})[0]
+    assert not fix.files
+    assert "builds its loader from its TrainingArguments, not found in that file" in fix.not_patched[0]
+    assert "dataloader_num_workers=2" in fix.not_patched[0]
