@@ -16,7 +16,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from ..diagnosis.analyzers.framework_place import ARGUMENT_CALLS, arguments_line
+from ..diagnosis.analyzers.framework_place import ARGUMENT_CALLS, TRAINER_LOADER_ARGUMENTS, arguments_line
 from ..diagnosis.analyzers.sync_fix import FILTER_SETTING
 from ..diagnosis.findings import Finding
 from ..experiment.candidates import candidate_for
@@ -156,12 +156,6 @@ def _loaders(e: _Edits, f: Finding, facts: dict[str, Any]) -> None:
         if key == "*" and fields.get("persistent_workers") and targets and not done:
             e.fix.not_patched.append("not patched: no DataLoader of the run has workers (num_workers > 0), and "
                                      "persistent_workers needs them; nothing to change")
-
-
-TRAINER_LOADER_ARGUMENTS = {"num_workers": "dataloader_num_workers", "persistent_workers": "dataloader_persistent_workers",
-                            "pin_memory": "dataloader_pin_memory", "prefetch_factor": "dataloader_prefetch_factor"}
-"""A DataLoader argument and the ``TrainingArguments`` field a Trainer builds its loader from
-(``Trainer.get_train_dataloader``; the stall finding's fix names the same fields)."""
 
 
 def _trainer_loader(e: _Edits, file: str, line: int, changes: dict[str, str], workers: int | None) -> None:

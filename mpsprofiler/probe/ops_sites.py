@@ -169,8 +169,7 @@ class FrameFinder:
 
     def _find_from(self, frame: Any, loader: bool) -> tuple[Site | None, bool, bool, Via | None]:
         kinds = self._kind
-        library: Site | None = None
-        via: Via | None = None
+        via: Via | None = None  # the innermost library frame (a site of its own where no user frame is above it)
         optimizer: Site | None = None
         printing = internal = False
         while frame is not None:
@@ -187,8 +186,7 @@ class FrameFinder:
                 return site, printing, internal or (loader and self._called_by_loader(frame.f_back)), via
             if kind == 4 and optimizer is None and not internal:
                 optimizer = (code.co_filename, frame.f_lineno)
-            elif kind == 1 and library is None:
-                library = (code.co_filename, frame.f_lineno)
+            elif kind == 1 and via is None:
                 via = (code.co_filename, frame.f_lineno, code.co_name)
             elif kind == 3 or kind == 6:
                 internal = True
@@ -197,7 +195,7 @@ class FrameFinder:
             frame = frame.f_back
         if optimizer is not None:
             return optimizer, printing, False, None
-        return library, printing, internal, None
+        return (via[0], via[1]) if via is not None else None, printing, internal, None
 
     def owner(self, site: Site | None) -> str | None:
         """The optimizer that made a call at ``site`` (a line of torch.optim.LBFGS), else None."""

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ast
 import os
+from dataclasses import dataclass
 from typing import Any
 
 from ...session.session import Session
@@ -31,6 +32,10 @@ ARGUMENT_CALLS = ("TrainingArguments", "Seq2SeqTrainingArguments",
                   "RewardConfig", "PRMConfig", "GKDConfig", "OnlineDPOConfig", "RLOOConfig", "PPOConfig",
                   "XPOConfig", "NashMDConfig")
 """The calls that make a Trainer's arguments, by name: the script's one is rewritten."""
+TRAINER_LOADER_ARGUMENTS = {"num_workers": "dataloader_num_workers", "persistent_workers": "dataloader_persistent_workers",
+                            "pin_memory": "dataloader_pin_memory", "prefetch_factor": "dataloader_prefetch_factor"}
+"""A DataLoader argument and the ``TrainingArguments`` field a Trainer builds its loader from
+(``Trainer.get_train_dataloader``)."""
 GUARD_WHY = "# with workers on macOS each worker re-imports the script (spawn):"
 
 
@@ -125,6 +130,30 @@ def guard_note(session: Session, file: str | None) -> str:
             f'if __name__ == "__main__":\n{body}')
 
 
+@dataclass
+class ArgumentsFix:
+    """The script's ``TrainingArguments(...)`` call with some settings changed, or (``path``
+    None) a snippet of one where that call was not found."""
+
+    code: str
+    path: str | None = None
+    line: int | None = None
+    place: str | None = None
+    """``path:line`` as shown (relative to the run's directory when inside it)."""
+
+
+def arguments_fix(file: str | None, line: int | None, changes: dict[str, str], cwd: object) -> ArgumentsFix:
+    """``changes`` (field -> source text of its value) made to the ``TrainingArguments``
+    call the Trainer started at ``file:line`` uses (:func:`arguments_line`), its other
+    arguments as written; a snippet with only those fields where it cannot be found."""
+    found = arguments_line(file, line) if file else None
+    rewrite = rewrite_call(file, found[1], (found[0],), changes) if file and found else None
+    if rewrite is not None:
+        return ArgumentsFix(rewrite.after, rewrite.path, rewrite.line, f"{short_path(rewrite.path, cwd)}:{rewrite.line}")
+    lines = [f"args = {ARGUMENT_CALLS[0]}(", "    ...,"] + [f"    {k}={v}," for k, v in changes.items()] + [")"]
+    return ArgumentsFix("\n".join(lines))
+
+
 def trainer_place(session: Session, file: str | None, line: int | None, workers: int) -> dict[str, Any] | None:
     """``loader_name``, ``loader_place``, ``loader_where``, ``loader_code`` for a Trainer's
     loader; None when the run was not a Trainer's."""
@@ -137,18 +166,15 @@ def trainer_place(session: Session, file: str | None, line: int | None, workers:
         "loader_name_place": started,
         "loader_place": started,
     }
-    changes = {"dataloader_num_workers": str(workers)}
+    changes = {TRAINER_LOADER_ARGUMENTS["num_workers"]: str(workers)}
     if workers > 0:
-        changes["dataloader_persistent_workers"] = "True"
-    found = arguments_line(file, line) if file else None
-    rewrite = rewrite_call(file, found[1], (found[0],), changes) if file and found else None
-    if rewrite is not None:
-        where = f"{short_path(rewrite.path, cwd)}:{rewrite.line}"
-        out["loader_place"] = where
+        changes[TRAINER_LOADER_ARGUMENTS["persistent_workers"]] = "True"
+    fix = arguments_fix(file, line, changes, cwd)
+    if fix.path is not None:
+        out["loader_place"] = fix.place
         out["loader_where"] = "trainer_rewrite"
-        out["loader_code"] = rewrite.after + (guard_note(session, file) if workers > 0 else "")
+        out["loader_code"] = fix.code + (guard_note(session, file) if workers > 0 else "")
         return out
     out["loader_where"] = "trainer"
-    lines = ["args = TrainingArguments(", "    ...,"] + [f"    {k}={v}," for k, v in changes.items()] + [")"]
-    out["loader_code"] = "\n".join(lines)
+    out["loader_code"] = fix.code
     return out

@@ -30,9 +30,8 @@ from typing import Any
 
 from ...session.ops import OpStats, SyncRow
 from ...session.session import Session
-from .framework_place import ARGUMENT_CALLS, arguments_line
+from .framework_place import arguments_fix
 from .registry import analyzer
-from .source_edit import rewrite_call, short_path
 
 SYNC_FIX_FACTS: tuple[str, ...] = ("sync_fix_code", "sync_fix_file", "sync_fix_line", "sync_fix_per_step",
                                    "sync_fix_place", "sync_fix_where", "sync_fix_why", "sync_top_via",
@@ -82,15 +81,13 @@ def sync_fix(ops: OpStats, cwd: Any = None) -> dict[str, Any]:
         return out
     out["sync_fix_per_step"] = _per_step_of_filter(ops, rows)
     out["sync_fix_why"] = "trainer_filter"
-    found = arguments_line(top.file, top.line) if top.file else None
-    rewrite = rewrite_call(top.file, found[1], (found[0],), {FILTER_SETTING: "False"}) if found else None
-    if rewrite is not None:
-        out.update({"sync_fix_where": "trainer_filter_line", "sync_fix_code": rewrite.after,
-                    "sync_fix_place": f"{short_path(rewrite.path, cwd)}:{rewrite.line}",
-                    "sync_fix_file": rewrite.path, "sync_fix_line": rewrite.line})  # fmt: skip
+    fix = arguments_fix(top.file, top.line, {FILTER_SETTING: "False"}, cwd)
+    out["sync_fix_code"] = fix.code
+    if fix.path is None:
+        out["sync_fix_where"] = "trainer_filter"
         return out
-    out.update({"sync_fix_where": "trainer_filter",
-                "sync_fix_code": f"args = {ARGUMENT_CALLS[0]}(\n    ...,\n    {FILTER_SETTING}=False,\n)"})
+    out.update({"sync_fix_where": "trainer_filter_line", "sync_fix_place": fix.place,
+                "sync_fix_file": fix.path, "sync_fix_line": fix.line})  # fmt: skip
     return out
 
 
