@@ -231,9 +231,10 @@ class OpStats:
         row.predicted = row.predicted or bool(item.get("predicted"))
         row.code = row.code or _str(item.get("code"))
         via = item.get("via")
-        if isinstance(via, dict) and (len(row.vias) < MAX_VIAS or _via_key(via) in row.vias):
+        if isinstance(via, dict):
             key_via = _via_key(via)
-            row.vias[key_via] = row.vias.get(key_via, 0) + _int(item.get("calls"))
+            if len(row.vias) < MAX_VIAS or key_via in row.vias:
+                row.vias[key_via] = row.vias.get(key_via, 0) + _int(item.get("calls"))
 
     def _feed_site(self, item: dict[str, Any]) -> None:
         module, file, line = _str(item.get("module")), _str(item.get("file"), 1000), _int(item.get("line"))
