@@ -16,6 +16,7 @@ reports (``cost_s``), so a run's whole overhead is this per-step cost plus that 
 
     OMP_NUM_THREADS=1 python benchmarks/fw_step_cost.py --framework hf          # ~1 min
     OMP_NUM_THREADS=1 python benchmarks/fw_step_cost.py --framework lightning --rounds 20
+    OMP_NUM_THREADS=1 python benchmarks/fw_step_cost.py --framework gpt --rounds 20    # a plain loop, on a GPU
 """
 
 from __future__ import annotations
@@ -112,7 +113,37 @@ def lightning(rotation: Rotation) -> None:
     fw_workload.lightning(rotation.total_steps, lambda _: rotation.step_end())
 
 
-FRAMEWORKS: dict[str, Callable[[Rotation], None]] = {"hf": hf, "lightning": lightning}
+def gpt(rotation: Rotation) -> None:
+    """nanoGPT's plain loop (``workload.py --model gpt --bf16``: bf16 autocast, TF32, fused
+    AdamW) on the first GPU, switched after every ``optimizer.step()``. The host runs ahead
+    of the GPU until the caching allocator or the launch queue makes it wait, so a step's
+    wall time is the device's unless the host, probe included, becomes the slower side."""
+    import workload
+
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    net, data, batch = workload.make("gpt", 0, device)
+    opt = torch.optim.AdamW(net.parameters(), lr=1e-3, betas=(0.9, 0.99), fused=device.type == "cuda")
+    loader = torch.utils.data.DataLoader(data, batch_size=batch, shuffle=True, drop_last=True,
+                                         pin_memory=device.type == "cuda")  # fmt: skip
+    loss_fn = torch.nn.CrossEntropyLoss()
+    amp = device.type == "cuda"
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
+    done = 0
+    while done < rotation.total_steps and not rotation.done:
+        for x, y in loader:
+            x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+            opt.zero_grad(set_to_none=True)
+            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=amp):
+                loss = loss_fn(net(x), y.reshape(-1))
+            loss.backward()
+            opt.step()
+            rotation.step_end()
+            done += 1
+            if done >= rotation.total_steps or rotation.done:
+                break
+
+
+FRAMEWORKS: dict[str, Callable[[Rotation], None]] = {"hf": hf, "lightning": lightning, "gpt": gpt}
 
 
 def summarize(rotation: Rotation, clock: str) -> dict[str, Any]:

@@ -247,6 +247,9 @@ class OpsFields(Tagged, total=False):
     steps_s: float
     converged: bool
     wakes: int
+    planned: int
+    """The run's length in steps as its framework announced it (a Trainer's ``max_steps``),
+    where one did: op accounting plans its early samples within the budget of that run."""
 
 
 class Frame(TypedDict, total=False):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import sys
 from types import FrameType
+from typing import Any
 
 FRAMEWORKS = ("lightning", "transformers Trainer", "accelerate")
 """The names the ``framework`` fact takes (rules match on them)."""
@@ -48,3 +49,60 @@ def detect(frame: FrameType | None = None) -> str | None:
         if kind in found:
             return kind
     return None
+
+
+def planned_steps(frame: FrameType | None = None) -> int | None:
+    """The optimizer steps the framework on the stack says this run will make, or None.
+
+    Read once, at the first optimizer step, so that op accounting can plan within the
+    budget of the whole run (``ops_schedule.SampleSchedule.plan``): a Hugging Face
+    ``Trainer``'s ``state.max_steps`` (set before its loop from ``max_steps`` or the epochs),
+    a Lightning ``Trainer``'s ``estimated_stepping_batches`` (its epochs, batches per epoch,
+    accumulation and ``max_steps``; read only once its training loader is set up, since
+    the property would otherwise set it up itself) or its ``max_steps``. Plain loops and
+    accelerate loops say nothing here: the script's own loop decides."""
+    if not any(name in sys.modules for name in ("lightning", "pytorch_lightning", "transformers")):
+        return None
+    f: FrameType | None = frame if frame is not None else sys._getframe(1)
+    for _ in range(MAX_FRAMES):
+        if f is None:
+            return None
+        name = f.f_globals.get("__name__")
+        if isinstance(name, str) and _framework_of(name) in ("lightning", "transformers Trainer"):
+            try:  # the framework's own objects, read as they are; any surprise: nothing said
+                owner = f.f_locals.get("self")
+                planned = _hf_planned(owner) if name.startswith("transformers") else _lightning_planned(owner)
+            except Exception:
+                planned = None
+            if planned is not None:
+                return planned
+        f = f.f_back
+    return None
+
+
+def _positive(value: object) -> int | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < 1e12:
+        return None  # inf (an endless loader), -1 (not set), or not a number
+    return int(value)
+
+
+def _hf_planned(owner: object) -> int | None:
+    if not type(owner).__module__.startswith("transformers"):
+        return None
+    return _positive(getattr(getattr(owner, "state", None), "max_steps", None))
+
+
+def _lightning_planned(owner: object) -> int | None:
+    trainer: Any = owner if _is_lightning_trainer(owner) else getattr(owner, "trainer", None)
+    if not _is_lightning_trainer(trainer):
+        return None
+    if getattr(trainer, "train_dataloader", None) is not None:
+        planned = _positive(trainer.estimated_stepping_batches)
+        if planned is not None:
+            return planned
+    return _positive(getattr(trainer, "max_steps", None))
+
+
+def _is_lightning_trainer(obj: object) -> bool:
+    return type(obj).__name__ == "Trainer" and type(obj).__module__.startswith(
+        ("lightning.pytorch.trainer", "pytorch_lightning.trainer"))

@@ -67,7 +67,13 @@ sampled steps). A larger step would pay it twice within the run's first seconds
 (nanoGPT's 40-60 ms a sample on an H200 host, where 25 ms is 0.5% of 5 s of training; a
 tiny Hugging Face Trainer's ~500 ops cost 27 ms on a 2-core machine): there the second
 sample waits for the budget, unless the leak check before it finds a tensor of the first
-still alive (``SampleSchedule.early_step_due``)."""
+still alive (``SampleSchedule.early_step_due``).
+
+Where the framework says how many steps the run will make (``SampleSchedule.plan``: a
+Trainer's ``max_steps``), the later early samples are also left to the budget when, with
+one more like the first, op accounting would spend over its budget of the whole planned
+run: a 200-step Trainer run of 22 ms steps has 22 ms of budget, which one 16-20 ms sample
+fills."""
 
 
 def _early_cost(overhead: float, cpu_s: float | None, median: float, finish_cost: float) -> float:
@@ -115,11 +121,24 @@ class SampleSchedule:
         self.early_if_kept: list[int] = []
         """Forced early steps left out because the first sample was expensive; the accountant
         calls :meth:`early_step_due` when each comes, after its leak check."""
+        self.planned: int | None = None
+        """Steps the whole run will make, where the framework says so (see :meth:`plan`)."""
 
     # -- the decision -------------------------------------------------------------
     def due(self, next_step: int) -> bool:
         """Whether the step that begins at this boundary is to be sampled."""
         return next_step >= self.next_sample
+
+    def plan(self, steps: int | None) -> None:
+        """The run's length in steps, as its framework announced it at the first optimizer
+        step (``probe/frameworks.planned_steps``), or None where nothing said."""
+        self.planned = steps if steps is not None and steps > 0 else None
+
+    def _over_planned(self, overhead: float, median: float) -> bool:
+        """One more sample like the one just taken would put op accounting over its budget
+        of the whole planned run."""
+        return self.planned is not None and median > 0 and \
+            self.added + overhead > self.budget * self.planned * median
 
     # -- every step (the accountant's fast path calls these rarely) -------------------
     def plain_step(self, next_step: int, last: float) -> None:
@@ -203,7 +222,8 @@ class SampleSchedule:
         self.added += overhead
         self._census(census, median)
         later = [s for s in self.early if s > step]
-        if later and (ops > EARLY_FREE_OPS or _early_cost(overhead, cpu_s, median, finish_cost) > EARLY_FREE_S):
+        early_cost = _early_cost(overhead, cpu_s, median, finish_cost)
+        if later and (ops > EARLY_FREE_OPS or early_cost > EARLY_FREE_S or self._over_planned(early_cost, median)):
             self.early = [s for s in self.early if s <= step]  # the rest wait for the budget ...
             self.early_if_kept = later  # ... unless a tensor of this step is still alive then
             later = []
@@ -248,5 +268,8 @@ class SampleSchedule:
 
     def cost(self) -> dict[str, float | int | bool]:
         """What op accounting cost so far, for the events (``cost_s`` over ``steps_s``)."""
-        return {"cost_s": round(self.added, 6), "steps_s": round(self.total, 6), "converged": self.converged,
-                "wakes": self.wakes}  # fmt: skip
+        cost: dict[str, float | int | bool] = {"cost_s": round(self.added, 6), "steps_s": round(self.total, 6),
+                                               "converged": self.converged, "wakes": self.wakes}  # fmt: skip
+        if self.planned is not None:
+            cost["planned"] = self.planned
+        return cost

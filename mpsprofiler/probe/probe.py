@@ -30,6 +30,7 @@ from ..redact import TEXT_KINDS, scrub_fields
 from . import fdguard
 from .channel import Channel
 from .failure_site import failure_fields
+from .frameworks import planned_steps
 from .import_watch import when_imported
 from .run_facts import emit_environment, hello_fields, int_env, model_fields
 from .steps import StepTracker
@@ -418,6 +419,7 @@ class Probe:
             if "ops" in self.disabled:
                 return
             try:
+                ops.schedule.plan(planned_steps())  # a framework's announced run length
                 ops.on_first_optimizer_step(so_far, closure)
             except Exception as exc:
                 self.fail("ops", exc)

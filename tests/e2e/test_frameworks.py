@@ -229,6 +229,11 @@ class Run:
     def rules(self) -> list[str]:
         return [f["rule"] for f in self.summary.get("findings") or []]
 
+    @property
+    def planned(self) -> set[int | None]:
+        """The run lengths op accounting was told (``planned`` in its events; None: not told)."""
+        return {e.get("planned") for e in read_events(self.run_dir) if e.get("k") == "ops"}
+
     def printed(self, name: str) -> int:
         """The framework's own count, as the script prints it (``global_step 40``)."""
         m = re.search(rf"{name} (\d+)", self.proc.stdout)
@@ -274,6 +279,7 @@ def test_a_trainer_counts_its_optimizer_steps(framework_runs: dict[str, Run]) ->
     assert run.steps["framework"] == "transformers Trainer"
     assert "of a Hugging Face Trainer" in run.proc.stderr
     assert run.steps["batches"] == run.printed("global_step") * 2
+    assert run.planned == {30}  # the Trainer's state.max_steps, read at its first step
 
 
 @pytest.mark.slow
@@ -332,6 +338,7 @@ def test_an_accelerate_loop_counts_its_steps_and_keeps_no_false_leak(framework_r
     assert run.steps["count"] == run.printed("optimizer_steps") == 30
     assert run.steps["framework"] == "accelerate"
     assert run.steps["fetched_ahead"] == 1
+    assert run.planned == {None}  # the script's own loop: nothing announces its length
     assert not [r for r in run.rules if r.startswith("leak") or r == "tensor-leak"], run.rules
     assert not [e for e in read_events(run.run_dir) if e["k"] == "leaks"]
 
@@ -344,6 +351,7 @@ def test_lightning_leaves_out_its_sanity_check(framework_runs: dict[str, Run]) -
     run = framework_run(framework_runs, "lightning")
     assert run.steps["count"] == run.printed("global_step") == 20
     assert run.steps["framework"] == "lightning"
+    assert run.planned == {20}  # estimated_stepping_batches: 40 batches, accumulation 2
     assert run.steps["fetched_ahead"] == 2
     assert {d["num_workers"] for d in run.summary["dataloaders"]} == {2}
 

@@ -189,10 +189,13 @@ def test_a_tensor_kept_on_one_sampled_step_holds_convergence_off_until_a_second_
     assert any(len(site["steps"]) >= 2 for event in leaks for site in event.get("sites", [])), leaks
 
 
-def _drive_early(ops: int, excess: float, cpu: float | None, steps: int = 20_000) -> list[int]:
+def _drive_early(ops: int, excess: float, cpu: float | None, steps: int = 20_000,
+                 planned: int | None = None) -> list[int]:  # fmt: skip
     """Steps of 10 ms; a sampled step lasts ``excess`` longer (wall time) and its process
-    spent ``cpu`` CPU seconds (None: not known)."""
+    spent ``cpu`` CPU seconds (None: not known); ``planned``: the run's length as a
+    framework announced it."""
     sched = SampleSchedule(0.005, (3, 5))
+    sched.plan(planned)
     sampled, active = [], None
     for step in range(steps):
         if active is not None:
@@ -271,6 +274,25 @@ def test_the_accountant_passes_the_sample_s_op_count_to_the_schedule() -> None:
     assert kept[:2] == [3, 5], kept
     sites = [site for event in leaks for site in event.get("sites", [])]
     assert any(len(site["steps"]) >= 2 and site.get("holder", {}).get("name") == "history" for site in sites), sites
+
+
+def test_a_run_of_announced_length_takes_the_second_early_sample_only_within_its_budget() -> None:
+    """A Trainer says how many steps it will make (``max_steps``). A 10 ms step whose sample
+    costs 8 ms: a 200-step run (2 s, 10 ms of budget) has room for one such sample, not two,
+    so the second waits for the budget like any later one and the run pays one; a 1,000-step
+    run (50 ms of budget) keeps both. Without an announced length the cheap first sample
+    keeps the second, as before."""
+    short = _drive_early(100, 0.008, None, steps=200, planned=200)
+    assert short == [3], short
+    assert 0.008 * len(short) <= 0.005 * 200 * 0.010
+    assert _drive_early(100, 0.008, None, steps=1_000, planned=1_000)[:2] == [3, 5]
+    assert _drive_early(100, 0.008, None, steps=200)[:2] == [3, 5]
+    for nothing_said in (None, 0, -1):
+        sched = SampleSchedule(0.005, (3, 5))
+        sched.plan(nothing_said)
+        assert sched.planned is None and "planned" not in sched.cost()
+    sched.plan(200)
+    assert sched.cost()["planned"] == 200
 
 
 def test_an_early_step_left_out_is_sampled_only_when_a_tensor_was_kept() -> None:
