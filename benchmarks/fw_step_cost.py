@@ -146,11 +146,15 @@ def gpt(rotation: Rotation) -> None:
 FRAMEWORKS: dict[str, Callable[[Rotation], None]] = {"hf": hf, "lightning": lightning, "gpt": gpt}
 
 
-def summarize(rotation: Rotation, clock: str) -> dict[str, Any]:
-    """Per variant: the median step (ms) and the added µs per step against the same round's
-    bare block (median over rounds, with min and max), and as a share of the bare step."""
+def summarize(rotation: Rotation, clock: str, stat: str = "median") -> dict[str, Any]:
+    """Per variant: the block's step (ms; the median of its steps, or with ``stat`` "mean"
+    their mean) and the added µs per step against the same round's bare block (median over
+    rounds, with min and max), and as a share of the bare step. On a GPU the mean is the
+    figure: the host's step times there alternate between launching ahead and waiting for
+    the device, so a block's median jumps between the two while its mean is its wall time."""
     k = 0 if clock == "wall" else 1
-    blocks = {name: [statistics.median(b[k]) for b in got if b[k]] for name, got in rotation.times.items()}
+    pick = statistics.fmean if stat == "mean" else statistics.median
+    blocks = {name: [pick(b[k]) for b in got if b[k]] for name, got in rotation.times.items()}
     bare = blocks["bare"]
     out: dict[str, Any] = {}
     for name, values in blocks.items():
@@ -177,10 +181,12 @@ def main() -> None:
         FRAMEWORKS[args.framework](rotation)
     finally:
         rotation.close()
-    figures = {clock: summarize(rotation, clock) for clock in ("cpu", "wall")}
+    figures = {"cpu": summarize(rotation, "cpu"), "wall": summarize(rotation, "wall"),
+               "wall_mean": summarize(rotation, "wall", "mean")}
     print(f"{args.framework}: {args.rounds} rounds of {args.steps} timed steps per variant (after {args.warm} warm)")
+    titles = {"cpu": "thread CPU time", "wall": "wall time", "wall_mean": "wall time, block means"}
     for clock, rows in figures.items():
-        print(f"  {'thread CPU time' if clock == 'cpu' else 'wall time'}:")
+        print(f"  {titles[clock]}:")
         for name, row in rows.items():
             print(f"    {name:18s} step {row['step_ms']:7.3f} ms  added {row['added_us']:+7.1f} µs "
                   f"[{row['min_us']:+.1f} .. {row['max_us']:+.1f}]  {row['added_pct']:+.2f}%")
