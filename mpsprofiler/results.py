@@ -82,6 +82,8 @@ class ExperimentResult(_ExperimentCore, total=False):
     verdict: str
     failure: str
     pairs_to_settle: int | None
+    env_drift: str
+    """How the shell the trial ran from differed from the recorded run's environment."""
     headline: str
     kind: str
     dir: str

@@ -50,6 +50,10 @@ class RunFields(TypedDict, total=False):
     """``--set`` changes as the user wrote them (absent without any)."""
     max_steps: int
     max_seconds: float
+    env_digest: dict[str, str]
+    """Name -> keyed digest of each environment variable's value in the shell ``mpsprof run``
+    started from (``launcher/env_digest.py``; never the values): ``try`` and ``patch
+    --prove`` say which differ in theirs."""
     ranks: dict[str, Any]
     """A ``ranks`` event's fields, folded in by the session."""
 

@@ -67,6 +67,8 @@ def main_try(args: argparse.Namespace) -> int:
     target = plans[0][0]
     where = target.cwd or Path.cwd()
     say(f"mpsprof try: {target.command()}  (in {where})")
+    if target.env_drift:
+        say(f"  caution: {target.env_drift}")
     say(f"  {len(plans)} change{'s' if len(plans) != 1 else ''} to try, {config.pairs} pairs of runs each, "
         f"{config.steps} steps per run, at most {config.budget_s:.0f} s in all. Each run is your script as it is: "
         "files it writes go where it writes them (use --cwd DIR for a scratch directory); mpsprof writes only "
@@ -219,7 +221,18 @@ def target_from_session(session: Session, cwd: Path | None = None) -> Target:
         target_path = os.path.join(str(run["cwd"]), target_path)
     where = cwd or (Path(run["cwd"]) if run.get("cwd") else None)
     base = parse_settings([str(s) for s in run.get("settings") or []])
-    return Target(target_path, argv[1:], bool(run.get("module")), where, base)
+    return Target(target_path, argv[1:], bool(run.get("module")), where, base, environment_drift(session))
+
+
+def environment_drift(session: Session) -> str | None:
+    """How this process's environment differs from the recorded run's, in a sentence; None
+    when it does not, or the recording kept no digests (made before they were kept)."""
+    from ..launcher.env_digest import drift, drift_words
+
+    recorded = session.run.get("env_digest")
+    if not isinstance(recorded, dict):
+        return None
+    return drift_words(drift({str(k): str(v) for k, v in recorded.items()}, os.environ))
 
 
 def render_result(r: dict[str, Any]) -> str:
@@ -252,5 +265,7 @@ def render_result(r: dict[str, Any]) -> str:
                      "e.g. 'loss: 0.53', 'loss=0.53', 'train_loss 0.53')")
     if r.get("stopped"):
         lines.append(f"  stopped     {r['stopped']}")
+    if r.get("env_drift"):
+        lines.append(f"  caution     {r['env_drift']}")
     lines.append(f"  runs        {r.get('dir')}  ({r.get('seconds')} s)")
     return "\n".join(lines) + "\n"

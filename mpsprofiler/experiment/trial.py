@@ -62,6 +62,9 @@ class Target:
     cwd: Path | None = None
     base: dict[str, Any] = field(default_factory=dict)
     """Settings both sides share (the recorded run's own ``--set``)."""
+    env_drift: str | None = None
+    """For a recorded run's script: how this shell's environment differs from the one it
+    was recorded with (``launcher/env_digest.drift_words``), said with the result."""
 
     def command(self) -> str:
         return " ".join(["python", *(["-m"] if self.module else []), self.target, *self.args])
@@ -288,6 +291,8 @@ class Trial:
             "loss": compare_losses([o.losses for o in a.values()], [o.losses for o in b.values()]),
             "runs": [asdict(o) | {"losses": o.losses[:50]} for o in self.outcomes],
         }
+        if self.target.env_drift:
+            out["env_drift"] = self.target.env_drift
         if failed and any(o.arm == "B" for o in failed) and not any(o.arm == "A" for o in failed):
             out["verdict"] = "failed"
             out["failure"] = next(o.crash or o.status for o in failed if o.arm == "B")

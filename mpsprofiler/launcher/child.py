@@ -29,6 +29,7 @@ from .. import events
 from ..events.payloads import ExitFields, RunFields
 from ..redact import is_secret_name, redact_argv, secret_values
 from ..rundir import OUTPUT_FILE, open_new
+from . import env_digest
 from .distributed import FifoChannels, TorchrunPlan
 from .foreground import ForegroundTerminal
 from .group import holder_or_none, inherited_fds, leader_kwargs, pgid_of
@@ -220,6 +221,8 @@ class RunController:
             "started": time.time(),
             "python": sys.executable,
             "mpsprof": _version(),
+            # what a later `try` / `patch --prove` compares its own shell with (env_digest.py)
+            "env_digest": env_digest.digest(os.environ),
             **_experiment_fields(spec.options),
         }
 

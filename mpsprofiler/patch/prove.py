@@ -196,7 +196,7 @@ def targets(session: Session, root: str, fix: Fix, out_dir: Path, run_dir: Path)
         where = dest / os.path.relpath(cwd, root) if cwd.startswith(root + os.sep) or cwd == root else dest
         kind = Target if fix.rule in SPEED_RULES else TrackedTarget
         sides.append(kind(str(dest / os.path.relpath(script, root)), list(recorded.args), False, where,
-                          dict(recorded.base)))
+                          dict(recorded.base), recorded.env_drift))
     return sides[0], sides[1]
 
 

@@ -89,6 +89,8 @@ def experiment_lines(results: Results, rule: str | None = None) -> list[str]:
             details.append("loss equivalent" if loss.get("equivalent") else "loss DIFFERS")
         if rule is None and exp.get("rule"):
             details.append(f"fix of {exp['rule']}")
+        if exp.get("env_drift"):
+            details.append("run from another environment than the recorded run's")
         out.append(text + (f" ({'; '.join(details)})" if details else ""))
     return out
 
