@@ -6,7 +6,6 @@ keyed digests of the values, never the values."""
 
 from __future__ import annotations
 
-import json
 import secrets
 from pathlib import Path
 
@@ -69,15 +68,3 @@ def test_many_names_are_cut_and_a_recording_without_digests_says_nothing() -> No
     words = drift_words(drift({n: "0" for n in names}, {}))
     assert words is not None and "V0, V1, V2, V3, V4, V5 and 3 more are set for the recorded run" in words
     assert drift_words(drift({}, {})) is None
-
-
-@pytest.mark.slow
-def test_try_from_another_shell_says_it_before_and_with_the_result(tmp_path: Path) -> None:
-    run = _record(tmp_path, BATCH="128")
-    proc = mpsprof_cli("try", "--steps", "3", "--pairs", "2", "--budget", "120", str(run),
-                       "--set", "dataloader.num_workers=0", env=child_env(BATCH=None), timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "caution: this shell's environment is not the recorded run's: BATCH is set" in proc.stderr
-    assert "  caution     this shell's environment" in proc.stdout
-    (result,) = json.loads((run / "experiments.json").read_text())["experiments"]
-    assert "BATCH" in result["env_drift"]

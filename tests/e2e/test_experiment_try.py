@@ -85,12 +85,18 @@ def test_try_run_dir_tries_the_findings_num_workers(tmp_path: Path) -> None:
     from mpsprofiler.session.recording import load_runs
 
     suggested = collect_facts(load_runs([run]).session)["suggested_num_workers"]  # the fix text's value
-    proc = mpsprof_cli("try", "--steps", "12", "--pairs", "3", "--budget", "800", str(run), env=env, timeout=1000)
+    # from a shell with one variable more than the recorded run's (launcher/env_digest.py):
+    # the trial says so before its runs and with its result; this one changes nothing
+    proc = mpsprof_cli("try", "--steps", "12", "--pairs", "3", "--budget", "800", str(run),
+                       env={**env, "FROM_ANOTHER_SHELL": "1"}, timeout=1000)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert f"faster with num_workers={suggested}" in proc.stdout, proc.stdout
+    drift = "this shell's environment is not the recorded run's: FROM_ANOTHER_SHELL is set now and not for the recorded run"
+    assert f"caution: {drift}" in proc.stderr and f"caution     {drift}" in proc.stdout
     assert "pair 1/3  A as written" in proc.stderr and "files it writes go where it writes them" in proc.stderr
     (result,) = json.loads((run / "experiments.json").read_text())["experiments"]
     assert result["verdict"] == "faster" and result["rule"] == finding["rule"]
+    assert result["env_drift"].startswith(drift)
     assert result["interval"][0] > 1.0 and result["pairs"] == 3, result
     assert suggested >= 2 and result["speedup"] >= 2.0, (suggested, result)
     assert result["loss"]["equivalent"]
