@@ -43,7 +43,7 @@ def cached_ruleset(rule_dirs: Iterable[Path] = ()) -> RuleSet:
 
 PROVISIONAL_MIN_STEPS = 5
 """Steady steps before a live run may show provisional findings."""
-STEP_COUNT_FACTS = ("steady_steps",)
+STEP_COUNT_FACTS = ("steady_steps", "steady_batches")
 """Facts that only gate how much evidence a rule wants, never what it says."""
 
 
@@ -92,7 +92,7 @@ def _provisional(ruleset: RuleSet, facts: dict[str, Any], device_kind: str | Non
     early = [f for f in evaluate(ruleset, enough, device_kind) if f.key not in seen]
     for finding in early:
         finding.provisional = True
-        finding.facts = {**finding.facts, "steady_steps": steps}
+        finding.facts = {**finding.facts, **{n: facts[n] for n in STEP_COUNT_FACTS if n in finding.facts}}
     return early
 
 

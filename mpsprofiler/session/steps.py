@@ -273,6 +273,11 @@ class StepStats:
     def steady_count(self) -> int:
         return len(self.steady) + self.late_n
 
+    @property
+    def steady_batches(self) -> int:
+        """Batches the steady steps fetched: with gradient accumulation several a step."""
+        return sum(p.batches for p in self.steady) + self.late_batches
+
     def steady_sums(self) -> tuple[float, float]:
         steady = self.steady
         return (sum(p.dur for p in steady) + self.late_dur, sum(p.wait for p in steady) + self.late_wait)

@@ -259,6 +259,24 @@ def test_a_loader_that_sleeps_gets_workers_from_its_times(tmp_path):
 
 
 @pytest.mark.slow
+def test_a_stall_under_gradient_accumulation_is_judged_by_its_batches(tmp_path):
+    """19 updates of 4 batches each (accelerate's `accumulate`, a Trainer's
+    gradient_accumulation_steps): 18 steady steps, under the 20 steps a plain loop needs,
+    but 72 batch waits, a stall the rule judges (it once said nothing on such a run, with
+    95% of the time waiting). The evidence says what a step waited for: its 4 batches.
+    With the workers it suggests, the same loop has no stall."""
+    summary, facts = profile(tmp_path, "sleep_per_sample.py", "--steps", "76", "--accum", "4", "--sleep-ms", "2")
+    assert summary["steps"]["count"] == 19 and facts["steady_steps"] < 20 <= facts["steady_batches"], facts
+    found = {f["rule"]: f for f in summary["findings"]}
+    stall = found.get("dataloader-stall-critical") or found["dataloader-stall"]
+    assert "ms for its 4 batches and computed for" in stall["evidence"], stall["evidence"]
+    workers = str(facts["suggested_num_workers"])
+    summary, facts = profile(tmp_path, "sleep_per_sample.py", "--steps", "76", "--accum", "4", "--sleep-ms", "2",
+                             "--workers", workers, name="fixed")
+    assert not loud_loader_findings(summary), (workers, facts.get("loading_wait_share"))
+
+
+@pytest.mark.slow
 def test_cpu_bound_workers_are_told_the_core_limit(tmp_path):
     # 200 steps (~5 s): the sampler reads the workers' CPU every 0.5-2 s, a shorter run may
     # end before it has two readings (the loader then stays "unknown")

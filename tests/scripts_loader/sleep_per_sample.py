@@ -4,6 +4,7 @@ num_workers from the waiting, not from the cores, and for the bare A/B of its ad
 
     python sleep_per_sample.py --workers 0      # the loading is in the training process
     python sleep_per_sample.py --workers 6      # what mpsprof suggests on a 2-core machine
+    python sleep_per_sample.py --accum 4        # gradient accumulation: a step every 4 batches
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--sleep-ms", type=float, default=5.0)
     parser.add_argument("--dim", type=int, default=768)
+    parser.add_argument("--accum", type=int, default=1, help="batches per optimizer step")
     args = parser.parse_args()
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(args.dim, args.dim), nn.ReLU(), nn.Linear(args.dim, 1))
@@ -44,12 +46,16 @@ def main() -> None:
     loader = DataLoader(data, batch_size=args.batch_size, shuffle=True, num_workers=args.workers,
                         persistent_workers=args.workers > 0)
     started = time.perf_counter()
-    for x, y in loader:
-        loss = nn.functional.mse_loss(model(x).squeeze(1), y)
-        opt.zero_grad()
+    updates = 0
+    for i, (x, y) in enumerate(loader):
+        loss = nn.functional.mse_loss(model(x).squeeze(1), y) / args.accum
         loss.backward()
-        opt.step()
-    print(f"trained {args.steps} steps in {time.perf_counter() - started:.2f} s (num_workers={args.workers})")
+        if (i + 1) % args.accum == 0:
+            opt.step()
+            opt.zero_grad()
+            updates += 1
+    print(f"trained {args.steps} batches, {updates} updates in {time.perf_counter() - started:.2f} s "
+          f"(num_workers={args.workers})")
 
 
 if __name__ == "__main__":

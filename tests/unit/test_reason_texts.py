@@ -152,7 +152,7 @@ def test_a_changed_rule_file_changes_the_advice(tmp_path: Path) -> None:
     # and through the engine: the finding's fix is rendered from the edited file
     shutil.copy(edited, tmp_path / "edited.yaml")
     edited.unlink()
-    full = {**facts, "loading_wait_share": 0.4, "loading_wait_share_low": 0.3, "steady_steps": 40,
+    full = {**facts, "loading_wait_share": 0.4, "loading_wait_share_low": 0.3, "steady_steps": 40, "steady_batches": 40,
             "data_wait_ms": 30.0, "device_idle_share_while_waiting": None}
     rules = load_rules([tmp_path / "edited.yaml"])
     (finding,) = evaluate(rules, full, "cpu")
@@ -261,7 +261,7 @@ def test_edited_rule_texts_change_the_title_and_the_evidence(tmp_path: Path) -> 
     assert advice_text(facts, edited) == "set num_workers to 4 (edited)"
     assert figures_text(facts, edited).startswith(
         "Loading one batch of 32 samples takes 30.0 ms in the training process (CPU: 1.00 ms). The loading")
-    full = {**facts, "loading_wait_share": 0.4, "loading_wait_share_low": 0.3, "steady_steps": 40,
+    full = {**facts, "loading_wait_share": 0.4, "loading_wait_share_low": 0.3, "steady_steps": 40, "steady_batches": 40,
             "data_wait_ms": 30.0, "device_idle_share_while_waiting": None}
     (finding,) = evaluate(load_rules([edited]), full, "cpu")
     assert finding.title.endswith(": set num_workers to 4 (edited)")

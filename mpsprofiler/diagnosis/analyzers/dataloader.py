@@ -41,7 +41,7 @@ DATALOADER_FACTS: tuple[str, ...] = (
     "loading_wait_share", "loading_wait_share_low", "machine_busy_share", "num_workers", "num_workers_helps",
     "num_workers_needed", "num_workers_range", "num_workers_reason", "persistent_workers", "pin_memory", "prefetch_factor",
     "respawn_cost_s", "respawn_first_step", "respawn_share", "respawn_wait_ms", "stall_advice",
-    "steady_steps", "step_mean_ms", "step_ms", "suggested_num_workers", "suggested_prefetch_factor",
+    "steady_steps", "steady_batches", "step_batches", "step_mean_ms", "step_ms", "suggested_num_workers", "suggested_prefetch_factor",
     "train_ms", "training_cores", "worker_cpu_ms", "worker_memory_mib", "worker_runq_ms", "worker_start_method",
     "worker_starved_ms", "workers_limit", "workers_memory_cap", "workers_respawn_each_epoch",
     *REASON_FACTS, *FIGURES_FACTS, *PLACE_FACTS,
@@ -56,6 +56,7 @@ def dataloader_facts(session: Session) -> dict[str, Any]:
     steady = steps.steady
     med = steps.quantile(0.5)
     facts["steady_steps"] = steps.steady_count
+    facts["steady_batches"] = steps.steady_batches
     facts["last_step"] = steps.last_index if steps.last_index >= 0 else None
     facts["step_ms"] = rounded(med * 1000.0 if med is not None else None, 3)
     facts["data_wait_share"] = rounded(steps.data_wait_share())
@@ -180,7 +181,10 @@ def _profile(session: Session, loader: DataLoaderFields, workers: int, kept: lis
     if workers and rss_children:
         worker_bytes = rss_children // workers
     logical = _opt_int(session.env.get("cores_logical"))
-    out = {"loader_bound": bound, "batches_per_step": rounded(fig.batches / fig.steps, 3) if fig.steps else None}
+    per_step = fig.batches / fig.steps if fig.steps else None
+    out = {"loader_bound": bound, "batches_per_step": rounded(per_step, 3),
+           # the evidence's "waited ... for its batch", or "for its 4 batches" (accumulation)
+           "step_batches": "several" if per_step is not None and per_step >= 1.5 else "one"}
     # workers start at every epoch, or once if persistent: the batches each start serves
     # are an epoch's (a profiled run may be shorter than the training), or all the run's
     length = _opt_int(loader.get("len"))
