@@ -16,7 +16,7 @@ nvidia-smi -L; python3 -c "import torch, sys; print('torch', torch.__version__, 
     --json "$out/fw_l.json" > "$out/fw_blocks.txt" 2>&1
   taskset -c 12-15 env CUDA_VISIBLE_DEVICES= python3 benchmarks/fw_step_cost.py --framework hf --rounds 16 \
     --json "$out/fw_hf.json" >> "$out/fw_blocks.txt" 2>&1 ) &
-taskset -c 0-7 python3 benchmarks/fw_step_cost.py --framework gpt --rounds 24 --json "$out/fw_gpt.json" > "$out/gpt.txt" 2>&1
+taskset -c 0-7 python3 benchmarks/fw_step_cost.py --framework gpt --rounds 16 --json "$out/fw_gpt.json" > "$out/gpt.txt" 2>&1
 taskset -c 0-7 python3 benchmarks/overhead.py --device cuda --models gpt-bf16 --steps 600 --repeats 6 \
     --variants bare mpsprof mpsprof-no-ops --time-limit $((limit - 60)) --json "$out/gpt.json" >> "$out/gpt.txt" 2>&1
 echo "gpt rc $?"
