@@ -277,6 +277,24 @@ def test_a_stall_under_gradient_accumulation_is_judged_by_its_batches(tmp_path):
 
 
 @pytest.mark.slow
+def test_a_loader_at_its_worker_bound_is_told_to_load_faster_not_given_its_own_line(tmp_path):
+    """8 persistent workers, each batch 80 ms of sleeping, a step of ~1 ms: still a stall, and
+    more workers would not pay (8 is the bound for a loader that waits). The finding said
+    "building batches needs more CPU than this machine has" (the loading sleeps; its CPU was
+    not even measured) and showed "Change the line ... to" the line as it is. Now: the
+    loading is to be made faster, and no code that changes nothing."""
+    summary, facts = profile(tmp_path, "sleep_per_sample.py", "--steps", "60", "--sleep-ms", "10",
+                             "--workers", "8")
+    found = {f["rule"]: f for f in summary["findings"]}
+    stall = found.get("dataloader-stall-critical") or found["dataloader-stall"]
+    assert facts["suggested_num_workers"] == 8 and not facts["num_workers_helps"], facts
+    assert facts["loader_change"] == "none" and facts["loader_bound"] != "cpu", facts
+    assert stall["title"].endswith("each batch takes longer to load than the workers can hide"), stall["title"]
+    assert "With 8 workers already, more would not pay: make each read faster" in stall["fix"]
+    assert "```" not in stall["fix"] and "Change the line" not in stall["fix"], stall["fix"]
+
+
+@pytest.mark.slow
 def test_cpu_bound_workers_are_told_the_core_limit(tmp_path):
     # 200 steps (~5 s): the sampler reads the workers' CPU every 0.5-2 s, a shorter run may
     # end before it has two readings (the loader then stays "unknown")

@@ -177,8 +177,12 @@ def test_a_code_without_a_phrase_leaves_its_sentence_out(tmp_path: Path) -> None
 # -- stall_advice, loader_figures and the kinds of core -----------------------------------
 ADVICE: dict[str, tuple[dict[str, Any], str]] = {
     "try_workers": (_advise("waiting", _fig(30.0, 40.0, cpu_ms=1.0), cores=2), "try num_workers=4"),
-    "needs_cpu": (_advise("waiting", _fig(30.0, 40.0, cpu_ms=1.0), workers=1, cores=2, per_start=1),
+    "needs_cpu": (_advise("cpu", _fig(30.0, 40.0, cpu_ms=30.0), workers=2, cores=2),
                   "building batches needs more CPU than this machine has"),
+    # a loader that waits, or one whose workers' CPU was not measured, is never told it
+    # needs CPU where more workers would not pay (here: their start-up cost)
+    "load_faster": (_advise("waiting", _fig(30.0, 40.0, cpu_ms=1.0), workers=1, cores=2, per_start=1),
+                    "each batch takes longer to load than the workers can hide"),
     "index_batches": (_advise("ipc", _fig(3.0, 20.0, cpu_ms=3.0)), "index whole batches instead of single samples"),
     "handoff": (_advise("handoff", _fig(3.0, 20.0, cpu_ms=3.0)), "workers would not shorten it"),
     "busy_cpus": (_advise("contention", _fig(3.0, 20.0, cpu_ms=1.0, machine_busy=0.97)), "the machine's CPUs are busy"),

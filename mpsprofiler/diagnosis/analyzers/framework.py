@@ -48,8 +48,8 @@ def framework_facts(session: Session) -> dict[str, Any]:
     loader = dataloader_facts(session)
     workers = _int(loader.get("suggested_num_workers"))
     prefetch = _int(loader.get("suggested_prefetch_factor")) or 4
-    if workers is None:
-        return facts
+    if workers is None or loader.get("loader_change") == "none":
+        return facts  # the loader has the settings already: no setting to say where to put
     # the script's own DataLoader line was found and rewritten above (Lightning's
     # train_dataloader(), the loader handed to accelerator.prepare): no second snippet
     rewritten = loader.get("loader_where") == "rewrite"

@@ -23,7 +23,7 @@ tens of milliseconds (50 ms assumed, more on a busy machine); spawn (macOS, Wind
 forkserver start a new interpreter that imports torch and the script, a second or more."""
 CORE_KINDS = ("performance", "physical", "logical", "unknown")
 """:func:`~.common.compute_cores`' kinds of core: names the rules word (``reason_core_kind``)."""
-STALL_ADVICE_CODES = ("index_batches", "handoff", "busy_cpus", "try_workers", "needs_cpu")
+STALL_ADVICE_CODES = ("index_batches", "handoff", "busy_cpus", "try_workers", "needs_cpu", "load_faster")
 """Every code ``stall_advice`` (the few words after a stall finding's title) may hold."""
 FIGURES_CODES = ("workers", "in_process")
 """Every code ``loader_figures`` (the evidence's sentence of measured figures) may hold;
@@ -305,9 +305,18 @@ def _no_spare_core(workers: int, cpu_ms: float | None, queued_s: float | None) -
 
 def _stall_advice(bound: str, more_workers: bool) -> str:
     """The code of the few words a stall finding's title ends with (``stall_advice``:
-    ``try num_workers=N`` when more workers help; the rule files word each code)."""
+    ``try num_workers=N`` when more workers help; the rule files word each code).
+
+    Where more workers would not pay, only a loader measured to compute (``cpu``) is told
+    it needs more CPU; one that waits (reads at the 8-worker bound) or whose workers' CPU
+    was not measured (a run too short for two samples of them) is told to make its loading
+    faster, which is true of both."""
     by_bound = {"ipc": "index_batches", "handoff": "handoff", "contention": "busy_cpus"}
-    return by_bound.get(bound) or ("try_workers" if more_workers else "needs_cpu")
+    if bound in by_bound:
+        return by_bound[bound]
+    if more_workers:
+        return "try_workers"
+    return "needs_cpu" if bound == "cpu" else "load_faster"
 
 
 def figures(bound: str, workers: int, out: dict[str, Any], batch_size: int | None) -> dict[str, Any]:

@@ -17,10 +17,13 @@ from .common import num, training_loader
 from .framework_place import guard_note, trainer_place
 from .source_edit import rewrite_call, short_path
 
-PLACE_FACTS: tuple[str, ...] = ("loader_which", "loader_name_place")
+PLACE_FACTS: tuple[str, ...] = ("loader_which", "loader_name_place", "loader_change")
 """Besides ``loader_name`` and ``loader_where`` (codes ``rules/dataloader-stall.yaml`` words):
 which loader (``only``, or the ordinal's ending ``st``/``nd``/``rd``/``th`` of
-``loader_created``) and the line that built it (or started the Trainer)."""
+``loader_created``), the line that built it (or started the Trainer), and whether the fix
+changes it (``loader_change``: ``change``, or ``none`` where the loader has the suggested
+workers already and only its Dataset can be made faster: no code block to copy that would
+change nothing)."""
 
 LOADER_CALLS = ("DataLoader",)
 """Call names the construction line is searched for (``DataLoader(...)``, ``data.DataLoader(...)``)."""
@@ -72,6 +75,8 @@ def place_facts(session: Session, loader: DataLoaderFields, suggested: int | Non
     # nothing to tell apart (one loader, its line unknown): no sentence naming it
     out["loader_name"] = "built" if place else ("which" if count > 1 else None)
     n = suggested if suggested is not None else workers
+    has_them = n == workers and (n == 0 or bool(loader.get("persistent_workers")))
+    out["loader_change"] = "none" if has_them else "change"
     changes = {"num_workers": str(n)}
     if n > 0 and not loader.get("persistent_workers"):
         changes["persistent_workers"] = "True"
