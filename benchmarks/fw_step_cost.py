@@ -121,26 +121,10 @@ def gpt(rotation: Rotation) -> None:
     import workload
 
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    net, data, batch = workload.make("gpt", 0, device)
-    opt = torch.optim.AdamW(net.parameters(), lr=1e-3, betas=(0.9, 0.99), fused=device.type == "cuda")
-    loader = torch.utils.data.DataLoader(data, batch_size=batch, shuffle=True, drop_last=True,
-                                         pin_memory=device.type == "cuda")  # fmt: skip
-    loss_fn = torch.nn.CrossEntropyLoss()
-    amp = device.type == "cuda"
-    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
-    done = 0
-    while done < rotation.total_steps and not rotation.done:
-        for x, y in loader:
-            x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
-            opt.zero_grad(set_to_none=True)
-            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=amp):
-                loss = loss_fn(net(x), y.reshape(-1))
-            loss.backward()
-            opt.step()
-            rotation.step_end()
-            done += 1
-            if done >= rotation.total_steps or rotation.done:
-                break
+    step = workload.training_step("gpt", 0, device, bf16=True)
+    while not rotation.done:
+        step()
+        rotation.step_end()
 
 
 FRAMEWORKS: dict[str, Callable[[Rotation], None]] = {"hf": hf, "lightning": lightning, "gpt": gpt}

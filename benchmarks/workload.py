@@ -27,6 +27,8 @@ import argparse
 import contextlib
 import json
 import time
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import torch
 from torch import nn
@@ -111,6 +113,43 @@ def make(model: str, width: int, device: torch.device) -> tuple[nn.Module, Tenso
     raise SystemExit(f"unknown model {model}")
 
 
+def training_step(model: str, width: int, device: torch.device, bf16: bool = False,
+                  pageable: bool = False) -> Callable[[], None]:
+    """One training step of ``model`` per call, the loop this file and ``fw_step_cost.py`` time:
+    the next batch (an endless DataLoader), its copy to ``device``, forward, backward and the
+    optimizer (nanoGPT's fused AdamW for ``gpt``, SGD otherwise); ``bf16`` as nanoGPT trains."""
+    net, data, batch = make(model, width, device)
+    if model == "gpt":
+        opt: torch.optim.Optimizer = torch.optim.AdamW(net.parameters(), lr=1e-3, betas=(0.9, 0.99),
+                                                       fused=device.type == "cuda")  # fmt: skip
+    else:
+        opt = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
+    loss_fn = nn.CrossEntropyLoss()
+    pin = device.type == "cuda" and not pageable
+    loader = DataLoader(data, batch_size=batch, shuffle=True, drop_last=True, pin_memory=pin)
+
+    def batches() -> Iterator[Any]:
+        while True:
+            yield from loader
+
+    it = batches()
+    amp = bf16 and device.type == "cuda"
+    if amp:
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
+
+    def step() -> None:
+        x, y = next(it)
+        x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+        opt.zero_grad(set_to_none=True)
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=amp):
+            loss = loss_fn(net(x), y.reshape(-1))
+        loss.backward()
+        opt.step()
+
+    return step
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--model", default="mlp", choices=["mlp", "cnn", "transformer", "gpt"])
@@ -124,35 +163,7 @@ def main() -> None:
     args = p.parse_args()
     torch.manual_seed(0)
     device = torch.device(args.device)
-    net, data, batch = make(args.model, args.width, device)
-    if args.model == "gpt":
-        opt: torch.optim.Optimizer = torch.optim.AdamW(net.parameters(), lr=1e-3, betas=(0.9, 0.99),
-                                                       fused=device.type == "cuda")  # fmt: skip
-    else:
-        opt = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
-    loss_fn = nn.CrossEntropyLoss()
-    pin = device.type == "cuda" and not args.pageable
-    loader = DataLoader(data, batch_size=batch, shuffle=True, drop_last=True, pin_memory=pin)
-
-    def batches():
-        while True:
-            yield from loader
-
-    it = batches()
-
-    amp = args.bf16 and device.type == "cuda"
-    if amp:
-        torch.backends.cuda.matmul.allow_tf32 = True
-        torch.backends.cudnn.allow_tf32 = True
-
-    def step() -> None:
-        x, y = next(it)
-        x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
-        opt.zero_grad(set_to_none=True)
-        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=amp):
-            loss = loss_fn(net(x), y.reshape(-1))
-        loss.backward()
-        opt.step()
+    step = training_step(args.model, args.width, device, bf16=args.bf16, pageable=args.pageable)
 
     def sync() -> None:  # written out, not mpsprofiler's backend: the bare run imports no mpsprofiler
         if device.type == "cuda":
