@@ -120,6 +120,8 @@ class DataLoaderFields(Tagged, total=False):
     persistent_workers: bool
     len: int | None
     dataset: str | None
+    iterable: bool
+    """The dataset is an ``IterableDataset`` (every worker iterates its own copy)."""
     batch_sampler: str | None
     multiprocessing_context: str | None
     thread: str

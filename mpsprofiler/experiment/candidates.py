@@ -45,6 +45,9 @@ def _workers(facts: dict[str, Any]) -> dict[str, Any] | None:
     n = _int(facts, "suggested_num_workers")
     if n is None or n == _int(facts, "num_workers"):
         return None
+    reason = facts.get("num_workers_reason")
+    if isinstance(reason, list) and "iterable" in reason:
+        return None  # an IterableDataset's workers each yield the whole stream: not safe to try as is
     created = _int(facts, "loader_created")
     return {"dataloader": {str(created) if created else "*": {"num_workers": n}}}
 

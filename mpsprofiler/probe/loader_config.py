@@ -25,10 +25,22 @@ def loader_config(loader: Any, number: int) -> DataLoaderFields:
         "persistent_workers": bool(getattr(loader, "persistent_workers", False)),
         "len": length,
         "dataset": type(dataset).__name__ if dataset is not None else None,
+        "iterable": _iterable(dataset),
         "batch_sampler": type(sampler).__name__ if sampler is not None else None,
         "multiprocessing_context": _ctx_name(loader),
         "thread": threading.current_thread().name,
     }
+
+
+def _iterable(dataset: Any) -> bool:
+    """An ``IterableDataset``: each worker runs its own copy of ``__iter__`` (the advice says
+    so before suggesting more than one worker)."""
+    try:
+        from torch.utils.data import IterableDataset
+
+        return isinstance(dataset, IterableDataset)
+    except Exception:
+        return False
 
 
 def _batch_size(loader: Any, sampler: Any) -> int | None:

@@ -295,6 +295,27 @@ def test_a_loader_at_its_worker_bound_is_told_to_load_faster_not_given_its_own_l
 
 
 @pytest.mark.slow
+def test_a_stream_that_loads_in_bursts_is_sized_from_its_average_and_told_about_its_copies(tmp_path):
+    """A shard every 4th batch (50 ms), the rest at once: the median step asked for 1 worker,
+    which keeps 92% of the time waiting; the average asks for the most a waiting loader gets.
+    The dataset is an IterableDataset: the fix says each worker yields the whole stream
+    unless __iter__ splits it, and neither `patch` nor `try` sets the workers as they are."""
+    summary, facts = profile(tmp_path, "stream_shards.py")
+    found = {f["rule"]: f for f in summary["findings"]}
+    stall = found.get("dataloader-stall-critical") or found["dataloader-stall"]
+    assert facts["loader_bound"] == "waiting" and "bursts" in facts["num_workers_reason"], facts["num_workers_reason"]
+    assert facts["suggested_num_workers"] >= 4, facts["suggested_num_workers"]
+    assert "The loading comes in bursts: the median step loads only" in stall["fix"]
+    assert "iterable" in facts["num_workers_reason"]
+    assert f"with {facts['suggested_num_workers']} workers every sample comes" in stall["fix"]
+    assert "get_worker_info()" in stall["fix"]
+    patch = mpsprof_cli("patch", str(tmp_path / "run"))
+    assert "not patched: the loader iterates an IterableDataset" in patch.stdout + patch.stderr
+    tried = mpsprof_cli("try", str(tmp_path / "run"))
+    assert tried.returncode == 2 and "no finding of" in tried.stderr
+
+
+@pytest.mark.slow
 def test_cpu_bound_workers_are_told_the_core_limit(tmp_path):
     # 200 steps (~5 s): the sampler reads the workers' CPU every 0.5-2 s, a shorter run may
     # end before it has two readings (the loader then stays "unknown")

@@ -68,9 +68,10 @@ def _fig(wait_ms: float, step_ms: float, cpu_ms: float | None = None, n: int = 4
 
 def _advise(bound: str, fig: LoaderFigures, workers: int = 0, train_s: float = 0.01, cores: int | None = 4,
             available: int | None = 64 * 2**30, per_start: int | None = 1000,
-            spread: tuple[float, float, float] | None = None, logical: int = 8) -> dict[str, Any]:
+            spread: tuple[float, float, float] | None = None, logical: int = 8,
+            average: float | None = None) -> dict[str, Any]:
     facts = advise(fig, bound, workers, train_s, 1, cores, "physical", 32, available, None, logical, per_start,
-                   "fork", spread)
+                   "fork", spread, average)
     facts["loader_bound"] = bound
     return facts
 
@@ -113,6 +114,23 @@ _case("contention", _advise("contention", _fig(3.0, 20.0, cpu_ms=0.5, machine_bu
 # "0.1 ms waiting for a core" read as the reason on an unseen two-loader script)
 _case("no_spare_core", _advise("contention", _fig(3.0, 20.0, cpu_ms=2.5, machine_busy=0.97)),
       "Each batch is 2.5 ms of CPU work in the training process, and other programs leave no core beside")
+
+
+# a shard every few batches: the median step loads 0.4x its training, the average 18x
+_case("bursts", _advise("waiting", _fig(12.8, 13.5, cpu_ms=0.3), cores=2, spread=(0.4, 0.1, 1.0), average=18.0),
+      "The loading comes in bursts: the median step loads only 0.4 times as long as it trains")
+_case("iterable", {**_advise("waiting", _fig(30.0, 40.0, cpu_ms=1.0), cores=2),
+                   "num_workers_reason": ["waiting", "iterable"]},
+      "with 4 workers every sample comes 4 times unless `__iter__` gives each worker its share")
+
+
+def test_bursts_size_the_workers_from_the_average_and_the_median_stays_for_the_rest() -> None:
+    bursty = _advise("waiting", _fig(12.8, 13.5, cpu_ms=0.3), cores=2, spread=(0.4, 0.1, 1.0), average=18.0)
+    assert bursty["num_workers_needed"] == 23 and bursty["suggested_num_workers"] == 8  # 18 x 1.25; the bound
+    assert "span" not in bursty["num_workers_reason"]  # the quartiles' range would say 1-2
+    assert "(12.8 / 0.7 with 25% to spare)" in reason_text(bursty)
+    even = _advise("waiting", _fig(30.0, 40.0, cpu_ms=1.0), cores=2, spread=(3.0, 2.5, 3.5), average=3.4)
+    assert "bursts" not in even["num_workers_reason"] and even["num_workers_needed"] == 4  # the median's 3 x 1.25
 
 
 def test_every_code_has_a_case() -> None:
@@ -600,3 +618,20 @@ def test_torchs_thread_count_is_worded_by_the_thread_rules(threads: int, words: 
     rules = {r.id: r for r in load_rules([builtin_rules_dir() / "thread-oversubscription.yaml"])}
     for rule in ("thread-oversubscription", "other-programs-busy"):
         assert phrase_for(rules[rule].phrases, {"torch_threads_text": threads}, "torch_threads_text", ()) == words
+
+
+def test_one_slow_read_is_no_burst_but_a_slow_step_in_four_is() -> None:
+    from types import SimpleNamespace
+
+    from mpsprofiler.diagnosis.analyzers.loader_advice import BURST, steady_ratio, step_ratios
+
+    def steps(waits: list[float]) -> list[Any]:
+        return [SimpleNamespace(wait=w, dur=w + 0.001) for w in waits]  # 1 ms of training each
+
+    once = steps([0.0004] * 99 + [2.0])  # a cold cache at one step: trimmed away
+    ratio, spread = steady_ratio(once, 0), step_ratios(once, 0)
+    assert ratio is not None and spread is not None and ratio < BURST * spread[0]
+    every_fourth = steps([0.0004, 0.0004, 0.0004, 0.05] * 25)  # a shard every 4th batch
+    ratio, spread = steady_ratio(every_fourth, 0), step_ratios(every_fourth, 0)
+    assert ratio is not None and spread is not None and ratio >= BURST * spread[0]
+    assert ratio == pytest.approx((0.0004 * 3 * 25 + 0.05 * 20) / (0.001 * 95), rel=1e-6)  # 5 of the 25 slow ones trimmed

@@ -23,7 +23,7 @@ from .common import (
     rounded,
     start_method,
 )
-from .loader_advice import FIGURES_FACTS, REASON_FACTS, advise, step_ratios
+from .loader_advice import FIGURES_FACTS, REASON_FACTS, advise, steady_ratio, step_ratios
 from .loader_place import PLACE_FACTS, place_facts, shares, stalled_loader
 from .registry import analyzer
 from .threads import others_busy
@@ -155,6 +155,7 @@ def _profile(session: Session, loader: DataLoaderFields, workers: int, kept: lis
     fig.batch_tensors = _opt_int(loader.get("batch_tensors"))
     split = shares(session, loader)
     spread = step_ratios(kept, workers, split[0] if split is not None else 1.0)
+    average = steady_ratio(kept, workers, split[0] if split is not None else 1.0)
     if split is not None:
         # several loaders: this one's part of the wait and of the batches, so its own
         # figures (its batch's load time, its batches per step) go into the finding
@@ -191,8 +192,13 @@ def _profile(session: Session, loader: DataLoaderFields, workers: int, kept: lis
     total = session.steps.total_batches
     per_start = max(length, total) if loader.get("persistent_workers") and length else (length or total)
     method = start_method(session, {**loader, "num_workers": max(1, workers)})
-    out.update(advise(fig, bound, workers, train, training_cores, cores, what, batch_size, available,
-                      worker_bytes, logical, per_start, method, spread))
+    advice: dict[str, Any] = advise(fig, bound, workers, train, training_cores, cores, what, batch_size, available,
+                                    worker_bytes, logical, per_start, method, spread, average)  # fmt: skip
+    if loader.get("iterable") is True and advice["num_workers_helps"] and advice["suggested_num_workers"] > 1:
+        # an IterableDataset is copied into each worker, which then yields the whole stream:
+        # more than one worker repeats every sample unless __iter__ splits it
+        advice["num_workers_reason"] = [*advice["num_workers_reason"], "iterable"]
+    out.update(advice)
     return out
 
 

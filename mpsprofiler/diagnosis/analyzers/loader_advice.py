@@ -34,8 +34,10 @@ FIGURES_FACTS = ("figures_batch_size", "figures_busy", "figures_cpu_ms", "figure
 (declared by the ``dataloader`` analyzer); an optional clause's fact is the name
 ``unknown``/``none`` when it is left out (the rule files' phrases word it as nothing)."""
 REASON_CODES = ("ipc_workers", "ipc", "handoff", "contention", "no_spare_core", "cpu_fits", "cpu_short", "waiting", "unmeasured",
-                "max_workers", "memory", "startup", "worker_cpu", "rounded", "span", "enough", "over_cpus")
-"""Every code ``num_workers_reason`` may hold: a main reason first, then its clauses."""
+                "max_workers", "memory", "startup", "worker_cpu", "rounded", "span", "enough", "over_cpus",
+                "bursts", "iterable")
+"""Every code ``num_workers_reason`` may hold: a main reason first, then its clauses
+(``iterable`` is added by the ``dataloader`` analyzer, which knows the dataset's kind)."""
 LIMIT_ORDER = ("max_workers", "memory", "worker_cpu", "startup")
 """Of two bounds on workers that allow the same number, the one named: this order."""
 REASON_FACTS = (
@@ -43,7 +45,8 @@ REASON_FACTS = (
     "reason_best_ms", "reason_busy", "reason_core_kind", "reason_core_kind_one", "reason_cores", "reason_cpu_part",
     "reason_demand", "reason_fetch_cpu", "reason_fetch_ms", "reason_free", "reason_free_cores", "reason_free_tail",
     "reason_handoff_cpu_ms", "reason_handoff_ms", "reason_handoff_saving", "reason_high", "reason_limit_n",
-    "reason_load_cpu_ms", "reason_load_ms", "reason_logical", "reason_low", "reason_needed", "reason_needed_keep",
+    "reason_load_cpu_ms", "reason_load_ms", "reason_logical", "reason_low", "reason_median_demand", "reason_needed",
+    "reason_needed_keep",
     "reason_queued_ms", "reason_ratio", "reason_receive_ms", "reason_sample_us", "reason_start_method",
     "reason_start_ms", "reason_step_ms", "reason_train_ms", "reason_training_cores", "reason_worker_mib",
     "reason_workers",
@@ -67,6 +70,7 @@ def advise(
     batches_per_start: int | None = None,
     start_method: str | None = None,
     spread: tuple[float, float, float] | None = None,
+    average: float | None = None,
 ) -> dict[str, Any]:
     """Facts for the rules: the suggestion, whether workers help, and the reason.
 
@@ -75,7 +79,8 @@ def advise(
     the mean (one slow read no longer moves the number), and the suggestion is rounded up
     to a power of two (:func:`stable_workers`), so runs of one script on a machine whose
     load varies get one number; when the quartiles call for different numbers, the reason
-    states the range.
+    states the range. ``average`` (:func:`steady_ratio`) sizes it instead where loading
+    comes in bursts (``BURST`` times the median step's ratio): the reason says so.
     """
     out: dict[str, Any] = {}
     out["num_workers_range"] = None
@@ -170,8 +175,11 @@ def advise(
         # that is longer than its CPU time), so size from the wall time.
         wall = max(0.0, fig.dur - fig.wait) * per * 1000.0
         demand = load / wall if wall > 0 and load > 0 else None
-        if spread is not None and demand is not None:
+        bursts = spread is not None and average is not None and average >= BURST * spread[0]
+        if spread is not None and demand is not None and not bursts:
             demand = spread[0]
+        elif bursts:
+            demand = average
         if demand is not None:
             needed = max(1, math.ceil(demand * HEADROOM))
             out["num_workers_needed"] = needed
@@ -192,7 +200,7 @@ def advise(
         if bound == "waiting":
             codes = ["waiting"]
             why.update(reason_cpu_part=_known(load_cpu),
-                       reason_demand=demand if spread is not None and demand is not None else "unknown")
+                       reason_demand=demand if spread is not None and demand is not None and not bursts else "unknown")
         else:
             codes = ["unmeasured"]
             if free and target > free:
@@ -203,7 +211,10 @@ def advise(
             # the title's number is the rounded one: say so, so evidence, fix and title agree
             codes.append("rounded")
         why["reason_limit_n"] = target
-        span = _span(spread, workers, min(limits)[0] if limits else target) if bound == "waiting" else None
+        if bursts:
+            codes.append("bursts")
+            why["reason_median_demand"] = spread[0] if spread is not None else None
+        span = _span(spread, workers, min(limits)[0] if limits else target) if bound == "waiting" and not bursts else None
         if span is not None:
             lo, hi = span
             out["num_workers_range"] = f"{lo}-{hi}"
@@ -240,6 +251,35 @@ def _span(spread: tuple[float, float, float] | None, workers: int, limit: int) -
     lo = min(max(stable_workers(max(1, math.ceil(q1 * HEADROOM))), workers + 1), limit)
     hi = min(stable_workers(max(1, math.ceil(q3 * HEADROOM))), limit)
     return (lo, hi) if lo < hi else None
+
+
+BURST = 2.0
+"""A loader whose load-to-compute ratio over its steps (the slowest 5% left out) is this
+many times its median step's loads in bursts: most batches come at once, some wait long
+(a shard, a file, a cache refill every few batches). Workers must keep up with the
+average then, and the median step would ask for too few (a stream that sleeps 50 ms
+every 4th batch: the median step asked for 1 worker, which left 92% of the time waiting)."""
+TRIM = 0.05
+"""Share of the slowest steps :func:`steady_ratio` leaves out: a one-off slow read (a
+cold cache, the first file) does not make a loader bursty."""
+
+
+def steady_ratio(points: list[Any], workers: int, wait_share: float = 1.0) -> float | None:
+    """Load over compute summed over the steps, the slowest ``TRIM`` of them left out: the
+    average a loader's workers must keep up with. None under 8 usable steps."""
+    pairs = []
+    for p in points:
+        wait = p.wait * wait_share
+        wall = p.dur - wait
+        if wall <= 0 or p.dur <= 0 or wait <= 0:
+            continue
+        pairs.append((workers * p.dur if workers else wait, wall))
+    if len(pairs) < 8:
+        return None
+    pairs.sort(key=lambda lw: lw[0] / lw[1])
+    kept = pairs[:len(pairs) - max(1, int(len(pairs) * TRIM))] if len(pairs) >= 20 else pairs
+    wall = sum(w for _, w in kept)
+    return sum(load for load, _ in kept) / wall if wall > 0 else None
 
 
 def step_ratios(points: list[Any], workers: int, wait_share: float = 1.0) -> tuple[float, float, float] | None:

@@ -1,0 +1,47 @@
+"""A streaming IterableDataset that fetches a shard of 64 samples every 64 samples (50 ms:
+a slow store), batch 16: three batches of four come at once, the fourth waits. Used to
+check that workers are sized from the average load (the median step would ask for one),
+and that the advice says an IterableDataset's workers each yield the whole stream.
+
+    python stream_shards.py --shards 40
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import torch
+from torch.utils.data import DataLoader, IterableDataset
+
+
+class Shards(IterableDataset):
+    def __init__(self, shards: int) -> None:
+        self.shards = shards
+
+    def __iter__(self):
+        g = torch.Generator().manual_seed(0)
+        for _ in range(self.shards):
+            time.sleep(0.05)  # the next shard from the store
+            for _ in range(64):
+                yield torch.randn(32, generator=g), torch.randint(0, 3, (1,), generator=g).squeeze(0)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--shards", type=int, default=40)
+    args = parser.parse_args()
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.Tanh(), torch.nn.Linear(64, 3))
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    loader = DataLoader(Shards(args.shards), batch_size=16)
+    for x, y in loader:
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    print(f"loss {loss.item():.4f}")
+
+
+if __name__ == "__main__":
+    main()
