@@ -264,19 +264,25 @@ TRIM = 0.05
 cold cache, the first file) does not make a loader bursty."""
 
 
-def steady_ratio(points: list[Any], workers: int, wait_share: float = 1.0) -> float | None:
-    """Load over compute summed over the steps, the slowest ``TRIM`` of them left out: the
-    average a loader's workers must keep up with. None under 8 usable steps."""
+def step_loads(points: list[Any], workers: int, wait_share: float = 1.0) -> list[tuple[float, float]]:
+    """(load, compute) seconds of each step that waited and computed, as :func:`advise`
+    counts them over all steps: a loader's batch takes ``wait`` without workers,
+    ``workers x dur`` with them (``wait_share``: this loader's part of the wait)."""
     pairs = []
     for p in points:
         wait = p.wait * wait_share
         wall = p.dur - wait
-        if wall <= 0 or p.dur <= 0 or wait <= 0:
-            continue
-        pairs.append((workers * p.dur if workers else wait, wall))
+        if wall > 0 and p.dur > 0 and wait > 0:
+            pairs.append((workers * p.dur if workers else wait, wall))
+    return pairs
+
+
+def steady_ratio(points: list[Any], workers: int, wait_share: float = 1.0) -> float | None:
+    """Load over compute summed over the steps, the slowest ``TRIM`` of them left out: the
+    average a loader's workers must keep up with. None under 8 usable steps."""
+    pairs = sorted(step_loads(points, workers, wait_share), key=lambda lw: lw[0] / lw[1])
     if len(pairs) < 8:
         return None
-    pairs.sort(key=lambda lw: lw[0] / lw[1])
     kept = pairs[:len(pairs) - max(1, int(len(pairs) * TRIM))] if len(pairs) >= 20 else pairs
     wall = sum(w for _, w in kept)
     return sum(load for load, _ in kept) / wall if wall > 0 else None
@@ -284,15 +290,8 @@ def steady_ratio(points: list[Any], workers: int, wait_share: float = 1.0) -> fl
 
 def step_ratios(points: list[Any], workers: int, wait_share: float = 1.0) -> tuple[float, float, float] | None:
     """(median, lower quartile, upper quartile) of each step's load time over its compute
-    time, as :func:`advise` computes it over all steps (a loader's batch takes ``wait``
-    without workers, ``workers x dur`` with them). None under 8 usable steps."""
-    ratios = []
-    for p in points:
-        wait = p.wait * wait_share
-        wall = p.dur - wait
-        if wall <= 0 or p.dur <= 0 or wait <= 0:
-            continue
-        ratios.append((workers * p.dur if workers else wait) / wall)
+    time (:func:`step_loads`). None under 8 usable steps."""
+    ratios = [load / wall for load, wall in step_loads(points, workers, wait_share)]
     if len(ratios) < 8:
         return None
     q = statistics.quantiles(ratios, n=4, method="inclusive")
