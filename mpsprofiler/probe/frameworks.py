@@ -87,7 +87,8 @@ def _positive(value: object) -> int | None:
 
 
 def _hf_planned(owner: object) -> int | None:
-    if not type(owner).__module__.startswith("transformers"):
+    # a Trainer, or a subclass of it in the script (a custom compute_loss): its MRO says
+    if not any(c.__module__.startswith("transformers.trainer") for c in type(owner).__mro__):
         return None
     return _positive(getattr(getattr(owner, "state", None), "max_steps", None))
 

@@ -41,6 +41,10 @@ def test_a_hugging_face_trainer_announces_its_max_steps() -> None:
     assert _framework_call("transformers.trainer", trainer) == 200
     trainer.state.max_steps = 0  # not yet set
     assert _framework_call("transformers.trainer", trainer) is None
+    # the script's own subclass (a custom compute_loss), called from the Trainer's loop
+    mine = type("PlotTrainer", (_cls("transformers.trainer", "Trainer"),), {"__module__": "__main__"})()
+    mine.state = types.SimpleNamespace(max_steps=80)
+    assert _framework_call("transformers.trainer", mine) == 80
 
 
 def _lightning(loader: Any, stepping: Callable[[Any], Any] | float, max_steps: int) -> Any:
