@@ -258,6 +258,7 @@ def test_a_loader_that_sleeps_gets_workers_from_its_times(tmp_path):
     assert facts["data_wait_ms"] + facts["compute_ms"] == pytest.approx(facts["step_mean_ms"], abs=0.01)
 
 
+@pytest.mark.serial  # its clean side times 6 workers against the training: alone (CI once saw 57% waiting beside a test)
 @pytest.mark.slow
 def test_a_stall_under_gradient_accumulation_is_judged_by_its_batches(tmp_path):
     """19 updates of 4 batches each (accelerate's `accumulate`, a Trainer's
