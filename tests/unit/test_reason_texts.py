@@ -133,6 +133,17 @@ def test_bursts_size_the_workers_from_the_average_and_the_median_stays_for_the_r
     assert "bursts" not in even["num_workers_reason"] and even["num_workers_needed"] == 4  # the median's 3 x 1.25
 
 
+def test_a_loader_with_enough_workers_and_no_cpu_reading_is_not_bounded_by_cores() -> None:
+    """8 workers already, their CPU not measured (a short run): the reason says more would
+    not pay, without "so no more than the 1 core free", which bounded a number it no longer
+    suggests."""
+    facts = _advise("unknown", _fig(30.0, 40.0), workers=8, cores=2)
+    said = reason_text(facts)
+    assert facts["num_workers_reason"][0] == "unmeasured" and "enough" in facts["num_workers_reason"]
+    assert "mpsprof could not tell which" in said and "With 8 workers already, more would not pay" in said
+    assert "no more than the" not in said, said
+
+
 def test_every_code_has_a_case() -> None:
     assert set(CASES) == set(REASON_CODES)
 

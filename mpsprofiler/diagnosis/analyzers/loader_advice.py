@@ -224,6 +224,8 @@ def advise(
             target, helps = workers, False
             codes.append("enough")
             why["reason_workers"] = workers
+            if codes[0] == "unmeasured":
+                why["reason_free_tail"] = "none"  # no number to bound by the free cores: none is suggested
         elif target > cores_or(logical, cores):
             codes.append("over_cpus")
     out["suggested_num_workers"] = int(target)
