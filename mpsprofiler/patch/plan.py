@@ -92,16 +92,15 @@ def _loaders(e: _Edits, f: Finding, facts: dict[str, Any]) -> None:
     if f.rule == "spawn-bootstrap-crash":
         _guard(e, "spawned DataLoader workers re-import the script")
         return
-    reason = facts.get("num_workers_reason")
-    if not per and isinstance(reason, list) and "iterable" in reason:
+    if not per:
+        reason = facts.get("num_workers_reason")
         n = facts.get("suggested_num_workers")
         e.fix.not_patched.append(
             f"not patched: the loader iterates an IterableDataset: each of {n} workers would yield the whole "
             f"stream (every sample {n} times) unless its __iter__ takes its share with "
-            f"torch.utils.data.get_worker_info(); split the stream, then set num_workers={n} by hand")
-        return
-    if not per:
-        e.fix.not_patched.append(f"not patched: the fix of {f.rule} names no DataLoader argument to set")
+            f"torch.utils.data.get_worker_info(); split the stream, then set num_workers={n} by hand"
+            if isinstance(reason, list) and "iterable" in reason  # no candidate then (experiment/candidates.py)
+            else f"not patched: the fix of {f.rule} names no DataLoader argument to set")
         return
     loaders = e.session.dataloaders
     positional = dataloader_positional()

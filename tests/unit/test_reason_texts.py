@@ -634,15 +634,15 @@ def test_torchs_thread_count_is_worded_by_the_thread_rules(threads: int, words: 
 def test_one_slow_read_is_no_burst_but_a_slow_step_in_four_is() -> None:
     from types import SimpleNamespace
 
-    from mpsprofiler.diagnosis.analyzers.loader_advice import BURST, steady_ratio, step_ratios
+    from mpsprofiler.diagnosis.analyzers.loader_advice import BURST, steady_ratio, step_loads, step_ratios
 
     def steps(waits: list[float]) -> list[Any]:
         return [SimpleNamespace(wait=w, dur=w + 0.001) for w in waits]  # 1 ms of training each
 
     once = steps([0.0004] * 99 + [2.0])  # a cold cache at one step: trimmed away
-    ratio, spread = steady_ratio(once, 0), step_ratios(once, 0)
+    ratio, spread = steady_ratio(step_loads(once, 0)), step_ratios(step_loads(once, 0))
     assert ratio is not None and spread is not None and ratio < BURST * spread[0]
     every_fourth = steps([0.0004, 0.0004, 0.0004, 0.05] * 25)  # a shard every 4th batch
-    ratio, spread = steady_ratio(every_fourth, 0), step_ratios(every_fourth, 0)
+    ratio, spread = steady_ratio(step_loads(every_fourth, 0)), step_ratios(step_loads(every_fourth, 0))
     assert ratio is not None and spread is not None and ratio >= BURST * spread[0]
     assert ratio == pytest.approx((0.0004 * 3 * 25 + 0.05 * 20) / (0.001 * 95), rel=1e-6)  # 5 of the 25 slow ones trimmed

@@ -23,7 +23,7 @@ from .common import (
     rounded,
     start_method,
 )
-from .loader_advice import FIGURES_FACTS, REASON_FACTS, advise, steady_ratio, step_ratios
+from .loader_advice import FIGURES_FACTS, REASON_FACTS, advise, steady_ratio, step_loads, step_ratios
 from .loader_place import PLACE_FACTS, place_facts, shares, stalled_loader
 from .registry import analyzer
 from .threads import others_busy
@@ -154,8 +154,8 @@ def _profile(session: Session, loader: DataLoaderFields, workers: int, kept: lis
     fig = loader_profile.measure(session, kept, late=True)
     fig.batch_tensors = _opt_int(loader.get("batch_tensors"))
     split = shares(session, loader)
-    spread = step_ratios(kept, workers, split[0] if split is not None else 1.0)
-    average = steady_ratio(kept, workers, split[0] if split is not None else 1.0)
+    loads = step_loads(kept, workers, split[0] if split is not None else 1.0)
+    spread, average = step_ratios(loads), steady_ratio(loads)
     if split is not None:
         # several loaders: this one's part of the wait and of the batches, so its own
         # figures (its batch's load time, its batches per step) go into the finding

@@ -175,11 +175,12 @@ def advise(
         # that is longer than its CPU time), so size from the wall time.
         wall = max(0.0, fig.dur - fig.wait) * per * 1000.0
         demand = load / wall if wall > 0 and load > 0 else None
-        bursts = spread is not None and average is not None and average >= BURST * spread[0]
-        if spread is not None and demand is not None and not bursts:
-            demand = spread[0]
-        elif bursts:
+        median = spread[0] if spread is not None else None
+        bursts = median is not None and average is not None and average >= BURST * median
+        if bursts:
             demand = average
+        elif median is not None and demand is not None:
+            demand = median
         if demand is not None:
             needed = max(1, math.ceil(demand * HEADROOM))
             out["num_workers_needed"] = needed
@@ -213,7 +214,7 @@ def advise(
         why["reason_limit_n"] = target
         if bursts:
             codes.append("bursts")
-            why["reason_median_demand"] = spread[0] if spread is not None else None
+            why["reason_median_demand"] = median
         span = _span(spread, workers, min(limits)[0] if limits else target) if bound == "waiting" and not bursts else None
         if span is not None:
             lo, hi = span
@@ -279,10 +280,10 @@ def step_loads(points: list[Any], workers: int, wait_share: float = 1.0) -> list
     return pairs
 
 
-def steady_ratio(points: list[Any], workers: int, wait_share: float = 1.0) -> float | None:
-    """Load over compute summed over the steps, the slowest ``TRIM`` of them left out: the
-    average a loader's workers must keep up with. None under 8 usable steps."""
-    pairs = sorted(step_loads(points, workers, wait_share), key=lambda lw: lw[0] / lw[1])
+def steady_ratio(loads: list[tuple[float, float]]) -> float | None:
+    """Load over compute summed over the steps (:func:`step_loads`), the slowest ``TRIM`` of
+    them left out: the average a loader's workers must keep up with. None under 8 steps."""
+    pairs = sorted(loads, key=lambda lw: lw[0] / lw[1])
     if len(pairs) < 8:
         return None
     kept = pairs[:len(pairs) - max(1, int(len(pairs) * TRIM))] if len(pairs) >= 20 else pairs
@@ -290,10 +291,10 @@ def steady_ratio(points: list[Any], workers: int, wait_share: float = 1.0) -> fl
     return sum(load for load, _ in kept) / wall if wall > 0 else None
 
 
-def step_ratios(points: list[Any], workers: int, wait_share: float = 1.0) -> tuple[float, float, float] | None:
+def step_ratios(loads: list[tuple[float, float]]) -> tuple[float, float, float] | None:
     """(median, lower quartile, upper quartile) of each step's load time over its compute
-    time (:func:`step_loads`). None under 8 usable steps."""
-    ratios = [load / wall for load, wall in step_loads(points, workers, wait_share)]
+    time (:func:`step_loads`). None under 8 steps."""
+    ratios = [load / wall for load, wall in loads]
     if len(ratios) < 8:
         return None
     q = statistics.quantiles(ratios, n=4, method="inclusive")
