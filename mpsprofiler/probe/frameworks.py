@@ -10,6 +10,7 @@ that stack, so it is not called a Trainer. The walk costs a few µs, once per ru
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
 from types import FrameType
 from typing import Any
 
@@ -34,17 +35,7 @@ def detect(frame: FrameType | None = None) -> str | None:
     which both use it underneath), or None for a plain torch loop."""
     if not any(name in sys.modules for name in ("lightning", "pytorch_lightning", "transformers", "accelerate")):
         return None
-    found: set[str] = set()
-    f: FrameType | None = frame if frame is not None else sys._getframe(1)
-    for _ in range(MAX_FRAMES):
-        if f is None:
-            break
-        name = f.f_globals.get("__name__")
-        if isinstance(name, str):
-            kind = _framework_of(name)
-            if kind is not None:
-                found.add(kind)
-        f = f.f_back
+    found = {kind for _, kind in _framework_frames(frame if frame is not None else sys._getframe(1))}
     for kind in FRAMEWORKS:
         if kind in found:
             return kind
@@ -63,21 +54,31 @@ def planned_steps(frame: FrameType | None = None) -> int | None:
     accelerate loops say nothing here: the script's own loop decides."""
     if not any(name in sys.modules for name in ("lightning", "pytorch_lightning", "transformers")):
         return None
-    f: FrameType | None = frame if frame is not None else sys._getframe(1)
+    for f, kind in _framework_frames(frame if frame is not None else sys._getframe(1)):
+        if kind not in ("lightning", "transformers Trainer"):
+            continue
+        try:  # the framework's own objects, read as they are; any surprise: nothing said
+            owner = f.f_locals.get("self")
+            planned = _hf_planned(owner) if kind == "transformers Trainer" else _lightning_planned(owner)
+        except Exception:
+            planned = None
+        if planned is not None:
+            return planned
+    return None
+
+
+def _framework_frames(frame: FrameType | None) -> Iterator[tuple[FrameType, str]]:
+    """Each of the innermost ``MAX_FRAMES`` frames from ``frame`` out that runs a framework's
+    module, with that framework's name."""
+    f = frame
     for _ in range(MAX_FRAMES):
         if f is None:
-            return None
+            return
         name = f.f_globals.get("__name__")
-        if isinstance(name, str) and _framework_of(name) in ("lightning", "transformers Trainer"):
-            try:  # the framework's own objects, read as they are; any surprise: nothing said
-                owner = f.f_locals.get("self")
-                planned = _hf_planned(owner) if name.startswith("transformers") else _lightning_planned(owner)
-            except Exception:
-                planned = None
-            if planned is not None:
-                return planned
+        kind = _framework_of(name) if isinstance(name, str) else None
+        if kind is not None:
+            yield f, kind
         f = f.f_back
-    return None
 
 
 def _positive(value: object) -> int | None:
