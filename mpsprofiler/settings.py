@@ -26,10 +26,12 @@ The parsed form is plain JSON (it travels to the probe in ``MPSPROF_OPTIONS``)::
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import os
+import re
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from .devices.mps_rules import HIGH, LOW, needs_low, paired_low, validate_env
+from .devices.mps_rules import DECIMAL, HIGH, LOW, paired_low, validate_env
 
 LOADER_FIELDS = ("num_workers", "persistent_workers", "prefetch_factor", "pin_memory")
 ENV_NAMES = (
@@ -78,10 +80,12 @@ def _bool(text: str) -> bool:
 
 
 def _ratio(text: str) -> str:
-    try:
-        value = float(text.strip())
-    except ValueError:
-        raise SettingError(f"expected a number, got {text!r}") from None
+    """A plain decimal number only: torch reads the variable with C's ``strtod``, which
+    stops at the first character it cannot take (``0_1`` reads as 0, no limit, where
+    Python's ``float`` reads 1.0), so anything else would not be the ratio it looks like."""
+    if re.fullmatch(DECIMAL, text.strip()) is None:
+        raise SettingError(f"expected a number such as 1.0, got {text!r}")
+    value = float(text.strip())
     if not 0.0 <= value <= WATERMARK_MAX:
         raise SettingError(f"must be between 0 and {WATERMARK_MAX:g} (0 switches the limit off), got {text}")
     return text.strip()
@@ -111,8 +115,12 @@ _OTHER_PARSERS: dict[tuple[str, str], Callable[[str], Any]] = {
 }
 
 
-def parse_settings(items: list[str]) -> dict[str, Any]:
-    """``["dataloader.num_workers=4", ...]`` -> the JSON form above; raises SettingError."""
+def parse_settings(items: list[str], environ: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """``["dataloader.num_workers=4", ...]`` -> the JSON form above; raises SettingError.
+
+    ``environ`` (default: this process's) is what the run inherits besides: the launcher
+    puts the settings' variables over it (launcher/child.py), so a ratio pair is checked
+    as the run will have it."""
     out: dict[str, Any] = {}
     for item in items:
         name, sep, value = item.partition("=")
@@ -123,7 +131,7 @@ def parse_settings(items: list[str]) -> dict[str, Any]:
             _add(out, name, value)
         except SettingError as exc:
             raise SettingError(f"--set {name}: {exc}") from None
-    _pair_watermarks(out.get("env") or {})
+    _pair_watermarks(out.get("env") or {}, os.environ if environ is None else environ)
     return out
 
 
@@ -131,20 +139,30 @@ AUTO_LOW_NOTE = "added by mpsprof: torch refuses a low watermark ratio above the
 """How reports mark the low ratio :func:`parse_settings` adds to a high one given alone."""
 
 
-def _pair_watermarks(env: dict[str, str]) -> None:
-    """Never a run torch refuses: a high ratio alone below the default low gets a low one.
+def _pair_watermarks(env: dict[str, str], inherited: Mapping[str, str]) -> None:
+    """Never a run torch refuses: a high ratio given alone gets a low one where the low
+    ratio it would run with (the shell's, else torch's default) is above it.
 
     torch checks low <= high when the MPS allocator starts (``setLowWatermarkRatio`` in
     aten/src/ATen/mps/MPSAllocator.mm) and the default low ratio is 1.4 on unified memory.
-    The machine's memory kind is unknown here, so assume unified (the stricter default)."""
+    The machine's memory kind is unknown here, so assume unified (the stricter default).
+    The pair is checked with the shell's value of the variable not given."""
+    if HIGH not in env and LOW not in env:
+        return
     high = env.get(HIGH)
-    if high is not None and LOW not in env and needs_low(float(high), unified=True):
-        env[LOW] = f"{paired_low(float(high)):g}"
-    error = validate_env(env, unified=True)
+    if high is not None and LOW not in env:
+        shell = {LOW: inherited[LOW]} if LOW in inherited else {}
+        low = f"{paired_low(float(high)):g}"
+        if validate_env({HIGH: high, **shell}, unified=True) is not None and validate_env({HIGH: high, LOW: low}) is None:
+            env[LOW] = low
+    merged = {name: inherited[name] for name in (HIGH, LOW) if name in inherited}
+    merged.update({name: env[name] for name in (HIGH, LOW) if name in env})
+    error = validate_env(merged, unified=True)
     if error is not None:
-        raise SettingError(f"--set env.{LOW}={env.get(LOW)} with env.{HIGH}={env.get(HIGH, '1.7 (default)')}: torch "
-                           f"refuses it at MPS start (`{error}`): the low ratio must be between 0 and the "
-                           "high one (2.0 when the high one is 0)")
+        said = " and ".join(f"{name}={merged[name]}" + ("" if name in env else " (from your shell)")
+                            for name in (HIGH, LOW) if name in merged)  # fmt: skip
+        raise SettingError(f"{said}: torch refuses it at MPS start (`{error}`): the low ratio must be between 0 "
+                           "and the high one (2.0 when the high one is 0)")
 
 
 def _add(out: dict[str, Any], name: str, value: str) -> None:

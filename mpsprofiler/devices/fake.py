@@ -85,7 +85,7 @@ class FakeMpsBackend(MpsBackend):
     def __init__(
         self,
         samples: Iterable[tuple[int, int]],
-        recommended_max: int = 21 * 1024**3,
+        recommended_max: int | None = 21 * 1024**3,
         idle: bool = True,
         chip: str = "M2 Pro",
         device: FakeDevice | None = None,
@@ -116,8 +116,8 @@ class FakeMpsBackend(MpsBackend):
     def _driver_allocated(self) -> int:
         return self._samples[min(max(self._pos - 1, 0), len(self._samples) - 1)][1]
 
-    def _recommended_max(self) -> int:
-        return self._recommended
+    def _recommended_max(self) -> int | None:
+        return self._recommended  # None: a torch before 2.5 (no recommended_max_memory)
 
     def _event(self) -> FakeEvent:
         return FakeEvent(self._idle)

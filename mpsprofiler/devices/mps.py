@@ -97,8 +97,13 @@ class MpsBackend(DeviceBackend):
     def _driver_allocated(self) -> int:
         return int(self._torch.mps.driver_allocated_memory())
 
-    def _recommended_max(self) -> int:
-        return int(self._torch.mps.recommended_max_memory())
+    def _recommended_max(self) -> int | None:
+        """None on torch 2.1-2.4: ``torch.mps.recommended_max_memory`` came with 2.5
+        (pytorch/pytorch PR #128289, merged after the 2.4 branch cut; the torch.mps docs of
+        2.4 do not list it). Without it the limit is not known, the tensor and driver
+        memory still are."""
+        read = getattr(self._torch.mps, "recommended_max_memory", None)
+        return None if read is None else int(read())
 
     def _event(self) -> Any:
         return self._torch.mps.Event(enable_timing=False)
@@ -135,7 +140,7 @@ class MpsBackend(DeviceBackend):
             cached=self._driver_allocated(),
             peak=None,
             total=recommended,
-            limit=None if ratio is None else effective_limit(ratio, recommended),
+            limit=None if ratio is None or recommended is None else effective_limit(ratio, recommended),
         )
 
     def new_event(self) -> Any:

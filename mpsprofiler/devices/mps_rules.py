@@ -54,16 +54,26 @@ def default_low(unified: bool = True) -> float:
     return DEFAULT_LOW_WATERMARK_UNIFIED if unified else DEFAULT_LOW_WATERMARK_DISCRETE
 
 
-STRTOD_NUMBER = re.compile(r"\s*[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
+DECIMAL = r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?"
+"""A plain decimal number, the text ``--set`` takes for a ratio (read alike by C and Python)."""
+STRTOD_NUMBER = re.compile(r"\s*(?:" + DECIMAL + r"|[+-]?(?:inf(?:inity)?|nan))", re.IGNORECASE)
+STRTOD_HEX = re.compile(r"\s*[+-]?0x(?:[0-9a-f]+\.?[0-9a-f]*|\.[0-9a-f]+)(?:p[+-]?\d+)?", re.IGNORECASE)
 
 
 def strtod(raw: str) -> float:
-    """What C's ``strtod`` (used by ``init_allocator``) reads: the leading number, else 0.0."""
-    try:
-        return float(raw)
-    except ValueError:
-        match = STRTOD_NUMBER.match(raw)
-        return float(match.group(0)) if match else 0.0
+    """What C's ``strtod`` (used by ``init_allocator``) reads: the longest leading number
+    (decimal, hexadecimal, inf or nan after white space), else 0.0. Never Python's
+    ``float()`` on the whole text: it reads ``0_1`` as 1.0 where ``strtod`` reads 0."""
+    match = STRTOD_HEX.match(raw)
+    if match:
+        text = match.group(0).strip()
+        sign = -1.0 if text.startswith("-") else 1.0
+        body = text.lstrip("+-")
+        if "p" not in body.lower():
+            body += "p0"
+        return sign * float.fromhex(body)
+    match = STRTOD_NUMBER.match(raw)
+    return float(match.group(0)) if match else 0.0
 
 
 def _num(value: float) -> str:
@@ -216,7 +226,7 @@ BEHAVIOUR: tuple[ApiFact, ...] = (
     ApiFact("float64 unsupported", None, None,
             "TypeError: Cannot convert a MPS Tensor to float64 dtype as the MPS framework doesn't "
             "support float64. Please use float32 instead.",
-            "aten/src/ATen/native/mps/OperationUtils.mm getMPSDataType"),
+            "aten/src/ATen/mps/EmptyTensor.cpp MPS_ERROR_DOUBLE_NOT_SUPPORTED (empty_mps, empty_strided_mps)"),
     ApiFact("bfloat16 unsupported", None, (2, 2),
             "TypeError: Trying to convert BFloat16 to the MPS backend but it does not have support "
             "for that dtype.",

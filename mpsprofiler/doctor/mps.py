@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 
 from ..devices.mps_rules import (
+    DECIMAL,
     DEFAULT_HIGH_WATERMARK_UNIFIED,
     DEFAULT_LOW_WATERMARK_DISCRETE,
     DEFAULT_LOW_WATERMARK_UNIFIED,
@@ -116,8 +117,9 @@ def check_mps_fallback(env: EnvFields) -> Check:
         return Check("mps_fallback", title, "warn", f"{FALLBACK}={raw!r} is not '0' or '1'; torch "
                      "treats any non-zero integer as on." + when, fix)
     return Check("mps_fallback", title, "fail", f"{FALLBACK}={raw!r} is not valid (only '0' and '1' "
-                 "are): depending on the version, torch aborts at `import torch` (std::stoi fails) "
-                 "or ignores it." + when, fix)
+                 "are): torch reads it with std::stoi when it registers its MPS fallback, at `import torch` "
+                 "(aten/src/ATen/mps/MPSFallback.mm), and text that is not a number makes "
+                 "`import torch` abort." + when, fix)
 
 
 Finding = tuple[str, str, str]
@@ -127,9 +129,7 @@ Finding = tuple[str, str, str]
 def _ratio(name: str, raw: str, found: list[Finding]) -> float:
     """The value the allocator's ``strtod`` reads (0.0 when there is no number at all)."""
     value = strtod(raw)
-    try:
-        float(raw)
-    except ValueError:
+    if re.fullmatch(DECIMAL, raw.strip()) is None:  # not float(): it takes "0_1" as 1.0
         no_number = STRTOD_NUMBER.match(raw) is None
         read_as = "0.0, i.e. no limit at all" if value == 0.0 and name == HIGH else f"{value:g}"
         found.append(("fail" if no_number else "warn",

@@ -25,7 +25,7 @@ import importlib.util
 import json
 import os
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -233,9 +233,17 @@ def overrides_path() -> Path | None:
     return rules_data_file(OVERRIDES_NAME)
 
 
-def load_overrides(path: Path | None = None) -> dict[str, str]:
+def load_overrides(path: Path | None = None, own_mps: Callable[[str], bool] | None = None) -> dict[str, str]:
     """op -> status from the overrides file: ``cpu_always`` ops run on the CPU even with an
-    MPS registration, ``mps_kernel`` ops have an MPS kernel registered outside the yaml."""
+    MPS registration, ``mps_kernel`` ops have an MPS kernel registered outside the yaml.
+
+    A ``cpu_always`` entry is a line of ``aten/src/ATen/mps/MPSFallback.mm``, and torch
+    deletes that line in the release that gives the op an MPS kernel of its own (PR
+    #152282 for ``col2im``, #156090 for ``upsample_nearest3d``). So an entry holds only
+    while the installed torch's yaml registers no MPS kernel for it (``own_mps``, asked
+    of the entry's ``until_mps_kernel``, else of the op itself). Without the yaml
+    (``own_mps`` None) that is not known, and the entry says nothing.
+    """
     path = path or overrides_path()
     if path is None:
         return {}
@@ -250,15 +258,42 @@ def load_overrides(path: Path | None = None) -> dict[str, str]:
     out: dict[str, str] = {}
     for key, status in (("mps_kernel", MPS), ("cpu_always", CPU_FALLBACK)):
         items = data.get(key) or []
-        for op in items if isinstance(items, list) else []:
-            if isinstance(op, str) and op.strip():
-                out[normalize_op(op)] = status
+        for item in items if isinstance(items, list) else []:
+            op, until = _override_entry(item)
+            if op is None:
+                continue
+            if status == CPU_FALLBACK and (own_mps is None or own_mps(until or op)):
+                continue
+            out[op] = status
     return out
 
 
-def cpu_always_ops(path: Path | None = None) -> frozenset[str]:
-    """Ops that run on the CPU on a Mac even though they are registered for MPS."""
-    return frozenset(op for op, status in load_overrides(path).items() if status == CPU_FALLBACK)
+def _override_entry(item: Any) -> tuple[str | None, str | None]:
+    """``op`` or ``{op: ..., until_mps_kernel: ...}`` -> (op, until), normalized."""
+    if isinstance(item, str):
+        return (normalize_op(item), None) if item.strip() else (None, None)
+    if isinstance(item, dict) and isinstance(item.get("op"), str) and item["op"].strip():
+        until = item.get("until_mps_kernel")
+        return normalize_op(item["op"]), normalize_op(until) if isinstance(until, str) and until.strip() else None
+    return None, None
+
+
+MPS_FALLBACK_SOURCE = "MPSFallback.mm"
+"""The file whose ``TORCH_LIBRARY_IMPL(aten, MPS, m)`` registers the CPU fallback kernel on
+the MPS key for the ops it names (aten/src/ATen/mps/MPSFallback.mm)."""
+
+
+def registered_from_mps_fallback(dump: str) -> bool | None:
+    """Whether an op's MPS kernel is MPSFallback.mm's CPU fallback, from the op's
+    ``torch._C._dispatch_dump(op)``: the registry's own record of where each kernel was
+    registered (``OperatorEntry::dumpState`` in aten/src/ATen/core/dispatch/OperatorEntry.cpp
+    writes a line ``<key>: registered at <file>:<line> :: <signature>`` per kernel; the file
+    is the ``TORCH_LIBRARY_IMPL`` block's). None where the op has no MPS kernel of its own.
+    On a Mac this is the truth for the installed torch, whatever the release."""
+    for line in dump.splitlines():
+        if line.startswith("MPS: "):
+            return MPS_FALLBACK_SOURCE in line
+    return None
 
 
 # --------------------------------------------------------------------------- the table
@@ -304,9 +339,9 @@ class MpsKernelTable:
         (overrides still apply).
         """
         version = _torch_version()
-        over = load_overrides() if overrides is None else dict(overrides)
         path = yaml_path or find_native_functions_yaml()
         if path is None:
+            over = load_overrides() if overrides is None else dict(overrides)
             return cls({}, over, source="", backends=backends)
         cache = None
         if use_cache:
@@ -324,7 +359,10 @@ class MpsKernelTable:
                 cached = ({}, {})
             if cache is not None and cached[0]:
                 _write_cache(cache, cached[0], cached[1], version)
-        return cls(cached[0], over, source=source, keys=cached[1], backends=backends)
+        ops = cached[0]
+        own_mps = (lambda op: ops.get(op) == MPS) if ops else None  # an unreadable yaml tells nothing
+        over = load_overrides(own_mps=own_mps) if overrides is None else dict(overrides)
+        return cls(ops, over, source=source, keys=cached[1], backends=backends)
 
     def __len__(self) -> int:
         return len(self._ops)

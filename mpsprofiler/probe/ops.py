@@ -33,7 +33,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from .. import events
 from ..events.payloads import OpsFields
-from ..kernels.readiness import COMPOSITE_KEYS
+from ..kernels.readiness import COMPOSITE_KEYS, registered_from_mps_fallback
 from .compiling import dynamo_used
 from .failure_site import failure_fields
 from .modules import ModuleTracker
@@ -65,6 +65,11 @@ def default_has_mps_kernel(op: str) -> bool:
     return bool(has(op, "MPS")) or any(has(op, key) for key in COMPOSITE_KEYS)
 
 
+def default_dispatch_dump(op: str) -> str:
+    """Where each of ``op``'s kernels was registered (see ``registered_from_mps_fallback``)."""
+    return str(torch._C._dispatch_dump(op))
+
+
 class OpAccountant:
     """Samples steps with a dispatch mode and emits one ``ops`` event per sampled step."""
 
@@ -77,6 +82,7 @@ class OpAccountant:
         cpu_clock: Callable[[], float] = time.thread_time,
         device_kind: str | None = None,
         has_mps_kernel: Callable[[str], bool] | None = None,
+        dispatch_dump: Callable[[str], str] | None = None,
         mps_device_type: str = "mps",
         early_steps: Iterable[int] = EARLY_STEPS,
         min_interval: int = 4,
@@ -84,8 +90,8 @@ class OpAccountant:
         warn_always: bool = False,
     ) -> None:
         """``device_kind`` (mps | cuda | cpu) defaults to the device of the model's
-        parameters; ``has_mps_kernel`` and ``mps_device_type`` are injectable so the MPS
-        path can be tested on any machine; ``every_step`` samples every step after the
+        parameters; ``has_mps_kernel``, ``dispatch_dump`` and ``mps_device_type`` are
+        injectable so the MPS path can be tested on any machine; ``every_step`` samples every step after the
         early ones (benchmarks); ``cpu_clock`` is the training thread's CPU time (what a
         sampled step cost it on a CPU run, see ``ops_schedule.EARLY_FREE_S``);
         ``warn_always`` turns ``torch.set_warn_always`` on while sampling on MPS (off by
@@ -97,13 +103,13 @@ class OpAccountant:
         self._cpu_clock = cpu_clock
         self._device_kind = device_kind
         self._has_mps_kernel = has_mps_kernel
+        self._dispatch_dump = dispatch_dump or default_dispatch_dump
         self._mps_type = mps_device_type
         self._warn_always = warn_always
         self._mode = OpMode(self)
         self._tracker = ModuleTracker(self._fail)
         self._patches = TensorPatches(self._on_patched_call)
         self._finder: FrameFinder | None = None
-        self._cpu_always: frozenset[str] | None = None
         self._kernel_cache: dict[str, bool] = {}
         self._detected: str | None = None
         self._info: dict[int, tuple[Any, Any]] = {}  # id(func) -> (OpInfo, func), kept across steps
@@ -421,15 +427,19 @@ class OpAccountant:
         return self._detected
 
     def _mps_check(self, op: str) -> bool:
-        """Whether ``op`` runs on MPS: a kernel, and not one of the always-CPU ops."""
+        """Whether ``op`` runs on MPS: a kernel, and not MPSFallback.mm's CPU fallback
+        registered on the MPS key (the dispatcher's record, so right for every release;
+        a dump that cannot be read claims nothing)."""
         has = self._kernel_cache.get(op)
         if has is None:
-            if self._cpu_always is None:
-                from ..kernels.readiness import cpu_always_ops
-
-                self._cpu_always = frozenset("aten::" + name for name in cpu_always_ops())
             check = self._has_mps_kernel or default_has_mps_kernel
-            has = self._kernel_cache[op] = op not in self._cpu_always and bool(check(op))
+            has = bool(check(op))
+            if has:
+                try:
+                    has = registered_from_mps_fallback(self._dispatch_dump(op)) is not True
+                except Exception:
+                    pass
+            self._kernel_cache[op] = has
         return has
 
     def _build(self, step: int, host_s: float) -> OpsFields:

@@ -125,6 +125,8 @@ def test_torch_without_mps_fails() -> None:
         ({"PYTORCH_MPS_HIGH_WATERMARK_RATIO": "1.0", "PYTORCH_MPS_LOW_WATERMARK_RATIO": "0.8"},
          "ok", "High 1"),
         ({"PYTORCH_MPS_HIGH_WATERMARK_RATIO": "1.8"}, "ok", "High 1.8"),
+        # C's strtod stops at "_" (Python's float() would read 1.0): 0, the limit is off
+        ({"PYTORCH_MPS_HIGH_WATERMARK_RATIO": "0_1"}, "warn", "reads it as 0.0, i.e. no limit at all"),
     ],
 )
 def test_watermark_values(variables: dict[str, str], status: str, needle: str) -> None:

@@ -89,6 +89,7 @@ from typing import Any  # noqa: E402
 from helpers import mpsprof_cli, read_summary  # noqa: E402
 from mpsprofiler.devices.fake import FakeMpsBackend  # noqa: E402
 from mpsprofiler.diagnosis.analyzers.environment import _watermark  # noqa: E402
+from mpsprofiler.diagnosis.engine import with_phrases  # noqa: E402
 from mpsprofiler.diagnosis.rules import builtin_rules_dir, load_rules, rule_files  # noqa: E402
 from mpsprofiler.experiment.candidates import FIXES  # noqa: E402
 from mpsprofiler.report.changes import change_lines  # noqa: E402
@@ -122,7 +123,7 @@ def test_no_shipped_fix_text_suggests_a_pair_torch_refuses(pyenv: dict[str, str]
     checked = 0
     for rule in rules:
         for part in (rule.fix_template, rule.evidence_template):
-            text = part.render(_facts(pyenv))
+            text = part.render(_Facts(with_phrases(rule, _facts(pyenv))))
             for env in m.assignments(text):
                 if env.get(m.HIGH) in ("0.0", "0"):   # named as what never to do; torch accepts it
                     continue
@@ -140,6 +141,32 @@ def test_no_try_candidate_is_refused(pyenv: dict[str, str]) -> None:
         assert not _refused(env), (rule, env)
     pair = FIXES["cache-growth"](dict(_facts({})))
     assert pair == {"env": {m.HIGH: "1", m.LOW: "0.8"}}
+
+
+def test_set_checks_the_pair_with_the_shells_ratios() -> None:
+    """The launcher puts --set's variables over the shell's (launcher/child.py), and torch
+    checks the pair the run gets (setLowWatermarkRatio, MPSAllocator.mm): a shell's low
+    ratio above the high one asked for gets a low one added; a low one asked for above
+    the shell's high one is refused here, not at the run's first MPS allocation."""
+    assert parse_settings([f"env.{m.HIGH}=1.5"], environ={m.LOW: "1.6"})["env"] == {m.HIGH: "1.5", m.LOW: "1.2"}
+    assert parse_settings([f"env.{m.HIGH}=1.5"], environ={m.LOW: "1.0"})["env"] == {m.HIGH: "1.5"}
+    assert parse_settings([f"env.{m.HIGH}=1.0"], environ={m.LOW: "0.5"})["env"] == {m.HIGH: "1.0"}
+    with pytest.raises(SettingError, match=r"HIGH_WATERMARK_RATIO=1.0 \(from your shell\).*invalid low watermark ratio 1.2"):
+        parse_settings([f"env.{m.LOW}=1.2"], environ={m.HIGH: "1.0", m.LOW: "0.8"})
+    assert parse_settings([f"env.{m.LOW}=1.2"], environ={})["env"] == {m.LOW: "1.2"}  # under the default 1.7
+
+
+def test_ratio_text_is_read_as_cs_strtod_reads_it() -> None:
+    """init_allocator reads the ratios with C's strtod: Python's float() reads "0_1" as 1.0,
+    strtod as 0 (no limit at all). --set takes plain decimal numbers only."""
+    assert m.strtod("0_1") == 0.0 and m.strtod("1_5") == 1.0
+    assert m.strtod(" 1.5") == 1.5 and m.strtod("1e") == 1.0 and m.strtod("2e-1x") == 0.2
+    assert m.strtod("0x1.8p0") == 1.5 and m.strtod("-inf") == float("-inf")
+    assert m.validate_env({m.HIGH: "0_1"}) is None  # 0.0: no limit, accepted
+    for text in ("0_1", "1.5x", "inf", "0x1p0", ""):
+        with pytest.raises(SettingError, match="expected a number"):
+            parse_settings([f"env.{m.HIGH}={text}"], environ={})
+    assert parse_settings([f"env.{m.HIGH}= 1.0 "], environ={})["env"] == {m.HIGH: "1.0", m.LOW: "0.8"}
 
 
 def test_set_high_alone_gets_its_low_ratio() -> None:

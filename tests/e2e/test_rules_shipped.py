@@ -256,8 +256,8 @@ def _pin_memory() -> Session:
     return build_session(env=_mac(), device="mps", loaders=[loader(pin_memory=True)], rows=step_rows([0.05] * 10))
 
 
-def _cache_growth() -> Session:
-    backend = FakeMpsBackend([(3 * GIB, 4 * GIB + k * 96 * MIB) for k in range(40)], recommended_max=21 * GIB)
+def _cache_growth(recommended_max: int | None = 21 * GIB) -> Session:
+    backend = FakeMpsBackend([(3 * GIB, 4 * GIB + k * 96 * MIB) for k in range(40)], recommended_max=recommended_max)
     rows = step_rows([0.25] * 40, alloc=[3 * GIB] * 40)
     mem = [mem_event(row[1], 2 * GIB, device=backend.memory().as_dict()) for row in rows]
     return build_session(env=_mac(), device="mps", rows=rows, mem=mem)
@@ -339,6 +339,44 @@ def test_recorded_figures_say_what_matters():
     assert 'os.environ["PYTORCH_ENABLE_MPS_FALLBACK"] = "1"' in op.fix and "before `import torch`" in op.fix
     why = fired(SYNTHETIC["mps-unavailable"]())["mps-unavailable"]
     assert "older than 14.0" in why.evidence
+
+
+def test_mps_memory_on_a_torch_before_2_5_keeps_what_it_can_read():
+    """``torch.mps.recommended_max_memory`` came with torch 2.5 (pytorch/pytorch PR #128289;
+    the torch.mps docs of 2.4 do not list it), and mpsprof supports torch 2.1+. The real
+    ``MpsBackend`` code over a ``torch.mps`` without it: tensor and driver memory are read,
+    the limit is not known (no figure made up), and the cache-growth finding still comes."""
+    from types import SimpleNamespace
+
+    from mpsprofiler.devices.mps import MpsBackend
+
+    mps = SimpleNamespace(current_allocated_memory=lambda: 3 * GIB, driver_allocated_memory=lambda: 5 * GIB)
+    backend = MpsBackend.__new__(MpsBackend)
+    backend._torch = SimpleNamespace(mps=mps)
+    figures = backend.memory()
+    assert figures is not None
+    assert (figures.allocated, figures.cached, figures.total, figures.limit) == (3 * GIB, 5 * GIB, None, None)
+    mps.recommended_max_memory = lambda: 16 * GIB  # type: ignore[attr-defined]  # torch 2.5+
+    figures = backend.memory()
+    assert figures is not None and figures.total == 16 * GIB and figures.limit is not None
+    assert "cache-growth" in fired(_cache_growth(recommended_max=None))
+
+
+def test_a_cap_under_the_runs_own_peak_is_not_suggested():
+    """The cache grew to 7.7 GiB on a GPU that recommends 5 GiB: under 1.7 x 5 GiB, so the run
+    finished, but a cap of 1.0 (5 GiB) would stop it with an out-of-memory error. The fix says
+    so instead of suggesting it, and neither `try` nor `patch` sets it."""
+    from mpsprofiler.devices.mps_rules import assignments
+    from mpsprofiler.experiment.candidates import FIXES
+
+    session = _cache_growth(recommended_max=5 * GIB)
+    diagnosis = diagnose(session)
+    found = {f.rule: f for f in diagnosis.findings}["cache-growth"]
+    assert "No lower watermark cap suits this run" in found.fix and "peaked at 1.53 x" in found.fix, found.fix
+    assert not assignments(found.fix), found.fix
+    assert FIXES["cache-growth"](dict(diagnosis.facts)) is None
+    roomy = {f.rule: f for f in diagnose(_cache_growth()).findings}["cache-growth"]
+    assert "PYTORCH_MPS_HIGH_WATERMARK_RATIO=1.0 PYTORCH_MPS_LOW_WATERMARK_RATIO=0.8" in roomy.fix, roomy.fix
 
 
 def test_quiet_where_nothing_is_wrong():

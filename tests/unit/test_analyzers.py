@@ -558,6 +558,24 @@ def test_watermark_and_fallback_variables(value, ratio, unlimited, suggested):
     assert f["suggested_watermark_ratio"] == suggested and f["fallback_env_set"] is True
 
 
+@pytest.mark.parametrize("value,peak,cap,suggested", [
+    (None, 0.6, "cap", 1.0),      # 1.0 leaves this run's 0.6 room
+    (None, 1.2, "cap", 1.35),     # never under the run's own peak + 10% (up to 0.05)
+    (None, 1.6, "tight", None),   # 1.6 x 1.1 is over the 1.7 in force: no lower cap fits
+    ("0.0", 1.9, "tight", None),  # over 2.0, the highest ratio torch takes
+    ("0.4", None, "tight", None), # was 0.5: a "cap" above the ratio in force
+    ("0.8", None, "cap", 0.6),
+])  # fmt: skip
+def test_a_suggested_cap_fits_the_runs_own_peak(value, peak, cap, suggested):
+    """The allocator refuses a buffer once the driver's allocated size would pass high x
+    recommended max (MPSAllocator.mm alloc_buffer): a cap under what the run held stops it."""
+    from mpsprofiler.diagnosis.analyzers.environment import _watermark
+
+    f = _watermark({} if value is None else {"PYTORCH_MPS_HIGH_WATERMARK_RATIO": value}, peak)
+    assert (f["watermark_cap"], f["suggested_watermark_ratio"]) == (cap, suggested)
+    assert (f["suggested_low_watermark_ratio"] is None) is (suggested is None)
+
+
 def test_an_empty_session_computes_without_errors():
     f = facts_of(Session())
     assert f["steady_steps"] == 0 and f["data_wait_share"] is None and "leak_significance" not in f

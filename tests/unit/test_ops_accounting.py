@@ -367,10 +367,23 @@ def test_fake_mps_actual_fallbacks() -> None:
     assert len(asked) == len(set(asked))  # cached per op
 
 
-def test_fake_mps_cpu_always_ops_reported_even_with_a_kernel() -> None:
+def _mac_dump(op: str, source: str) -> str:
+    """``torch._C._dispatch_dump(op)`` as on a Mac: this torch's own dump of the op (the format
+    of OperatorEntry::dumpState) with the MPS kernel's line a macOS build adds."""
+    return (torch._C._dispatch_dump(op) + f"MPS: registered at /Users/runner/work/pytorch/pytorch/pytorch/{source}:84"
+            " :: (Tensor _0, Tensor _1, float _2, float _3) -> Tensor _0 [ boxed ]\n")  # fmt: skip
+
+
+def test_fake_mps_fallback_registrations_reported_even_with_a_kernel() -> None:
+    """An MPS kernel registered from MPSFallback.mm is the CPU fallback (the op runs on the
+    CPU whatever PYTORCH_ENABLE_MPS_FALLBACK says); one registered from the generated
+    RegisterMPS.cpp is a kernel. Read from the dispatcher's record on a Mac, so a release that
+    gave the op its kernel (col2im, PR #152282) is not told it falls back."""
     events, emit = recorder()
-    acct = OpAccountant(emit, device_kind="mps", has_mps_kernel=lambda op: True,
-                        mps_device_type="cpu", early_steps=(1,))  # fmt: skip
+    sources = {"aten::embedding_renorm_": "aten/src/ATen/mps/MPSFallback.mm"}
+    acct = OpAccountant(emit, device_kind="mps", has_mps_kernel=lambda op: True, mps_device_type="cpu",
+                        dispatch_dump=lambda op: _mac_dump(op, sources.get(op, "build/aten/src/ATen/RegisterMPS_0.cpp")),
+                        early_steps=(1,))  # fmt: skip
     emb = nn.Embedding(10, 4, max_norm=1.0)
     acct.on_step_boundary(1, None)
     emb(torch.tensor([1, 2, 3]))
@@ -378,6 +391,14 @@ def test_fake_mps_cpu_always_ops_reported_even_with_a_kernel() -> None:
     (record,) = ops_events(events)
     assert [m["op"] for m in record["mps_kernel"]] == ["aten::embedding_renorm_"]
     assert record["mps_kernel"][0]["module"] == "Embedding"
+
+
+def test_mps_fallback_registration_is_read_from_the_dump() -> None:
+    from mpsprofiler.kernels.readiness import registered_from_mps_fallback
+
+    assert registered_from_mps_fallback(_mac_dump("aten::col2im", "aten/src/ATen/mps/MPSFallback.mm")) is True
+    assert registered_from_mps_fallback(_mac_dump("aten::col2im", "build/aten/src/ATen/RegisterMPS_0.cpp")) is False
+    assert registered_from_mps_fallback(torch._C._dispatch_dump("aten::col2im")) is None  # no MPS kernel here
 
 
 @pytest.mark.parametrize("user_setting", [True, False])

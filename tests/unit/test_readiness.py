@@ -28,6 +28,12 @@ CTC = "mps" if has_mps_kernel("_ctc_loss") else "cpu_fallback"
 to MPS (2.14.1 already does, 2.13 does not); without one a Mac runs it on the CPU. Read from
 the installed torch, never assumed from its release number."""
 
+COL2IM = "mps" if has_mps_kernel("col2im") else "cpu_fallback"
+NEAREST3D = "portable" if has_mps_kernel("upsample_nearest3d.out") else "cpu_fallback"
+"""MPSFallback.mm ran col2im and upsample_nearest3d.vec on the CPU until PR #152282 and PR
+#156090 gave them MPS kernels and deleted those lines: a Mac runs them on the GPU in a torch
+whose yaml registers those kernels (2.13 does). Read from the installed torch."""
+
 
 @pytest.fixture(scope="module")
 def table(tmp_path_factory: pytest.TempPathFactory) -> MpsKernelTable:
@@ -70,8 +76,8 @@ def test_yaml_is_found_inside_torch() -> None:
         ("aten::matmul", "portable"),
         # overrides (rules/data/mps_ops_overrides.yaml)
         ("aten::linalg_svd", "cpu_fallback"),
-        ("aten::col2im", "cpu_fallback"),
-        ("aten::upsample_nearest3d.vec", "cpu_fallback"),
+        ("aten::col2im", COL2IM),
+        ("aten::upsample_nearest3d.vec", NEAREST3D),
         ("aten::embedding_renorm_", "cpu_fallback"),
         ("aten::native_group_norm_backward", "mps"),
         # not in the file
@@ -145,22 +151,36 @@ def test_unwritable_cache_dir_still_loads(tmp_path: Path) -> None:
     assert table.status("aten::_pdist_forward") == "cpu_fallback"
 
 
-def test_without_yaml_everything_is_unknown_but_overrides(tmp_path: Path) -> None:
+def test_without_yaml_everything_is_unknown_even_the_overrides(tmp_path: Path) -> None:
+    """Without the yaml no release is known, so no MPSFallback.mm line is known to hold."""
     table = MpsKernelTable.load(yaml_path=tmp_path / "missing.yaml", use_cache=False)
     assert len(table) == 0
     assert table.status("aten::mm") == "unknown"
-    assert table.status("aten::col2im") == "cpu_fallback"
+    assert table.status("aten::col2im") == "unknown"
+    assert table.status("aten::embedding_renorm_") == "unknown"
+
+
+def test_a_fallback_line_holds_until_the_op_gets_an_mps_kernel(tmp_path: Path) -> None:
+    """A cpu_always entry is void once the installed yaml registers an MPS kernel for the op
+    (or for its ``until_mps_kernel``): torch deletes the MPSFallback.mm line in that release."""
+    over = tmp_path / "over.yaml"
+    over.write_text("cpu_always:\n  - col2im\n  - {op: upsample_nearest3d.vec, until_mps_kernel: upsample_nearest3d.out}\n"
+                    "  - embedding_renorm_\n")
+    old = load_overrides(over, own_mps=lambda op: False)
+    assert old == {"col2im": "cpu_fallback", "upsample_nearest3d.vec": "cpu_fallback", "embedding_renorm_": "cpu_fallback"}
+    new = load_overrides(over, own_mps=lambda op: op in {"col2im", "upsample_nearest3d.out"})
+    assert new == {"embedding_renorm_": "cpu_fallback"}
+    assert load_overrides(over) == {}
 
 
 def test_overrides_file_in_rules_data() -> None:
     path = readiness.overrides_path()
     assert path is not None and path.parent.name == "data"
-    over = load_overrides(path)
+    over = load_overrides(path, own_mps=lambda op: False)
     assert {"embedding_renorm_", "linalg_svd", "linalg_svd.U", "col2im", "upsample_nearest3d.vec"} <= {
         op for op, status in over.items() if status == "cpu_fallback"
     }
     assert over["native_group_norm_backward"] == "mps"
-    assert readiness.cpu_always_ops(path) >= {"col2im"}
 
 
 def test_overrides_file_is_not_picked_up_as_a_rule_file() -> None:

@@ -7,11 +7,12 @@ used (macOS version, Rosetta, the build) and which settings do nothing on MPS.
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
 from ...devices.mps import DEFAULT_HIGH_WATERMARK_UNIFIED, high_watermark_ratio
-from ...devices.mps_rules import paired_low
+from ...devices.mps_rules import HIGH_WATERMARK_UPPER_BOUND, paired_low
 from ...environment import mps_min_macos_for
 from ...session.session import Session
 from .registry import analyzer
@@ -20,6 +21,10 @@ PIN_MEMORY_WARNING = "'pin_memory' argument is set as true but not supported on 
 SAFER_WATERMARK = 1.0
 """1.0 x recommendedMaxWorkingSetSize: the allocator stops at what macOS recommends for
 the GPU, so a too-large job gets a clean out-of-memory error instead of swapping."""
+CAP_HEADROOM = 1.1
+"""A suggested cap leaves the run's own peak 10% room (as capacity.py's MARGIN): the
+allocator compares the driver's allocated size with high x recommended max
+(MPSAllocator.mm ``alloc_buffer``), so a cap under what this run held stops it."""
 
 
 def mps_min_macos(torch_version: str | None) -> str | None:
@@ -40,7 +45,8 @@ ENVIRONMENT_FACTS: tuple[str, ...] = (
     "is_macos", "machine", "macos_too_old", "macos_version", "mps_available", "mps_built", "mps_min_macos",
     "mps_unavailable_cause", "pin_memory_on_mps", "python_version", "rosetta", "suggested_low_watermark_ratio",
     "suggested_watermark_ratio",
-    "torch_version", "watermark_ratio", "watermark_ratio_set", "watermark_unlimited",
+    "torch_version", "watermark_cap", "watermark_floor_ratio", "watermark_peak_ratio", "watermark_ratio",
+    "watermark_ratio_set", "watermark_unlimited",
 )
 """Every fact the ``environment`` analyzer may return (declared: no other analyzer may provide one)."""
 
@@ -74,7 +80,7 @@ def environment_facts(session: Session) -> dict[str, Any]:
         "fallback_env_set": str(pyenv.get("PYTORCH_ENABLE_MPS_FALLBACK", "")).strip() == "1",
     }
     facts["mps_unavailable_cause"] = _why_no_mps(facts)
-    facts.update(_watermark(pyenv))
+    facts.update(_watermark(pyenv, _peak_ratio(session)))
     facts["pin_memory_on_mps"] = _pin_memory_on_mps(session)
     return facts
 
@@ -97,20 +103,44 @@ def _why_no_mps(f: dict[str, Any]) -> str | None:
     return "no_device"
 
 
-def _watermark(pyenv: dict[str, str]) -> dict[str, Any]:
+def _peak_ratio(session: Session) -> float | None:
+    """The run's peak MPS driver memory over the recommended maximum (the base of both
+    watermark limits); None off MPS or where either was not read (torch before 2.5 has
+    no ``recommended_max_memory``)."""
+    if session.device_kind != "mps":
+        return None
+    mem = session.memory
+    peak, total = mem.peak.get("cached"), mem.device_total
+    if not peak or not total:
+        return None
+    return peak / total
+
+
+def _watermark(pyenv: dict[str, str], peak_ratio: float | None = None) -> dict[str, Any]:
+    """The cap to suggest: 1.0, or 0.2 under a lower ratio already set, never under this
+    run's own peak plus 10% (``CAP_HEADROOM``) and never at or above the ratio in force.
+    ``watermark_cap`` says ``tight`` where no such cap exists: the run needs all it had."""
     raw = pyenv.get("PYTORCH_MPS_HIGH_WATERMARK_RATIO")
     ratio = high_watermark_ratio({"PYTORCH_MPS_HIGH_WATERMARK_RATIO": str(raw)} if raw is not None else {})
     current = 0.0 if ratio is None else ratio
-    suggested = SAFER_WATERMARK if (ratio is None or ratio > SAFER_WATERMARK) else round(max(0.5, current - 0.2), 2)
+    base = SAFER_WATERMARK if (ratio is None or ratio > SAFER_WATERMARK) else round(current - 0.2, 2)
+    floor = None if peak_ratio is None else math.ceil(peak_ratio * CAP_HEADROOM * 20) / 20  # up to 0.05
+    cap = max(base, floor) if floor is not None else base
+    fits = cap <= HIGH_WATERMARK_UPPER_BOUND and (ratio is None or cap < ratio)
+    # without a peak to size it by, never a cap under 0.5 blind
+    suggested = cap if fits and (floor is not None or cap >= 0.5) else None
     return {
         "watermark_ratio": current,
         "watermark_ratio_set": raw is not None,
         "watermark_unlimited": ratio is None,
         "default_watermark_ratio": DEFAULT_HIGH_WATERMARK_UNIFIED,
+        "watermark_peak_ratio": None if peak_ratio is None else round(peak_ratio, 2),
+        "watermark_floor_ratio": floor,
+        "watermark_cap": "cap" if suggested is not None else "tight",
         "suggested_watermark_ratio": suggested,
         # always with its low ratio: torch refuses a low ratio above the high one
         # (setLowWatermarkRatio in MPSAllocator.mm), and the unified default low is 1.4
-        "suggested_low_watermark_ratio": paired_low(suggested),
+        "suggested_low_watermark_ratio": None if suggested is None else paired_low(suggested),
     }
 
 
