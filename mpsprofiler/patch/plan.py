@@ -235,6 +235,10 @@ def _watermark(e: _Edits, f: Finding, facts: dict[str, Any]) -> None:
     candidate = candidate_for(f, facts)
     env = (candidate.settings.get("env") if candidate else None) or {}
     script = main_script(e.session)
+    if facts.get("watermark_cap") == "tight":
+        e.fix.not_patched.append(f"not patched: no lower watermark cap suits this run (its MPS memory peaked at "
+                                 f"{facts.get('watermark_peak_ratio')} x the recommended working set)")
+        return
     if not env or script is None:
         e.fix.not_patched.append("not patched: no watermark ratio suggested, or the run was a module (-m)")
         return

@@ -375,6 +375,11 @@ def test_a_cap_under_the_runs_own_peak_is_not_suggested():
     assert "No lower watermark cap suits this run" in found.fix and "peaked at 1.53 x" in found.fix, found.fix
     assert not assignments(found.fix), found.fix
     assert FIXES["cache-growth"](dict(diagnosis.facts)) is None
+    from mpsprofiler.patch.plan import plan
+
+    (fix,) = plan(session, [found], dict(diagnosis.facts))
+    assert fix.not_patched == ["not patched: no lower watermark cap suits this run (its MPS memory peaked at 1.53 x "
+                               "the recommended working set)"] and not fix.files  # fmt: skip
     roomy = {f.rule: f for f in diagnose(_cache_growth()).findings}["cache-growth"]
     assert "PYTORCH_MPS_HIGH_WATERMARK_RATIO=1.0 PYTORCH_MPS_LOW_WATERMARK_RATIO=0.8" in roomy.fix, roomy.fix
 
