@@ -137,6 +137,11 @@ class DataLoaderFields(Tagged, total=False):
     wall time waiting for them; sent again as they grow."""
     batch_tensors: int
     """Tensors in one of its batches (the first timed one): what a worker hands over."""
+    consumes: int
+    consume_s: float
+    """Time from one of its batches' arrival to the next request of the same iterator,
+    summed (``consumes`` gaps): what the script does with each of this loader's batches. A
+    validation loader's is its evaluation per batch, not the training step's."""
 
 
 class StepAggregate(TypedDict, total=False):

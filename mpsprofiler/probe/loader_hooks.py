@@ -71,7 +71,8 @@ def install(tracker: StepTracker, disabled: Set[str], emit: Callable[..., None],
         # instrument off, and the others would only have fed an instrument that is off
         try:
             tracker.on_fetch_end(started, True)
-            sites.on_fetch(it, perf_counter() - t0, batch)
+            end = perf_counter()
+            sites.on_fetch(it, end - t0, batch, end)
             if tracker.backend.asynchronous:
                 pins.on_batch(it, batch)  # pageable batches on CUDA (probe/copies.py)
         except Exception as exc:

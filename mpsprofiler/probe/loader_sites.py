@@ -10,6 +10,9 @@ try`` must change that one alone. So the probe records, per loader:
   mpsprofiler and the training frameworks), which the parent reads to rewrite that very call;
 * ``fetches``/``fetch_s``: batches taken from it and the training's wall time waiting for
   them (an iterator's first batch is left out: it includes starting the workers);
+* ``consumes``/``consume_s``: the gaps between one batch's arrival and the next request
+  of the same iterator: what the script does per batch of this loader (a validation
+  loader's batches are consumed by evaluation, not by the training steps);
 * ``batch_tensors``: the tensors in one batch (its first timed one). Taking a batch in from
   a worker process costs the training a round trip per tensor (each storage's shared memory
   crosses separately), so the count says whether workers could beat loading in-process.
@@ -43,6 +46,8 @@ class Site:
     line: int | None
     fetches: int = 0
     fetch_s: float = 0.0
+    consumes: int = 0
+    consume_s: float = 0.0
     next_update: int = FIRST_UPDATE
     sent: int = 0
     tensors: int | None = None
@@ -57,7 +62,11 @@ class LoaderSites:
         self._pid = os.getpid()
         self._created = 0
         self._sites: weakref.WeakKeyDictionary[Any, Site] = weakref.WeakKeyDictionary()
-        self._iters: dict[int, tuple[weakref.ref[Any], Site, list[int]]] = {}
+        self._every: list[Site] = []
+        """Every loader's record, kept past its loader: a loader built inside ``main()`` is
+        gone by the end, and its last sums with it (a loader read fewer than
+        ``FIRST_UPDATE`` times was never reported). A record holds no reference to its loader."""
+        self._iters: dict[int, tuple[weakref.ref[Any], Site, list[float]]] = {}
         """Live iterators by id, each with a weak reference to it (dropped with it): read at
         every batch, where a ``WeakKeyDictionary`` makes a weak reference per lookup."""
         self._torch_dir: str | None = None
@@ -68,7 +77,8 @@ class LoaderSites:
             return
         self._created += 1
         file, line = self._caller()
-        self._sites[loader] = Site(self._created, file, line)
+        site = self._sites[loader] = Site(self._created, file, line)
+        self._every.append(site)
 
     def site_fields(self, loader: Any) -> dict[str, Any]:
         site = self._sites.get(loader)
@@ -94,17 +104,27 @@ class LoaderSites:
                 del iters[key]
 
         try:
-            iters[key] = (weakref.ref(it, forget), site, [0])
+            iters[key] = (weakref.ref(it, forget), site, [0, 0.0])  # batches, the last one's arrival
         except TypeError:  # an iterator without weak references: not timed per loader
             pass
 
-    def on_fetch(self, it: Any, seconds: float, batch: Any = None) -> None:
+    def on_fetch(self, it: Any, seconds: float, batch: Any = None, end: float | None = None) -> None:
+        """``end``: the clock when the batch arrived (``seconds`` after it was asked for)."""
         entry = self._iters.get(id(it))
         if entry is None or entry[0]() is not it:
             return
-        _, site, count = entry
-        count[0] += 1
-        if count[0] == 1:
+        _, site, state = entry
+        state[0] += 1
+        if end is not None:
+            # a new pass of the same iterator (persistent workers: iter() resets it,
+            # _BaseDataLoaderIter._reset sets _num_yielded to 0) has no gap before its first batch
+            if state[0] > 1 and getattr(it, "_num_yielded", 2) != 1:
+                gap = end - seconds - state[1]
+                if gap >= 0.0:
+                    site.consumes += 1
+                    site.consume_s += gap
+            state[1] = end
+        if state[0] == 1:
             return  # the first batch waits for the workers to start
         if site.tensors is None:
             site.tensors = count_tensors(batch)
@@ -116,12 +136,14 @@ class LoaderSites:
 
     def update(self, site: Site) -> None:
         site.sent = site.fetches
-        extra = {"batch_tensors": site.tensors} if site.tensors is not None else {}
+        extra: dict[str, Any] = {"batch_tensors": site.tensors} if site.tensors is not None else {}
+        if site.consumes:
+            extra.update(consumes=site.consumes, consume_s=round(site.consume_s, 6))
         self._emit({**site.fields, "fetches": site.fetches, "fetch_s": round(site.fetch_s, 6), **extra})
 
     def flush(self) -> None:
         """At the end: the last sums of every loader that was timed since its last update."""
-        for site in list(self._sites.values()):
+        for site in list(self._every):
             if site.fields and site.fetches > site.sent:
                 self.update(site)
 

@@ -296,6 +296,28 @@ def test_a_loader_at_its_worker_bound_is_told_to_load_faster_not_given_its_own_l
 
 
 @pytest.mark.slow
+def test_an_evaluation_loader_is_sized_from_its_own_batches(tmp_path):
+    """A slow evaluation loader read every 30 steps (4 batches of 160 ms): its batches come in
+    4 of 120 steps, so the steps' median asked for 1 worker and "it trains in 12 ms" was the
+    training steps' compute spread over its few batches. Its own batches are evaluated in well
+    under a millisecond (the gap from each batch to the next request, per loader): far more
+    workers would keep up, and a pass has 4 batches, so 4 is the number (160 ms a batch also
+    keeps the start-up bound, sqrt(4 x 160 / 50 ms), at 4). The loaders are built inside
+    main(): their last sums came after them (they were lost with the loaders, and with them
+    the evaluation loader's 12 timed batches, so the training loader was blamed)."""
+    summary, facts = profile(tmp_path, "eval_every.py", "--sleep-ms", "5")
+    found = {f["rule"]: f for f in summary["findings"]}
+    stall = found.get("dataloader-stall-critical") or found["dataloader-stall"]
+    assert facts["loader_created"] == 2 and "2nd DataLoader" in stall["evidence"], stall["evidence"]
+    assert facts["suggested_num_workers"] == 4 and "batches" in facts["num_workers_reason"], facts
+    assert facts["reason_train_ms"] < 5.0, facts["reason_train_ms"]
+    assert "A pass over this loader gives 4 batches" in stall["fix"], stall["fix"]
+    # the script's own arguments (num_workers=args.val_workers, ...) give way to the numbers
+    assert "val_dl = DataLoader(SlowEval(), batch_size=32, num_workers=4, persistent_workers=True)" in stall["fix"]
+    assert "eval_every.py:36" in stall["fix"], stall["fix"]
+
+
+@pytest.mark.slow
 def test_a_stream_that_loads_in_bursts_is_sized_from_its_average_and_told_about_its_copies(tmp_path):
     """A shard every 4th batch (50 ms), the rest at once: the median step asked for 1 worker,
     which keeps 92% of the time waiting; the average asks for the most a waiting loader gets.

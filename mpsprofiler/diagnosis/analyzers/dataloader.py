@@ -168,6 +168,11 @@ def _profile(session: Session, loader: DataLoaderFields, workers: int, kept: lis
     batch_size = _opt_int(loader.get("batch_size"))
     cores, what = compute_cores(session.env)
     train = fig.train_per_batch(session.device_kind == "cpu")
+    consume = side_consume(loader, fig) if split is not None else None
+    if consume is not None:
+        # a loader served in a few steps only (evaluation every N steps): the steps'
+        # compute and ratios are the other loader's; its own batches are consumed this fast
+        train, spread, average = consume, None, None
     training_cores = fig.training_cores(workers)
     free = max(1, cores - training_cores) if cores else None
     others = others_busy(session)  # the thread rules' figure: one judgement of the machine
@@ -193,13 +198,30 @@ def _profile(session: Session, loader: DataLoaderFields, workers: int, kept: lis
     per_start = max(length, total) if loader.get("persistent_workers") and length else (length or total)
     method = start_method(session, {**loader, "num_workers": max(1, workers)})
     advice: dict[str, Any] = advise(fig, bound, workers, train, training_cores, cores, what, batch_size, available,
-                                    worker_bytes, logical, per_start, method, spread, average)  # fmt: skip
+                                    worker_bytes, logical, per_start, method, spread, average, consume,
+                                    length)  # fmt: skip
     if loader.get("iterable") is True and advice["num_workers_helps"] and advice["suggested_num_workers"] > 1:
         # an IterableDataset is copied into each worker, which then yields the whole stream:
         # more than one worker repeats every sample unless __iter__ splits it
         advice["num_workers_reason"] = [*advice["num_workers_reason"], "iterable"]
     out.update(advice)
     return out
+
+
+SIDE_LOADER = 0.5
+"""A loader whose batches come in fewer than half the steps (one every two or more) is a
+side loader: evaluation, a probe set. Its batches are not what paces the steps."""
+
+
+def side_consume(loader: DataLoaderFields, fig: Any) -> float | None:
+    """Seconds the script spends on each batch of a side loader (between its arrival and
+    the next request of the same iterator: probe/loader_sites.py), or None where the loader
+    serves most steps or the gaps were not recorded (fewer than 3)."""
+    per_step = fig.batches / fig.steps if fig.steps else None
+    consumes, consume_s = _opt_int(loader.get("consumes")), num(loader.get("consume_s"))
+    if per_step is None or per_step >= SIDE_LOADER or not consumes or consumes < 3 or consume_s is None:
+        return None
+    return max(consume_s / consumes, 1e-6)
 
 
 def _respawn(

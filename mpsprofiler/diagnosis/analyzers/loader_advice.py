@@ -38,7 +38,7 @@ REASON_CODES = ("ipc_workers", "ipc", "handoff", "contention", "no_spare_core", 
                 "bursts", "iterable")
 """Every code ``num_workers_reason`` may hold: a main reason first, then its clauses
 (``iterable`` is added by the ``dataloader`` analyzer, which knows the dataset's kind)."""
-LIMIT_ORDER = ("max_workers", "memory", "worker_cpu", "startup")
+LIMIT_ORDER = ("batches", "max_workers", "memory", "worker_cpu", "startup")
 """Of two bounds on workers that allow the same number, the one named: this order."""
 REASON_FACTS = (
     "reason_at_most", "reason_available_gib", "reason_batch_size", "reason_batch_tensors", "reason_batches_per_start",
@@ -71,6 +71,8 @@ def advise(
     start_method: str | None = None,
     spread: tuple[float, float, float] | None = None,
     average: float | None = None,
+    consume: float | None = None,
+    length: int | None = None,
 ) -> dict[str, Any]:
     """Facts for the rules: the suggestion, whether workers help, and the reason.
 
@@ -81,6 +83,9 @@ def advise(
     load varies get one number; when the quartiles call for different numbers, the reason
     states the range. ``average`` (:func:`steady_ratio`) sizes it instead where loading
     comes in bursts (``BURST`` times the median step's ratio): the reason says so.
+    ``consume``: seconds the script spends per batch of a side loader (an evaluation
+    loader, ``dataloader.side_consume``), which replaces the steps' compute; ``length``:
+    the batches one pass gives, a bound on the workers that can have work.
     """
     out: dict[str, Any] = {}
     out["num_workers_range"] = None
@@ -173,7 +178,7 @@ def advise(
         # waiting (or not known): workers overlap the waits, cores do not bound them. The
         # training consumes a batch per wall-clock compute time here (on a busy machine
         # that is longer than its CPU time), so size from the wall time.
-        wall = max(0.0, fig.dur - fig.wait) * per * 1000.0
+        wall = consume * 1000.0 if consume is not None else max(0.0, fig.dur - fig.wait) * per * 1000.0
         demand = load / wall if wall > 0 and load > 0 else None
         median = spread[0] if spread is not None else None
         bursts = median is not None and average is not None and average >= BURST * median
@@ -186,7 +191,7 @@ def advise(
             out["num_workers_needed"] = needed
             train = wall
         start_ms = START_MS.get(start_method or "fork", START_MS["fork"])
-        limits = _waiting_limits(load, load_cpu, free, mib, cap, available, batches_per_start, start_ms)
+        limits = _waiting_limits(load, load_cpu, free, mib, cap, available, batches_per_start, start_ms, length)
         out["workers_limit"] = min(limits)[0] if limits else None
         want = max(stable_workers(needed or 1), workers + 1)
         target, cut = want, None
@@ -303,7 +308,7 @@ def step_ratios(loads: list[tuple[float, float]]) -> tuple[float, float, float] 
 
 def _waiting_limits(
     load: float, load_cpu: float | None, free: int | None, mib: float, memory_cap: int | None,
-    available: int | None, batches_per_start: int | None, start_ms: float,
+    available: int | None, batches_per_start: int | None, start_ms: float, length: int | None = None,
 ) -> list[tuple[int, str]]:
     """Upper bounds on workers for a loader that waits, each with the code of its reason
     (``num_workers_reason``; the rule files word it).
@@ -312,6 +317,8 @@ def _waiting_limits(
     and plain process count do; the lowest bound that cuts the suggestion is explained.
     """
     limits: list[tuple[int, str]] = [(MAX_WORKERS, "max_workers")]
+    if length and length >= 1:
+        limits.append((length, "batches"))  # each worker builds whole batches of one pass
     if memory_cap is not None and available:
         limits.append((memory_cap, "memory"))
     if batches_per_start and load > 0:
