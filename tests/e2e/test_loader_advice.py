@@ -312,6 +312,7 @@ def test_an_evaluation_loader_is_sized_from_its_own_batches(tmp_path):
     assert facts["suggested_num_workers"] == 4 and "batches" in facts["num_workers_reason"], facts
     assert facts["reason_train_ms"] < 5.0, facts["reason_train_ms"]
     assert "A pass over this loader gives 4 batches" in stall["fix"], stall["fix"]
+    assert "It trains in" not in stall["fix"] and "the script is done with each of its batches in" in stall["fix"]
     # the script's own arguments (num_workers=args.val_workers, ...) give way to the numbers
     assert "val_dl = DataLoader(SlowEval(), batch_size=32, num_workers=4, persistent_workers=True)" in stall["fix"]
     assert "eval_every.py:36" in stall["fix"], stall["fix"]

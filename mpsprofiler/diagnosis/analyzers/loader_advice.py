@@ -48,8 +48,8 @@ REASON_FACTS = (
     "reason_load_cpu_ms", "reason_load_ms", "reason_logical", "reason_low", "reason_median_demand", "reason_needed",
     "reason_needed_keep",
     "reason_queued_ms", "reason_ratio", "reason_receive_ms", "reason_sample_us", "reason_start_method",
-    "reason_start_ms", "reason_step_ms", "reason_train_ms", "reason_training_cores", "reason_worker_mib",
-    "reason_workers",
+    "reason_start_ms", "reason_step_ms", "reason_train_ms", "reason_train_on", "reason_trains",
+    "reason_training_cores", "reason_worker_mib", "reason_workers",
 )
 """The figures and names the sentences of ``num_workers_reason`` quote (declared by the
 ``dataloader`` analyzer)."""
@@ -129,7 +129,10 @@ def advise(
     split = fig.worker_wait_split() if workers else None
     out["worker_starved_ms"] = _r(split[2] * 1000.0 if split is not None else None)
     kind = what if what in CORE_KINDS else "unknown"
-    why: dict[str, Any] = {"reason_core_kind": kind, "reason_core_kind_one": kind}
+    # what the script does with each batch: train on it, or (a side loader) use it
+    use = "side" if consume is not None else "train"
+    why: dict[str, Any] = {"reason_core_kind": kind, "reason_core_kind_one": kind, "reason_trains": use,
+                           "reason_train_on": use}
     if bound == "ipc" and workers:
         target, helps = workers, False
         receive = split[1] * 1000.0 if split is not None else fetch_cpu or fetch
