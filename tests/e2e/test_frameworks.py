@@ -162,6 +162,10 @@ def test_loader_fix_in_each_frameworks_terms() -> None:
     assert "```" not in loader_fix("lightning", 2, 4, "mps", 16, rewritten=True)
     accelerate = loader_fix("accelerate", 2, 4, "cpu", None)
     assert "accelerator.prepare(loader)" in accelerate and "before `prepare`" in accelerate
+    # an evaluation loader (read in a few steps only): the hooks that build it
+    val = loader_fix("lightning", 4, 4, "mps", 16, side=True)
+    assert "def val_dataloader(self):" in val and "shuffle" not in val and "train_dataloader" not in val
+    assert "`Trainer.get_eval_dataloader`, for evaluation" in loader_fix("transformers Trainer", 3, 4, "cpu", 8, side=True)
 
 
 def test_a_trainers_loader_fix_rewrites_its_training_arguments(tmp_path: Path) -> None:
@@ -211,6 +215,8 @@ RUNS: dict[str, tuple[str, dict[str, str], tuple[str, ...], tuple[str, ...]]] = 
     "lightning": ("lightning_val.py", {"STEPS": "40", "ACCUM": "2", "SAMPLE_SLEEP": "0.003", "LEAK": "1",
                                      "OMP_NUM_THREADS": "2", "MKL_NUM_THREADS": "2"},
                   ("lightning",), ("--set", "dataloader.num_workers=2")),
+    # a slow validation set read every 15 batches: the evaluation loader is the one to change
+    "lightning_eval": ("lightning_slow_eval.py", {}, ("lightning",), ()),
 }
 
 
@@ -354,6 +360,20 @@ def test_lightning_leaves_out_its_sanity_check(framework_runs: dict[str, Run]) -
     assert run.planned == {20}  # estimated_stepping_batches: 40 batches, accumulation 2
     assert run.steps["fetched_ahead"] == 2
     assert {d["num_workers"] for d in run.summary["dataloaders"]} == {2}
+
+
+@pytest.mark.slow
+def test_a_slow_validation_set_is_told_in_val_dataloaders_terms(framework_runs: dict[str, Run]) -> None:
+    """Validation every 15 batches over 4 slow batches: the stall names the evaluation loader,
+    sizes its workers from its own batches (4: a pass has 4), and says Lightning's
+    `val_dataloader()`, not `train_dataloader()`; Lightning's own count is the step count."""
+    run = framework_run(framework_runs, "lightning_eval")
+    assert run.steps["count"] == run.printed("global_step") == 60, run.steps
+    found = {f["rule"]: f for f in run.summary["findings"]}
+    stall = found.get("dataloader-stall-critical") or found["dataloader-stall"]
+    assert "2nd DataLoader" in stall["evidence"] and "num_workers=4" in stall["title"], stall
+    assert "val = DataLoader(SlowEval(), batch_size=16, num_workers=4, persistent_workers=True)" in stall["fix"]
+    assert "`val_dataloader()`" in stall["fix"] and "train_dataloader" not in stall["fix"], stall["fix"]
 
 
 @pytest.mark.slow

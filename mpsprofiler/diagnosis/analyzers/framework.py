@@ -53,38 +53,46 @@ def framework_facts(session: Session) -> dict[str, Any]:
     # the script's own DataLoader line was found and rewritten above (Lightning's
     # train_dataloader(), the loader handed to accelerator.prepare): no second snippet
     rewritten = loader.get("loader_where") == "rewrite"
+    side = loader.get("reason_trains") == "side"  # an evaluation loader (dataloader.side_consume)
     # on the line after the rule's own fix: a blank line first makes it a paragraph of its own
     facts["framework_loader_fix"] = "\n" + loader_fix(framework, workers, prefetch, session.device_kind,
-                                                      _int(loader.get("batch_size")), rewritten).rstrip("\n")
+                                                      _int(loader.get("batch_size")), rewritten, side).rstrip("\n")
     return facts
 
 
 def loader_fix(framework: str, workers: int, prefetch: int, device_kind: str | None, batch_size: int | None,
-               rewritten: bool = False) -> str:
+               rewritten: bool = False, side: bool = False) -> str:
     """The paragraph for ``framework`` (see the module docstring); markdown. The Trainer's
     ``TrainingArguments`` are the rule's own snippet (framework_place.py); ``rewritten``:
-    the rule's snippet is the script's own DataLoader line."""
+    the rule's snippet is the script's own DataLoader line; ``side``: the loader is read in a
+    few steps only, the evaluation one (Lightning's ``val_dataloader()``, the Trainer's
+    ``get_eval_dataloader``)."""
     if framework == "transformers Trainer":
         pin = device_kind == "cuda"
         pin_note = ("page-locked batches copy to the GPU asynchronously" if pin
                     else "pinning only speeds up copies to a CUDA GPU")
+        built = "`Trainer.get_eval_dataloader`, for evaluation" if side else "`Trainer.get_train_dataloader`"
         return (
-            "The Trainer builds this DataLoader itself (`Trainer.get_train_dataloader`) from those "
+            f"The Trainer builds this DataLoader itself ({built}) from those "
             "`TrainingArguments`; your `data_collator` is the loader's `collate_fn` and runs in the "
             f"workers too. `dataloader_prefetch_factor={prefetch}` keeps more batches ready; "
             f"`dataloader_pin_memory={pin}`: {pin_note} (<{TRAINER_DOCS}>).\n"
         )
     if framework == "lightning":
-        where = ("Lightning iterates the DataLoader that `train_dataloader()` returns (of your "
-                 "LightningModule or LightningDataModule, or the loader given to `trainer.fit`)")
+        hook, given, data, shuffle = (("val_dataloader", "`val_dataloaders` given to `trainer.fit`", "self.val_set", "")
+                                      if side else
+                                      ("train_dataloader", "loader given to `trainer.fit`", "self.train_set",
+                                       "shuffle=True, "))  # fmt: skip
+        where = (f"Lightning iterates the DataLoader that `{hook}()` returns (of your "
+                 f"LightningModule or LightningDataModule, or the {given})")
         if rewritten:
             return f"{where}: the line above builds it (<{LIGHTNING_DOCS}>).\n"
         batch = f"batch_size={batch_size}, " if batch_size else ""
         return (
             f"{where}: change it there (<{LIGHTNING_DOCS}>):\n\n"
             "```python\n"
-            "def train_dataloader(self):\n"
-            f"    return DataLoader(self.train_set, {batch}shuffle=True, num_workers={workers},\n"
+            f"def {hook}(self):\n"
+            f"    return DataLoader({data}, {batch}{shuffle}num_workers={workers},\n"
             f"                      persistent_workers=True, prefetch_factor={prefetch})\n"
             "```\n"
         )
