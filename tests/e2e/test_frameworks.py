@@ -194,6 +194,10 @@ def test_a_trainers_loader_fix_rewrites_its_training_arguments(tmp_path: Path) -
     code = place["loader_code"]
     assert "output_dir='out'" in code and "dataloader_num_workers=2" in code and "dataloader_num_workers=0" not in code
     assert "dataloader_persistent_workers=True" in code and 'if __name__ == "__main__":' in code
+    evaluation = trainer_place(session, str(script), 7, 2, side=True)  # its eval loader: the same arguments
+    assert evaluation is not None and evaluation["loader_code"] == code
+    assert phrase_for(words, evaluation, "loader_name", ()) == \
+        "the Trainer's evaluation DataLoader (started at train.py:7)"
     assert trainer_place(SimpleNamespace(model={"framework": "lightning"}, run={}), str(script), 7, 2) is None  # type: ignore[arg-type]
     missing = trainer_place(session, str(tmp_path / "gone.py"), 3, 4)
     assert missing is not None and "dataloader_num_workers=4," in missing["loader_code"]

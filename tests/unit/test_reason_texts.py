@@ -395,7 +395,8 @@ def _leak(**site: Any) -> dict[str, Any]:
     return leak_facts(SimpleNamespace(leaks=leaks))  # type: ignore[arg-type]
 
 
-def _loader(tmp: Path, script: str | None, count: int = 1, created: int = 1, trainer: bool = False) -> dict[str, Any]:
+def _loader(tmp: Path, script: str | None, count: int = 1, created: int = 1, trainer: bool = False,
+            side: bool = False) -> dict[str, Any]:
     from types import SimpleNamespace
 
     from mpsprofiler.diagnosis.analyzers.loader_place import place_facts
@@ -404,7 +405,7 @@ def _loader(tmp: Path, script: str | None, count: int = 1, created: int = 1, tra
                               "created": created}
     session = SimpleNamespace(dataloaders={k: loader for k in range(count)}, run={"cwd": str(tmp)},
                               model={"framework": "transformers Trainer" if trainer else None})
-    return place_facts(session, loader, 2, 0, "8", None)  # type: ignore[arg-type]
+    return place_facts(session, loader, 2, 0, "8", None, side)  # type: ignore[arg-type]
 
 
 def _threads(tmp: Path, monkeypatch: pytest.MonkeyPatch, workers: int = 0, busy: float = 0.0, measured: bool = True,
@@ -508,6 +509,14 @@ def _code_cases(tmp: Path, monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, s
         (ds, "loader_name", _loader(tmp, "train.py", trainer=True),
          "the Trainer's training DataLoader (started at train.py:2)"),
         (ds, "loader_name", _loader(tmp, None, trainer=True), "the Trainer's training DataLoader"),
+        (ds, "loader_name", _loader(tmp, "train.py", trainer=True, side=True),
+         "the Trainer's evaluation DataLoader (started at train.py:2)"),
+        (ds, "loader_name", _loader(tmp, None, trainer=True, side=True), "the Trainer's evaluation DataLoader"),
+        (ds, "reason_trains", {"reason_trains": "train", "reason_train_ms": 12.14}, "It trains in 12.1 ms"),
+        (ds, "reason_trains", {"reason_trains": "side", "reason_train_ms": 0.38},
+         "It is read in a few steps only (evaluation, say), and the script is done with each of its batches in 0.4 ms"),
+        (ds, "reason_train_on", {"reason_train_on": "train"}, "to train on"),
+        (ds, "reason_train_on", {"reason_train_on": "side"}, "to use"),
         (ds, "loader_where", _loader(tmp, "train.py", 2, 2), "Change the line that builds the 2nd DataLoader "
                                                               "(train.py:2) to"),
         (ds, "loader_where", _loader(tmp, "gone.py"), "Build the DataLoader with"),

@@ -97,7 +97,7 @@ def dataloader_facts(session: Session) -> dict[str, Any]:
     facts["suggested_prefetch_factor"] = max(4, (facts["prefetch_factor"] or 2) * 2)
     facts.update(respawn)
     facts.update(place_facts(session, loader, _opt_int(facts.get("suggested_num_workers")), workers or 0,
-                             facts["batch_size_arg"], facts["prefetch_factor"]))
+                             facts["batch_size_arg"], facts["prefetch_factor"], facts.get("reason_trains") == "side"))
     return facts
 
 

@@ -154,15 +154,18 @@ def arguments_fix(file: str | None, line: int | None, changes: dict[str, str], c
     return ArgumentsFix("\n".join(lines))
 
 
-def trainer_place(session: Session, file: str | None, line: int | None, workers: int) -> dict[str, Any] | None:
+def trainer_place(session: Session, file: str | None, line: int | None, workers: int,
+                  side: bool = False) -> dict[str, Any] | None:
     """``loader_name``, ``loader_place``, ``loader_where``, ``loader_code`` for a Trainer's
-    loader; None when the run was not a Trainer's."""
+    loader; None when the run was not a Trainer's. ``side``: its evaluation loader (read in
+    a few steps only); the same ``TrainingArguments`` build both."""
     if session.model.get("framework") != "transformers Trainer":
         return None
     cwd = session.run.get("cwd")
     started = f"{short_path(file, cwd)}:{line}" if file and line else None
+    name = "trainer_eval" if side else "trainer"
     out: dict[str, Any] = {
-        "loader_name": "trainer_started" if started else "trainer",  # codes rules/dataloader-stall.yaml words
+        "loader_name": f"{name}_started" if started else name,  # codes rules/dataloader-stall.yaml words
         "loader_name_place": started,
         "loader_place": started,
     }

@@ -60,7 +60,7 @@ def _ordinal(n: int) -> str:
 
 
 def place_facts(session: Session, loader: DataLoaderFields, suggested: int | None, workers: int,
-                batch_size_arg: str, prefetch: int | None) -> dict[str, Any]:
+                batch_size_arg: str, prefetch: int | None, side: bool = False) -> dict[str, Any]:
     """``loader_created``, ``loader_place``, ``loader_name``, ``loader_where`` and ``loader_code``
     (the name and the sentence that leads to the code are codes: see :data:`PLACE_FACTS`)."""
     out: dict[str, Any] = {}
@@ -80,7 +80,7 @@ def place_facts(session: Session, loader: DataLoaderFields, suggested: int | Non
     changes = {"num_workers": str(n)}
     if n > 0 and not loader.get("persistent_workers"):
         changes["persistent_workers"] = "True"
-    trainer = trainer_place(session, str(file) if file else None, int(line) if line else None, n)
+    trainer = trainer_place(session, str(file) if file else None, int(line) if line else None, n, side)
     if trainer is not None:  # a Trainer's loader: its TrainingArguments (framework_place.py)
         out.update(trainer)
         return out
