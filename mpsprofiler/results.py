@@ -81,6 +81,9 @@ class ExperimentResult(_ExperimentCore, total=False):
     runs: list[dict[str, Any]]
     verdict: str
     failure: str
+    figure: str
+    """``mean``: each run was judged by its mean step (a change that shows in a few steps
+    only, experiment/trial.Window), and ``a_median_s``/``b_median_s`` hold those means."""
     pairs_to_settle: int | None
     env_drift: str
     """How the shell the trial ran from differed from the recorded run's environment."""

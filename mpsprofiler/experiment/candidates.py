@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..devices.mps_rules import watermark_pair
 from ..settings import label
+from .trial import Window
 
 if TYPE_CHECKING:
     from ..diagnosis.findings import Finding
@@ -24,6 +25,8 @@ class Candidate:
     rule: str
     title: str
     settings: dict[str, Any]
+    window: Window | None = None
+    """Set where the fix shows in a few steps only (a side loader's): what its trial spans."""
 
     @property
     def text(self) -> str:
@@ -50,6 +53,24 @@ def _workers(facts: dict[str, Any]) -> dict[str, Any] | None:
         return None  # an IterableDataset's workers each yield the whole stream: not safe to try as is
     created = _int(facts, "loader_created")
     return {"dataloader": {str(created) if created else "*": {"num_workers": n}}}
+
+
+SIDE_PASSES = 2.5
+"""A side loader's trial spans this many of its passes (two whole ones, wherever they fall)."""
+MAX_WINDOW_STEPS = 2000
+
+
+def side_window(facts: dict[str, Any]) -> Window | None:
+    """The window for a side loader's fix (``side_steps_per_pass``: read once every that many
+    steps), None for a loader that serves the steps, or one read too seldom to time here."""
+    every = facts.get("side_steps_per_pass")
+    if isinstance(every, bool) or not isinstance(every, (int, float)) or every <= 0:
+        return None
+    steps = int(every * SIDE_PASSES) + 1
+    if steps > MAX_WINDOW_STEPS:
+        return None
+    return Window(steps, f"the loader is read in a few steps only (about every {every:.0f} steps): each run takes "
+                         f"at least {steps} steps and is judged by its mean step, those steps included")
 
 
 def _persistent(facts: dict[str, Any]) -> dict[str, Any] | None:
@@ -100,7 +121,8 @@ def candidate_for(finding: Finding | dict[str, Any], facts: dict[str, Any] | Non
         return None
     if not settings:
         return None
-    return Candidate(rule=str(d.get("rule")), title=str(d.get("title", "")), settings=settings)
+    window = side_window({**(facts or {}), **dict(d.get("facts") or {})}) if make is _workers else None
+    return Candidate(rule=str(d.get("rule")), title=str(d.get("title", "")), settings=settings, window=window)
 
 
 def candidates(findings: list[Finding], facts: dict[str, Any] | None = None) -> list[Candidate]:

@@ -21,7 +21,7 @@ from ..rundir import is_run_dir
 from ..settings import HELP, SettingError, describe, parse_settings
 from ..units import fmt_bytes, plural
 from .store import TryUsageError as TryUsageError  # re-exported: the TUI catches it
-from .trial import Target, Trial, TrialConfig, fmt_x
+from .trial import Target, Trial, TrialConfig, Window, fmt_x
 
 if TYPE_CHECKING:
     from ..session.session import Session
@@ -78,16 +78,18 @@ def main_try(args: argparse.Namespace) -> int:
     started = time.monotonic()
     results: list[dict[str, Any]] = []
     interrupted = False
-    for n, (target, change, rule, out_dir) in enumerate(plans):
+    for n, (target, change, rule, out_dir, window) in enumerate(plans):
         left = config.budget_s - (time.monotonic() - started)
         if left <= 0 or interrupted:
             if not interrupted:
                 say(f"\nmpsprof try: the time budget of {config.budget_s:.0f} s is used up; "
                     f"{len(plans) - n} change{'s' if len(plans) - n != 1 else ''} not tried")
             break
-        trial = Trial(target, change, out_dir, TrialConfig(config.steps, config.pairs, left, total_s=config.budget_s),
-                      progress=say, rule=rule)
+        trial_config = TrialConfig(config.steps, config.pairs, left, total_s=config.budget_s).for_window(window)
+        trial = Trial(target, change, out_dir, trial_config, progress=say, rule=rule)
         say(f"\ntrying {trial.label}" + (f" (fix of {rule})" if rule else "") + f": runs in {out_dir}")
+        if window is not None:
+            say(f"  {window.reason}")
         previous = _on_sigint(trial)
         try:
             result = trial.run()
@@ -138,8 +140,9 @@ def _restore_sigint(previous: Any) -> None:
         signal.signal(signal.SIGINT, previous)
 
 
-Plan = tuple[Target, dict[str, Any], str | None, Path]
-"""What to run, the ``--set`` change to try, the finding's rule (if a fix), and where."""
+Plan = tuple[Target, dict[str, Any], str | None, Path, Window | None]
+"""What to run, the ``--set`` change to try, the finding's rule (if a fix), where, and the
+window a fix that shows in a few steps only needs (candidates.Candidate.window)."""
 
 
 def _plans(args: argparse.Namespace) -> tuple[list[Plan], Path | None]:
@@ -156,7 +159,7 @@ def _plans(args: argparse.Namespace) -> tuple[list[Plan], Path | None]:
     if args.module:
         if args.target is not None:
             script_args = [args.target, *script_args]
-        return _script_plans(Target(args.module, script_args, True, args.cwd), change, args)
+        return _script_plans(Target(args.module, script_args, True, args.cwd, scratch=args.cwd is not None), change, args)
     if args.target is None:
         raise TryUsageError("try needs a script (mpsprof try --set ... train.py) or a run directory")
     path = Path(args.target)
@@ -165,7 +168,7 @@ def _plans(args: argparse.Namespace) -> tuple[list[Plan], Path | None]:
     if not path.exists():
         raise TryUsageError(f"no such script or run directory: {args.target}")
     target = os.path.abspath(path) if args.cwd is not None else str(path)
-    return _script_plans(Target(target, script_args, False, args.cwd), change, args)
+    return _script_plans(Target(target, script_args, False, args.cwd, scratch=args.cwd is not None), change, args)
 
 
 def _script_plans(target: Target, change: dict[str, Any], args: argparse.Namespace) -> tuple[list[Plan], Path | None]:
@@ -175,7 +178,7 @@ def _script_plans(target: Target, change: dict[str, Any], args: argparse.Namespa
     from ..rundir import default_run_dir
 
     out = args.output or default_run_dir("try-" + Path(target.target).stem)
-    return [(target, change, None, out)], None
+    return [(target, change, None, out, None)], None
 
 
 def _run_dir_plans(run_dir: Path, change: dict[str, Any], args: argparse.Namespace
@@ -187,7 +190,7 @@ def _run_dir_plans(run_dir: Path, change: dict[str, Any], args: argparse.Namespa
     loaded = load_runs([run_dir])
     target = target_from_session(loaded.session, args.cwd)
     if change:
-        todo: list[tuple[dict[str, Any], str | None]] = [(change, None)]
+        todo: list[tuple[dict[str, Any], str | None, Window | None]] = [(change, None, None)]
     else:
         from ..diagnosis import diagnose
 
@@ -196,17 +199,21 @@ def _run_dir_plans(run_dir: Path, change: dict[str, Any], args: argparse.Namespa
         if not found:
             raise TryUsageError(f"no finding of {run_dir} has a fix mpsprof can apply without editing the script; "
                                 "say what to try with --set NAME=VALUE")
-        todo = [(c.settings, c.rule) for c in found]
+        todo = [(c.settings, c.rule, c.window) for c in found]
     plans: list[Plan] = []
-    for settings, rule in todo:
+    for settings, rule, window in todo:
         label = "_".join(describe(settings)).replace("dataloader.", "")
         out = args.output / label if args.output else experiment_dir(run_dir, label)
-        plans.append((target, settings, rule, out))
+        plans.append((target, settings, rule, out, window))
     return plans, run_dir
 
 
 def target_from_session(session: Session, cwd: Path | None = None) -> Target:
-    """The recorded run's script, arguments, directory and ``--set`` (raises TryUsageError)."""
+    """The recorded run's script, arguments, directory and ``--set`` (raises TryUsageError).
+
+    Its runs happen in the recorded run's directory, as the recorded one did (the script
+    path may be relative to it); ``cwd`` (``try --cwd DIR``) gives each run a fresh
+    directory under DIR instead, with the script's path made absolute."""
     run = session.run
     if not run.get("target"):
         raise TryUsageError("the recording does not say which script ran")
@@ -221,7 +228,8 @@ def target_from_session(session: Session, cwd: Path | None = None) -> Target:
         target_path = os.path.join(str(run["cwd"]), target_path)
     where = cwd or (Path(run["cwd"]) if run.get("cwd") else None)
     base = parse_settings([str(s) for s in run.get("settings") or []])
-    return Target(target_path, argv[1:], bool(run.get("module")), where, base, environment_drift(session))
+    return Target(target_path, argv[1:], bool(run.get("module")), where, base, environment_drift(session),
+                  scratch=cwd is not None)
 
 
 def environment_drift(session: Session) -> str | None:
@@ -245,8 +253,11 @@ def render_result(r: dict[str, Any]) -> str:
 
         am, bm = median(a), median(b)
         if am is not None and bm is not None:  # runs without a steady step have no median
+            mean = r.get("figure") == "mean"
+            what = ("mean" if len(a) == 1 else "means") if mean else ("median" if len(a) == 1 else "medians")
             lines.append(f"  step time   as written {am * 1000:.1f} ms   with the change {bm * 1000:.1f} ms   "
-                         f"({'median' if len(a) == 1 else 'medians'} of {plural(len(a), 'run')} x {plural(r.get('steps'), 'step')})")
+                         f"({what} of {plural(len(a), 'run')} x {plural(r.get('steps'), 'step')}"
+                         + (", the evaluation steps included)" if mean else ")"))
     mem = r.get("memory") or {}
     for key, name in (("peak_rss", "peak RSS"), ("peak_device", "device peak")):
         x, y = mem.get(f"a_{key}"), mem.get(f"b_{key}")

@@ -65,6 +65,10 @@ class Target:
     env_drift: str | None = None
     """For a recorded run's script: how this shell's environment differs from the one it
     was recorded with (``launcher/env_digest.drift_words``), said with the result."""
+    scratch: bool = False
+    """Each run in a fresh directory under ``cwd`` (``try --cwd DIR``); otherwise each runs
+    in ``cwd`` itself, the recorded run's directory, where a relative script path and the
+    script's own relative paths mean what they meant there."""
 
     def command(self) -> str:
         return " ".join(["python", *(["-m"] if self.module else []), self.target, *self.args])
@@ -77,6 +81,17 @@ class Target:
                        capture_output=True, options=options, env=env, cwd=cwd or self.cwd)
 
 
+@dataclass(frozen=True)
+class Window:
+    """How a trial must time a change whose effect falls on a few steps only (a side
+    loader's, read every ``steps / 2.5`` steps): runs long enough to span its reads, each
+    judged by its mean step time (the reads included), not the median (which never sees them)."""
+
+    steps: int
+    reason: str
+    """Why, in a sentence said before the runs."""
+
+
 @dataclass
 class TrialConfig:
     steps: int = 30
@@ -86,6 +101,17 @@ class TrialConfig:
     min_pairs: int = 3
     total_s: float | None = None
     """The experiment's whole budget (``--budget``), for messages; None: ``budget_s``."""
+    figure: str = "median"
+    """Each run's figure: its median steady step (``median``), or its mean step after the
+    first (``mean``: a :class:`Window`'s)."""
+
+    def for_window(self, window: Window | None) -> TrialConfig:
+        """This config for a change that needs ``window`` (None: unchanged)."""
+        if window is None:
+            return self
+        from dataclasses import replace
+
+        return replace(self, steps=max(self.steps, window.steps), figure="mean")
 
     @property
     def budget_words(self) -> str:
@@ -111,6 +137,8 @@ class RunOutcome:
     losses: list[float] = field(default_factory=list)
     cwd: str | None = None
     """The run's own scratch directory under ``--cwd`` (None: the script's own directory)."""
+    mean_s: float | None = None
+    """The mean step after the first (the run's training time over its steps but one)."""
 
 
 class Trial:
@@ -184,7 +212,7 @@ class Trial:
         """A fresh directory under ``--cwd`` for one run: A and B never share one, so a script
         that creates its output exclusively (or reads back what it wrote) behaves the same in
         both, and a failure of B is not the files A left behind."""
-        if self.target.cwd is None:
+        if self.target.cwd is None or not self.target.scratch:
             return None
         import tempfile
 
@@ -253,14 +281,20 @@ class Trial:
             crash=f"{crash.get('type')}: {crash.get('message')}"[:500] if crash else None,
             losses=read_losses(run_dir / OUTPUT_FILE) if run_dir is not None else [],
             cwd=str(cwd) if cwd is not None else None,
+            mean_s=_mean_step(steps),
         )
 
     def _line(self, o: RunOutcome) -> str:
         side = "as written " if o.arm == "A" else f"with {self.label}"
         if o.status not in OK:
             return f"  pair {o.pair}/{self.config.pairs}  {o.arm} {side}: {o.status}" + (f" ({o.crash})" if o.crash else "")
-        median = f"{o.median_s * 1000:.1f} ms/step" if o.median_s else "no steady steps"
+        value = self._figure(o)
+        what = "ms/step" if self.config.figure == "median" else "ms/step on average"
+        median = f"{value * 1000:.1f} {what}" if value else "no steady steps"
         return f"  pair {o.pair}/{self.config.pairs}  {o.arm} {side}: {median} ({o.steps} steps, {o.wall_s:.1f} s)"
+
+    def _figure(self, o: RunOutcome) -> float | None:
+        return o.mean_s if self.config.figure == "mean" else o.median_s
 
     # -- result ---------------------------------------------------------------------
     def result(self, seconds: float) -> dict[str, Any]:
@@ -268,7 +302,7 @@ class Trial:
         one so its keys are checked; a plain dict out, which ``patch --prove`` extends)."""
         a = {o.pair: o for o in self.outcomes if o.arm == "A" and o.status in OK}
         b = {o.pair: o for o in self.outcomes if o.arm == "B" and o.status in OK}
-        pairs = [(a_s, b_s) for p in sorted(a) if p in b and (a_s := a[p].median_s) and (b_s := b[p].median_s)]
+        pairs = [(a_s, b_s) for p in sorted(a) if p in b and (a_s := self._figure(a[p])) and (b_s := self._figure(b[p]))]
         failed = [o for o in self.outcomes if o.status not in OK]
         sp = stats.speedup(pairs) if len(pairs) >= 2 else None
         out: ExperimentResult = {
@@ -293,6 +327,8 @@ class Trial:
         }
         if self.target.env_drift:
             out["env_drift"] = self.target.env_drift
+        if self.config.figure != "median":
+            out["figure"] = self.config.figure  # a_median_s/b_median_s then hold the runs' means
         if failed and any(o.arm == "B" for o in failed) and not any(o.arm == "A" for o in failed):
             out["verdict"] = "failed"
             out["failure"] = next(o.crash or o.status for o in failed if o.arm == "B")
@@ -407,3 +443,11 @@ def headline(result: ExperimentResult) -> str:
                 if isinstance(more, int) and isinstance(n, int) and more > n else ": more pairs are needed")
         return f"NOT PROVEN YET with {label}: {fmt_x(sp)}x, {span}; the interval is too wide{hint}"
     return f"no measurable difference with {label}: {fmt_x(sp)}x, {span}"
+
+
+def _mean_step(steps: Mapping[str, Any]) -> float | None:
+    """``training_s`` runs from the end of step 0 to the end of the last: over ``count - 1`` steps."""
+    wall, count = steps.get("training_s"), steps.get("count")
+    if not isinstance(wall, (int, float)) or not isinstance(count, int) or count < 2 or wall <= 0:
+        return None
+    return float(wall) / (count - 1)

@@ -202,8 +202,21 @@ def targets(session: Session, root: str, fix: Fix, out_dir: Path, run_dir: Path)
 
 def prove(session: Session, root: str, fix: Fix, diff_text: str, run_dir: Path, out_dir: Path,
           config: TrialConfig, progress: Any) -> dict[str, Any]:
-    """Run the proof and return its result (the trial's, plus ``patch_verdict``)."""
-    return PatchTrial(session, root, fix, diff_text, run_dir, out_dir, config, progress).prove()
+    """Run the proof and return its result (the trial's, plus ``patch_verdict``). A side
+    loader's patch (an evaluation loader's workers) is timed over a window that spans its
+    reads, by each run's mean step (experiment/trial.Window), as ``try`` times its fix."""
+    window = side_loader_window(session) if fix.rule.startswith("dataloader-stall") else None
+    if window is not None and progress is not None:
+        progress(f"  {window.reason}")
+    return PatchTrial(session, root, fix, diff_text, run_dir, out_dir, config.for_window(window), progress).prove()
+
+
+def side_loader_window(session: Session) -> Any:
+    """The window of the run's stalled loader if it is a side loader (None otherwise)."""
+    from ..diagnosis.facts import collect_facts
+    from ..experiment.candidates import side_window
+
+    return side_window(collect_facts(session))
 
 
 def store(run_dir: Path, result: dict[str, Any]) -> list[str]:

@@ -97,7 +97,7 @@ class TryFixMixin(_AppBase):
             notify(str(exc), severity="warning")
             return
         panel = self._experiment_panel()
-        config = self.try_config
+        config = self.try_config.for_window(candidate.window)
         panel.start(f"Trying {candidate.text}",
                     f"{config.pairs} A/B pairs of `{target.command()}`, {config.steps} steps each, "
                     f"at most {config.budget_s:.0f} s, in {target.cwd or '.'}. The script writes its files "

@@ -9,6 +9,7 @@ run's recording, as ``mpsprof report`` would.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -296,7 +297,7 @@ def test_a_loader_at_its_worker_bound_is_told_to_load_faster_not_given_its_own_l
 
 
 @pytest.mark.slow
-def test_an_evaluation_loader_is_sized_from_its_own_batches(tmp_path):
+def test_an_evaluation_loader_is_sized_from_its_own_batches_and_its_fix_is_tried_over_its_reads(tmp_path):
     """A slow evaluation loader read every 30 steps (4 batches of 160 ms): its batches come in
     4 of 120 steps, so the steps' median asked for 1 worker and "it trains in 12 ms" was the
     training steps' compute spread over its few batches. Its own batches are evaluated in well
@@ -304,18 +305,40 @@ def test_an_evaluation_loader_is_sized_from_its_own_batches(tmp_path):
     workers would keep up, and a pass has 4 batches, so 4 is the number (160 ms a batch also
     keeps the start-up bound, sqrt(4 x 160 / 50 ms), at 4). The loaders are built inside
     main(): their last sums came after them (they were lost with the loaders, and with them
-    the evaluation loader's 12 timed batches, so the training loader was blamed)."""
-    summary, facts = profile(tmp_path, "eval_every.py", "--sleep-ms", "5")
+    the evaluation loader's 12 timed batches, so the training loader was blamed).
+
+    `try` then proves the fix: each run spans the loader's reads (30 steps would have timed
+    none) and is judged by its mean step. The script was run as `eval_every.py` from its
+    directory, as users run theirs: try's runs happen there (they ran in a scratch directory
+    where `eval_every.py` did not exist)."""
+    import shutil
+
+    work = tmp_path / "project"
+    work.mkdir()
+    shutil.copy(SCRIPTS / "eval_every.py", work / "eval_every.py")
+    run_dir = tmp_path / "run"
+    proc = mpsprof_cli("run", "--headless", "-o", str(run_dir), "eval_every.py", "--sleep-ms", "5", cwd=work,
+                       timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summary, facts = read_summary(run_dir), diagnose(load_run(run_dir).session).facts
     found = {f["rule"]: f for f in summary["findings"]}
     stall = found.get("dataloader-stall-critical") or found["dataloader-stall"]
     assert facts["loader_created"] == 2 and "2nd DataLoader" in stall["evidence"], stall["evidence"]
     assert facts["suggested_num_workers"] == 4 and "batches" in facts["num_workers_reason"], facts
-    assert facts["reason_train_ms"] < 5.0, facts["reason_train_ms"]
+    assert facts["reason_train_ms"] < 5.0 and 20 <= facts["side_steps_per_pass"] <= 40, facts
     assert "A pass over this loader gives 4 batches" in stall["fix"], stall["fix"]
     assert "It trains in" not in stall["fix"] and "the script is done with each of its batches in" in stall["fix"]
     # the script's own arguments (num_workers=args.val_workers, ...) give way to the numbers
     assert "val_dl = DataLoader(SlowEval(), batch_size=32, num_workers=4, persistent_workers=True)" in stall["fix"]
     assert "eval_every.py:36" in stall["fix"], stall["fix"]
+
+    tried = mpsprof_cli("try", "--pairs", "3", "--budget", "400", str(run_dir), cwd=tmp_path, timeout=500)
+    assert tried.returncode == 0, tried.stderr[-3000:]
+    assert "the loader is read in a few steps only" in tried.stdout + tried.stderr
+    (result,) = json.loads((run_dir / "experiments.json").read_text())["experiments"]
+    assert result["figure"] == "mean" and result["steps"] > 30 and result["pairs"] == 3, result
+    assert result["verdict"] == "faster" and result["interval"][0] > 1.0, result
+    assert all(r["cwd"] is None for r in result["runs"]) and not list(work.glob("try-*")), result["runs"]
 
 
 @pytest.mark.slow

@@ -40,7 +40,7 @@ DATALOADER_FACTS: tuple[str, ...] = (
     "loader_name", "loader_place", "loader_settings", "loader_where",
     "loading_wait_share", "loading_wait_share_low", "machine_busy_share", "num_workers", "num_workers_helps",
     "num_workers_needed", "num_workers_range", "num_workers_reason", "persistent_workers", "pin_memory", "prefetch_factor",
-    "respawn_cost_s", "respawn_first_step", "respawn_share", "respawn_wait_ms", "stall_advice",
+    "respawn_cost_s", "respawn_first_step", "respawn_share", "respawn_wait_ms", "side_steps_per_pass", "stall_advice",
     "steady_steps", "steady_batches", "step_batches", "step_mean_ms", "step_ms", "suggested_num_workers", "suggested_prefetch_factor",
     "train_ms", "training_cores", "worker_cpu_ms", "worker_memory_mib", "worker_runq_ms", "worker_start_method",
     "worker_starved_ms", "workers_limit", "workers_memory_cap", "workers_respawn_each_epoch",
@@ -188,12 +188,13 @@ def _profile(session: Session, loader: DataLoaderFields, workers: int, kept: lis
         worker_bytes = rss_children // workers
     logical = _opt_int(session.env.get("cores_logical"))
     per_step = fig.batches / fig.steps if fig.steps else None
-    out = {"loader_bound": bound, "batches_per_step": rounded(per_step, 3),
+    length = _opt_int(loader.get("len"))
+    side_steps = _steps_per_pass(loader, length, fig.steps) if consume is not None else None
+    out = {"loader_bound": bound, "batches_per_step": rounded(per_step, 3), "side_steps_per_pass": rounded(side_steps, 1),
            # the evidence's "waited ... for its batch", or "for its 4 batches" (accumulation)
            "step_batches": "several" if per_step is not None and per_step >= 1.5 else "one"}
     # workers start at every epoch, or once if persistent: the batches each start serves
     # are an epoch's (a profiled run may be shorter than the training), or all the run's
-    length = _opt_int(loader.get("len"))
     total = session.steps.total_batches
     per_start = max(length, total) if loader.get("persistent_workers") and length else (length or total)
     method = start_method(session, {**loader, "num_workers": max(1, workers)})
@@ -206,6 +207,22 @@ def _profile(session: Session, loader: DataLoaderFields, workers: int, kept: lis
         advice["num_workers_reason"] = [*advice["num_workers_reason"], "iterable"]
     out.update(advice)
     return out
+
+
+def _steps_per_pass(loader: DataLoaderFields, length: int | None, steps: int) -> float | None:
+    """Steps from one pass over a side loader to the next: what a trial of its fix must span
+    to time it at all (experiment/candidates.py). Its timed batches leave out each
+    iterator's first: one per pass, or one in all where persistent workers keep the iterator."""
+    timed = _opt_int(loader.get("fetches"))
+    if not length or not timed or not steps:
+        return None
+    if loader.get("persistent_workers"):
+        passes = (timed + 1) / length
+    elif length > 1:
+        passes = timed / (length - 1)
+    else:
+        return None
+    return steps / passes if passes >= 1 else None
 
 
 SIDE_LOADER = 0.5
