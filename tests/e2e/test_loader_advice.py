@@ -298,12 +298,12 @@ def test_a_loader_at_its_worker_bound_is_told_to_load_faster_not_given_its_own_l
 
 @pytest.mark.slow
 def test_an_evaluation_loader_is_sized_from_its_own_batches_and_its_fix_is_tried_over_its_reads(tmp_path):
-    """A slow evaluation loader read every 30 steps (4 batches of 160 ms): its batches come in
+    """A slow evaluation loader read every 30 steps (4 batches of 128 ms): its batches come in
     4 of 120 steps, so the steps' median asked for 1 worker and "it trains in 12 ms" was the
     training steps' compute spread over its few batches. Its own batches are evaluated in well
     under a millisecond (the gap from each batch to the next request, per loader): far more
-    workers would keep up, and a pass has 4 batches, so 4 is the number (160 ms a batch also
-    keeps the start-up bound, sqrt(4 x 160 / 50 ms), at 4). The loaders are built inside
+    workers would keep up, and a pass has 4 batches, so 4 is the number (128 ms a batch also
+    keeps the start-up bound, ceil(sqrt(4 x 128 / 50 ms)), at 4). The loaders are built inside
     main(): their last sums came after them (they were lost with the loaders, and with them
     the evaluation loader's 12 timed batches, so the training loader was blamed).
 
@@ -317,7 +317,7 @@ def test_an_evaluation_loader_is_sized_from_its_own_batches_and_its_fix_is_tried
     work.mkdir()
     shutil.copy(SCRIPTS / "eval_every.py", work / "eval_every.py")
     run_dir = tmp_path / "run"
-    proc = mpsprof_cli("run", "--headless", "-o", str(run_dir), "eval_every.py", "--sleep-ms", "5", cwd=work,
+    proc = mpsprof_cli("run", "--headless", "-o", str(run_dir), "eval_every.py", "--sleep-ms", "4", cwd=work,
                        timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     summary, facts = read_summary(run_dir), diagnose(load_run(run_dir).session).facts
