@@ -131,6 +131,11 @@ class DataLoaderFields(Tagged, total=False):
     file: str
     line: int
     """The script's line that built the loader."""
+    call_file: str
+    call_line: int
+    call_func: str
+    """Where the function holding that line was called from, and its name (a helper that
+    builds several loaders); absent at a module's top level."""
     fetches: int
     fetch_s: float
     """Batches taken from this loader (each iterator's first left out) and the training's

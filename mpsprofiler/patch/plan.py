@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..diagnosis.analyzers.framework_place import ARGUMENT_CALLS, TRAINER_LOADER_ARGUMENTS, arguments_line
+from ..diagnosis.analyzers.loader_place import shared_line
 from ..diagnosis.analyzers.sync_fix import FILTER_SETTING
 from ..diagnosis.findings import Finding
 from ..experiment.candidates import candidate_for
@@ -141,6 +142,16 @@ def _loaders(e: _Edits, f: Finding, facts: dict[str, Any]) -> None:
             if (file, line) in done:
                 continue
             done.add((file, line))
+            other = shared_line(e.session, d) if key != "*" else None
+            if other is not None:
+                # a helper builds this loader and another: the edit belongs at the call that makes
+                # this one, and the helper must hand the arguments on (the fix text says so)
+                call = (f" at the call that makes it ({e.short(str(d.get('call_file')))}:{d.get('call_line')})"
+                        if d.get("call_file") and d.get("call_line") else "")
+                e.fix.not_patched.append(
+                    f"not patched: {e.short(file)}:{line} builds DataLoader {other.get('created')} too: set "
+                    f"{_args(changes)} for DataLoader {d.get('created')} only{call}, by hand")
+                continue
             if e.session.model.get("framework") == "transformers Trainer":
                 _trainer_loader(e, file, line, changes, workers)
                 continue

@@ -44,6 +44,10 @@ class Site:
     created: int
     file: str | None
     line: int | None
+    call: tuple[str, int, str] | None = None
+    """Where the function holding ``file:line`` was called from (file, line, its name), when
+    that is the script's code too: a helper that builds several loaders (``make_loader(ds)``)
+    is changed at the call that makes the one to change."""
     fetches: int = 0
     fetch_s: float = 0.0
     consumes: int = 0
@@ -76,8 +80,8 @@ class LoaderSites:
         if os.getpid() != self._pid:
             return
         self._created += 1
-        file, line = self._caller()
-        site = self._sites[loader] = Site(self._created, file, line)
+        file, line, call = self._caller()
+        site = self._sites[loader] = Site(self._created, file, line, call)
         self._every.append(site)
 
     def site_fields(self, loader: Any) -> dict[str, Any]:
@@ -87,6 +91,8 @@ class LoaderSites:
         out: dict[str, Any] = {"created": site.created}
         if site.file:
             out["file"], out["line"] = site.file, site.line
+        if site.call is not None:
+            out["call_file"], out["call_line"], out["call_func"] = site.call
         return out
 
     def on_iter(self, it: Any, loader: Any, fields: dict[str, Any] | None) -> None:
@@ -147,7 +153,9 @@ class LoaderSites:
             if site.fields and site.fetches > site.sent:
                 self.update(site)
 
-    def _caller(self) -> tuple[str | None, int | None]:
+    def _caller(self) -> tuple[str | None, int | None, tuple[str, int, str] | None]:
+        """The script's line that built the loader, and the call of the function it is in
+        (the next frame out, where that is the script's too; None at a module's top level)."""
         if self._torch_dir is None:
             import torch
 
@@ -159,14 +167,25 @@ class LoaderSites:
                 break
             name = os.path.abspath(frame.f_code.co_filename)
             if not name.startswith(skip) and not name.startswith("<"):
-                return name, frame.f_lineno
+                return name, frame.f_lineno, self._call_of(frame, skip)
             if frame.f_code.co_name == "prepare_data_loader":
                 # accelerate rebuilds the loader it is handed: the script's line is that one's
                 original = self._sites.get(frame.f_locals.get("dataloader"))
                 if original is not None and original.file:
-                    return original.file, original.line
+                    return original.file, original.line, original.call
             frame = frame.f_back  # type: ignore[assignment]
-        return None, None
+        return None, None, None
+
+    @staticmethod
+    def _call_of(frame: Any, skip: tuple[str, ...]) -> tuple[str, int, str] | None:
+        func = frame.f_code.co_name
+        outer = frame.f_back
+        if outer is None or func.startswith("<"):  # <module>, a lambda, a comprehension
+            return None
+        name = os.path.abspath(outer.f_code.co_filename)
+        if name.startswith(skip) or name.startswith("<"):
+            return None
+        return name, outer.f_lineno, func
 
 
 MAX_WALK = 256

@@ -342,6 +342,25 @@ def test_an_evaluation_loader_is_sized_from_its_own_batches_and_its_fix_is_tried
 
 
 @pytest.mark.slow
+def test_a_loader_built_by_a_shared_helper_is_changed_at_its_own_call(tmp_path):
+    """`make_loader(ds)` builds the training and the evaluation loader at one line: the fix
+    rewrote that line, which gave both loaders the workers. It now changes the call that makes
+    the evaluation loader (the helper hands the arguments on), and `patch` leaves the shared
+    line alone and says where to set them."""
+    summary, facts = profile(tmp_path, "shared_helper.py")
+    found = {f["rule"]: f for f in summary["findings"]}
+    stall = found.get("dataloader-stall-critical") or found["dataloader-stall"]
+    assert facts["loader_created"] == 2 and facts["loader_where"] == "shared", facts
+    assert "shared_helper.py:23) builds the 1st DataLoader too" in stall["fix"], stall["fix"]
+    assert "val_dl = make_loader(Data(128, 0.004), num_workers=4, persistent_workers=True)" in stall["fix"]
+    assert "shared_helper.py:29" in stall["fix"] and "return DataLoader(" not in stall["fix"], stall["fix"]
+    patched = mpsprof_cli("patch", str(tmp_path / "run"), env=child_env(), timeout=120)
+    assert patched.returncode == 0, patched.stderr[-2000:]
+    assert "builds DataLoader 1 too: set num_workers=4, persistent_workers=True for DataLoader 2 only" in patched.stdout
+    assert "shared_helper.py:29" in patched.stdout, patched.stdout
+
+
+@pytest.mark.slow
 def test_a_stream_that_loads_in_bursts_is_sized_from_its_average_and_told_about_its_copies(tmp_path):
     """A shard every 4th batch (50 ms), the rest at once: the median step asked for 1 worker,
     which keeps 92% of the time waiting; the average asks for the most a waiting loader gets.

@@ -408,6 +408,21 @@ def _loader(tmp: Path, script: str | None, count: int = 1, created: int = 1, tra
     return place_facts(session, loader, 2, 0, "8", None, side)  # type: ignore[arg-type]
 
 
+def _shared_loaders(tmp: Path) -> dict[str, Any]:
+    """Two loaders built at one line of a helper, the 2nd made at line 6."""
+    from types import SimpleNamespace
+
+    from mpsprofiler.diagnosis.analyzers.loader_place import place_facts
+
+    script = tmp / "train.py"
+    script.write_text("from torch.utils.data import DataLoader\ndef make_loader(ds):\n    return DataLoader(ds)\n"
+                      "def main():\n    a = make_loader([1])\n    b = make_loader([2])\n")
+    first = {"file": str(script), "line": 2, "created": 1, "call_file": str(script), "call_line": 5, "call_func": "make_loader"}
+    second = {**first, "created": 2, "call_line": 6}
+    session = SimpleNamespace(dataloaders={1: first, 2: second}, run={"cwd": str(tmp)}, model={"framework": None})
+    return place_facts(session, second, 2, 0, "8", None)  # type: ignore[arg-type]
+
+
 def _threads(tmp: Path, monkeypatch: pytest.MonkeyPatch, workers: int = 0, busy: float = 0.0, measured: bool = True,
              calls: list[dict[str, Any]] | None = None, target: str | None = None, torch_threads: int = 8) -> dict[str, Any]:
     from types import SimpleNamespace
@@ -520,6 +535,10 @@ def _code_cases(tmp: Path, monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, s
         (ds, "loader_where", _loader(tmp, "train.py", 2, 2), "Change the line that builds the 2nd DataLoader "
                                                               "(train.py:2) to"),
         (ds, "loader_where", _loader(tmp, "gone.py"), "Build the DataLoader with"),
+        (ds, "loader_where", _shared_loaders(tmp),
+         "The line that builds the 2nd DataLoader (train.py:2) builds the 1st DataLoader too, so changed there both "
+         "would get the workers. Give them to this one only, at the call that makes it (train.py:6), and let "
+         "`make_loader()` hand them on to `DataLoader(...)`"),
         (ds, "loader_where", _loader(tmp, "hf.py", trainer=True),
          "The Trainer builds it from its `TrainingArguments`: change them (hf.py:2) to"),
         (ds, "loader_where", _loader(tmp, "gone.py", trainer=True),

@@ -17,7 +17,8 @@ from .common import num, training_loader
 from .framework_place import guard_note, trainer_place
 from .source_edit import rewrite_call, short_path
 
-PLACE_FACTS: tuple[str, ...] = ("loader_which", "loader_name_place", "loader_change")
+PLACE_FACTS: tuple[str, ...] = ("loader_which", "loader_name_place", "loader_change", "loader_call_place",
+                                 "loader_func", "loader_shared_which", "loader_shared_created")
 """Besides ``loader_name`` and ``loader_where`` (codes ``rules/dataloader-stall.yaml`` words):
 which loader (``only``, or the ordinal's ending ``st``/``nd``/``rd``/``th`` of
 ``loader_created``), the line that built it (or started the Trainer), and whether the fix
@@ -59,6 +60,38 @@ def _ordinal(n: int) -> str:
     return "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
 
 
+def shared_line(session: Session, loader: DataLoaderFields) -> DataLoaderFields | None:
+    """Another loader built by the same line (a helper such as ``make_loader(ds)`` for the
+    training and the evaluation set): changed there, both would get the workers."""
+    file, line = loader.get("file"), loader.get("line")
+    if not file or not line:
+        return None
+    return next((d for d in session.dataloaders.values() if d is not loader and d.get("created") != loader.get("created")
+                 and d.get("file") == file and d.get("line") == line), None)  # fmt: skip
+
+
+def _shared_call(session: Session, loader: DataLoaderFields, other: DataLoaderFields,
+                 changes: dict[str, str]) -> dict[str, Any] | None:
+    """The call that made this loader, given the workers (its helper must hand them on)."""
+    call_file, call_line, func = loader.get("call_file"), num(loader.get("call_line")), loader.get("call_func")
+    if not call_file or not call_line or not func:
+        return None
+    rewrite = rewrite_call(str(call_file), int(call_line), (str(func),), changes)
+    if rewrite is None:
+        return None
+    cwd = session.run.get("cwd")
+    created = num(other.get("created"))
+    return {
+        "loader_where": "shared",  # the rule file's words: the line builds another loader too
+        "loader_call_place": f"{short_path(rewrite.path, cwd)}:{rewrite.line}",
+        "loader_func": str(func),
+        "loader_shared_which": _ordinal(int(created)) if created else "only",
+        "loader_shared_created": int(created) if created else None,
+        "loader_code": rewrite.after + f"\n# and {func}() hands them to its DataLoader(...) (**kwargs)"
+                       + (guard_note(session, str(call_file)) if int(changes.get("num_workers", "0")) > 0 else ""),
+    }
+
+
 def place_facts(session: Session, loader: DataLoaderFields, suggested: int | None, workers: int,
                 batch_size_arg: str, prefetch: int | None, side: bool = False) -> dict[str, Any]:
     """``loader_created``, ``loader_place``, ``loader_name``, ``loader_where`` and ``loader_code``
@@ -84,6 +117,12 @@ def place_facts(session: Session, loader: DataLoaderFields, suggested: int | Non
     if trainer is not None:  # a Trainer's loader: its TrainingArguments (framework_place.py)
         out.update(trainer)
         return out
+    shared = shared_line(session, loader)
+    if shared is not None:
+        call = _shared_call(session, loader, shared, changes)
+        if call is not None:
+            out.update(call)
+            return out
     rewrite = rewrite_call(str(file), int(line), LOADER_CALLS, changes) if file and line else None
     if rewrite is not None:
         where = f"{short_path(rewrite.path, session.run.get('cwd'))}:{rewrite.line}"
