@@ -219,8 +219,6 @@ RUNS: dict[str, tuple[str, dict[str, str], tuple[str, ...], tuple[str, ...]]] = 
     "lightning": ("lightning_val.py", {"STEPS": "40", "ACCUM": "2", "SAMPLE_SLEEP": "0.003", "LEAK": "1",
                                      "OMP_NUM_THREADS": "2", "MKL_NUM_THREADS": "2"},
                   ("lightning",), ("--set", "dataloader.num_workers=2")),
-    # a slow validation set read every 15 batches: the evaluation loader is the one to change
-    "lightning_eval": ("lightning_slow_eval.py", {}, ("lightning",), ()),
 }
 
 
@@ -367,11 +365,15 @@ def test_lightning_leaves_out_its_sanity_check(framework_runs: dict[str, Run]) -
 
 
 @pytest.mark.slow
-def test_a_slow_validation_set_is_told_in_val_dataloaders_terms(framework_runs: dict[str, Run]) -> None:
+def test_a_slow_validation_set_is_told_in_val_dataloaders_terms(tmp_path: Path) -> None:
     """Validation every 15 batches over 4 slow batches: the stall names the evaluation loader,
     sizes its workers from its own batches (4: a pass has 4), and says Lightning's
-    `val_dataloader()`, not `train_dataloader()`; Lightning's own count is the step count."""
-    run = framework_run(framework_runs, "lightning_eval")
+    `val_dataloader()`, not `train_dataloader()`; Lightning's own count is the step count.
+    (A run of its own, after the shared ones: beside them a fourth run slowed the timed ones.)"""
+    if not has("lightning"):
+        pytest.skip("needs lightning (the frameworks extra)")
+    run = run_script(tmp_path, "lightning_eval", "lightning_slow_eval.py", {}, ())
+    assert run.proc.returncode == 0, run.proc.stderr[-3000:]
     assert run.steps["count"] == run.printed("global_step") == 60, run.steps
     found = {f["rule"]: f for f in run.summary["findings"]}
     stall = found.get("dataloader-stall-critical") or found["dataloader-stall"]
