@@ -24,6 +24,7 @@ event again, with more fetches each time (doubling), so the recording stays smal
 
 from __future__ import annotations
 
+import collections
 import os
 import sys
 import weakref
@@ -35,6 +36,9 @@ _SKIP = tuple(
     os.path.dirname(p) + os.sep
     for p in (os.path.dirname(os.path.abspath(__file__)),)  # mpsprofiler/
 )
+KEPT_SITES = 256
+"""Records kept for the final sums: a script that builds a loader per epoch (or per step)
+keeps the newest ones; older ones were reported as they grew (``FIRST_UPDATE``)."""
 FIRST_UPDATE = 16
 """The first per-loader update after this many timed fetches; then at 2x, 4x, ..."""
 
@@ -66,9 +70,9 @@ class LoaderSites:
         self._pid = os.getpid()
         self._created = 0
         self._sites: weakref.WeakKeyDictionary[Any, Site] = weakref.WeakKeyDictionary()
-        self._every: list[Site] = []
-        """Every loader's record, kept past its loader: a loader built inside ``main()`` is
-        gone by the end, and its last sums with it (a loader read fewer than
+        self._every: collections.deque[Site] = collections.deque(maxlen=KEPT_SITES)
+        """The newest loaders' records, kept past their loaders: a loader built inside
+        ``main()`` is gone by the end, and its last sums with it (a loader read fewer than
         ``FIRST_UPDATE`` times was never reported). A record holds no reference to its loader."""
         self._iters: dict[int, tuple[weakref.ref[Any], Site, list[float]]] = {}
         """Live iterators by id, each with a weak reference to it (dropped with it): read at

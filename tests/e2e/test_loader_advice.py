@@ -242,6 +242,59 @@ def test_a_batch_s_tensors_are_counted_through_its_containers():
     assert count_tensors([t] * (MAX_WALK * 4)) < MAX_WALK  # a huge batch is not walked to its end
 
 
+def test_a_loaders_gaps_and_final_sums_outlive_it_for_the_newest_loaders() -> None:
+    """Per loader: the gap from each batch to the next request of the same iterator (what the
+    script does with the batch), none across passes; the final sums are sent for loaders
+    already gone, but only the newest KEPT_SITES (a loader per step must not pile up)."""
+    import gc
+
+    from mpsprofiler.probe import loader_sites
+
+    sent: list[dict[str, Any]] = []
+    sites = loader_sites.LoaderSites(sent.append)
+
+    class Loader:
+        pass
+
+    class Iterator:
+        _num_yielded = 0
+
+    n = loader_sites.KEPT_SITES + 44
+    for i in range(n):
+        loader, it = Loader(), Iterator()
+        sites.on_created(loader)
+        sites.on_iter(it, loader, {"id": i + 1})
+        clock = 10.0
+        for _ in range(3):  # each batch: 2 ms to arrive, then 5 ms of the script's work on it
+            it._num_yielded += 1
+            clock += 0.002
+            sites.on_fetch(it, 0.002, None, clock)
+            clock += 0.005
+        del loader, it
+    gc.collect()
+    sites.flush()
+    final = {d["id"]: d for d in sent}
+    assert sorted(final) == list(range(n - loader_sites.KEPT_SITES + 1, n + 1))
+    last = final[n]
+    assert last["fetches"] == 2 and last["consumes"] == 2 and abs(last["consume_s"] - 0.010) < 1e-9, last
+    # persistent workers: one iterator, two passes (iter() resets it), no gap between the passes
+    sent.clear()
+    loader, it = Loader(), Iterator()
+    sites.on_created(loader)
+    sites.on_iter(it, loader, {"id": 0})
+    clock = 0.0
+    for _ in range(2):
+        it._num_yielded = 0
+        for _ in range(3):
+            it._num_yielded += 1
+            clock += 0.002
+            sites.on_fetch(it, 0.002, None, clock)
+            clock += 0.005
+        clock += 1.0  # the training steps between two passes
+    sites.flush()
+    assert sent[-1]["consumes"] == 4 and sent[-1]["consume_s"] < 0.03, sent[-1]
+
+
 # --------------------------------------------------------------------------- real scripts
 
 
