@@ -27,6 +27,9 @@ IGNORED_NAMES = frozenset({
     "__CF_USER_TEXT_ENCODING", "__CFBundleIdentifier", "XPC_FLAGS", "XPC_SERVICE_NAME", "LESS", "LESSOPEN",
     "LESSCLOSE", "PAGER", "EDITOR", "VISUAL", "GPG_TTY", "DBUS_SESSION_BUS_ADDRESS", "WINDOWID",
     "MOTD_SHOWN", "PYTEST_CURRENT_TEST", "PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT",
+    # per-shell or per-directory bookkeeping of Python version managers: pyenv's shims set
+    # PYENV_DIR to the directory `python` is run in (where it looks for .python-version)
+    "PYENV_DIR", "CONDA_PROMPT_MODIFIER", "CONDA_SHLVL", "VIRTUAL_ENV_PROMPT", "INSIDE_EMACS", "TERMINAL_EMULATOR",
 })  # fmt: skip
 IGNORED_PREFIXES = ("TERM_", "ITERM_", "SSH_", "XDG_SESSION", "XDG_VTNR", "XDG_SEAT", "VSCODE_", "KITTY_",
                     "WEZTERM_", "ALACRITTY_", "GIT_ASKPASS", "STARSHIP_", "P9K_", "ZSH_", "BASH_FUNC_",

@@ -68,3 +68,13 @@ def test_many_names_are_cut_and_a_recording_without_digests_says_nothing() -> No
     words = drift_words(drift({n: "0" for n in names}, {}))
     assert words is not None and "V0, V1, V2, V3, V4, V5 and 3 more are set for the recorded run" in words
     assert drift_words(drift({}, {})) is None
+
+
+def test_a_version_managers_per_directory_bookkeeping_is_no_drift() -> None:
+    """pyenv's shims set PYENV_DIR to the directory python runs in: `mpsprof run` from a
+    project and `mpsprof try RUN_DIR` from elsewhere were said to differ (seen for real)."""
+    from mpsprofiler.launcher.env_digest import digest
+
+    recorded = digest({"PYENV_DIR": "/home/me/project", "CONDA_SHLVL": "1", "OMP_NUM_THREADS": "4"})
+    assert drift_words(drift(recorded, {"PYENV_DIR": "/tmp", "CONDA_SHLVL": "2", "OMP_NUM_THREADS": "4"})) is None
+    assert "OMP_NUM_THREADS" in (drift_words(drift(recorded, {"PYENV_DIR": "/tmp"})) or "")
