@@ -214,14 +214,21 @@ def label(settings: dict[str, Any]) -> str:
     """The change as try and the TUI title it: ``num_workers=4`` for every DataLoader,
     ``num_workers=4 (DataLoader 2)`` for one (the creation order ``--set dataloader.2.*`` uses),
     the other settings as written (``env.OMP_NUM_THREADS=1``)."""
-    parts = []
+    parts: list[str] = []
+    loaders: dict[str, list[str]] = {}  # one loader's fields together: "a=1, b=2 (DataLoader 2)"
     for line in describe(settings):
         if line.startswith("dataloader."):
             rest = line[len("dataloader."):]
             number, _, field = rest.partition(".")
-            line = f"{field} (DataLoader {number})" if number.isdigit() and field else rest
+            if number.isdigit() and field:
+                if number not in loaders:
+                    loaders[number] = []
+                    parts.append(f"\0{number}")  # its place among the parts
+                loaders[number].append(field)
+                continue
+            line = rest
         parts.append(line)
-    return ", ".join(parts)
+    return ", ".join(f"{', '.join(loaders[p[1:]])} (DataLoader {p[1:]})" if p.startswith("\0") else p for p in parts)
 
 
 def _text(value: Any) -> str:

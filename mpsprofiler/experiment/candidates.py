@@ -52,7 +52,10 @@ def _workers(facts: dict[str, Any]) -> dict[str, Any] | None:
     if isinstance(reason, list) and "iterable" in reason:
         return None  # an IterableDataset's workers each yield the whole stream: not safe to try as is
     created = _int(facts, "loader_created")
-    return {"dataloader": {str(created) if created else "*": {"num_workers": n}}}
+    change: dict[str, Any] = {"num_workers": n}
+    if n > 0 and not facts.get("persistent_workers"):
+        change["persistent_workers"] = True  # as the fix writes it: the workers start once
+    return {"dataloader": {str(created) if created else "*": change}}
 
 
 SIDE_PASSES = 2.5

@@ -52,7 +52,12 @@ def test_loss_comparison() -> None:
 def test_candidates_use_the_findings_suggestions() -> None:
     stall = {"rule": "dataloader-stall-critical", "facts": {"suggested_num_workers": 3, "num_workers": 0}}
     c = candidate_for(stall)
-    assert c is not None and c.settings == {"dataloader": {"*": {"num_workers": 3}}} and c.text == "num_workers=3"
+    # persistent, as the fix writes the loader (and its workers are sized so)
+    assert c is not None and c.settings == {"dataloader": {"*": {"num_workers": 3, "persistent_workers": True}}}
+    assert c.text == "num_workers=3, persistent_workers=true"
+    kept = candidate_for({"rule": "dataloader-stall", "facts": {"suggested_num_workers": 4, "num_workers": 2,
+                                                               "persistent_workers": True, "loader_created": 2}})
+    assert kept is not None and kept.text == "num_workers=4 (DataLoader 2)"
     assert candidate_for({"rule": "oom-crash", "facts": {"suggested_batch_size": 8}}) is None  # needs a code edit
     threads = candidate_for({"rule": "thread-oversubscription", "facts": {"suggested_torch_threads": 1}})
     assert threads is not None and threads.text == "torch.num_threads=1"

@@ -226,9 +226,12 @@ def test_a_waiting_loader_gets_workers_from_its_times_not_from_the_cores():
     cpu = facts_of(build_session(loaders=[loader(len=1000)], rows=busy_rows))
     assert cpu["loader_bound"] == "waiting" and cpu["suggested_num_workers"] == 3, reason_text(cpu)
     assert "computes 12.0 ms of every 36.0 ms" in reason_text(cpu)
-    # 10 batches an epoch, workers started at each (fork, ~50 ms): sqrt(10 * 36 / 50) -> 3
+    # 10 batches an epoch, but the fix's workers are persistent (fork, ~50 ms each): they
+    # start once for the run's 30 batches, sqrt(30 * 36 / 50) -> 5 (restarted at every epoch,
+    # sqrt(10 * 36 / 50) -> 3, which the persistent workers the fix writes do not need)
     short = facts_of(build_session(loaders=[loader(len=10)], rows=rows))
-    assert short["suggested_num_workers"] == 3 and "cost more to start" in reason_text(short)
+    assert short["suggested_num_workers"] == 5 and "cost more to start" in reason_text(short)
+    assert "persistent workers start once for the 30 batches of this run" in reason_text(short)
 
 
 def test_a_cpu_bound_loader_is_limited_by_the_free_cores_and_says_so():

@@ -21,7 +21,7 @@ def test_a_side_loaders_fix_spans_two_of_its_passes() -> None:
 def test_only_the_loader_stall_fix_of_a_side_loader_gets_a_window() -> None:
     facts = {"suggested_num_workers": 4, "num_workers": 0, "loader_created": 2, "side_steps_per_pass": 30.0}
     stall = candidate_for({"rule": "dataloader-stall-critical", "title": "t"}, facts)
-    assert stall is not None and stall.settings == {"dataloader": {"2": {"num_workers": 4}}}
+    assert stall is not None and stall.settings == {"dataloader": {"2": {"num_workers": 4, "persistent_workers": True}}}
     assert stall.window == Window(76, stall.window.reason if stall.window else "")
     plain = candidate_for({"rule": "dataloader-stall", "title": "t"}, {**facts, "side_steps_per_pass": None})
     assert plain is not None and plain.window is None

@@ -193,10 +193,12 @@ def _profile(session: Session, loader: DataLoaderFields, workers: int, kept: lis
     out = {"loader_bound": bound, "batches_per_step": rounded(per_step, 3), "side_steps_per_pass": rounded(side_steps, 1),
            # the evidence's "waited ... for its batch", or "for its 4 batches" (accumulation)
            "step_batches": "several" if per_step is not None and per_step >= 1.5 else "one"}
-    # workers start at every epoch, or once if persistent: the batches each start serves
-    # are an epoch's (a profiled run may be shorter than the training), or all the run's
+    # the fix's workers are persistent (loader_place adds persistent_workers=True, and try
+    # and patch set it too): they start once, so each start serves all the run's batches
+    # (at least an epoch's: a profiled run may be shorter than the training). Sized for
+    # workers restarted at every epoch, a 10-batch epoch got 3 workers where 7 keep up.
     total = session.steps.total_batches
-    per_start = max(length, total) if loader.get("persistent_workers") and length else (length or total)
+    per_start = max(length, total) if length else total
     method = start_method(session, {**loader, "num_workers": max(1, workers)})
     advice: dict[str, Any] = advise(fig, bound, workers, train, training_cores, cores, what, batch_size, available,
                                     worker_bytes, logical, per_start, method, spread, average, consume,
