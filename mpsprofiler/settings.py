@@ -214,8 +214,8 @@ def label(settings: dict[str, Any]) -> str:
     """The change as try and the TUI title it: ``num_workers=4`` for every DataLoader,
     ``num_workers=4 (DataLoader 2)`` for one (the creation order ``--set dataloader.2.*`` uses),
     the other settings as written (``env.OMP_NUM_THREADS=1``)."""
-    parts: list[str] = []
-    loaders: dict[str, list[str]] = {}  # one loader's fields together: "a=1, b=2 (DataLoader 2)"
+    parts: list[str | tuple[str, list[str]]] = []  # a loader's fields together: "a=1, b=2 (DataLoader 2)"
+    loaders: dict[str, list[str]] = {}
     for line in describe(settings):
         if line.startswith("dataloader."):
             rest = line[len("dataloader."):]
@@ -223,12 +223,12 @@ def label(settings: dict[str, Any]) -> str:
             if number.isdigit() and field:
                 if number not in loaders:
                     loaders[number] = []
-                    parts.append(f"\0{number}")  # its place among the parts
+                    parts.append((number, loaders[number]))
                 loaders[number].append(field)
                 continue
             line = rest
         parts.append(line)
-    return ", ".join(f"{', '.join(loaders[p[1:]])} (DataLoader {p[1:]})" if p.startswith("\0") else p for p in parts)
+    return ", ".join(p if isinstance(p, str) else f"{', '.join(p[1])} (DataLoader {p[0]})" for p in parts)
 
 
 def _text(value: Any) -> str:

@@ -107,6 +107,14 @@ FIXES: dict[str, Callable[[dict[str, Any]], dict[str, Any] | None]] = {
     "memory-pressure": _watermark,
     "cache-growth": _watermark,
 }
+WINDOWED_RULES = frozenset(rule for rule, make in FIXES.items() if make is _workers)
+"""Rules whose fix may need a trial window (:func:`fix_window`): a loader's workers."""
+
+
+def fix_window(rule: str, facts: dict[str, Any]) -> Window | None:
+    """The window ``rule``'s fix is timed over: a loader's workers, where the loader is a side
+    loader (:func:`side_window`); None for every other fix. ``try`` and ``patch --prove`` ask here."""
+    return side_window(facts) if rule in WINDOWED_RULES else None
 
 
 def candidate_for(finding: Finding | dict[str, Any], facts: dict[str, Any] | None = None) -> Candidate | None:
@@ -118,14 +126,15 @@ def candidate_for(finding: Finding | dict[str, Any], facts: dict[str, Any] | Non
     make = FIXES.get(str(d.get("rule")))
     if make is None:
         return None
+    merged = {**(facts or {}), **dict(d.get("facts") or {})}
     try:
-        settings = make({**(facts or {}), **dict(d.get("facts") or {})})
+        settings = make(merged)
     except Exception:
         return None
     if not settings:
         return None
-    window = side_window({**(facts or {}), **dict(d.get("facts") or {})}) if make is _workers else None
-    return Candidate(rule=str(d.get("rule")), title=str(d.get("title", "")), settings=settings, window=window)
+    rule = str(d.get("rule"))
+    return Candidate(rule=rule, title=str(d.get("title", "")), settings=settings, window=fix_window(rule, merged))
 
 
 def candidates(findings: list[Finding], facts: dict[str, Any] | None = None) -> list[Candidate]:

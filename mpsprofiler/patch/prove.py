@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..experiment.trial import OK, RunOutcome, Target, Trial, TrialConfig
+from ..experiment.trial import OK, RunOutcome, Target, Trial, TrialConfig, Window
 from ..launcher.child import RunSpec
 from ..launcher.options import ProbeOptions
 from ..session.session import Session
@@ -100,6 +100,14 @@ def _listing(root: str, skip: Path | None) -> tuple[list[str], list[tuple[str, s
     return folders, out
 
 
+def _fix_window(session: Session, rule: str) -> Window | None:
+    """The run's facts are read only for a fix that may need a window (a loader's workers)."""
+    from ..diagnosis.facts import collect_facts
+    from ..experiment.candidates import WINDOWED_RULES, fix_window
+
+    return fix_window(rule, collect_facts(session)) if rule in WINDOWED_RULES else None
+
+
 class TrackedTarget(Target):
     """A side whose runs keep op accounting on: a trial turns it off (less noise in the
     step time), but the leak tracking that finds a kept tensor or graph rides on it, and
@@ -122,7 +130,11 @@ class PatchTrial(Trial):
         # absolute: each side runs with its scratch copy as cwd, where a relative RUN_DIR
         # (`mpsprof patch mpsprof-runs/x --prove`) would name a path inside the copy
         out_dir = Path(os.path.abspath(out_dir))
-        super().__init__(Target(str(session.run.get("target") or "")), {}, out_dir, config, progress, fix.rule)
+        # a side loader's patch (an evaluation loader's workers) is timed over a window that
+        # spans its reads, by each run's mean step, as `try` times its fix (experiment/trial.Window)
+        self.window = _fix_window(session, fix.rule)
+        super().__init__(Target(str(session.run.get("target") or "")), {}, out_dir, config.for_window(self.window),
+                         progress, fix.rule)
         self.session, self.root, self.fix, self.diff_text, self.run_dir = session, root, fix, diff_text, run_dir
         self.sides = {"A": self.target, "B": self.target}
         self.label = f"the patch for {fix.rule}"
@@ -142,6 +154,8 @@ class PatchTrial(Trial):
         :class:`ProofError` when a scratch copy cannot be made."""
         fix = self.fix
         self.out_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        if self.window is not None:
+            self._progress(f"  {self.window.reason}")
         started = time.monotonic()
         if not self._stop.is_set():
             original, patched = targets(self.session, self.root, fix, self.out_dir / "src", self.run_dir)
@@ -202,21 +216,8 @@ def targets(session: Session, root: str, fix: Fix, out_dir: Path, run_dir: Path)
 
 def prove(session: Session, root: str, fix: Fix, diff_text: str, run_dir: Path, out_dir: Path,
           config: TrialConfig, progress: Any) -> dict[str, Any]:
-    """Run the proof and return its result (the trial's, plus ``patch_verdict``). A side
-    loader's patch (an evaluation loader's workers) is timed over a window that spans its
-    reads, by each run's mean step (experiment/trial.Window), as ``try`` times its fix."""
-    window = side_loader_window(session) if fix.rule.startswith("dataloader-stall") else None
-    if window is not None and progress is not None:
-        progress(f"  {window.reason}")
-    return PatchTrial(session, root, fix, diff_text, run_dir, out_dir, config.for_window(window), progress).prove()
-
-
-def side_loader_window(session: Session) -> Any:
-    """The window of the run's stalled loader if it is a side loader (None otherwise)."""
-    from ..diagnosis.facts import collect_facts
-    from ..experiment.candidates import side_window
-
-    return side_window(collect_facts(session))
+    """Run the proof and return its result (the trial's, plus ``patch_verdict``)."""
+    return PatchTrial(session, root, fix, diff_text, run_dir, out_dir, config, progress).prove()
 
 
 def store(run_dir: Path, result: dict[str, Any]) -> list[str]:

@@ -118,22 +118,21 @@ class LoaderSites:
         except TypeError:  # an iterator without weak references: not timed per loader
             pass
 
-    def on_fetch(self, it: Any, seconds: float, batch: Any = None, end: float | None = None) -> None:
+    def on_fetch(self, it: Any, seconds: float, batch: Any, end: float) -> None:
         """``end``: the clock when the batch arrived (``seconds`` after it was asked for)."""
         entry = self._iters.get(id(it))
         if entry is None or entry[0]() is not it:
             return
         _, site, state = entry
         state[0] += 1
-        if end is not None:
-            # a new pass of the same iterator (persistent workers: iter() resets it,
-            # _BaseDataLoaderIter._reset sets _num_yielded to 0) has no gap before its first batch
-            if state[0] > 1 and getattr(it, "_num_yielded", 2) != 1:
-                gap = end - seconds - state[1]
-                if gap >= 0.0:
-                    site.consumes += 1
-                    site.consume_s += gap
-            state[1] = end
+        # a new pass of the same iterator (persistent workers: iter() resets it,
+        # _BaseDataLoaderIter._reset sets _num_yielded to 0) has no gap before its first batch
+        if state[0] > 1 and getattr(it, "_num_yielded", 2) != 1:
+            gap = end - seconds - state[1]
+            if gap >= 0.0:
+                site.consumes += 1
+                site.consume_s += gap
+        state[1] = end
         if state[0] == 1:
             return  # the first batch waits for the workers to start
         if site.tensors is None:

@@ -280,7 +280,7 @@ class PatchFixMixin(_AppBase):
         self._trial = trial
         self._proof_rule = fix.rule
         title = f"Proving the patch for {fix.rule}"
-        note = (f"{proof_plan(fix.rule, config)}, each side from its own scratch copy in {out}; your files are not "
+        note = (f"{proof_plan(fix.rule, trial.config)}, each side from its own scratch copy in {out}; your files are not "
                 "touched. esc: back to the panels (the proof goes on); quitting the app stops it.")
         self._proof_shown = (title, [note], "", None)
         self._experiment_panel().start(title, note)

@@ -392,6 +392,16 @@ def test_an_evaluation_loader_is_sized_from_its_own_batches_and_its_fix_is_tried
     assert result["figure"] == "mean" and result["steps"] > 30 and result["pairs"] == 3, result
     assert result["verdict"] == "faster" and result["interval"][0] > 1.0, result
     assert all(r["cwd"] is None for r in result["runs"]) and not list(work.glob("try-*")), result["runs"]
+    # patch --prove (and the TUI's proof, which builds the trial itself) times its patch alike
+    from mpsprofiler.patch.command import proof_config
+    from mpsprofiler.patch.plan import plan
+    from mpsprofiler.patch.prove import PatchTrial
+
+    session = load_run(run_dir).session
+    diagnosis = diagnose(session)
+    (fix,) = plan(session, [f for f in diagnosis.findings if f.rule == stall["rule"]], diagnosis.facts)
+    proof = PatchTrial(session, str(work), fix, "", run_dir, tmp_path / "proof", proof_config(30, 3, 300))
+    assert proof.window is not None and proof.config.figure == "mean" and proof.config.steps == result["steps"]
 
 
 @pytest.mark.slow

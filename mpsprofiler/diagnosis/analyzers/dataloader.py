@@ -168,7 +168,8 @@ def _profile(session: Session, loader: DataLoaderFields, workers: int, kept: lis
     batch_size = _opt_int(loader.get("batch_size"))
     cores, what = compute_cores(session.env)
     train = fig.train_per_batch(session.device_kind == "cpu")
-    consume = side_consume(loader, fig) if split is not None else None
+    per_step = fig.batches / fig.steps if fig.steps else None  # this loader's batches a step
+    consume = side_consume(loader, per_step) if split is not None else None
     if consume is not None:
         # a loader served in a few steps only (evaluation every N steps): the steps'
         # compute and ratios are the other loader's; its own batches are consumed this fast
@@ -187,7 +188,6 @@ def _profile(session: Session, loader: DataLoaderFields, workers: int, kept: lis
     if workers and rss_children:
         worker_bytes = rss_children // workers
     logical = _opt_int(session.env.get("cores_logical"))
-    per_step = fig.batches / fig.steps if fig.steps else None
     length = _opt_int(loader.get("len"))
     side_steps = _steps_per_pass(loader, length, fig.steps) if consume is not None else None
     out = {"loader_bound": bound, "batches_per_step": rounded(per_step, 3), "side_steps_per_pass": rounded(side_steps, 1),
@@ -232,11 +232,11 @@ SIDE_LOADER = 0.5
 side loader: evaluation, a probe set. Its batches are not what paces the steps."""
 
 
-def side_consume(loader: DataLoaderFields, fig: Any) -> float | None:
+def side_consume(loader: DataLoaderFields, per_step: float | None) -> float | None:
     """Seconds the script spends on each batch of a side loader (between its arrival and
     the next request of the same iterator: probe/loader_sites.py), or None where the loader
-    serves most steps or the gaps were not recorded (fewer than 3)."""
-    per_step = fig.batches / fig.steps if fig.steps else None
+    serves most steps (``per_step``: its batches a step) or the gaps were not recorded
+    (fewer than 3)."""
     consumes, consume_s = _opt_int(loader.get("consumes")), num(loader.get("consume_s"))
     if per_step is None or per_step >= SIDE_LOADER or not consumes or consumes < 3 or consume_s is None:
         return None
