@@ -34,6 +34,8 @@ from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
+from .safe_point import SafePoint
+
 SKIPPED = object()
 """A pass whose site was not looked up (see ``install``'s ``needs_site``)."""
 MAX_SITES = 256
@@ -53,14 +55,16 @@ test), and with an optimizer the optimizer's steps count anyway."""
 def install(on_backward: Callable[[Any, float, float, bool], None], clock: Callable[[], float],
             on_error: Callable[[BaseException], None],
             on_outputs: Callable[[Any], None] | None = None,
-            needs_site: Callable[[], bool] | None = None) -> Callable[[], None]:
+            needs_site: Callable[[], bool] | None = None, safe_point: SafePoint | None = None) -> Callable[[], None]:
     """Wrap the engine entry; returns the uninstaller. ``on_backward(site, start, end, reset)``
     (start: before the call-site lookup, so the pass's time includes it, a few µs);
     ``on_outputs(t_outputs)`` (the training-health loss check) runs first and must not raise:
     ``reset`` is False when the site ran before and the gradients it accumulates into were
     not zeroed since (gradient accumulation: a micro-batch, not a new iteration).
     ``needs_site()`` False: the step tracker has no use for this pass's site (optimizer
-    steps count the steps), so it is not looked up: ``on_backward(None, start, end, True)``."""
+    steps count the steps), so it is not looked up: ``on_backward(None, start, end, True)``.
+    ``safe_point``: a change the op sampler left pending (see :mod:`.safe_point`) is made
+    at the start of an outermost pass, before the engine runs any op."""
     import torch
     import torch.autograd as autograd
     import torch.autograd.graph as graph
@@ -111,6 +115,8 @@ def install(on_backward: Callable[[Any, float, float, bool], None], clock: Calla
         # is one torch.compile runs while it traces (AOT autograd's joint graph: a pass
         # over FunctionalTensors from the script's forward line, under is_compiling())
         outer = getattr(depth, "n", 0)
+        if safe_point is not None and safe_point.pending is not None and not outer and not is_compiling():
+            safe_point.run()  # (no pass of this thread is running: outside any op)
         token = None if state["failed"] or outer or is_compiling() else before(t_outputs, running[0] > 0)
         depth.n = outer + 1
         running[0] += 1

@@ -43,6 +43,7 @@ from .ops_record import StepRecord
 from .ops_schedule import SampleSchedule
 from .ops_sites import FrameFinder, TensorPatches
 from .ops_stack import push_below, remove_mode
+from .safe_point import SafePoint
 
 EARLY_STEPS = (3, 5)
 """Sampled early (steps 0-1 are warm-up: allocator growth, kernel compilation): the first
@@ -54,8 +55,18 @@ LONG_FIRST_STEP_S = 5.0
 steps still gets op accounting and dtype facts. One more sampled step of a long-step run
 is paid back by the budget like the early ones."""
 MAX_OPS_PER_SAMPLE = 500_000
-SAMPLE_CAP_STEPS = 20  # a sample longer than 20 median steps is cut short ...
-MIN_SAMPLE_CAP_S = 5.0  # ... but never before 5 s
+SAMPLE_CAP_STEPS = 2
+"""A sample is cut short (recording stops, the mode goes at the next module call or backward
+pass) once it has run for this many plain steps' time: the mode more than doubled the step.
+That is a step of many tiny ops (a recurrent cell unrolled over thousands of time steps:
+~2 µs an op bare, ~14 µs more under the mode): one whole sample of such a step cost 6 steps'
+time, a quarter of a 12-step run; cut, it costs at most 2 (what it recorded is kept and
+marked ``truncated``). Also a sample with no boundary to end it (an evaluation after the
+loop). Every other sample ends before this (its ops cost it well under one step)."""
+MIN_SAMPLE_CAP_S = 0.5
+"""... but never before this: short steps' samples (a few to tens of ms) are never cut."""
+UNKNOWN_STEP_CAP_S = 5.0
+"""The cap while no plain step's time is known yet (a sample of step 1, see ``LONG_FIRST_STEP_S``)."""
 Emit = Callable[..., None]
 
 
@@ -88,6 +99,7 @@ class OpAccountant:
         min_interval: int = 4,
         every_step: bool = False,
         warn_always: bool = False,
+        safe_point: SafePoint | None = None,
     ) -> None:
         """``device_kind`` (mps | cuda | cpu) defaults to the device of the model's
         parameters; ``has_mps_kernel``, ``dispatch_dump`` and ``mps_device_type`` are
@@ -95,7 +107,8 @@ class OpAccountant:
         early ones (benchmarks); ``cpu_clock`` is the training thread's CPU time (what a
         sampled step cost it on a CPU run, see ``ops_schedule.EARLY_FREE_S``);
         ``warn_always`` turns ``torch.set_warn_always`` on while sampling on MPS (off by
-        default: it changes what the user's stderr shows)."""
+        default: it changes what the user's stderr shows); ``safe_point`` is where a sample cut
+        short leaves the mode's removal for the backward hook (see :mod:`.safe_point`)."""
         self._emit = emit
         self.schedule = SampleSchedule(budget, early_steps, min_interval, every_step)
         self.budget = self.schedule.budget
@@ -128,7 +141,10 @@ class OpAccountant:
         self._bookkeeping = 0.0
         self._pid = os.getpid()
         self._modules_off: str | None = None
+        self._safe = safe_point if safe_point is not None else SafePoint()
         self._truncated = False
+        self._recorded_s = 0.0
+        """Seconds a truncated sample recorded before it was cut."""
         self._time_cap = MIN_SAMPLE_CAP_S
         ref = weakref.ref(self)
         try:
@@ -259,12 +275,12 @@ class OpAccountant:
                 self._stop()
                 return
             if sched.due(next_step):
-                self._begin(next_step)
+                self._begin(next_step, last)
         except Exception as exc:
             self._fail(exc)
             self._stop()
 
-    def _begin(self, step: int) -> None:
+    def _begin(self, step: int, last: float | None = None) -> None:
         if os.getpid() != self._pid:
             self._next_sample = math.inf
             return
@@ -287,7 +303,8 @@ class OpAccountant:
         self._leaks.begin(step)
         self._t_begin = self._clock()
         self._cpu_begin = self._cpu_clock()
-        self._time_cap = max(MIN_SAMPLE_CAP_S, SAMPLE_CAP_STEPS * self.schedule.median)
+        ref = self.schedule.step_time() or (last or 0.0)
+        self._time_cap = max(MIN_SAMPLE_CAP_S, SAMPLE_CAP_STEPS * ref) if ref > 0 else UNKNOWN_STEP_CAP_S
         self._recording = True
 
     def _finish(self, last: float | None, partial: bool = False) -> None:
@@ -311,13 +328,22 @@ class OpAccountant:
         if self._truncated:
             record["truncated"] = True
         finish_cost = self._clock() - t_end
-        if self._truncated:  # its host time is no step's: count what it measured itself
+        # a sample cut short within a step (a boundary ended it) is measured as that step;
+        # one that no boundary ended (an evaluation after the loop) is no step's: count what
+        # it measured itself
+        measurable = not self._truncated or last is not None
+        if not measurable:
             finish_cost += self._bookkeeping
         sched = self.schedule
+        cost_host_s = host_s
+        if self._truncated and measurable:
+            # what the step spent past the cut is the script's own (the mode was gone by the
+            # next module call or backward pass): a mid-loop evaluation is not charged
+            cost_host_s = min(host_s, sched.step_time() + self._recorded_s)
         # the thread's CPU time covers a CPU step's whole sample (backward runs in the calling
         # thread); on an accelerator the backward ops run in the autograd engine's thread
         cpu = cpu_s if self._run_kind() == "cpu" else None
-        record["overhead_s"] = sched.sampled(step, host_s, finish_cost, census, measurable=not self._truncated,
+        record["overhead_s"] = sched.sampled(step, cost_host_s, finish_cost, census, measurable=measurable,
                                              ops=ops, cpu_s=cpu)
         record["interval"] = sched.interval
         record.update(sched.cost())  # type: ignore[typeddict-item]
@@ -342,12 +368,14 @@ class OpAccountant:
         self._truncated = False
 
     def _overrun(self) -> None:
-        """A sample that runs far longer than a step (the loop ended and evaluation runs
-        without step boundaries): stop recording now, remove the mode at the next module
-        call (a point outside any op), and report the sample as truncated."""
+        """A sample past its cap (``SAMPLE_CAP_STEPS``: a step of many tiny ops, or an
+        evaluation after the loop, with no boundary to end it): stop recording now, remove
+        the mode at the next point outside any op (``_release_later``), and report the
+        sample as truncated."""
         self._recording = False
         self._truncated = True
-        self._tracker.release = self._teardown
+        self._recorded_s = self._clock() - self._t_begin
+        self._release_later()
 
     def _stop(self) -> None:
         """Undo everything and sample no more (closed, failed)."""
@@ -355,9 +383,16 @@ class OpAccountant:
         self._next_sample = math.inf
         self._leaks.next_check = math.inf
 
+    def _release_later(self) -> None:
+        """Remove the mode and hooks at the next point outside any op: a module call, or the
+        start of a backward pass on this thread (see :mod:`.safe_point`)."""
+        self._tracker.release = self._teardown
+        self._safe.set(self._teardown, self._fail)
+
     def _teardown(self) -> None:
         """Undo everything sampling installed; safe to call at any boundary."""
         self._recording = False
+        self._safe.clear()
         if self._pushed:
             self._pushed = False
             remove_mode(self._mode)
@@ -383,7 +418,7 @@ class OpAccountant:
         self._failed = True
         self._recording = False
         self._next_sample = math.inf
-        self._tracker.release = self._teardown  # or at the next boundary, if sooner
+        self._release_later()  # or at the next boundary, if sooner
         try:
             self._emit(events.KIND_PROBE_ERROR, instrument="ops", **failure_fields(exc))
         except Exception:

@@ -124,6 +124,13 @@ class SampleSchedule:
         self.planned: int | None = None
         """Steps the whole run will make, where the framework says so (see :meth:`plan`)."""
 
+    def step_time(self) -> float:
+        """A plain step's time: the median at the last sample, else of the plain steps so
+        far (the first sample's: step 2 alone), else 0 (none known)."""
+        if self.median > 0:
+            return self.median
+        return statistics.median(self.plain) if self.plain else 0.0
+
     # -- the decision -------------------------------------------------------------
     def due(self, next_step: int) -> bool:
         """Whether the step that begins at this boundary is to be sampled."""

@@ -33,6 +33,7 @@ from .failure_site import failure_fields
 from .frameworks import planned_steps
 from .import_watch import when_imported
 from .run_facts import emit_environment, hello_fields, int_env, model_fields
+from .safe_point import SafePoint
 from .steps import StepTracker
 
 _ACTIVE: Probe | None = None
@@ -65,6 +66,8 @@ class Probe:
         self.rank = int_env("RANK") if os.environ.get("TORCHELASTIC_RUN_ID") or int_env("WORLD_SIZE") else None
         """Distributed runs tag every event with the rank (``r``): one session per rank."""
         self.tracker = StepTracker(self.emit, self.backend, self.clock)
+        self.safe_point = SafePoint()
+        """The op sampler's change pending outside any op, made by the backward hook too."""
         self._last_drain = float("-inf")
         self._torch_env_sent = False
         self.sampler: Any = None
@@ -73,6 +76,8 @@ class Probe:
         self.limit: Any = None
         self.loader_sites: Any = None
         self.thread_sites: Any = None
+        self._device_listeners: tuple[Any, Any] | None = None
+        """The device timer's step and fetch listeners (see ``_drop_device_listeners``)."""
         self.compile_watch: Any = None  # set once torch.compile is watched; global module hooks need it
         self.warnings_hook: Any = None
         self.health: Any = None  # the loss watch (probe/health.py); None until torch is imported
@@ -245,7 +250,7 @@ class Probe:
 
         self._uninstallers.append(install_backward_hook(
             self.tracker, self.disabled, self._hook_fault(), self.fail, self.clock, self._send_torch_environment,
-            self._hook_limit(), self.health))
+            self._hook_limit(), self.health, self.safe_point))
 
     def _install_health(self) -> None:
         """The loss check (probe/health.py); its reads ride on the op sampler's steps on
@@ -292,16 +297,34 @@ class Probe:
 
         self.tracker.listeners.append(on_boundary)
         self.tracker.fetch_listeners.append(on_fetch_end)
+        self._device_listeners = (on_boundary, on_fetch_end)
 
-    def _send_torch_environment(self) -> None:
-        if self._torch_env_sent or "torch" not in sys.modules:
+    def _drop_device_listeners(self) -> None:
+        """The training's device is known and not asynchronous (a CPU): nothing to time, ever
+        (the backend is set once), so the timer's two per-step calls go."""
+        listeners = self._device_listeners
+        if listeners is None:
             return
+        self._device_listeners = None
+        on_boundary, on_fetch_end = listeners
+        if on_boundary in self.tracker.listeners:
+            self.tracker.listeners.remove(on_boundary)
+        if on_fetch_end in self.tracker.fetch_listeners:
+            self.tracker.fetch_listeners.remove(on_fetch_end)
+
+    def _send_torch_environment(self) -> bool:
+        """Torch's facts, once (at the first step or the exit); True once sent."""
+        if self._torch_env_sent or "torch" not in sys.modules:
+            return self._torch_env_sent
         self._torch_env_sent = True
         self._guarded("env", lambda: emit_environment(self.emit, self.fault, with_torch=True))
+        return True
 
-    def _first_step(self, optimizer: Any) -> None:
+    def _first_step(self, optimizer: Any) -> bool:
+        """At an optimizer step until the model is seen; True once it is (no more calls)."""
         if not self._model_seen:
             self._on_first_model(optimizer)
+        return self._model_seen
 
     def _on_first_model(self, optimizer: Any) -> None:
         """The first optimizer step says which device the training really uses."""
@@ -313,6 +336,8 @@ class Probe:
         device = params[0].device
         self.backend = backend_for(device.type, device.index)
         self.tracker.backend = self.backend
+        if not self.backend.asynchronous:
+            self._drop_device_listeners()
         threads_set = list(self.thread_sites.calls) if self.thread_sites is not None else None
         self.emit(events.KIND_MODEL, **model_fields(optimizer, params, self.backend,
                                                     self.tracker.retracted + self.tracker.held, threads_set))
@@ -390,7 +415,7 @@ class Probe:
         except ImportError:
             return
         budget = float(self.options.get("ops_budget", 0.005))
-        self.ops = OpAccountant(self.emit, budget=budget)
+        self.ops = OpAccountant(self.emit, budget=budget, safe_point=self.safe_point)
         ops = self.ops
         from .copies import install_copy_timer
 

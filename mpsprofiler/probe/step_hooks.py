@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Set
 from typing import Any
 
+from .safe_point import SafePoint
 from .steps import StepTracker
 
 Fault = Callable[[str], None]
@@ -23,13 +24,13 @@ Fail = Callable[[str, BaseException], None]
 
 
 def install_optimizer_hooks(tracker: StepTracker, watch: Any, disabled: Set[str], fault: Fault | None, fail: Fail,
-                            first_step: Callable[[Any], None], check_limit: Callable[[], None] | None,
+                            first_step: Callable[[Any], bool], check_limit: Callable[[], None] | None,
                             keep: Callable[[Callable[[], None]], None]) -> None:
     """Count a step at every ``optimizer.step()``; each uninstaller is handed to ``keep``
     as soon as there is one (a failure halfway leaves nothing behind it cannot undo).
 
-    ``first_step(optimizer)`` runs at each step until it has seen the model (the probe's
-    ``_on_first_model`` returns at once afterwards); ``check_limit`` runs after the tracker
+    ``first_step(optimizer)`` runs at each step until it returns True (it has seen the
+    model: one call less per step from then on); ``check_limit`` runs after the tracker
     has taken the step, never inside it (``--max-steps``, see limits.py). ``watch`` is
     the ``torch.compile`` watch (``compiling.CompileWatch``) or None.
     """
@@ -42,13 +43,16 @@ def install_optimizer_hooks(tracker: StepTracker, watch: Any, disabled: Set[str]
     # A compiled optimizer step (``torch.compile(opt.step)``, the "compiling the
     # optimizer" recipe) makes Dynamo inline these global hooks: they must be a no-op
     # it can trace (the step is then counted from the backward pass instead)
+    pending_first = [True]
+
     def hook(optimizer: Any, args: Any, kwargs: Any) -> None:
         if "steps" in disabled or is_compiling():
             return
         try:
             if fault is not None:
                 fault("steps")
-            first_step(optimizer)
+            if pending_first[0] and first_step(optimizer):
+                pending_first[0] = False
             tracker.on_optimizer_step(optimizer)
         except Exception as exc:
             fail("steps", exc)
@@ -76,16 +80,20 @@ def install_optimizer_hooks(tracker: StepTracker, watch: Any, disabled: Set[str]
 
 
 def install_backward_hook(tracker: StepTracker, disabled: Set[str], fault: Fault | None, fail: Fail,
-                          clock: Callable[[], float], before_step: Callable[[], None],
-                          check_limit: Callable[[], None] | None, health: Any) -> Callable[[], None]:
+                          clock: Callable[[], float], before_step: Callable[[], bool],
+                          check_limit: Callable[[], None] | None, health: Any,
+                          safe_point: SafePoint | None = None) -> Callable[[], None]:
     """Time every backward pass for the step tracker (probe/backward.py); returns the uninstaller.
 
     Its own instrument: a failing backward hook leaves the optimizer's step counter on.
-    ``before_step`` runs before the tracker takes the pass (the probe sends torch's
-    environment once, there); ``health`` is the loss watch (probe/health.py) or None,
-    and is handed the backward pass's outputs.
+    ``before_step`` runs before the tracker takes the pass until it returns True (the probe
+    sends torch's environment once, there); ``health`` is the loss watch (probe/health.py) or None,
+    and is handed the backward pass's outputs; ``safe_point`` the op sampler's pending
+    change (probe/safe_point.py), made before the pass starts.
     """
     from . import backward
+
+    pending_env = [True]
 
     def on_backward(site: Any, start: float, end: float, reset: bool) -> None:
         if "backward" in disabled or "steps" in disabled:
@@ -97,7 +105,8 @@ def install_backward_hook(tracker: StepTracker, disabled: Set[str], fault: Fault
             except Exception as exc:
                 fail("steps", exc)
                 return
-        before_step()
+        if pending_env[0] and before_step():
+            pending_env[0] = False
         tracker.on_backward(site, end, reset, start)
         if check_limit is not None:
             check_limit()  # SystemExit passes the wrapper's `except Exception`
@@ -120,7 +129,7 @@ def install_backward_hook(tracker: StepTracker, disabled: Set[str], fault: Fault
         return mode != "optimizer" and mode != "manual" and not tracker.in_optimizer
 
     return backward.install(on_backward, clock, lambda exc: fail("backward", exc),
-                            on_outputs if health is not None else None, needs_site)
+                            on_outputs if health is not None else None, needs_site, safe_point)
 
 
 def start_marker(tracker: StepTracker) -> Callable[[], None]:

@@ -37,3 +37,29 @@ def test_an_expensive_step_pays_one_early_sample_unless_a_tensor_stays(tmp_path:
     line = next(i for i, text in enumerate(SCRIPT.read_text().splitlines(), 1) if text.strip() == "history.append(loss)")
     assert f"deep_history.py:{line}" in leak["title"], leak["title"]
     assert "`history`" in leak["evidence"], leak["evidence"]
+
+
+UNROLLED = Path(__file__).parent.parent / "scripts_autograd" / "unrolled_cell.py"
+
+
+@pytest.mark.slow
+def test_a_deep_unrolled_graph_pays_a_cut_sample_and_trains_as_under_python(tmp_path: Path) -> None:
+    """A GRUCell unrolled over 1,500 time steps (~80,000 tiny ops a step): a whole sample
+    would cost ~5 steps' time; cut at ``SAMPLE_CAP_STEPS`` it records the forward pass's
+    first ops and the mode is gone before the backward pass (probe/safe_point.py).
+    Judged from what the sample recorded, not from time: the cut comes at two plain
+    steps' time, and the whole sample takes 4-6 (measured on 2 cores, ~2x margin)."""
+    from helpers import assert_same, compare
+
+    plain, profiled = compare([str(UNROLLED)], tmp_path / "run", env=child_env(T="1500", ITERS="5"), timeout=300)
+    assert_same(plain, profiled)
+    summary, events = read_summary(tmp_path / "run"), read_events(tmp_path / "run")
+    assert summary["steps"]["count"] == 5 and summary["steps"]["mode"] == "optimizer"
+    (sample,) = [e for e in events if e["k"] == "ops"]  # 5 steps: the budget allows no other
+    assert sample["step"] == 3 and sample.get("truncated") is True, sample
+    names = {o["op"] for o in sample["ops"]}
+    recorded = sum(o["calls"] for o in sample["ops"])
+    assert "aten::addmm" in names and 1_000 < recorded < 100_000, recorded
+    # the GRU cell's backward ops never ran under the mode: it was removed before the pass
+    assert not any(n.endswith("_backward") or "backward" in n for n in names), sorted(names)
+    assert [e for e in events if e["k"] == "probe_error" and e["instrument"] != "ops modules"] == []

@@ -159,3 +159,45 @@ def test_the_benchmark_of_the_per_step_cost_runs(tmp_path: Any) -> None:
                    check=True, capture_output=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"})
     figures = json.loads(out.read_text())
     assert figures["ladder"]["full"]["step_us"] > 0 and "DataLoader batch" in figures["chains_us"]["full"]
+
+
+def test_one_time_work_leaves_the_per_step_path_once_done() -> None:
+    """The model's first sighting and torch's environment are each handled once, and on a
+    CPU model the device timer's two listeners go (nothing to time, ever): a probe on a
+    CPU loop makes no call to any of them after the first iteration."""
+    from mpsprofiler.probe import channel as channel_mod
+    from mpsprofiler.probe.probe import Probe
+
+    fd = os.open(os.devnull, os.O_WRONLY)
+    probe = Probe(channel_mod.Channel(fd), {"no_memory": True})
+    probe.install()
+    calls: list[tuple[int, str]] = []
+    watched = {"_first_step", "_send_torch_environment", "on_boundary", "on_fetch_end"}
+    iteration = [0]
+
+    def profile(frame: Any, event: str, arg: Any) -> None:
+        if event == "call" and frame.f_code.co_name in watched and frame.f_code.co_filename.endswith("probe.py"):
+            calls.append((iteration[0], frame.f_code.co_name))
+
+    try:
+        model = torch.nn.Linear(4, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.randn(64, 4)), batch_size=8)
+        sys.setprofile(profile)
+        try:
+            for i, (x,) in enumerate(loader):
+                iteration[0] = i
+                opt.zero_grad()
+                model(x).sum().backward()
+                opt.step()
+        finally:
+            sys.setprofile(None)
+        assert probe.tracker.index >= 6
+    finally:
+        probe.close()
+        for undo in reversed(probe._uninstallers):
+            undo()
+    names = {name for _, name in calls}
+    assert {"_first_step", "_send_torch_environment", "on_fetch_end"} <= names, calls
+    assert all(i == 0 for i, _ in calls), calls
+    assert probe._device_listeners is None

@@ -521,6 +521,7 @@ def test_overlong_sample_is_cut_at_the_next_module_call(monkeypatch: pytest.Monk
     import mpsprofiler.probe.ops as ops_mod
 
     monkeypatch.setattr(ops_mod, "MIN_SAMPLE_CAP_S", 0.0)
+    monkeypatch.setattr(ops_mod, "UNKNOWN_STEP_CAP_S", 0.0)  # no plain step known at step 1
     events, emit = recorder()
     acct = OpAccountant(emit, early_steps=(1,))
     lin = nn.Linear(2, 2)
@@ -535,6 +536,66 @@ def test_overlong_sample_is_cut_at_the_next_module_call(monkeypatch: pytest.Monk
     (record,) = ops_events(events)
     assert record["truncated"] is True
     assert sum(o["calls"] for o in record["ops"]) == 256
+
+
+def test_a_sample_cut_in_the_forward_pass_is_gone_before_the_backward_pass(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A step of many tiny ops (a cell unrolled over time): the sample is cut at its cap,
+    and with no module call after the cut, the backward hook's safe point removes the mode
+    before the engine runs, so the backward pass's ops run bare (probe/safe_point.py)."""
+    import mpsprofiler.probe.ops as ops_mod
+    from mpsprofiler.probe import backward
+    from mpsprofiler.probe.safe_point import SafePoint
+
+    monkeypatch.setattr(ops_mod, "MIN_SAMPLE_CAP_S", 0.0)
+    monkeypatch.setattr(ops_mod, "UNKNOWN_STEP_CAP_S", 0.0)
+    safe = SafePoint()
+    events, emit = recorder()
+    acct = OpAccountant(emit, early_steps=(1,), safe_point=safe)
+    passes: list[float] = []
+    uninstall = backward.install(lambda site, start, end, reset: passes.append(end - start), time.perf_counter,
+                                 lambda exc: pytest.fail(repr(exc)), safe_point=safe)
+    try:
+        w = torch.ones(2, requires_grad=True)
+        acct.on_step_boundary(1, None)
+        x = w
+        for _ in range(300):  # functional ops only: no module call after the cut
+            x = x * 1.0
+        assert not acct._recording and safe.pending is not None and _stack_len() == 1
+        x.sum().backward()
+        assert _nothing_left_installed() and safe.pending is None
+        assert passes and torch.equal(w.grad, torch.ones(2))
+        acct.on_step_boundary(2, 0.01)
+    finally:
+        uninstall()
+    (record,) = ops_events(events)
+    assert record["truncated"] is True
+    assert sum(o["calls"] for o in record["ops"]) == 256  # the forward's first 256, no backward op
+
+
+def test_a_pending_change_runs_on_its_own_thread_only() -> None:
+    import threading
+
+    from mpsprofiler.probe.safe_point import SafePoint
+
+    ran: list[str] = []
+    errors: list[BaseException] = []
+    safe = SafePoint()
+    safe.set(lambda: ran.append(threading.current_thread().name), errors.append)
+    other = threading.Thread(target=safe.run, name="other")
+    other.start()
+    other.join()
+    assert ran == [] and safe.pending is not None  # another thread's dispatch stack is not ours
+    safe.run()
+    assert ran == [threading.current_thread().name] and safe.pending is None
+    safe.run()
+    assert len(ran) == 1
+
+    def broken() -> None:
+        raise RuntimeError("teardown failed")
+
+    safe.set(broken, errors.append)
+    safe.run()
+    assert [str(e) for e in errors] == ["teardown failed"] and safe.pending is None
 
 
 def test_no_module_hooks_when_torch_compile_is_in_use(monkeypatch: pytest.MonkeyPatch) -> None:
