@@ -674,3 +674,22 @@ def test_one_slow_read_is_no_burst_but_a_slow_step_in_four_is() -> None:
     ratio, spread = steady_ratio(step_loads(every_fourth, 0)), step_ratios(step_loads(every_fourth, 0))
     assert ratio is not None and spread is not None and ratio >= BURST * spread[0]
     assert ratio == pytest.approx((0.0004 * 3 * 25 + 0.05 * 20) / (0.001 * 95), rel=1e-6)  # 5 of the 25 slow ones trimmed
+
+
+@pytest.mark.parametrize("top,title_end", [
+    ([], "during the run"),
+    ([{"name": "python spin.py", "cores": 0.9}], "during the run: top: python spin.py 90%"),
+])
+def test_the_busy_machine_title_names_the_top_programs_or_ends_there(top: list[dict[str, Any]], title_end: str) -> None:
+    """``others_top_text`` is an optional clause: with no program named (the launcher could
+    read none) the title ends at "during the run", never "during the run(not measured)"."""
+    from types import SimpleNamespace
+
+    from mpsprofiler.diagnosis.analyzers.threads import others_named
+
+    facts = {"others_busy_cores": 0.9, "others_busy_share": 0.45, "cores": 2, "torch_threads": 1,
+             "torch_threads_text": 1, "others_window_s": 4.0, "cores_free": 1.1,
+             **others_named(SimpleNamespace(others={"top": top}))}  # type: ignore[arg-type]
+    rules = [r for r in load_rules([builtin_rules_dir() / "thread-oversubscription.yaml"]) if r.id == "other-programs-busy"]
+    (finding,) = evaluate(rules, facts, "cpu")
+    assert finding.title == f"Other programs used 0.9 of 2 cores {title_end}", finding.title

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...session.session import Session
+from ..template import BLANK
 from . import loader_profile
 from .common import num, rounded, training_loader
 from .registry import analyzer
@@ -144,10 +145,11 @@ def others_busy(session: Session) -> tuple[float, float] | None:
 def others_named(session: Session) -> dict[str, Any]:
     """``others_top``: the launcher's busiest programs outside the training's tree (name,
     cores), and ``others_top_text``: ": top: python -c 98%, python -m pytest 40%" (percent of
-    one core, as ``top`` shows it), "" when the launcher named none."""
+    one core, as ``top`` shows it), written as no words when the launcher named none (the
+    title's optional clause: a missing fact would read "(not measured)" there)."""
     others = session.others or {}
     top = [t for t in others.get("top") or [] if t.get("cores", 0.0) >= 0.05][:3]
-    text = (": top: " + ", ".join(f"{t['name']} {t['cores'] * 100:.0f}%" for t in top)) if top else ""
+    text = (": top: " + ", ".join(f"{t['name']} {t['cores'] * 100:.0f}%" for t in top)) if top else BLANK
     return {"others_top": [dict(t) for t in top] or None, "others_top_text": text}
 
 
