@@ -533,3 +533,22 @@ def test_device_kinds_come_from_the_devices_registry(capsys: pytest.CaptureFixtu
     with pytest.raises(SystemExit):
         run_cli(["check", "--device", "quantum"])
     assert "{" + ",".join(DEVICE_KINDS) + "}" in capsys.readouterr().err
+
+
+def test_the_fast_composer_reads_every_file_as_the_checked_loader_does(monkeypatch: pytest.MonkeyPatch) -> None:
+    """libyaml composes the rule files (every run's diagnosis parses them): the shipped
+    files and each broken one give the same rules and the same errors, at the same lines,
+    as the checked pure-Python loader alone; an alias, a control character or a YAML error
+    is left to that loader (its messages are the ones users see)."""
+    files = sorted(builtin_rules_dir().glob("*.yaml")) + sorted(BROKEN.glob("*.yaml"))
+    fast = {f.name + str(f.parent): repr(parse_rules_text(f.read_bytes(), f)) for f in files}
+    monkeypatch.setattr(rules_mod, "_compose_fast", lambda text: rules_mod._CHECKED_WAY)
+    checked = {f.name + str(f.parent): repr(parse_rules_text(f.read_bytes(), f)) for f in files}
+    assert len(files) > 30 and fast == checked
+    monkeypatch.undo()
+    laughs = (BROKEN / "billion_laughs.yaml").read_text()
+    assert rules_mod._compose_fast(laughs) is rules_mod._CHECKED_WAY
+    assert rules_mod._compose_fast("rules: [\x07]") is rules_mod._CHECKED_WAY
+    # libyaml's composer recurses in C: a file nested 100,000 deep never reaches it
+    assert rules_mod._compose_fast("rules: " + "[" * 100_000) is rules_mod._CHECKED_WAY
+    assert rules_mod._compose_fast((builtin_rules_dir() / "dataloader-stall.yaml").read_text()) is not rules_mod._CHECKED_WAY
