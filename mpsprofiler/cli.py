@@ -49,8 +49,16 @@ TORCHRUN_FLAGS = ("nnodes", "node-rank", "master-addr", "master-port", "rdzv-bac
 """torchrun options mpsprof passes through (``--nnodes 2 --node-rank 0 ...``)."""
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The whole parser; given the ``command`` being run, the other subcommands keep their
+    names and summaries (``mpsprof --help``, an unknown command's suggestions) but do not
+    import their modules to declare their options: every ``mpsprof run`` paid ~70 ms for
+    ``try``, ``patch``, ``compare``, ``doctor``, ``bench`` and ``rules``."""
     from . import report as report_formats
+
+    def options(name: str, module: str, function: str, sub_parser: argparse.ArgumentParser) -> None:
+        if command is None or command == name:
+            _optional_arguments(module, function, sub_parser)
 
     parser = argparse.ArgumentParser(
         prog="mpsprof", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -95,13 +103,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     try_ = _command(sub, "try", "prove a fix: A/B runs of the script as written and with a change",
                     "Run the script as written and with a change, interleaved, and report the measured speedup.")
-    _optional_arguments("mpsprofiler.experiment.command", "add_try_arguments", try_)
+    options("try", "mpsprofiler.experiment.command", "add_try_arguments", try_)
     patch = _command(sub, "patch", "write a finding's fix into your code as a diff (--prove, --apply)",
                      "Write each finding's fix as a unified diff of your own files.")
-    _optional_arguments("mpsprofiler.patch.command", "add_patch_arguments", patch)
+    options("patch", "mpsprofiler.patch.command", "add_patch_arguments", patch)
     compare = _command(sub, "compare", "two runs side by side, with ratios (TUI, text, md, html)",
                        "Show the figures of two recorded runs side by side with the ratio B / A.")
-    _optional_arguments("mpsprofiler.compare", "add_compare_arguments", compare)
+    options("compare", "mpsprofiler.compare", "add_compare_arguments", compare)
     doctor = _command(sub, "doctor", "check this machine for training on MPS or CUDA",
                       "Check this machine for training on MPS or CUDA (the Python build, torch, the accelerator), "
                       "each problem with its fix.")
@@ -111,9 +119,9 @@ def build_parser() -> argparse.ArgumentParser:
     rules = _command(sub, "rules", "list the diagnosis rules, or `rules check FILE` to validate one",
                      "List the diagnosis rules (the built-in ones and yours, --rules DIR), or validate rule "
                      "files with `mpsprof rules check FILE`.")
-    _optional_arguments("mpsprofiler.doctor", "add_doctor_arguments", doctor)
-    _optional_arguments("mpsprofiler.bench", "add_bench_arguments", bench)
-    _optional_arguments("mpsprofiler.rules_cli", "add_rules_arguments", rules)
+    options("doctor", "mpsprofiler.doctor", "add_doctor_arguments", doctor)
+    options("bench", "mpsprofiler.bench", "add_bench_arguments", bench)
+    options("rules", "mpsprofiler.rules_cli", "add_rules_arguments", rules)
     return parser
 
 
@@ -194,8 +202,9 @@ def experiment_options(args: argparse.Namespace) -> tuple[ProbeOptions, dict[str
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = _parse(parser, list(sys.argv[1:] if argv is None else argv))
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(argv[0] if argv and not argv[0].startswith("-") else None)
+    args = _parse(parser, argv)
     if getattr(args, "_broken", None):
         parser.exit(1, f"mpsprof: internal error: {args._broken}\n")
     try:
