@@ -257,6 +257,9 @@ class OpsFields(Tagged, total=False):
     mps_kernel: list[dict[str, Any]]
     partial: bool
     truncated: bool
+    from_backward: bool
+    """The sample began at its step's backward pass: the one before was cut in its forward
+    pass (``probe/ops.py``, ``SAMPLE_CAP_STEPS``), so these are the ops it left unseen."""
     overhead_s: float | None
     interval: int
     cost_s: float

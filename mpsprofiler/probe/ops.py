@@ -145,6 +145,15 @@ class OpAccountant:
         self._truncated = False
         self._recorded_s = 0.0
         """Seconds a truncated sample recorded before it was cut."""
+        self._backward_began = False
+        """A backward pass of the sampled step has started (see ``_mark_backward``)."""
+        self._from_backward = False
+        """The last sample was cut before its backward pass: the next begins at one."""
+        self._armed = False
+        """A sample of ``_active_step`` waits for the step's backward pass to begin."""
+        self._armed_last: float | None = None
+        self._began_at_backward = False
+        """The sample in progress began at its step's backward pass (``from_backward``)."""
         self._time_cap = MIN_SAMPLE_CAP_S
         ref = weakref.ref(self)
         try:
@@ -260,6 +269,8 @@ class OpAccountant:
     def _boundary(self, next_step: int, last: float | None) -> None:
         try:
             sched = self.schedule
+            if self._armed:  # the step ended with no backward pass: nothing ran under the mode
+                self._disarm()
             was_sampled = self._active_step is not None
             if was_sampled:
                 self._finish(last)
@@ -275,7 +286,10 @@ class OpAccountant:
                 self._stop()
                 return
             if sched.due(next_step):
-                self._begin(next_step, last)
+                if self._from_backward:
+                    self._arm(next_step, last)
+                else:
+                    self._begin(next_step, last)
         except Exception as exc:
             self._fail(exc)
             self._stop()
@@ -305,7 +319,36 @@ class OpAccountant:
         self._cpu_begin = self._cpu_clock()
         ref = self.schedule.step_time() or (last or 0.0)
         self._time_cap = max(MIN_SAMPLE_CAP_S, SAMPLE_CAP_STEPS * ref) if ref > 0 else UNKNOWN_STEP_CAP_S
+        self._backward_began = self._began_at_backward = False
+        self._safe.set(self._mark_backward, self._fail)  # at the step's first backward pass
         self._recording = True
+
+    def _mark_backward(self) -> None:
+        self._backward_began = True
+
+    def _arm(self, step: int, last: float | None) -> None:
+        """Sample ``step`` from its first backward pass on (the last sample was cut in its
+        forward pass, so its backward ops were never seen): the backward hook's safe point
+        begins it there, outside any op. Until then the step runs bare."""
+        self._active_step = step
+        self._armed = True
+        self._armed_last = last
+        self._safe.set(self._begin_armed, self._fail)
+
+    def _begin_armed(self) -> None:
+        step = self._active_step
+        self._armed = False
+        self._active_step = None
+        if step is None:
+            return
+        self._begin(step, self._armed_last)
+        self._backward_began = self._began_at_backward = True
+        self._safe.clear()  # (its marker: this is the backward pass)
+
+    def _disarm(self) -> None:
+        self._armed = False
+        self._active_step = None
+        self._safe.clear()
 
     def _finish(self, last: float | None, partial: bool = False) -> None:
         t_end = self._clock()
@@ -327,6 +370,10 @@ class OpAccountant:
             record["partial"] = True
         if self._truncated:
             record["truncated"] = True
+        else:
+            self._from_backward = False
+        if self._began_at_backward:
+            record["from_backward"] = True
         finish_cost = self._clock() - t_end
         # a sample cut short within a step (a boundary ended it) is measured as that step;
         # one that no boundary ended (an evaluation after the loop) is no step's: count what
@@ -375,6 +422,7 @@ class OpAccountant:
         self._recording = False
         self._truncated = True
         self._recorded_s = self._clock() - self._t_begin
+        self._from_backward = not self._backward_began  # its backward ops: the next sample's
         self._release_later()
 
     def _stop(self) -> None:

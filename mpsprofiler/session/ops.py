@@ -139,7 +139,10 @@ class OpStats:
         if not isinstance(data, dict):
             return
         step = _int(data.get("step"))
-        self.sampled_steps += 1
+        if not data.get("from_backward"):
+            # the backward pass of a step whose sample was cut in its forward pass: with the
+            # cut sample, about one step's ops (per-step figures divide by whole steps)
+            self.sampled_steps += 1
         self.first_step = step if self.first_step is None else min(self.first_step, step)
         self.last_step = step if self.last_step is None else max(self.last_step, step)
         if len(self.sampled) < MAX_SAMPLED_KEPT:

@@ -572,6 +572,54 @@ def test_a_sample_cut_in_the_forward_pass_is_gone_before_the_backward_pass(monke
     assert sum(o["calls"] for o in record["ops"]) == 256  # the forward's first 256, no backward op
 
 
+def test_after_a_sample_cut_in_its_forward_pass_the_next_begins_at_the_backward_pass(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A step too long to sample whole is cut in its forward pass; the next sample begins at
+    its step's backward pass (the backward hook's safe point, outside any op), so the ops the
+    cut left unseen (the backward pass's) are recorded in the next, and a step with no
+    backward pass leaves the armed sample for the next step."""
+    import mpsprofiler.probe.ops as ops_mod
+    from mpsprofiler.probe import backward
+    from mpsprofiler.probe.safe_point import SafePoint
+
+    monkeypatch.setattr(ops_mod, "MIN_SAMPLE_CAP_S", 0.0)
+    monkeypatch.setattr(ops_mod, "UNKNOWN_STEP_CAP_S", 0.0)
+    safe = SafePoint()
+    events, emit = recorder()
+    acct = OpAccountant(emit, early_steps=(1, 2), safe_point=safe)
+    uninstall = backward.install(lambda site, start, end, reset: None, time.perf_counter,
+                                 lambda exc: pytest.fail(repr(exc)), safe_point=safe)
+
+    def step() -> None:
+        x = w
+        for _ in range(300):
+            x = torch.sin(x)  # forward: sin; backward: cos and mul
+        x.sum().backward()
+
+    try:
+        w = torch.ones(2, requires_grad=True)
+        acct.on_step_boundary(1, None)
+        step()  # cut after 256 forward ops, gone before the backward pass
+        monkeypatch.setattr(ops_mod, "MIN_SAMPLE_CAP_S", 60.0)  # the next one is not cut
+        acct.on_step_boundary(2, 0.01)
+        assert acct._armed and _stack_len() == 0
+        with torch.no_grad():
+            torch.sin(w)  # an evaluation step: no backward pass, nothing sampled
+        acct.on_step_boundary(3, 0.01)
+        assert acct._armed and not [e for e in ops_events(events) if e["step"] == 2]
+        step()
+        acct.on_step_boundary(4, 0.01)
+        assert _nothing_left_installed() and not acct._armed
+    finally:
+        uninstall()
+    first, second = ops_events(events)
+    assert first["step"] == 1 and first["truncated"] is True
+    assert {o["op"] for o in first["ops"]} == {"aten::sin"}
+    names = {o["op"] for o in second["ops"]}
+    assert second["step"] == 3 and not second.get("truncated") and second.get("from_backward") is True
+    assert "aten::cos" in names and "aten::sin" not in names, names
+
+
 def test_a_pending_change_runs_on_its_own_thread_only() -> None:
     import threading
 
@@ -809,3 +857,16 @@ def test_dataset_scalars_are_not_predicted_syncs_but_the_loop_is() -> None:
     assert syncs, "the loop's loss.item() is a predicted sync"
     assert all(s["line"] != _ScalarDataset.__getitem__.__code__.co_firstlineno + 2 for s in syncs), syncs
     assert {s["code"] for s in syncs} == {"loss.item()"}
+
+
+def test_a_cut_sample_and_the_backward_pass_after_it_count_as_one_step() -> None:
+    """Per-step figures divide by whole steps: a sample cut in its forward pass and the one
+    that began at the next step's backward pass hold one step's ops between them."""
+    from mpsprofiler.session.ops import OpStats
+
+    stats = OpStats()
+    op = {"op": "aten::sin", "module": "", "calls": 256, "host_s": 0.01}
+    stats.feed({"step": 3, "truncated": True, "ops": [op]})  # type: ignore[typeddict-item]
+    stats.feed({"step": 40, "from_backward": True, "ops": [{**op, "op": "aten::cos", "calls": 300}]})  # type: ignore[typeddict-item]
+    assert stats.sampled_steps == 1 and stats.per_step(556) == 556
+    assert stats.first_step == 3 and stats.last_step == 40
