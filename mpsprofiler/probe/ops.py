@@ -216,6 +216,8 @@ class OpAccountant:
             return
         self._closed = True
         try:
+            if self._armed:  # its backward pass never came: nothing was sampled
+                self._disarm()
             if self._active_step is not None:
                 self._finish(None, partial=True)
         except Exception as exc:

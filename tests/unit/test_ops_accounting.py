@@ -620,6 +620,27 @@ def test_after_a_sample_cut_in_its_forward_pass_the_next_begins_at_the_backward_
     assert "aten::cos" in names and "aten::sin" not in names, names
 
 
+def test_a_run_that_ends_while_a_sample_waits_for_its_backward_pass_says_nothing_of_it(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import mpsprofiler.probe.ops as ops_mod
+    from mpsprofiler.probe.safe_point import SafePoint
+
+    monkeypatch.setattr(ops_mod, "MIN_SAMPLE_CAP_S", 0.0)
+    monkeypatch.setattr(ops_mod, "UNKNOWN_STEP_CAP_S", 0.0)
+    safe = SafePoint()
+    events, emit = recorder()
+    acct = OpAccountant(emit, early_steps=(1, 2), safe_point=safe)
+    acct.on_step_boundary(1, None)
+    x = torch.ones(2)
+    for _ in range(300):
+        x = torch.sin(x)  # cut in its forward pass (no backward pass at all)
+    acct.on_step_boundary(2, 0.01)
+    assert acct._armed and _nothing_left_installed()
+    acct.close()  # the script ends: the armed step's backward pass never comes
+    assert not acct._armed and safe.pending is None and _nothing_left_installed()
+    assert [e["step"] for e in ops_events(events)] == [1]
+
+
 def test_a_pending_change_runs_on_its_own_thread_only() -> None:
     import threading
 
