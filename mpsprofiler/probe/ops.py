@@ -6,7 +6,9 @@ step (``return func(*args, **kwargs)``, never anything else). The mode, the modu
 and the Tensor patches cost per op, so they run on a few steps only: always on an early
 steady step (two where the first was cheap or left a tensor alive), then as
 :mod:`.ops_schedule` decides: within ``budget`` of the wall time of all steps, and nearly
-never once the census of ops per step has stopped changing.
+never once the census of ops per step has stopped changing. A sample that runs past two
+plain steps' time (a step of many tiny ops) is cut (``SAMPLE_CAP_STEPS``), and the next one
+begins at its step's backward pass, for the ops the cut left unseen (``_arm``).
 
 The mode itself is :mod:`.ops_mode`. It is pushed with the raw dispatch-stack API and inserted *below* modes the user
 entered earlier, so a user's ``with MyMode():`` still pops its own mode when it exits
