@@ -44,11 +44,13 @@ UNROLLED = Path(__file__).parent.parent / "scripts_autograd" / "unrolled_cell.py
 
 @pytest.mark.slow
 def test_a_deep_unrolled_graph_pays_a_cut_sample_and_trains_as_under_python(tmp_path: Path) -> None:
-    """A GRUCell unrolled over 1,500 time steps (~80,000 tiny ops a step): a whole sample
-    would cost ~5 steps' time; cut at ``SAMPLE_CAP_STEPS`` it records the forward pass's
-    first ops and the mode is gone before the backward pass (probe/safe_point.py).
+    """A GRUCell unrolled over 1,500 time steps (~82,800 tiny ops a step): a whole sample
+    would cost ~5 steps' time; cut at ``SAMPLE_CAP_STEPS`` it records part of the step.
     Judged from what the sample recorded, not from time: the cut comes at two plain
-    steps' time, and the whole sample takes 4-6 (measured on 2 cores, ~2x margin)."""
+    steps' time and the whole sample takes 4-6 (measured on 2 cores). Where the cut falls
+    (in the forward pass on a quiet machine; in the backward pass once, beside another
+    test, when step 2 ran slow) is time, so it is not asserted: that the mode goes before
+    a backward pass is `test_a_sample_cut_in_the_forward_pass_is_gone_before_the_backward_pass`."""
     from helpers import assert_same, compare
 
     plain, profiled = compare([str(UNROLLED)], tmp_path / "run", env=child_env(T="1500", ITERS="5"), timeout=300)
@@ -59,7 +61,5 @@ def test_a_deep_unrolled_graph_pays_a_cut_sample_and_trains_as_under_python(tmp_
     assert sample["step"] == 3 and sample.get("truncated") is True, sample
     names = {o["op"] for o in sample["ops"]}
     recorded = sum(o["calls"] for o in sample["ops"])
-    assert "aten::addmm" in names and 1_000 < recorded < 100_000, recorded
-    # the GRU cell's backward ops never ran under the mode: it was removed before the pass
-    assert not any(n.endswith("_backward") or "backward" in n for n in names), sorted(names)
+    assert "aten::addmm" in names and 1_000 < recorded < 80_000, recorded  # part of one step's ops
     assert [e for e in events if e["k"] == "probe_error" and e["instrument"] != "ops modules"] == []
