@@ -37,6 +37,7 @@ import torch
 from torch import nn
 
 from .compiling import is_compiling
+from .safe_point import SafePoint
 
 _NO_SEQ = 1 << 63  # AccumulateGrad and other graph leaves have sequence number UINT64_MAX
 MAX_NAMES = 100_000
@@ -86,8 +87,8 @@ class ModuleTracker:
         self._roots_seen: set[int] = set()
         self._model_named = False
         self.broken = False
-        self.release: Callable[[], None] | None = None
-        """Set by the accountant to end a sample early; run at the next module call."""
+        self.release = SafePoint()
+        """Set by the accountant to end a sample early; run at this thread's next module call."""
 
     # -- install ----------------------------------------------------------------
     def install(self) -> None:
@@ -103,7 +104,7 @@ class ModuleTracker:
         self._handles.append(handle)
 
     def remove(self) -> None:
-        self.release = None
+        self.release.clear()
         for handle in self._handles:
             try:
                 handle.remove()
@@ -201,14 +202,10 @@ class ModuleTracker:
     def _pre(self, module: nn.Module, args: Any) -> None:
         if is_compiling():
             return
-        if self.release is not None:
+        if self.release.pending is not None:
             # a module call is outside any op: the dispatch stack can be changed here (the
             # hook loop of _call_impl runs over a copy, so removing hooks is safe too)
-            release, self.release = self.release, None
-            try:
-                release()
-            except Exception as exc:
-                self._fail(exc)
+            self.release.run()
             return
         if self.broken:
             return

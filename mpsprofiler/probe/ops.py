@@ -23,6 +23,7 @@ is one opaque call anyway), and the run says so once.
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import time
@@ -153,7 +154,6 @@ class OpAccountant:
         """The last sample was cut before its backward pass: the next begins at one."""
         self._armed = False
         """A sample of ``_active_step`` waits for the step's backward pass to begin."""
-        self._armed_last: float | None = None
         self._began_at_backward = False
         """The sample in progress began at its step's backward pass (``from_backward``)."""
         self._time_cap = MIN_SAMPLE_CAP_S
@@ -336,16 +336,15 @@ class OpAccountant:
         begins it there, outside any op. Until then the step runs bare."""
         self._active_step = step
         self._armed = True
-        self._armed_last = last
-        self._safe.set(self._begin_armed, self._fail)
+        self._safe.set(functools.partial(self._begin_armed, last), self._fail)
 
-    def _begin_armed(self) -> None:
+    def _begin_armed(self, last: float | None) -> None:
         step = self._active_step
         self._armed = False
         self._active_step = None
         if step is None:
             return
-        self._begin(step, self._armed_last)
+        self._begin(step, last)
         self._backward_began = self._began_at_backward = True
         self._safe.clear()  # (its marker: this is the backward pass)
 
@@ -438,7 +437,7 @@ class OpAccountant:
     def _release_later(self) -> None:
         """Remove the mode and hooks at the next point outside any op: a module call, or the
         start of a backward pass on this thread (see :mod:`.safe_point`)."""
-        self._tracker.release = self._teardown
+        self._tracker.release.set(self._teardown, self._fail)
         self._safe.set(self._teardown, self._fail)
 
     def _teardown(self) -> None:

@@ -1,13 +1,16 @@
-"""A change the op sampler must make outside any op, run at the next point that is.
+"""Work the op sampler leaves for a point outside any op, run there once, on its own thread.
 
 The sampler's dispatch mode and its global module hooks can only be removed where no op
 is running: inside ``__torch_dispatch__`` torch has popped the mode and pushes it back when
-the handler returns. A sample cut short (too long, or a failure) leaves its removal
-pending here; the next module call (``ModuleTracker._pre``) or the start of the next
-backward pass on the sampling thread (``backward.install``'s engine wrapper, called from
-Python before the autograd engine runs) carries it out. Without the second, a sample cut
-in the forward pass kept the mode through the whole backward pass, where no module is
-called: every op of a deep graph's backward still paid the mode (~6 µs an op).
+the handler returns. Two such points hold a ``SafePoint``: the module tracker's forward
+pre-hook (``ModuleTracker.release``: the next module call) and the backward hook's engine
+wrapper (``Probe.safe_point``: the start of the next outermost backward pass, called from
+Python before the autograd engine runs). A sample cut short (too long, or a failure) sets
+its removal on both; without the second, a sample cut in the forward pass kept the mode
+through the whole backward pass, where no module is called: every op of a deep graph's
+backward still paid the mode (~6 µs an op). The backward one also tells the sampler that
+its step's backward pass began, and begins a sample armed to start there
+(``OpAccountant._arm``). The dispatch stack is per thread: another thread's call runs nothing.
 """
 
 from __future__ import annotations
