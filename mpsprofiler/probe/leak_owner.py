@@ -156,12 +156,18 @@ def _items(value: ast.expr) -> list[ast.expr] | None:
 
 
 def dotted(node: ast.expr) -> str:
-    """``self.outs`` for that attribute chain, '' for anything else (also ops_leaks' reader)."""
+    """``self.outs`` for that attribute chain, ``history['loss']`` for a subscript by a str
+    or int constant (written as ``ast.unparse`` and ``repr`` write it), '' for anything
+    else (also ops_leaks' reader)."""
     if isinstance(node, ast.Name):
         return node.id
     if isinstance(node, ast.Attribute):
         inner = dotted(node.value)
         return f"{inner}.{node.attr}" if inner else ""
+    if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant):
+        key = node.slice.value
+        inner = dotted(node.value)
+        return f"{inner}[{key!r}]" if inner and type(key) in (str, int) else ""
     return ""
 
 

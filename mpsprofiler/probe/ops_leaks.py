@@ -365,24 +365,41 @@ def _holds(value: Any, tensor: torch.Tensor) -> bool:
         return False
 
 
+def _keyed(name: str, value: Any, survivor: torch.Tensor) -> tuple[str, Any]:
+    """``history['loss']`` and that list when ``value`` is a dict one of whose values (a
+    list, tuple or deque under a str or int key) holds ``survivor``: the line that keeps it
+    is ``history["loss"].append(...)`` and its growth is that list's, not the dict's.
+    ``(name, value)`` otherwise (``cache[step] = out``: the dict itself grows)."""
+    if isinstance(value, dict):
+        try:
+            for key, inner in list(value.items())[:200]:
+                if inner is survivor:
+                    break
+                if type(key) in (str, int) and not isinstance(inner, dict) and _holds(inner, survivor):
+                    return f"{name}[{key!r}]", inner  # as ast.unparse writes it (leak_owner.dotted)
+        except Exception:
+            pass
+    return name, value
+
+
 def _holder_in(frame: Any, survivor: torch.Tensor, scanned: set[int]) -> tuple[str, Any] | None:
     """(name, container) of a frame's locals, its objects' attributes or its globals holding ``survivor``."""
     local = list(frame.f_locals.items())
     for name, value in local:
         if _holds(value, survivor):
-            return name, value
+            return _keyed(name, value, survivor)
     for name, value in local:
         attrs = getattr(value, "__dict__", None)
         if isinstance(attrs, dict) and not isinstance(value, type) and type(value).__name__ != "module":
             for attr, inner in list(attrs.items())[:200]:
                 if _holds(inner, survivor):
-                    return f"{name}.{attr}", inner
+                    return _keyed(f"{name}.{attr}", inner, survivor)
     glob = frame.f_globals
     if id(glob) not in scanned and glob is not frame.f_locals:
         scanned.add(id(glob))
         for name, value in list(glob.items()):
             if not name.startswith("__") and _holds(value, survivor):
-                return name, value
+                return _keyed(name, value, survivor)
     return None
 
 

@@ -15,6 +15,7 @@ The classes below are the user's code the probe reads (this file is their source
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -226,3 +227,25 @@ def test_outside_the_stack_a_line_is_named_only_when_one_alone_can_add_it(tmp_pa
     assert _adding_line(file, "kept", [], grad=False) == _at("# the tensor")
     assert _adding_line(file, "outs", [], grad=False) is None  # detached or the graph: not told
     assert _adding_line(file, "missing", [], grad=True) is None
+
+
+def test_a_list_under_a_key_of_a_dict_is_the_holder_and_a_tensor_value_leaves_the_dict() -> None:
+    """A dict of lists (`history["out"].append(out)`): the holder is `history['out']`, that
+    list (its length is the growth), and the line that adds to it is found by that name; a
+    dict whose values are the tensors themselves (`cache[step] = out`) is the holder itself."""
+    from mpsprofiler.probe.ops_leaks import _holder_in
+
+    kept = torch.ones(2, requires_grad=True) * 2
+    history: dict[Any, list[Any]] = {"step": [1, 2], 3: [kept]}
+    cache = {7: kept}
+    found = _holder_in(sys._getframe(), kept, set())
+    assert found is not None and found[0] in ("history[3]", "cache")
+    del cache
+    name, container = _holder_in(sys._getframe(), kept, set()) or ("", None)
+    assert name == "history[3]" and container is history[3]
+    history[3].append(kept)  # the line that adds
+    line = next(i for i, t in enumerate(HERE.read_text().splitlines(), 1) if "# the line that adds" in t)
+    assert line in _adding_lines(str(HERE), "history[3]")
+    del history[3], found, container
+    cache = {7: kept}
+    assert _holder_in(sys._getframe(), kept, set()) == ("cache", cache)

@@ -95,3 +95,26 @@ def test_outputs_kept_in_a_list_name_the_container_and_its_append_line(tmp_path:
     assert f"losses_list.py:{line}" in site["title"]
     assert "kept in `outputs`" in site["evidence"] and "`outputs.append(out)`" in site["evidence"]
     assert "loss.item()" in site["fix"] and ".detach()" in site["fix"]
+
+
+@pytest.mark.slow
+def test_outputs_kept_under_a_key_of_a_dict_name_that_key_and_its_append_line(tmp_path: Path) -> None:
+    """``history["out"].append(out)`` with ``history = defaultdict(list)``: the finding names
+    ``history['out']`` (the list that grows, not the dict) and the append, its fix rewrites that
+    line and bounds each of the dict's lists where the dict is made, and `mpsprof patch` writes
+    the same line; keeping numbers there instead is clean."""
+    with ThreadPoolExecutor(2) as pool:
+        summary, clean = pool.map(lambda a: _run(tmp_path, "history_dict", *a), [(), ("--items",)])
+    assert not LEAK_RULES & set(_findings(clean)), clean["findings"]
+    site = _findings(summary)["leak-site-graph"]
+    line = _line_of("history_dict", 'history["out"].append(out)')
+    assert f"history_dict.py:{line}" in site["title"]
+    assert f"kept in `history['out']`, added to at history_dict.py:{line}" in site["evidence"], site["evidence"]
+    fix = site["fix"]
+    assert 'history["out"].append(out.detach())' in fix, fix
+    made = _line_of("history_dict", "history = collections.defaultdict(list)")
+    assert f"where `history` is made (line {made})" in fix
+    assert "history = collections.defaultdict(lambda: collections.deque(maxlen=100))" in fix
+    patch = mpsprof_cli("patch", str(tmp_path / "history_dict"), "--rule", "leak-site-graph")
+    assert patch.returncode == 0, patch.stderr[-2000:]
+    assert '+        history["out"].append(out.detach())' in patch.stdout, patch.stdout

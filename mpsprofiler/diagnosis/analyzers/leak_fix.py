@@ -10,6 +10,8 @@ at two checks (appends every 5th step included), times the bytes one item holds.
 from __future__ import annotations
 
 import ast
+import re
+from collections.abc import Callable
 from typing import Any, TypeGuard
 
 from .source_edit import read_tree
@@ -44,6 +46,10 @@ def keep_fix(site: Any) -> dict[str, Any]:
     if new is None:
         return {}
     lines = [new]
+    keyed = _KEYED.match(site.holder)
+    if keyed is not None:  # `history['loss']`: a list kept in a dict
+        return {"leak_site_fix_code": "\n".join(lines + _bounded_values(source, tree, keyed[1], site.holder,
+                                                                        site.holder_line))}
     made = _creation(source, tree, site.holder, site.holder_line)
     if made is not None:
         line, text = made
@@ -53,6 +59,32 @@ def keep_fix(site: Any) -> dict[str, Any]:
         lines += ["", f"# or keep only the last {KEEP_LAST}: make `{site.holder}` a bounded deque where it is made",
                   f"{site.holder} = collections.deque(maxlen={KEEP_LAST})  # import collections"]
     return {"leak_site_fix_code": "\n".join(lines)}
+
+
+_KEYED = re.compile(r"^(.+)\[(?:'[^']*'|\"[^\"]*\"|-?\d+)\]$")
+"""A holder named by a key of a dict (probe/ops_leaks._keyed): ``history['loss']``."""
+
+
+def _bounded_values(source: str, tree: ast.Module, root: str, holder: str, line: int) -> list[str]:
+    """Lines that bound a list kept in a dict: where ``root`` is made by ``defaultdict(list)``,
+    a defaultdict of bounded deques; else that one key's list, replaced before the loop."""
+    made = _creation(source, tree, root, line, _makes_defaultdict_of_lists)
+    if made is not None:
+        at, text = made
+        return ["", f"# or keep only the last {KEEP_LAST} of each, where `{root}` is made (line {at}):",
+                f"{text.split('=', 1)[0].rstrip()} = collections.defaultdict("
+                f"lambda: collections.deque(maxlen={KEEP_LAST}))  # import collections"]
+    return ["", f"# or keep only the last {KEEP_LAST}: make `{holder}` a bounded deque before the loop",
+            f"{holder} = collections.deque(maxlen={KEEP_LAST})  # import collections"]
+
+
+def _makes_defaultdict_of_lists(value: ast.expr) -> bool:
+    return (isinstance(value, ast.Call) and ast.unparse(value.func) in ("defaultdict", "collections.defaultdict")
+            and len(value.args) == 1 and not value.keywords and ast.unparse(value.args[0]) == "list")
+
+
+def _makes_list(value: ast.expr) -> bool:
+    return isinstance(value, ast.List) or (isinstance(value, ast.Call) and ast.unparse(value.func) == "list")
 
 
 NUMBERS = frozenset({"item", "tolist", "float", "int", "len", "round"})
@@ -96,17 +128,16 @@ def _number(value: ast.expr) -> bool:
     return False
 
 
-def _creation(source: str, tree: ast.Module, name: str, line: int) -> tuple[int, str] | None:
-    """The one-line ``name = []`` (or ``list()``) that makes the container the line at
+def _creation(source: str, tree: ast.Module, name: str, line: int,
+              kind: Callable[[ast.expr], bool] = _makes_list) -> tuple[int, str] | None:
+    """The one-line ``name = []`` (or ``list()``; ``kind`` says which values) that makes the container the line at
     ``line`` adds to: for ``self.<attr>`` one in the class of that line (its ``__init__``'s
     where the class makes it in several methods), for a plain name one in the function of
     that line, else at the module's top level; None when it is not one line (no guess:
     another class of the file may make a ``self.outs`` of its own)."""
     def makes(node: ast.AST) -> TypeGuard[ast.Assign]:
         return (isinstance(node, ast.Assign) and len(node.targets) == 1 and node.lineno == node.end_lineno
-                and ast.unparse(node.targets[0]) == name
-                and (isinstance(node.value, ast.List) or (isinstance(node.value, ast.Call)
-                                                          and ast.unparse(node.value.func) == "list")))
+                and ast.unparse(node.targets[0]) == name and kind(node.value))
 
     def within(kinds: tuple[type[ast.AST], ...]) -> list[ast.AST]:
         """The nodes of ``kinds`` that hold ``line``, innermost first."""
