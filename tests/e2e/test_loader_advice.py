@@ -442,6 +442,11 @@ def test_a_stream_that_loads_in_bursts_is_sized_from_its_average_and_told_about_
     assert "iterable" in facts["num_workers_reason"]
     assert f"with {facts['suggested_num_workers']} workers every sample comes" in stall["fix"]
     assert "get_worker_info()" in stall["fix"]
+    # the code as written never repeats samples: it opens with the split, before num_workers
+    n = facts["suggested_num_workers"]
+    code = stall["fix"].split("```python\n", 1)[1]
+    assert code.startswith(f"# first: Shards is an IterableDataset, and each of {n} workers runs its own __iter__;"), code
+    assert code.index("info.num_workers == info.id") < code.index(f"num_workers={n}")
     patch = mpsprof_cli("patch", str(tmp_path / "run"))
     assert "not patched: the loader iterates an IterableDataset" in patch.stdout + patch.stderr
     tried = mpsprof_cli("try", str(tmp_path / "run"))

@@ -95,7 +95,28 @@ def _shared_call(session: Session, loader: DataLoaderFields, other: DataLoaderFi
 def place_facts(session: Session, loader: DataLoaderFields, suggested: int | None, workers: int,
                 batch_size_arg: str, prefetch: int | None, side: bool = False) -> dict[str, Any]:
     """``loader_created``, ``loader_place``, ``loader_name``, ``loader_where`` and ``loader_code``
-    (the name and the sentence that leads to the code are codes: see :data:`PLACE_FACTS`)."""
+    (the name and the sentence that leads to the code are codes: see :data:`PLACE_FACTS`).
+
+    The first workers of an ``IterableDataset`` each yield the whole stream: the code then
+    opens with what to change first (:func:`_split_first`), so that copied as written it
+    never repeats every sample (`mpsprof patch` refuses that change: patch/plan.py)."""
+    out = _place_facts(session, loader, suggested, workers, batch_size_arg, prefetch, side)
+    n = suggested if suggested is not None else workers
+    if loader.get("iterable") is True and workers <= 1 and n > 1 and out.get("loader_code"):
+        out["loader_code"] = _split_first(str(loader.get("dataset") or "the dataset"), n) + out["loader_code"]
+    return out
+
+
+def _split_first(dataset: str, n: int) -> str:
+    return (f"# first: {dataset} is an IterableDataset, and each of {n} workers runs its own __iter__;\n"
+            f"# make it yield only its worker's share, or every sample comes {n} times:\n"
+            f"#     info = torch.utils.data.get_worker_info()  # None in the main process\n"
+            f"#     then keep the records where record_index % info.num_workers == info.id\n"
+            f"#     (skip the others before reading them, or each worker still reads them all)\n")
+
+
+def _place_facts(session: Session, loader: DataLoaderFields, suggested: int | None, workers: int,
+                 batch_size_arg: str, prefetch: int | None, side: bool) -> dict[str, Any]:
     out: dict[str, Any] = {}
     created = num(loader.get("created"))
     count = len(session.dataloaders)
