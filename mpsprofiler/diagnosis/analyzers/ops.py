@@ -18,6 +18,7 @@ from ...kernels.readiness import MpsKernelTable, default_table
 from ...session.ops import OTHER, OpRow, OpStats, SyncRow
 from ...session.session import Session
 from .registry import analyzer
+from .sync_fix import library_path
 
 TABLE_ROWS = 8
 NO_MODULE = "code outside any nn.Module"
@@ -26,7 +27,12 @@ nn.Module (train.py:48)"); a table cell shows a dash instead."""
 
 
 def _where(file: str, line: int) -> str:
-    return f"{os.path.basename(file)}:{line}" if file else "?"
+    """``train.py:12`` for the script's files; a library's as its package names it
+    (``torch/optim/lbfgs.py:428``), not to be taken for a script of the same name."""
+    if not file:
+        return "?"
+    library = library_path(file)
+    return f"{library if library != file else os.path.basename(file)}:{line}"
 
 
 def _cell(text: Any) -> str:

@@ -5,6 +5,8 @@ passed through library code on its way (``StepRecord.sync``, the ``via`` of a sy
 the innermost library frame too. A line that only starts a framework cannot be changed to
 read less; the framework's own setting can. One such setting is known here:
 
+* A torch optimizer's own reads (``torch.optim.LBFGS.step`` reads scalars in its history
+  loop and its convergence tests, torch/optim/lbfgs.py): no setting; the fix says so (``optimizer``).
 * Hugging Face ``Trainer``: with ``TrainingArguments.logging_nan_inf_filter`` (default
   ``True``) its training loop tests ``torch.isnan(tr_loss_step) or torch.isinf(tr_loss_step)``
   after every micro-batch (the training loop of transformers/trainer.py:
@@ -17,7 +19,7 @@ read less; the framework's own setting can. One such setting is known here:
 
 Facts: ``sync_top_via`` (the library line most of the top sync line's calls came through,
 ``transformers/trainer.py:1956 (_inner_training_loop)``) and ``sync_top_via_where`` (a code:
-``inside`` or ``none``) for the evidence; ``sync_fix_where`` (``plain``, ``trainer_filter``
+``inside`` or ``none``) for the evidence; ``sync_fix_where`` (``plain``, ``optimizer``, ``trainer_filter``
 or ``trainer_filter_line``, and ``sync_fix_why``: codes ``rules/ops.yaml`` words), ``sync_fix_place`` (the
 ``TrainingArguments`` line; ``sync_fix_file`` and ``sync_fix_line`` for ``mpsprof patch``),
 ``sync_fix_code`` and ``sync_fix_per_step`` (the syncs the setting removes, per step) for the fix.
@@ -38,6 +40,9 @@ SYNC_FIX_FACTS: tuple[str, ...] = ("sync_fix_code", "sync_fix_file", "sync_fix_l
                                    "sync_top_via_where")
 
 TRAINER_FILE = os.path.join("transformers", "trainer.py")
+OPTIMIZERS = "torch.optim."
+"""The op sampler's module for ops inside an optimizer's ``step`` (``torch.optim.LBFGS.step``):
+syncs there are torch's own code, which no line of the script can change."""
 FILTER_SETTING = "logging_nan_inf_filter"
 
 
@@ -77,6 +82,11 @@ def sync_fix(ops: OpStats, cwd: Any = None) -> dict[str, Any]:
     if via is not None:
         out["sync_top_via"] = f"{library_path(via[0])}:{via[1]} ({via[2]})"
         out["sync_top_via_where"] = "inside"
+    if top.module.startswith(OPTIMIZERS) and library_path(top.file) != top.file:
+        # torch's optimizer reads its scalars itself (LBFGS: its history loop, its convergence tests)
+        out["sync_fix_where"] = "optimizer"
+        out["sync_fix_place"] = library_path(top.file)
+        return out
     if not is_trainer_filter(via):
         return out
     out["sync_fix_per_step"] = _per_step_of_filter(ops, rows)
