@@ -17,6 +17,7 @@ from .. import __version__
 from ..diagnosis.findings import FindingDoc, severity_rank
 from ..events.payloads import Frame
 from ..redact import redact_argv
+from ..session.exit_words import exit_words
 from ..session.session import Session
 from ..session.steps import signal_words
 from ..session.summary import rank_rows
@@ -105,11 +106,7 @@ def _status_only(summary: Summary, session: Session | None = None) -> str:
     exit_info: ExitDoc | dict[str, Any] = summary.get("exit") or {}
     if exit_info.get("stopped_by_user"):
         return "stopped by the user"
-    if exit_info.get("signal"):
-        return f"{status} (killed by {exit_info['signal']})"
-    if exit_info.get("returncode"):
-        return f"{status} (exit status {exit_info['returncode']})"
-    return status
+    return exit_words(status, exit_info.get("returncode"), exit_info.get("signal"), summary.get("crash"))
 
 
 def recording_problems(summary: Summary) -> list[str]:

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..diagnosis.analyzers.crash import excerpt, traced_frame
+from ..session.exit_words import exit_words
 from ..session.steps import signal_words
 from ..units import fmt_bytes, fmt_pct, fmt_seconds
 from .changes import change_lines, cut_text, experiment_lines
@@ -34,10 +35,8 @@ def render_console(summary: Summary, findings: Iterable[Finding | FindingDoc] = 
     status = str(summary.get("status", "?"))
     if status == "stopped":
         pass  # q, s or Ctrl-C: the next line says when
-    elif exit_info.get("signal"):
-        status += f" (killed by {exit_info['signal']})"
-    elif exit_info.get("returncode"):
-        status += f" (exit status {exit_info['returncode']})"
+    else:
+        status = exit_words(status, exit_info.get("returncode"), exit_info.get("signal"), summary.get("crash"))
     recording = _section(summary, "recording")
     problems = [str(p) for p in recording.get("problems") or []] if isinstance(recording.get("problems"), list) else []
     if problems:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..session.exit_words import exited_by_itself
 from ..session.session import Session
 from ..session.steps import StepPoint
 from .terminal import TerminalBuffer
@@ -146,6 +147,8 @@ class RunState:
         if status == "crashed" and ex is not None:
             if ex.signal_name:
                 return f"crashed ({ex.signal_name})"
+            if exited_by_itself(ex.returncode, ex.signal_name, self.session.crash):
+                return f"exited (status {ex.returncode})"  # sys.exit(N): no exception
             return f"crashed (exit {ex.returncode})"
         if status == "stopping":
             return "stopping…"

@@ -251,7 +251,9 @@ def test_terminal_hangup_closes_a_finished_run(recorded: Path) -> None:
     drive(app, body)
 
 
-def test_crash_shows_exit_status(recorded: Path, tmp_path: Path) -> None:
+def test_an_exit_status_without_an_exception_is_shown_as_the_scripts_own_exit(recorded: Path, tmp_path: Path) -> None:
+    """Status 3 and no uncaught exception recorded: the script's own ``sys.exit(3)``, not a
+    crash (session/exit_words.py)."""
     text = (recorded / "events.jsonl").read_text(encoding="utf-8").splitlines()
     exit_line = json.loads(text[-1])
     assert exit_line["k"] == "exit"
@@ -262,7 +264,7 @@ def test_crash_shows_exit_status(recorded: Path, tmp_path: Path) -> None:
     app = recorded_app(load_run(crashed))
 
     async def body(pilot: Any) -> None:
-        assert "crashed (exit 3)" in header_text(app, "#hdr-status")
+        assert "exited (status 3)" in header_text(app, "#hdr-status")
 
     drive(app, body)
 

@@ -10,6 +10,7 @@ from textual.containers import Vertical
 from textual.widget import Widget
 from textual.widgets import OptionList, Static
 
+from ...session.exit_words import exited_by_itself
 from ...units import fmt_bytes, fmt_pct, fmt_seconds
 from ..chart_series import FROM_ZERO, cpu_series, memory_series, step_series, step_title, time_range
 from ..messages import ShowFinding
@@ -113,6 +114,9 @@ def no_steps_text(state: RunState) -> str:
     if state.running or state.status == "incomplete":
         return "waiting for the first steps…"
     if state.status == "crashed":
+        ex = state.session.exit
+        if ex is not None and exited_by_itself(ex.returncode, ex.signal_name, state.session.crash):
+            return f"no steps: the script exited (status {ex.returncode}) before its first step"
         return "no steps: the script crashed before its first step (see Top findings)"
     if state.status == "stopped":
         return "no steps: stopped before the first step"
