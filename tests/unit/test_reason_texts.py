@@ -397,15 +397,37 @@ def _leak(**site: Any) -> dict[str, Any]:
 
 def _loader(tmp: Path, script: str | None, count: int = 1, created: int = 1, trainer: bool = False,
             side: bool = False) -> dict[str, Any]:
+    loader: dict[str, Any] = {"file": str(tmp / script) if script else None, "line": 2 if script else None,
+                              "created": created}
+    # the others built before it (and after, up to `count`), each at a line of its own
+    others = [{**loader, "line": 100 + k if script else None, "created": k}
+              for k in [*range(1, created), *range(created + 1, count + 1)]]
+    return _place(tmp, [*others, loader], loader, trainer, side)
+
+
+def _place(tmp: Path, loaders: list[dict[str, Any]], loader: dict[str, Any], trainer: bool = False,
+           side: bool = False) -> dict[str, Any]:
     from types import SimpleNamespace
 
     from mpsprofiler.diagnosis.analyzers.loader_place import place_facts
 
-    loader: dict[str, Any] = {"file": str(tmp / script) if script else None, "line": 2 if script else None,
-                              "created": created}
-    session = SimpleNamespace(dataloaders={k: loader for k in range(count)}, run={"cwd": str(tmp)},
+    session = SimpleNamespace(dataloaders=dict(enumerate(loaders)), run={"cwd": str(tmp)},
                               model={"framework": "transformers Trainer" if trainer else None})
     return place_facts(session, loader, 2, 0, "8", None, side)  # type: ignore[arg-type]
+
+
+def _copies(tmp: Path) -> dict[str, Any]:
+    """accelerate's prepare: a training loader (line 24) and an evaluation loader (line 26),
+    then a copy of each, built by the probe's count 3rd and 4th at the same lines."""
+    at = {"file": str(tmp / "train.py")}
+    loaders = [{**at, "line": line, "created": n} for n, line in ((1, 24), (2, 26), (3, 24), (4, 26))]
+    return _place(tmp, loaders, loaders[3])
+
+
+def _rebuilt(tmp: Path) -> dict[str, Any]:
+    """A loader built anew every epoch at one line: one DataLoader to the user."""
+    loaders = [{"file": str(tmp / "train.py"), "line": 2, "created": n} for n in (1, 2, 3)]
+    return _place(tmp, loaders, loaders[2])
 
 
 def _shared_loaders(tmp: Path) -> dict[str, Any]:
@@ -521,6 +543,8 @@ def _code_cases(tmp: Path, monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, s
         (ds, "loader_which", _loader(tmp, "train.py", 2, 12), "the 12th DataLoader"),
         (ds, "loader_name", _loader(tmp, "train.py", 2, 2), "the 2nd DataLoader built at train.py:2"),
         (ds, "loader_name", _loader(tmp, None, 2, 2), "the 2nd DataLoader"),
+        (ds, "loader_name", _copies(tmp), "the 2nd DataLoader built at train.py:26"),
+        (ds, "loader_name", _rebuilt(tmp), "the DataLoader built at train.py:2"),
         (ds, "loader_name", _loader(tmp, "train.py", trainer=True),
          "the Trainer's training DataLoader (started at train.py:2)"),
         (ds, "loader_name", _loader(tmp, None, trainer=True), "the Trainer's training DataLoader"),

@@ -18,10 +18,11 @@ from .framework_place import guard_note, trainer_place
 from .source_edit import rewrite_call, short_path
 
 PLACE_FACTS: tuple[str, ...] = ("loader_which", "loader_name_place", "loader_change", "loader_call_place",
-                                 "loader_func", "loader_shared_which", "loader_shared_created")
+                                 "loader_func", "loader_shared_which", "loader_shared_ordinal", "loader_ordinal")
 """Besides ``loader_name`` and ``loader_where`` (codes ``rules/dataloader-stall.yaml`` words):
 which loader (``only``, or the ordinal's ending ``st``/``nd``/``rd``/``th`` of
-``loader_created``), the line that built it (or started the Trainer), and whether the fix
+``loader_ordinal``: its number among the script's places that build loaders, :func:`user_ordinals`;
+``loader_created`` is its construction number, which ``try`` and ``patch`` address), the line that built it (or started the Trainer), and whether the fix
 changes it (``loader_change``: ``change``, or ``none`` where the loader has the suggested
 workers already and only its Dataset can be made faster: no code block to copy that would
 change nothing)."""
@@ -55,6 +56,25 @@ def shares(session: Session, loader: DataLoaderFields) -> tuple[float, float] | 
     return (num(loader.get("fetch_s")) or 0.0) / wait, (num(loader.get("fetches")) or 0.0) / batches
 
 
+def user_ordinals(session: Session) -> dict[int, int]:
+    """Construction number -> the loader's number among the places the script builds
+    loaders at (its line, and the call of a helper that builds several), in the order first
+    built: the DataLoaders a user counts in the script. accelerate's ``prepare`` builds a
+    copy of each loader it is handed (counted by the probe, and by ``--set dataloader.N``),
+    and a loader rebuilt every epoch is built again at the same line: the script's second
+    loader was called "the 4th DataLoader" there."""
+    places: dict[tuple[Any, ...], int] = {}
+    out: dict[int, int] = {}
+    for d in sorted(session.dataloaders.values(), key=lambda d: num(d.get("created")) or 0):
+        created = num(d.get("created"))
+        if not created:
+            continue
+        key = ((d.get("file"), d.get("line"), d.get("call_file"), d.get("call_line"))
+               if d.get("file") and d.get("line") else ("created", created))
+        out[int(created)] = places.setdefault(key, len(places) + 1)
+    return out
+
+
 def _ordinal(n: int) -> str:
     """The ending of ``n``'s English ordinal (``1st``, ``12th``), a code the rule file words."""
     return "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
@@ -81,12 +101,13 @@ def _shared_call(session: Session, loader: DataLoaderFields, other: DataLoaderFi
         return None
     cwd = session.run.get("cwd")
     created = num(other.get("created"))
+    ordinal = user_ordinals(session).get(int(created)) if created else None
     return {
         "loader_where": "shared",  # the rule file's words: the line builds another loader too
         "loader_call_place": f"{short_path(rewrite.path, cwd)}:{rewrite.line}",
         "loader_func": str(func),
-        "loader_shared_which": _ordinal(int(created)) if created else "only",
-        "loader_shared_created": int(created) if created else None,
+        "loader_shared_which": _ordinal(ordinal) if ordinal else "only",
+        "loader_shared_ordinal": ordinal,
         "loader_code": rewrite.after + f"\n# and {func}() hands them to its DataLoader(...) (**kwargs)"
                        + (guard_note(session, str(call_file)) if int(changes.get("num_workers", "0")) > 0 else ""),
     }
@@ -124,7 +145,10 @@ def _place_facts(session: Session, loader: DataLoaderFields, suggested: int | No
     out["loader_created"] = int(created) if created else None
     place = f"{short_path(str(file), session.run.get('cwd'))}:{int(line)}" if file and line else None
     out["loader_place"] = place
-    out["loader_which"] = _ordinal(int(created)) if count > 1 and created else "only"
+    ordinals = user_ordinals(session)
+    ordinal = ordinals.get(int(created)) if created else None
+    out["loader_ordinal"] = ordinal
+    out["loader_which"] = _ordinal(ordinal) if ordinal and len(set(ordinals.values())) > 1 else "only"
     out["loader_name_place"] = place
     # nothing to tell apart (one loader, its line unknown): no sentence naming it
     out["loader_name"] = "built" if place else ("which" if count > 1 else None)
