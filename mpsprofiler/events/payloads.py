@@ -103,6 +103,8 @@ class ModelFields(Tagged, total=False):
     torch_threads: int | None
     threads_set: list[dict[str, Any]]
     """The script's ``torch.set_num_threads`` calls before the first step: file, line, n."""
+    default_dtype: str | None
+    """``torch.get_default_dtype()`` at the first step, without ``torch.`` (float32 unless set)."""
     framework: str | None
     """lightning, transformers Trainer, accelerate (probe/frameworks.py), None: plain torch."""
     fetched_ahead: int

@@ -16,6 +16,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from ..diagnosis.analyzers.float64_fix import default_setter
 from ..diagnosis.analyzers.framework_place import ARGUMENT_CALLS, TRAINER_LOADER_ARGUMENTS, arguments_line
 from ..diagnosis.analyzers.loader_place import shared_line
 from ..diagnosis.analyzers.sync_fix import FILTER_SETTING
@@ -306,6 +307,19 @@ def _float64(e: _Edits, f: Finding, facts: dict[str, Any]) -> None:
         file, line = str(facts.get("crash_file") or ""), facts.get("crash_line")
         file = _abs(e.session, file) if file else ""
     else:
+        setter = default_setter(e.session)
+        if setter is not None:  # the script made float64 torch's default dtype: that line
+            path, at, old, new = setter
+
+            def default(s: str, ln: int) -> str:
+                lines = s.splitlines(keepends=True)
+                if not 0 < ln <= len(lines) or lines[ln - 1].count(old) != 1:
+                    raise cst.NotFound(f"line {ln} no longer holds `{old}`")
+                lines[ln - 1] = lines[ln - 1].replace(old, new)
+                return "".join(lines)
+
+            e.edit(path, "torch's default dtype float32, not float64", default, at)
+            return
         sites = e.session.ops.top_float64(1)
         file, line = (sites[0].file, sites[0].line) if sites else ("", None)
     if not file or not isinstance(line, int):

@@ -85,6 +85,7 @@ def model_fields(optimizer: Any, params: list[Any], backend: DeviceBackend, fetc
         "parameters": int(sum(p.numel() for p in params)),
         "optimizer": type(optimizer).__name__,
         "torch_threads": _torch_threads(),
+        "default_dtype": _default_dtype(),
         "framework": _framework(),
         "fetched_ahead": fetched_ahead,
     }
@@ -107,6 +108,17 @@ def _framework() -> str | None:
         from .frameworks import detect
 
         return detect()
+    except Exception:
+        return None
+
+
+def _default_dtype() -> str | None:
+    """torch's default floating dtype at the first step (``float64`` after the script's
+    ``torch.set_default_dtype(torch.float64)``: every new float tensor is float64 then)."""
+    try:
+        import torch
+
+        return str(torch.get_default_dtype()).replace("torch.", "")
     except Exception:
         return None
 

@@ -103,3 +103,21 @@ def test_float32_rewrite_of_one_line() -> None:
     assert one("w = torch.zeros(3, dtype=torch.float64)") == "w = torch.zeros(3, dtype=torch.float32)"
     assert one("m = Net().double().to(dev)") == "m = Net().float().to(dev)"
     assert one("y = x + 1") is None
+
+
+def test_float64_from_the_default_dtype_names_the_call_that_set_it(tmp_path: Path) -> None:
+    """No line names float64: `torch.set_default_dtype(torch.float64)` (in a helper) made every
+    factory's tensor float64. The fix names that call, and `mpsprof patch` rewrites it; run with
+    float32 (the call skipped at run time) the script gets no float64 finding."""
+    from tests.helpers import mpsprof_cli
+
+    summary = _profile(tmp_path, "default_float64.py")
+    f = _finding(summary, "float64-mps")
+    line = _line("default_float64.py", "torch.set_default_dtype(torch.float64)")
+    assert f"makes float64 torch's default dtype at tests/scripts_place2/default_float64.py:{line}" in f["fix"], f["fix"]
+    assert _code(f).strip() == "torch.set_default_dtype(torch.float32)", _code(f)
+    patch = mpsprof_cli("patch", str(tmp_path / "run"), "--rule", "float64-mps", cwd=REPO)
+    assert "-        torch.set_default_dtype(torch.float64)\n+        torch.set_default_dtype(torch.float32)" in patch.stdout, \
+        patch.stdout + patch.stderr
+    clean = _profile(tmp_path / "single", "default_float64.py", "single")
+    assert not [f for f in clean["findings"] if f["rule"].startswith("float64")], clean["findings"]

@@ -7,7 +7,8 @@ usually became float64 earlier, where NumPy's default dtype entered torch:
 ask for it. Of the sampled float64 sites, the first whose line holds one of those is the
 one to change; its statement is rewritten in place (``.float()`` after ``from_numpy``,
 ``float32`` for ``float64``), and ``float64_fix_where`` says which (``line``; ``enters_torch``
-when no such line was sampled), a code ``rules/ops.yaml`` words. A model made float64 with
+when no such line was sampled; ``default`` when the script made float64 torch's default
+dtype: that call, found by :func:`default_setter`, which `mpsprof patch` rewrites too, is the line), a code ``rules/ops.yaml`` words. A model made float64 with
 ``.double()`` before the first sampled step is not seen by the sampler: the script's other
 such lines are listed from its source.
 """
@@ -15,6 +16,7 @@ such lines are listed from its source.
 from __future__ import annotations
 
 import ast
+import os
 from typing import Any
 
 from ...session.session import Session
@@ -96,9 +98,61 @@ def _statement(tree: ast.Module, line: int) -> ast.stmt | None:
     return best
 
 
+DEFAULT_SETTERS = frozenset({"set_default_dtype", "set_default_tensor_type"})
+"""torch's calls that make every new float tensor float64 (``torch.set_default_dtype(torch.float64)``,
+the older ``torch.set_default_tensor_type(torch.DoubleTensor)``)."""
+
+
+def default_setter(session: Session) -> tuple[str, int, str, str] | None:
+    """(file, line, the statement, the statement rewritten) of the script's one-line call that made torch's
+    default dtype float64, when the first step ran with that default (the ``model`` event's
+    ``default_dtype``): then float64 comes from every factory call (``torch.randn``,
+    ``nn.Linear``'s weights), and that call is the one line to change. Searched in the
+    script and the files of the sampled float64 lines; None when none or several are found."""
+    if session.model.get("default_dtype") != "float64":
+        return None
+    cwd = str(session.run.get("cwd") or "")
+    script = session.run.get("script")
+    files = [os.path.join(cwd, str(script))] if script else []
+    files += [site.file for site in session.ops.top_float64(5) if site.file]
+    found: list[tuple[str, int, str, str]] = []
+    for file in dict.fromkeys(os.path.abspath(f) for f in files):
+        read = read_tree(file)
+        if read is None:
+            continue
+        source, tree = read
+        for node in ast.walk(tree):
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                    and node.func.attr in DEFAULT_SETTERS and len(node.args) == 1):
+                continue
+            stmt = _statement(tree, node.lineno)
+            text = ast.get_source_segment(source, stmt) if stmt is not None else None
+            if stmt is None or text is None:
+                continue
+            if node.func.attr == "set_default_dtype":
+                new = _float32(source, stmt)
+            elif isinstance(stmt, ast.Expr) and stmt.value is node and "Double" in ast.unparse(node.args[0]):
+                new = f"{ast.unparse(node.func.value)}.set_default_dtype({ast.unparse(node.func.value)}.float32)"
+            else:
+                new = None
+            if new is not None:
+                found.append((file, stmt.lineno, text, new))
+    return found[0] if len(found) == 1 else None
+
+
 @analyzer("float64_fix", provides=FLOAT64_FIX_FACTS)
 def float64_fix_facts(session: Session) -> dict[str, Any]:
     cwd = session.run.get("cwd")
+    setter = default_setter(session)
+    if setter is not None:
+        file, line, _, code = setter
+        read = read_tree(file)
+        others = _other_makers(read[0], read[1], line) if read else []
+        if others:
+            code += "\n\n# and the script's other float64 makers:\n" + "\n".join(
+                f"{text}  # line {at}" for at, text in others)
+        return {"float64_fix_place": f"{short_path(file, cwd)}:{line}", "float64_fix_code": code,
+                "float64_fix_where": "default"}  # a code rules/ops.yaml words
     for site in session.ops.top_float64(5):
         read = read_tree(site.file) if site.file else None
         stmt = _statement(read[1], site.line) if read else None
