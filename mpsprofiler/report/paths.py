@@ -5,7 +5,8 @@ A Markdown or HTML report is made to be pasted into an issue or attached to a ma
 absolute ``/Users/jane/...`` in it tells the world a user name and a directory layout
 (issue 29). The renderers pass their finished text through :func:`display_paths`, which
 rewrites every occurrence of the working directory and of the home directory at a path
-boundary (script, run directory, Python, traceback frames, a finding's ``file:line``).
+boundary (script, run directory, Python, traceback frames, a finding's ``file:line``),
+outside the fixes' code blocks (:data:`_CODE`).
 ``mpsprof report --absolute-paths`` keeps them as recorded (:data:`ABSOLUTE_PATHS`). The
 JSON summary and the trace are data, not prose: they keep the recorded paths.
 """
@@ -26,6 +27,14 @@ _AFTER = r"(/|(?![\w.-]))"
 """And the prefix ends at a separator or the end of the name (``/home/user2`` is not ``~2``)."""
 
 
+_CODE = re.compile(r"(^```python$.*?^```[ \t]*$|<pre><code class=\"language-python\">.*?</pre>)",
+                   re.DOTALL | re.MULTILINE)
+"""A fix's Python code block (Markdown's fence, as HTML renders it): the script's own lines,
+string literals included (``output_dir="/home/jane/runs"``), to be pasted as they are.
+Shortened, the pasted fix wrote elsewhere (``output_dir="runs"``); a path there is the
+user's own text, as the script they share has it."""
+
+
 def _prefix(path: str | None) -> str | None:
     """A directory worth rewriting: absolute, and not the root itself."""
     if not path:
@@ -41,6 +50,9 @@ def display_paths(text: str, cwd: str | None = None, home: str | None = None) ->
     when it lies in the home directory."""
     if ABSOLUTE_PATHS.get():
         return text
+    parts = _CODE.split(text)
+    if len(parts) > 1:  # prose and code blocks alternate: the blocks stay as they are
+        return "".join(p if i % 2 else display_paths(p, cwd, home) for i, p in enumerate(parts))
     work = _prefix(cwd if cwd is not None else _cwd())
     home_dir = _prefix(home if home is not None else os.path.expanduser("~"))
     if work:

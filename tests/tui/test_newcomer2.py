@@ -106,6 +106,16 @@ def test_reports_show_paths_relative_or_with_tilde(tmp_path: Path, monkeypatch, 
     # boundaries: a longer name is not the home directory, the directory itself is "."
     assert display_paths("/h/jane2/x /h/jane/x /h/jane", cwd="/w", home="/h/jane") == "/h/jane2/x ~/x ~"
     assert display_paths("in /w, see /w/a.py:3", cwd="/w", home="/h") == "in ., see a.py:3"
+    # a fix's code block is the script's own code: its string literals are pasted as they are
+    # (shortened, `output_dir="/w/out"` became `output_dir="out"`: the pasted fix wrote elsewhere)
+    fix = 'change /w/a.py:3 to:\n\n```python\nargs = Args(output_dir="/w/out", log="/h/x")\n```\nthen /w/a.py'
+    assert display_paths(fix, cwd="/w", home="/h") == \
+        'change a.py:3 to:\n\n```python\nargs = Args(output_dir="/w/out", log="/h/x")\n```\nthen a.py'
+    page = '<p>/w/a.py</p><pre><code class="language-python">d = "/w/out"</code></pre><p>/h/b</p>'
+    assert display_paths(page, cwd="/w", home="/h") == \
+        '<p>a.py</p><pre><code class="language-python">d = "/w/out"</code></pre><p>~/b</p>'
+    # a command line or a traceback is the report's own text: shortened
+    assert display_paths("```sh\nmpsprof run /w/t.py\n```", cwd="/w", home="/h") == "```sh\nmpsprof run t.py\n```"
 
 
 def test_exit_summary_says_what_t_tried(capsys) -> None:  # type: ignore[no-untyped-def]
