@@ -42,6 +42,8 @@ def signal_words(mode: str | None, framework: object = None, ahead: object = Non
         words += FRAMEWORK_WORDS.get(framework, f" ({framework})")
     if isinstance(optimizers, int) and not isinstance(optimizers, bool) and optimizers > 1:
         words += f", {optimizers} optimizers stepping in each"
+        if framework == "lightning":  # its global_step counts each optimizer's step (manual optimization)
+            words += f": Lightning's global_step counts {optimizers} per step"
     if isinstance(ahead, int) and not isinstance(ahead, bool) and ahead > 0:
         words += f", {ahead} batch{'es' if ahead > 1 else ''} fetched before the first step not counted"
     return words

@@ -251,3 +251,14 @@ def test_a_series_that_keeps_the_slowest_step_of_each_group() -> None:
     assert [i for i, _ in kept] == sorted({i for i, _ in kept})
     assert len(kept) <= 8 and len(plain.points()) <= 8
     assert not spikes & {i for i, _ in plain.points()}  # why: plain thinning drops them
+
+
+def test_what_counted_the_steps_says_how_lightning_counts_two_optimizers() -> None:
+    """A GAN under Lightning's manual optimization: one step per training batch here, while
+    its global_step counts each optimizer's step (twice as many): the words say both."""
+    from mpsprofiler.session.steps import signal_words
+
+    assert signal_words("optimizer", "lightning", 0, 2) == (
+        "optimizer steps of a Lightning Trainer, 2 optimizers stepping in each: Lightning's global_step counts 2 per step")
+    assert signal_words("optimizer", None, 0, 2) == "optimizer steps, 2 optimizers stepping in each"
+    assert signal_words("optimizer", "lightning", 0, 1) == "optimizer steps of a Lightning Trainer"
