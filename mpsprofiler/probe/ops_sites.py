@@ -231,9 +231,14 @@ class FrameFinder:
 
     def leak_site(self, depth: int = 2) -> tuple[bool, Site | None]:
         """(whether torch.optim's own code made the call, :meth:`user_site`): what an
-        optimizer's step makes (its temporaries, its state) is not the script's to keep."""
+        optimizer's step makes (its temporaries, its state) is not the script's to keep.
+        LBFGS (kind 4) included: its history (``old_dirs``, ``old_stps``: up to
+        ``history_size`` tensors in ``optimizer.state``, torch/optim/lbfgs.py) grows step
+        after step on the parameters' device, and was taken for the script's
+        ``opt.step(closure)`` line piling tensors up (on CUDA; a CPU run does not follow
+        them). The closure's own ops are the script's: their caller is the closure."""
         frame, kind = self._caller(depth)
-        if kind == 6:
+        if kind == 6 or kind == 4:
             return True, None
         return False, self._user_of(frame, kind)
 

@@ -255,3 +255,18 @@ def test_an_optimizers_own_outputs_are_not_leak_candidates() -> None:
                 seen = list(acct._leaks._samples[0].refs)
     lines = {key[1] for _, key in seen}
     assert seen and step_line not in lines, lines
+
+
+def test_what_lbfgs_makes_is_the_optimizers_and_its_closures_ops_the_scripts() -> None:
+    """LBFGS's history (`old_dirs`, `old_stps` in optimizer.state, growing up to history_size)
+    is made on the parameters' device by torch/optim/lbfgs.py (kind 4): not the script's
+    `opt.step(closure)` line keeping tensors (a false "pile up" on CUDA). The closure it calls
+    is the script's code: its ops are the script's lines."""
+    finder = _finder(4)
+    assert _lib(functools.partial(finder.leak_site, 1)) == (True, None)
+
+    def closure() -> Any:
+        return finder.leak_site(1), _here()
+
+    (optimizer, site), line = _lib(lambda: closure())
+    assert optimizer is False and site == (__file__, line)

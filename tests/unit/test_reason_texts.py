@@ -484,9 +484,11 @@ def _code_cases(tmp: Path, monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, s
 
     from mpsprofiler.diagnosis.analyzers.float64_fix import float64_fix_facts
 
-    def f64(site: Any) -> dict[str, Any]:
+    def f64(site: Any, default: str = "float32") -> dict[str, Any]:
         ops = SimpleNamespace(top_float64=lambda n: [site] if site else [], float64_calls=3)
-        return float64_fix_facts(SimpleNamespace(run={"cwd": str(tmp)}, ops=ops))  # type: ignore[arg-type]
+        (tmp / "dflt.py").write_text("import torch\ntorch.set_default_dtype(torch.float64)\n")
+        session = SimpleNamespace(run={"cwd": str(tmp), "script": "dflt.py"}, ops=ops, model={"default_dtype": default})
+        return float64_fix_facts(session)  # type: ignore[arg-type]
 
     nf, tl, ds = "nonfinite-loss.yaml", "tensor-leak.yaml", "dataloader-stall.yaml"
     to, dd = "thread-oversubscription.yaml", "distributed.yaml"
@@ -568,8 +570,14 @@ def _code_cases(tmp: Path, monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, s
         (ds, "loader_where", _loader(tmp, "gone.py", trainer=True),
          "The Trainer builds it from its `TrainingArguments`: set"),
         ("ops.yaml", "float64_fix_where", f64(SimpleNamespace(file=str(tmp / "f64.py"), line=3)),
-         "The float64 comes from f64.py:3: change that line to"),
-        ("ops.yaml", "float64_fix_where", f64(None), "Where the array enters torch"),
+         "float64 usually comes from NumPy (`torch.from_numpy` keeps `float64`). Convert before\nmoving to the device, "
+         "and keep the default dtype float32.\nThe float64 comes from f64.py:3: change that line to"),
+        ("ops.yaml", "float64_fix_where", f64(None),
+         "float64 usually comes from NumPy (`torch.from_numpy` keeps `float64`). Convert before\nmoving to the device, "
+         "and keep the default dtype float32.\nWhere the array enters torch"),
+        ("ops.yaml", "float64_fix_where", f64(None, "float64"),
+         "The script makes float64 torch's default dtype at dflt.py:2 (`torch.set_default_dtype`), so every new float "
+         "tensor (`torch.randn`, the model's weights) is float64: change that line to"),
         *[(file, "thread_fix_where", facts, words) for file in (to, ds) for facts, words in [
             (_threads(tmp, monkeypatch, calls=[{"file": str(tmp / "setn.py"), "line": 2}]),
              "The script sets the count itself at setn.py:2: change that line to"),
