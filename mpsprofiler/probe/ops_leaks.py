@@ -98,6 +98,8 @@ class LeakTracker:
         self._last_sent: Any = None
         self.next_check: float = float("inf")
         self._owners: dict[Key, tuple[dict[str, Any], Any, str] | None] = {}  # leak_owner's, once per site
+        self._released: set[Key] = set()
+        """Lines whose survivors were all freed at once after they had piled up (see :meth:`check`)."""
 
     # -- inside the dispatch mode -------------------------------------------------
     def begin(self, step: int) -> None:
@@ -183,6 +185,8 @@ class LeakTracker:
                 except Exception:
                     pass
         for key, entry in per_key.items():
+            if key in self._released:
+                continue
             kept = self._alive.setdefault(key, {"alive": 0, "bytes": 0, "steps": set(), "grad": False})
             kept["alive"] = max(kept["alive"], entry["alive"])
             kept["bytes"] = max(kept["bytes"], entry["bytes"])
@@ -199,6 +203,13 @@ class LeakTracker:
                 kept["holder"] = holder or first
         for key in [k for k, e in self._alive.items() if e.get("holder") and e["holder"].get("bounded")]:
             del self._alive[key]  # a deque(maxlen=...) keeps a bounded number: not a leak
+        checked = {sample.step for sample in old}
+        for key in [k for k, e in self._alive.items() if k not in per_key and e["steps"] <= checked]:
+            # every survivor it had is gone, and each sampled step that had one is still
+            # followed: the container was emptied or made anew (an epoch's `all_logits = []`),
+            # which bounds it, however long it grows in between. Not a leak, now or later.
+            del self._alive[key]
+            self._released.add(key)
         self.unsettled = self._checks < MAX_CHECKS and any(
             len(self._alive[k]["steps"]) < 2 for k in per_key if k in self._alive)
         self._find_carries(old[0].seq, step)
@@ -314,8 +325,8 @@ class LeakTracker:
                 sites[-1]["holder"] = e["holder"]
         carries = [{"file": f, "line": ln, "name": e["name"], "code": source_line((f, ln)), "steps": e["steps"]}
                    for (f, ln), e in self._carries.items()]  # fmt: skip
-        if not sites and not carries:
-            return None
+        if not sites and not carries and self._last_sent is None:
+            return None  # (once something was sent, an empty snapshot says it is gone)
         state = (tuple((s["file"], s["line"], s["op"], s["alive"], tuple(s["steps"]),
                         (s.get("holder") or {}).get("size")) for s in sites),
                  tuple((c["file"], c["line"]) for c in carries))  # fmt: skip

@@ -118,3 +118,18 @@ def test_outputs_kept_under_a_key_of_a_dict_name_that_key_and_its_append_line(tm
     patch = mpsprof_cli("patch", str(tmp_path / "history_dict"), "--rule", "leak-site-graph")
     assert patch.returncode == 0, patch.stderr[-2000:]
     assert '+        history["out"].append(out.detach())' in patch.stdout, patch.stdout
+
+
+@pytest.mark.slow
+def test_lists_made_anew_every_epoch_are_no_leak(tmp_path: Path) -> None:
+    """`all_logits = []` at each epoch's start, appended every step: within the first epoch
+    the sampled steps' logits pile up (and are reported so), at the next epoch all of them are
+    freed at once: the container is bounded by the epoch, and the run ends with no leak
+    finding (an empty leaks event takes the sites back)."""
+    from helpers import read_events
+
+    summary = _run(tmp_path, "epoch_lists")
+    assert not LEAK_RULES & set(_findings(summary)), summary["findings"]
+    sites = [[s["code"] for s in e["sites"]] for e in read_events(tmp_path / "epoch_lists") if e["k"] == "leaks"]
+    assert any("all_logits.append(logits.detach())" in codes for codes in sites), sites  # seen piling up
+    assert sites[-1] == [], sites  # then taken back
