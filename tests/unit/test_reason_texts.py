@@ -446,14 +446,17 @@ def _shared_loaders(tmp: Path) -> dict[str, Any]:
 
 
 def _threads(tmp: Path, monkeypatch: pytest.MonkeyPatch, workers: int = 0, busy: float = 0.0, measured: bool = True,
-             calls: list[dict[str, Any]] | None = None, target: str | None = None, torch_threads: int = 8) -> dict[str, Any]:
+             calls: list[dict[str, Any]] | None = None, target: str | None = None, torch_threads: int = 8,
+             others: float | None = None) -> dict[str, Any]:
+    """``busy``: the workers' cores; ``others``: other programs' (measured over 4 s), None: not measured."""
     from types import SimpleNamespace
 
     from mpsprofiler.diagnosis.analyzers import threads
 
     monkeypatch.setattr(threads, "_workers", lambda s: workers)
     monkeypatch.setattr(threads, "_workers_busy", lambda s, w: (busy, measured))
-    monkeypatch.setattr(threads, "others_busy", lambda s: None)
+    monkeypatch.setattr(threads, "others_busy", lambda s: None if others is None else (others, 4.0))
+    monkeypatch.setattr(threads, "others_named", lambda s: {})
     session = SimpleNamespace(env={"cores_physical": 4, "torch_threads": torch_threads}, model={"threads_set": calls or []},
                               run={"cwd": str(tmp), "target": str(tmp / target) if target else None}, others={})
     return threads.thread_facts(session)  # type: ignore[arg-type]
@@ -585,6 +588,23 @@ def _code_cases(tmp: Path, monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, s
              "The script sets OMP_NUM_THREADS itself at omp.py:2: change that line to"),
             (_threads(tmp, monkeypatch), "At the very start of the script (or `OMP_NUM_THREADS=4` in the environment)"),
         ]],
+        # who keeps the cores busy: measured others (or not measured) get "measure on a quiet
+        # machine"; the training alone (others under a quarter core) is told so
+        (ds, "thread_busy_with", _threads(tmp, monkeypatch, torch_threads=4, others=2.0),
+         "Measure again on a quiet machine before changing the loader. Meanwhile close other busy programs, or "
+         "give torch no more threads than the cores left free of other programs and busy workers (2). "
+         "At the very start of the script (or `OMP_NUM_THREADS=2` in the environment):"),
+        (ds, "thread_busy_with", _threads(tmp, monkeypatch, torch_threads=1, others=2.0),
+         "Measure again on a quiet machine before changing the loader. Meanwhile close other busy programs: torch "
+         "runs 1 intra-op thread, no more than the cores they leave free, so fewer threads would not help."),
+        (ds, "thread_busy_with", _threads(tmp, monkeypatch, torch_threads=4, others=0.1),
+         "No other program kept the cores busy: the training's own threads (4 intra-op threads) and its loading "
+         "take turns on the 4 cores: on this machine the wait stays until each batch is cheaper to build (fewer "
+         "torch threads would trade computing time for loading time)."),
+        (ds, "thread_busy_with", _threads(tmp, monkeypatch, torch_threads=4, busy=2.0, workers=2, others=0.0),
+         "No other program kept the cores busy: the training's own threads (4 intra-op threads) and its workers' "
+         "loading share the 4 cores. Give torch no more threads than the cores the busy workers leave free (2). "
+         "At the very start of the script (or `OMP_NUM_THREADS=2` in the environment):"),
         # more threads than the 4 free cores: cut, and where; 4 of 4: nothing to cut, no code
         (to, "thread_cut", _threads(tmp, monkeypatch),
          "While they run, give torch no more threads than the cores left free (4):"),

@@ -29,7 +29,7 @@ from .source_edit import read_tree, rewrite_call, short_path
 
 THREAD_FACTS: tuple[str, ...] = (
     "busy_threads", "cores", "cores_free", "others_busy_cores", "others_busy_share", "others_top", "others_top_text", "others_window_s", "max_workers_for_cores", "omp_num_threads", "suggested_torch_threads",
-    "thread_cut", "thread_fix_code", "thread_fix_where", "thread_oversubscription", "thread_set_place", "thread_workers_text",
+    "thread_cut", "thread_busy_with", "thread_fix_code", "thread_fix_where", "thread_oversubscription", "thread_set_place", "thread_workers_text",
     "thread_worker_processes", "thread_workers_busy",
     "torch_threads", "torch_threads_text", "workers_busy_cores",
 )
@@ -106,10 +106,18 @@ def thread_facts(session: Session) -> dict[str, Any]:
     # already at (or below) the count would be told to set what it has (1 thread on a busy
     # 2-core machine was told `torch.set_num_threads(1)`). The rule files word the code.
     facts["thread_cut"] = "cut" if int(threads) > j.suggested else "enough"
+    # who keeps the cores busy: other programs, or (measured under a quarter of a core
+    # beside it) the training itself, its threads and workers, where "close other busy
+    # programs" and "measure on a quiet machine" would send the user after nothing
+    facts["thread_busy_with"] = ("own_" if others is not None and others[0] < OWN_ONLY else "others_") + facts["thread_cut"]
     if facts["thread_cut"] == "cut":
         facts.update(_fix_place(session, j.suggested))
     return facts
 
+
+OWN_ONLY = 0.25
+"""Cores' worth of other programs' CPU under which the training's own threads and workers
+are what keeps the cores busy (``thread_busy_with``)."""
 
 MIN_OTHERS_WINDOW_S = 2.0
 """The machine's and the training's CPU totals over at least 2 s (4 samples) before other
