@@ -213,6 +213,7 @@ def describe(settings: dict[str, Any]) -> list[str]:
 def label(settings: dict[str, Any]) -> str:
     """The change as try and the TUI title it: ``num_workers=4`` for every DataLoader,
     ``num_workers=4 (DataLoader 2)`` for one (the creation order ``--set dataloader.2.*`` uses),
+    ``num_workers=4 (DataLoaders 1, 3, 5)`` for one built anew every epoch,
     the other settings as written (``env.OMP_NUM_THREADS=1``)."""
     parts: list[str | tuple[str, list[str]]] = []  # a loader's fields together: "a=1, b=2 (DataLoader 2)"
     loaders: dict[str, list[str]] = {}
@@ -228,7 +229,16 @@ def label(settings: dict[str, Any]) -> str:
                 continue
             line = rest
         parts.append(line)
-    return ", ".join(p if isinstance(p, str) else f"{', '.join(p[1])} (DataLoader {p[0]})" for p in parts)
+    # the same change to several constructions (a loader built anew every epoch): said once
+    merged: list[str | tuple[list[str], list[str]]] = []
+    for p in parts:
+        last = merged[-1] if merged else None
+        if not isinstance(p, str) and isinstance(last, tuple) and last[1] == p[1]:
+            last[0].append(p[0])
+        else:
+            merged.append(p if isinstance(p, str) else ([p[0]], p[1]))
+    return ", ".join(p if isinstance(p, str) else
+                     f"{', '.join(p[1])} (DataLoader{'s' if len(p[0]) > 1 else ''} {', '.join(p[0])})" for p in merged)
 
 
 def _text(value: Any) -> str:

@@ -144,6 +144,10 @@ class DataLoaderFields(Tagged, total=False):
     wall time waiting for them; sent again as they grow."""
     batch_tensors: int
     """Tensors in one of its batches (the first timed one): what a worker hands over."""
+    rebuilt: int
+    created_all: list[int]
+    """Session-side (session/loaders.py): constructions at one place merged into this record,
+    and their construction numbers."""
     consumes: int
     consume_s: float
     """Time from one of its batches' arrival to the next request of the same iterator,

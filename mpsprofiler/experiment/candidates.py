@@ -53,6 +53,11 @@ def _workers(facts: dict[str, Any]) -> dict[str, Any] | None:
         return None  # an IterableDataset's workers each yield the whole stream: not safe to try as is
     created = _int(facts, "loader_created")
     change: dict[str, Any] = {"num_workers": n}
+    every = facts.get("loader_created_all")
+    if isinstance(every, list) and len(every) > 1 and all(isinstance(c, int) for c in every):
+        # a loader the script builds anew every epoch: each of its constructions changes
+        # (persistent workers would not outlive one), as the fix's rewritten line does
+        return {"dataloader": {str(c): dict(change) for c in every}}
     if n > 0 and not facts.get("persistent_workers"):
         change["persistent_workers"] = True  # as the fix writes it: the workers start once
     return {"dataloader": {str(created) if created else "*": change}}

@@ -18,7 +18,7 @@ from typing import Any
 
 from ..diagnosis.analyzers.float64_fix import default_setter
 from ..diagnosis.analyzers.framework_place import ARGUMENT_CALLS, TRAINER_LOADER_ARGUMENTS, arguments_line
-from ..diagnosis.analyzers.loader_place import shared_line
+from ..diagnosis.analyzers.loader_place import rebuilt_count, shared_line
 from ..diagnosis.analyzers.sync_fix import FILTER_SETTING
 from ..diagnosis.findings import Finding
 from ..experiment.candidates import candidate_for
@@ -106,8 +106,9 @@ def _loaders(e: _Edits, f: Finding, facts: dict[str, Any]) -> None:
         return
     loaders = e.session.dataloaders
     positional = dataloader_positional()
+    handled: set[int] = set()  # a rebuilt loader's constructions are one record: edited once
     for key, fields in per.items():
-        targets = list(loaders.values()) if key == "*" else [d for d in loaders.values() if str(d.get("created")) == key]
+        targets = list(loaders.values()) if key == "*" else [d for d in loaders.values() if _built_as(d, key)]
         named = facts.get("loader_created")
         if key == "*" and fields.get("persistent_workers") and named is not None:
             # the loader whose workers restart (the finding's), not every loader of the script
@@ -117,9 +118,13 @@ def _loaders(e: _Edits, f: Finding, facts: dict[str, Any]) -> None:
                                      f"{_args(fields)} where it is built, by hand")
         done: set[tuple[str, int]] = set()
         for d in targets:
+            if key != "*":
+                if id(d) in handled:
+                    continue
+                handled.add(id(d))
             changes = {k: repr(v) for k, v in fields.items()}
             n = fields.get("num_workers")
-            if isinstance(n, int) and n > 0 and not d.get("persistent_workers"):
+            if isinstance(n, int) and n > 0 and not d.get("persistent_workers") and rebuilt_count(d) == 1:
                 changes["persistent_workers"] = "True"  # workers kept across epochs, not re-spawned
             file, line = str(d.get("file") or ""), int(d.get("line") or 0)
             workers = n if isinstance(n, int) else _workers(d)
@@ -300,6 +305,12 @@ def _container(e: _Edits, f: Finding, facts: dict[str, Any]) -> None:
     if e.edit(site.holder_file, f"`{site.holder}` keeps the last {KEEP_LAST} only (collections.deque)", bound):
         e.fix.changes[-1] = e.fix.changes[-1].replace(e.short(site.holder_file) + ":",
                                                       f"{e.short(site.holder_file)}:{made[0]}:", 1)
+
+
+def _built_as(loader: dict[str, Any] | Any, created: str) -> bool:
+    """Whether construction number ``created`` is this loader, or one of its rebuilds (a
+    loader built anew every epoch is one record: session/loaders.py)."""
+    return str(loader.get("created")) == created or created in {str(c) for c in loader.get("created_all") or []}
 
 
 def _float64(e: _Edits, f: Finding, facts: dict[str, Any]) -> None:

@@ -35,6 +35,7 @@ from ..events.payloads import (
 from ..redact import TEXT_KINDS, redact_argv, scrub_fields, secret_values
 from .health import HealthStats
 from .leaks import LeakStats
+from .loaders import merge_rebuilt
 from .memory import MemoryStats
 from .ops import OpStats
 from .steps import StepStats
@@ -43,6 +44,11 @@ MAX_WARNINGS = 200
 MAX_PROBE_ERRORS = 50
 MAX_RANKS = 1024
 MAX_CHILDREN = 64
+
+
+MAX_LOADER_RECORDS = 256
+"""Constructions kept (the probe keeps its newest 256 too): a loader built every epoch of a
+long run merges into one record."""
 
 
 @dataclass
@@ -137,6 +143,10 @@ class Session:
     env: EnvFields = field(default_factory=lambda: EnvFields())
     model: ModelFields = field(default_factory=lambda: ModelFields())
     dataloaders: dict[int, DataLoaderFields] = field(default_factory=dict)
+    """One per place the script builds a loader (session/loaders.py: constructions at one
+    line, a loader rebuilt every epoch, merged), keyed by the first one's id."""
+    loader_records: dict[int, DataLoaderFields] = field(default_factory=dict)
+    """Every construction's own record, as the probe sent it."""
     steps: StepStats = field(default_factory=StepStats)
     memory: MemoryStats = field(default_factory=MemoryStats)
     warnings: dict[tuple[str, str], WarningRecord] = field(default_factory=dict)
@@ -238,8 +248,11 @@ class Session:
         self.model = cast(ModelFields, _strip(data))
 
     def _on_dataloader(self, ts: float, data: dict[str, Any]) -> None:
-        if len(self.dataloaders) < 64:
-            self.dataloaders[int(data.get("id", len(self.dataloaders) + 1))] = cast(DataLoaderFields, _strip(data))
+        records = self.loader_records
+        key = int(data.get("id", len(records) + 1))
+        if key in records or len(records) < MAX_LOADER_RECORDS:
+            records[key] = cast(DataLoaderFields, _strip(data))
+            self.dataloaders = merge_rebuilt(records)
 
     def _on_steps(self, ts: float, data: dict[str, Any]) -> None:
         self.steps.feed(cast(StepsFields, data))

@@ -595,3 +595,37 @@ def test_a_busy_machine_is_named_as_cpu_contention(tmp_path):
     assert facts.get("loader_bound") == "contention", facts.get("loader_bound")
     assert "dataloader-cpu-contention" in found, (sorted(found), facts.get("loading_wait_share"))
     assert not loud_loader_findings(summary)
+
+
+@pytest.mark.slow
+def test_a_loader_built_anew_every_epoch_is_one_loader_rewritten_once(tmp_path):
+    """`loader = DataLoader(...)` inside the epoch loop: four constructions at one line, one
+    loader to the user. It feeds every step (not "read in a few steps only"), is named "the
+    DataLoader" with its line, and its workers are sized for one epoch's batches per start
+    with no persistent_workers in the code (a new loader starts its own each epoch); `patch`
+    rewrites the line once, and `try` changes every construction."""
+    from mpsprofiler.experiment.candidates import candidate_for
+
+    summary, facts = profile(tmp_path, "rebuilt_each_epoch.py")
+    (loader,) = summary["dataloaders"]
+    assert loader["rebuilt"] == 4 and loader["created_all"] == [1, 2, 3, 4], loader
+    found = {f["rule"]: f for f in summary["findings"]}
+    stall = found.get("dataloader-stall-critical") or found.get("dataloader-stall")
+    assert stall is not None, summary["findings"]
+    line = next(i for i, t in enumerate((SCRIPTS / "rebuilt_each_epoch.py").read_text().splitlines(), 1)
+                if "loader = DataLoader(" in t)
+    assert f"the DataLoader built at tests/scripts_loader/rebuilt_each_epoch.py:{line}" in stall["evidence"] \
+        or f"the DataLoader built at rebuilt_each_epoch.py:{line}" in stall["evidence"], stall["evidence"]
+    assert "read in a few steps only" not in stall["fix"] and "builds the 1st DataLoader too" not in stall["fix"]
+    assert "the script builds this loader anew 4 times, so its workers start again with each one, for its 10 " \
+           "batches" in stall["fix"], stall["fix"]
+    n = facts["suggested_num_workers"]
+    code = stall["fix"].split("```python\n", 1)[1].split("```", 1)[0]
+    assert f"num_workers={n}" in code and "persistent_workers" not in code, code
+    assert "Built once, before the epoch loop, with `persistent_workers=True`, they start once" in stall["fix"]
+    patched = mpsprof_cli("patch", str(tmp_path / "run"), "--rule", stall["rule"], env=child_env(), timeout=120)
+    assert patched.returncode == 0, patched.stderr[-2000:]
+    assert patched.stdout.count(f"rebuilt_each_epoch.py:{line}: num_workers={n}") == 1, patched.stdout
+    assert "not patched" not in patched.stdout, patched.stdout
+    change = candidate_for(stall, facts)
+    assert change is not None and change.settings["dataloader"] == {str(c): {"num_workers": n} for c in (1, 2, 3, 4)}

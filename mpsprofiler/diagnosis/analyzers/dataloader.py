@@ -24,7 +24,7 @@ from .common import (
     start_method,
 )
 from .loader_advice import FIGURES_FACTS, REASON_FACTS, advise, steady_ratio, step_loads, step_ratios
-from .loader_place import PLACE_FACTS, place_facts, shares, stalled_loader
+from .loader_place import PLACE_FACTS, place_facts, rebuilt_count, shares, stalled_loader
 from .registry import analyzer
 from .threads import others_busy
 
@@ -36,7 +36,7 @@ DATALOADER_FACTS: tuple[str, ...] = (
     "batch_size", "batch_size_arg", "batches_per_step", "best_step_ms", "compute_ms", "cores_for_workers",
     "cores_free_for_workers", "data_wait_ms", "data_wait_share", "dataloader_count",
     "device_idle_share_while_waiting", "epochs_seen", "fetch_cpu_ms", "fetch_runq_ms", "first_stall_step",
-    "last_step", "load_cpu_ms", "load_ms", "loader_bound", "loader_code", "loader_created", "loader_figures",
+    "last_step", "load_cpu_ms", "load_ms", "loader_bound", "loader_code", "loader_created", "loader_created_all", "loader_figures",
     "loader_name", "loader_place", "loader_settings", "loader_where",
     "loading_wait_share", "loading_wait_share_low", "machine_busy_share", "num_workers", "num_workers_helps",
     "num_workers_needed", "num_workers_range", "num_workers_reason", "persistent_workers", "pin_memory", "prefetch_factor",
@@ -199,6 +199,9 @@ def _profile(session: Session, loader: DataLoaderFields, workers: int, kept: lis
     # workers restarted at every epoch, a 10-batch epoch got 3 workers where 7 keep up.
     total = session.steps.total_batches
     per_start = max(length, total) if length else total
+    rebuilt = rebuilt_count(loader)
+    if rebuilt > 1:  # built anew every epoch: each construction starts its workers for its own batches
+        per_start = length or max(1, total // rebuilt)
     method = start_method(session, {**loader, "num_workers": max(1, workers)})
     advice: dict[str, Any] = advise(fig, bound, workers, train, training_cores, cores, what, batch_size, available,
                                     worker_bytes, logical, per_start, method, spread, average, consume,

@@ -18,7 +18,8 @@ from .framework_place import guard_note, trainer_place
 from .source_edit import rewrite_call, short_path
 
 PLACE_FACTS: tuple[str, ...] = ("loader_which", "loader_name_place", "loader_change", "loader_call_place",
-                                 "loader_func", "loader_shared_which", "loader_shared_ordinal", "loader_ordinal")
+                                 "loader_func", "loader_shared_which", "loader_shared_ordinal", "loader_ordinal",
+                                 "loader_rebuilt", "loader_starts", "loader_keeps")
 """Besides ``loader_name`` and ``loader_where`` (codes ``rules/dataloader-stall.yaml`` words):
 which loader (``only``, or the ordinal's ending ``st``/``nd``/``rd``/``th`` of
 ``loader_ordinal``: its number among the script's places that build loaders, :func:`user_ordinals`;
@@ -54,6 +55,13 @@ def shares(session: Session, loader: DataLoaderFields) -> tuple[float, float] | 
     if wait <= 0 or batches <= 0:
         return None
     return (num(loader.get("fetch_s")) or 0.0) / wait, (num(loader.get("fetches")) or 0.0) / batches
+
+
+def rebuilt_count(loader: DataLoaderFields) -> int:
+    """How many times the script built this loader at its place (session/loaders.py): 1 for
+    a loader built once."""
+    n = loader.get("rebuilt")
+    return n if isinstance(n, int) and not isinstance(n, bool) and n > 1 else 1
 
 
 def user_ordinals(session: Session) -> dict[int, int]:
@@ -143,6 +151,7 @@ def _place_facts(session: Session, loader: DataLoaderFields, suggested: int | No
     count = len(session.dataloaders)
     file, line = loader.get("file"), num(loader.get("line"))
     out["loader_created"] = int(created) if created else None
+    out["loader_created_all"] = list(loader.get("created_all") or []) or None
     place = f"{short_path(str(file), session.run.get('cwd'))}:{int(line)}" if file and line else None
     out["loader_place"] = place
     ordinals = user_ordinals(session)
@@ -153,11 +162,14 @@ def _place_facts(session: Session, loader: DataLoaderFields, suggested: int | No
     # nothing to tell apart (one loader, its line unknown): no sentence naming it
     out["loader_name"] = "built" if place else ("which" if count > 1 else None)
     n = suggested if suggested is not None else workers
-    has_them = n == workers and (n == 0 or bool(loader.get("persistent_workers")))
+    rebuilt = rebuilt_count(loader)
+    has_them = n == workers and (n == 0 or bool(loader.get("persistent_workers")) or rebuilt > 1)
     out["loader_change"] = "none" if has_them else "change"
     changes = {"num_workers": str(n)}
-    if n > 0 and not loader.get("persistent_workers"):
-        changes["persistent_workers"] = "True"
+    out["loader_rebuilt"] = rebuilt
+    out["loader_starts"] = out["loader_keeps"] = "rebuilt" if rebuilt > 1 else "once"
+    if n > 0 and not loader.get("persistent_workers") and rebuilt == 1:
+        changes["persistent_workers"] = "True"  # (a loader built anew each epoch starts its own anyway)
     trainer = trainer_place(session, str(file) if file else None, int(line) if line else None, n, side)
     if trainer is not None:  # a Trainer's loader: its TrainingArguments (framework_place.py)
         out.update(trainer)

@@ -1,0 +1,55 @@
+"""One DataLoader per place the script builds it: a loader rebuilt every epoch is one loader.
+
+A script that writes ``loader = DataLoader(...)`` inside its epoch loop (a new generator
+seed per epoch, a curriculum) builds a new loader each epoch at the same line. The probe
+records each construction (its own number, fetches and waits); counted apart, each held
+one epoch's batches, so the loader that fed every step looked like "a side loader read in a
+few steps only", its batches split across records, and two constructions at one line like
+a helper building two different loaders ("changed there both would get the workers").
+
+Constructions at the same line, called from the same place (``call_file``/``call_line``:
+a helper's caller) and over the same kind of dataset are merged here into one record: the
+first construction's settings, the counters summed, ``rebuilt`` (how many constructions)
+and ``created_all`` (their construction numbers, which ``--set dataloader.N`` addresses).
+"""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+from ..events.payloads import DataLoaderFields
+
+SUMMED = ("fetches", "fetch_s", "consumes", "consume_s")
+"""Counters of one construction's batches: the loader's are their sums."""
+
+
+def site_key(d: DataLoaderFields) -> tuple[Any, ...] | None:
+    """Where and over what the loader is built; None when the line is unknown (kept apart)."""
+    if not d.get("file") or not d.get("line"):
+        return None
+    return d.get("file"), d.get("line"), d.get("call_file"), d.get("call_line"), d.get("dataset")
+
+
+def merge_rebuilt(records: dict[int, DataLoaderFields]) -> dict[int, DataLoaderFields]:
+    """``records`` (by id, one per construction) with each site's constructions merged into
+    its first one's id; a site built once keeps its record as it is."""
+    groups: dict[Any, list[int]] = {}
+    for key in sorted(records, key=lambda k: (records[k].get("created") or 0, k)):
+        site = site_key(records[key])
+        groups.setdefault(site if site is not None else ("id", key), []).append(key)
+    out: dict[int, DataLoaderFields] = {}
+    for keys in groups.values():
+        first = records[keys[0]]
+        if len(keys) == 1:
+            out[keys[0]] = first
+            continue
+        merged: dict[str, Any] = dict(first)
+        for name in SUMMED:
+            values = [records[k].get(name) for k in keys]
+            numbers = [v for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
+            if numbers:
+                merged[name] = type(numbers[0])(sum(numbers))
+        merged["rebuilt"] = len(keys)
+        merged["created_all"] = sorted(int(c) for k in keys if isinstance(c := records[k].get("created"), int))
+        out[keys[0]] = cast(DataLoaderFields, merged)
+    return out

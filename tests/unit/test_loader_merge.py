@@ -1,0 +1,33 @@
+"""Constructions of one DataLoader at one place merge into one record (session/loaders.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mpsprofiler.session.loaders import merge_rebuilt
+
+
+def _rec(created: int, line: int | None, fetches: int, fetch_s: float, **extra: Any) -> dict[str, Any]:
+    return {"id": created, "created": created, "file": "/w/train.py" if line else None, "line": line,
+            "dataset": "Slow", "batch_size": 16, "fetches": fetches, "fetch_s": fetch_s, **extra}
+
+
+def test_a_loader_built_every_epoch_is_one_record_and_others_stay_apart() -> None:
+    records = {1: _rec(1, 17, 9, 0.3), 2: _rec(2, 30, 3, 0.1, dataset="Val"), 3: _rec(3, 17, 9, 0.4),
+               4: _rec(4, 30, 3, 0.1, dataset="Val"), 5: _rec(5, None, 2, 0.05), 6: _rec(6, None, 2, 0.05)}
+    merged = merge_rebuilt(records)  # type: ignore[arg-type]
+    assert sorted(merged) == [1, 2, 5, 6]  # training (17) and validation (30) loaders; unknown lines kept apart
+    train = merged[1]
+    assert train["rebuilt"] == 2 and train["created_all"] == [1, 3]
+    assert train["fetches"] == 18 and abs(train["fetch_s"] - 0.7) < 1e-9 and train["batch_size"] == 16
+    assert merged[2]["created_all"] == [2, 4]
+    assert "rebuilt" not in merged[5] and merged[5] is records[5]
+
+
+def test_a_helper_called_from_two_places_builds_two_loaders() -> None:
+    """One line in `make_loader()`, called for the training and the evaluation set: two loaders."""
+    a = _rec(1, 3, 10, 0.2, call_file="/w/train.py", call_line=20)
+    b = _rec(2, 3, 4, 0.1, call_file="/w/train.py", call_line=21)
+    again = _rec(3, 3, 10, 0.2, call_file="/w/train.py", call_line=20)
+    merged = merge_rebuilt({1: a, 2: b, 3: again})  # type: ignore[arg-type]
+    assert sorted(merged) == [1, 2] and merged[1]["rebuilt"] == 2 and "rebuilt" not in merged[2]
