@@ -82,6 +82,8 @@ def side_window(facts: dict[str, Any]) -> Window | None:
 
 
 def _persistent(facts: dict[str, Any]) -> dict[str, Any] | None:
+    if facts.get("respawn_fix") == "rebuilt":
+        return None  # built anew every epoch: the fix moves the loader out of the loop, an edit
     return {"dataloader": {"*": {"persistent_workers": True}}}
 
 

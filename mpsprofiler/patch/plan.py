@@ -97,6 +97,11 @@ def _loaders(e: _Edits, f: Finding, facts: dict[str, Any]) -> None:
     if not per:
         reason = facts.get("num_workers_reason")
         n = facts.get("suggested_num_workers")
+        if facts.get("respawn_fix") == "rebuilt":  # no candidate then either
+            e.fix.not_patched.append(
+                f"not patched: the script builds the DataLoader anew every epoch (at {facts.get('loader_place')}): "
+                "build it once, before the epoch loop, with persistent_workers=True, by hand")
+            return
         e.fix.not_patched.append(
             f"not patched: the loader iterates an IterableDataset: each of {n} workers would yield the whole "
             f"stream (every sample {n} times) unless its __iter__ takes its share with "

@@ -622,6 +622,7 @@ def test_a_loader_built_anew_every_epoch_is_one_loader_rewritten_once(tmp_path):
     n = facts["suggested_num_workers"]
     code = stall["fix"].split("```python\n", 1)[1].split("```", 1)[0]
     assert f"num_workers={n}" in code and "persistent_workers" not in code, code
+    assert "generator=g, num_workers=workers" not in code  # the call as written, its num_workers changed
     assert "Built once, before the epoch loop, with `persistent_workers=True`, they start once" in stall["fix"]
     patched = mpsprof_cli("patch", str(tmp_path / "run"), "--rule", stall["rule"], env=child_env(), timeout=120)
     assert patched.returncode == 0, patched.stderr[-2000:]
@@ -629,3 +630,21 @@ def test_a_loader_built_anew_every_epoch_is_one_loader_rewritten_once(tmp_path):
     assert "not patched" not in patched.stdout, patched.stdout
     change = candidate_for(stall, facts)
     assert change is not None and change.settings["dataloader"] == {str(c): {"num_workers": n} for c in (1, 2, 3, 4)}
+
+
+@pytest.mark.slow
+def test_workers_of_a_loader_built_anew_every_epoch_restart_because_of_where_it_is_built(tmp_path):
+    """2 workers in a loader built inside the epoch loop: they restart every epoch whatever
+    `persistent_workers` says. The finding says why and moves the loader out of the loop;
+    `patch` (and `try`) do not offer persistent_workers=True, which would change nothing."""
+    from mpsprofiler.experiment.candidates import candidate_for
+
+    summary, facts = profile(tmp_path, "rebuilt_each_epoch.py", "2", "8")
+    found = {f["rule"]: f for f in summary["findings"]}
+    assert "worker-respawn" in found, summary["findings"]
+    respawn = found["worker-respawn"]
+    assert "because the script builds the DataLoader anew every epoch (at " in respawn["evidence"], respawn["evidence"]
+    assert respawn["fix"].startswith("Build the DataLoader once, before the epoch loop"), respawn["fix"]
+    assert candidate_for(respawn, facts) is None
+    patched = mpsprof_cli("patch", str(tmp_path / "run"), "--rule", "worker-respawn", env=child_env(), timeout=120)
+    assert "not patched: the script builds the DataLoader anew every epoch" in patched.stdout, patched.stdout

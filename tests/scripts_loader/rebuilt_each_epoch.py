@@ -1,5 +1,7 @@
 """A DataLoader built anew every epoch (a generator seeded per epoch) over a Dataset that
-sleeps 2 ms a sample: one loader to the user, four constructions to torch."""
+sleeps 2 ms a sample: one loader to the user, four constructions to torch. argv[1]: its
+num_workers (0), argv[2]: epochs (4)."""
+import sys
 import time
 
 import torch
@@ -19,9 +21,11 @@ def main():
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 4))
     opt = torch.optim.SGD(model.parameters(), lr=0.05)
-    for epoch in range(4):
+    workers = int(sys.argv[1]) if len(sys.argv) > 1 else 0
+    epochs = int(sys.argv[2]) if len(sys.argv) > 2 else 4
+    for epoch in range(epochs):
         g = torch.Generator().manual_seed(epoch)
-        loader = DataLoader(Slow(), batch_size=16, shuffle=True, generator=g)
+        loader = DataLoader(Slow(), batch_size=16, shuffle=True, generator=g, num_workers=workers)
         for x, y in loader:
             loss = torch.nn.functional.cross_entropy(model(x), y)
             opt.zero_grad()

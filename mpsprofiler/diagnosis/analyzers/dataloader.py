@@ -40,7 +40,7 @@ DATALOADER_FACTS: tuple[str, ...] = (
     "loader_name", "loader_place", "loader_settings", "loader_where",
     "loading_wait_share", "loading_wait_share_low", "machine_busy_share", "num_workers", "num_workers_helps",
     "num_workers_needed", "num_workers_range", "num_workers_reason", "persistent_workers", "pin_memory", "prefetch_factor",
-    "respawn_cost_s", "respawn_first_step", "respawn_share", "respawn_wait_ms", "side_steps_per_pass", "stall_advice",
+    "respawn_cost_s", "respawn_first_step", "respawn_fix", "respawn_why", "respawn_share", "respawn_wait_ms", "side_steps_per_pass", "stall_advice",
     "steady_steps", "steady_batches", "step_batches", "step_mean_ms", "step_ms", "suggested_num_workers", "suggested_prefetch_factor",
     "train_ms", "training_cores", "worker_cpu_ms", "worker_memory_mib", "worker_runq_ms", "worker_start_method",
     "worker_starved_ms", "workers_limit", "workers_memory_cap", "workers_respawn_each_epoch",
@@ -281,6 +281,8 @@ def _respawn(
     out["respawn_cost_s"] = rounded(cost, 4)
     out["respawn_share"] = rounded(cost / total_s) if total_s > 0 else None
     out["respawn_first_step"] = firsts[0].i
+    # a loader built anew every epoch starts new workers whatever persistent_workers says
+    out["respawn_why"] = out["respawn_fix"] = "rebuilt" if rebuilt_count(loader) > 1 else "persistent"  # codes
     return out, {p.i for p in firsts}
 
 
