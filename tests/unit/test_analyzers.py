@@ -629,4 +629,7 @@ def test_every_fact_a_shipped_rule_reads_has_a_provider() -> None:
     provided = set().union(*(a.provides for a in ANALYZERS)) | RESERVED_FACTS
     for rule in load_builtin_and_user():
         names = {*rule.fact_names, *rule.requires, *rule.fix_template.fields, *([rule.first_step] if rule.first_step else [])}
+        # ... and what its phrases read: each table is chosen by a fact's value, each text may use others
+        names |= {name for table, texts in (rule.phrases or {}).items()
+                  for name in (table, *(f for t in texts.values() for f in t.fields))}
         assert names <= provided, f"rule '{rule.id}' reads facts no analyzer provides: {sorted(names - provided)}"

@@ -42,7 +42,8 @@ LIMIT_ORDER = ("batches", "max_workers", "memory", "worker_cpu", "startup")
 """Of two bounds on workers that allow the same number, the one named: this order."""
 REASON_FACTS = (
     "reason_at_most", "reason_available_gib", "reason_batch_size", "reason_batch_tensors", "reason_batches_per_start",
-    "reason_best_ms", "reason_busy", "reason_core_kind", "reason_core_kind_one", "reason_cores", "reason_cpu_part",
+    "reason_best_ms", "reason_busy", "reason_core_kind", "reason_core_kind_one", "reason_cores", "reason_cpu_ms",
+    "reason_cpu_part",
     "reason_demand", "reason_fetch_cpu", "reason_fetch_ms", "reason_free", "reason_free_cores", "reason_free_tail",
     "reason_handoff_cpu_ms", "reason_handoff_ms", "reason_handoff_saving", "reason_high", "reason_limit_n",
     "reason_load_cpu_ms", "reason_load_ms", "reason_logical", "reason_low", "reason_median_demand", "reason_needed",
