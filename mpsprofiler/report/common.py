@@ -18,6 +18,7 @@ from ..diagnosis.findings import FindingDoc, severity_rank
 from ..events.payloads import Frame
 from ..redact import redact_argv
 from ..session.exit_words import exit_words
+from ..session.loaders import dataset_text
 from ..session.session import Session
 from ..session.steps import signal_words
 from ..session.summary import rank_rows
@@ -259,7 +260,8 @@ DATALOADER_KEYS = ("dataset", "batch_size", "num_workers", "prefetch_factor", "p
 def dataloader_table(session: Session) -> Table | None:
     if not session.dataloaders:
         return None
-    rows = [[str(dl.get("id", key))] + [cell_text(dl.get(k)) for k in DATALOADER_KEYS]
+    rows = [[str(dl.get("id", key))] + [cell_text(dataset_text(dl) if k == "dataset" else dl.get(k))
+                                        for k in DATALOADER_KEYS]
             for key, dl in sorted(session.dataloaders.items())]
     return Table("DataLoader", list(DATALOADER_COLUMNS), rows, numeric={0, 2, 3, 4, 7})
 

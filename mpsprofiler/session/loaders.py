@@ -53,3 +53,13 @@ def merge_rebuilt(records: dict[int, DataLoaderFields]) -> dict[int, DataLoaderF
         merged["created_all"] = sorted(int(c) for k in keys if isinstance(c := records[k].get("created"), int))
         out[keys[0]] = cast(DataLoaderFields, merged)
     return out
+
+
+def dataset_text(loader: DataLoaderFields) -> str | None:
+    """The dataset column of the views: ``Slow``, or ``Slow (built 8x)`` for a loader the
+    script builds anew every epoch."""
+    name = loader.get("dataset")
+    n = loader.get("rebuilt")
+    if isinstance(n, int) and not isinstance(n, bool) and n > 1:
+        return f"{name or '?'} (built {n}x)"
+    return name if isinstance(name, str) else None

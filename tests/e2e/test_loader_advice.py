@@ -609,6 +609,8 @@ def test_a_loader_built_anew_every_epoch_is_one_loader_rewritten_once(tmp_path):
     summary, facts = profile(tmp_path, "rebuilt_each_epoch.py")
     (loader,) = summary["dataloaders"]
     assert loader["rebuilt"] == 4 and loader["created_all"] == [1, 2, 3, 4], loader
+    report = mpsprof_cli("report", str(tmp_path / "run"), "--format", "md").stdout
+    assert "| 1 | Slow (built 4x) | 16 | 0 |" in report, report
     found = {f["rule"]: f for f in summary["findings"]}
     stall = found.get("dataloader-stall-critical") or found.get("dataloader-stall")
     assert stall is not None, summary["findings"]

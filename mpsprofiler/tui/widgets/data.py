@@ -12,6 +12,7 @@ from textual.widget import Widget
 from textual.widgets import DataTable, Static
 
 from ...report.common import loader_brief
+from ...session.loaders import dataset_text
 from ...units import fmt_pct
 from ..chart_series import wait_series
 from ..state import RunState
@@ -122,7 +123,8 @@ class DataPanel(Widget):
         table.clear()
         for loader_id, cfg in sorted(dataloaders.items()):
             fields: Mapping[str, Any] = cfg  # read by the names in LOADER_FIELDS
-            table.add_row(Text(str(loader_id)), *(_cell(key, fields.get(key)) for key, _ in LOADER_FIELDS))
+            table.add_row(Text(str(loader_id)), *(_cell(key, dataset_text(cfg) if key == "dataset" else fields.get(key))
+                                                  for key, _ in LOADER_FIELDS))
         table.display = bool(dataloaders)
 
     def _fill_steps(self, session: Session, throttle: bool) -> None:
