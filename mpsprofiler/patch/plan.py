@@ -443,6 +443,7 @@ PLANNERS: dict[str, Callable[[_Edits, Finding, dict[str, Any]], None]] = {
     "cache-growth": _watermark,
     "graph-kept-across-steps": _carry,
     "leak-site-container": _container,
+    "leak-site-small": _container,
     "leak-site-graph": _container,
     "tensor-leak": _container,
     "float64-mps": _float64,

@@ -133,3 +133,20 @@ def test_lists_made_anew_every_epoch_are_no_leak(tmp_path: Path) -> None:
     sites = [[s["code"] for s in e["sites"]] for e in read_events(tmp_path / "epoch_lists") if e["k"] == "leaks"]
     assert any("all_logits.append(logits.detach())" in codes for codes in sites), sites  # seen piling up
     assert sites[-1] == [], sites  # then taken back
+
+
+@pytest.mark.slow
+def test_a_scalar_kept_every_step_is_told_as_small_not_warned(tmp_path: Path) -> None:
+    """`losses.append(loss.detach())`: a 0-dim tensor per step (4 bytes) was a *warning*
+    "pile up: 0 KiB per step". It is the info rule leak-site-small, naming the line, with the
+    line rewritten to keep a number; keeping numbers is clean."""
+    with ThreadPoolExecutor(2) as pool:
+        summary, clean = pool.map(lambda a: _run(tmp_path, "scalar_history", *a), [(), ("--items",)])
+    assert not (LEAK_RULES | {"leak-site-small"}) & set(_findings(clean)), clean["findings"]
+    found = _findings(summary)
+    assert "leak-site-container" not in found and "leak-site-small" in found, summary["findings"]
+    small = found["leak-site-small"]
+    assert small["severity"] == "info"
+    line = _line_of("scalar_history", "losses.append(loss.detach())")
+    assert f"scalar_history.py:{line}" in small["title"] and "kept in `losses`" in small["evidence"]
+    assert "losses.append(loss.detach().mean().item())" in small["fix"], small["fix"]
