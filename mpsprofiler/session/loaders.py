@@ -8,7 +8,8 @@ few steps only", its batches split across records, and two constructions at one 
 a helper building two different loaders ("changed there both would get the workers").
 
 Constructions at the same line, called from the same place (``call_file``/``call_line``:
-a helper's caller) and over the same kind of dataset are merged here into one record: the
+a helper's caller), over the same kind of dataset, with the same length, batch size and
+workers (:func:`site_key`) are merged here into one record: the
 first construction's settings, the counters summed, ``rebuilt`` (how many constructions)
 and ``created_all`` (their construction numbers, which ``--set dataloader.N`` addresses).
 """
@@ -24,10 +25,15 @@ SUMMED = ("fetches", "fetch_s", "consumes", "consume_s")
 
 
 def site_key(d: DataLoaderFields) -> tuple[Any, ...] | None:
-    """Where and over what the loader is built; None when the line is unknown (kept apart)."""
+    """Where and over what the loader is built; None when the line is unknown (kept apart).
+
+    Its length, batch size and workers too: a comprehension that builds the training and
+    the validation loader at one line (``{s: make_loader(s) for s in splits}``) builds two
+    loaders of different lengths, which must stay two; one rebuilt every epoch keeps its own."""
     if not d.get("file") or not d.get("line"):
         return None
-    return d.get("file"), d.get("line"), d.get("call_file"), d.get("call_line"), d.get("dataset")
+    return (d.get("file"), d.get("line"), d.get("call_file"), d.get("call_line"), d.get("dataset"), d.get("len"),
+            d.get("batch_size"), d.get("num_workers"))
 
 
 def merge_rebuilt(records: dict[int, DataLoaderFields]) -> dict[int, DataLoaderFields]:

@@ -31,3 +31,12 @@ def test_a_helper_called_from_two_places_builds_two_loaders() -> None:
     again = _rec(3, 3, 10, 0.2, call_file="/w/train.py", call_line=20)
     merged = merge_rebuilt({1: a, 2: b, 3: again})  # type: ignore[arg-type]
     assert sorted(merged) == [1, 2] and merged[1]["rebuilt"] == 2 and "rebuilt" not in merged[2]
+
+
+def test_loaders_of_different_lengths_built_at_one_line_stay_two() -> None:
+    """`{split: make_loader(split) for split in ("train", "val")}`: one line, one call site,
+    the training and the validation loader."""
+    train = _rec(1, 3, 100, 1.0, len=160, call_file="/w/train.py", call_line=20)
+    val = _rec(2, 3, 8, 0.3, len=4, call_file="/w/train.py", call_line=20)
+    merged = merge_rebuilt({1: train, 2: val})  # type: ignore[arg-type]
+    assert sorted(merged) == [1, 2] and not any("rebuilt" in d for d in merged.values())
