@@ -59,6 +59,8 @@ def main_rules(args: argparse.Namespace) -> int:
     ruleset = rules.load_rules([*files, *dirs] if files else [rules.builtin_rules_dir(), *dirs])
     for problem in ruleset.errors:
         print(problem)
+    for warning in unknown_facts(ruleset):
+        print(warning)
     errors = sum(1 for e in ruleset.errors if e.level == "error")
     if errors:
         print(f"{errors} error{'s' if errors != 1 else ''}; {len(ruleset)} rules loaded")
@@ -71,6 +73,32 @@ def main_rules(args: argparse.Namespace) -> int:
             return 2
         _print_evaluation(ruleset, facts, getattr(args, "device", None))
     return 1 if errors else 0
+
+
+def unknown_facts(ruleset: RuleSet) -> list[str]:
+    """``FILE:LINE:COL: warning:`` lines for names a rule reads that no analyzer provides:
+    in its condition the rule can never fire, in a text (or a phrase table's name) the
+    sentence never shows. A typo (``step_msx``) otherwise loads as a valid rule."""
+    import difflib
+
+    from .diagnosis.analyzers import ANALYZERS
+    from .diagnosis.analyzers.registry import RESERVED_FACTS
+
+    provided = set().union(*(a.provides for a in ANALYZERS)) | RESERVED_FACTS
+    out = []
+    for rule in ruleset:
+        condition = set(rule.condition.names) if rule.condition else set()
+        texts = {*rule.title_template.fields, *rule.evidence_template.fields, *rule.fix_template.fields,
+                 *rule.requires, *([rule.first_step] if rule.first_step else [])}
+        for table, phrases in (rule.phrases or {}).items():
+            texts |= {table, *(f for t in phrases.values() for f in t.fields)}
+        for name in sorted((condition | texts) - provided):
+            close = difflib.get_close_matches(name, provided, n=1)
+            hint = f" (did you mean '{close[0]}'?)" if close else ""
+            effect = "the rule can never fire" if name in condition else "its text reads \"(not measured)\" there"
+            out.append(f"{rule.source}:{rule.line}:{rule.column}: warning: rule '{rule.id}' reads '{name}', "
+                       f"a fact no analyzer provides{hint}: {effect}")
+    return out
 
 
 def _print_listing(ruleset: RuleSet, builtin_dir: Path) -> None:

@@ -481,9 +481,30 @@ def run_cli(argv: list[str]) -> int:
 
 
 def test_cli_check_valid_file(capsys: pytest.CaptureFixture[str]) -> None:
+    """Valid, and its made-up facts (this engine's fixture: no analyzer provides them) are
+    named as warnings, which leave the exit status 0."""
     assert run_cli(["check", str(VALID)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[-1] == "ok: 3 rules"
+    assert all(": warning: rule '" in line and "a fact no analyzer provides" in line for line in lines[:-1]), lines
+    assert f"{VALID}:20:5: warning: rule 'mps-fallback-ops' reads 'fallback_count', a fact no analyzer provides " \
+           "(did you mean 'mps_fallback_count'?): the rule can never fire" in lines
+
+
+def test_cli_check_names_a_misspelt_fact_in_a_condition_a_text_and_a_phrase(tmp_path: Path,
+                                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    rule = tmp_path / "mine.yaml"
+    rule.write_text("rules:\n  - id: mine\n    title: \"slow: {step_ms:.1f} ms\"\n    severity: info\n"
+                    "    when: \"step_ms > 1 and data_wait_shares > 0.2\"\n    threshold_reason: \"mine\"\n"
+                    "    evidence: \"{step_msx} ms, {why}\"\n    fix: \"less\"\n"
+                    "    phrases:\n      why:\n        a: \"because\"\n")
+    assert run_cli(["check", str(rule)]) == 0
     out = capsys.readouterr().out
-    assert out.splitlines() == ["ok: 3 rules"]
+    assert (f"{rule}:2:5: warning: rule 'mine' reads 'data_wait_shares', a fact no analyzer provides (did you mean "
+            "'data_wait_share'?): the rule can never fire") in out, out
+    assert "reads 'step_msx', a fact no analyzer provides (did you mean 'step_ms'?): its text reads" in out
+    assert "reads 'why', a fact no analyzer provides" in out
+    assert "reads 'step_ms'" not in out
 
 
 def test_cli_check_broken_file(capsys: pytest.CaptureFixture[str]) -> None:
@@ -500,7 +521,7 @@ def test_cli_check_with_facts(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     out = capsys.readouterr().out
     assert "fires: dataloader-stall [warning]" in out
     assert "30% of each step waits" in out
-    assert "mps-fallback-ops" not in out  # mps only
+    assert "fires: mps-fallback-ops" not in out  # mps only
     assert "not evaluated: float64-input: missing: fact 'last_error' is absent" in out
     facts.write_text("[1, 2]")
     assert run_cli(["check", str(VALID), "--facts", str(facts)]) == 2
