@@ -18,10 +18,11 @@ from typing import Any
 
 from ..diagnosis.analyzers.float64_fix import default_setter
 from ..diagnosis.analyzers.framework_place import ARGUMENT_CALLS, TRAINER_LOADER_ARGUMENTS, arguments_line
-from ..diagnosis.analyzers.loader_place import rebuilt_count, shared_line
+from ..diagnosis.analyzers.loader_place import shared_line
 from ..diagnosis.analyzers.sync_fix import FILTER_SETTING
 from ..diagnosis.findings import Finding
 from ..experiment.candidates import candidate_for
+from ..session.loaders import rebuilt_count
 from ..session.session import Session
 from . import cst
 from .edits import Fix as Fix

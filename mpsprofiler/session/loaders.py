@@ -61,11 +61,18 @@ def merge_rebuilt(records: dict[int, DataLoaderFields]) -> dict[int, DataLoaderF
     return out
 
 
+def rebuilt_count(loader: DataLoaderFields) -> int:
+    """How many times the script built this loader at its place (:func:`merge_rebuilt`): 1
+    for a loader built once (or a damaged record's value)."""
+    n = loader.get("rebuilt")
+    return n if isinstance(n, int) and not isinstance(n, bool) and n > 1 else 1
+
+
 def dataset_text(loader: DataLoaderFields) -> str | None:
     """The dataset column of the views: ``Slow``, or ``Slow (built 8x)`` for a loader the
     script builds anew every epoch."""
     name = loader.get("dataset")
-    n = loader.get("rebuilt")
-    if isinstance(n, int) and not isinstance(n, bool) and n > 1:
+    n = rebuilt_count(loader)
+    if n > 1:
         return f"{name or '?'} (built {n}x)"
     return name if isinstance(name, str) else None

@@ -13,6 +13,7 @@ from statistics import median
 from typing import Any
 
 from ...events.payloads import DataLoaderFields
+from ...session.loaders import rebuilt_count
 from ...session.session import Session
 from ...session.steps import StepPoint
 from . import loader_profile
@@ -24,7 +25,7 @@ from .common import (
     start_method,
 )
 from .loader_advice import FIGURES_FACTS, REASON_FACTS, advise, steady_ratio, step_loads, step_ratios
-from .loader_place import PLACE_FACTS, place_facts, rebuilt_count, shares, stalled_loader
+from .loader_place import PLACE_FACTS, place_facts, shares, stalled_loader
 from .registry import analyzer
 from .threads import others_busy
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...events.payloads import DataLoaderFields
+from ...session.loaders import rebuilt_count
 from ...session.session import Session
 from .common import num, training_loader
 from .framework_place import guard_note, trainer_place
@@ -55,13 +56,6 @@ def shares(session: Session, loader: DataLoaderFields) -> tuple[float, float] | 
     if wait <= 0 or batches <= 0:
         return None
     return (num(loader.get("fetch_s")) or 0.0) / wait, (num(loader.get("fetches")) or 0.0) / batches
-
-
-def rebuilt_count(loader: DataLoaderFields) -> int:
-    """How many times the script built this loader at its place (session/loaders.py): 1 for
-    a loader built once."""
-    n = loader.get("rebuilt")
-    return n if isinstance(n, int) and not isinstance(n, bool) and n > 1 else 1
 
 
 def user_ordinals(session: Session) -> dict[int, int]:
