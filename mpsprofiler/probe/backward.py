@@ -72,6 +72,7 @@ def install(on_backward: Callable[[Any, float, float, bool], None], clock: Calla
     from .compiling import fast_is_compiling
 
     is_compiling = fast_is_compiling()  # at every backward pass
+    functional = _functorch_check(torch)
 
     original = autograd._engine_run_backward
     torch_dir = os.path.dirname(torch.__file__) + os.sep
@@ -117,7 +118,8 @@ def install(on_backward: Callable[[Any, float, float, bool], None], clock: Calla
         outer = getattr(depth, "n", 0)
         if safe_point is not None and safe_point.pending is not None and not outer and not is_compiling():
             safe_point.run()  # (no pass of this thread is running: outside any op)
-        token = None if state["failed"] or outer or is_compiling() else before(t_outputs, running[0] > 0)
+        token = None if state["failed"] or outer or is_compiling() or functional(t_outputs) \
+            else before(t_outputs, running[0] > 0)
         depth.n = outer + 1
         running[0] += 1
         try:
@@ -192,6 +194,27 @@ def install(on_backward: Callable[[Any, float, float, bool], None], clock: Calla
             graph._engine_run_backward = original
 
     return uninstall
+
+
+def _functorch_check(torch: Any) -> Callable[[Any], bool]:
+    """Whether a pass runs inside a ``torch.func`` transform (``grad``, ``vjp``, ``vmap`` of
+    them): its outputs are functorch's wrapped tensors (torch/_functorch/eager_transforms.py
+    calls ``torch.autograd.grad`` on them). Such a pass is a part of a computation (per-sample
+    gradients, DP-SGD, a meta-learning inner loop), never a step of the loop: it accumulates
+    into no ``.grad`` (the micro-batch test cannot see accumulation there), and its loss is
+    one sample's, which ``.item()`` cannot even read under ``vmap`` (the loss check)."""
+    wrapped = getattr(getattr(getattr(torch, "_C", None), "_functorch", None), "is_functorch_wrapped_tensor", None)
+    if wrapped is None:
+        return lambda t_outputs: False
+
+    def functional(t_outputs: Any) -> bool:
+        try:
+            first = t_outputs[0] if isinstance(t_outputs, (tuple, list)) else t_outputs
+            return bool(wrapped(first))
+        except Exception:
+            return False
+
+    return functional
 
 
 class Site:

@@ -198,3 +198,16 @@ def test_dataloader_workers_are_not_child_processes_of_the_script(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "unobserved-child-processes" not in proc.stderr
     assert read_summary(run_dir)["steps"]["count"] == 6
+
+
+@pytest.mark.slow
+def test_per_sample_gradients_from_torch_func_are_no_steps_and_leave_the_loss_check_on(tmp_path):
+    """DP-SGD with vmap(grad(...)) and 4 micro-batches summed into ``p.grad`` by hand: the
+    engine's passes under torch.func made steps of the first update's micro-batches (24 of
+    20), and the loss check's ``.item()`` on the per-sample loss under vmap raised, so it was
+    switched off for the run (a probe fault)."""
+    proc, summary, run_dir = mpsprof_run(tmp_path, "per_sample_grads.py")
+    updates = int(re.search(r"optimizer steps (\d+)", proc.stdout).group(1))
+    assert summary["steps"]["count"] == updates == 5, summary["steps"]
+    assert summary["steps"]["mode"] == "optimizer"
+    assert "switched off" not in proc.stderr, proc.stderr[-2000:]
