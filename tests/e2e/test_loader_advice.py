@@ -198,26 +198,29 @@ def test_batches_as_cheap_as_a_worker_s_handover_get_no_workers():
     assert "about 2.0 ms (1.4 ms of CPU work) taking each one in" in reason_text(said, bound="handoff"), said
 
 
-def test_loading_that_computes_with_no_core_to_spare_is_contention():
-    """minGPT's adder and makemore on CI's 2 cores beside other busy processes (1.4 cores):
-    in-process loading "waited" 17-19% of the time and was told "try num_workers=1", where
-    a worker process could only queue for the cores those programs held. Loading that
-    computes is a stall only with half a core to spare; loading that waits needs none."""
+def test_loading_that_computes_is_cpu_work_however_busy_the_machine():
+    """Loading that computes in the training process is CPU work to move into workers, busy
+    machine or not (it was "contention" with under half a core to spare beside other
+    programs: a worker takes its share of the cores from them, see the test below); loading
+    that waits needs no core either way. minGPT's adder and makemore, whose batches cost
+    about what taking them in from a worker costs, are handoff before this question."""
     from mpsprofiler.diagnosis.analyzers.loader_profile import classify
 
     computes, waits = _main_fig(10.0, 8.0, 0.5, 24.0), _main_fig(10.0, 1.0, 0.5, 24.0)
-    assert classify(computes, 0, "CharDataset", 32, 7.3e-3, 1) == "cpu"  # not measured: as before
-    assert classify(computes, 0, "CharDataset", 32, 7.3e-3, 1, spare=1.0) == "cpu"
-    assert classify(computes, 0, "CharDataset", 32, 7.3e-3, 1, spare=0.3) == "contention"
-    assert classify(waits, 0, "CharDataset", 32, 7.3e-3, 1, spare=0.0) == "waiting"
+    assert classify(computes, 0, "CharDataset", 32, 7.3e-3, 1) == "cpu"
+    assert classify(waits, 0, "CharDataset", 32, 7.3e-3, 1) == "waiting"
 
 
 @pytest.mark.serial
 @pytest.mark.slow
-def test_loading_in_the_training_process_beside_busy_programs_is_not_a_stall(tmp_path):
-    """The same through a real run: loading that computes 8 ms a batch in the training
-    process while as many busy programs as cores run beside it is named as queuing for the
-    CPU (info), not a loader stall with a worker to add."""
+def test_loading_in_the_training_process_beside_busy_programs_gets_a_worker(tmp_path):
+    """Loading that computes 8 ms a batch in the training process while as many busy
+    programs as cores run beside it was named as queuing for the CPU (info: "a worker would
+    compute on the same busy cores... measure again on a quiet machine"). It is a stall: a
+    worker is one more task the scheduler shares the cores with, so it takes its CPU from
+    the busy programs (bare, with the same two busy programs on 2 cores, 80 steps: 18.4 s
+    with num_workers=0, 10.2 s with 1; an unseen Lightning DataModule and a slow collate_fn
+    on a loaded machine: 2.5x and 2.0x by `mpsprof try`)."""
     hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(cores())]
     try:
         summary, facts = profile(tmp_path, "cpu_workers.py", "--workers", "0", "--steps", "80",
@@ -226,8 +229,11 @@ def test_loading_in_the_training_process_beside_busy_programs_is_not_a_stall(tmp
         for hog in hogs:
             hog.kill()
             hog.wait()
-    assert facts.get("loader_bound") == "contention", (facts.get("loader_bound"), facts.get("others_busy_cores"))
-    assert not loud_loader_findings(summary), loud_loader_findings(summary)
+    assert facts.get("loader_bound") == "cpu", (facts.get("loader_bound"), facts.get("others_busy_cores"))
+    assert facts["num_workers_helps"] and facts["suggested_num_workers"] >= 1, facts.get("num_workers_reason")
+    found = {f["rule"] for f in summary["findings"]}
+    assert found & {"dataloader-stall", "dataloader-stall-critical"}, sorted(found)
+    assert "dataloader-cpu-contention" not in found
 
 
 def test_a_batch_s_tensors_are_counted_through_its_containers():

@@ -27,7 +27,6 @@ from .common import (
 from .loader_advice import FIGURES_FACTS, REASON_FACTS, advise, steady_ratio, step_loads, step_ratios
 from .loader_place import PLACE_FACTS, place_facts, shares, stalled_loader
 from .registry import analyzer
-from .threads import others_busy
 
 STALL_STEP_SHARE = 0.15
 """A step "stalls" when 15% of it is data wait (the rules' warning level)."""
@@ -177,10 +176,8 @@ def _profile(session: Session, loader: DataLoaderFields, workers: int, kept: lis
         train, spread, average = consume, None, None
     training_cores = fig.training_cores(workers)
     free = max(1, cores - training_cores) if cores else None
-    others = others_busy(session)  # the thread rules' figure: one judgement of the machine
-    spare = cores - training_cores - others[0] if cores and others is not None else None
     bound = loader_profile.classify(fig, workers, dataset if isinstance(dataset, str) else None, batch_size,
-                                    train, free, spare)
+                                    train, free)
     memory = session.memory
     first = memory.first
     available = first.sys_available if first is not None else None

@@ -33,7 +33,7 @@ FIGURES_FACTS = ("figures_batch_size", "figures_busy", "figures_cpu_ms", "figure
 """The figures and names the sentence of ``loader_figures`` quotes besides ``load_ms``
 (declared by the ``dataloader`` analyzer); an optional clause's fact is the name
 ``unknown``/``none`` when it is left out (the rule files' phrases word it as nothing)."""
-REASON_CODES = ("ipc_workers", "ipc", "handoff", "contention", "no_spare_core", "cpu_fits", "cpu_short", "waiting", "unmeasured",
+REASON_CODES = ("ipc_workers", "ipc", "handoff", "contention", "cpu_fits", "cpu_short", "waiting", "unmeasured",
                 "max_workers", "memory", "startup", "worker_cpu", "rounded", "span", "enough", "over_cpus",
                 "bursts", "iterable")
 """Every code ``num_workers_reason`` may hold: a main reason first, then its clauses
@@ -153,12 +153,9 @@ def advise(
     elif bound == "contention":
         target, helps = min(workers, free or workers), False
         queued = split[0] if split is not None else (fig.worker_runq_per_batch() if workers else (fig.wait_runq or 0.0) * per)
-        # in the training process, mostly CPU work: not a queue for a core but no core to
-        # spare beside the training (loader_profile.classify), which a worker would need
-        codes = ["no_spare_core" if _no_spare_core(workers, fetch_cpu, queued) else "contention"]
+        codes = ["contention"]
         why.update(reason_fetch_ms=fetch, reason_queued_ms=(queued or 0.0) * 1000.0, reason_logical=logical,
-                   reason_busy=fig.machine_busy if fig.machine_busy is not None and logical else "unknown",
-                   reason_cpu_ms=_known(fetch_cpu))
+                   reason_busy=fig.machine_busy if fig.machine_busy is not None and logical else "unknown")
     elif bound == "cpu" and load_cpu is not None:
         ratio = load_cpu / train if train > 0 else math.inf
         needed = max(1, math.ceil(ratio * HEADROOM)) if math.isfinite(ratio) else None
@@ -171,9 +168,16 @@ def advise(
             why.update(reason_free=free, reason_cores=cores or 0)
         else:
             have = cores or 1
-            target = min(max(workers, free or 1), have)
+            # with every core busy a batch comes every (CPU to build + to train) / cores ms at
+            # best; a worker builds one in `load` ms of its own (its waits for sleep or I/O
+            # included), so this many reach it. One per free core fell short of it: a loader
+            # that computes 158 ms and sleeps 70 ms a batch was told 1 worker on 2 cores
+            # (1.2x measured) where 2 reach the best step (2.7x)
+            best_batch = (load_cpu + train) / have
+            reach = math.ceil(load / best_batch) if best_batch > 0 and load > 0 else 1
+            target = min(max(workers, free or 1, reach), have)
             helps = target > workers
-            best = (load_cpu + train) / have * fig.batches / max(1, fig.steps)
+            best = best_batch * fig.batches / max(1, fig.steps)
             out["best_step_ms"] = _r(best)
             codes = ["cpu_short"]
             why.update(reason_ratio=ratio, reason_cores=have, reason_training_cores=training_cores,
@@ -349,13 +353,6 @@ def _known(value: float | int | None) -> float | int | str:
     return "unknown" if value is None else value
 
 
-def _no_spare_core(workers: int, cpu_ms: float | None, queued_s: float | None) -> bool:
-    """A contended loader in the training process that spends more of a batch computing
-    than queuing for a core: classified so because other programs left no core beside the
-    training's own (``loader_profile.classify``), not because it queued."""
-    return not workers and cpu_ms is not None and (queued_s or 0.0) * 1000.0 < cpu_ms
-
-
 def _stall_advice(bound: str, more_workers: bool) -> str:
     """The code of the few words a stall finding's title ends with (``stall_advice``:
     ``try num_workers=N`` when more workers help; the rule files word each code).
@@ -387,7 +384,5 @@ def figures(bound: str, workers: int, out: dict[str, Any], batch_size: int | Non
         "figures_cpu_ms": _known(cpu),
         "figures_runq_ms": runq if runq and not workers else "none",
         "figures_busy": busy if busy is not None and busy >= 0.9 else "none",
-        "figures_loading": ("ipc_workers" if bound == "ipc" and workers else "no_spare_core"
-                            if bound == "contention" and _no_spare_core(workers, cpu, (runq or 0.0) / 1000.0)
-                            else bound),
+        "figures_loading": "ipc_workers" if bound == "ipc" and workers else bound,
     }
