@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from ..diagnosis.analyzers.float64_fix import default_setter
@@ -297,6 +298,11 @@ def _container(e: _Edits, f: Finding, facts: dict[str, Any]) -> None:
                                  "(see the finding for what grows)")
         return
     site = sites[0]
+    if _sets_a_key(e, site):  # `cache[step] = h`: a new key every step, bounded where it is set
+        e.edit(site.holder_file, f"`{site.holder}` keeps its newest {KEEP_LAST} keys"
+               + (" of `.detach()`ed tensors" if site.grad else ""),
+               lambda s, ln: cst.keyed_value_bounded(s, ln, site.holder, KEEP_LAST, site.grad), site.holder_line)
+        return
     if site.grad:  # the graph is what grows: keep the tensor without it
         e.edit(site.holder_file, f"keep `.detach()`ed tensors in `{site.holder}` (no autograd graph)",
                lambda s, ln: cst.added_value_detached(s, ln), site.holder_line)
@@ -311,6 +317,15 @@ def _container(e: _Edits, f: Finding, facts: dict[str, Any]) -> None:
     if e.edit(site.holder_file, f"`{site.holder}` keeps the last {KEEP_LAST} only (collections.deque)", bound):
         e.fix.changes[-1] = e.fix.changes[-1].replace(e.short(site.holder_file) + ":",
                                                       f"{e.short(site.holder_file)}:{made[0]}:", 1)
+
+
+def _sets_a_key(e: _Edits, site: Any) -> bool:
+    """Whether the line that keeps the tensors sets a key of the container (``cache[step] = h``)."""
+    try:
+        line = Path(_abs(e.session, site.holder_file)).read_text().splitlines()[site.holder_line - 1]
+    except (OSError, IndexError, UnicodeDecodeError):
+        return False
+    return re.match(rf"\s*{re.escape(site.holder)}\s*\[.*\]\s*=[^=]", line) is not None
 
 
 def _built_as(loader: dict[str, Any] | Any, created: str) -> bool:

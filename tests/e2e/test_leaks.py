@@ -150,3 +150,25 @@ def test_a_scalar_kept_every_step_is_told_as_small_not_warned(tmp_path: Path) ->
     line = _line_of("scalar_history", "losses.append(loss.detach())")
     assert f"scalar_history.py:{line}" in small["title"] and "kept in `losses`" in small["evidence"]
     assert "losses.append(loss.detach().mean().item())" in small["fix"], small["fix"]
+
+
+@pytest.mark.slow
+def test_a_dict_keyed_by_step_is_bounded_where_the_key_is_set(tmp_path: Path) -> None:
+    """`self.cache[self.global_step] = h`: the fix said to keep `.detach()`ed tensors there,
+    which left an unseen script growing as fast (a new key every step keeps every tensor).
+    The line is rewritten to drop the oldest keys as it sets one, in the finding and in the
+    patch; the bounded script is clean."""
+    with ThreadPoolExecutor(2) as pool:
+        summary, clean = pool.map(lambda a: _run(tmp_path, "step_keyed_cache", *a), [(), ("--bounded",)])
+    assert not LEAK_RULES & set(_findings(clean)), clean["findings"]
+    site = _findings(summary)["leak-site-graph"]
+    line = _line_of("step_keyed_cache", "self.cache[self.global_step] = h")
+    assert f"kept in `self.cache`, added to at step_keyed_cache.py:{line}" in site["evidence"], site["evidence"]
+    assert ("self.cache[self.global_step] = h.detach()  # no autograd graph kept\n"
+            "while len(self.cache) > 100:") in site["fix"], site["fix"]
+    assert "self.cache.pop(next(iter(self.cache)))" in site["fix"]
+    patch = mpsprof_cli("patch", str(tmp_path / "step_keyed_cache"), "--rule", "leak-site-graph")
+    assert patch.returncode == 0, patch.stderr[-2000:]
+    assert "+            self.cache[self.global_step] = h.detach()\n" in patch.stdout, patch.stdout
+    assert "+            while len(self.cache) > 100:" in patch.stdout
+    assert "+                self.cache.pop(next(iter(self.cache)))" in patch.stdout

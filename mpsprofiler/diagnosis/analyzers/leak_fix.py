@@ -45,6 +45,8 @@ def keep_fix(site: Any) -> dict[str, Any]:
     new = _rewritten(source, stmt, site.grad, site.holder)
     if new is None:
         return {}
+    if isinstance(stmt, ast.Assign):  # `cache[step] = h`: bounded where the key is set
+        return {"leak_site_fix_code": new}
     lines = [new]
     keyed = _KEYED.match(site.holder)
     if keyed is not None:  # `history['loss']`: a list kept in a dict
@@ -109,6 +111,20 @@ def _rewritten(source: str, stmt: ast.stmt, grad: bool, holder: str) -> str | No
         keep = f"{value}.detach()" if grad else f"{value}.mean().item()"
         why = "  # no autograd graph kept" if grad else "  # a number, not the tensor (or what you need of it)"
         return f"{owner}.{call.func.attr}({keep}){why}"
+    if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Subscript):
+        # `cache[step] = h`: a dict that gains a key every step keeps every step's tensor,
+        # graph or not (.detach() alone left an unseen script growing as fast): drop the
+        # oldest keys past KEEP_LAST as the line sets one (patch/cst/kept.keyed_value_bounded)
+        subscript = stmt.targets[0]
+        if ast.unparse(subscript.value) != holder or _number(stmt.value) \
+                or isinstance(stmt.value, (ast.Tuple, ast.List, ast.Dict)):
+            return None
+        key, value = seg(source, subscript), seg(source, stmt.value)
+        if key is None or value is None:
+            return None
+        keep = f"{value}.detach()  # no autograd graph kept" if grad else value
+        return (f"{key} = {keep}\nwhile len({holder}) > {KEEP_LAST}:  # a new key every step: keep the newest "
+                f"{KEEP_LAST}\n    {holder}.pop(next(iter({holder})))")
     if isinstance(stmt, ast.AugAssign):
         if ast.unparse(stmt.target) != holder or _number(stmt.value):
             return None

@@ -127,6 +127,30 @@ def added_value_detached(source: str, line: int) -> str:
     return _replace(module, call, call.with_changes(args=[call.args[0].with_changes(value=_method(value, "detach"))]))
 
 
+def keyed_value_bounded(source: str, line: int, holder: str, maxlen: int, detach: bool) -> str:
+    """``cache[step] = h`` -> ``cache[step] = h.detach()`` (``detach``: its graph is kept too)
+    followed by a loop that drops the oldest keys past ``maxlen`` (dicts keep insertion
+    order). A dict that gains a key every step keeps every step's tensor, graph or not: the
+    ``.detach()`` alone left an unseen script's memory growing as fast (334 -> 498 MiB in 512
+    steps, 338 -> 489 MiB without it)."""
+    module = _parse(source)
+    stmt = _statement(module, line)
+    assigns = [s for s in stmt.body if isinstance(s, cst.Assign)]
+    if len(stmt.body) != 1 or len(assigns) != 1 or len(assigns[0].targets) != 1:
+        raise NotFound(f"line {line} is not one `container[key] = value` statement")
+    assign = assigns[0]
+    target = assign.targets[0].target
+    if not isinstance(target, cst.Subscript) or _code(target.value).replace(" ", "") != holder.replace(" ", ""):
+        raise NotFound(f"line {line} does not set a key of `{holder}`")
+    if isinstance(assign.value, (cst.Tuple, cst.List, cst.Dict)):
+        raise NotFound(f"the statement at line {line} keeps several values: no single rewrite fits")
+    value = _method(assign.value, "detach") if detach else assign.value
+    kept = stmt.with_changes(body=[assign.with_changes(value=value)])
+    drop = cst.parse_statement(f"while len({holder}) > {maxlen}:  # a new key every step: keep the newest {maxlen}\n"
+                               f"    {holder}.pop(next(iter({holder})))\n")
+    return _replace(module, stmt, cst.FlattenSentinel([kept, drop]))  # type: ignore[arg-type]
+
+
 def bounded_container(source: str, name: str, maxlen: int) -> tuple[str, int]:
     """``name = []`` (or ``list()``) -> ``name = collections.deque(maxlen=N)``, with ``import
     collections`` at the top when missing; returns the text and the line it made.
