@@ -172,3 +172,19 @@ def test_a_dict_keyed_by_step_is_bounded_where_the_key_is_set(tmp_path: Path) ->
     assert "+            self.cache[self.global_step] = h.detach()\n" in patch.stdout, patch.stdout
     assert "+            while len(self.cache) > 100:" in patch.stdout
     assert "+                self.cache.pop(next(iter(self.cache)))" in patch.stdout
+
+
+@pytest.mark.slow
+def test_batches_a_cycled_loader_keeps_are_no_leak_where_memory_stays_flat(tmp_path: Path) -> None:
+    """`for x in itertools.cycle(loader)`: cycle keeps the first pass's 32 batches and replays
+    them, so the batches of sampled steps 3 and 5 stay alive for good and read as "pile up:
+    30 KiB per step" on an unseen script whose RSS stayed flat from step 32 to 399. A line's
+    pile-up that the process's memory does not show over the steps after it (under a quarter
+    of what its rate adds) is no warning; appending every batch to a list is, at that rate."""
+    with ThreadPoolExecutor(2) as pool:
+        cycled, kept = pool.map(lambda a: _run(tmp_path, "cycled_loader", *a), [(), ("--keep",)])
+    assert not LEAK_RULES & set(_findings(cycled)), cycled["findings"]
+    found = _findings(kept)
+    assert "leak-site-container" in found, kept["findings"]
+    line = _line_of("cycled_loader", "kept.append(x.clone())")
+    assert f"cycled_loader.py:{line}" in found["leak-site-container"]["title"], found["leak-site-container"]["title"]

@@ -17,11 +17,21 @@ import os
 from typing import Any
 
 from ...session.session import Session
-from .common import MIB
+from . import robust
+from .common import MIB, is_asynchronous
 from .leak_fix import growth_kib_per_step, keep_fix
 from .registry import analyzer
 
 MIN_SAMPLES = 2
+FLAT_SEEN_MIB = 4.0
+"""What a line's pile-up must add over the steady steps after it was seen before the process's
+memory can say it stopped: under this, RSS's own scatter (allocator pages, other threads)
+hides it, and the sampled steps alone decide."""
+FLAT_SHARE = 0.25
+"""Memory that grew by less than this share of what the line's rate predicts did not keep
+growing: the container was bounded after the sampled steps (``itertools.cycle(loader)``
+keeps the first pass's batches and replays them: 30 KiB a step from steps 3 and 5, flat RSS
+from step 32 to 399)."""
 
 
 def _where(file: str, line: int) -> str:
@@ -38,7 +48,7 @@ LEAK_FACTS: tuple[str, ...] = (
     "leak_site_file", "leak_site_first_step", "leak_site_fix_code", "leak_site_grad", "leak_site_holder",
     "leak_site_holder_code", "leak_site_holder_line",
     "leak_site_is_carry", "leak_site_keep_line", "leak_site_kept_by", "leak_site_kib",
-    "leak_site_kib_per_step", "leak_site_lag", "leak_site_mib_per_100_steps", "leak_site_line", "leak_site_mib", "leak_site_module",
+    "leak_site_kib_per_step", "leak_site_lag", "leak_site_memory_flat", "leak_site_mib_per_100_steps", "leak_site_line", "leak_site_mib", "leak_site_module",
     "leak_site_op", "leak_site_samples", "leak_site_table", "leak_place_sentence",
 )
 """Every fact the ``leaks`` analyzer may return (declared: no other analyzer may provide one)."""
@@ -84,6 +94,7 @@ def leak_facts(session: Session) -> dict[str, Any]:
         leak_site_holder_code=top.holder_code or None,
         leak_site_kept_by=_kept_by(top),
         # the same line as a graph kept across steps: one finding (graph-kept-across-steps) says it
+        leak_site_memory_flat=_memory_flat(session, _rate(top, samples), min(top.steps)),
         leak_site_is_carry=any((c.file, c.line) in ((top.file, top.line), (top.holder_file, top.holder_line))
                                for c in leaks.carries),
     )
@@ -91,6 +102,30 @@ def leak_facts(session: Session) -> dict[str, Any]:
         facts["leak_place_sentence"] = "holder_code" if top.holder_code else "holder"
     facts["leak_site_fix_code"] = keep_fix(top).get("leak_site_fix_code") or _generic_fix(top.grad)
     return facts
+
+
+def _memory_flat(session: Session, kib_per_step: float, seen: int) -> bool:
+    """Whether the process's memory stayed flat over the steady steps after the line's
+    pile-up was seen, where that pile-up at its rate would have shown (``FLAT_SEEN_MIB``):
+    RSS, and on a GPU its allocated memory too (the kept tensors may be on either side).
+    A trend over the memory samples' clock (two a second: a short run's steady window has
+    a few, too few for the memory rules' per-step trend, enough for a slope)."""
+    steps = session.steps
+    held = [p for p in steps.series.points() if p.i >= max(steps.warmup, seen)]
+    if len(held) < 2:
+        return False
+    expected = kib_per_step * 1024.0 * (held[-1].i - held[0].i)
+    if expected < FLAT_SEEN_MIB * MIB:
+        return False
+    t0, t1 = held[0].end, held[-1].end
+    samples = [m for m in session.memory.series.points() if t0 <= m.ts <= t1]
+    kinds = ["rss", "allocated"] if is_asynchronous(session) else ["rss"]
+    for kind in kinds:
+        pts = [(m.ts, getattr(m, kind)) for m in samples if getattr(m, kind) is not None]
+        trend = robust.trend([p[0] for p in pts], [p[1] for p in pts])
+        if trend is None or trend.slope * (t1 - t0) >= FLAT_SHARE * expected:
+            return False
+    return True
 
 
 def _rate(site: Any, samples: int) -> float:
