@@ -130,6 +130,10 @@ class DataLoaderFields(Tagged, total=False):
     created: int
     """Construction number in the training process (1: the first DataLoader built), as
     ``--set dataloader.N.*`` counts them; ``id`` counts first iterations."""
+    created_by_then: int
+    """DataLoaders built in the training process when this one was first iterated: a
+    loader built again at its line after that is a rebuild (session/loaders.py), one built
+    before it (two validation loaders made together) is another loader."""
     file: str
     line: int
     """The script's line that built the loader."""

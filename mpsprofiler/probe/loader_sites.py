@@ -92,7 +92,7 @@ class LoaderSites:
         site = self._sites.get(loader)
         if site is None:
             return {}
-        out: dict[str, Any] = {"created": site.created}
+        out: dict[str, Any] = {"created": site.created, "created_by_then": self._created}
         if site.file:
             out["file"], out["line"] = site.file, site.line
         if site.call is not None:

@@ -39,12 +39,16 @@ def site_key(d: DataLoaderFields) -> tuple[Any, ...] | None:
 def merge_rebuilt(records: dict[int, DataLoaderFields]) -> dict[int, DataLoaderFields]:
     """``records`` (by id, one per construction) with each site's constructions merged into
     its first one's id; a site built once keeps its record as it is."""
-    groups: dict[Any, list[int]] = {}
+    groups: dict[Any, list[list[int]]] = {}
     for key in sorted(records, key=lambda k: (records[k].get("created") or 0, k)):
         site = site_key(records[key])
-        groups.setdefault(site if site is not None else ("id", key), []).append(key)
+        chains = groups.setdefault(site if site is not None else ("id", key), [])
+        if chains and _rebuilt_after(records[chains[-1][-1]], records[key]):
+            chains[-1].append(key)
+        else:
+            chains.append([key])
     out: dict[int, DataLoaderFields] = {}
-    for keys in groups.values():
+    for keys in (chain for chains in groups.values() for chain in chains):
         first = records[keys[0]]
         if len(keys) == 1:
             out[keys[0]] = first
@@ -59,6 +63,17 @@ def merge_rebuilt(records: dict[int, DataLoaderFields]) -> dict[int, DataLoaderF
         merged["created_all"] = sorted(int(c) for k in keys if isinstance(c := records[k].get("created"), int))
         out[keys[0]] = cast(DataLoaderFields, merged)
     return out
+
+
+def _rebuilt_after(last: DataLoaderFields, new: DataLoaderFields) -> bool:
+    """Whether ``new`` was built after ``last`` was first iterated (a rebuild, as an epoch
+    loop's does), not beside it: two validation loaders made at one line together (a
+    LightningDataModule's ``return [DataLoader(a), DataLoader(b)]``) are two loaders. A
+    recording without the counts (before they were sent) merges as before."""
+    by_then, created = last.get("created_by_then"), new.get("created")
+    if not isinstance(by_then, int) or not isinstance(created, int):
+        return True
+    return created > by_then
 
 
 def rebuilt_count(loader: DataLoaderFields) -> int:

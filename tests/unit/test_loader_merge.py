@@ -40,3 +40,18 @@ def test_loaders_of_different_lengths_built_at_one_line_stay_two() -> None:
     val = _rec(2, 3, 8, 0.3, len=4, call_file="/w/train.py", call_line=20)
     merged = merge_rebuilt({1: train, 2: val})  # type: ignore[arg-type]
     assert sorted(merged) == [1, 2] and not any("rebuilt" in d for d in merged.values())
+
+
+def test_two_loaders_built_together_at_one_line_stay_two_and_a_rebuild_after_use_merges() -> None:
+    """A LightningDataModule's `return [DataLoader(val_id, 128), DataLoader(val_ood, 128)]`:
+    same line, dataset kind, length and batch size, both built before either was iterated
+    (the first was iterated with 3 loaders built): two loaders, not "TensorDataset (built 2x)".
+    The same line building its loader again after the last one was iterated (every epoch)
+    is one loader, and so is a recording without the counts (sent from this version on)."""
+    together = {2: _rec(2, 19, 7, 0.1, len=7, created_by_then=3), 3: _rec(3, 19, 7, 0.1, len=7, created_by_then=3)}
+    assert sorted(merge_rebuilt(together)) == [2, 3]  # type: ignore[arg-type]
+    epochs = {k: _rec(k, 19, 7, 0.1, len=7, created_by_then=k) for k in (1, 2, 3)}
+    (merged,) = merge_rebuilt(epochs).values()  # type: ignore[arg-type]
+    assert merged["rebuilt"] == 3 and merged["created_all"] == [1, 2, 3]
+    old = {k: _rec(k, 19, 7, 0.1, len=7) for k in (1, 2)}
+    assert len(merge_rebuilt(old)) == 1  # type: ignore[arg-type]
