@@ -28,7 +28,7 @@ from .registry import analyzer
 from .source_edit import read_tree, rewrite_call, short_path
 
 THREAD_FACTS: tuple[str, ...] = (
-    "busy_threads", "cores", "cores_free", "others_busy_cores", "others_busy_share", "others_top", "others_top_text", "others_window_s", "max_workers_for_cores", "omp_num_threads", "suggested_torch_threads",
+    "busy_threads", "cores", "cores_free", "cores_left", "others_busy_cores", "others_busy_share", "others_top", "others_top_text", "others_window_s", "max_workers_for_cores", "omp_num_threads", "suggested_torch_threads",
     "thread_cut", "thread_busy_with", "thread_fix_code", "thread_fix_where", "thread_oversubscription", "thread_set_place", "thread_workers_text",
     "thread_worker_processes", "thread_workers_busy",
     "torch_threads", "torch_threads_text", "workers_busy_cores",
@@ -95,6 +95,9 @@ def thread_facts(session: Session) -> dict[str, Any]:
     facts["workers_busy_cores"] = rounded(workers_busy, 2)
     facts["busy_threads"] = int(round(j.busy))
     facts["cores_free"] = rounded(j.cores_free, 2)
+    # what the other programs left, as measured (cores_free, the judgement's, is at least one
+    # core: "1.5 of 2 cores busy ... about 1.0 cores were left" read wrong)
+    facts["cores_left"] = rounded(max(0.0, int(cores) - (others[0] if others is not None else 0.0)), 2)
     facts["thread_oversubscription"] = rounded(j.ratio, 3)
     facts["suggested_torch_threads"] = j.suggested
     facts["max_workers_for_cores"] = max(0, int(cores) - int(threads))
