@@ -385,7 +385,11 @@ def _leak(**site: Any) -> dict[str, Any]:
               "holder_code": "", "grad": True, "holder_step": 0, "holder_step0": 0, "holder_size": 0, "holder_size0": 0}
     fields.update(site)
     leaks = SimpleNamespace(carries=[], sites=[SimpleNamespace(**fields)] if site.get("alive", 6) else [], lag=5)
-    return leak_facts(SimpleNamespace(leaks=leaks))  # type: ignore[arg-type]
+    from mpsprofiler.session.session import Session
+
+    session = Session()  # no steps, no memory samples: nothing says the memory stayed flat
+    session.leaks = leaks  # type: ignore[assignment]
+    return leak_facts(session)
 
 
 def _loader(tmp: Path, script: str | None, count: int = 1, created: int = 1, trainer: bool = False,
