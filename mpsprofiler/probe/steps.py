@@ -450,7 +450,11 @@ class StepTracker:
     def finish(self) -> None:
         """At exit: close the step in progress if it did any work, then drain."""
         self._confirm()
-        if self.mode == "optimizer" and self._seen:
+        cycle = self._cycle
+        if self.mode == "optimizer" and self._seen and (cycle is None or self._seen & cycle):
+            # (a partial iteration of optimizers outside the learnt cycle only, a GAN's
+            # generator stepping every 2nd batch after the last discriminator step, is the
+            # end of the last step, not a step of its own: 385 steps of 384 batches)
             self._close(self._last_opt_time)
             self._seen = set()
         elif self.mode in ("none", "dataloader", "backward") and self._bwd_seen:

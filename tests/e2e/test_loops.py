@@ -94,6 +94,25 @@ def test_an_optimizer_outranks_backward_passes():
     assert len(_durations(tracker, emitted)) == 3
 
 
+def test_a_generator_stepping_every_second_batch_makes_no_step_of_its_own_at_the_end():
+    """Lightning manual optimization, a GAN: the discriminator steps every batch, the
+    generator every 2nd (after it). 384 batches made 385 steps: the last batch's generator
+    step, alone after the last discriminator step, was closed as a step at exit."""
+    import types
+
+    tracker, clock, emitted = _tracker()
+    disc = types.SimpleNamespace(param_groups=[{"params": [object()]}])
+    gen = types.SimpleNamespace(param_groups=[{"params": [object()]}])
+    for i in range(8):
+        clock.t = i + 0.5
+        tracker.on_optimizer_step(disc)
+        if i % 2 == 1:
+            clock.t = i + 0.7
+            tracker.on_optimizer_step(gen)
+    tracker.finish()
+    assert len(_durations(tracker, emitted)) == 8
+
+
 @pytest.mark.parametrize("passes", [1, 2])
 def test_one_iteration_is_one_step(passes):
     tracker, clock, emitted = _tracker()
