@@ -526,6 +526,14 @@ def test_a_makemore_style_loader_gets_handoff_not_workers(tmp_path):
     loader is rightly "cpu".) An info finding that says workers would
     not help, never a warning to add them; the recorded batch has 2 tensors."""
     summary, facts = profile(tmp_path, "char_style.py")
+    run = "run"
+    cpu = facts.get("fetch_cpu_ms")
+    if facts.get("loader_bound") == "cpu" and cpu is not None and cpu > 4.0:
+        # a machine slower than the one the script was sized on (32 words took 4.9-5.2 ms of
+        # CPU on one 2-core host): fewer encoding passes bring the batch back to ~2.5 ms, the
+        # cost of taking it in from a worker, which is what this test is about
+        run = "run_sized"
+        summary, facts = profile(tmp_path, "char_style.py", "--passes", str(max(1, round(5 * 2.5 / cpu))), name=run)
     found = {f["rule"]: f for f in summary["findings"]}
     assert facts.get("loader_bound") == "handoff", {k: facts.get(k) for k in (
         "loader_bound", "data_wait_ms", "fetch_cpu_ms", "fetch_runq_ms", "step_mean_ms")}
@@ -533,7 +541,7 @@ def test_a_makemore_style_loader_gets_handoff_not_workers(tmp_path):
     assert "torch.randint(len(xs), (32,))" in found["dataloader-handoff"]["fix"]
     assert "char_style.py:" in found["dataloader-handoff"]["fix"]  # the loader to replace
     assert not loud_loader_findings(summary)
-    assert load_run(tmp_path / "run").session.dataloaders[1].get("batch_tensors") == 2
+    assert load_run(tmp_path / run).session.dataloaders[1].get("batch_tensors") == 2
 
 
 @pytest.mark.serial
