@@ -320,12 +320,13 @@ def _container(e: _Edits, f: Finding, facts: dict[str, Any]) -> None:
 
 
 def _sets_a_key(e: _Edits, site: Any) -> bool:
-    """Whether the line that keeps the tensors sets a key of the container (``cache[step] = h``)."""
+    """Whether the line that keeps the tensors sets a key of the container (``cache[step] = h``),
+    read with libcst as the edit will read it."""
     try:
-        line = Path(_abs(e.session, site.holder_file)).read_text().splitlines()[site.holder_line - 1]
-    except (OSError, IndexError, UnicodeDecodeError):
+        source = Path(_abs(e.session, site.holder_file)).read_text()
+    except (OSError, UnicodeDecodeError):
         return False
-    return re.match(rf"\s*{re.escape(site.holder)}\s*\[.*\]\s*=[^=]", line) is not None
+    return cst.sets_a_key(source, site.holder_line, site.holder)
 
 
 def _built_as(loader: dict[str, Any] | Any, created: str) -> bool:

@@ -72,6 +72,7 @@ def leak_facts(session: Session) -> dict[str, Any]:
         return facts
     top = sites[0]
     samples = len(top.steps)
+    rate = _rate(top, samples)
     facts.update(
         leak_site_line=_where(top.file, top.line),
         leak_site_file=top.file,
@@ -82,8 +83,8 @@ def leak_facts(session: Session) -> dict[str, Any]:
         leak_site_mib=round(top.bytes / MIB, 3),
         leak_site_kib=round(top.bytes / 1024, 1),
         leak_site_keep_line=_where(top.holder_file, top.holder_line) if top.holder_line else _where(top.file, top.line),
-        leak_site_kib_per_step=round(_rate(top, samples), 1),
-        leak_site_mib_per_100_steps=round(_rate(top, samples) * 100 / 1024, 1),
+        leak_site_kib_per_step=round(rate, 1),
+        leak_site_mib_per_100_steps=round(rate * 100 / 1024, 1),
         leak_site_samples=samples,
         leak_site_lag=leaks.lag,
         leak_site_grad=top.grad,
@@ -94,7 +95,7 @@ def leak_facts(session: Session) -> dict[str, Any]:
         leak_site_holder_code=top.holder_code or None,
         leak_site_kept_by=_kept_by(top),
         # the same line as a graph kept across steps: one finding (graph-kept-across-steps) says it
-        leak_site_memory_flat=_memory_flat(session, _rate(top, samples), min(top.steps)),
+        leak_site_memory_flat=_memory_flat(session, rate, min(top.steps)),
         leak_site_is_carry=any((c.file, c.line) in ((top.file, top.line), (top.holder_file, top.holder_line))
                                for c in leaks.carries),
     )

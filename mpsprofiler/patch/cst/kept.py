@@ -134,14 +134,7 @@ def keyed_value_bounded(source: str, line: int, holder: str, maxlen: int, detach
     ``.detach()`` alone left an unseen script's memory growing as fast (334 -> 498 MiB in 512
     steps, 338 -> 489 MiB without it)."""
     module = _parse(source)
-    stmt = _statement(module, line)
-    assigns = [s for s in stmt.body if isinstance(s, cst.Assign)]
-    if len(stmt.body) != 1 or len(assigns) != 1 or len(assigns[0].targets) != 1:
-        raise NotFound(f"line {line} is not one `container[key] = value` statement")
-    assign = assigns[0]
-    target = assign.targets[0].target
-    if not isinstance(target, cst.Subscript) or _code(target.value).replace(" ", "") != holder.replace(" ", ""):
-        raise NotFound(f"line {line} does not set a key of `{holder}`")
+    stmt, assign = _key_set(module, line, holder)
     if isinstance(assign.value, (cst.Tuple, cst.List, cst.Dict)):
         raise NotFound(f"the statement at line {line} keeps several values: no single rewrite fits")
     value = _method(assign.value, "detach") if detach else assign.value
@@ -149,6 +142,26 @@ def keyed_value_bounded(source: str, line: int, holder: str, maxlen: int, detach
     drop = cst.parse_statement(f"while len({holder}) > {maxlen}:  # a new key every step: keep the newest {maxlen}\n"
                                f"    {holder}.pop(next(iter({holder})))\n")
     return _replace(module, stmt, cst.FlattenSentinel([kept, drop]))  # type: ignore[arg-type]
+
+
+def sets_a_key(source: str, line: int, holder: str) -> bool:
+    """Whether the statement at ``line`` is ``holder[key] = value`` (see :func:`keyed_value_bounded`)."""
+    try:
+        _key_set(_parse(source), line, holder)
+    except NotFound:
+        return False
+    return True
+
+
+def _key_set(module: cst.Module, line: int, holder: str) -> tuple[cst.SimpleStatementLine, cst.Assign]:
+    stmt = _statement(module, line)
+    assigns = [s for s in stmt.body if isinstance(s, cst.Assign)]
+    if len(stmt.body) != 1 or len(assigns) != 1 or len(assigns[0].targets) != 1:
+        raise NotFound(f"line {line} is not one `container[key] = value` statement")
+    target = assigns[0].targets[0].target
+    if not isinstance(target, cst.Subscript) or _code(target.value).replace(" ", "") != holder.replace(" ", ""):
+        raise NotFound(f"line {line} does not set a key of `{holder}`")
+    return stmt, assigns[0]
 
 
 def bounded_container(source: str, name: str, maxlen: int) -> tuple[str, int]:
