@@ -41,7 +41,7 @@ from .compiling import dynamo_used
 from .failure_site import failure_fields
 from .modules import ModuleTracker
 from .ops_leaks import LeakTracker
-from .ops_mode import OpMode, shield_from_dynamo
+from .ops_mode import OpMode, pass_higher_order_operators, shield_from_dynamo
 from .ops_record import StepRecord
 from .ops_schedule import SampleSchedule
 from .ops_sites import FrameFinder, TensorPatches
@@ -123,6 +123,7 @@ class OpAccountant:
         self._mps_type = mps_device_type
         self._warn_always = warn_always
         self._mode = OpMode(self)
+        self._hops_passed: set[str] = set()  # higher-order operators the mode is registered with
         self._tracker = ModuleTracker(self._fail)
         self._patches = TensorPatches(self._on_patched_call)
         self._finder: FrameFinder | None = None
@@ -463,6 +464,7 @@ class OpAccountant:
     def _push_mode(self) -> bool:
         """Insert the mode at the bottom of the dispatch stack (see the module docstring)."""
         shield_from_dynamo()
+        pass_higher_order_operators(self._hops_passed)
         return push_below(self._mode)
 
     # -- failure --------------------------------------------------------------------
