@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..session.session import Session
+from .crash_finding import with_crash
 from .facts import collect_facts
 from .findings import one_per_cause
 
@@ -60,7 +61,8 @@ def diagnose(session: Session, rule_dirs: Iterable[Path] = (), *, provisional: b
         findings = evaluate(ruleset, facts, session.device_kind)
         if provisional:
             findings = one_per_cause(findings + _provisional(ruleset, facts, session.device_kind, findings))
-        return Diagnosis(facts=facts, findings=findings, rule_errors=[*ruleset.errors, *broken_rules(ruleset)])
+        return Diagnosis(facts=facts, findings=with_crash(session, findings),
+                         rule_errors=[*ruleset.errors, *broken_rules(ruleset)])
     cross = [r for r in ruleset.rules if CROSS_RANK_FACT in getattr(r.condition, "names", ())]
     per_rank = [r for r in ruleset.rules if r not in cross]
     findings = evaluate(cross, facts, session.device_kind)
@@ -73,7 +75,7 @@ def diagnose(session: Session, rule_dirs: Iterable[Path] = (), *, provisional: b
         finding.title = f"{_ranks_label(ranks, len(session.ranks))}: {finding.title}"
         finding.facts = {**finding.facts, "ranks": ranks}
         findings.append(finding)
-    return Diagnosis(facts=facts, findings=one_per_cause(findings),
+    return Diagnosis(facts=facts, findings=with_crash(session, one_per_cause(findings)),
                      rule_errors=[*ruleset.errors, *broken_rules(ruleset)])
 
 

@@ -12,7 +12,8 @@ import sys
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from ..diagnosis.analyzers.crash import excerpt, traced_frame
+from ..diagnosis.analyzers.crash import crash_line
+from ..diagnosis.crash_finding import RULE as CRASH_RULE
 from ..session.exit_words import exit_words
 from ..session.steps import signal_words
 from ..units import fmt_bytes, fmt_pct, fmt_seconds
@@ -73,20 +74,16 @@ def render_console(summary: Summary, findings: Iterable[Finding | FindingDoc] = 
     elif crash:
         lines.append(f"crash       {crash_line(crash)}")
     findings = list(findings)
-    crashed = crash and summary.get("status") == "crashed"
-    own_crash = crashed and not any(_rule_of(f) == "crash" or _rule_of(f).endswith("-crash") for f in findings)
-    if findings or own_crash:
+    if findings:
         lines.append("")
-        lines.append(f"findings ({len(findings) + (1 if own_crash else 0)}):")
-        if own_crash:  # as the TUI lists it (tui/crash.py): a crash no rule explains is a finding
-            lines.append(f"  [{SEVERITY_MARK['critical']}] {crash_title(crash, steps.get('count'))}  (crash)")
+        lines.append(f"findings ({len(findings)}):")
         for f in findings:
             d = f if isinstance(f, dict) else f.to_dict()
             mark = SEVERITY_MARK.get(d.get("severity", "info"), d.get("severity", ""))
             lines.append(f"  [{mark}] {d.get('title')}  ({d.get('rule')})")
             # the first paragraph; tables (per-rank, per-op) stay in the reports
             evidence = str(d.get("evidence", "")).strip().split("\n|")[0].split("\n\n")[0]
-            if evidence:
+            if evidence and d.get("rule") != CRASH_RULE:  # the crash's own finding: its title is the crash line
                 lines.append(f"         {evidence}")
     else:
         lines.append("findings    none")
@@ -109,27 +106,6 @@ def _section(summary: Mapping[str, Any], key: str) -> dict[str, Any]:
     """A nested mapping of the summary, {} when absent or damaged (not a mapping)."""
     value = summary.get(key)
     return value if isinstance(value, dict) else {}
-
-
-def crash_line(crash: dict[str, Any]) -> str:
-    """``SyntaxError: '(' was never closed (syn.py, line 2) at /x/syn.py:2``: the crash as the
-    summary prints it (the TUI's crash finding shows the same line)."""
-    message = str(crash.get("message") or "")
-    where = traced_frame(message) or _section(crash, "where")
-    loc = f" at {where.get('file')}:{where.get('line')}" if where else ""
-    return f"{crash.get('type')}: {excerpt(message)}{loc}"
-
-
-def crash_title(crash: dict[str, Any], steps: Any) -> str:
-    """``Crashed before its first step: <crash_line>``: the crash finding's title, in the
-    summary and the TUI alike."""
-    when = f"at step {steps}" if isinstance(steps, int) and steps > 0 else "before its first step"
-    return f"Crashed {when}: {crash_line(crash)}"
-
-
-def _rule_of(finding: Any) -> str:
-    rule = finding.get("rule") if isinstance(finding, dict) else getattr(finding, "rule", "")
-    return str(rule or "")
 
 
 def stopped_text(steps: Any) -> str:

@@ -16,6 +16,9 @@ from functools import lru_cache
 from typing import Any
 
 from ..diagnosis.findings import FindingDoc
+from ..mdtext import code as code  # the views import them from here too
+from ..mdtext import escape as escape
+from ..mdtext import fenced as fenced
 from ..results import Results, Summary
 from ..session.session import Session
 from . import common, ops_tables
@@ -23,35 +26,9 @@ from .changes import change_lines, cut_text, experiment_lines
 from .paths import display_paths
 
 SEVERITY_LABEL = {"critical": "🔴 Critical", "warning": "🟠 Warning", "info": "🔵 Info"}
-_SPECIAL = re.compile(r"([\\`*\[\]<>#|~&$]|(?<![0-9A-Za-z])_|_(?![0-9A-Za-z]))")
-
-
-def escape(text: Any) -> str:
-    """Inline text safe in Markdown prose: punctuation escaped, lines joined."""
-    flat = " ".join(str(text).split())
-    return _SPECIAL.sub(r"\\\1", flat)
-
-
 def cell(text: Any) -> str:
     """Table cell text: escaped, with no line break (a newline would end the table)."""
     return escape(text) or " "
-
-
-def code(text: Any) -> str:
-    """Inline code span that survives backticks inside the text (not for table cells:
-    GFM splits cells on '|' even inside code; cells use :func:`cell`)."""
-    flat = " ".join(str(text).split())
-    longest = max((len(run) for run in re.findall(r"`+", flat)), default=0)
-    fence = "`" * (longest + 1)
-    pad = " " if flat.startswith("`") or flat.endswith("`") or not flat else ""
-    return f"{fence}{pad}{flat}{pad}{fence}"
-
-
-def fenced(text: str, lang: str = "") -> str:
-    """A fenced block whose fence no line of ``text`` can close early."""
-    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
-    fence = "`" * max(3, longest + 1)
-    return f"{fence}{lang}\n{text.rstrip()}\n{fence}"
 
 
 def inline(text: Any) -> str:

@@ -211,10 +211,7 @@ class MpsprofApp(NavigationMixin, PatchFixMixin, TryFixMixin, LiveRun, App[None]
         self._set_findings(self._tracker.findings, diagnosis.rule_errors)
 
     def _set_findings(self, findings: Sequence[Finding], rule_errors: Sequence[RuleError | str]) -> None:
-        from .crash import crash_finding
-
-        crash = crash_finding(self.session, findings)  # a crash no rule explains is a finding too
-        self.state.findings = ([crash] if crash is not None else []) + list(findings)
+        self.state.findings = list(findings)  # a crash no rule explains is one (diagnosis/crash_finding.py)
         self.state.rule_errors = list(rule_errors)
         self.state.findings_version += 1
 

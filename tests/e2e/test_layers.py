@@ -22,8 +22,8 @@ REPO = Path(__file__).resolve().parents[2]
 PACKAGE = REPO / "mpsprofiler"
 
 # A part is the first name below mpsprofiler: a subpackage or a top-level module.
-LEAVES = {"events", "units", "redact", "environment", "resources", "__version__", "(root)"}
-"""Parts every layer may use: the wire format, formatting helpers, redaction, machine facts,
+LEAVES = {"events", "units", "redact", "environment", "resources", "mdtext", "__version__", "(root)"}
+"""Parts every layer may use: the wire format, formatting helpers (units; mdtext, Markdown that quotes the script), redaction, machine facts,
 where the shipped files are (resources) and the package root (``mpsprofiler.step`` and ``__version__``)."""
 
 ALLOWED: dict[str, set[str]] = {

@@ -142,6 +142,17 @@ def test_crashed_script_keeps_its_own_status_despite_fail_on(hostile: SimpleName
     assert "test-always-critical" in rules and "test-always-info" in rules
 
 
+def test_the_crash_is_one_finding_in_every_view(hostile: SimpleNamespace, rendered: dict) -> None:
+    """The headless summary and the TUI listed the crash no rule explains as a critical
+    finding; summary.json and the reports had none ("0 findings · No rule found a problem
+    in this run" in the Markdown of a crashed run). It is the diagnosis's finding now."""
+    (crash,) = [f for f in hostile.summary["findings"] if f["rule"] == "crash"]
+    assert crash["severity"] == "critical" and crash["title"].startswith("Crashed at step 12: RuntimeError: boom")
+    assert f"[CRIT] {crash['title']}  (crash)" in hostile.proc.stderr
+    assert "rule `crash`" in rendered["md"] and "No rule found a problem" not in rendered["md"]
+    assert [f["rule"] for f in json.loads(rendered["json"])["findings"]].count("crash") == 1
+
+
 def test_run_report_flag_writes_one_self_contained_html(hostile: SimpleNamespace) -> None:
     assert f"wrote {hostile.report}" in hostile.proc.stderr
     text = hostile.report.read_text(encoding="utf-8")

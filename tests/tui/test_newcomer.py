@@ -148,11 +148,11 @@ def test_a_script_that_dies_before_its_first_step_is_a_crash_finding(kind: str, 
 
 
 def test_a_stop_by_the_user_is_stopped_at_step_n_not_a_crash() -> None:
+    from mpsprofiler.diagnosis.crash_finding import crash_finding
     from mpsprofiler.events import KIND_EXCEPTION, KIND_EXIT, KIND_STEPS, Event
     from mpsprofiler.report.console import render_console
     from mpsprofiler.session.session import Session
     from mpsprofiler.session.summary import summarize
-    from mpsprofiler.tui.crash import crash_finding
     from mpsprofiler.tui.state import RunState
 
     def ended(returncode: int, signal_name: str | None, stopped: bool) -> Session:

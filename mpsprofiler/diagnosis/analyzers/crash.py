@@ -230,6 +230,22 @@ def traced_frame(message: str) -> Frame | None:
     return {"file": m.group("file"), "line": int(m.group("line")), "func": m.group("func"), "user": True}
 
 
+def crash_line(crash: dict[str, Any]) -> str:
+    """``SyntaxError: '(' was never closed (syn.py, line 2) at /x/syn.py:2``: the crash as the
+    summary prints it (the TUI's crash finding shows the same line)."""
+    message = str(crash.get("message") or "")
+    where = traced_frame(message) or (crash.get("where") if isinstance(crash.get("where"), dict) else {})
+    loc = f" at {where.get('file')}:{where.get('line')}" if where else ""
+    return f"{crash.get('type')}: {excerpt(message)}{loc}"
+
+
+def crash_title(crash: dict[str, Any], steps: Any) -> str:
+    """``Crashed before its first step: <crash_line>``: the crash finding's title, in the
+    summary and the TUI alike."""
+    when = f"at step {steps}" if isinstance(steps, int) and steps > 0 else "before its first step"
+    return f"Crashed {when}: {crash_line(crash)}"
+
+
 def _short_path(path: str, cwd: Any) -> str:
     """Relative to the run's working directory when inside it: what an editor opens."""
     if cwd and path.startswith(str(cwd).rstrip(os.sep) + os.sep):
