@@ -60,7 +60,11 @@ def _workers(facts: dict[str, Any]) -> dict[str, Any] | None:
         return {"dataloader": {str(c): dict(change) for c in every}}
     if n > 0 and not facts.get("persistent_workers"):
         change["persistent_workers"] = True  # as the fix writes it: the workers start once
-    return {"dataloader": {str(created) if created else "*": change}}
+    settings: dict[str, Any] = {"dataloader": {str(created) if created else "*": change}}
+    keep = _int(facts, "stall_threads_keep")
+    if facts.get("stall_threads") == "cut" and keep:
+        settings["torch"] = {"num_threads": keep}  # the fix gives the workers cores torch's threads held
+    return settings
 
 
 SIDE_PASSES = 2.5

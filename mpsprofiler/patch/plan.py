@@ -255,6 +255,14 @@ def _threads(e: _Edits, f: Finding, facts: dict[str, Any]) -> None:
            lambda s, _: cst.insert_after_import(s, "torch", "{name}.set_num_threads(" + str(n) + ")"))
 
 
+def _stall(e: _Edits, f: Finding, facts: dict[str, Any]) -> None:
+    """The loader's workers, and torch's thread count where the finding gives the workers
+    cores its threads held (``stall_threads``: the fix's second code block)."""
+    _loaders(e, f, facts)
+    if facts.get("stall_threads") == "cut":
+        _threads(e, f, facts)
+
+
 def _watermark(e: _Edits, f: Finding, facts: dict[str, Any]) -> None:
     candidate = candidate_for(f, facts)
     env = (candidate.settings.get("env") if candidate else None) or {}
@@ -449,8 +457,8 @@ def _syncs(e: _Edits, f: Finding, facts: dict[str, Any]) -> None:
 PLANNERS: dict[str, Callable[[_Edits, Finding, dict[str, Any]], None]] = {
     "graph-carried-crash": _carried_state,
     "device-missing-crash": _device,
-    "dataloader-stall": _loaders,
-    "dataloader-stall-critical": _loaders,
+    "dataloader-stall": _stall,
+    "dataloader-stall-critical": _stall,
     "worker-respawn": _loaders,
     "pin-memory-mps": _loaders,
     "spawn-bootstrap-crash": _loaders,

@@ -270,7 +270,7 @@ def test_compute_cores_names_a_kind_the_rule_file_words() -> None:
     for kind, said in words.items():
         facts = advise(_fig(30.0, 40.0, cpu_ms=30.0), "cpu", 0, 0.01, 1, 6, kind, 32, 64 * 2**30, None, 8, 1000)
         facts["loader_bound"] = "cpu"
-        assert f"this machine has {said} and the training uses" in reason_text(facts) or \
+        assert f"this machine has {said} and the training keeps" in reason_text(facts) or \
             f"of its {said} free" in reason_text(facts), (kind, reason_text(facts))
 
 

@@ -27,6 +27,7 @@ from .common import (
 from .loader_advice import FIGURES_FACTS, REASON_FACTS, advise, steady_ratio, step_loads, step_ratios
 from .loader_place import PLACE_FACTS, place_facts, shares, stalled_loader
 from .registry import analyzer
+from .threads import thread_fix_place
 
 STALL_STEP_SHARE = 0.15
 """A step "stalls" when 15% of it is data wait (the rules' warning level)."""
@@ -41,6 +42,7 @@ DATALOADER_FACTS: tuple[str, ...] = (
     "loading_wait_share", "loading_wait_share_low", "machine_busy_share", "num_workers", "num_workers_helps",
     "num_workers_needed", "num_workers_range", "num_workers_reason", "persistent_workers", "pin_memory", "prefetch_factor",
     "respawn_cost_s", "respawn_first_step", "respawn_fix", "respawn_why", "respawn_share", "respawn_wait_ms", "side_steps_per_pass", "stall_advice",
+    "stall_thread_code", "stall_thread_place", "stall_thread_where", "stall_threads", "stall_threads_keep", "stall_threads_now",
     "steady_steps", "steady_batches", "step_batches", "step_mean_ms", "step_ms", "suggested_num_workers", "suggested_prefetch_factor",
     "train_ms", "training_cores", "worker_cpu_ms", "worker_memory_mib", "worker_runq_ms", "worker_start_method",
     "worker_starved_ms", "workers_limit", "workers_memory_cap", "workers_respawn_each_epoch",
@@ -209,7 +211,33 @@ def _profile(session: Session, loader: DataLoaderFields, workers: int, kept: lis
         # more than one worker repeats every sample unless __iter__ splits it
         advice["num_workers_reason"] = [*advice["num_workers_reason"], "iterable"]
     out.update(advice)
+    out.update(threads_beside_workers(session, bound, advice, cores))
     return out
+
+
+def threads_beside_workers(session: Session, bound: str, advice: dict[str, Any], cores: int | None) -> dict[str, Any]:
+    """``stall_threads``: whether the workers a loader that computes is given need torch to
+    run fewer intra-op threads (``cut``, with the thread count and the script's line that
+    sets it, as thread-oversubscription words it) or not (``none``).
+
+    A script that runs as many threads as there are cores (``torch.set_num_threads(2)`` on 2
+    cores) and gets 2 busy workers beside them: the threads wait for each other while the
+    workers hold the cores (OpenMP threads spin), and the workers gained nothing (10.45 s
+    against 10.75 s over 4 runs each); with torch at 1 thread the same 2 workers were 18%
+    faster (8.58 s). Waiting workers hold no core, so only ``cpu`` loading asks."""
+    n = advice.get("suggested_num_workers")
+    if bound != "cpu" or not advice.get("num_workers_helps") or not isinstance(n, int) or n < 1 or not cores:
+        return {"stall_threads": "none"}
+    threads = num(session.model.get("torch_threads")) or num(session.env.get("torch_threads"))
+    if not threads or threads < 2 or threads + n <= cores:
+        return {"stall_threads": "none"}
+    keep = max(1, cores - n)
+    if keep >= threads:
+        return {"stall_threads": "none"}
+    place = thread_fix_place(session, keep)
+    return {"stall_threads": "cut", "stall_threads_now": int(threads), "stall_threads_keep": keep,
+            "stall_thread_code": place["thread_fix_code"], "stall_thread_where": place["thread_fix_where"],
+            "stall_thread_place": place["thread_set_place"]}
 
 
 def _steps_per_pass(loader: DataLoaderFields, length: int | None, steps: int) -> float | None:

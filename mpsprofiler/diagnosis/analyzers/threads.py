@@ -114,7 +114,7 @@ def thread_facts(session: Session) -> dict[str, Any]:
     # programs" and "measure on a quiet machine" would send the user after nothing
     facts["thread_busy_with"] = ("own_" if others is not None and others[0] < OWN_ONLY else "others_") + facts["thread_cut"]
     if facts["thread_cut"] == "cut":
-        facts.update(_fix_place(session, j.suggested))
+        facts.update(thread_fix_place(session, j.suggested))
     return facts
 
 
@@ -201,7 +201,7 @@ def _workers_text(workers: int, busy: float, measured: bool) -> str:
     return "measured" if abs(busy - 1.0) > 0.05 else "measured_one"
 
 
-def _fix_place(session: Session, suggested: int) -> dict[str, Any]:
+def thread_fix_place(session: Session, suggested: int) -> dict[str, Any]:
     """The script's own line that sets the count, rewritten; else where to add one.
     ``thread_fix_where`` says which (``set_num_threads``, ``omp_num_threads``, ``script_start``):
     ``rules/thread-oversubscription.yaml`` and ``rules/dataloader-stall.yaml`` word it."""
