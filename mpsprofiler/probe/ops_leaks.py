@@ -29,7 +29,7 @@ sequence numbers only (but see ``_refresh_locals``: before Python 3.13, reading 
 
 from __future__ import annotations
 
-import re
+import ast
 import sys
 import threading
 import weakref
@@ -447,6 +447,9 @@ def _adding_lines(file: str, name: str) -> list[int]:
     tree = parsed(file)  # one cache of the user's parsed files for both leak readers
     if tree is None:
         return []
+    # `history['loss']` (a list in a dict, found by its key) is also added to where the
+    # code computes the key: any `history[...]` or `history.setdefault(...)`
+    keyed = name.split("[", 1)[0] + "[*]" if name.endswith("]") and "[" in name else ""
     lines = []
     for node in ast.walk(tree):
         target = None
@@ -456,9 +459,28 @@ def _adding_lines(file: str, name: str) -> list[int]:
             target = node.target
         elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Subscript):
             target = node.targets[0].value
-        if target is not None and dotted(target) == name:
+        if target is not None and (dotted(target) == name or (keyed and _any_key(target) == keyed)):
             lines.append(int(getattr(node, "lineno", 0)))
     return sorted(lines)
+
+
+def _any_key(node: Any) -> str:
+    """``history[*]`` for a list of a dict reached by a key the code computes:
+    ``history[name]``, ``history.setdefault(name, [])``, ``history.get(name)`` (a forward
+    hook's ``activations.setdefault(name, []).append(out)``, whose list the probe finds
+    as ``activations['block0']``); '' for anything else."""
+    import ast
+
+    from .leak_owner import dotted
+
+    if isinstance(node, ast.Subscript) and not isinstance(node.slice, ast.Constant):
+        root = dotted(node.value)
+    elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+          and node.func.attr in ("setdefault", "get")):
+        root = dotted(node.func.value)
+    else:
+        return ""
+    return f"{root}[*]" if root else ""
 
 
 def _adding_line(file: str, name: str, stack: list[Any], grad: bool) -> int | None:
@@ -495,17 +517,50 @@ def _code_range(code: Any, count: int) -> tuple[int, int]:
 
 
 def _assignment_line(file: str, name: str, code: Any) -> int | None:
-    """The line in ``code`` (a function, or the module) that accumulates into ``name``:
-    ``name +=`` / ``name = name + ...``; None when not found."""
+    """The line in ``code`` (a function, or the module) that accumulates into ``name``: an
+    assignment to it whose value reads it (``name += loss``, ``name = name + loss``, an
+    exponential average ``name = 0.98 * name + 0.02 * loss``, ``name = loss if name is None
+    else ...``), read from the file's syntax tree; None when there is none.
+
+    A regular expression over the lines took only ``name +=`` and ``name = name ...``: an
+    average's line was missed and the finding named the line the frame stood on at the
+    step boundary (``opt.step()``)."""
     import linecache
 
     lines = linecache.getlines(file)
     if not lines:
         return None
-    accumulate = re.compile(rf"^\s*{re.escape(name)}\s*(?:[-+*/]=|=\s*{re.escape(name)}\b)")
+    try:
+        tree = ast.parse("".join(lines))
+    except (SyntaxError, ValueError):
+        return None
     first, last = _code_range(code, len(lines))
-    found = [n for n in range(first, last + 1) if accumulate.search(lines[n - 1])]
+    found: list[tuple[int, ast.expr]] = []
+    for node in ast.walk(tree):
+        if not first <= getattr(node, "lineno", 0) <= last:
+            continue
+        if isinstance(node, ast.AugAssign) and _names(node.target, name):
+            found.append((node.lineno, node.value))
+        elif (isinstance(node, ast.Assign) and any(_names(t, name) for t in node.targets)
+              and any(_names(n, name) for n in ast.walk(node.value))):
+            found.append((node.lineno, node.value))
+    found.sort(key=lambda lv: lv[0])
     # a line that accumulates numbers (`x += loss.item()`) cannot hold a graph: prefer others
-    numbers = re.compile(r"\.item\(\)|\bfloat\(|\.detach\(\)|\.tolist\(\)")
-    tensors = [n for n in found if not numbers.search(lines[n - 1])]
-    return (tensors or found)[0] if found else None
+    tensors = [ln for ln, value in found if not _makes_a_number(value)]
+    return (tensors or [ln for ln, _ in found])[0] if found else None
+
+
+def _names(node: Any, name: str) -> bool:
+    return isinstance(node, ast.Name) and node.id == name
+
+
+def _makes_a_number(value: Any) -> bool:
+    """``loss.item()``, ``float(loss)``, ``loss.detach()``, ``.tolist()``: no graph is added."""
+    for node in ast.walk(value):
+        if isinstance(node, ast.Call):
+            func = node.func
+            if isinstance(func, ast.Attribute) and func.attr in ("item", "detach", "tolist"):
+                return True
+            if isinstance(func, ast.Name) and func.id == "float":
+                return True
+    return False

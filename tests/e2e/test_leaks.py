@@ -53,6 +53,52 @@ def test_total_loss_without_item_is_reported_with_its_line(tmp_path: Path) -> No
 
 
 @pytest.mark.slow
+def test_a_smoothed_loss_is_found_at_its_average_and_kept_as_the_same_average(tmp_path: Path) -> None:
+    """``smooth = 0.98 * smooth + 0.02 * loss`` (a moving average of the loss tensor): the
+    finding named the line the loop stood on at the step boundary (``opt.step()``), and its
+    fix, ``smooth += loss.item()``, would turn the average into a running sum. Now the
+    average's line, the same expression without its graph, and a patch that keeps it."""
+    import shutil
+
+    script = tmp_path / "smoothed_loss.py"
+    shutil.copy(SCRIPTS / "smoothed_loss.py", script)
+    run_dir = tmp_path / "run"
+    proc = mpsprof_cli("run", "--headless", "-o", str(run_dir), str(script))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    carry = _findings(read_summary(run_dir))["graph-kept-across-steps"]
+    average = "smooth = loss if smooth is None else 0.98 * smooth + 0.02 * loss"
+    assert f"smoothed_loss.py:{_line_of('smoothed_loss', average)}" in carry["title"], carry["title"]
+    assert f"smooth = ({average.split(' = ', 1)[1]}).detach()" in carry["fix"], carry["fix"]
+    assert "+= loss.item()" not in carry["fix"]
+    proc = mpsprof_cli("patch", "--apply", "--no-proof", str(run_dir))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert f"smooth = ({average.split(' = ', 1)[1]})." in script.read_text()
+    proc = mpsprof_cli("run", "--headless", "-o", str(tmp_path / "patched"), str(script))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert not LEAK_RULES & set(_findings(read_summary(tmp_path / "patched"))), proc.stderr[-3000:]
+
+
+@pytest.mark.slow
+def test_outputs_a_forward_hook_keeps_are_named_at_the_hooks_append(tmp_path: Path) -> None:
+    """A forward hook appends each block's output to ``activations.setdefault(name, [])``:
+    the finding found the container (``activations['block0']``) but not the line, and its
+    fix showed ``losses.append(loss.item())`` at the line of ``model(x)``; ``patch`` found
+    no line. Now the hook's append, rewritten, and a patch of that line."""
+    run_dir = tmp_path / "run"
+    proc = mpsprof_cli("run", "--headless", "-o", str(run_dir), str(SCRIPTS / "hook_activations.py"))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    site = _findings(read_summary(run_dir))["leak-site-graph"]
+    append = "activations.setdefault(name, []).append(out)"
+    assert f"hook_activations.py:{_line_of('hook_activations', append)}" in site["title"], site["title"]
+    assert "activations.setdefault(name, []).append(out.detach())" in site["fix"], site["fix"]
+    assert "losses.append(loss.item())             # not" not in site["fix"]
+    proc = mpsprof_cli("patch", str(run_dir))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "+        activations.setdefault(name, []).append(out.detach())" in (
+        run_dir / "fix-leak-site-graph.patch").read_text()
+
+
+@pytest.mark.slow
 def test_detached_cache_names_the_append_line_and_bounds_the_container(tmp_path: Path) -> None:
     with ThreadPoolExecutor(2) as pool:
         summary, bounded = pool.map(lambda a: _run(tmp_path, "detached_cache", *a), [(), ("--bounded",)])

@@ -49,6 +49,11 @@ def keep_fix(site: Any) -> dict[str, Any]:
         return {"leak_site_fix_code": new}
     lines = [new]
     keyed = _KEYED.match(site.holder)
+    made_here = _setdefault_list(stmt)
+    if keyed is not None and made_here is not None:  # `h.setdefault(k, []).append(x)`: bounded there
+        return {"leak_site_fix_code": "\n".join(lines + [
+            "", f"# or keep only the last {KEEP_LAST} of each, in the same line:",
+            _rewritten(source, stmt, site.grad, site.holder, made_here) or ""]).rstrip()}
     if keyed is not None:  # `history['loss']`: a list kept in a dict
         return {"leak_site_fix_code": "\n".join(lines + _bounded_values(source, tree, keyed[1], site.holder,
                                                                         site.holder_line))}
@@ -93,23 +98,41 @@ NUMBERS = frozenset({"item", "tolist", "float", "int", "len", "round"})
 """Calls whose result is a number, not the kept tensor: a line adding one is not the leak."""
 
 
-def _rewritten(source: str, stmt: ast.stmt, grad: bool, holder: str) -> str | None:
+def _setdefault_list(stmt: ast.stmt) -> ast.expr | None:
+    """The ``[]`` of ``h.setdefault(k, []).append(x)`` (a forward hook's dict of lists), or None."""
+    if not (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call)
+            and isinstance(stmt.value.func, ast.Attribute)):
+        return None
+    owner = stmt.value.func.value
+    if (isinstance(owner, ast.Call) and isinstance(owner.func, ast.Attribute) and owner.func.attr == "setdefault"
+            and len(owner.args) == 2 and _makes_list(owner.args[1])):
+        return owner.args[1]
+    return None
+
+
+def _rewritten(source: str, stmt: ast.stmt, grad: bool, holder: str, bounded: ast.expr | None = None) -> str | None:
     """The adding line rewritten; None unless it adds one tensor-like value to ``holder``
-    itself (a line adding ``loss.item()``, or to another container, is not the one)."""
+    itself (a line adding ``loss.item()``, or to another container, is not the one).
+    ``bounded``: the new list of a ``setdefault`` in the line, made a bounded deque."""
     seg = ast.get_source_segment
     if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
         call = stmt.value
         if not isinstance(call.func, ast.Attribute) or call.func.attr not in ADDS or len(call.args) != 1:
             return None
-        if ast.unparse(call.func.value) != holder or _number(call.args[0]):
+        if not _adds_to(call.func.value, holder) or _number(call.args[0]):
             return None
         owner, value = seg(source, call.func.value), seg(source, call.args[0])
         if owner is None or value is None:
             return None
+        empty = seg(source, bounded) if bounded is not None else None
+        if empty is not None:
+            owner = owner.replace(empty, f"collections.deque(maxlen={KEEP_LAST})", 1)
         if isinstance(call.args[0], (ast.Tuple, ast.List, ast.Dict)):
             return None  # several values: no single rewrite fits
         keep = f"{value}.detach()" if grad else f"{value}.mean().item()"
         why = "  # no autograd graph kept" if grad else "  # a number, not the tensor (or what you need of it)"
+        if empty is not None:
+            why = "  # import collections"
         return f"{owner}.{call.func.attr}({keep}){why}"
     if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Subscript):
         # `cache[step] = h`: a dict that gains a key every step keeps every step's tensor,
@@ -133,6 +156,21 @@ def _rewritten(source: str, stmt: ast.stmt, grad: bool, holder: str) -> str | No
             return None
         return f"{target} += ({value}).item()  # a number: no tensor or graph kept"
     return None
+
+
+def _adds_to(owner: ast.expr, holder: str) -> bool:
+    """Whether ``owner`` (what ``.append`` is called on) is ``holder``: the same text, or for
+    a list kept in a dict (``activations['block0']``) the dict reached by a key the code
+    computes: ``activations[name]``, ``activations.setdefault(name, [])``."""
+    if ast.unparse(owner) == holder:
+        return True
+    keyed = _KEYED.match(holder)
+    if keyed is None:
+        return False
+    if isinstance(owner, ast.Subscript) and not isinstance(owner.slice, ast.Constant):
+        return ast.unparse(owner.value) == keyed[1]
+    return (isinstance(owner, ast.Call) and isinstance(owner.func, ast.Attribute)
+            and owner.func.attr in ("setdefault", "get") and ast.unparse(owner.func.value) == keyed[1])
 
 
 def _number(value: ast.expr) -> bool:
@@ -177,3 +215,40 @@ def _creation(source: str, tree: ast.Module, name: str, line: int,
         return None
     text = ast.get_source_segment(source, made[0])
     return (made[0].lineno, text) if text else None
+
+
+def carry_fix(file: str, line: int, name: str) -> str:
+    """``graph_carry_fix_code``: the script's own accumulation at ``line`` keeping its value
+    without autograd history (``smooth = (0.98 * smooth + 0.02 * loss).detach()``, ``total +=
+    loss.detach()``), with the number form as the other way; where the line is not one
+    such statement, the two forms on ``name`` (``name += loss.item()``).
+
+    The fix was always ``name += loss.item()``: for an exponential average that turns the
+    average into a running sum. Wrapping the whole value keeps what the line computes."""
+    generic = (f"{name} += loss.item()      # a Python float: one sync per step\n"
+               "# or, to avoid the sync until you log:\n"
+               f"{name} += loss.detach()    # a tensor without autograd history")
+    read = read_tree(file)
+    if read is None:
+        return generic
+    source, tree = read
+    stmts = [n for n in ast.walk(tree) if isinstance(n, (ast.Assign, ast.AugAssign)) and n.lineno == line
+             and n.end_lineno == line]
+    if len(stmts) != 1:
+        return generic
+    stmt = stmts[0]
+    value = ast.get_source_segment(source, stmt.value)
+    if value is None:
+        return generic
+    if isinstance(stmt, ast.AugAssign):
+        head = ast.get_source_segment(source, stmt)
+        if head is None or not isinstance(stmt.target, ast.Name) or stmt.target.id != name:
+            return generic
+        op = head[len(name):head.index("=") + 1].strip()
+        wrapped = value if isinstance(stmt.value, (ast.Name, ast.Attribute, ast.Call, ast.Subscript)) else f"({value})"
+        return (f"{name} {op} {wrapped}.detach()   # a tensor without autograd history\n"
+                f"# or a Python float (one sync per step):\n{name} {op} {wrapped}.item()")
+    if len(stmt.targets) != 1 or not isinstance(stmt.targets[0], ast.Name) or stmt.targets[0].id != name:
+        return generic
+    return (f"{name} = ({value}).detach()   # the same value, without autograd history\n"
+            f"# or a Python float (one sync per step):\n{name} = ({value}).item()")

@@ -19,7 +19,7 @@ from typing import Any
 from ...session.session import Session
 from . import robust
 from .common import MIB, is_asynchronous
-from .leak_fix import growth_kib_per_step, keep_fix
+from .leak_fix import carry_fix, growth_kib_per_step, keep_fix
 from .registry import analyzer
 
 MIN_SAMPLES = 2
@@ -44,7 +44,7 @@ def _cell(text: Any) -> str:
 
 LEAK_FACTS: tuple[str, ...] = (
     "graph_carry_code", "graph_carry_count", "graph_carry_file", "graph_carry_first_step",
-    "graph_carry_line", "graph_carry_name", "leak_site_alive", "leak_site_code", "leak_site_count",
+    "graph_carry_fix_code", "graph_carry_line", "graph_carry_name", "leak_site_alive", "leak_site_code", "leak_site_count",
     "leak_site_file", "leak_site_first_step", "leak_site_fix_code", "leak_site_grad", "leak_site_holder",
     "leak_site_holder_code", "leak_site_holder_line",
     "leak_site_is_carry", "leak_site_keep_line", "leak_site_kept_by", "leak_site_kib",
@@ -61,7 +61,8 @@ def leak_facts(session: Session) -> dict[str, Any]:
     if leaks.carries:
         c = leaks.carries[0]
         facts.update(graph_carry_line=_where(c.file, c.line), graph_carry_file=c.file, graph_carry_code=c.code,
-                     graph_carry_name=c.name, graph_carry_first_step=min(c.steps) if c.steps else None)  # fmt: skip
+                     graph_carry_name=c.name, graph_carry_first_step=min(c.steps) if c.steps else None,
+                     graph_carry_fix_code=carry_fix(c.file, c.line, c.name))  # fmt: skip
     # made on two sampled steps, and more alive than one step's own: kept, not replaced
     sites = [s for s in leaks.sites if len(s.steps) >= MIN_SAMPLES and s.alive >= MIN_SAMPLES
              and (s.alive_one is None or s.alive > s.alive_one)]

@@ -37,18 +37,42 @@ def augassign_item(source: str, line: int) -> str:
 
 
 def augassign_detached(source: str, line: int) -> tuple[str, str]:
-    """(the text, the method added: ``item`` or ``detach``) for the ``x += value`` at ``line``."""
+    """(the text, the method added: ``item`` or ``detach``) for the accumulation at ``line``:
+    ``x += value`` -> ``x += value.item()``, or an assignment whose value reads ``x`` (``x = x +
+    loss``, an average ``x = 0.98 * x + 0.02 * loss``, ``x = loss if x is None else ...``)
+    -> ``x = (value).item()``: what is kept each step is then the number (or a tensor
+    without history), whatever the expression."""
     module = _parse(source)
     stmt = _statement(module, line)
     aug = [s for s in stmt.body if isinstance(s, cst.AugAssign)]
-    if len(aug) != 1:
-        raise NotFound(f"line {line} is not one `x += value` statement")
-    value = aug[0].value
+    if len(aug) == 1:
+        node: cst.AugAssign | cst.Assign = aug[0]
+        target: cst.BaseExpression = aug[0].target
+    else:
+        assigns = [s for s in stmt.body if isinstance(s, cst.Assign) and len(s.targets) == 1
+                   and _reads(s.value, _code(s.targets[0].target))]
+        if len(assigns) != 1:
+            raise NotFound(f"line {line} is not one `x += value` or `x = <expression of x>` statement")
+        node, target = assigns[0], assigns[0].targets[0].target
+    value = node.value
     if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value in (
             "item", "detach"):
         raise NotFound(f"line {line} already adds a value without its graph (.{value.func.attr.value}())")
-    method = accumulator_method(module, aug[0])
-    return _replace(module, aug[0], aug[0].with_changes(value=_method(value, method))), method
+    method = accumulator_method(module, target)
+    return _replace(module, node, node.with_changes(value=_method(value, method))), method
+
+
+def _reads(value: cst.BaseExpression, target: str) -> bool:
+    """Whether the expression reads the name it is assigned to (an accumulation)."""
+    found: list[bool] = []
+
+    class Reads(cst.CSTVisitor):
+        def visit_Name(self, node: cst.Name) -> None:
+            if node.value == target:
+                found.append(True)
+
+    value.visit(Reads())
+    return bool(found)
 
 
 AUTOGRAD = frozenset({"backward", "grad", "grad_fn", "requires_grad", "requires_grad_", "retain_grad",
@@ -59,19 +83,19 @@ NUMBER_OK = frozenset({"float", "int", "round", "print", "str", "repr", "format"
 """Builtins that take a Python number as they take a one-element tensor."""
 
 
-def accumulator_method(module: cst.Module, aug: cst.AugAssign) -> str:
+def accumulator_method(module: cst.Module, accumulated: cst.BaseExpression) -> str:
     """``item`` when every use of the accumulated name takes a Python number as well as the
     tensor (``float(total)``, ``print(total)``, ``f"{total / n:.3f}"``, a comparison), else
     ``detach`` (still a tensor, without the graph: ``total.item()``, ``total.to(...)``, passed
     to a function). Refused (NotFound) where the name's graph is used (``total.backward()``,
     ``torch.autograd.grad(total, ...)``): dropping it may be the wrong fix."""
-    target = _code(aug.target).replace(" ", "")
+    target = _code(accumulated).replace(" ", "")
     wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
     parents = wrapper.resolve(ParentNodeProvider)
     positions = wrapper.resolve(PositionProvider)
     uses = [n for n in parents if isinstance(n, (cst.Name, cst.Attribute, cst.Subscript))
             and _code(n).replace(" ", "") == target and not _is_attr_name(n, parents)]
-    number = isinstance(aug.target, cst.Name)  # an attribute or item may be read anywhere (other files)
+    number = isinstance(accumulated, cst.Name)  # an attribute or item may be read anywhere (other files)
     for use in uses:
         parent = parents.get(use)
         if isinstance(parent, (cst.AugAssign, cst.AssignTarget)) and _is_target(parent, use):
