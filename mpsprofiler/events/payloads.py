@@ -124,6 +124,9 @@ class DataLoaderFields(Tagged, total=False):
     dataset: str | None
     iterable: bool
     """The dataset is an ``IterableDataset`` (every worker iterates its own copy)."""
+    iterable_split: bool
+    """Its ``__iter__`` (a method of its class) calls ``get_worker_info()``, or the loader has
+    a ``worker_init_fn``: each worker gets its share of the stream."""
     batch_sampler: str | None
     multiprocessing_context: str | None
     thread: str

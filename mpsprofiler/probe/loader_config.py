@@ -26,6 +26,7 @@ def loader_config(loader: Any, number: int) -> DataLoaderFields:
         "len": length,
         "dataset": type(dataset).__name__ if dataset is not None else None,
         "iterable": _iterable(dataset),
+        "iterable_split": _splits_by_worker(dataset, loader),
         "batch_sampler": type(sampler).__name__ if sampler is not None else None,
         "multiprocessing_context": _ctx_name(loader),
         "thread": threading.current_thread().name,
@@ -41,6 +42,33 @@ def _iterable(dataset: Any) -> bool:
         return isinstance(dataset, IterableDataset)
     except Exception:
         return False
+
+
+def _splits_by_worker(dataset: Any, loader: Any) -> bool:
+    """Whether an ``IterableDataset`` gives each worker its own share of the stream, as the
+    DataLoader docs show it: a method of its class calls ``get_worker_info()`` (its name is
+    in the code's names, nested functions included), or the loader has a
+    ``worker_init_fn`` (the docs' other way: it sets each worker's copy's range). Read from
+    code objects: nothing of the script's runs."""
+    try:
+        if getattr(loader, "worker_init_fn", None) is not None:
+            return True
+        for cls in type(dataset).__mro__:
+            if cls.__module__.startswith("torch.") or cls is object:
+                continue
+            for value in list(vars(cls).values()):
+                code = getattr(value, "__code__", None)
+                if code is not None and _names_worker_info(code, 0):
+                    return True
+    except Exception:
+        pass
+    return False
+
+
+def _names_worker_info(code: Any, depth: int) -> bool:
+    if "get_worker_info" in code.co_names:
+        return True
+    return depth < 3 and any(_names_worker_info(c, depth + 1) for c in code.co_consts if hasattr(c, "co_names"))
 
 
 def _batch_size(loader: Any, sampler: Any) -> int | None:

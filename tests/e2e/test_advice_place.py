@@ -89,7 +89,7 @@ def test_thread_judgement_counts_busy_workers_and_other_programs() -> None:
 
 
 def test_an_omp_num_threads_assignment_in_the_script_is_the_line_to_change(tmp_path: Path) -> None:
-    from mpsprofiler.diagnosis.analyzers.threads import _fix_place
+    from mpsprofiler.diagnosis.analyzers.threads import thread_fix_place
 
     script = tmp_path / "train.py"
     script.write_text('import os\n\nos.environ["OMP_NUM_THREADS"] = "16"\nimport torch\n', encoding="utf-8")
@@ -98,7 +98,7 @@ def test_an_omp_num_threads_assignment_in_the_script_is_the_line_to_change(tmp_p
         run = {"target": "train.py", "cwd": str(tmp_path)}
         model: dict[str, Any] = {}
 
-    fix = _fix_place(Fake(), 1)  # type: ignore[arg-type]
+    fix = thread_fix_place(Fake(), 1)  # type: ignore[arg-type]
     assert fix["thread_set_place"] == "train.py:3"
     assert fix["thread_fix_code"] == 'os.environ["OMP_NUM_THREADS"] = "1"'
 

@@ -488,6 +488,15 @@ def test_a_stream_that_loads_in_bursts_is_sized_from_its_average_and_told_about_
     assert "not patched: the loader iterates an IterableDataset" in patch.stdout + patch.stderr
     tried = mpsprof_cli("try", str(tmp_path / "run"))
     assert tried.returncode == 2 and "no finding of" in tried.stderr
+    # the same stream whose __iter__ takes each worker's share (get_worker_info): the
+    # workers as they are, patched, and no "make it yield only its worker's share"
+    summary, facts = profile(tmp_path, "stream_shards.py", "--split", name="split")
+    stall = {f["rule"]: f for f in summary["findings"]}.get("dataloader-stall-critical") or \
+        {f["rule"]: f for f in summary["findings"]}["dataloader-stall"]
+    n = facts["suggested_num_workers"]
+    assert "iterable" not in facts["num_workers_reason"] and "# first:" not in stall["fix"], stall["fix"]
+    patch = mpsprof_cli("patch", str(tmp_path / "split"))
+    assert f"num_workers={n}" in (tmp_path / "split" / f"fix-{stall['rule']}.patch").read_text(), patch.stdout
 
 
 @pytest.mark.slow

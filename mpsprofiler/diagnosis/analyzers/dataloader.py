@@ -206,7 +206,8 @@ def _profile(session: Session, loader: DataLoaderFields, workers: int, kept: lis
     advice: dict[str, Any] = advise(fig, bound, workers, train, training_cores, cores, what, batch_size, available,
                                     worker_bytes, logical, per_start, method, spread, average, consume,
                                     length)  # fmt: skip
-    if loader.get("iterable") is True and advice["num_workers_helps"] and advice["suggested_num_workers"] > 1:
+    if (loader.get("iterable") is True and loader.get("iterable_split") is not True and advice["num_workers_helps"]
+            and advice["suggested_num_workers"] > 1):
         # an IterableDataset is copied into each worker, which then yields the whole stream:
         # more than one worker repeats every sample unless __iter__ splits it
         advice["num_workers_reason"] = [*advice["num_workers_reason"], "iterable"]

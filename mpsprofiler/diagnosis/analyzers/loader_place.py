@@ -125,7 +125,8 @@ def place_facts(session: Session, loader: DataLoaderFields, suggested: int | Non
     never repeats every sample (`mpsprof patch` refuses that change: patch/plan.py)."""
     out = _place_facts(session, loader, suggested, workers, batch_size_arg, prefetch, side)
     n = suggested if suggested is not None else workers
-    if loader.get("iterable") is True and workers <= 1 and n > 1 and out.get("loader_code"):
+    if (loader.get("iterable") is True and loader.get("iterable_split") is not True and workers <= 1 and n > 1
+            and out.get("loader_code")):
         out["loader_code"] = _split_first(str(loader.get("dataset") or "the dataset"), n) + out["loader_code"]
     return out
 
