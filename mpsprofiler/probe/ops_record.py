@@ -39,6 +39,41 @@ _FLAGS = {torch.float64: 1, torch.bfloat16: 2,
           **{d: 4 for d in (torch.complex32, torch.complex64, torch.complex128)}}  # fmt: skip
 """dtype -> 1 float64, 2 bfloat16, 4 complex (counted per op); other dtypes 0."""
 
+_INDEX = "aten::index.Tensor"
+_MASKS = (torch.bool, torch.uint8)
+_DEVICE_ARG = re.compile(r"\bdevice\s*=\s*([^,)\s]+(?:\([^)]*\))?)")
+_CONFIG_ROOTS = frozenset({"args", "cfg", "config", "conf", "opt", "opts", "options", "hparams", "self", "settings",
+                           "FLAGS", "training_args"})
+
+
+def names_a_device(statement: str) -> bool:
+    """Whether a statement passes a factory a device the script chose (on a Mac, the
+    model's): a name (``device=device``), a setting (``args.device``, ``self.device``) or a
+    string that is not the CPU. Not ``device=t.device`` of a tensor (whatever ``t`` is on:
+    a CPU-side tensor's stays on the CPU on a Mac), nor a call or the CPU written out."""
+    for m in _DEVICE_ARG.finditer(statement):
+        arg = m.group(1)
+        if arg.strip("'\"").lower().startswith("cpu") or "(" in arg:
+            continue
+        if arg[0] in "'\"" or re.fullmatch(r"[A-Za-z_]\w*", arg):
+            return True
+        parts = arg.split(".")
+        if all(re.fullmatch(r"[A-Za-z_]\w*", p) for p in parts) and (parts[-1] != "device" or parts[0] in _CONFIG_ROOTS):
+            return True
+    return False
+
+
+_DEVICE_SITES: dict[tuple[str, int], bool] = {}
+
+
+def _masked(args: Any) -> bool:
+    """Whether ``aten::index.Tensor``'s indices hold a boolean (or uint8) mask."""
+    indices = args[1] if len(args) > 1 else None
+    if not isinstance(indices, (list, tuple)):
+        return False
+    return any(isinstance(i, torch.Tensor) and i.dtype in _MASKS for i in indices)
+
+
 _PATCHED_OPS = {kind: f"Tensor.{name}" for name, kind in TensorPatches.NAMES}
 """Sync kind of a patched Tensor method -> the name it is reported under."""
 
@@ -197,6 +232,8 @@ class StepRecord:
             derive = self._derive
             if derive is None and tracker.root_devices:  # the model's first call this step
                 derive = self._derive = (tracker.model_device() or "cpu").startswith("cpu")
+            if not n_in and derive is not False and kwargs.get("device") is not None and self._names_device():
+                self._carry(tensors, 0)  # `torch.randn(..., device=device)`: on the Mac's device there
             carried = self._carried
             for i in range(n_in if derive is not False else 0):  # (inline: _carry's test)
                 t = tensors[i]
@@ -247,6 +284,10 @@ class StepRecord:
                 self.bf16 += 1
             if flags & 4:
                 self.complex += 1
+        if sync_kind is None and name == _INDEX and n_in and tensors[0].device.type == "cpu" and _masked(args):
+            # `x[mask]`: on an accelerator the mask's nonzero() (its true count) is read back
+            # first; a CPU kernel does it inside the op, so only the CPU run needs telling
+            sync_kind = "nonzero"
         if sync_kind is None and not is_copy or self._patches.active is not None:
             return  # (inside a wrapped tolist()/cpu(), that wrapper counted the sync)
         if sync_kind is not None:
@@ -298,6 +339,21 @@ class StepRecord:
             return True
         ref = self._carried.get(id(tensor))
         return ref is not None and ref() is tensor
+
+    def _names_device(self) -> bool:
+        """Whether the user's statement that made a tensor factory's output passes it a
+        device that is not written as the CPU (``torch.rand(256, device=device)``): on a Mac
+        that tensor is on the model's device, and reading it back (``torch.nonzero(y)``,
+        ``y.tolist()``) waits for the device. Cached per call site (a few per step)."""
+        site = self._finder.site(4)
+        if site is None:
+            return False
+        known = _DEVICE_SITES.get(site)
+        if known is None:
+            known = _DEVICE_SITES[site] = names_a_device(statement_text(*site))
+            if len(_DEVICE_SITES) > 2_000:
+                _DEVICE_SITES.clear()
+        return known
 
     def _carry(self, tensors: list[torch.Tensor], n_in: int) -> None:
         """Mark the outputs of an op that has a model-derived input (weakly: ids are

@@ -71,3 +71,23 @@ def test_true_fallbacks_and_float64_are_still_predicted(tmp_path: Path) -> None:
     evidence = {r["op"]: r["evidence"] for r in fallback["ops"]["mps_predicted"]}
     assert all(evidence.values()), evidence
     assert "float64-mps" in {f["rule"] for f in f64["findings"]}, f64["findings"]
+
+
+@pytest.mark.slow
+def test_reads_of_targets_made_on_the_device_and_a_boolean_mask_are_predicted_syncs(tmp_path: Path) -> None:
+    """On a CPU run, ``torch.nonzero(y)`` of targets made with ``device=device`` and
+    ``per[per > per.median()]`` (a boolean mask: its count is read back on a GPU) were not
+    predicted: targets not made from the model were taken for CPU-side tensors, and the
+    mask's nonzero() runs inside the CPU kernel. The CPU-side index (``torch.randint``
+    without a device, then ``pool[ix]``) still predicts nothing."""
+    import json
+
+    _run(tmp_path, MAC / "hard_examples.py")
+    lines = (MAC / "hard_examples.py").read_text().splitlines()
+    line_of = {text: i for i, line in enumerate(lines, 1) for text in (line.strip(),)}
+    syncs = {(s["kind"], s["line"]) for e in map(json.loads, (tmp_path / "hard_examples" / "events.jsonl").open())
+             if e["k"] == "ops" for s in e.get("syncs", [])}
+    assert ("nonzero", line_of["pos = torch.nonzero(y).squeeze(1)"]) in syncs, syncs
+    assert ("nonzero", line_of["hard = per[per > per.median()]"]) in syncs, syncs
+    assert not {line for _, line in syncs} & {line_of["ix = torch.randint(0, len(pool), (128,))"],
+                                               line_of["x = pool[ix].to(device)"]}, syncs
