@@ -65,6 +65,7 @@ class FrameFinder:
         self._tensor_str = os.path.join(torch_dir, "_tensor_str.py")
         # CPU-side bookkeeping that stays on the CPU on a Mac too (Adam's step counters,
         # samplers' randperm().tolist()): never a predicted sync
+        self._distributions = os.path.join(torch_dir, "distributions") + _SEP
         self._internal = tuple(os.path.join(torch_dir, d) + _SEP for d in ("optim", os.path.join("utils", "data")))
         # ... except optimizers whose state lives on the parameters' device: LBFGS's
         # .item() / float() / tensor conditions (hundreds per step) are device syncs, made
@@ -91,6 +92,8 @@ class FrameFinder:
             return 5
         if path in self._device_optim:
             return 4
+        if path.startswith(self._distributions):
+            return 1  # torch.distributions' argument checks: named as the sync's way (``via``)
         if path.startswith(self._internal):
             return 6 if path.startswith(self._internal[0]) else 3
         if path.startswith(self._skip):

@@ -34,10 +34,13 @@ from ...session.ops import OpStats, SyncRow
 from ...session.session import Session
 from .framework_place import arguments_fix
 from .registry import analyzer
+from .source_edit import short_path
 
-SYNC_FIX_FACTS: tuple[str, ...] = ("sync_fix_code", "sync_fix_file", "sync_fix_line", "sync_fix_per_step",
+SYNC_FIX_FACTS: tuple[str, ...] = ("sync_checks", "sync_checks_line", "sync_checks_per_step", "sync_fix_code",
+                                   "sync_fix_file", "sync_fix_line", "sync_fix_per_step",
                                    "sync_fix_place", "sync_fix_where", "sync_fix_why", "sync_top_via",
                                    "sync_top_via_where")
+DISTRIBUTIONS = os.path.join("torch", "distributions") + os.sep
 
 TRAINER_FILE = os.path.join("transformers", "trainer.py")
 OPTIMIZERS = "torch.optim."
@@ -78,7 +81,7 @@ def sync_fix(ops: OpStats, cwd: Any = None) -> dict[str, Any]:
         return {}
     top = rows[0]
     via = top.via
-    out: dict[str, Any] = {"sync_top_via_where": "none", "sync_fix_where": "plain"}
+    out: dict[str, Any] = {"sync_top_via_where": "none", "sync_fix_where": "plain", **_checks(ops, rows, cwd)}
     if via is not None:
         out["sync_top_via"] = f"{library_path(via[0])}:{via[1]} ({via[2]})"
         out["sync_top_via_where"] = "inside"
@@ -99,6 +102,23 @@ def sync_fix(ops: OpStats, cwd: Any = None) -> dict[str, Any]:
     out.update({"sync_fix_where": "trainer_filter_line", "sync_fix_place": fix.place,
                 "sync_fix_file": fix.path, "sync_fix_line": fix.line})  # fmt: skip
     return out
+
+
+def _checks(ops: OpStats, rows: list[SyncRow], cwd: Any) -> dict[str, Any]:
+    """``sync_checks``: ``distributions`` where torch.distributions' argument checks made
+    reads (``validate_args``, on by default: each ``Categorical(probs)`` tests its
+    probabilities with ``.all()``, a read on a GPU; torch/distributions/distribution.py,
+    ``Distribution.__init__``), with the script's line that made most of them; else ``none``."""
+    calls: dict[tuple[str, int], int] = {}
+    for row in rows:
+        for via, n in row.vias.items():
+            if via is not None and DISTRIBUTIONS in via[0]:
+                calls[(row.file, row.line)] = calls.get((row.file, row.line), 0) + n
+    if not calls:
+        return {"sync_checks": "none"}
+    (file, line), _ = max(calls.items(), key=lambda kv: kv[1])
+    return {"sync_checks": "distributions", "sync_checks_per_step": ops.per_step(sum(calls.values())),
+            "sync_checks_line": f"{short_path(file, cwd)}:{line}"}
 
 
 @analyzer("sync_fix", provides=SYNC_FIX_FACTS)
