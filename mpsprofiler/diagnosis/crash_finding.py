@@ -41,7 +41,7 @@ def crash_finding(session: Session, findings: Sequence[Finding]) -> Finding | No
         title=crash_title(as_dict, steps),
         evidence=f"{escape(line)}{source}",
         fix=f"Fix the {escape(crash.type)}{place} and run again. The whole traceback is in the Log and "
-            "Warnings panels of `mpsprof view` and in the Crash section of `mpsprof report`.",
+            "Warnings panels (`mpsprof view`, keys 6 and 8) and in the Crash section of `mpsprof report`.",
         first_step=steps or None,
         facts={"crash_type": crash.type, "crash_message": crash.message},
     )

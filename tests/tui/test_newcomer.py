@@ -136,6 +136,9 @@ def test_a_script_that_dies_before_its_first_step_is_a_crash_finding(kind: str, 
             assert app.query_one(FindingsPanel).selected is top
             shown = " ".join(app.query_one("#fd-markdown").source.replace("\\", "").split())
             assert line in shown and "Fix the" in shown, shown
+            from mpsprofiler.tui.panels import PANEL_KEYS  # the keys the diagnosis's text names
+
+            assert f"keys {PANEL_KEYS['log']} and {PANEL_KEYS['warnings']}" in shown, shown
 
     asyncio.run(main())
     assert app.results is not None
