@@ -5,7 +5,7 @@ recomputes the block with the forward's random state: AOT Autograd runs it throu
 higher-order operators ``run_and_save_rng_state`` / ``run_with_rng_state``, on every backend
 (``aot_eager`` here: it compiles in a second; inductor calls them from its generated code).
 
-    python checkpointed_attention.py [--backend inductor] [--steps 6]
+    python checkpointed_attention.py [--backend inductor] [--steps 6] [--device cuda]
 """
 import argparse
 
@@ -40,12 +40,13 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--backend", default="aot_eager")
     parser.add_argument("--steps", type=int, default=6)
+    parser.add_argument("--device", default="cpu")
     args = parser.parse_args()
     torch.manual_seed(0)
-    model = torch.compile(Model(), backend=args.backend)
+    model = torch.compile(Model().to(args.device), backend=args.backend)
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     for step in range(args.steps):
-        x = torch.randn(8, 32, 64)
+        x = torch.randn(8, 32, 64, device=args.device)
         loss = model(x).pow(2).mean()
         opt.zero_grad()
         loss.backward()
