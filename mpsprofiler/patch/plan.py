@@ -113,6 +113,7 @@ def _loaders(e: _Edits, f: Finding, facts: dict[str, Any]) -> None:
         return
     loaders = e.session.dataloaders
     positional = dataloader_positional()
+    argv = [str(a) for a in e.session.run.get("argv") or []][1:]
     handled: set[int] = set()  # a rebuilt loader's constructions are one record: edited once
     for key, fields in per.items():
         targets = list(loaders.values()) if key == "*" else [d for d in loaders.values() if _built_as(d, key)]
@@ -177,16 +178,37 @@ def _loaders(e: _Edits, f: Finding, facts: dict[str, Any]) -> None:
                         "DataLoader with num_workers=0 in this run, where persistent_workers=True is a ValueError")
                     continue
 
-            def change(s: str, ln: int, c: dict[str, str] = changes) -> str:
-                return cst.set_keywords(s, ln, ("DataLoader",), c, positional)
+            options: dict[str, tuple[str, str]] = {}
+
+            def change(s: str, ln: int, c: dict[str, str] = changes,
+                       options: dict[str, tuple[str, str]] = options) -> str:
+                # a setting the call takes from a command-line option goes to the option's default
+                s, rest, moved = cst.option_defaults(s, ln, ("DataLoader",), c, argv)
+                options.update(moved)
+                if "num_workers" in moved and rest.get("persistent_workers") == "True":
+                    rest["persistent_workers"] = f"{moved['num_workers'][1]} > 0"  # the option may say 0
+                    options["persistent_workers"] = ("", rest["persistent_workers"])
+                return cst.set_keywords(s, ln, ("DataLoader",), rest, positional) if rest else s
 
             ok = e.edit(file, _args(changes), change, line)
+            if ok and options:
+                head = e.fix.changes[-1].split(": ", 1)[0]
+                e.fix.changes[-1] = head + ": " + ", ".join(_option_change(k, changes[k], options.get(k)) for k in changes)
             start = str(d.get("multiprocessing_context") or "") or default_start_method(e.session)
             if ok and isinstance(n, int) and n > 0 and start in GUARD_START_METHODS:
                 _guard(e, f"workers started by {start} re-import the script")
         if key == "*" and fields.get("persistent_workers") and targets and not done:
             e.fix.not_patched.append("not patched: no DataLoader of the run has workers (num_workers > 0), and "
                                      "persistent_workers needs them; nothing to change")
+
+
+def _option_change(key: str, value: str, option: tuple[str, str] | None) -> str:
+    """How one setting was made: ``--workers defaults to 8 (num_workers=args.workers)`` where it
+    went to a command-line option's default, else ``key=value`` as written at the call."""
+    if option is None:
+        return f"{key}={value}"
+    flag, expr = option
+    return f"{flag} defaults to {value} ({key}={expr})" if flag else f"{key}={expr}"
 
 
 def _trainer_loader(e: _Edits, file: str, line: int, changes: dict[str, str], workers: int | None) -> None:

@@ -62,3 +62,33 @@ def test_pinned_memory_on_a_mac_is_switched_off_on_the_loader_that_asks_for_it(t
     text = fix.files[str(script.resolve())][1]
     assert text.splitlines()[1:] == ["train = DataLoader(ds, batch_size=4, num_workers=2, pin_memory=False)  # fast copies",
                                      "val = DataLoader(ds, batch_size=4)"], text
+
+
+@pytest.mark.slow
+def test_workers_taken_from_a_command_line_option_are_set_as_its_default(tmp_path: Path) -> None:
+    """``num_workers=args.workers``: the patch wrote ``num_workers=8`` over it, and
+    ``--workers`` silently did nothing. Now the option's default changes, and
+    ``persistent_workers`` follows the option (``--workers 0`` must still run: torch refuses
+    persistent workers without workers)."""
+    import sys
+
+    from mpsprofiler.diagnosis import diagnose
+    from mpsprofiler.session.recording import load_run
+
+    script = tmp_path / "option_workers.py"
+    shutil.copy(REPO / "tests" / "scripts_patch" / "option_workers.py", script)
+    run_dir = tmp_path / "run"
+    proc = mpsprof_cli("run", "--headless", "-o", str(run_dir), str(script), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    n = diagnose(load_run(run_dir).session).facts["suggested_num_workers"]
+    assert isinstance(n, int) and n > 0, n
+    proc = mpsprof_cli("patch", "--apply", "--no-proof", str(run_dir), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert f"--workers defaults to {n} (num_workers=args.workers)" in proc.stdout, proc.stdout
+    text = script.read_text()
+    assert f'parser.add_argument("--workers", type=int, default={n}, help=' in text, text
+    assert "num_workers=args.workers, persistent_workers=args.workers > 0)" in text, text
+    for option in ([], ["--workers", "0"]):
+        ran = subprocess.run([sys.executable, str(script), "--steps", "3", *option], capture_output=True, text=True,
+                             env=child_env(), timeout=120)
+        assert ran.returncode == 0 and f"with {option[1] if option else n} workers" in ran.stdout, ran.stderr[-2000:]
