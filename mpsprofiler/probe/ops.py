@@ -26,6 +26,7 @@ from __future__ import annotations
 import functools
 import math
 import os
+import sys
 import time
 import weakref
 from collections.abc import Callable, Iterable
@@ -306,6 +307,8 @@ class OpAccountant:
         if self._finder is None:
             self._finder = FrameFinder()
         self._reset_step()
+        if self._step is not None:
+            self._step.seed_device_locals(sys._getframe(1))
         if not self._push_mode():
             self._next_sample = step + 1  # a tracing (infra) mode is active: try later
             return

@@ -64,6 +64,49 @@ def names_a_device(statement: str) -> bool:
 
 
 _DEVICE_SITES: dict[tuple[str, int], bool] = {}
+_TO_DEVICE = re.compile(r"\.(?:to|cuda)\(\s*(?!['\"]cpu['\"])(?:['\"]\w+['\"]|[A-Za-z_][\w.]*)?\s*[,)]")
+"""``.to(device)``, ``.to("mps")``, ``.cuda()``: a tensor put on the script's device."""
+_DEVICE_NAMES: dict[Any, frozenset[str]] = {}
+
+
+def _device_names(code: Any) -> frozenset[str]:
+    """Names ``code`` (a function, or a module) assigns a tensor it put on its device to
+    (:data:`_TO_DEVICE`, :func:`names_a_device`), from the file's syntax tree; cached."""
+    known = _DEVICE_NAMES.get(code)
+    if known is not None:
+        return known
+    import ast
+
+    from .leak_owner import parsed
+
+    names: set[str] = set()
+    file = code.co_filename
+    tree = parsed(file)
+    if tree is not None:
+        import linecache
+
+        lines = linecache.getlines(file)
+        first = code.co_firstlineno if code.co_name != "<module>" else 1
+        last = max((ln for _, _, ln in code.co_lines() if ln), default=first) if code.co_name != "<module>" \
+            else len(lines)
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Assign) or not first <= node.lineno <= last:
+                continue
+            text = " ".join(lines[node.lineno - 1:(node.end_lineno or node.lineno)])
+            value = ast.get_source_segment("".join(lines), node.value) if len(lines) < 5000 else None
+            said = value if value is not None else text
+            if ".to(" not in said and ".cuda(" not in said and "device" not in said:
+                continue
+            if not (_TO_DEVICE.search(said) or names_a_device(said)):
+                continue
+            for target in node.targets:
+                for n in ast.walk(target):
+                    if isinstance(n, ast.Name):
+                        names.add(n.id)
+    if len(_DEVICE_NAMES) > 1_000:
+        _DEVICE_NAMES.clear()
+    found = _DEVICE_NAMES[code] = frozenset(names)
+    return found
 
 
 def _masked(args: Any) -> bool:
@@ -354,6 +397,28 @@ class StepRecord:
             if len(_DEVICE_SITES) > 2_000:
                 _DEVICE_SITES.clear()
         return known
+
+    def seed_device_locals(self, frame: Any) -> None:
+        """At a sampled step's start, mark the tensors the training loop holds that it put on
+        its device (``x, y = x.to(device), y.to(device)``, ``y = torch.rand(n, device=device)``):
+        made in the step before, they are no output of this step's ops, and a read of them
+        after ``optimizer.step()`` (``y.tolist()`` for a metric) would wait for a Mac's GPU.
+        Only the user's frames, and only a CPU run asks (see ``_derive``)."""
+        if self._derive is False:
+            return
+        finder = self._finder
+        try:
+            while frame is not None:
+                code = frame.f_code
+                if finder.is_user(code):
+                    names = _device_names(code)
+                    if names:
+                        for name, value in list(frame.f_locals.items()):
+                            if name in names and isinstance(value, torch.Tensor) and not value.requires_grad:
+                                self._carry([value], 0)
+                frame = frame.f_back
+        except Exception:
+            pass  # the step's predictions only: the tensors read after it go unpredicted, as before
 
     def _carry(self, tensors: list[torch.Tensor], n_in: int) -> None:
         """Mark the outputs of an op that has a model-derived input (weakly: ids are

@@ -78,8 +78,11 @@ def test_reads_of_targets_made_on_the_device_and_a_boolean_mask_are_predicted_sy
     """On a CPU run, ``torch.nonzero(y)`` of targets made with ``device=device`` and
     ``per[per > per.median()]`` (a boolean mask: its count is read back on a GPU) were not
     predicted: targets not made from the model were taken for CPU-side tensors, and the
-    mask's nonzero() runs inside the CPU kernel. The CPU-side index (``torch.randint``
-    without a device, then ``pool[ix]``) still predicts nothing."""
+    mask's nonzero() runs inside the CPU kernel. The targets' read after the step
+    (``y.long().tolist()``) was missed too: made before the sampled step began, they were
+    no output of its ops (the step now starts knowing which of the loop's tensors it put
+    on its device). The CPU-side index (``torch.randint`` without a device, then
+    ``pool[ix]``, ``ix.tolist()``) still predicts nothing."""
     import json
 
     _run(tmp_path, MAC / "hard_examples.py")
@@ -89,8 +92,12 @@ def test_reads_of_targets_made_on_the_device_and_a_boolean_mask_are_predicted_sy
              if e["k"] == "ops" for s in e.get("syncs", [])}
     assert ("nonzero", line_of["pos = torch.nonzero(y).squeeze(1)"]) in syncs, syncs
     assert ("nonzero", line_of["hard = per[per > per.median()]"]) in syncs, syncs
-    assert not {line for _, line in syncs} & {line_of["ix = torch.randint(0, len(pool), (128,))"],
-                                               line_of["x = pool[ix].to(device)"]}, syncs
+    # after optimizer.step(), the targets made in the step before the sample (a metric's read)
+    labels = next(n for text, n in line_of.items() if text.startswith("labels = y.long().tolist()"))
+    assert ("tolist", labels) in syncs, syncs
+    cpu_side = {line_of["ix = torch.randint(0, len(pool), (128,))"], line_of["x = pool[ix].to(device)"],
+                next(n for text, n in line_of.items() if text.startswith("sampled = ix.tolist()"))}
+    assert not {line for _, line in syncs} & cpu_side, syncs
 
 
 @pytest.mark.slow

@@ -30,4 +30,6 @@ for step in range(args.steps):
     opt.zero_grad()
     loss.backward()
     opt.step()
-print(f"last loss {loss.item():.4f}")
+    labels = y.long().tolist()  # after the step: a metric's read of the device's targets
+    sampled = ix.tolist()  # the CPU-side index: no read from a device
+print(f"last loss {loss.item():.4f}, {sum(labels)} positives in the last batch of {len(sampled)}")
