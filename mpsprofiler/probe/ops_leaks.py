@@ -469,8 +469,6 @@ def _any_key(node: Any) -> str:
     ``history[name]``, ``history.setdefault(name, [])``, ``history.get(name)`` (a forward
     hook's ``activations.setdefault(name, []).append(out)``, whose list the probe finds
     as ``activations['block0']``); '' for anything else."""
-    import ast
-
     from .leak_owner import dotted
 
     if isinstance(node, ast.Subscript) and not isinstance(node.slice, ast.Constant):
@@ -502,14 +500,14 @@ def _adding_line(file: str, name: str, stack: list[Any], grad: bool) -> int | No
     for code in stack:
         if code.co_filename != file:
             continue
-        first, last = _code_range(code, count)
+        first, last = code_range(code, count)
         inside = [n for n in found if first <= n <= last]
         if inside:
             return inside[0]
     return found[0] if len(found) == 1 else None
 
 
-def _code_range(code: Any, count: int) -> tuple[int, int]:
+def code_range(code: Any, count: int) -> tuple[int, int]:
     if code.co_name == "<module>":
         return 1, count
     last = max((ln for _, _, ln in code.co_lines() if ln), default=count)
@@ -527,14 +525,13 @@ def _assignment_line(file: str, name: str, code: Any) -> int | None:
     step boundary (``opt.step()``)."""
     import linecache
 
+    from .leak_owner import parsed
+
     lines = linecache.getlines(file)
-    if not lines:
+    tree = parsed(file) if lines else None  # the leak readers' one cache of parsed files
+    if tree is None:
         return None
-    try:
-        tree = ast.parse("".join(lines))
-    except (SyntaxError, ValueError):
-        return None
-    first, last = _code_range(code, len(lines))
+    first, last = code_range(code, len(lines))
     found: list[tuple[int, ast.expr]] = []
     for node in ast.walk(tree):
         if not first <= getattr(node, "lineno", 0) <= last:

@@ -17,7 +17,7 @@ import torch
 
 from ..events.payloads import OpsFields
 from .modules import ModuleTracker
-from .ops_leaks import LeakTracker
+from .ops_leaks import LeakTracker, code_range
 from .ops_sites import (
     COPY_OPS,
     FrameFinder,
@@ -86,15 +86,13 @@ def _device_names(code: Any) -> frozenset[str]:
         import linecache
 
         lines = linecache.getlines(file)
-        first = code.co_firstlineno if code.co_name != "<module>" else 1
-        last = max((ln for _, _, ln in code.co_lines() if ln), default=first) if code.co_name != "<module>" \
-            else len(lines)
+        first, last = code_range(code, len(lines))
+        source = "".join(lines) if len(lines) < 5000 else None  # once, not per statement
         for node in ast.walk(tree):
             if not isinstance(node, ast.Assign) or not first <= node.lineno <= last:
                 continue
-            text = " ".join(lines[node.lineno - 1:(node.end_lineno or node.lineno)])
-            value = ast.get_source_segment("".join(lines), node.value) if len(lines) < 5000 else None
-            said = value if value is not None else text
+            value = ast.get_source_segment(source, node.value) if source is not None else None
+            said = value if value is not None else " ".join(lines[node.lineno - 1:(node.end_lineno or node.lineno)])
             if ".to(" not in said and ".cuda(" not in said and "device" not in said:
                 continue
             if not (_TO_DEVICE.search(said) or names_a_device(said)):

@@ -27,7 +27,7 @@ from .common import (
 from .loader_advice import FIGURES_FACTS, REASON_FACTS, advise, steady_ratio, step_loads, step_ratios
 from .loader_place import PLACE_FACTS, place_facts, shares, stalled_loader
 from .registry import analyzer
-from .threads import thread_fix_place
+from .threads import thread_fix_place, torch_threads
 
 STALL_STEP_SHARE = 0.15
 """A step "stalls" when 15% of it is data wait (the rules' warning level)."""
@@ -229,7 +229,7 @@ def threads_beside_workers(session: Session, bound: str, advice: dict[str, Any],
     n = advice.get("suggested_num_workers")
     if bound != "cpu" or not advice.get("num_workers_helps") or not isinstance(n, int) or n < 1 or not cores:
         return {"stall_threads": "none"}
-    threads = num(session.model.get("torch_threads")) or num(session.env.get("torch_threads"))
+    threads = torch_threads(session)
     if not threads or threads < 2 or threads + n <= cores:
         return {"stall_threads": "none"}
     keep = max(1, cores - n)

@@ -70,9 +70,7 @@ def judge_threads(torch_threads: int, cores: int, workers_busy: float = 0.0, oth
 @analyzer("threads", provides=THREAD_FACTS)
 def thread_facts(session: Session) -> dict[str, Any]:
     env = session.env
-    # a thread count seen while training (if the probe reports one) beats the start-up one:
-    # scripts call torch.set_num_threads() after the probe read the environment
-    threads = num(session.model.get("torch_threads")) or num(env.get("torch_threads"))
+    threads = torch_threads(session)
     cores = num(env.get("cores_physical")) or num(env.get("cores_logical"))
     workers = _workers(session)
     facts: dict[str, Any] = {
@@ -116,6 +114,13 @@ def thread_facts(session: Session) -> dict[str, Any]:
     if facts["thread_cut"] == "cut":
         facts.update(thread_fix_place(session, j.suggested))
     return facts
+
+
+def torch_threads(session: Session) -> float | None:
+    """torch's intra-op thread count: one seen while training (if the probe reports one)
+    beats the start-up one, as scripts call torch.set_num_threads() after the probe read
+    the environment."""
+    return num(session.model.get("torch_threads")) or num(session.env.get("torch_threads"))
 
 
 OWN_ONLY = 0.25
