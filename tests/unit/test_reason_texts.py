@@ -477,6 +477,9 @@ def _code_cases(tmp: Path, monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, s
     (tmp / "train.py").write_text("from torch.utils.data import DataLoader\nloader = DataLoader(ds, batch_size=8)\n"
                                   'if __name__ == "__main__":\n    pass\n')
     (tmp / "hf.py").write_text("from transformers import TrainingArguments\nargs = TrainingArguments(output_dir='o')\n")
+    (tmp / "opt.py").write_text("import argparse\nloader = DataLoader(ds, num_workers=args.w, persistent_workers=args.w > 0)\n"
+                                'p = argparse.ArgumentParser()\np.add_argument("--w", type=int, default=0)\n'
+                                'if __name__ == "__main__":\n    pass\n')
     (tmp / "f64.py").write_text("import numpy as np\nimport torch\nx = torch.from_numpy(np.ones(3))\n")
     (tmp / "setn.py").write_text("import torch\ntorch.set_num_threads(4)\n")
     (tmp / "omp.py").write_text('import os\nos.environ["OMP_NUM_THREADS"] = "8"\n')
@@ -561,6 +564,8 @@ def _code_cases(tmp: Path, monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, s
         (ds, "loader_where", _loader(tmp, "train.py", 2, 2), "Change the line that builds the 2nd DataLoader "
                                                               "(train.py:2) to"),
         (ds, "loader_where", _loader(tmp, "gone.py"), "Build the DataLoader with"),
+        (ds, "loader_where", _loader(tmp, "opt.py"), "The line that builds the DataLoader (opt.py:2) takes its workers "
+                                                     "from the script's command-line option and needs no change"),
         (ds, "loader_where", _shared_loaders(tmp),
          "The line that builds the 2nd DataLoader (train.py:2) builds the 1st DataLoader too, so changed there both "
          "would get the workers. Give them to this one only, at the call that makes it (train.py:6), and let "

@@ -52,7 +52,7 @@ def framework_facts(session: Session) -> dict[str, Any]:
         return facts  # the loader has the settings already: no setting to say where to put
     # the script's own DataLoader line was found and rewritten above (Lightning's
     # train_dataloader(), the loader handed to accelerator.prepare): no second snippet
-    rewritten = loader.get("loader_where") == "rewrite"
+    rewritten = loader.get("loader_where") in ("rewrite", "option")
     side = loader.get("reason_trains") == "side"  # an evaluation loader (dataloader.side_consume)
     # on the line after the rule's own fix: a blank line first makes it a paragraph of its own
     facts["framework_loader_fix"] = "\n" + loader_fix(framework, workers, prefetch, session.device_kind,

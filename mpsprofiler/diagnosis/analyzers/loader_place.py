@@ -14,6 +14,7 @@ from typing import Any
 from ...events.payloads import DataLoaderFields
 from ...session.loaders import rebuilt_count
 from ...session.session import Session
+from .cli_option import Option, call_option
 from .common import num, training_loader
 from .framework_place import guard_note, trainer_place
 from .source_edit import rewrite_call, short_path
@@ -131,6 +132,28 @@ def place_facts(session: Session, loader: DataLoaderFields, suggested: int | Non
     return out
 
 
+def _option(session: Session, file: str, line: int, changes: dict[str, str]) -> Option | None:
+    """The command-line option the loader's ``num_workers`` comes from (:mod:`.cli_option`):
+    the line keeps reading it (``persistent_workers`` follows it: ``--workers 0`` must still
+    run, torch refuses persistent workers without workers), and ``changes`` say so."""
+    argv = [str(a) for a in session.run.get("argv") or []][1:]
+    option = call_option(file, line, LOADER_CALLS, "num_workers", argv)
+    if option is None:
+        return None
+    changes["num_workers"] = option.expr
+    if "persistent_workers" in changes:
+        changes["persistent_workers"] = f"{option.expr} > 0"
+    return option
+
+
+def _run_with(session: Session, file: str, option: Option, n: int) -> str:
+    """The line under the code: how to run the script with ``n`` workers."""
+    run = f"\n# and run it with {option.flag} {n}"
+    if option.ran_with is not None:
+        return run + f" (this run had {option.flag} {option.ran_with})"
+    return run + f", or make {n} that option's default ({short_path(file, session.run.get('cwd'))}:{option.line})"
+
+
 def _split_first(dataset: str, n: int) -> str:
     return (f"# first: {dataset} is an IterableDataset, and each of {n} workers runs its own __iter__;\n"
             f"# make it yield only its worker's share, or every sample comes {n} times:\n"
@@ -175,13 +198,21 @@ def _place_facts(session: Session, loader: DataLoaderFields, suggested: int | No
         if call is not None:
             out.update(call)
             return out
+    option = _option(session, str(file), int(line), changes) if file and line else None
     rewrite = rewrite_call(str(file), int(line), LOADER_CALLS, changes) if file and line else None
     if rewrite is not None:
         where = f"{short_path(rewrite.path, session.run.get('cwd'))}:{rewrite.line}"
         out["loader_place"] = where
         out["loader_where"] = "rewrite"  # "Change the line that builds ... to" (the rule file's words)
         # workers started by spawn re-import the script: where its top-level code starts, as written
-        out["loader_code"] = rewrite.after + (guard_note(session, str(file)) if n > 0 else "")
+        code = rewrite.after
+        if option is not None:
+            code += _run_with(session, str(file), option, n)
+            as_written = rewrite_call(str(file), int(line), LOADER_CALLS, {})
+            if as_written is not None and as_written.after == rewrite.after:  # the line stays: only the option
+                out["loader_where"] = "option"
+                code = _run_with(session, str(file), option, n).lstrip("\n").replace("# and run it", "# run the script")
+        out["loader_code"] = code + (guard_note(session, str(file)) if n > 0 else "")
         return out
     # no source to read (an older recording, a file gone or edited): the arguments to set
     out["loader_where"] = "build"

@@ -1,0 +1,100 @@
+"""A call's argument that is the script's command-line option (``num_workers=args.workers``,
+``parser.add_argument("--workers", ...)``): the fix then says how to run the script, with the
+option, instead of showing a line that writes the number over it.
+
+The finding's code and ``mpsprof patch`` agree: the patch moves the number to the option's
+default (:mod:`mpsprofiler.patch.cst.options`, the same conditions read with libcst); the
+finding keeps ``args.workers`` in the line and says ``run with --workers 2``. Writing the
+number over the option made the option silently do nothing. Read with :mod:`ast`; any
+doubt (the option read by two calls, defined twice, no flag) and there is no option.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from .source_edit import find_call, read_tree
+
+
+@dataclass(frozen=True)
+class Option:
+    flag: str
+    """The option as typed (``--workers``; the last of its spellings, as argparse lists them)."""
+    expr: str
+    """What the call reads (``args.workers``)."""
+    line: int
+    """The ``add_argument`` line that defines it."""
+    ran_with: str | None
+    """The value the run's command line gave it (``"0"``), None where the default ran."""
+
+
+def call_option(path: str, line: int, names: tuple[str, ...], keyword: str, argv: Sequence[str]) -> Option | None:
+    """The option the call at ``path:line`` hands to ``keyword``, or None."""
+    read = read_tree(path)
+    if read is None:
+        return None
+    _, tree = read
+    found = find_call(tree, line, names)
+    if found is None:
+        return None
+    value = next((kw.value for kw in found[1].keywords if kw.arg == keyword), None)
+    if not (isinstance(value, ast.Attribute) and isinstance(value.value, ast.Name)):
+        return None
+    namespace, dest = value.value.id, value.attr
+    if _reads(tree, namespace, dest) != 1:
+        return None  # another call takes it too: its default is not this loader's alone
+    defining = [c for c in ast.walk(tree) if isinstance(c, ast.Call) and call_name_is(c, "add_argument")
+                and _dest(c) == dest]
+    if len(defining) != 1:
+        return None
+    flags = _flags(defining[0])
+    if not flags:
+        return None
+    return Option(flags[-1], f"{namespace}.{dest}", defining[0].lineno, _ran_with(flags, argv))
+
+
+def call_name_is(node: ast.Call, name: str) -> bool:
+    return isinstance(node.func, ast.Attribute) and node.func.attr == name
+
+
+def _reads(tree: ast.Module, namespace: str, dest: str) -> int:
+    """Calls handed the option as an argument."""
+    count = 0
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        for value in [*node.args, *(kw.value for kw in node.keywords)]:
+            if (isinstance(value, ast.Attribute) and isinstance(value.value, ast.Name)
+                    and value.value.id == namespace and value.attr == dest):
+                count += 1
+    return count
+
+
+def _flags(call: ast.Call) -> list[str]:
+    return [a.value for a in call.args if isinstance(a, ast.Constant) and isinstance(a.value, str)
+            and a.value.startswith("-")]
+
+
+def _dest(call: ast.Call) -> str | None:
+    """The attribute ``add_argument`` stores into, as argparse derives it."""
+    for kw in call.keywords:
+        if kw.arg == "dest" and isinstance(kw.value, ast.Constant) and isinstance(kw.value.value, str):
+            return kw.value.value
+    flags = _flags(call)
+    long = [f for f in flags if f.startswith("--")]
+    chosen = long[0] if long else (flags[0] if flags else None)
+    return chosen.lstrip("-").replace("-", "_") if chosen else None
+
+
+def _ran_with(flags: list[str], argv: Sequence[str]) -> str | None:
+    """The option's value on the run's command line (the last one given wins, as in argparse)."""
+    value: str | None = None
+    for i, a in enumerate(argv):
+        for f in flags:
+            if a == f and i + 1 < len(argv):
+                value = argv[i + 1]
+            elif a.startswith(f + "=") and f.startswith("--"):
+                value = a[len(f) + 1:]
+    return value
