@@ -249,7 +249,7 @@ def main(argv: list[str] | None = None) -> int:
 def _parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:
     """argparse for mpsprof's own options; the script and every argument after it are
     the script's, verbatim (argparse would eat a ``--`` among them)."""
-    from .cli_args import check_command, mpsprof_options_after_script, parse_try
+    from .cli_args import PYTHON_NAME, check_command, mpsprof_options_after_script, parse_try
 
     subparsers = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     check_command(parser, list(subparsers.choices), argv)
@@ -263,7 +263,10 @@ def _parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespa
         args.target, args.args = None, script
     else:
         args.target, args.args = (script[0] if script else None), script[1:]
-        args.note = mpsprof_options_after_script(subparsers.choices["run"], "run", args.target, args.args)
+        shown, shown_args = args.target, args.args
+        if shown is not None and PYTHON_NAME.fullmatch(Path(shown).name) and shown_args[:1] and shown_args[0] != "-m":
+            shown, shown_args = shown_args[0], shown_args[1:]  # mpsprof run python train.py --headless
+        args.note = mpsprof_options_after_script(subparsers.choices["run"], "run", shown, shown_args)
     return args
 
 
@@ -313,7 +316,15 @@ def _run_spec(args: argparse.Namespace) -> RunSpec:
             raise UsageError("run needs a script to run (mpsprof run train.py ...) or -m MODULE")
         else:
             target, module = args.target, False
-            if not _is_torchrun(target, module):
+            from .cli_args import PythonPrefixError, python_prefix
+
+            try:
+                named = python_prefix(target, script_args)  # mpsprof run python train.py
+            except PythonPrefixError as exc:
+                raise UsageError(str(exc)) from None
+            if named is not None:
+                target, module, script_args = named
+            if not module and not _is_torchrun(target, module):
                 _check_script(target)
     if getattr(args, "report", None) is not None:
         from .report import format_for_path

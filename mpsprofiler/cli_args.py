@@ -11,6 +11,10 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import os
+import re
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -71,6 +75,64 @@ def mpsprof_options_after_script(own: argparse.ArgumentParser, command: str, scr
     return (f"mpsprof: note: {', '.join(dict.fromkeys(meant))} after {script} "
             f"{'goes' if len(meant) == 1 else 'go'} to the script, as `python {script} {first}` "
             f"would; mpsprof's own options go before the script: mpsprof {command} {first} ... {script}\n")
+
+
+PYTHON_NAME = re.compile(r"python(?:3(?:\.\d+)?)?w?(?:\.exe)?")
+"""An interpreter's name as typed before a script: ``python``, ``python3``, ``python3.12``."""
+
+
+class PythonPrefixError(ValueError):
+    """``mpsprof run python ...`` that cannot be run as written (another interpreter, an option)."""
+
+
+def python_prefix(target: str, script_args: list[str]) -> tuple[str, bool, list[str]] | None:
+    """``mpsprof run python train.py --lr 1e-3`` (the order py-spy and scalene take): the
+    ``(target, module, script arguments)`` that ``mpsprof run train.py --lr 1e-3`` has, or
+    None where ``target`` names no interpreter. It was "no such script: python".
+
+    mpsprof starts the script with the Python it runs in (the probe is imported there), so
+    the interpreter is dropped only where it is that one: the same ``sys.prefix`` (a venv's
+    ``python`` is a link to the base interpreter, whose packages are not the venv's). Another
+    interpreter, or an interpreter option other than ``-m`` and ``-u``, raises
+    :class:`PythonPrefixError` with the command that works."""
+    if not PYTHON_NAME.fullmatch(Path(target).name) or target.endswith(".py"):
+        return None
+    found = shutil.which(target) if os.sep not in target else target
+    if found is None or not os.path.isfile(found) or not os.access(found, os.X_OK):
+        return None
+    rest = list(script_args)
+    while rest[:1] == ["-u"]:  # unbuffered: mpsprof passes the script's output on line by line anyway
+        rest = rest[1:]
+    if not _same_python(found):
+        raise PythonPrefixError(
+            f"{target} is another Python than the one mpsprof runs in ({sys.executable}), and mpsprof "
+            f"starts the script with its own. Install mpsprof in that one (from mpsprof's folder: "
+            f"{target} -m pip install -e .) and run it from there: {target} -m mpsprofiler run "
+            f"{' '.join(rest) or 'train.py'}")
+    if not rest:
+        raise PythonPrefixError("run needs a script after python (mpsprof run train.py ...) or -m MODULE")
+    if rest[0] == "-m" and len(rest) > 1:
+        return rest[1], True, rest[2:]
+    if rest[0].startswith("-m") and len(rest[0]) > 2:
+        return rest[0][2:], True, rest[1:]
+    if rest[0].startswith("-") and rest[0] != "-":
+        raise PythonPrefixError(
+            f"python {rest[0]}: interpreter options are not passed on; mpsprof runs the script as "
+            f"`python SCRIPT ARGS` would (set PYTHON* variables such as PYTHONWARNINGS in the "
+            f"environment instead): mpsprof run {' '.join(rest[1:]) or 'train.py'}")
+    return rest[0], False, rest[1:]
+
+
+def _same_python(found: str) -> bool:
+    """``found`` is this interpreter: the same file, or the same ``sys.prefix`` (asked of it)."""
+    try:
+        if os.path.abspath(found) == os.path.abspath(sys.executable):
+            return True  # (not samefile: a venv's python links to the base interpreter)
+        out = subprocess.run([found, "-c", "import sys; print(sys.prefix)"], capture_output=True, text=True,
+                             timeout=30, stdin=subprocess.DEVNULL)
+        return out.returncode == 0 and os.path.realpath(out.stdout.strip()) == os.path.realpath(sys.prefix)
+    except (OSError, subprocess.SubprocessError, ValueError):
+        return False
 
 
 def find_runs(paths: list[Path]) -> list[Path]:
