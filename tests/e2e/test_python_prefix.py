@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from helpers import REPO, mpsprof_cli
 
 EXITS = REPO / "tests" / "scripts" / "exits.py"

@@ -208,7 +208,7 @@ def _place_facts(session: Session, loader: DataLoaderFields, suggested: int | No
         code = rewrite.after
         if option is not None:
             code += _run_with(session, str(file), option, n)
-            as_written = rewrite_call(str(file), int(line), LOADER_CALLS, {})
+            as_written = rewrite_call(str(file), rewrite.line, LOADER_CALLS, {})
             if as_written is not None and as_written.after == rewrite.after:  # the line stays: only the option
                 out["loader_where"] = "option"
                 code = _run_with(session, str(file), option, n).lstrip("\n").replace("# and run it", "# run the script")
