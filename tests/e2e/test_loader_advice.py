@@ -314,7 +314,7 @@ def test_a_loader_that_sleeps_gets_workers_from_its_times(tmp_path):
     stall = found.get("dataloader-stall-critical") or found["dataloader-stall"]
     # num_workers=args.workers: the line keeps the option (patch moves its default), and says how to run
     n = facts["suggested_num_workers"]
-    assert "num_workers=args.workers" in stall["fix"] and f"# and run it with --workers {n}, or make {n}" in stall["fix"]
+    assert "num_workers=args.workers" in stall["fix"] and f"# and run it with --workers {n},\n# or make {n}" in stall["fix"]
     assert "does not limit them" in stall["fix"]
     # the evidence adds up: waiting + computing = the step
     assert facts["data_wait_ms"] + facts["compute_ms"] == pytest.approx(facts["step_mean_ms"], abs=0.01)
@@ -433,7 +433,7 @@ def test_an_evaluation_loader_is_sized_from_its_own_batches_and_its_fix_is_tried
     # the option to run with (a number written over args.val_workers made the option do nothing)
     assert ("The line that builds the 2nd DataLoader (eval_every.py:36) takes its workers from the script's "
             "command-line option and needs no change") in " ".join(stall["fix"].split()), stall["fix"]
-    assert "# run the script with --val-workers 4, or make 4 that option's default (eval_every.py:17)" in stall["fix"]
+    assert "# run the script with --val-workers 4,\n# or make 4 that option's default (eval_every.py:17)" in stall["fix"]
 
     tried = mpsprof_cli("try", "--pairs", "3", "--budget", "400", str(run_dir), cwd=tmp_path, timeout=500)
     assert tried.returncode == 0, tried.stderr[-3000:]

@@ -86,7 +86,7 @@ def test_workers_taken_from_a_command_line_option_are_set_as_its_default(tmp_pat
     # the finding's own code agrees with the patch: the line keeps the option, and says how to run
     code = str(facts["loader_code"])
     assert "num_workers=args.workers" in code and "persistent_workers=args.workers > 0" in code, code
-    assert f"# and run it with --workers {n}, or make {n} that option's default (option_workers.py:24)" in code, code
+    assert f"# and run it with --workers {n},\n# or make {n} that option's default (option_workers.py:24)" in code, code
     proc = mpsprof_cli("patch", "--apply", "--no-proof", str(run_dir), cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert f"--workers defaults to {n} (num_workers=args.workers)" in proc.stdout, proc.stdout

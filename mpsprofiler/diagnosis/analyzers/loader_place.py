@@ -151,7 +151,8 @@ def _run_with(session: Session, file: str, option: Option, n: int) -> str:
     run = f"\n# and run it with {option.flag} {n}"
     if option.ran_with is not None:
         return run + f" (this run had {option.flag} {option.ran_with})"
-    return run + f", or make {n} that option's default ({short_path(file, session.run.get('cwd'))}:{option.line})"
+    # two comment lines: a code block is not wrapped (the TUI cuts a long line at its edge)
+    return run + f",\n# or make {n} that option's default ({short_path(file, session.run.get('cwd'))}:{option.line})"
 
 
 def _split_first(dataset: str, n: int) -> str:
