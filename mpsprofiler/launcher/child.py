@@ -73,6 +73,31 @@ class RunSpec:
         return [sys.executable, *target, *self.args]
 
 
+
+REPEAT_WINDOW_S = 0.1
+"""The same signal again within this is the same event: GNU ``timeout`` sends its signal to
+mpsprof and then to mpsprof's process group, 0.3 ms apart. The kernel merges the two for
+python (a standard signal pending once), so ``timeout -s TERM 60 python train.py`` gets one
+SIGTERM; passed on one by one, the script got two, and a script that takes a second SIGTERM
+for "abort now" skipped its checkpoint."""
+
+
+def wait_awake(proc: subprocess.Popen[bytes]) -> int:
+    """``proc.wait()`` that runs our signal handlers while it waits.
+
+    The kernel may hand a signal meant for mpsprof to any of its threads (the event
+    reader's, say): Python's handler then waits for the main thread, and a main thread
+    blocked in ``waitpid()`` is not interrupted, so it passed nothing on until the script
+    exited: ``timeout -s TERM`` lost, the training running on (2 runs in 26 here).
+    ``Popen.wait`` with a timeout polls with sleeps of at most 50 ms, after each of which
+    the handlers run."""
+    while True:
+        try:
+            return proc.wait(timeout=3600.0)
+        except subprocess.TimeoutExpired:
+            continue
+
+
 class RunController:
     """One profiled run: start, read events, stop on request, wait for the end."""
 
@@ -91,6 +116,8 @@ class RunController:
         self._started_at = 0.0
         self._own_group = False
         self._early: list[int] = []
+        self._last_forward: tuple[int, float] | None = None
+        """The signal passed on last, and when (see :meth:`forward_signal`)."""
         self.pgid = 0
         """The script's process group (its own, a holder's, or ours)."""
         self._terminal: ForegroundTerminal | None = None
@@ -194,7 +221,7 @@ class RunController:
         self.pgid = holder.pgid if holder is not None else (self.process.pid if self._own_group else os.getpgrp())
         early, self._early = self._early, []
         for sig in early:
-            self.forward_signal(sig)
+            self._pass_on(sig)
         if relay is not None:
             relay.start()
         self._others.start(self.process.pid)
@@ -278,9 +305,16 @@ class RunController:
         signals (INT, TERM, HUP) go to the script's group as a shell's would, every
         other one (USR1, ALRM ...) to the script's process only, as ``kill PID`` does
         (a spawned DataLoader worker at SIG_DFL would die of a USR1 meant for its parent)."""
+        now = time.monotonic()
+        last, self._last_forward = self._last_forward, (sig, now)
+        if last is not None and last[0] == sig and now - last[1] < REPEAT_WINDOW_S:
+            return  # one signal sent twice at once (see REPEAT_WINDOW_S): python gets it once
         if self.process is None:  # not started yet: it gets it as soon as it is
             self._early.append(sig)
             return
+        self._pass_on(sig)
+
+    def _pass_on(self, sig: int) -> None:
         if sig in TERMINAL_SIGNALS and not self._own_group:
             return  # the terminal sent it to the child already
         if sig in JOB_SIGNALS:
@@ -322,7 +356,7 @@ class RunController:
         assert self.process is not None
         while True:
             try:
-                code = self._terminal.wait(self.process) if self._terminal is not None else self.process.wait()
+                code = self._terminal.wait(self.process) if self._terminal is not None else wait_awake(self.process)
                 break
             except KeyboardInterrupt:  # pragma: no cover - parent got Ctrl-C outside handlers
                 continue

@@ -19,7 +19,12 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import time
 from collections.abc import Callable
+
+POLL_S = 0.05
+"""How often :meth:`ForegroundTerminal.wait` looks at the script: a signal for mpsprof that
+the kernel handed to another of its threads is passed on within this."""
 
 
 def tui_possible() -> bool:
@@ -93,9 +98,13 @@ class ForegroundTerminal:
         try:
             while True:
                 try:
-                    _, status = os.waitpid(proc.pid, os.WUNTRACED)
+                    # not blocking: our signal handlers run between the polls (see child.wait_awake)
+                    pid, status = os.waitpid(proc.pid, os.WUNTRACED | os.WNOHANG)
                 except ChildProcessError:  # reaped by Popen.poll() on another thread
                     return proc.wait()
+                if pid == 0:
+                    time.sleep(POLL_S)
+                    continue
                 if os.WIFSTOPPED(status):
                     self._stopped(proc.pid)
                     continue

@@ -16,6 +16,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from helpers import child_env, read_events
 
 HANDLES = r'''
@@ -197,3 +199,86 @@ def test_setsid_works_and_a_group_signal_arrives_once_away_from_a_terminal(tmp_p
     assert "setsid ok" in plain[1] and "TERM 1" in plain[1], plain
     assert profiled[1] == plain[1], profiled[2][-3000:]
     assert profiled[0] == plain[0] == 0
+
+
+COUNTS_TERM = r'''
+import os, signal, sys, time
+got = []
+signal.signal(signal.SIGTERM, lambda s, f: got.append(s))
+print("ready", os.getpid(), flush=True)
+deadline = time.monotonic() + 20
+while not got and time.monotonic() < deadline:
+    time.sleep(0.01)
+time.sleep(0.5)  # a checkpoint; a second SIGTERM meanwhile would count
+print("TERM", len(got), flush=True)
+'''
+
+
+def _started(cmd: list[str]) -> subprocess.Popen[bytes]:
+    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env=child_env(), bufsize=0, start_new_session=True)
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    assert line.startswith(b"ready"), (line, proc.communicate(timeout=30))
+    return proc
+
+
+def test_a_signal_sent_to_mpsprof_and_to_its_group_at_once_reaches_the_script_once(tmp_path: Path) -> None:
+    """GNU ``timeout`` signals its command and then its own process group: mpsprof got the
+    signal twice and passed on both, and a script that takes a second SIGTERM for "abort now"
+    skipped its checkpoint (seen with ``timeout -s TERM 4 mpsprof run ...``); python gets it
+    once (the kernel merges a pending signal). Sent 5 ms apart here, so that mpsprof handles
+    them one by one, as it did with ``timeout``'s."""
+    script = tmp_path / "counts.py"
+    script.write_text(COUNTS_TERM)
+    proc = _started(_cmd(True, tmp_path / "run", script))
+    proc.send_signal(signal.SIGTERM)
+    time.sleep(0.005)
+    os.killpg(proc.pid, signal.SIGTERM)
+    out, err = proc.communicate(timeout=60)
+    assert out.decode() == "TERM 1\n", err.decode()[-2000:]
+    assert proc.returncode == 0
+
+
+def _tgkill(pid: int, tid: int, sig: int) -> None:
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    sys_tgkill = {"x86_64": 234, "aarch64": 131}[os.uname().machine]
+    assert libc.syscall(sys_tgkill, pid, tid, sig) == 0, ctypes.get_errno()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux") or os.uname().machine not in ("x86_64", "aarch64"),
+                    reason="tgkill: Linux x86-64 / arm64")
+def test_a_signal_the_kernel_hands_to_another_thread_of_mpsprof_is_passed_on_at_once(tmp_path: Path) -> None:
+    """The kernel hands a signal for a process to any of its threads. Python runs the
+    handler in the main thread, which sat blocked in ``waitpid()`` until the script ended:
+    ``timeout -s TERM`` was lost 2 times in 26 and the training ran on for ten minutes. Here
+    the signal goes to one of mpsprof's other threads on purpose (``tgkill``)."""
+    script = tmp_path / "counts.py"
+    script.write_text(COUNTS_TERM)
+    proc = _started(_cmd(True, tmp_path / "run", script))
+    others = [int(t) for t in os.listdir(f"/proc/{proc.pid}/task") if int(t) != proc.pid]
+    assert others, "mpsprof runs threads beside its main one"
+    t0 = time.monotonic()
+    _tgkill(proc.pid, others[0], signal.SIGTERM)
+    out, err = proc.communicate(timeout=30)
+    assert out.decode() == "TERM 1\n" and proc.returncode == 0, err.decode()[-2000:]
+    assert time.monotonic() - t0 < 10  # passed on at once, not when the script gave up waiting (20 s)
+
+
+def test_a_signal_before_the_script_starts_reaches_it_when_it_does(tmp_path: Path) -> None:
+    """A signal that comes while mpsprof is starting the script is passed on once the script
+    exists, as if it came a moment later under python (here: before the script's handler, so
+    it dies of it); the repeat filter above must not swallow it then."""
+    from mpsprofiler.launcher.child import RunController, RunSpec
+    from mpsprofiler.session.session import Session
+
+    script = tmp_path / "counts.py"
+    script.write_text(COUNTS_TERM)
+    controller = RunController(RunSpec(target=str(script)), Session().feed_many)
+    controller.forward_signal(signal.SIGTERM)
+    controller.start()
+    t0 = time.monotonic()
+    assert controller.wait() == -signal.SIGTERM
+    assert time.monotonic() - t0 < 15
