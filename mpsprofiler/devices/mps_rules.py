@@ -156,6 +156,31 @@ def needs_low(high: float, unified: bool = True) -> bool:
         validate_watermarks(high, paired_low(high), unified) is None
 
 
+FALLBACK = "PYTORCH_ENABLE_MPS_FALLBACK"
+STOI_PREFIX = re.compile(r"\s*[+-]?\d")
+"""What ``std::stoi`` can read a number from: optional blanks, a sign, a digit."""
+
+
+def fallback_aborts(raw: str | None) -> bool:
+    """``import torch`` aborts on a Mac with this value of the fallback switch.
+
+    ``aten/src/ATen/mps/MPSFallback.mm`` reads it with ``std::stoi`` when torch registers
+    its MPS fallback, as torch loads; text that does not begin with a number (``true``,
+    ``yes``, an empty value) throws ``std::invalid_argument`` there, which ends the process."""
+    return raw is not None and STOI_PREFIX.match(raw) is None
+
+
+def watermark_fix(env: dict[str, str], unified: bool = True) -> dict[str, str] | None:
+    """The pair to set instead of ratios torch refuses (:func:`validate_env`): the high ratio
+    as given (2.0 where it is above torch's bound) with its low ratio; None where accepted."""
+    if validate_env(env, unified) is None:
+        return None
+    high, _ = ratios_in_force(env, unified)
+    if not 0.0 <= high <= HIGH_WATERMARK_UPPER_BOUND:
+        high = HIGH_WATERMARK_UPPER_BOUND if high > 0 else DEFAULT_HIGH_WATERMARK
+    return watermark_pair(high)
+
+
 def watermark_pair(high: float) -> dict[str, str]:
     """The environment for a suggested cap: always both variables, low <= high."""
     return {HIGH: _num(high), LOW: _num(paired_low(high))}

@@ -17,6 +17,7 @@ from ..devices.mps_rules import (
     DEFAULT_LOW_WATERMARK_UNIFIED,
     HIGH_WATERMARK_UPPER_BOUND,
     STRTOD_NUMBER,
+    fallback_aborts,
     paired_low,
     strtod,
     validate_watermarks,
@@ -113,7 +114,7 @@ def check_mps_fallback(env: EnvFields) -> Check:
     if value == "0":
         return Check("mps_fallback", title, "info",
                      f"{FALLBACK}=0: unsupported ops raise NotImplementedError." + when)
-    if re.match(r"[+-]?\d", value):
+    if not fallback_aborts(raw):
         return Check("mps_fallback", title, "warn", f"{FALLBACK}={raw!r} is not '0' or '1'; torch "
                      "treats any non-zero integer as on." + when, fix)
     return Check("mps_fallback", title, "fail", f"{FALLBACK}={raw!r} is not valid (only '0' and '1' "

@@ -414,7 +414,8 @@ def test_every_shipped_rule_is_triggered_by_a_test():
     loader = {"dataloader-batch-indexing", "dataloader-cpu-contention", "dataloader-handoff"}  # tests/e2e/test_loader_advice.py
     place = {"other-programs-busy"}  # tests/e2e/test_advice_place.py
     others = {"memory-taken-by-others"}  # tests/tui/test_flicker.py
-    assert ids == set(CLI_RULES) | set(SYNTHETIC) | {"tensor-leak"} | leak_sites | loader | place | others
+    mac_env = {"mac-watermark-refused", "mac-fallback-aborts"}  # tests/e2e/test_mac_env.py
+    assert ids == set(CLI_RULES) | set(SYNTHETIC) | {"tensor-leak"} | leak_sites | loader | place | others | mac_env
 
 
 def test_rule_files_load_cleanly_with_reasons_for_their_thresholds():

@@ -12,7 +12,16 @@ import re
 from typing import Any
 
 from ...devices.mps import DEFAULT_HIGH_WATERMARK_UNIFIED, high_watermark_ratio
-from ...devices.mps_rules import HIGH_WATERMARK_UPPER_BOUND, paired_low
+from ...devices.mps_rules import (
+    FALLBACK,
+    HIGH,
+    HIGH_WATERMARK_UPPER_BOUND,
+    LOW,
+    fallback_aborts,
+    paired_low,
+    validate_env,
+    watermark_fix,
+)
 from ...environment import mps_min_macos_for
 from ...session.session import Session
 from .registry import analyzer
@@ -42,7 +51,9 @@ def _version_tuple(text: str | None) -> tuple[int, ...]:
 
 ENVIRONMENT_FACTS: tuple[str, ...] = (
     "apple_silicon", "cuda_available", "default_watermark_ratio", "fallback_env_set", "intel_mac",
-    "is_macos", "machine", "macos_too_old", "macos_version", "mps_available", "mps_built", "mps_min_macos",
+    "is_macos", "mac_fallback_invalid", "mac_watermark_error", "mac_watermark_fix", "mac_watermark_fix_high",
+    "mac_watermark_fix_low", "mac_watermark_set", "machine",
+    "macos_too_old", "macos_version", "mps_available", "mps_built", "mps_min_macos",
     "mps_unavailable_cause", "pin_memory_on_mps", "python_version", "rosetta", "suggested_low_watermark_ratio",
     "suggested_watermark_ratio",
     "torch_version", "watermark_cap", "watermark_floor_ratio", "watermark_peak_ratio", "watermark_ratio",
@@ -80,6 +91,7 @@ def environment_facts(session: Session) -> dict[str, Any]:
         "fallback_env_set": str(pyenv.get("PYTORCH_ENABLE_MPS_FALLBACK", "")).strip() == "1",
     }
     facts["mps_unavailable_cause"] = _why_no_mps(facts)
+    facts.update(_refused_on_a_mac(pyenv))
     facts.update(_watermark(pyenv, _peak_ratio(session)))
     facts["pin_memory_on_mps"] = _pin_memory_on_mps(session)
     return facts
@@ -87,6 +99,25 @@ def environment_facts(session: Session) -> dict[str, Any]:
 
 MPS_UNAVAILABLE_CAUSES = ("rosetta", "intel_mac", "not_built", "macos_too_old", "no_device")
 """Why a Mac has no MPS, as a name: the rule files say it in words (``phrases:``)."""
+
+
+def _refused_on_a_mac(pyenv: dict[str, Any]) -> dict[str, Any]:
+    """MPS variables of this run's environment that torch on a Mac would refuse: the
+    watermark pair (``RuntimeError`` at the first MPS allocation, :func:`validate_env`) and
+    a fallback switch ``std::stoi`` cannot read (``import torch`` aborts). A run elsewhere
+    never reads them, so the run went fine, and the same shell on a Mac would not."""
+    env = {k: str(v) for k, v in pyenv.items() if k in (HIGH, LOW, FALLBACK)}
+    error = validate_env(env) if HIGH in env or LOW in env else None
+    pair = watermark_fix(env) if error else None
+    fallback = env.get(FALLBACK)
+    return {
+        "mac_watermark_error": error,
+        "mac_watermark_set": " ".join(f"{k}={env[k]}" for k in (HIGH, LOW) if k in env) or None,
+        "mac_watermark_fix": " ".join(f"{k}={v}" for k, v in pair.items()) if pair else None,
+        "mac_watermark_fix_high": pair[HIGH] if pair else None,
+        "mac_watermark_fix_low": pair[LOW] if pair else None,
+        "mac_fallback_invalid": fallback if fallback_aborts(fallback) else None,
+    }
 
 
 def _why_no_mps(f: dict[str, Any]) -> str | None:

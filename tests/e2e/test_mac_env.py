@@ -1,0 +1,65 @@
+"""A run elsewhere with the MPS variables a Mac would refuse: the run itself went fine
+(nothing but torch's MPS backend reads them), so the findings are predictions, encoded from
+torch's sources: ``setHighWatermarkRatio`` / ``setLowWatermarkRatio`` in
+aten/src/ATen/mps/MPSAllocator.mm (0 <= high <= 2, 0 <= low <= high; the low default on
+Apple silicon is 1.4) and ``std::stoi`` of PYTORCH_ENABLE_MPS_FALLBACK in
+aten/src/ATen/mps/MPSFallback.mm (``import torch`` aborts on text that is no number)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from helpers import REPO, child_env, mpsprof_cli, read_summary
+from mpsprofiler.devices.mps_rules import (
+    FALLBACK,
+    HIGH,
+    LOW,
+    fallback_aborts,
+    validate_env,
+    validate_watermarks,
+    watermark_fix,
+)
+
+SCRIPT = REPO / "tests" / "scripts" / "exits.py"  # no torch needed: the variables are the run's
+
+
+def test_the_fallback_switch_aborts_where_stoi_reads_no_number() -> None:
+    for raw in ("true", "yes", "", " on", "x1"):
+        assert fallback_aborts(raw), raw
+    for raw in ("1", "0", " 1", "+1", "-0", "1.0", "2", "1abc"):  # stoi reads a leading number
+        assert not fallback_aborts(raw), raw
+    assert not fallback_aborts(None)
+
+
+def test_the_fix_for_a_refused_pair_is_a_pair_torch_accepts() -> None:
+    for env in ({HIGH: "0.5"}, {HIGH: "1.2"}, {HIGH: "2.5"}, {HIGH: "1.0", LOW: "1.2"}, {LOW: "1.9"}):
+        assert validate_env(env) is not None, env
+        pair = watermark_fix(env)
+        assert pair is not None and validate_env(pair) is None and validate_env(pair, unified=False) is None, pair
+        assert float(pair[LOW]) <= float(pair[HIGH]) <= 2.0, pair
+    assert watermark_fix({HIGH: "0.5"}) == {HIGH: "0.5", LOW: "0.4"}
+    assert watermark_fix({HIGH: "1.0", LOW: "0.8"}) is None
+    assert validate_watermarks(0.5, None) == "invalid low watermark ratio 1.4"
+
+
+def _findings(tmp_path: Path, name: str, **env: str) -> dict[str, dict[str, str]]:
+    run = tmp_path / name
+    proc = mpsprof_cli("run", "--headless", "-o", str(run), str(SCRIPT), "0", env=child_env(**env))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return {f["rule"]: f for f in read_summary(run)["findings"]}
+
+
+@pytest.mark.slow
+def test_a_shell_a_mac_would_refuse_is_said_and_a_valid_one_is_not(tmp_path: Path) -> None:
+    found = _findings(tmp_path, "refused", **{HIGH: "0.5", FALLBACK: "true"})
+    water = found["mac-watermark-refused"]
+    assert "invalid low watermark ratio 1.4" in water["title"], water
+    assert 'os.environ["PYTORCH_MPS_HIGH_WATERMARK_RATIO"] = "0.5"' in water["fix"]
+    assert 'os.environ["PYTORCH_MPS_LOW_WATERMARK_RATIO"] = "0.4"' in water["fix"]
+    assert f"{HIGH}=0.5 {LOW}=0.4 python train.py" in water["fix"]
+    fallback = found["mac-fallback-aborts"]
+    assert "PYTORCH_ENABLE_MPS_FALLBACK=true" in fallback["title"] and '"1"' in fallback["fix"], fallback
+    clean = _findings(tmp_path, "accepted", **{HIGH: "1.0", LOW: "0.8", FALLBACK: "1"})
+    assert not {"mac-watermark-refused", "mac-fallback-aborts"} & set(clean), sorted(clean)
