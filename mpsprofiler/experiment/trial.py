@@ -35,12 +35,16 @@ Progress = Callable[[str], None]
 LOSS = re.compile(
     r"(?<![A-Za-z0-9_])(?:[A-Za-z0-9]+_)*loss(?![A-Za-z0-9])"  # loss, Loss, train_loss; not lossy, not glosses
     r"""['"]?\s*[:=]?\s*(?:tensor\()?"""  # 'loss': (a dict), loss= (tqdm's postfix), loss: tensor(
-    r"([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)",
+    r"""(?P<quote>['"]?)"""  # '0.53': transformers 5 logs the values as strings
+    r"(?P<value>[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)(?P=quote)",
     re.IGNORECASE,
 )
 """A printed loss value. Formats seen in training scripts: ``loss: 0.53``, ``Loss 0.53``,
 ``loss=0.53`` (tqdm's postfix ``..., loss=0.53]``), ``{'loss': 0.53}`` (a dict printed, as
-the HF Trainer logs), ``train_loss 0.53``, ``"loss": 0.53`` (JSON lines), ``loss: tensor(0.53)``."""
+the HF Trainer logs up to transformers 4), ``{'loss': '0.53'}`` (transformers 5 formats the
+logged values as strings before printing them), ``train_loss 0.53``, ``"loss": 0.53`` (JSON
+lines), ``loss: tensor(0.53)``. A quote before the number must close after it, so a quoted
+string that merely starts with digits (``'loss': '3rd'``) is no value."""
 MAX_LOSSES = 2000
 OK = ("cut", "finished")
 LOSS_TOLERANCE = 0.05
@@ -374,7 +378,7 @@ def parse_losses(text: str) -> list[float]:
     out = []
     for match in LOSS.finditer(text):
         try:
-            out.append(float(match.group(1)))
+            out.append(float(match.group("value")))
         except ValueError:
             continue
         if len(out) >= MAX_LOSSES:
