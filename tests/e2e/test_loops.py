@@ -209,6 +209,17 @@ def test_hogwild_trainers_in_child_processes_are_reported_as_not_observed(tmp_pa
 
 
 @pytest.mark.slow
+def test_a_pool_of_helpers_beside_a_main_process_that_trains_is_no_unobserved_training(tmp_path):
+    """Before: a spawn Pool scoring the checkpoints the main process trained warned of
+    "Training in 2 child processes was not observed" and told of Hogwild."""
+    proc, summary, _ = mpsprof_run(tmp_path, "pool_scoring.py")
+    assert "scored 3" in proc.stdout
+    assert summary["steps"]["count"] == 30 and summary["steps"]["mode"] == "optimizer"
+    assert "unobserved-child-processes" not in {f["rule"] for f in summary["findings"]}
+    assert "child processes was not observed" not in proc.stderr
+
+
+@pytest.mark.slow
 def test_dataloader_workers_are_not_child_processes_of_the_script(tmp_path):
     run_dir = tmp_path / "run"
     proc = mpsprof_cli("run", "--headless", "-o", str(run_dir),

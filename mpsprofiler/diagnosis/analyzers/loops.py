@@ -1,7 +1,10 @@
 """Facts about the training loop itself: what counted its steps, and what was not seen.
 
 A run whose training happens in processes the script started (Hogwild) is reported as
-the parent's work only unless the run says so. A run whose steps nobody counted (no optimizer step, no backward pass, no DataLoader
+the parent's work only unless the run says so. The parent's own training steps tell the
+two apart: Hogwild's parent starts the trainers and waits (no optimizer step, no backward
+pass of its own), while a parent that trains beside a pool of helpers (checkpoint scoring,
+preprocessing) has its training in the run and nothing to warn about. A run whose steps nobody counted (no optimizer step, no backward pass, no DataLoader
 batch, no ``mpsprofiler.step()``) has no step figures, no op accounting and therefore
 almost no findings; saying "no findings" there would be wrong, so these facts let a rule
 say what happened and give the one-line fix.
@@ -17,10 +20,20 @@ from .common import rounded
 from .registry import analyzer
 
 LOOP_FACTS: tuple[str, ...] = (
-    "child_processes", "child_start_methods", "child_targets", "run_ended", "run_s", "step_count", "step_signal",
-    "step_signal_words", "torch_imported",
+    "child_processes", "child_start_methods", "child_targets", "main_training_steps", "run_ended", "run_s",
+    "step_count", "step_signal", "step_signal_words", "torch_imported",
 )
 """Every fact the ``loops`` analyzer may return (declared: no other analyzer may provide one)."""
+
+TRAINING_SIGNALS = frozenset({"optimizer", "backward", "manual"})
+"""Step modes that mean the main process trained: DataLoader batches alone may be an
+evaluation pass (Hogwild's parent tests the model its children trained)."""
+
+
+def main_training_steps(mode: str | None, count: int) -> int:
+    """The steps the main process trained itself: counted by an optimizer, a backward pass
+    or ``mpsprofiler.step()``; 0 for DataLoader batches only, or no signal."""
+    return count if mode in TRAINING_SIGNALS else 0
 
 
 @analyzer("loops", provides=LOOP_FACTS)
@@ -36,6 +49,7 @@ def loop_facts(session: Session) -> dict[str, Any]:
         "step_signal": steps.mode,
         "step_signal_words": signal_words(steps.mode),
         "step_count": steps.count,
+        "main_training_steps": main_training_steps(steps.mode, steps.count),
         "run_s": rounded(run_s, 3),
         # False while a live run goes on: "no step yet" is no finding before the end (the
         # import of torch alone can take 3 s, long before the first step)
