@@ -106,7 +106,7 @@ _case("over_cpus", _advise("waiting", _fig(30.0, 40.0, cpu_ms=1.0), cores=2, log
 _case("cpu_fits", _advise("cpu", _fig(30.0, 40.0, cpu_ms=1.0), cores=2), "with 25% to spare); this machine has")
 _case("cpu_short", _advise("cpu", _fig(30.0, 40.0, cpu_ms=1.0), cores=None), "more workers than reach that only take turns")
 _case("ipc", _advise("ipc", _fig(3.0, 20.0, cpu_ms=3.0)), "µs per sample")
-_case("ipc_workers", _advise("ipc", _fig(3.0, 20.0, cpu_ms=3.0), workers=2), "taking the batch in from a worker")
+_case("ipc_workers", _advise("ipc", _fig(3.0, 20.0, cpu_ms=3.0), workers=2), "With 2 workers the training waited")
 _case("handoff", _advise("handoff", _fig(3.0, 20.0, cpu_ms=3.0)), "each tensor's shared memory is handed over")
 _case("contention", _advise("contention", _fig(3.0, 20.0, cpu_ms=0.5, machine_busy=0.97, wait_runq=2.0 * 40 / 1e3)),
       "ready to run but waiting for a free CPU core")
@@ -160,6 +160,13 @@ def test_plurals_and_kinds_of_core_come_from_the_rule_file() -> None:
     assert f"so {many['num_workers_needed']} workers keep up" in reason_text(many)
     single = _advise("unknown", _fig(30.0, 40.0), cores=2)
     assert "no more than the 1 physical core free." in reason_text(single)
+
+
+def test_one_worker_is_one_worker_in_the_evidence_and_the_reason() -> None:
+    """Before: "Each of the 1 workers takes ..." and "With 1 worker workers the training waited"."""
+    one = _advise("ipc", _fig(3.0, 20.0, cpu_ms=3.0), workers=1)
+    assert reason_text(one).startswith("With 1 worker the training waited"), reason_text(one)
+    assert figures_text(one).startswith("The one worker takes about"), figures_text(one)
 
 
 def test_a_changed_rule_file_changes_the_advice(tmp_path: Path) -> None:
@@ -234,6 +241,9 @@ FIGURES: list[tuple[dict[str, Any], str]] = [
      "Loading one batch of 32 samples takes 30.0 ms in the training process."),
     (_advise("ipc", _fig(3.0, 20.0, cpu_ms=3.0), workers=2),
      "Each of the 2 workers takes about 40.0 ms per batch. The workers keep up: the wait is taking their batches in."),
+    # one worker is no "Each of the 1 workers" (seen on an HF Trainer with dataloader_num_workers=1)
+    (_advise("waiting", _fig(60.0, 40.0, cpu_ms=2.0), workers=1),
+     "The one worker takes about 40.0 ms per batch. The loading is mostly waiting (I/O, sleep)."),
     (_advise("handoff", _fig(3.0, 20.0, cpu_ms=3.0)),
      "Loading one batch of 32 samples takes 3.0 ms in the training process, 3.0 ms of it CPU work. The loading is "
      "about as cheap in the training process as taking the batch in from a worker."),
