@@ -135,8 +135,22 @@ def parse_settings(items: list[str], environ: Mapping[str, str] | None = None) -
     return out
 
 
-AUTO_LOW_NOTE = "added by mpsprof: torch refuses a low watermark ratio above the high one"
+WATERMARK_WHY = "torch refuses a low watermark ratio above the high one"
+AUTO_LOW_NOTE = f"added by mpsprof: {WATERMARK_WHY}"
 """How reports mark the low ratio :func:`parse_settings` adds to a high one given alone."""
+REPLACED_LOW_NOTE = "replaced by mpsprof, your shell had {shell}: " + WATERMARK_WHY
+"""The same, where the shell had a low ratio of its own (``{shell}``) that the run did not get."""
+SHELL_NOTE = "your shell had {shell}"
+"""A variable ``--set`` gave that the shell had set to another value."""
+
+
+def shell_replaced(settings: Mapping[str, Any], environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The shell's values of the variables the run gets another value of from ``--set``
+    (asked, or the low ratio :func:`parse_settings` paired): a report must not call a
+    value "added" where it took the place of the user's own."""
+    inherited = os.environ if environ is None else environ
+    env = settings.get("env") or {}
+    return {name: inherited[name] for name, value in env.items() if name in inherited and inherited[name] != value}
 
 
 def _pair_watermarks(env: dict[str, str], inherited: Mapping[str, str]) -> None:

@@ -48,6 +48,9 @@ class RunFields(TypedDict, total=False):
     mpsprof: str
     settings: list[str]
     """``--set`` changes as the user wrote them (absent without any)."""
+    settings_replaced: dict[str, str]
+    """Name -> the shell's value of each variable ``--set`` gave another value
+    (``settings.shell_replaced``; absent where none)."""
     max_steps: int
     max_seconds: float
     env_digest: dict[str, str]

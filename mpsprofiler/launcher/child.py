@@ -400,9 +400,12 @@ def _experiment_fields(options: ProbeOptions) -> RunFields:
     """What ``--set`` / ``--max-steps`` asked for: the run's record says what differed."""
     out: RunFields = {}
     if options.settings:
-        from ..settings import describe
+        from ..settings import describe, shell_replaced
 
         out["settings"] = describe(dict(options.settings))
+        replaced = shell_replaced(dict(options.settings))
+        if replaced:
+            out["settings_replaced"] = replaced
     if options.max_steps:
         out["max_steps"] = options.max_steps
     if options.max_seconds:

@@ -42,26 +42,38 @@ def change_lines(summary: Summary) -> list[str]:
     raw = changes.get("asked")
     asked_all = [str(a) for a in raw] if isinstance(raw, list) else []
     asked = [a for a in asked_all if a.startswith("env.")]
-    lines.extend(f"environment: {a[4:]}{_auto_note(a, asked)}" for a in asked)
+    raw_replaced = changes.get("replaced")
+    replaced = {str(k): str(v) for k, v in raw_replaced.items()} if isinstance(raw_replaced, dict) else {}
+    lines.extend(f"environment: {a[4:]}{_env_note(a, asked, replaced)}" for a in asked)
     if not lines and asked_all:
         lines.append("asked " + ", ".join(asked_all) + ": nothing it applies to was created")
     return lines
 
 
-def _auto_note(item: str, asked: list[str]) -> str:
-    """The low watermark ratio ``--set`` pairs with a high one given alone says so."""
+def _env_note(item: str, asked: list[str], replaced: dict[str, str]) -> str:
+    """The low watermark ratio ``--set`` pairs with a high one given alone says so, and
+    whether it was added or took the place of the shell's own; any other variable the
+    shell had set otherwise says the shell's value."""
+    from ..settings import AUTO_LOW_NOTE, REPLACED_LOW_NOTE, SHELL_NOTE
+
+    shell = replaced.get(item[4:].split("=", 1)[0])
+    if _paired_low(item, asked):
+        return f" ({REPLACED_LOW_NOTE.format(shell=shell) if shell is not None else AUTO_LOW_NOTE})"
+    return f" ({SHELL_NOTE.format(shell=shell)})" if shell is not None else ""
+
+
+def _paired_low(item: str, asked: list[str]) -> bool:
+    """Is ``item`` the low ratio :func:`~mpsprofiler.settings.parse_settings` pairs with
+    the high one asked alone?"""
     from ..devices.mps_rules import HIGH, LOW, needs_low, paired_low
-    from ..settings import AUTO_LOW_NOTE
 
     if not item.startswith(f"env.{LOW}="):
-        return ""
+        return False
     high = next((a.split("=", 1)[1] for a in asked if a.startswith(f"env.{HIGH}=")), None)
     try:
-        if high is None or not needs_low(float(high)) or float(item.split("=", 1)[1]) != paired_low(float(high)):
-            return ""
+        return high is not None and needs_low(float(high)) and float(item.split("=", 1)[1]) == paired_low(float(high))
     except ValueError:
-        return ""
-    return f" ({AUTO_LOW_NOTE})"
+        return False
 
 
 def _value(value: Any) -> str:

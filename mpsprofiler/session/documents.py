@@ -110,12 +110,18 @@ class SkippedDoc(TypedDict):
     reason: str
 
 
-class ChangesDoc(TypedDict):
-    """``changes``: what ``--set`` asked for, what it changed, what it could not."""
-
+class _ChangesRequired(TypedDict):
     asked: list[str]
     applied: list[AppliedDoc]
     skipped: list[SkippedDoc]
+
+
+class ChangesDoc(_ChangesRequired, total=False):
+    """``changes``: what ``--set`` asked for, what it changed, what it could not."""
+
+    replaced: dict[str, str]
+    """Variable -> the shell's value that an ``env.`` setting took the place of (absent
+    where none)."""
 
 
 class RankRow(TypedDict):

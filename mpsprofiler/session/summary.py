@@ -120,7 +120,11 @@ def changes(session: Session) -> ChangesDoc | None:
             if isinstance(item, dict):
                 skipped.append({"target": target, "setting": str(item.get("setting", "")),
                                 "reason": str(item.get("reason", ""))})
-    return {"asked": [str(a) for a in asked], "applied": applied, "skipped": skipped}
+    doc: ChangesDoc = {"asked": [str(a) for a in asked], "applied": applied, "skipped": skipped}
+    replaced = session.run.get("settings_replaced")
+    if isinstance(replaced, dict) and replaced:
+        doc["replaced"] = {str(k): str(v) for k, v in replaced.items()}
+    return doc
 
 
 def rank_rows(session: Session) -> list[RankRow]:
