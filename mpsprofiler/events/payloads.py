@@ -109,7 +109,7 @@ class ModelFields(Tagged, total=False):
     default_dtype: str | None
     """``torch.get_default_dtype()`` at the first step, without ``torch.`` (float32 unless set)."""
     framework: str | None
-    """lightning, transformers Trainer, accelerate (probe/frameworks.py), None: plain torch."""
+    """lightning, lightning fabric, transformers Trainer, accelerate (probe/frameworks.py), None: plain torch."""
     fetched_ahead: int
     """DataLoader batches fetched before the first optimizer step, not counted as steps."""
 

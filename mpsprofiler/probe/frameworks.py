@@ -14,15 +14,17 @@ from collections.abc import Iterator
 from types import FrameType
 from typing import Any
 
-FRAMEWORKS = ("lightning", "transformers Trainer", "accelerate")
+FRAMEWORKS = ("lightning", "lightning fabric", "transformers Trainer", "accelerate")
 """The names the ``framework`` fact takes (rules match on them)."""
 
 MAX_FRAMES = 200
 
 
 def _framework_of(module: str) -> str | None:
-    if module.startswith(("lightning.pytorch", "pytorch_lightning", "lightning.fabric", "lightning_fabric")):
+    if module.startswith(("lightning.pytorch", "pytorch_lightning")):
         return "lightning"
+    if module.startswith(("lightning.fabric", "lightning_fabric")):  # no Trainer: the script's own loop
+        return "lightning fabric"
     if module.startswith("transformers.trainer"):
         return "transformers Trainer"
     if module == "accelerate" or module.startswith("accelerate."):

@@ -26,7 +26,8 @@ SIGNALS = {
 """What counted the steps (the probe's step mode), in words for every view."""
 
 
-FRAMEWORK_WORDS = {"lightning": " of a Lightning Trainer", "transformers Trainer": " of a Hugging Face Trainer",
+FRAMEWORK_WORDS = {"lightning": " of a Lightning Trainer", "lightning fabric": " through Lightning Fabric",
+                   "transformers Trainer": " of a Hugging Face Trainer",
                    "accelerate": " through accelerate"}
 """The ``framework`` fact's values (probe/frameworks.py) as the step counts name them."""
 

@@ -28,7 +28,7 @@ from ...session.session import Session
 from .dataloader import dataloader_facts
 from .registry import analyzer
 
-FRAMEWORKS = ("lightning", "transformers Trainer", "accelerate")
+FRAMEWORKS = ("lightning", "lightning fabric", "transformers Trainer", "accelerate")
 
 FRAMEWORK_FACTS: tuple[str, ...] = ("framework", "framework_loader_fix")
 """Every fact the ``framework`` analyzer may return (declared: no other analyzer may provide one)."""
@@ -36,6 +36,7 @@ FRAMEWORK_FACTS: tuple[str, ...] = ("framework", "framework_loader_fix")
 TRAINER_DOCS = "https://huggingface.co/docs/transformers/main_classes/trainer#transformers.TrainingArguments"
 LIGHTNING_DOCS = "https://lightning.ai/docs/pytorch/stable/data/datamodule.html"
 ACCELERATE_SOURCE = "https://github.com/huggingface/accelerate/blob/main/src/accelerate/data_loader.py"
+FABRIC_DOCS = "https://lightning.ai/docs/fabric/stable/api/fabric_methods.html#setup-dataloaders"
 
 
 @analyzer("framework", provides=FRAMEWORK_FACTS)
@@ -96,12 +97,26 @@ def loader_fix(framework: str, workers: int, prefetch: int, device_kind: str | N
             f"                      persistent_workers=True, prefetch_factor={prefetch})\n"
             "```\n"
         )
+    if framework == "lightning fabric":
+        return _fabric_fix(rewritten)
     where = "that line, before `prepare`" if rewritten else "change that `DataLoader(...)`, before `prepare`"
     return (
         "`accelerator.prepare(loader)` builds its loader from the arguments of the DataLoader "
         "you hand it (num_workers, prefetch_factor, persistent_workers, pin_memory are kept): "
         f"{where}. accelerate's own one-batch look-ahead "
         f"(to know the last batch) does not load in the background (<{ACCELERATE_SOURCE}>).\n"
+    )
+
+
+def _fabric_fix(rewritten: bool) -> str:
+    """Fabric has no Trainer hooks: the script's own loop iterates the loader it passed to
+    ``fabric.setup_dataloaders``, which keeps that DataLoader's arguments (it may swap the
+    sampler for a distributed one and moves the batches to the device)."""
+    where = "that line, before `setup_dataloaders`" if rewritten else (
+        "change that `DataLoader(...)`, before `setup_dataloaders`")
+    return (
+        "`fabric.setup_dataloaders(loader)` wraps the DataLoader you pass it and keeps its arguments "
+        f"(num_workers, prefetch_factor, persistent_workers, pin_memory): {where} (<{FABRIC_DOCS}>).\n"
     )
 
 
