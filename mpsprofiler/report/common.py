@@ -403,6 +403,17 @@ def clip(text: str, limit: int) -> str:
 
 
 # -- crash -------------------------------------------------------------------------
+def raised_at(session: Session) -> Frame | None:
+    """Where the crash was raised in the user's code: in a DataLoader worker, the line of
+    the worker's own traceback (``__getitem__``), else the innermost user frame."""
+    from ..diagnosis.analyzers.crash import worker_frame
+
+    crash = session.crash
+    if crash is None:
+        return None
+    return worker_frame(crash.message or "") or crash.user_frame
+
+
 def crash_frames(session: Session, limit: int = 12) -> list[Frame]:
     """The innermost frames of the crash, user frames marked (a traceback, shortened)."""
     if session.crash is None:

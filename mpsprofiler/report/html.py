@@ -182,7 +182,7 @@ class HtmlRenderer:
                f"<p><strong>{e(crash.type)}</strong>"
                + (f" <span class=\"sub\">({e(crash.module)})</span>" if crash.module and crash.module != "builtins" else "")
                + "</p>", f"<pre>{e(crash.message or '(no message)')}</pre>"]
-        user = crash.user_frame
+        user = common.raised_at(session)
         if user:
             out.append(f"<p>Raised in your code at <code>{e(user.get('file'))}:{e(user.get('line'))}</code> "
                        f"in <code>{e(user.get('func'))}</code></p>")

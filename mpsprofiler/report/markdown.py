@@ -227,7 +227,7 @@ class MarkdownRenderer:
         out = ["## Crash", "", f"**{escape(crash.type)}**" + (f" ({code(crash.module)})" if crash.module
                                                             and crash.module != "builtins" else ""), ""]
         out += [fenced(crash.message or "(no message)", "text"), ""]
-        user = crash.user_frame
+        user = common.raised_at(session)
         if user:
             where = f"{user.get('file')}:{user.get('line')}"
             out += [f"Raised in your code at {code(where)} "

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from helpers import mpsprof_cli
 
 USAGE_ERROR = '''import argparse
@@ -40,3 +42,27 @@ def test_sys_exit_is_an_exit_with_its_status_and_an_exception_is_a_crash(tmp_pat
     assert "FileNotFoundError: missing.csv" in stderr
     assert "raises.py: crashed (exit status 1) after" in stderr, stderr
     assert title.endswith("raises.py crashed (exit status 1)"), title
+
+
+@pytest.mark.slow
+def test_a_dataloader_workers_raise_is_named_at_its_line_not_the_loops(tmp_path: Path) -> None:
+    """torch re-raises a worker's exception in the training process, whose traceback ends at
+    ``for x, y in loader:``; the line to fix is in the worker's copied traceback
+    (``__getitem__``'s raise): the title, the fix and the report's Crash section name it."""
+    import subprocess
+    import sys
+
+    from helpers import REPO, child_env, read_summary
+
+    script = REPO / "tests" / "scripts_loader" / "worker_raises.py"
+    bare = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=child_env(), timeout=120)
+    run = tmp_path / "run"
+    proc = mpsprof_cli("run", "--headless", "-o", str(run), str(script))
+    assert proc.returncode == bare.returncode == 1, proc.stderr[-2000:]
+    lines = script.read_text().splitlines()
+    raise_line = next(i for i, t in enumerate(lines, 1) if "raise ValueError" in t)
+    (crash,) = [f for f in read_summary(run)["findings"] if f["rule"] == "crash"]
+    assert crash["title"].endswith(f"worker_raises.py:{raise_line}"), crash["title"]
+    assert f"worker_raises.py:{raise_line}`" in crash["fix"], crash["fix"]
+    report = mpsprof_cli("report", str(run), "--format", "md")
+    assert f"worker_raises.py:{raise_line}` in `__getitem__`" in report.stdout, report.stdout[-3000:]

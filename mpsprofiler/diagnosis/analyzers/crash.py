@@ -135,7 +135,7 @@ def crash_facts(session: Session) -> dict[str, Any]:
         "crash_kind_inferred": False,
         "crash_step": session.steps.last_index + 1,
     }
-    frame = user_frame(crash)
+    frame = worker_frame(message) or user_frame(crash)  # a worker's raise, not the loop's `for` line
     if frame is not None:
         facts["crash_file"] = _short_path(str(frame.get("file", "")), session.run.get("cwd"))
         facts["crash_line"] = frame.get("line")
@@ -230,11 +230,36 @@ def traced_frame(message: str) -> Frame | None:
     return {"file": m.group("file"), "line": int(m.group("line")), "func": m.group("func"), "user": True}
 
 
+_ORIGINAL = re.compile(r"^Original Traceback \(most recent call last\):\n(?P<tb>.*)", re.M | re.S)
+_TB_FILE = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>[^\n]+)\n(?:[ \t]{4,}(?P<code>\S[^\n]*))?',
+                      re.M)
+_LIBRARY = ("site-packages", "dist-packages", f"{os.sep}lib{os.sep}python")
+
+
+def worker_frame(message: str) -> Frame | None:
+    """The user's innermost frame in the traceback torch copies from a DataLoader worker
+    into the main process's exception ("Caught ValueError in DataLoader worker process 0.
+    Original Traceback ..."): the ``__getitem__`` line that raised, where the main process's
+    own traceback ends at its ``for x, y in loader:`` line."""
+    m = _ORIGINAL.search(message)
+    if not m:
+        return None
+    frames = [f for f in _TB_FILE.finditer(m.group("tb"))
+              if not f.group("file").startswith("<") and not any(part in f.group("file") for part in _LIBRARY)
+              and not is_own_file(f.group("file"))]
+    if not frames:
+        return None
+    f = frames[-1]
+    return {"file": f.group("file"), "line": int(f.group("line")), "func": f.group("func").strip(),
+            "code": (f.group("code") or "").strip(), "user": True}
+
+
 def crash_line(crash: dict[str, Any]) -> str:
     """``SyntaxError: '(' was never closed (syn.py, line 2) at /x/syn.py:2``: the crash as the
     summary prints it (the TUI's crash finding shows the same line)."""
     message = str(crash.get("message") or "")
-    where = traced_frame(message) or (crash.get("where") if isinstance(crash.get("where"), dict) else {})
+    where = traced_frame(message) or worker_frame(message) or (
+        crash.get("where") if isinstance(crash.get("where"), dict) else {})
     loc = f" at {where.get('file')}:{where.get('line')}" if where else ""
     return f"{crash.get('type')}: {excerpt(message)}{loc}"
 
