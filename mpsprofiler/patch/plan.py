@@ -18,7 +18,12 @@ from pathlib import Path
 from typing import Any
 
 from ..diagnosis.analyzers.float64_fix import default_setter
-from ..diagnosis.analyzers.framework_place import ARGUMENT_CALLS, TRAINER_LOADER_ARGUMENTS, arguments_line
+from ..diagnosis.analyzers.framework_place import (
+    ARGUMENT_CALLS,
+    TRAINER_LOADER_ARGUMENTS,
+    arguments_line,
+    command_line_fix,
+)
 from ..diagnosis.analyzers.loader_place import shared_line
 from ..diagnosis.analyzers.sync_fix import FILTER_SETTING
 from ..diagnosis.findings import Finding
@@ -218,6 +223,12 @@ def _trainer_loader(e: _Edits, file: str, line: int, changes: dict[str, str], wo
     same settings under their ``dataloader_*`` names, its other arguments as written."""
     fields = {TRAINER_LOADER_ARGUMENTS[k]: v for k, v in changes.items() if k in TRAINER_LOADER_ARGUMENTS}
     found = arguments_line(file, line)
+    cli = command_line_fix(e.session, file, fields) if found is None and fields else None
+    if cli is not None:  # HfArgumentParser: nothing in the file to edit
+        flags = cli.splitlines()[0].lstrip("# ")
+        e.fix.not_patched.append(f"not patched: the Trainer started at {e.short(file)}:{line} reads its "
+                                 f"TrainingArguments from the command line (HfArgumentParser): run it with {flags}")
+        return
     if found is None or not fields:
         e.fix.not_patched.append(f"not patched: the Trainer started at {e.short(file)}:{line} builds its loader from "
                                  f"its TrainingArguments, not found in that file; set {_args(fields or changes)} "

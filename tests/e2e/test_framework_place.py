@@ -132,3 +132,28 @@ def test_a_loader_in_train_dataloader_guards_the_scripts_run_call(tmp_path: Path
     call = _line(script, "run(parse_args())")
     assert f"`run(parse_args())` (tests/scripts_place2/loader_run_args.py:{call})" in _guard(code), code
     assert code.endswith('if __name__ == "__main__":\n    run(parse_args())'), code
+
+
+def test_a_trainer_whose_arguments_come_from_the_command_line_is_told_the_flags(tmp_path: Path) -> None:
+    """HfArgumentParser (the transformers examples' run_*.py): no ``TrainingArguments(...)``
+    call to change, so the fix was a snippet of one the user could not apply and `patch`
+    found nothing. The settings go on the recorded command line, a flag it has replaced."""
+    script = tmp_path / "run_cls.py"
+    script.write_text("from transformers import HfArgumentParser, Trainer, TrainingArguments\n"
+                      "def main():\n    (args,) = HfArgumentParser((TrainingArguments,)).parse_args_into_dataclasses()\n"
+                      "    Trainer(model=None, args=args).train()\n"
+                      'if __name__ == "__main__":\n    main()\n')
+    session = Session()
+    session.run = {"target": str(script), "cwd": str(tmp_path), "module": False,
+                   "argv": [str(script), "--output_dir", "out dir", "--dataloader_num_workers=0", "--max_steps", "40"]}
+    session.model = {"framework": "transformers Trainer"}
+    place = trainer_place(session, str(script), 4, 4)
+    assert place is not None and place["loader_where"] == "trainer_cli", place
+    code = place["loader_code"]
+    assert code.startswith("# --dataloader_num_workers 4 --dataloader_persistent_workers true\n"), code
+    command = " ".join(line.lstrip("# ").rstrip(" \\") for line in code.splitlines()[2:])
+    assert command == ("python run_cls.py --output_dir 'out dir' --dataloader_num_workers=4 --max_steps 40 "
+                       "--dataloader_persistent_workers true"), command
+    assert all(len(line) <= 80 for line in code.splitlines()), code
+    words = next(iter(load_rules([builtin_rules_dir() / "dataloader-stall.yaml"]))).phrases
+    assert "which the script reads from its command line" in phrase_for(words, place, "loader_where", ())

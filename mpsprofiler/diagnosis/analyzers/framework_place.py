@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ast
 import os
+import shlex
 from dataclasses import dataclass
 from typing import Any
 
@@ -178,6 +179,53 @@ def trainer_place(session: Session, file: str | None, line: int | None, workers:
         out["loader_where"] = "trainer_rewrite"
         out["loader_code"] = fix.code + (guard_note(session, file) if workers > 0 else "")
         return out
+    cli = command_line_fix(session, file, changes)
+    if cli is not None:  # HfArgumentParser: the arguments come from the command line
+        out["loader_where"] = "trainer_cli"
+        out["loader_code"] = cli
+        return out
     out["loader_where"] = "trainer"
     out["loader_code"] = fix.code
     return out
+
+
+def command_line_fix(session: Session, file: str | None, changes: dict[str, str]) -> str | None:
+    """A script that reads its ``TrainingArguments`` from the command line
+    (``HfArgumentParser``, as the transformers examples' ``run_*.py`` do) has no call to
+    change: the settings go on its command line (``--dataloader_num_workers 4``), the
+    recorded one with them set, as comment lines of the fix's code. None elsewhere."""
+    read = read_tree(file) if file else None
+    if read is None or "HfArgumentParser" not in read[0]:
+        return None
+    argv = [str(a) for a in session.run.get("argv") or []]
+    if not argv:
+        return None
+    args = argv[1:]
+    for name, value in changes.items():
+        flag, text = f"--{name}", value.lower() if value in ("True", "False") else value
+        at = [i for i, a in enumerate(args) if a == flag or a.startswith(flag + "=")]
+        if not at:
+            args += [flag, text]
+            continue
+        i = at[-1]
+        if args[i] == flag and i + 1 < len(args):
+            args[i + 1] = text
+        else:
+            args[i] = f"{flag}={text}"
+    flags = " ".join(f"--{name} {value.lower() if value in ('True', 'False') else value}" for name, value in changes.items())
+    script = short_path(argv[0], session.run.get("cwd"))
+    return (f"# {flags}\n# added to its command line (HfArgumentParser reads TrainingArguments there):\n"
+            + _wrapped(["python", script, *args]))
+
+
+def _wrapped(words: list[str], width: int = 76) -> str:
+    """A shell command as comment lines of at most ``width`` characters, continued with ``\\``
+    (a code block is not wrapped: the TUI cuts a long line at its edge)."""
+    lines: list[str] = []
+    line = "#  "
+    for word in (shlex.quote(w) for w in words):
+        if len(line) + 1 + len(word) > width and line != "#  ":
+            lines.append(line + " \\")
+            line = "#     "
+        line += " " + word
+    return "\n".join([*lines, line])
