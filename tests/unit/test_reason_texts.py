@@ -423,6 +423,20 @@ def _place(tmp: Path, loaders: list[dict[str, Any]], loader: dict[str, Any], tra
     return place_facts(session, loader, 2, 0, "8", None, side)  # type: ignore[arg-type]
 
 
+def _hf_cli(tmp: Path) -> dict[str, Any]:
+    """A Trainer whose TrainingArguments come from the command line (HfArgumentParser)."""
+    from types import SimpleNamespace
+
+    from mpsprofiler.diagnosis.analyzers.loader_place import place_facts
+
+    script = tmp / "hfcli.py"
+    script.write_text("from transformers import HfArgumentParser\nHfArgumentParser(()).parse_args_into_dataclasses()\n")
+    loader = {"file": str(script), "line": 2, "created": 1}
+    session = SimpleNamespace(dataloaders={0: loader}, run={"cwd": str(tmp), "argv": [str(script), "--output_dir", "o"]},
+                              model={"framework": "transformers Trainer"})
+    return place_facts(session, loader, 2, 0, "8", None)  # type: ignore[arg-type]
+
+
 def _copies(tmp: Path) -> dict[str, Any]:
     """accelerate's prepare: a training loader (line 24) and an evaluation loader (line 26),
     then a copy of each, built by the probe's count 3rd and 4th at the same lines."""
@@ -584,6 +598,8 @@ def _code_cases(tmp: Path, monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, s
          "The Trainer builds it from its `TrainingArguments`: change them (hf.py:2) to"),
         (ds, "loader_where", _loader(tmp, "gone.py", trainer=True),
          "The Trainer builds it from its `TrainingArguments`: set"),
+        (ds, "loader_where", _hf_cli(tmp), "The Trainer builds it from its `TrainingArguments`, which the script "
+                                           "reads from its command line: run it with"),
         ("ops.yaml", "float64_fix_where", f64(SimpleNamespace(file=str(tmp / "f64.py"), line=3)),
          "float64 usually comes from NumPy (`torch.from_numpy` keeps `float64`). Convert before\nmoving to the device, "
          "and keep the default dtype float32.\nThe float64 comes from f64.py:3: change that line to"),
