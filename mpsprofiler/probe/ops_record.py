@@ -32,6 +32,10 @@ from .ops_sites import (
 MAX_KEYS = 2_000  # distinct (op, module) per sampled step; the rest go to module "*"
 MAX_OPS_SENT = 300  # op entries per event, most host time first
 MAX_SYNC_WALKS = 2_000  # stack walks for syncs per sampled step
+MAX_F64_WALKS = 2_000
+"""Stack walks for float64 ops per sampled step: each is attributed to its own line (an
+(op, module)'s first call site is where that op first ran, in any dtype: ``w * 100`` on
+one line would take the float64 ``0.99 * stats`` of the next)."""
 MAX_CARRIED = 200_000  # weak references to model-derived tensors kept across sampled steps
 _SKIPPED_NAMESPACES = ("profiler::",)  # record_function markers, not work
 _SEQUENCES = (list, tuple)
@@ -214,6 +218,7 @@ class StepRecord:
         self.syncs: dict[tuple[str, str, str, str, int, str, Via | None], int] = {}
         self.f64: dict[tuple[str, str, int, str], int] = {}
         self.f64_calls = 0
+        self.f64_walks = 0
         self.bf16 = 0
         self.complex = 0
         self.walks = 0
@@ -318,7 +323,11 @@ class StepRecord:
         if flags:
             if flags & 1:
                 self.f64_calls += 1
-                site = agg.site or ("", 0)
+                site = None
+                if self.f64_walks < MAX_F64_WALKS:
+                    self.f64_walks += 1
+                    site = self._finder.site(3)
+                site = site or agg.site or ("", 0)
                 fkey = (module, site[0], site[1], name)
                 self.f64[fkey] = self.f64.get(fkey, 0) + 1
             if flags & 2:
