@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..diagnosis.analyzers.float64_fix import default_setter
+from ..diagnosis.analyzers.float64_fix import default_setter, other_maker_lines
 from ..diagnosis.analyzers.framework_place import (
     ARGUMENT_CALLS,
     TRAINER_LOADER_ARGUMENTS,
@@ -400,14 +400,17 @@ def _float64(e: _Edits, f: Finding, facts: dict[str, Any]) -> None:
         e.fix.not_patched.append("not patched: the run recorded no line that makes the float64 tensor")
         return
     made: list[int] = []
+    left: list[str] = []
 
-    def change(s: str, ln: int) -> str:
-        text, lines = cst.float32_at(s, ln)
+    def change(s: str, ln: int) -> str:  # with the other makers the finding's fix names: float32 too, or said why not
+        text, lines, refused = cst.float32_at(s, ln, other_maker_lines(s, ln))
         made.extend(lines)
+        left.extend(refused)
         return text
 
     if e.edit(file, f"float64 made float32 where it is made (for the float64 ops at line {line})", change, line):
         e.fix.changes[-1] = e.fix.changes[-1].replace(f":{e.last_line}:", ":" + ",".join(map(str, made)) + ":", 1)
+        e.fix.not_patched.extend(f"not patched: {e.short(file)}, {why}" for why in left)
 
 
 def _device(e: _Edits, f: Finding, facts: dict[str, Any]) -> None:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import REPO, Recorded, child_env, mpsprof_cli
+from tests.helpers import REPO, Recorded, child_env, mpsprof_cli, read_summary
 
 SCRIPTS = REPO / "tests" / "scripts_patch"
 
@@ -127,6 +127,32 @@ def test_float64_is_made_float32_where_it_is_made(tmp_path: Path) -> None:
     removed, added = _changed(rec.check_applies_and_runs("float64-mps", tmp_path))
     assert added == ["    model = torch.nn.Linear(16, 1).float()", "        x = torch.from_numpy(features).float()"]
     assert len(removed) == 2
+
+
+@pytest.mark.slow
+def test_float64_stats_and_the_array_they_start_from_are_both_made_float32(tmp_path: Path) -> None:
+    """float64_stats.py keeps float64 running stats: ``torch.from_numpy(np.zeros(16))`` before
+    the loop, ``.double()`` in it. The patch changes both (``.double()`` alone left the stats
+    float64, and a Mac raised still); profiled again, the patched script runs no float64
+    op, and it finishes as the original did."""
+    rec = Recorded(tmp_path, REPO / "tests" / "scripts_mac" / "float64_stats.py")
+    assert "float64-mps" in rec.rules, rec.rules
+    removed, added = _changed(rec.check_applies_and_runs("float64-mps", tmp_path))
+    assert added == ["feat_mean = torch.from_numpy(np.zeros(16)).float().to(device)  # float64 running stats",
+                     "        feat_mean = 0.99 * feat_mean + 0.01 * w.float().mean(0)"], (removed, added)
+    done = rec.patch("--rule", "float64-mps", "--apply", "--no-proof")
+    assert done.returncode == 0, done.stderr
+    again = mpsprof_cli("run", "--headless", "-o", str(tmp_path / "again"), str(rec.script), cwd=rec.dir)
+    after, before = read_summary(tmp_path / "again"), read_summary(rec.run)
+    assert after["exit"]["returncode"] == before["exit"]["returncode"] == 0, again.stderr[-2000:]
+    assert not [f for f in after["findings"] if f["rule"].startswith("float64")], after["findings"]
+    # the old patch's result (``.double()`` alone): the float64 ops are the update's, line 27,
+    # not the float32 ``w * 100`` of line 26, which ran the same op first
+    half = rec.dir / "half.py"
+    half.write_text(Path(str(rec.script) + ".orig").read_text().replace("w.double()", "w.float()"))
+    mpsprof_cli("run", "--headless", "-o", str(tmp_path / "half"), str(half), cwd=rec.dir)
+    kept = [f for f in read_summary(tmp_path / "half")["findings"] if f["rule"] == "float64-mps"]
+    assert kept and "half.py:27 (`feat_mean = 0.99" in kept[0]["evidence"], kept
 
 
 @pytest.mark.slow
@@ -458,18 +484,34 @@ def test_only_float64_arrays_are_made_float32() -> None:
     known = ("import numpy as np\nrng = np.random.default_rng(0)\nX = rng.normal(size=(4, 3))\n"
              "Y = rng.integers(0, 3, size=4)\nx = torch.from_numpy(X)\ny = torch.from_numpy(Y)\n"
              "loss = cross_entropy(model(x), y)\n")
-    text, lines = float32_at(known, 7)
+    text, lines, _ = float32_at(known, 7)
     assert lines == [5] and "x = torch.from_numpy(X).float()\ny = torch.from_numpy(Y)\n" in text
-    text, lines = float32_at("def f(a):\n    x = torch.from_numpy(a).to(device)\n", 2)  # the line it names
+    text, lines, _ = float32_at("def f(a):\n    x = torch.from_numpy(a).to(device)\n", 2)  # the line it names
     assert "x = torch.from_numpy(a).float().to(device)" in text
-    text, _ = float32_at("def f(a):\n    y = torch.from_numpy(a.astype(np.int64))\n    x = torch.from_numpy(a.astype("
-                         "np.float64)).to(d)\n    z = torch.from_numpy(a).long()\n", 3)
+    text, _, _ = float32_at("def f(a):\n    y = torch.from_numpy(a.astype(np.int64))\n    x = torch.from_numpy(a.astype("
+                            "np.float64)).to(d)\n    z = torch.from_numpy(a).long()\n", 3)
     assert "torch.from_numpy(a.astype(np.float64)).float().to(d)" in text and ".float()" not in text.split("\n")[1]
     unknown = "def f(X, Y):\n    x = torch.from_numpy(X)\n    y = torch.from_numpy(Y)\n    loss = crit(model(x), y)\n"
     for source, line in ((unknown, 4), ("def f(idx):\n    out = model(torch.from_numpy(idx))\n", 2),
                          ("def f(a, b):\n    x, y = torch.from_numpy(a), torch.from_numpy(b)\n", 2)):
         with pytest.raises(NotFound, match="cannot be told"):
             float32_at(source, line)
+
+
+def test_a_float64_line_and_the_float64_tensors_it_reads_are_made_float32_together() -> None:
+    """``stats = 0.99 * stats + 0.01 * w.double().mean(0)`` with ``.float()`` alone still adds
+    the float64 ``stats`` of ``torch.from_numpy(np.zeros(3))`` (float64 wins the promotion):
+    both lines change; another maker the fix names whose array's dtype is unknown is said."""
+    from mpsprofiler.patch.cst import float32_at
+
+    source = ("import numpy as np\nimport torch\nstats = torch.from_numpy(np.zeros(3)).to(device)\n"
+              "for step in range(3):\n    w = torch.randn(4, 3)\n    stats = 0.99 * stats + 0.01 * w.double().mean(0)\n")
+    text, lines, refused = float32_at(source, 6)
+    assert lines == [3, 6] and refused == [], (lines, refused)
+    assert "stats = torch.from_numpy(np.zeros(3)).float().to(device)\n" in text and "w.float().mean(0)" in text
+    text, lines, refused = float32_at("def f(a, z):\n    x = torch.from_numpy(a)\n    y = z.double()\n", 3, [2])
+    assert lines == [3] and "x = torch.from_numpy(a)\n" in text and len(refused) == 1
+    assert refused[0].startswith("line 2: the dtype of `a` (line 2) cannot be told"), refused
 
 
 @pytest.mark.parametrize("use", ["preds.sort()", "preds.pop(0)", "both = preds + [1]", "m = sum(preds) / len(preds)",

@@ -170,9 +170,22 @@ def float64_fix_facts(session: Session) -> dict[str, Any]:
     if session.ops.float64_calls <= 0:
         return {}
     # no line that makes it was sampled (or its source is gone): where it enters torch
+    code = ("x = torch.from_numpy(array).float().to(device)   # not .to(device) on a float64 tensor\n"
+            "torch.set_default_dtype(torch.float32)")
     return {"float64_fix_place": None, "float64_fix_where": "enters_torch",
-            "float64_fix_code": ("x = torch.from_numpy(array).float().to(device)   # not .to(device) on a float64 tensor\n"
-                                 "torch.set_default_dtype(torch.float32)")}
+            "float64_fix_code": code + _makers_of(session)}
+
+
+def _makers_of(session: Session) -> str:
+    """The float64 makers of the file of the top sampled float64 line, as the fix's code
+    lists them (``""``: none): the line that runs float64 ops often makes none itself
+    (``stats = 0.99 * stats + ...``) while the tensor it reads was made float64 earlier,
+    before the first sampled step (``stats = torch.from_numpy(np.zeros(65))``)."""
+    sites = session.ops.top_float64(1)
+    read = read_tree(sites[0].file) if sites and sites[0].file else None
+    others = _other_makers(read[0], read[1], 0) if read else []
+    return ("\n\n# the script's float64 makers:\n" + "\n".join(f"{text}  # line {at}" for at, text in others)
+            if others else "")
 
 
 def _other_makers(source: str, tree: ast.Module, skip: int) -> list[tuple[int, str]]:
@@ -186,4 +199,12 @@ def _other_makers(source: str, tree: ast.Module, skip: int) -> list[tuple[int, s
     return sorted(out)[:MAX_OTHERS]
 
 
-
+def other_maker_lines(source: str, skip: int) -> list[int]:
+    """The lines of the other float64 makers the fix text names beside line ``skip`` of
+    ``source``: `mpsprof patch` rewrites them with it, since one left float64 keeps the
+    arithmetic that meets it float64 (type promotion), and a Mac raises there still."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return []
+    return [line for line, _ in _other_makers(source, tree, skip)]

@@ -8,7 +8,7 @@ labels stay integers and an array whose dtype the source does not tell is refuse
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 import libcst as cst
 from libcst.metadata import (
@@ -20,7 +20,7 @@ from libcst.metadata import (
     ScopeProvider,
 )
 
-from .nodes import NotFound, _code, _inside, _parse, _replace, _scope, _statement
+from .nodes import NotFound, _code, _inside, _parse, _scope, _statement
 
 FLOAT64 = frozenset({"torch.float64", "torch.double"})
 
@@ -197,17 +197,23 @@ def _is_the_value(call: cst.Call, parents: Mapping[cst.CSTNode, cst.CSTNode]) ->
     return isinstance(holder, (cst.Assign, cst.AnnAssign, cst.Return, cst.Expr)) and getattr(holder, "value", None) is top
 
 
-def float32_at(source: str, line: int) -> tuple[str, list[int]]:
+def float32_at(source: str, line: int, also: Iterable[int] = ()) -> tuple[str, list[int], list[str]]:
     """float64 made float32 where it is made (see :class:`_Float32`): on the statement at
-    ``line`` itself, else on the assignments the names it uses last got before it, in the
-    same function (``x = torch.from_numpy(a)``; ``model = Net().double()``). Returns the
-    text and the lines changed.
+    ``line`` itself, on the assignments the names it uses last got before it, in the same
+    function (``x = torch.from_numpy(a)``; ``model = Net().double()``), and on the
+    statements at ``also`` (the script's other float64 makers the finding names). Returns
+    the text, the lines changed, and a sentence per statement left as it was and why.
+
+    All of them, not the line alone: ``stats = 0.99 * stats + 0.01 * w.double().mean(0)``
+    made float32 still adds the float64 ``stats`` that ``torch.from_numpy(np.zeros(65))``
+    made, and float64 wins the type promotion, so a Mac would still raise there.
 
     ``torch.from_numpy`` keeps the array's dtype: only an array known to be float64 gets
     ``.float()`` (``rng.normal(...)``, ``.astype(np.float64)``), so integer labels stay
     integers. One whose dtype the source does not tell gets it only where it is the whole
-    value of the statement the finding names; anywhere else the patch is refused (half
-    converted, a float32 model would meet a float64 input)."""
+    value of the statement the finding names; anywhere else that statement is left as it
+    was and said (half converted, a float32 model would meet a float64 input), and the
+    patch is refused when nothing else is left to change."""
     module = _parse(source)
     wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
     positions = wrapper.resolve(PositionProvider)
@@ -225,9 +231,42 @@ def float32_at(source: str, line: int) -> tuple[str, list[int]]:
     picked = {id(c) for c in calls if kinds.of(c) == "float64"} | {id(c) for c in unknown}
     fixer = _Float32(lambda c: id(c) in picked)
     new = stmt.visit(fixer)
-    if fixer.changed:
-        assert isinstance(new, cst.SimpleStatementLine)
-        return _replace(module, stmt, new), [line]
+    changes: dict[int, tuple[cst.SimpleStatementLine, cst.SimpleStatementLine]] = {}
+    if fixer.changed and isinstance(new, cst.SimpleStatementLine):
+        changes[id(stmt)] = (stmt, new)
+    refused: list[str] = []
+    origins = list(_origins(module, positions, stmt, line).values())
+    for node in origins + _others(module, also):
+        if id(node) in changes:
+            continue
+        unknown = [c for c in _from_numpy_calls(node, parents) if kinds.of(c) is None]
+        if unknown:
+            if not changes and node in origins:
+                raise NotFound(_unknown_dtype(unknown, positions))
+            refused.append(f"line {positions[node].start.line}: {_unknown_dtype(unknown, positions)}")
+            continue
+        fixer = _Float32(lambda c: kinds.of(c) == "float64")
+        new = node.visit(fixer)
+        if fixer.changed and isinstance(new, cst.SimpleStatementLine):
+            changes[id(node)] = (node, new)
+    if not changes:
+        raise NotFound(f"line {line} and the lines that make its tensors have no float64 array in "
+                       "torch.from_numpy, dtype=torch.float64 or .double() to change")
+    lines = sorted(positions[old].start.line for old, _ in changes.values())
+    by_id = {key: new for key, (_, new) in changes.items()}
+
+    class Many(cst.CSTTransformer):  # one pass: a replaced tree has new nodes, not the old ones
+        def leave_SimpleStatementLine(self, original: cst.SimpleStatementLine,
+                                      updated: cst.SimpleStatementLine) -> cst.SimpleStatementLine:
+            return by_id.get(id(original), updated)
+
+    return module.visit(Many()).code, lines, refused
+
+
+def _origins(module: cst.Module, positions: Mapping[cst.CSTNode, CodeRange], stmt: cst.SimpleStatementLine,
+             line: int) -> dict[str, cst.SimpleStatementLine]:
+    """The assignments the names ``stmt`` uses last got before ``line``, in the same function
+    (name -> statement): where the tensors it computes with were made."""
     names = {n.value for n, _ in positions.items() if isinstance(n, cst.Name)
              and _inside(positions, n, stmt)}
     scope = _scope(module, positions, line)
@@ -242,27 +281,18 @@ def float32_at(source: str, line: int) -> tuple[str, list[int]]:
                     for name in _target_names(t.target):
                         if name in names:
                             last[name] = node
-    changes: dict[cst.SimpleStatementLine, cst.SimpleStatementLine] = {}
-    for node in last.values():
-        unknown = [c for c in _from_numpy_calls(node, parents) if kinds.of(c) is None]
-        if unknown:
-            raise NotFound(_unknown_dtype(unknown, positions))
-        fixer = _Float32(lambda c: kinds.of(c) == "float64")
-        new = node.visit(fixer)
-        if fixer.changed and isinstance(new, cst.SimpleStatementLine):
-            changes[node] = new
-    if not changes:
-        raise NotFound(f"line {line} and the lines that make its tensors have no float64 array in "
-                       "torch.from_numpy, dtype=torch.float64 or .double() to change")
-    lines = sorted(positions[n].start.line for n in changes)
-    by_id = {id(old): new for old, new in changes.items()}
+    return last
 
-    class Many(cst.CSTTransformer):  # one pass: a replaced tree has new nodes, not the old ones
-        def leave_SimpleStatementLine(self, original: cst.SimpleStatementLine,
-                                      updated: cst.SimpleStatementLine) -> cst.SimpleStatementLine:
-            return by_id.get(id(original), updated)
 
-    return module.visit(Many()).code, lines
+def _others(module: cst.Module, lines: Iterable[int]) -> list[cst.SimpleStatementLine]:
+    """The simple statements at ``lines`` (a line that holds none any more is skipped)."""
+    out = []
+    for at in lines:
+        try:
+            out.append(_statement(module, at))
+        except NotFound:
+            continue
+    return out
 
 
 def _unknown_dtype(calls: list[cst.Call], positions: Mapping[cst.CSTNode, CodeRange]) -> str:
