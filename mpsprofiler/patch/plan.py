@@ -348,6 +348,9 @@ def _container(e: _Edits, f: Finding, facts: dict[str, Any]) -> None:
         e.edit(site.holder_file, f"keep `.detach()`ed tensors in `{site.holder}` (no autograd graph)",
                lambda s, ln: cst.added_value_detached(s, ln), site.holder_line)
         return
+    if f.rule == "leak-site-small":
+        _small_kept(e, site)
+        return
     made: list[int] = []
 
     def bound(s: str, _: int) -> str:
@@ -358,6 +361,16 @@ def _container(e: _Edits, f: Finding, facts: dict[str, Any]) -> None:
     if e.edit(site.holder_file, f"`{site.holder}` keeps the last {KEEP_LAST} only (collections.deque)", bound):
         e.fix.changes[-1] = e.fix.changes[-1].replace(e.short(site.holder_file) + ":",
                                                       f"{e.short(site.holder_file)}:{made[0]}:", 1)
+
+
+def _small_kept(e: _Edits, site: Any) -> None:
+    """leak-site-small: what its fix offers first, numbers at the add (``.item()`` for
+    one-element tensors, ``.tolist()`` for other small ones), which keep every value. Never
+    a bounded deque: it would cut the user's loss curve to its last items (320 losses -> 100)
+    and still keep tensors across steps, so the finding would stay."""
+    method = "item" if site.scalar else "tolist"
+    e.edit(site.holder_file, f"keep numbers in `{site.holder}` (`.{method}()`), every one, not the tensors",
+           lambda s, ln: cst.added_value_number(s, ln, site.holder, method), site.holder_line)
 
 
 def _sets_a_key(e: _Edits, site: Any) -> bool:

@@ -172,10 +172,12 @@ class LeakTracker:
                 t = ref()
                 if t is None:
                     continue
-                entry = per_key.setdefault(key, {"alive": 0, "bytes": 0, "steps": set(), "grad": False})
+                entry = per_key.setdefault(key, {"alive": 0, "bytes": 0, "steps": set(), "grad": False,
+                                                 "scalar": True})
                 entry["alive"] += 1
                 entry["steps"].add(sample.step)
                 entry["grad"] = entry["grad"] or t.grad_fn is not None
+                entry["scalar"] = entry["scalar"] and t.numel() == 1  # `.item()` keeps it: a number
                 try:
                     storage = t.untyped_storage()
                     ptr = storage.data_ptr()
@@ -187,11 +189,13 @@ class LeakTracker:
         for key, entry in per_key.items():
             if key in self._released:
                 continue
-            kept = self._alive.setdefault(key, {"alive": 0, "bytes": 0, "steps": set(), "grad": False})
+            kept = self._alive.setdefault(key, {"alive": 0, "bytes": 0, "steps": set(), "grad": False,
+                                                "scalar": True})
             kept["alive"] = max(kept["alive"], entry["alive"])
             kept["bytes"] = max(kept["bytes"], entry["bytes"])
             kept["steps"] |= entry["steps"]
             kept["grad"] = kept["grad"] or entry["grad"]
+            kept["scalar"] = kept["scalar"] and entry["scalar"]
             if len(kept["steps"]) >= 2:
                 # found again at every check: its length now against the first time it was
                 # found gives the rate the container grows at, steps between appends included
@@ -320,7 +324,8 @@ class LeakTracker:
         for (file, line, module, op), e in ranked[:MAX_SITES]:
             sites.append({"file": file, "line": line, "module": module, "op": op,
                           "code": source_line((file, line)) if file else "", "alive": e["alive"],
-                          "bytes": e["bytes"], "steps": sorted(e["steps"]), "grad": e["grad"]})  # fmt: skip
+                          "bytes": e["bytes"], "steps": sorted(e["steps"]), "grad": e["grad"],
+                          "scalar": e["scalar"]})  # fmt: skip
             if e.get("holder"):
                 sites[-1]["holder"] = e["holder"]
         carries = [{"file": f, "line": ln, "name": e["name"], "code": source_line((f, ln)), "steps": e["steps"]}

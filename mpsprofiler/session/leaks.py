@@ -40,6 +40,9 @@ class LeakSite:
     was). Made on two sampled steps but no more alive than from one: the line's tensors are
     replaced, not kept (nanoGPT's ``checkpoint = {'model': raw_model.state_dict(), ...}``
     at every evaluation), so they do not pile up."""
+    scalar: bool = False
+    """Every kept tensor holds one element (a loss, a metric): ``.item()`` keeps each as a
+    number (False where not, or the recording predates this field)."""
 
 
 @dataclass
@@ -103,4 +106,5 @@ def _site(s: dict[str, Any]) -> LeakSite:
                     _str(s.get("code"), 300), _int(s.get("alive")), _int(s.get("bytes")), _steps(s.get("steps")),
                     bool(s.get("grad")), _str(holder.get("name"), 200), _str(holder.get("file")),
                     _int(holder.get("line")), _str(holder.get("code"), 300), _int(holder.get("size")),
-                    _int(holder.get("step")), _int(holder.get("size0")), _int(holder.get("step0")))
+                    _int(holder.get("step")), _int(holder.get("size0")), _int(holder.get("step0")),
+                    scalar=s.get("scalar") is True)

@@ -156,6 +156,23 @@ def test_float64_stats_and_the_array_they_start_from_are_both_made_float32(tmp_p
 
 
 @pytest.mark.slow
+def test_a_kept_loss_curve_keeps_every_value_as_a_number(tmp_path: Path) -> None:
+    """loss_curve.py keeps each step's detached loss in a callback's ``self.curve`` and
+    prints ``len(cb.curve)``. The patch once made it a deque of the last 100 (the user's
+    curve cut short, and the finding stayed); it keeps ``.item()`` numbers now: the patched
+    script prints the same length, the proof finds the finding fixed, a re-run too."""
+    rec = Recorded(tmp_path, SCRIPTS / "loss_curve.py")
+    assert "leak-site-small" in rec.rules, rec.rules
+    removed, added = _changed(rec.check_applies_and_runs("leak-site-small", tmp_path))
+    assert removed == ["        self.curve.append(loss)"] and added == ["        self.curve.append(loss.item())"], added
+    proved = rec.patch("--rule", "leak-site-small", "--prove", "--pairs", "2", "--apply")
+    assert proved.returncode == 0 and "verdict     fixed" in proved.stdout, proved.stdout[-3000:] + proved.stderr
+    again = mpsprof_cli("run", "--headless", "-o", str(tmp_path / "again"), str(rec.script), cwd=rec.dir)
+    assert "curve 160 " in rec.proc.stdout and "curve 160 " in again.stdout, again.stdout[-2000:]
+    assert "leak-site-small" not in [f["rule"] for f in read_summary(tmp_path / "again")["findings"]]
+
+
+@pytest.mark.slow
 def test_the_scripts_own_thread_count_is_rewritten(tmp_path: Path) -> None:
     rec = Recorded(tmp_path, REPO / "tests" / "scripts_place" / "threads_in_main.py", "--max-steps", "30")
     removed, added = _changed(rec.check_applies_and_runs("thread-oversubscription", tmp_path))
@@ -512,6 +529,31 @@ def test_a_float64_line_and_the_float64_tensors_it_reads_are_made_float32_togeth
     text, lines, refused = float32_at("def f(a, z):\n    x = torch.from_numpy(a)\n    y = z.double()\n", 3, [2])
     assert lines == [3] and "x = torch.from_numpy(a)\n" in text and len(refused) == 1
     assert refused[0].startswith("line 2: the dtype of `a` (line 2) cannot be told"), refused
+
+
+@pytest.mark.parametrize(("use", "why"), [("torch.stack(self.curve)", "passed to torch.stack"),
+                                         ("for v in cb.curve:\n    v.backward()", "is iterated"),
+                                         ("last = cb.curve[-1].cpu()", "indexed or sliced")])
+def test_kept_tensors_become_numbers_only_where_every_use_takes_numbers(use: str, why: str) -> None:
+    from mpsprofiler.patch.cst import NotFound, added_value_number
+
+    source = ("class Curve:\n    def __init__(self):\n        self.curve = []\n\n    def add(self, loss):\n"
+              "        self.curve.append(loss)\n\ncb = Curve()\nprint(len(cb.curve), sum(cb.curve), f'{cb.curve}')\n")
+    text = added_value_number(source, 6, "self.curve", "item")
+    assert "        self.curve.append(loss.item())\n" in text
+    with pytest.raises(NotFound, match=why):
+        added_value_number(source + use + "\n", 6, "self.curve", "item")
+
+
+def test_an_attribute_read_on_another_object_is_a_use_a_deque_would_change() -> None:
+    """``self.curve`` read as ``cb.curve`` (``len(cb.curve)``): a deque of the last 100 would
+    print another length, so the list is not bounded."""
+    from mpsprofiler.patch.cst import NotFound, bounded_container
+
+    source = ("class Curve:\n    def __init__(self):\n        self.curve = []\n\n    def add(self, loss):\n"
+              "        self.curve.append(loss)\n\ncb = Curve()\nprint(len(cb.curve))\n")
+    with pytest.raises(NotFound, match=r"`self.curve` is passed to len\(\) at line 9"):
+        bounded_container(source, "self.curve", 100)
 
 
 @pytest.mark.parametrize("use", ["preds.sort()", "preds.pop(0)", "both = preds + [1]", "m = sum(preds) / len(preds)",

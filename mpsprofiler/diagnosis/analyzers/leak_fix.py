@@ -42,7 +42,7 @@ def keep_fix(site: Any) -> dict[str, Any]:
                  and n.end_lineno == site.holder_line), None)
     if stmt is None:
         return {}
-    new = _rewritten(source, stmt, site.grad, site.holder)
+    new = _rewritten(source, stmt, site.grad, site.holder, scalar=getattr(site, "scalar", False))
     if new is None:
         return {}
     if isinstance(stmt, ast.Assign):  # `cache[step] = h`: bounded where the key is set
@@ -110,10 +110,13 @@ def _setdefault_list(stmt: ast.stmt) -> ast.expr | None:
     return None
 
 
-def _rewritten(source: str, stmt: ast.stmt, grad: bool, holder: str, bounded: ast.expr | None = None) -> str | None:
+def _rewritten(source: str, stmt: ast.stmt, grad: bool, holder: str, bounded: ast.expr | None = None,
+               scalar: bool = False) -> str | None:
     """The adding line rewritten; None unless it adds one tensor-like value to ``holder``
     itself (a line adding ``loss.item()``, or to another container, is not the one).
-    ``bounded``: the new list of a ``setdefault`` in the line, made a bounded deque."""
+    ``bounded``: the new list of a ``setdefault`` in the line, made a bounded deque.
+    ``scalar``: the kept tensors hold one element each, kept as ``.item()`` (what
+    `mpsprof patch` writes), not ``.mean().item()``."""
     seg = ast.get_source_segment
     if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
         call = stmt.value
@@ -129,7 +132,7 @@ def _rewritten(source: str, stmt: ast.stmt, grad: bool, holder: str, bounded: as
             owner = owner.replace(empty, f"collections.deque(maxlen={KEEP_LAST})", 1)
         if isinstance(call.args[0], (ast.Tuple, ast.List, ast.Dict)):
             return None  # several values: no single rewrite fits
-        keep = f"{value}.detach()" if grad else f"{value}.mean().item()"
+        keep = f"{value}.detach()" if grad else f"{value}.item()" if scalar else f"{value}.mean().item()"
         why = "  # no autograd graph kept" if grad else "  # a number, not the tensor (or what you need of it)"
         if empty is not None:
             why = "  # import collections"

@@ -21,6 +21,7 @@ from .imports import ensure_import, insert_after_import, set_environ_first
 from .kept import (
     accumulator_method,
     added_value_detached,
+    added_value_number,
     augassign_detached,
     augassign_item,
     bounded_container,
@@ -32,7 +33,7 @@ from .nodes import NotFound, call_name
 from .options import option_defaults
 
 __all__ = [
-    "NotFound", "accumulator_method", "add_main_guard", "added_value_detached", "augassign_detached", "augassign_item",
+    "NotFound", "accumulator_method", "add_main_guard", "added_value_detached", "added_value_number", "augassign_detached", "augassign_item",
     "bounded_container", "call_name", "cuda_calls_to", "define_after_imports", "device_string_at", "ensure_import", "find_call", "first_in_loop", "keyed_value_bounded", "sets_a_key", "float32_at", "has_main_guard",
     "insert_after_import", "option_defaults", "set_environ_first", "set_first_argument", "set_keywords",
 ]

@@ -151,6 +151,94 @@ def added_value_detached(source: str, line: int) -> str:
     return _replace(module, call, call.with_changes(args=[call.args[0].with_changes(value=_method(value, "detach"))]))
 
 
+NUMBERS_TAKE = frozenset({"len", "sum", "min", "max", "sorted", "list", "tuple", "print", "str", "repr", "mean",
+                          "fmean", "median", "stdev", "pstdev", "variance", "fsum", "array", "asarray", "dump",
+                          "dumps", "savetxt", "tensor", "as_tensor"})
+"""Calls that take a list of Python numbers as they take a list of one-element tensors
+(``len``, ``sum``, ``statistics.mean``, ``np.array``, ``json.dump``, ``torch.tensor``)."""
+NUMBER_LISTS_TAKE = frozenset({"len", "list", "tuple", "print", "str", "repr", "array", "asarray", "dump", "dumps",
+                               "tensor", "as_tensor"})
+"""... and those that take a list of ``.tolist()`` lists as they take a list of small tensors."""
+KEEPS = frozenset({"append", "extend", "insert", "add", "appendleft", "clear"})
+
+
+def added_value_number(source: str, line: int, holder: str, method: str) -> str:
+    """``curve.append(loss)`` -> ``curve.append(loss.item())`` (``method``: ``item`` for
+    one-element tensors, ``tolist`` for other small ones): every value is kept, as a number,
+    where a bounded deque would drop all but the last ones. Only where every use of
+    ``holder`` in the file reads numbers as it reads tensors (its length, adding, clearing,
+    ``sum``/``print``/``np.array``/``json.dump``, an f-string: :data:`NUMBERS_TAKE`);
+    anything else (``torch.stack``, a tensor method on an item, iterating) is refused with
+    its line. An attribute (``self.curve``) is matched by its name on any object of the file
+    (a callback's ``self.curve`` is read as ``cb.curve``)."""
+    module = _parse(source)
+    stmt = _statement(module, line)
+    calls = [s.value for s in stmt.body if isinstance(s, cst.Expr) and isinstance(s.value, cst.Call)]
+    if len(calls) != 1 or not isinstance(calls[0].func, cst.Attribute) or calls[0].func.attr.value not in ADDS \
+            or _code(calls[0].func.value).replace(" ", "") != holder.replace(" ", ""):
+        raise NotFound(f"line {line} is not one `{holder}.append(value)` call")
+    call = calls[0]
+    if len(call.args) != 1 or call.args[0].keyword is not None or call.args[0].star \
+            or isinstance(call.args[0].value, (cst.Tuple, cst.List, cst.Dict)):
+        raise NotFound(f"the call at line {line} adds several values: no single rewrite fits")
+    value = call.args[0].value
+    if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value in (
+            "item", "tolist"):
+        raise NotFound(f"line {line} already keeps a number (.{value.func.attr.value}())")
+    wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
+    parents = wrapper.resolve(ParentNodeProvider)
+    positions = wrapper.resolve(PositionProvider)
+    takes = NUMBERS_TAKE if method == "item" else NUMBER_LISTS_TAKE
+    for use in _container_uses(positions, parents, holder):
+        why = _number_cannot(use, parents, takes)
+        if why:
+            raise NotFound(f"`{_code(use)}` {why} at line {positions[use].start.line}, which would then get "
+                           f"numbers (.{method}()), not tensors")
+    return _replace(module, call, call.with_changes(args=[call.args[0].with_changes(value=_method(value, method))]))
+
+
+def _container_uses(positions: Mapping[cst.CSTNode, object], parents: Mapping[cst.CSTNode, cst.CSTNode],
+                    holder: str) -> list[cst.BaseExpression]:
+    """Every place of the file that may be ``holder``: the name (not an attribute's name),
+    or, for an attribute, that attribute on any object (``self.curve``, ``cb.curve``)."""
+    name = holder.replace(" ", "")
+    attr = name.rsplit(".", 1)[1] if "." in name else None
+    out: list[cst.BaseExpression] = []
+    for node in positions:
+        if attr is not None and isinstance(node, cst.Attribute) and node.attr.value == attr:
+            out.append(node)
+        elif attr is None and isinstance(node, cst.Name) and node.value == name and not _is_attr_name(node, parents):
+            out.append(node)
+    return out
+
+
+def _number_cannot(use: cst.CSTNode, parents: Mapping[cst.CSTNode, cst.CSTNode], takes: frozenset[str]) -> str | None:
+    """What the code does with the container at ``use`` that needs tensors in it (None:
+    numbers serve as well: see :func:`added_value_number`)."""
+    parent = parents.get(use)
+    if isinstance(parent, cst.AssignTarget) or isinstance(parent, (cst.AugAssign, cst.AnnAssign)) \
+            and _is_target(parent, use):
+        return None  # ``self.curve = []``: written, not read
+    if isinstance(parent, (cst.NameItem, cst.Global, cst.Nonlocal, cst.FormattedStringExpression)):
+        return None
+    if isinstance(parent, cst.Attribute) and parent.value is use:
+        called = parents.get(parent)
+        if parent.attr.value in KEEPS and isinstance(called, cst.Call) and called.func is parent:
+            return None
+        return f"is used with `.{parent.attr.value}`"
+    call = _call_taking(use, parents)
+    if call is not None:
+        func = _code(call.func).replace(" ", "")
+        if call_name(call) in takes and (not func.startswith("torch.") or call_name(call) in ("tensor", "as_tensor")):
+            return None
+        return f"is passed to {func}()"
+    if isinstance(parent, cst.For) and parent.iter is use:
+        return "is iterated"
+    if isinstance(parent, cst.Subscript) and parent.value is use:
+        return "is indexed or sliced"
+    return "is used as a value"
+
+
 def keyed_value_bounded(source: str, line: int, holder: str, maxlen: int, detach: bool) -> str:
     """``cache[step] = h`` -> ``cache[step] = h.detach()`` (``detach``: its graph is kept too)
     followed by a loop that drops the oldest keys past ``maxlen`` (dicts keep insertion
@@ -212,9 +300,8 @@ def bounded_container(source: str, name: str, maxlen: int) -> tuple[str, int]:
                        "(`= []`) in this file")
     node, line = hits[0]
     made = node.targets[0].target
-    for use in positions:
-        if use is made or not isinstance(use, (cst.Name, cst.Attribute)) or _code(use).replace(" ", "") != name \
-                or _is_attr_name(use, parents):
+    for use in _container_uses(positions, parents, name):  # a callback's `self.curve` is read as `cb.curve`
+        if use is made:
             continue
         why = _deque_cannot(use, parents)
         if why:
