@@ -171,8 +171,8 @@ class LoaderSites:
             name = os.path.abspath(frame.f_code.co_filename)
             if not name.startswith(skip) and not name.startswith("<"):
                 return name, frame.f_lineno, self._call_of(frame, skip)
-            if frame.f_code.co_name == "prepare_data_loader":
-                # accelerate rebuilds the loader it is handed: the script's line is that one's
+            if frame.f_code.co_name in REBUILDERS:
+                # the framework rebuilds the loader it is handed: the script's line is that one's
                 original = self._sites.get(frame.f_locals.get("dataloader"))
                 if original is not None and original.file:
                     return original.file, original.line, original.call
@@ -190,6 +190,13 @@ class LoaderSites:
             return None
         return name, outer.f_lineno, func
 
+
+REBUILDERS = frozenset({"prepare_data_loader", "_update_dataloader"})
+"""Framework functions that build a new DataLoader from the script's (their ``dataloader``
+argument): accelerate's ``prepare_data_loader``, and Lightning's ``_update_dataloader``
+(lightning/pytorch/utilities/data.py, lightning/fabric/utilities/data.py), which adds a
+DistributedSampler under DDP: the loader was named at the ``trainer.fit`` line there, where
+``patch`` found no DataLoader to change."""
 
 MAX_WALK = 256
 """Containers and tensors looked at in one batch: a batch of more is counted as this many."""
