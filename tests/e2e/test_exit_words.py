@@ -63,6 +63,8 @@ def test_a_dataloader_workers_raise_is_named_at_its_line_not_the_loops(tmp_path:
     raise_line = next(i for i, t in enumerate(lines, 1) if "raise ValueError" in t)
     (crash,) = [f for f in read_summary(run)["findings"] if f["rule"] == "crash"]
     assert crash["title"].endswith(f"worker_raises.py:{raise_line}"), crash["title"]
+    # the worker's own error, not only "Caught ValueError in DataLoader worker process 0."
+    assert "ValueError: corrupt record 77 (in DataLoader worker process " in crash["title"], crash["title"]
     assert f"worker_raises.py:{raise_line}`" in crash["fix"], crash["fix"]
     report = mpsprof_cli("report", str(run), "--format", "md")
     assert f"worker_raises.py:{raise_line}` in `__getitem__`" in report.stdout, report.stdout[-3000:]

@@ -258,10 +258,24 @@ def crash_line(crash: dict[str, Any]) -> str:
     """``SyntaxError: '(' was never closed (syn.py, line 2) at /x/syn.py:2``: the crash as the
     summary prints it (the TUI's crash finding shows the same line)."""
     message = str(crash.get("message") or "")
-    where = traced_frame(message) or worker_frame(message) or (
-        crash.get("where") if isinstance(crash.get("where"), dict) else {})
+    worker = worker_frame(message)
+    where = traced_frame(message) or worker or (crash.get("where") if isinstance(crash.get("where"), dict) else {})
     loc = f" at {where.get('file')}:{where.get('line')}" if where else ""
-    return f"{crash.get('type')}: {excerpt(message)}{loc}"
+    said = _worker_said(message, str(crash.get("type"))) if worker else None
+    return f"{crash.get('type')}: {said or excerpt(message)}{loc}"
+
+
+def _worker_said(message: str, crash_type: str) -> str | None:
+    """``corrupt record 77 (in DataLoader worker process 0)``: the worker's own error, the
+    last line of the traceback torch copied, where the first line only says it was caught."""
+    lines = [line.strip() for line in message.splitlines() if line.strip()]
+    which = re.search(r"in (DataLoader worker process \d+)", lines[0]) if lines else None
+    if not which or len(lines) < 2:
+        return None
+    last = lines[-1]
+    if last.startswith(crash_type + ":"):
+        last = last[len(crash_type) + 1:].strip()
+    return f"{excerpt(last, 120)} (in {which.group(1)})"
 
 
 def crash_title(crash: dict[str, Any], steps: Any) -> str:
