@@ -117,7 +117,7 @@ def python_prefix(target: str, script_args: list[str]) -> tuple[str, bool, list[
         return rest[0][2:], True, rest[1:]
     if rest[0].startswith("-") and rest[0] != "-":
         raise PythonPrefixError(
-            f"python {rest[0]}: interpreter options are not passed on; mpsprof runs the script as "
+            f"{Path(target).name} {rest[0]}: interpreter options are not passed on; mpsprof runs the script as "
             f"`python SCRIPT ARGS` would (set PYTHON* variables such as PYTHONWARNINGS in the "
             f"environment instead): mpsprof run {' '.join(rest[1:]) or 'train.py'}")
     return rest[0], False, rest[1:]

@@ -25,14 +25,15 @@ def test_python_before_the_script_runs_it_as_without(tmp_path: Path) -> None:
     assert "no such script" not in proc.stderr
     # the module form, with -u before it, from the script's folder
     (tmp_path / "trainmod.py").write_text("import sys\nprint('module args', sys.argv[1:])\n")
-    proc = mpsprof_cli("run", "--headless", "-o", str(tmp_path / "run2"), "python3", "-u", "-m", "trainmod", "x",
+    proc = mpsprof_cli("run", "--headless", "-o", str(tmp_path / "run2"), sys.executable, "-u", "-m", "trainmod", "x",
                        cwd=tmp_path)
     assert proc.returncode == 0 and "module args ['x']" in proc.stdout, proc.stderr[-2000:]
 
 
 def test_an_interpreter_option_is_refused_with_the_command_that_works(tmp_path: Path) -> None:
-    proc = mpsprof_cli("run", "--headless", "-o", str(tmp_path / "run"), "python", "-O", str(EXITS), "0")
-    assert proc.returncode == 2 and "python -O: interpreter options are not passed on" in proc.stderr, proc.stderr
+    proc = mpsprof_cli("run", "--headless", "-o", str(tmp_path / "run"), sys.executable, "-O", str(EXITS), "0")
+    assert proc.returncode == 2 and f"{Path(sys.executable).name} -O: interpreter options are not passed on" in proc.stderr, \
+        proc.stderr
     assert f"mpsprof run {EXITS} 0" in proc.stderr
     assert not (tmp_path / "run").exists()
 
