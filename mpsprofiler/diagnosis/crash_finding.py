@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 from ..mdtext import code, escape, fenced
 from ..session.session import Session
-from .analyzers.crash import crash_line, crash_title, worker_frame
+from .analyzers.crash import crash_line, crash_title, raised_at
 from .findings import Finding
 
 RULE = "crash"
@@ -30,7 +30,7 @@ def crash_finding(session: Session, findings: Sequence[Finding]) -> Finding | No
         return None
     if any(f.rule == RULE or f.rule.endswith("-crash") for f in findings):
         return None
-    where = worker_frame(crash.message or "") or crash.user_frame  # a DataLoader worker's raise: its line
+    where = raised_at(crash)  # a DataLoader worker's raise: its line
     as_dict = {"type": crash.type, "message": crash.message, "where": where}
     line = crash_line(as_dict)
     steps = session.steps.count

@@ -73,7 +73,6 @@ class RunSpec:
         return [sys.executable, *target, *self.args]
 
 
-
 REPEAT_WINDOW_S = 0.1
 """The same signal again within this is the same event: GNU ``timeout`` sends its signal to
 mpsprof and then to mpsprof's process group, 0.3 ms apart. The kernel merges the two for

@@ -406,12 +406,9 @@ def clip(text: str, limit: int) -> str:
 def raised_at(session: Session) -> Frame | None:
     """Where the crash was raised in the user's code: in a DataLoader worker, the line of
     the worker's own traceback (``__getitem__``), else the innermost user frame."""
-    from ..diagnosis.analyzers.crash import worker_frame
+    from ..diagnosis.analyzers.crash import raised_at as crash_raised_at
 
-    crash = session.crash
-    if crash is None:
-        return None
-    return worker_frame(crash.message or "") or crash.user_frame
+    return None if session.crash is None else crash_raised_at(session.crash)
 
 
 def crash_frames(session: Session, limit: int = 12) -> list[Frame]:

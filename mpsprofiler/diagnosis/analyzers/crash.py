@@ -254,6 +254,13 @@ def worker_frame(message: str) -> Frame | None:
             "code": (f.group("code") or "").strip(), "user": True}
 
 
+def raised_at(crash: CrashInfo) -> Frame | None:
+    """Where the crash was raised in the user's code, as the crash finding and the reports'
+    Crash section name it: in a DataLoader worker, the worker's own line (:func:`worker_frame`),
+    else the crash's user frame."""
+    return worker_frame(crash.message or "") or crash.user_frame
+
+
 def crash_line(crash: dict[str, Any]) -> str:
     """``SyntaxError: '(' was never closed (syn.py, line 2) at /x/syn.py:2``: the crash as the
     summary prints it (the TUI's crash finding shows the same line)."""

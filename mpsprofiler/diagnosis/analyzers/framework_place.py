@@ -201,8 +201,9 @@ def command_line_fix(session: Session, file: str | None, changes: dict[str, str]
     if not argv:
         return None
     args = argv[1:]
-    for name, value in changes.items():
-        flag, text = f"--{name}", value.lower() if value in ("True", "False") else value
+    typed = {name: value.lower() if value in ("True", "False") else value for name, value in changes.items()}
+    for name, text in typed.items():
+        flag = f"--{name}"
         at = [i for i, a in enumerate(args) if a == flag or a.startswith(flag + "=")]
         if not at:
             args += [flag, text]
@@ -212,7 +213,7 @@ def command_line_fix(session: Session, file: str | None, changes: dict[str, str]
             args[i + 1] = text
         else:
             args[i] = f"{flag}={text}"
-    flags = " ".join(f"--{name} {value.lower() if value in ('True', 'False') else value}" for name, value in changes.items())
+    flags = " ".join(f"--{name} {text}" for name, text in typed.items())
     script = short_path(argv[0], session.run.get("cwd"))
     return (f"# {flags}\n# added to its command line (HfArgumentParser reads TrainingArguments there):\n"
             + _wrapped(["python", script, *args]))

@@ -208,11 +208,12 @@ def _place_facts(session: Session, loader: DataLoaderFields, suggested: int | No
         # workers started by spawn re-import the script: where its top-level code starts, as written
         code = rewrite.after
         if option is not None:
-            code += _run_with(session, str(file), option, n)
+            run_with = _run_with(session, str(file), option, n)
+            code += run_with
             as_written = rewrite_call(str(file), rewrite.line, LOADER_CALLS, {})
             if as_written is not None and as_written.after == rewrite.after:  # the line stays: only the option
                 out["loader_where"] = "option"
-                code = _run_with(session, str(file), option, n).lstrip("\n").replace("# and run it", "# run the script")
+                code = run_with.lstrip("\n").replace("# and run it", "# run the script")
         out["loader_code"] = code + (guard_note(session, str(file)) if n > 0 else "")
         return out
     # no source to read (an older recording, a file gone or edited): the arguments to set
