@@ -12,8 +12,10 @@ it:
   Read with ``pread`` on a descriptor opened once, so no file is opened per batch, and
   not at all while the thread has been on a CPU since the last read (see ``read``).
 
-Both are system calls, the only ones the probe makes at every step: in a training loop
-each costs several times what it does alone (caches the training filled, a busy core).
+Both are system calls, the only ones the probe makes on the training thread: in a training
+loop each costs several times what it does alone (what it evicts, a busy core), so past the
+first fetches they are made at some fetches only and the others are estimated from those
+(see ``FetchClock``).
 """
 
 from __future__ import annotations
@@ -143,3 +145,79 @@ class ThreadClock:
                     except OSError:
                         pass
         self._fd = None
+
+
+EXACT_FETCHES = 256
+"""Fetches of a run whose clocks are all read: a short run's figures are exact."""
+READ_EVERY = 8
+"""Past ``EXACT_FETCHES``, the clocks are read at every ``READ_EVERY``-th fetch, and at
+every fetch that follows a long one (``LONG_FETCH``)."""
+LONG_FETCH = 200e-6
+"""A fetch of at least this wall time gets the next fetch's clocks read: waits that long
+come in runs (a starved loader), and two system calls (~1-15 µs in a loop) are under 10%
+of it. Below it, the figures that matter (a loader's share of the step) are sums over
+many fetches, which the ratio estimate gives (see ``FetchClock``)."""
+
+
+class FetchClock:
+    """CPU time and run-queue delay of each DataLoader fetch of the training thread: read
+    (``ThreadClock``, two system calls per fetch) at the first ``EXACT_FETCHES`` fetches,
+    every ``READ_EVERY``-th one and every one after a long fetch; estimated at the others.
+
+    Why: measured in the MLP loop of ``benchmarks/syscall_share.py``, the two calls made a
+    third of the probe's per-step cost on a virtual machine (benchmarks/RESULTS.md).
+
+    The estimate is honest because of who is read: the fetches not read are all of one
+    kind, those after a short fetch, and every ``READ_EVERY``-th fetch of that kind is read
+    whatever its own length (a count, not its duration, picks it). The ratio of CPU (and
+    run-queue) time to wall time over the read ones is an unbiased sample of that kind's,
+    and a fetch not read is given its wall time times that ratio: sums over many steps, what
+    the loader findings read, converge to what reading every fetch gives."""
+
+    __slots__ = ("_clock", "_n", "_after_long", "_kind_wall", "_kind_cpu", "_kind_runq")
+
+    def __init__(self, clock: ThreadClock) -> None:
+        self._clock = clock
+        self._n = 0
+        self._after_long = True
+        self._kind_wall = 0.0
+        self._kind_cpu = 0.0
+        self._kind_runq: float | None = 0.0
+        """Sums over the fetches read that followed a short fetch (None: a run-queue reading was missing)."""
+
+    def start(self, now: float) -> tuple[float, float | None, bool] | None:
+        """At a fetch's start (``now``: the wall clock just before): the readings, or None
+        when this fetch is estimated."""
+        n = self._n = self._n + 1
+        after_long = self._after_long
+        if after_long or n <= EXACT_FETCHES or not n % READ_EVERY:
+            cpu, runq = self._clock.read(now)
+            return cpu, runq, after_long
+        return None
+
+    def end(self, started: tuple[float, float | None, bool] | None, now: float,
+            wall: float) -> tuple[float, float | None]:
+        """At the fetch's end: its CPU seconds and run-queue seconds (None where unknown)."""
+        self._after_long = wall >= LONG_FETCH
+        if started is None:
+            kind_wall = self._kind_wall
+            if kind_wall <= 0.0:
+                return wall, None
+            cpu = wall * self._kind_cpu / kind_wall
+            runq = None if self._kind_runq is None else wall * self._kind_runq / kind_wall
+            return (cpu if cpu < wall else wall), runq
+        cpu0, runq0, after_long = started
+        clock = self._clock
+        cpu1, runq1 = clock.read(now) if runq0 is not None else (clock.cpu(), None)
+        cpu = cpu1 - cpu0
+        if cpu < 0.0:
+            cpu = 0.0
+        runq = None if runq1 is None or runq0 is None else max(0.0, runq1 - runq0)
+        if not after_long:
+            self._kind_wall += wall
+            self._kind_cpu += cpu
+            if runq is None:
+                self._kind_runq = None
+            elif self._kind_runq is not None:
+                self._kind_runq += runq
+        return cpu, runq

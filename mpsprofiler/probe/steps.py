@@ -54,7 +54,7 @@ from typing import Any
 
 from .. import events
 from ..devices import DeviceBackend
-from .cputime import ThreadClock
+from .cputime import FetchClock, ThreadClock
 from .step_aggregate import ALLOC_EVERY, aggregate_rows, columns, fold_columns, merge_fetch, steps_payload
 
 DETAIL_LIMIT = 20_000
@@ -116,6 +116,7 @@ class StepTracker:
         self._carry: list[Any] | None = None
         """[wait, cpu, runq, batches, idle] of fetches after this iteration's last optimizer step."""
         self._thread_clock = ThreadClock()
+        self._fetch_clock = FetchClock(self._thread_clock)
         self._event: Any = None
         self._event_pending = False
         self._cycle: frozenset[int] | None = None
@@ -372,7 +373,7 @@ class StepTracker:
             self._start = self._clock()
         self._started = True
 
-    def on_fetch_start(self) -> tuple[float, float, float | None]:
+    def on_fetch_start(self) -> tuple[float, tuple[float, float | None, bool] | None]:
         now = self._clock()
         if not self._started:
             self._mark_start()
@@ -388,22 +389,19 @@ class StepTracker:
             # their time is the profiler's, not a wait for data
             now = self._clock()
         self._fetches += 1
+        FETCH.thread = _get_ident()
         if self.backend.asynchronous:
             self._mark_queued_work()
-        FETCH.thread = _get_ident()
-        cpu, runq = self._thread_clock.read(self._clock())  # the wall time right before the CPU time
-        return now, cpu, runq
+            # the CPU clock's wall time is read right before it (the run-queue skip compares them)
+            return now, self._fetch_clock.start(self._clock())
+        return now, self._fetch_clock.start(now)
 
-    def on_fetch_end(self, started: tuple[float, float, float | None], got_batch: bool) -> None:
+    def on_fetch_end(self, started: tuple[float, tuple[float, float | None, bool] | None], got_batch: bool) -> None:
         FETCH.thread = None
-        t0, cpu0, runq0 = started
+        t0, reading = started
         now = self._clock()
         wait = now - t0
-        cpu1, runq1 = self._thread_clock.read(now) if runq0 is not None else (self._thread_clock.cpu(), None)
-        cpu = cpu1 - cpu0
-        if cpu < 0.0:
-            cpu = 0.0
-        runq = None if runq1 is None or runq0 is None else max(0.0, runq1 - runq0)
+        cpu, runq = self._fetch_clock.end(reading, now, wait)
         idle = self._read_idle() if self._event_pending else None
         batches = 1 if got_batch else 0
         mode = self.mode
