@@ -276,6 +276,9 @@ class OpsFields(Tagged, total=False):
     from_backward: bool
     """The sample began at its step's backward pass: the one before was cut in its forward
     pass (``probe/ops.py``, ``SAMPLE_CAP_STEPS``), so these are the ops it left unseen."""
+    anomaly: dict[str, Any]
+    """Autograd's anomaly detection was on at the step's backward pass: ``check_nan`` and the
+    script's ``sites`` that turned it on (file, line, calls; ``probe/anomaly.py``)."""
     overhead_s: float | None
     interval: int
     cost_s: float

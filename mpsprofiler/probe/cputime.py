@@ -23,6 +23,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from typing import Any
 
 from . import fdguard
 
@@ -169,21 +170,23 @@ class FetchClock:
 
     The estimate is honest because of who is read: the fetches not read are all of one
     kind, those after a short fetch, and every ``READ_EVERY``-th fetch of that kind is read
-    whatever its own length (a count, not its duration, picks it). The ratio of CPU (and
-    run-queue) time to wall time over the read ones is an unbiased sample of that kind's,
-    and a fetch not read is given its wall time times that ratio: sums over many steps, what
-    the loader findings read, converge to what reading every fetch gives."""
+    whatever its own length (a count, not its duration, picks it). Among the read ones, the
+    ratio of CPU (and run-queue) time to wall time of those as long as the fetch estimated
+    (short or long, ``LONG_FETCH``) is an unbiased sample of theirs, and the fetch is given
+    its wall time times that ratio: sums over many steps, what the loader findings read,
+    converge to what reading every fetch gives. (One ratio for both lengths would let the
+    rare long fetch that ends a run of short ones, waiting where the short ones compute,
+    swing the short ones' estimate.)"""
 
-    __slots__ = ("_clock", "_n", "_after_long", "_kind_wall", "_kind_cpu", "_kind_runq")
+    __slots__ = ("_clock", "_n", "_after_long", "_sums")
 
     def __init__(self, clock: ThreadClock) -> None:
         self._clock = clock
         self._n = 0
         self._after_long = True
-        self._kind_wall = 0.0
-        self._kind_cpu = 0.0
-        self._kind_runq: float | None = 0.0
-        """Sums over the fetches read that followed a short fetch (None: a run-queue reading was missing)."""
+        self._sums: list[list[Any]] = [[0.0, 0.0, 0.0], [0.0, 0.0, 0.0]]
+        """Per own length (short, long): wall, CPU and run-queue seconds (None: a run-queue
+        reading was missing) of the fetches read that followed a short fetch."""
 
     def start(self, now: float) -> tuple[float, float | None, bool] | None:
         """At a fetch's start (``now``: the wall clock just before): the readings, or None
@@ -198,13 +201,16 @@ class FetchClock:
     def end(self, started: tuple[float, float | None, bool] | None, now: float,
             wall: float) -> tuple[float, float | None]:
         """At the fetch's end: its CPU seconds and run-queue seconds (None where unknown)."""
-        self._after_long = wall >= LONG_FETCH
+        long = wall >= LONG_FETCH
+        self._after_long = long
         if started is None:
-            kind_wall = self._kind_wall
-            if kind_wall <= 0.0:
-                return wall, None
-            cpu = wall * self._kind_cpu / kind_wall
-            runq = None if self._kind_runq is None else wall * self._kind_runq / kind_wall
+            sums = self._sums[long]
+            if sums[0] <= 0.0:
+                sums = self._sums[not long]
+                if sums[0] <= 0.0:
+                    return wall, None
+            cpu = wall * sums[1] / sums[0]
+            runq = None if sums[2] is None else wall * sums[2] / sums[0]
             return (cpu if cpu < wall else wall), runq
         cpu0, runq0, after_long = started
         clock = self._clock
@@ -214,10 +220,11 @@ class FetchClock:
             cpu = 0.0
         runq = None if runq1 is None or runq0 is None else max(0.0, runq1 - runq0)
         if not after_long:
-            self._kind_wall += wall
-            self._kind_cpu += cpu
+            sums = self._sums[long]
+            sums[0] += wall
+            sums[1] += cpu
             if runq is None:
-                self._kind_runq = None
-            elif self._kind_runq is not None:
-                self._kind_runq += runq
+                sums[2] = None
+            elif sums[2] is not None:
+                sums[2] += runq
         return cpu, runq

@@ -158,6 +158,8 @@ class OpAccountant:
         """A sample of ``_active_step`` waits for the step's backward pass to begin."""
         self._began_at_backward = False
         """The sample in progress began at its step's backward pass (``from_backward``)."""
+        self._anomaly: dict[str, Any] | None = None
+        """Anomaly detection's state at the sampled step's backward pass (``probe/anomaly.py``)."""
         self._time_cap = MIN_SAMPLE_CAP_S
         ref = weakref.ref(self)
         try:
@@ -333,11 +335,21 @@ class OpAccountant:
             # CTC/GRU example at 0.51 s and the samples after it went)
             self._time_cap = math.inf
         self._backward_began = self._began_at_backward = False
+        self._anomaly = None
         self._safe.set(self._mark_backward, self._fail)  # at the step's first backward pass
         self._recording = True
 
     def _mark_backward(self) -> None:
         self._backward_began = True
+        self._read_anomaly()
+
+    def _read_anomaly(self) -> None:
+        """At the sampled step's first backward pass: autograd's anomaly detection on? (A
+        ``with detect_anomaly():`` around the backward call only is on here, and off at the
+        step's boundaries; see ``probe/anomaly.py``.)"""
+        from .anomaly import reading
+
+        self._anomaly = reading()
 
     def _arm(self, step: int, last: float | None) -> None:
         """Sample ``step`` from its first backward pass on (the last sample was cut in its
@@ -355,6 +367,7 @@ class OpAccountant:
             return
         self._begin(step, last)
         self._backward_began = self._began_at_backward = True
+        self._read_anomaly()
         self._safe.clear()  # (its marker: this is the backward pass)
 
     def _disarm(self) -> None:
@@ -386,6 +399,8 @@ class OpAccountant:
             self._from_backward = False
         if self._began_at_backward:
             record["from_backward"] = True
+        if self._anomaly is not None:
+            record["anomaly"] = self._anomaly
         finish_cost = self._clock() - t_end
         # a sample cut short within a step (a boundary ended it) is measured as that step;
         # one that no boundary ended (an evaluation after the loop) is no step's: count what

@@ -348,6 +348,9 @@ class Probe:
 
         self.thread_sites = thread_sites.ThreadSites()
         self._uninstallers.append(thread_sites.install(self.thread_sites, lambda exc: self.fail("env", exc)))
+        from . import anomaly  # the script's line that turns autograd's anomaly detection on
+
+        self._uninstallers.append(anomaly.install(lambda exc: self.fail("env", exc)))
 
     def _install_dataloader_hooks(self) -> None:
         """Batch waits, loader call sites and pageable batches (probe/loader_hooks.py)."""

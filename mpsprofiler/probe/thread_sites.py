@@ -26,17 +26,26 @@ class ThreadSites:
     def record(self, nthreads: Any) -> None:
         if os.getpid() != self._pid or len(self.calls) >= MAX_CALLS:
             return
-        frame: Any = sys._getframe(2)
-        torch_dir = os.path.dirname(os.path.abspath(sys.modules["torch"].__file__ or "")) + os.sep
-        for _ in range(32):
-            if frame is None:
-                return
-            name = os.path.abspath(frame.f_code.co_filename)
-            if not name.startswith((_OURS, torch_dir)) and not name.startswith("<"):
-                n = int(nthreads) if isinstance(nthreads, int) and not isinstance(nthreads, bool) else None
-                self.calls.append({"file": name, "line": frame.f_lineno, "n": n})
-                return
-            frame = frame.f_back
+        site = user_site(3)
+        if site is not None:
+            n = int(nthreads) if isinstance(nthreads, int) and not isinstance(nthreads, bool) else None
+            self.calls.append({"file": site[0], "line": site[1], "n": n})
+
+
+def user_site(depth: int) -> tuple[str, int] | None:
+    """The first frame from ``depth`` frames up (``sys._getframe(depth)`` as this function's
+    caller would count it, plus one) that is neither torch's nor mpsprof's: the script's line
+    that called into a wrapped torch function."""
+    frame: Any = sys._getframe(depth)
+    torch_dir = os.path.dirname(os.path.abspath(sys.modules["torch"].__file__ or "")) + os.sep
+    for _ in range(32):
+        if frame is None:
+            return None
+        name = os.path.abspath(frame.f_code.co_filename)
+        if not name.startswith((_OURS, torch_dir)) and not name.startswith("<"):
+            return name, frame.f_lineno
+        frame = frame.f_back
+    return None
 
 
 def install(sites: ThreadSites, on_error: Callable[[BaseException], None]) -> Callable[[], None]:

@@ -129,6 +129,11 @@ class OpStats:
         self.mismatches: dict[str, dict[str, Any]] = {}
         self.mps_misses: dict[tuple[str, str], OpRow] = {}
         self.dropped = 0
+        self.anomaly_steps = 0
+        """Sampled steps whose backward pass ran with autograd's anomaly detection on."""
+        self.anomaly_check_nan = False
+        self.anomaly_sites: list[dict[str, Any]] = []
+        """The script's lines that turned it on (file, line, calls), the latest report of each."""
         self.sampled: set[int] = set()
         """Indices of the sampled steps (first MAX_SAMPLED_KEPT): their timings carry the
         accounting's own cost, so step-time analyses leave them out."""
@@ -182,6 +187,9 @@ class OpStats:
         if isinstance(mixed, dict):
             self.bfloat16_calls += _int(mixed.get("bfloat16"))
             self.complex_calls += _int(mixed.get("complex"))
+        anomaly = data.get("anomaly")
+        if isinstance(anomaly, dict):
+            self._feed_anomaly(anomaly)
         for item in _list(data.get("mismatch")):
             if isinstance(item, dict) and len(self.mismatches) < 200:
                 module = _str(item.get("module"))
@@ -189,6 +197,21 @@ class OpStats:
                     "module": module, "param_device": _str(item.get("param_device")),
                     "input_device": _str(item.get("input_device")), "steps": 0})  # fmt: skip
                 row["steps"] += 1
+
+    def _feed_anomaly(self, anomaly: dict[str, Any]) -> None:
+        self.anomaly_steps += 1
+        self.anomaly_check_nan = self.anomaly_check_nan or bool(anomaly.get("check_nan"))
+        for site in _list(anomaly.get("sites")):
+            if not isinstance(site, dict) or not isinstance(site.get("file"), str):
+                continue
+            row = {"file": site["file"], "line": _int(site.get("line")), "calls": _int(site.get("calls"))}
+            for i, known in enumerate(self.anomaly_sites):
+                if (known["file"], known["line"]) == (row["file"], row["line"]):
+                    self.anomaly_sites[i] = row  # the probe's counts only grow
+                    break
+            else:
+                if len(self.anomaly_sites) < 8:
+                    self.anomaly_sites.append(row)
 
     def _slot(self, table: dict[Any, Any], key: Any, make: Any, spare: int = 0) -> Any:
         row = table.get(key)

@@ -46,6 +46,7 @@ RULE_FILES = [
     "cache-growth.yaml", "memory-pressure.yaml", "near-device-limit.yaml", "oom-crash.yaml",
     "op-not-implemented-crash.yaml", "device-mismatch-crash.yaml", "float64-mps-crash.yaml",
     "long-warmup.yaml", "environment.yaml", "spawn-bootstrap-crash.yaml", "worker-respawn.yaml",
+    "anomaly-detection.yaml",
 ]  # fmt: skip
 """The rule files this module answers for (ops.yaml is tested with the op facts)."""
 
@@ -415,7 +416,9 @@ def test_every_shipped_rule_is_triggered_by_a_test():
     place = {"other-programs-busy"}  # tests/e2e/test_advice_place.py
     others = {"memory-taken-by-others"}  # tests/tui/test_flicker.py
     mac_env = {"mac-watermark-refused", "mac-fallback-aborts"}  # tests/e2e/test_mac_env.py
-    assert ids == set(CLI_RULES) | set(SYNTHETIC) | {"tensor-leak"} | leak_sites | loader | place | others | mac_env
+    anomaly = {"anomaly-detection-on"}  # tests/e2e/test_anomaly.py
+    assert ids == (set(CLI_RULES) | set(SYNTHETIC) | {"tensor-leak"} | leak_sites | loader | place | others | mac_env
+                   | anomaly)
 
 
 def test_rule_files_load_cleanly_with_reasons_for_their_thresholds():

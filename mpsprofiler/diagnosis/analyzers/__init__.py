@@ -28,6 +28,7 @@ from . import (  # noqa: F401 - registers on import, in this order
     copies,
     float64_fix,
     sync_fix,
+    anomaly,
 )
 
 # isort: on

@@ -7,6 +7,9 @@ read less; the framework's own setting can. One such setting is known here:
 
 * A torch optimizer's own reads (``torch.optim.LBFGS.step`` reads scalars in its history
   loop and its convergence tests, torch/optim/lbfgs.py): no setting; the fix says so (``optimizer``).
+* Autograd's anomaly detection with its NaN checks (``anomaly``): each backward op's output
+  is tested for NaN, a read each (torch/autograd/anomaly_mode.py), all named at the line
+  that runs the backward pass; turning the mode off is the fix (``anomaly-detection-on``).
 * Hugging Face ``Trainer``: with ``TrainingArguments.logging_nan_inf_filter`` (default
   ``True``) its training loop tests ``torch.isnan(tr_loss_step) or torch.isinf(tr_loss_step)``
   after every micro-batch (the training loop of transformers/trainer.py:
@@ -19,7 +22,7 @@ read less; the framework's own setting can. One such setting is known here:
 
 Facts: ``sync_top_via`` (the library line most of the top sync line's calls came through,
 ``transformers/trainer.py:1956 (_inner_training_loop)``) and ``sync_top_via_where`` (a code:
-``inside`` or ``none``) for the evidence; ``sync_fix_where`` (``plain``, ``optimizer``, ``trainer_filter``
+``inside`` or ``none``) for the evidence; ``sync_fix_where`` (``plain``, ``anomaly``, ``optimizer``, ``trainer_filter``
 or ``trainer_filter_line``, and ``sync_fix_why``: codes ``rules/ops.yaml`` words), ``sync_fix_place`` (the
 ``TrainingArguments`` line; ``sync_fix_file`` and ``sync_fix_line`` for ``mpsprof patch``),
 ``sync_fix_code`` and ``sync_fix_per_step`` (the syncs the setting removes, per step) for the fix.
@@ -28,6 +31,7 @@ or ``trainer_filter_line``, and ``sync_fix_why``: codes ``rules/ops.yaml`` words
 from __future__ import annotations
 
 import os
+import re
 from typing import Any
 
 from ...session.ops import OpStats, SyncRow
@@ -47,6 +51,8 @@ OPTIMIZERS = "torch.optim."
 """The op sampler's module for ops inside an optimizer's ``step`` (``torch.optim.LBFGS.step``):
 syncs there are torch's own code, which no line of the script can change."""
 FILTER_SETTING = "logging_nan_inf_filter"
+BACKWARD_CALLS = re.compile(r"\.backward\(|autograd\.backward\(|autograd\.grad\(|\.backward$")
+"""A line that runs a backward pass: with anomaly detection's NaN checks on, its reads are those."""
 
 
 def is_trainer_filter(via: tuple[str, int, str, str] | None) -> bool:
@@ -85,6 +91,11 @@ def sync_fix(ops: OpStats, cwd: Any = None) -> dict[str, Any]:
     if via is not None:
         out["sync_top_via"] = f"{library_path(via[0])}:{via[1]} ({via[2]})"
         out["sync_top_via_where"] = "inside"
+    if ops.anomaly_steps and ops.anomaly_check_nan and BACKWARD_CALLS.search(top.code or ""):
+        # autograd's anomaly detection checks each backward op's output for NaN, a read each
+        # (torch/autograd/anomaly_mode.py): the backward line makes none of its own
+        out["sync_fix_where"] = "anomaly"
+        return out
     if top.module.startswith(OPTIMIZERS) and library_path(top.file) != top.file:
         # torch's optimizer reads its scalars itself (LBFGS: its history loop, its convergence tests)
         out["sync_fix_where"] = "optimizer"

@@ -1,0 +1,87 @@
+"""Autograd's anomaly detection on while the training runs: the line that turned it on and
+what to write there, for ``rules/anomaly-detection.yaml``.
+
+The probe reads ``torch.is_anomaly_enabled()`` at each sampled step's backward pass and
+records the calls that turned it on (``probe/anomaly.py``). A debugging switch, per torch's
+own docstring (torch/autograd/anomaly_mode.py, ``detect_anomaly``: "should be enabled only
+for debugging as the different tests will slow down your program execution"): each forward
+op records its Python traceback, and with ``check_nan`` each backward op's output is checked
+for NaN, a device sync per op on MPS and CUDA.
+
+``anomaly_fix_where`` says what the line is, for the rule's phrases: ``set`` (a
+``set_detect_anomaly(True)`` call in the script, turned off by ``False``), ``context`` (a
+``with ...detect_anomaly(...)`` block: the with goes, its body stays), ``library`` (a
+package turned it on, Lightning's ``Trainer(detect_anomaly=True)``), ``unknown`` (no line).
+``anomaly_found_at`` says the same of the evidence's clause, ``anomaly_checks`` whether NaN
+checks are on (``nan``, ``no_nan``).
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+from typing import Any
+
+from ...session.session import Session
+from .registry import analyzer
+from .source_edit import read_tree, short_path
+from .sync_fix import library_path
+
+ANOMALY_FACTS = ("anomaly_on", "anomaly_sampled", "anomaly_steps", "anomaly_where", "anomaly_code",
+                 "anomaly_fix_code", "anomaly_fix_where", "anomaly_found_at", "anomaly_checks", "anomaly_calls")
+LIBRARY_MARKERS = ("site-packages", "dist-packages")
+
+
+def _statement(path: str, line: int) -> tuple[str, ast.stmt | None]:
+    """The source text of ``line`` and the innermost statement that starts there."""
+    parsed = read_tree(path)
+    if parsed is None:
+        return "", None
+    source, tree = parsed
+    lines = source.splitlines()
+    text = lines[line - 1].strip() if 0 < line <= len(lines) else ""
+    best: ast.stmt | None = None
+    for node in ast.walk(tree):
+        if isinstance(node, ast.stmt) and node.lineno == line:
+            if best is None or (node.end_lineno or line) <= (best.end_lineno or line):
+                best = node
+    return text, best
+
+
+def _fix(stmt: ast.stmt | None, text: str) -> tuple[str, str]:
+    """(``anomaly_fix_where``, the code to write at the line)."""
+    if isinstance(stmt, (ast.With, ast.AsyncWith)):
+        return "context", "# the `with` line removed, its body one level out"
+    for name in ("set_detect_anomaly", "set_anomaly_enabled"):
+        at = text.find(name + "(")
+        if at >= 0:
+            return "set", f"{text[:at + len(name) + 1]}False)   # on only while you debug a NaN or a failing backward"
+    return "unknown", ""
+
+
+@analyzer("anomaly", provides=ANOMALY_FACTS)
+def anomaly_facts(session: Session) -> dict[str, Any]:
+    ops = session.ops
+    if ops.anomaly_steps == 0:
+        return {}
+    facts: dict[str, Any] = {"anomaly_on": True, "anomaly_steps": ops.anomaly_steps,
+                             "anomaly_sampled": ops.sampled_steps,
+                             "anomaly_checks": "nan" if ops.anomaly_check_nan else "no_nan"}
+    sites = ops.anomaly_sites
+    if not sites:
+        facts.update(anomaly_where=None, anomaly_code=None, anomaly_fix_code=None, anomaly_fix_where="unknown",
+                     anomaly_found_at="unknown", anomaly_calls=0)
+        return facts
+    site = max(sites, key=lambda s: s["calls"])  # a `with` entered at every step over a one-off call
+    path, line = str(site["file"]), int(site["line"])
+    facts["anomaly_calls"] = int(site["calls"])
+    if any(os.sep + marker + os.sep in path for marker in LIBRARY_MARKERS):
+        facts.update(anomaly_where=library_path(path) + f":{line}", anomaly_code=None, anomaly_fix_code=None,
+                     anomaly_fix_where="library", anomaly_found_at="library")
+        return facts
+    text, stmt = _statement(path, line)
+    where, code = _fix(stmt, text)
+    facts.update(anomaly_where=f"{short_path(path, session.run.get('cwd'))}:{line}", anomaly_code=text or None,
+                 anomaly_fix_code=code or None, anomaly_fix_where=where,
+                 anomaly_found_at=where if text else "unknown")
+    return facts

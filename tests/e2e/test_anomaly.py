@@ -1,0 +1,94 @@
+"""Autograd's anomaly detection left on in training (``rules/anomaly-detection.yaml``): the
+real script through the real CLI, its two forms found at their own lines, the reads its NaN
+checks make not blamed on the backward line, and no finding where it is off in training
+(a debugging check before the loop, or never on). The wrapper on ``torch.set_anomaly_enabled``
+must pass every call on: the script's output and exit status are bare's."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from helpers import REPO, child_env, mpsprof_cli, read_summary
+from mpsprofiler.probe import anomaly
+
+SCRIPT = REPO / "tests" / "scripts_anomaly" / "anomaly_train.py"
+
+
+def _line_of(text: str) -> int:
+    """The script's last line that holds ``text`` (read, not written down: the script may
+    change; the last: the training loop's, after the one-off debugging check)."""
+    found = [n for n, line in enumerate(SCRIPT.read_text().splitlines(), 1) if text in line]
+    assert found, text
+    return found[-1]
+
+
+def _run(tmp_path: Path, form: str) -> tuple[subprocess.CompletedProcess[str], dict[str, dict[str, str]]]:
+    run = tmp_path / form
+    proc = mpsprof_cli("run", "--headless", "-o", str(run), str(SCRIPT), "--form", form, env=child_env())
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return proc, {f["rule"]: f for f in read_summary(run)["findings"]}
+
+
+def _bare(form: str) -> str:
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--form", form], capture_output=True, text=True,
+                          env=child_env(), timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return proc.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("form,text", [("set", "torch.autograd.set_detect_anomaly(True)"),
+                                       ("with", "with torch.autograd.detect_anomaly():")])
+def test_anomaly_detection_on_in_training_is_named_at_its_line(tmp_path: Path, form: str, text: str) -> None:
+    proc, found = _run(tmp_path, form)
+    assert _bare(form).strip() in proc.stdout  # the training's own output, as bare
+    finding = found["anomaly-detection-on"]
+    where = f"anomaly_train.py:{_line_of(text)}"
+    assert where in finding["evidence"] and text in finding["evidence"], finding["evidence"]
+    if form == "set":
+        assert "torch.autograd.set_detect_anomaly(False)" in finding["fix"], finding["fix"]
+    else:
+        assert "Remove the `with` at" in finding["fix"] and where in finding["fix"], finding["fix"]
+    sync = found.get("sync-heavy-mac")
+    if sync is not None:  # the NaN checks' reads: not the backward line's to change
+        assert "anomaly detection checking every backward op" in sync["fix"], sync["fix"]
+        assert "keep per-step values on the device" not in sync["fix"], sync["fix"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("form", ["debug_once", "off"])
+def test_no_finding_where_it_is_off_while_training(tmp_path: Path, form: str) -> None:
+    proc, found = _run(tmp_path, form)
+    assert _bare(form).strip() in proc.stdout
+    assert "anomaly-detection-on" not in found, found.keys()
+
+
+def test_the_wrapper_passes_every_call_on_and_records_the_callers_line() -> None:
+    calls: list[BaseException] = []
+    before = torch.is_anomaly_enabled()
+    uninstall = anomaly.install(calls.append)
+    anomaly.SITES.sites.clear()
+    try:
+        with torch.autograd.detect_anomaly(check_nan=False):
+            assert torch.is_anomaly_enabled() and not torch.is_anomaly_check_nan_enabled()
+            reading = anomaly.reading()
+        assert not torch.is_anomaly_enabled() and anomaly.reading() is None
+        for _ in range(2):
+            torch.autograd.set_detect_anomaly(True)
+        assert torch.is_anomaly_enabled()
+        torch.autograd.set_detect_anomaly(False)
+    finally:
+        uninstall()
+        torch.set_anomaly_enabled(before)
+    assert torch.set_anomaly_enabled is not None and "anomaly" not in getattr(torch.set_anomaly_enabled,
+                                                                             "__module__", "")
+    assert reading is not None and reading["check_nan"] is False
+    here = Path(__file__).resolve()
+    sites = [(Path(s["file"]).resolve(), s["calls"], s["check_nan"]) for s in anomaly.SITES.sites]
+    assert [(f, c) for f, c, _ in sites] == [(here, 1), (here, 2)], sites  # the with, then the set line (twice)
+    assert not calls
