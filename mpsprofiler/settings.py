@@ -224,11 +224,14 @@ def describe(settings: dict[str, Any]) -> list[str]:
     return lines
 
 
-def label(settings: dict[str, Any]) -> str:
+def label(settings: dict[str, Any], loader: str | None = None) -> str:
     """The change as try and the TUI title it: ``num_workers=4`` for every DataLoader,
     ``num_workers=4 (DataLoader 2)`` for one (the creation order ``--set dataloader.2.*`` uses),
     ``num_workers=4 (DataLoaders 1, 3, 5)`` for one built anew every epoch,
-    the other settings as written (``env.OMP_NUM_THREADS=1``)."""
+    the other settings as written (``env.OMP_NUM_THREADS=1``). ``loader``: the name the
+    user knows the one loader changed by (``DataLoader 1`` for the script's first, whose
+    construction number also counts a framework's copies; ``the Trainer's evaluation
+    DataLoader``), said instead of its construction numbers."""
     parts: list[str | tuple[str, list[str]]] = []  # a loader's fields together: "a=1, b=2 (DataLoader 2)"
     loaders: dict[str, list[str]] = {}
     for line in describe(settings):
@@ -251,7 +254,9 @@ def label(settings: dict[str, Any]) -> str:
             last[0].append(p[0])
         else:
             merged.append(p if isinstance(p, str) else ([p[0]], p[1]))
+    named = loader if loader and sum(not isinstance(p, str) for p in merged) == 1 else None
     return ", ".join(p if isinstance(p, str) else
+                     f"{', '.join(p[1])} ({named})" if named else
                      f"{', '.join(p[1])} (DataLoader{'s' if len(p[0]) > 1 else ''} {', '.join(p[0])})" for p in merged)
 
 

@@ -148,6 +148,10 @@ class DataLoaderFields(Tagged, total=False):
     call_func: str
     """Where the function holding that line was called from, and its name (a helper that
     builds several loaders); absent at a module's top level."""
+    role: str
+    """``eval`` or ``test``: a framework's evaluation hook built it (probe/loader_sites.py,
+    ``ROLE_HOOKS``: the Trainer's ``get_eval_dataloader``, Lightning's ``val_dataloader``);
+    absent for the others."""
     fetches: int
     fetch_s: float
     """Batches taken from this loader (each iterator's first left out) and the training's

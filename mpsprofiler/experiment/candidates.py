@@ -27,10 +27,12 @@ class Candidate:
     settings: dict[str, Any]
     window: Window | None = None
     """Set where the fix shows in a few steps only (a side loader's): what its trial spans."""
+    loader: str | None = None
+    """The loader it changes as the user counts them (the finding's ``loader_label``)."""
 
     @property
     def text(self) -> str:
-        return label(self.settings)
+        return label(self.settings, self.loader)
 
 
 def _int(facts: dict[str, Any], name: str) -> int | None:
@@ -145,7 +147,9 @@ def candidate_for(finding: Finding | dict[str, Any], facts: dict[str, Any] | Non
     if not settings:
         return None
     rule = str(d.get("rule"))
-    return Candidate(rule=rule, title=str(d.get("title", "")), settings=settings, window=fix_window(rule, merged))
+    named = merged.get("loader_label") if rule in WINDOWED_RULES else None
+    return Candidate(rule=rule, title=str(d.get("title", "")), settings=settings, window=fix_window(rule, merged),
+                     loader=named if isinstance(named, str) else None)
 
 
 def candidates(findings: list[Finding], facts: dict[str, Any] | None = None) -> list[Candidate]:

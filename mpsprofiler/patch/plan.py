@@ -24,7 +24,7 @@ from ..diagnosis.analyzers.framework_place import (
     arguments_line,
     command_line_fix,
 )
-from ..diagnosis.analyzers.loader_place import shared_line
+from ..diagnosis.analyzers.loader_place import shared_line, user_label
 from ..diagnosis.analyzers.sync_fix import FILTER_SETTING
 from ..diagnosis.findings import Finding
 from ..experiment.candidates import candidate_for
@@ -145,17 +145,17 @@ def _loaders(e: _Edits, f: Finding, facts: dict[str, Any]) -> None:
                 if workers and workers > 0:  # torch: a ValueError with num_workers=0
                     changes["prefetch_factor"] = str(prefetch)
                 else:
-                    e.fix.not_patched.append(f"not patched: prefetch_factor={prefetch} on DataLoader "
-                                             f"{d.get('created')}: it runs with num_workers={workers}, and "
+                    e.fix.not_patched.append(f"not patched: prefetch_factor={prefetch} on "
+                                             f"{user_label(e.session, d)}: it runs with num_workers={workers}, and "
                                              "prefetch_factor needs workers (torch raises ValueError)")
             if changes.get("persistent_workers") == "True" and not (workers and workers > 0):
                 # torch refuses it without workers ("persistent_workers option needs num_workers > 0")
                 if key != "*":
-                    e.fix.not_patched.append(f"not patched: DataLoader {d.get('created')} runs with num_workers="
+                    e.fix.not_patched.append(f"not patched: {user_label(e.session, d)} runs with num_workers="
                                              f"{workers}, and persistent_workers needs workers")
                 continue
             if not file or not line:
-                e.fix.not_patched.append(f"not patched: the run recorded no line for DataLoader {d.get('created')}; "
+                e.fix.not_patched.append(f"not patched: the run recorded no line for {user_label(e.session, d)}; "
                                          f"set {_args(changes)} where it is built, by hand")
                 continue
             if (file, line) in done:
@@ -168,8 +168,8 @@ def _loaders(e: _Edits, f: Finding, facts: dict[str, Any]) -> None:
                 call = (f" at the call that makes it ({e.short(str(d.get('call_file')))}:{d.get('call_line')})"
                         if d.get("call_file") and d.get("call_line") else "")
                 e.fix.not_patched.append(
-                    f"not patched: {e.short(file)}:{line} builds DataLoader {other.get('created')} too: set "
-                    f"{_args(changes)} for DataLoader {d.get('created')} only{call}, by hand")
+                    f"not patched: {e.short(file)}:{line} builds {user_label(e.session, other)} too: set "
+                    f"{_args(changes)} for {user_label(e.session, d)} only{call}, by hand")
                 continue
             if e.session.model.get("framework") == "transformers Trainer":
                 _trainer_loader(e, file, line, changes, workers)

@@ -15,7 +15,11 @@ try`` must change that one alone. So the probe records, per loader:
   loader's batches are consumed by evaluation, not by the training steps);
 * ``batch_tensors``: the tensors in one batch (its first timed one). Taking a batch in from
   a worker process costs the training a round trip per tensor (each storage's shared memory
-  crosses separately), so the count says whether workers could beat loading in-process.
+  crosses separately), so the count says whether workers could beat loading in-process;
+* ``role``: ``eval`` or ``test`` for a loader a framework's evaluation hook built
+  (:data:`ROLE_HOOKS`), read from the frames that built it, once per construction. Its
+  batches pace evaluation, not the training steps, and the framework rebuilds it at each
+  evaluation by design: the advice must say so rather than guess from its batch counts.
 
 Records live in weak dictionaries keyed by the loader and its iterators: the probe keeps
 nothing alive that the script dropped. Updates go out as the loader's ``dataloader``
@@ -60,6 +64,7 @@ class Site:
     sent: int = 0
     tensors: int | None = None
     fields: dict[str, Any] = field(default_factory=dict)
+    role: str | None = None
 
 
 class LoaderSites:
@@ -84,8 +89,8 @@ class LoaderSites:
         if os.getpid() != self._pid:
             return
         self._created += 1
-        file, line, call = self._caller()
-        site = self._sites[loader] = Site(self._created, file, line, call)
+        file, line, call, role = self._caller()
+        site = self._sites[loader] = Site(self._created, file, line, call, role=role)
         self._every.append(site)
 
     def site_fields(self, loader: Any) -> dict[str, Any]:
@@ -97,6 +102,8 @@ class LoaderSites:
             out["file"], out["line"] = site.file, site.line
         if site.call is not None:
             out["call_file"], out["call_line"], out["call_func"] = site.call
+        if site.role is not None:
+            out["role"] = site.role
         return out
 
     def on_iter(self, it: Any, loader: Any, fields: dict[str, Any] | None) -> None:
@@ -156,28 +163,31 @@ class LoaderSites:
             if site.fields and site.fetches > site.sent:
                 self.update(site)
 
-    def _caller(self) -> tuple[str | None, int | None, tuple[str, int, str] | None]:
-        """The script's line that built the loader, and the call of the function it is in
-        (the next frame out, where that is the script's too; None at a module's top level)."""
+    def _caller(self) -> tuple[str | None, int | None, tuple[str, int, str] | None, str | None]:
+        """The script's line that built the loader, the call of the function it is in (the
+        next frame out, where that is the script's too; None at a module's top level), and
+        its role (:func:`hook_role`, from the frames up to and including that line's)."""
         if self._torch_dir is None:
             import torch
 
             self._torch_dir = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
         skip = (*_SKIP, self._torch_dir, *_framework_dirs())
         frame = sys._getframe(2)
+        role: str | None = None
         for _ in range(64):
             if frame is None:
                 break
+            role = role or hook_role(frame)
             name = os.path.abspath(frame.f_code.co_filename)
             if not name.startswith(skip) and not name.startswith("<"):
-                return name, frame.f_lineno, self._call_of(frame, skip)
+                return name, frame.f_lineno, self._call_of(frame, skip), role
             if frame.f_code.co_name in REBUILDERS:
                 # the framework rebuilds the loader it is handed: the script's line is that one's
                 original = self._sites.get(frame.f_locals.get("dataloader"))
                 if original is not None and original.file:
-                    return original.file, original.line, original.call
+                    return original.file, original.line, original.call, original.role or role
             frame = frame.f_back  # type: ignore[assignment]
-        return None, None, None
+        return None, None, None, role
 
     @staticmethod
     def _call_of(frame: Any, skip: tuple[str, ...]) -> tuple[str, int, str] | None:
@@ -197,6 +207,30 @@ argument): accelerate's ``prepare_data_loader``, and Lightning's ``_update_datal
 (lightning/pytorch/utilities/data.py, lightning/fabric/utilities/data.py), which adds a
 DistributedSampler under DDP: the loader was named at the ``trainer.fit`` line there, where
 ``patch`` found no DataLoader to change."""
+
+ROLE_HOOKS = {"get_eval_dataloader": "eval", "get_test_dataloader": "test",
+              "val_dataloader": "eval", "test_dataloader": "test", "predict_dataloader": "test"}
+"""Framework methods that build an evaluation loader, and its role: the Trainer's
+(transformers/trainer.py; ``evaluate()`` asks ``get_eval_dataloader`` anew each time,
+``predict()`` asks ``get_test_dataloader``) and Lightning's hooks of a LightningModule or
+LightningDataModule (the script's own method, which Lightning calls)."""
+ROLE_CLASSES = ("Trainer", "LightningModule", "LightningDataModule")
+"""The framework classes whose ``ROLE_HOOKS`` count (a subclass's override included): a plain
+script's own ``val_dataloader()`` helper says nothing certain."""
+
+
+def hook_role(frame: Any) -> str | None:
+    """``frame``'s role when it runs one of :data:`ROLE_HOOKS` of a framework object
+    (``self`` is a :data:`ROLE_CLASSES` subclass), else None. Read once per construction."""
+    role = ROLE_HOOKS.get(frame.f_code.co_name)
+    if role is None:
+        return None
+    owner = frame.f_locals.get("self")
+    if owner is None:
+        return None
+    names = {klass.__name__ for klass in type(owner).__mro__}
+    return role if names.intersection(ROLE_CLASSES) else None
+
 
 MAX_WALK = 256
 """Containers and tensors looked at in one batch: a batch of more is counted as this many."""

@@ -29,11 +29,13 @@ def site_key(d: DataLoaderFields) -> tuple[Any, ...] | None:
 
     Its length, batch size and workers too: a comprehension that builds the training and
     the validation loader at one line (``{s: make_loader(s) for s in splits}``) builds two
-    loaders of different lengths, which must stay two; one rebuilt every epoch keeps its own."""
+    loaders of different lengths, which must stay two; one rebuilt every epoch keeps its own.
+    Its role too: a Trainer builds its training and its evaluation loader under the one
+    ``trainer.train()`` line, over the same dataset and batch size where the script says so."""
     if not d.get("file") or not d.get("line"):
         return None
     return (d.get("file"), d.get("line"), d.get("call_file"), d.get("call_line"), d.get("dataset"), d.get("len"),
-            d.get("batch_size"), d.get("num_workers"))
+            d.get("batch_size"), d.get("num_workers"), d.get("role"))
 
 
 def merge_rebuilt(records: dict[int, DataLoaderFields]) -> dict[int, DataLoaderFields]:

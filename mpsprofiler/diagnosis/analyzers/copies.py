@@ -3,7 +3,10 @@
 From the probe's ``health`` events of kind ``copies`` (see :mod:`mpsprofiler.probe.copies`):
 the first batches of each loader, their bytes and whether they were pinned, and the
 loader's own ``pin_memory`` (None where the probe could not read one). The loader with
-the most pageable bytes per batch is the one named.
+the most pageable bytes per batch is the one named. The probe numbers it by first iteration
+(its record's ``id``); ``pageable_loader`` is its construction number, which ``--set
+dataloader.N`` addresses, and ``pageable_loader_name`` the number the user counts it by
+(a framework's copy of the script's loader is not another one: ``loader_place.user_label``).
 
 Copy time, where it was measured (``copy_time`` events: the host-to-device copies of the
 op-sampled steps on CUDA, timed with device events around each): ``copy_ms_per_step``,
@@ -19,10 +22,11 @@ from typing import Any
 
 from ...session.session import Session
 from .common import MIB, rounded
+from .loader_place import user_label
 from .registry import analyzer
 
 COPIES_FACTS: tuple[str, ...] = (
-    "pageable_loader", "pageable_share", "pageable_mib_per_batch", "pageable_batches_checked",
+    "pageable_loader", "pageable_loader_name", "pageable_share", "pageable_mib_per_batch", "pageable_batches_checked",
     "pageable_loader_pin_memory", "copy_ms_per_step", "copy_gb_per_s", "copy_steps_timed", "copy_time_missing",
 )
 
@@ -65,8 +69,11 @@ def _pageable(session: Session) -> dict[str, Any]:
         return {}
     pageable_bytes, number, row = best
     pin = row.get("pin_memory")
+    record = session.dataloaders.get(number)
+    created = record.get("created") if record is not None else None
     return {
-        "pageable_loader": number,
+        "pageable_loader": created if isinstance(created, int) and not isinstance(created, bool) else number,
+        "pageable_loader_name": user_label(session, record) if record is not None else f"DataLoader {number}",
         "pageable_share": rounded(int(row.get("pageable_batches") or 0) / int(row["batches"]), 4),
         "pageable_mib_per_batch": rounded(max(0, pageable_bytes) / MIB, 3),
         "pageable_batches_checked": int(row["batches"]),

@@ -26,6 +26,7 @@ from .common import (
 )
 from .loader_advice import FIGURES_FACTS, REASON_FACTS, advise, steady_ratio, step_loads, step_ratios
 from .loader_place import PLACE_FACTS, place_facts, shares, stalled_loader
+from .loader_role import eval_role, restarts
 from .registry import analyzer
 from .threads import thread_fix_place, torch_threads
 
@@ -99,7 +100,8 @@ def dataloader_facts(session: Session) -> dict[str, Any]:
     facts["suggested_prefetch_factor"] = max(4, (facts["prefetch_factor"] or 2) * 2)
     facts.update(respawn)
     facts.update(place_facts(session, loader, _opt_int(facts.get("suggested_num_workers")), workers or 0,
-                             facts["batch_size_arg"], facts["prefetch_factor"], facts.get("reason_trains") == "side"))
+                             facts["batch_size_arg"], facts["prefetch_factor"],
+                             facts.get("reason_trains") == "side" or eval_role(loader)))
     return facts
 
 
@@ -171,7 +173,7 @@ def _profile(session: Session, loader: DataLoaderFields, workers: int, kept: lis
     cores, what = compute_cores(session.env)
     train = fig.train_per_batch(session.device_kind == "cpu")
     per_step = fig.batches / fig.steps if fig.steps else None  # this loader's batches a step
-    consume = side_consume(loader, per_step) if split is not None else None
+    consume = side_consume(loader, per_step, eval_role(loader)) if split is not None else None
     if consume is not None:
         # a loader served in a few steps only (evaluation every N steps): the steps'
         # compute and ratios are the other loader's; its own batches are consumed this fast
@@ -200,7 +202,10 @@ def _profile(session: Session, loader: DataLoaderFields, workers: int, kept: lis
     total = session.steps.total_batches
     per_start = max(length, total) if length else total
     rebuilt = rebuilt_count(loader)
-    if rebuilt > 1:  # built anew every epoch: each construction starts its workers for its own batches
+    starts = restarts(session, loader)
+    if starts == "trainer_eval":  # kept by the Trainer with the fix's persistent workers: all its passes
+        per_start = length * rebuilt if length else total
+    elif rebuilt > 1:  # built anew every epoch: each construction starts its workers for its own batches
         per_start = length or max(1, total // rebuilt)
     method = start_method(session, {**loader, "num_workers": max(1, workers)})
     advice: dict[str, Any] = advise(fig, bound, workers, train, training_cores, cores, what, batch_size, available,
@@ -262,13 +267,17 @@ SIDE_LOADER = 0.5
 side loader: evaluation, a probe set. Its batches are not what paces the steps."""
 
 
-def side_consume(loader: DataLoaderFields, per_step: float | None) -> float | None:
+def side_consume(loader: DataLoaderFields, per_step: float | None, evaluation: bool = False) -> float | None:
     """Seconds the script spends on each batch of a side loader (between its arrival and
     the next request of the same iterator: probe/loader_sites.py), or None where the loader
     serves most steps (``per_step``: its batches a step) or the gaps were not recorded
-    (fewer than 3)."""
+    (fewer than 3). ``evaluation``: a framework's evaluation hook built it (loader_role.py),
+    a side loader however many of its batches a step reads (a Trainer evaluating 10
+    batches every 10 steps reads one a step)."""
     consumes, consume_s = _opt_int(loader.get("consumes")), num(loader.get("consume_s"))
-    if per_step is None or per_step >= SIDE_LOADER or not consumes or consumes < 3 or consume_s is None:
+    if not consumes or consumes < 3 or consume_s is None:
+        return None
+    if not evaluation and (per_step is None or per_step >= SIDE_LOADER):
         return None
     return max(consume_s / consumes, 1e-6)
 

@@ -17,15 +17,17 @@ from ...session.session import Session
 from .cli_option import Option, call_option
 from .common import num, training_loader
 from .framework_place import guard_note, trainer_place
+from .loader_role import restarts
 from .source_edit import rewrite_call, short_path
 
 PLACE_FACTS: tuple[str, ...] = ("loader_which", "loader_name_place", "loader_change", "loader_call_place",
                                  "loader_func", "loader_shared_which", "loader_shared_ordinal", "loader_ordinal",
-                                 "loader_rebuilt", "loader_starts", "loader_keeps")
+                                 "loader_rebuilt", "loader_starts", "loader_keeps", "loader_label")
 """Besides ``loader_name`` and ``loader_where`` (codes ``rules/dataloader-stall.yaml`` words):
 which loader (``only``, or the ordinal's ending ``st``/``nd``/``rd``/``th`` of
 ``loader_ordinal``: its number among the script's places that build loaders, :func:`user_ordinals`;
-``loader_created`` is its construction number, which ``try`` and ``patch`` address), the line that built it (or started the Trainer), and whether the fix
+``loader_created`` is its construction number, which ``try`` and ``patch`` address;
+``loader_label``: how ``try`` titles it, :func:`user_label` or the Trainer's loader), the line that built it (or started the Trainer), and whether the fix
 changes it (``loader_change``: ``change``, or ``none`` where the loader has the suggested
 workers already and only its Dataset can be made faster: no code block to copy that would
 change nothing)."""
@@ -65,17 +67,29 @@ def user_ordinals(session: Session) -> dict[int, int]:
     built: the DataLoaders a user counts in the script. accelerate's ``prepare`` builds a
     copy of each loader it is handed (counted by the probe, and by ``--set dataloader.N``),
     and a loader rebuilt every epoch is built again at the same line: the script's second
-    loader was called "the 4th DataLoader" there."""
+    loader was called "the 4th DataLoader" there. A Trainer builds its training and its
+    evaluation loader under one ``trainer.train()`` line: their roles tell them apart."""
     places: dict[tuple[Any, ...], int] = {}
     out: dict[int, int] = {}
     for d in sorted(session.dataloaders.values(), key=lambda d: num(d.get("created")) or 0):
         created = num(d.get("created"))
         if not created:
             continue
-        key = ((d.get("file"), d.get("line"), d.get("call_file"), d.get("call_line"))
+        key = ((d.get("file"), d.get("line"), d.get("call_file"), d.get("call_line"), d.get("role"))
                if d.get("file") and d.get("line") else ("created", created))
         out[int(created)] = places.setdefault(key, len(places) + 1)
     return out
+
+
+def user_label(session: Session, loader: DataLoaderFields) -> str:
+    """``DataLoader N`` as the user counts them (:func:`user_ordinals`), for texts that
+    number loaders: the construction number (``--set dataloader.N``) also counts the copies
+    a framework builds of the script's loader (accelerate's ``prepare``), so the script's
+    only loader was "DataLoader 2"."""
+    created = num(loader.get("created"))
+    n = user_ordinals(session).get(int(created)) if created else None
+    fallback = int(created) if created else loader.get("id") or "?"  # a record from before: its own number
+    return f"DataLoader {n or fallback}"
 
 
 def _ordinal(n: int) -> str:
@@ -182,15 +196,21 @@ def _place_facts(session: Session, loader: DataLoaderFields, suggested: int | No
     out["loader_name"] = "built" if place else ("which" if count > 1 else None)
     n = suggested if suggested is not None else workers
     rebuilt = rebuilt_count(loader)
-    has_them = n == workers and (n == 0 or bool(loader.get("persistent_workers")) or rebuilt > 1)
+    starts = restarts(session, loader)
+    # a loader rebuilt every epoch gains nothing from persistent workers; the Trainer's
+    # evaluation loader does (the Trainer keeps it then: loader_role.py)
+    has_them = n == workers and (n == 0 or bool(loader.get("persistent_workers")) or starts in ("rebuilt", "rebuilt_eval"))
     out["loader_change"] = "none" if has_them else "change"
     changes = {"num_workers": str(n)}
     out["loader_rebuilt"] = rebuilt
-    out["loader_starts"] = out["loader_keeps"] = "rebuilt" if rebuilt > 1 else "once"
+    out["loader_keeps"] = starts
+    out["loader_starts"] = "once" if starts == "trainer_eval" else starts
     if n > 0 and not loader.get("persistent_workers") and rebuilt == 1:
         changes["persistent_workers"] = "True"  # (a loader built anew each epoch starts its own anyway)
+    out["loader_label"] = user_label(session, loader)
     trainer = trainer_place(session, str(file) if file else None, int(line) if line else None, n, side)
     if trainer is not None:  # a Trainer's loader: its TrainingArguments (framework_place.py)
+        out["loader_label"] = f"the Trainer's {'evaluation' if side else 'training'} DataLoader"
         out.update(trainer)
         return out
     shared = shared_line(session, loader)

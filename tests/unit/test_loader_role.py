@@ -1,0 +1,100 @@
+"""Loaders a framework builds for evaluation, and loaders numbered as the user counts them.
+
+The probe marks a loader built under a framework's evaluation hook (the Trainer's
+``get_eval_dataloader``, Lightning's ``val_dataloader``) with its role, from the frames that
+built it; a plain script's own ``val_dataloader()`` helper is not marked. A framework's copy
+of the script's loader (accelerate's ``prepare``) has a construction number of its own,
+which ``--set dataloader.N`` addresses, but user-facing text counts the script's loaders:
+the script's only loader is "DataLoader 1", not "DataLoader 2".
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from torch.utils.data import DataLoader
+
+from mpsprofiler import events
+from mpsprofiler.diagnosis.analyzers.loader_place import user_label, user_ordinals
+from mpsprofiler.diagnosis.facts import collect_facts
+from mpsprofiler.experiment.candidates import candidate_for
+from mpsprofiler.probe import loader_sites
+from mpsprofiler.session.loaders import merge_rebuilt
+from tests.unit.test_analyzers import LINUX_ENV, build_session, loader, step_rows
+
+
+class Trainer:
+    """Named as transformers' is: its ``get_eval_dataloader`` builds an evaluation loader."""
+
+    def get_eval_dataloader(self) -> DataLoader[Any]:
+        return DataLoader(range(8), batch_size=2)
+
+    def get_train_dataloader(self) -> DataLoader[Any]:
+        return DataLoader(range(8), batch_size=2)
+
+
+class Script:
+    """A plain script's helper of the same name as Lightning's hook: no role."""
+
+    def val_dataloader(self) -> DataLoader[Any]:
+        return DataLoader(range(8), batch_size=2)
+
+
+def _built(make: Any) -> dict[str, Any]:
+    sites = loader_sites.LoaderSites(lambda **fields: None)
+    uninstall = loader_sites.install_construction_hook(sites, lambda exc: None)
+    try:
+        built = make()
+    finally:
+        uninstall()
+    return sites.site_fields(built)
+
+
+def test_the_trainers_eval_loader_is_marked_and_the_others_are_not() -> None:
+    class MyTrainer(Trainer):  # a subclass's override counts too
+        pass
+
+    assert _built(MyTrainer().get_eval_dataloader)["role"] == "eval"
+    assert "role" not in _built(MyTrainer().get_train_dataloader)
+    assert "role" not in _built(Script().val_dataloader)
+    assert "role" not in _built(lambda: DataLoader(range(8)))
+
+
+def _rec(created: int, **over: Any) -> dict[str, Any]:
+    return loader(id=created, created=created, file="/w/train.py", line=29, call_file="/w/train.py", call_line=33,
+                  **over)
+
+
+def test_a_trainers_two_loaders_under_one_line_are_two_and_numbered_apart() -> None:
+    """Training and evaluation loaders of one Trainer, over the same dataset and batch size,
+    both "built" at `trainer.train()`: two loaders, DataLoader 1 and 2, not one rebuilt."""
+    records = {1: _rec(2, created_by_then=2), 2: _rec(4, role="eval", created_by_then=4),
+               3: _rec(6, role="eval", created_by_then=6)}
+    merged = merge_rebuilt(records)  # type: ignore[arg-type]
+    assert sorted(merged) == [1, 2] and merged[2]["created_all"] == [4, 6] and "rebuilt" not in merged[1]
+    session = build_session(env=LINUX_ENV, loaders=merged.values(), rows=step_rows([0.02] * 10))
+    assert user_ordinals(session) == {2: 1, 4: 2}
+
+
+def test_a_frameworks_copy_is_not_another_dataloader_in_texts() -> None:
+    """accelerate's `prepare` copy of the script's only loader is construction 2 (the one
+    iterated, the one recorded): try's title and the pageable-copies finding say DataLoader 1,
+    while `--set` still addresses construction 2."""
+    session = build_session(env=LINUX_ENV, device="cuda", loaders=[_rec(2)], rows=step_rows([0.02] * 40))
+    assert user_label(session, session.dataloaders[2]) == "DataLoader 1"
+    session.feed(events.decode(events.encode(events.KIND_HEALTH, 2.0, what="copies", loader=2, batches=16,
+                                             pageable_batches=16, bytes_per_batch=12 * 1024**2,
+                                             pinned_bytes_per_batch=0, pin_memory=False)))
+    facts = collect_facts(session)
+    assert facts["pageable_loader"] == 2 and facts["pageable_loader_name"] == "DataLoader 1"
+    stall = {"rule": "dataloader-stall", "facts": {"suggested_num_workers": 4, "num_workers": 0,
+                                                   "loader_created": 2, "loader_label": "DataLoader 1"}}
+    c = candidate_for(stall)
+    assert c is not None and c.settings["dataloader"] == {"2": {"num_workers": 4, "persistent_workers": True}}
+    assert c.text == "num_workers=4, persistent_workers=true (DataLoader 1)"
+    rebuilt = {"rule": "dataloader-stall", "facts": {"suggested_num_workers": 2, "num_workers": 0,
+                                                     "loader_created_all": [4, 6, 8],
+                                                     "loader_label": "the Trainer's evaluation DataLoader"}}
+    c = candidate_for(rebuilt)
+    assert c is not None and sorted(c.settings["dataloader"]) == ["4", "6", "8"]
+    assert c.text == "num_workers=2 (the Trainer's evaluation DataLoader)"
