@@ -212,7 +212,9 @@ def _add(out: dict[str, Any], name: str, value: str) -> None:
 def describe(settings: dict[str, Any]) -> list[str]:
     """The settings as the user would write them (``dataloader.num_workers=4``), for reports."""
     lines: list[str] = []
-    for loader, fields in sorted((settings.get("dataloader") or {}).items(), key=lambda kv: (kv[0] != "*", kv[0])):
+    # construction numbers in their order (4, 6, 8, 10; not 10, 4, 6, 8 as strings sort)
+    for loader, fields in sorted((settings.get("dataloader") or {}).items(),
+                                 key=lambda kv: (kv[0] != "*", int(kv[0]) if kv[0].isdigit() else 0, kv[0])):
         prefix = "dataloader." if loader == "*" else f"dataloader.{loader}."
         for field, value in fields.items():
             lines.append(f"{prefix}{field}={_text(value)}")

@@ -20,6 +20,7 @@ from mpsprofiler.diagnosis.facts import collect_facts
 from mpsprofiler.experiment.candidates import candidate_for
 from mpsprofiler.probe import loader_sites
 from mpsprofiler.session.loaders import merge_rebuilt
+from mpsprofiler.settings import label
 from tests.unit.test_analyzers import LINUX_ENV, build_session, loader, step_rows
 
 
@@ -98,3 +99,6 @@ def test_a_frameworks_copy_is_not_another_dataloader_in_texts() -> None:
     c = candidate_for(rebuilt)
     assert c is not None and sorted(c.settings["dataloader"]) == ["4", "6", "8"]
     assert c.text == "num_workers=2 (the Trainer's evaluation DataLoader)"
+    # without a name (a recording from before): the construction numbers, in their order
+    assert label({"dataloader": {str(n): {"num_workers": 2} for n in (10, 4, 6, 8)}}) == (
+        "num_workers=2 (DataLoaders 4, 6, 8, 10)")
