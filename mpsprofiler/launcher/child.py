@@ -73,6 +73,15 @@ class RunSpec:
         return [sys.executable, *target, *self.args]
 
 
+CLOSED_BEFORE_EXIT_S = 0.25
+"""An event pipe that ended this long before the process did was closed by the script,
+which ran on (``os.closerange``). One that ends as the process exits is the exit itself:
+``os._exit(0)`` skips the probe's atexit flush and the kernel closes the pipe a moment
+before the exit status can be read (the reader saw the process still alive). Telling that
+run "the script closed mpsprof's event channel" blamed something the script never did.
+The wait polls every 50 ms; a script that closes the channel and still has a step to run
+lives on far longer."""
+
 REPEAT_WINDOW_S = 0.1
 """The same signal again within this is the same event: GNU ``timeout`` sends its signal to
 mpsprof and then to mpsprof's process group, 0.3 ms apart. The kernel merges the two for
@@ -359,6 +368,7 @@ class RunController:
                 break
             except KeyboardInterrupt:  # pragma: no cover - parent got Ctrl-C outside handlers
                 continue
+        exited_at = time.monotonic() - self._started_at
         if self._terminal is not None:
             self._terminal.close()
         self._exited.set()
@@ -381,10 +391,10 @@ class RunController:
         reader = self._events
         if reader.bad_lines:
             fields["bad_lines"] = reader.bad_lines
-        ended_at = time.monotonic() - self._started_at
         closed_at = reader.channel_closed_at
-        if closed_at is not None and not reader.bye_seen and (code >= 0 or ended_at - closed_at > 0.5):
-            # the pipe ended while the script ran on, and its last line never came
+        if closed_at is not None and not reader.bye_seen and exited_at - closed_at > CLOSED_BEFORE_EXIT_S:
+            # the pipe ended while the script ran on, and its last line never came. A pipe
+            # that ends as the process does is its exit (os._exit, a signal): probe_done says so
             fields["channel_closed_at"] = round(closed_at, 3)
         if reader.spilled_lines:
             fields["spilled_lines"] = reader.spilled_lines

@@ -52,6 +52,8 @@ def render_console(summary: Summary, findings: Iterable[Finding | FindingDoc] = 
         )
     elif summary.get("crash"):
         lines.append("steps       0 (the script crashed before its first step ended)")
+    elif problems:  # the steps may have run, their events lost: "none seen" would be false
+        lines.append("steps       0 recorded (the events that counted them never arrived: see recording above)")
     else:
         lines.append("steps       0 (no optimizer step, backward pass, DataLoader batch or mpsprofiler.step() seen)")
     busy = steps.get("device_busy_share")

@@ -381,8 +381,7 @@ class Session:
                 problems.append(f"the script closed mpsprof's event channel {exit_info.channel_closed_at:.1f} s "
                                 "into the run: what happened after that is missing")
             elif exit_info.probe_done is False and self.hello and exit_info.signal is None:
-                problems.append("the profiler's last events never arrived (the script ended without Python's "
-                                "exit handlers, e.g. os._exit): the end of the run is missing")
+                problems.append(_skipped_shutdown(exit_info.returncode, self.steps.count))
             if exit_info.bad_lines:
                 problems.append(f"{exit_info.bad_lines} event line(s) from the profiler could not be read")
         return problems
@@ -394,6 +393,18 @@ class Session:
     @property
     def script(self) -> str:
         return str(self.run.get("script") or self.run.get("target") or "?")
+
+
+def _skipped_shutdown(returncode: int | None, steps: int) -> str:
+    """A script that exited with no signal and without the probe's last line: it skipped
+    Python's shutdown (``os._exit(N)`` after training, as scripts that avoid a slow teardown
+    of worker threads do), so the atexit function that sends the probe's buffered events
+    never ran. Said as that, with the last step that did arrive, so "0 steps" reads as what
+    was lost, not as a loop nobody counted."""
+    how = f"os._exit({returncode})" if isinstance(returncode, int) and returncode >= 0 else "os._exit()"
+    after = f"after step {steps}" if steps else "all of its steps"
+    return (f"the script ended without Python's normal shutdown (as {how} does, which skips atexit "
+            f"functions): mpsprof's last events ({after}) were never sent, so the end of the run is missing")
 
 
 def _number(value: Any) -> float | None:

@@ -68,3 +68,49 @@ def test_a_dataloader_workers_raise_is_named_at_its_line_not_the_loops(tmp_path:
     assert f"worker_raises.py:{raise_line}`" in crash["fix"], crash["fix"]
     report = mpsprof_cli("report", str(run), "--format", "md")
     assert f"worker_raises.py:{raise_line}` in `__getitem__`" in report.stdout, report.stdout[-3000:]
+
+
+OS_EXIT = '''import os
+import sys
+import time
+
+import torch
+
+model = torch.nn.Linear(8, 2)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+time.sleep(3)  # loading: the run lasts long enough for "no steps seen" to be judged
+for step in range(40):
+    loss = model(torch.randn(16, 8)).square().mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+print("trained", flush=True)
+os._exit(int(sys.argv[1]))  # skips atexit: the probe's final flush never runs
+'''
+
+
+@pytest.mark.parametrize("code", [0, 3])
+def test_os_exit_after_training_is_named_as_such_not_a_closed_channel(tmp_path: Path, code: int) -> None:
+    """``os._exit(N)`` after training skips Python's shutdown, so the probe's buffered last
+    events are never sent. The recording says that (with the status the script chose, passed
+    through unchanged), never "the script closed mpsprof's event channel", and the steps
+    whose events were lost are no "no training steps seen" finding."""
+    from helpers import read_summary
+
+    script = tmp_path / "os_exit.py"
+    script.write_text(OS_EXIT)
+    run = tmp_path / "run"
+    proc = mpsprof_cli("run", "--headless", "-o", str(run), str(script), str(code), cwd=tmp_path)
+    assert proc.returncode == code, proc.stderr[-2000:]
+    assert "trained" in proc.stdout
+    summary = read_summary(run)
+    (problem,) = summary["recording"]["problems"]
+    assert "event channel" not in problem, problem
+    assert problem.startswith("the script ended without Python's normal shutdown "
+                              f"(as os._exit({code}) does, which skips atexit functions): mpsprof's last events ("), problem
+    steps = summary["steps"]["count"]
+    lost = f"after step {steps}" if steps else "all of its steps"
+    assert f"({lost}) were never sent" in problem, problem
+    assert "no-step-signal" not in [f["rule"] for f in summary["findings"]]
+    assert "no optimizer step, backward pass" not in proc.stderr
+    assert f"recording   INCOMPLETE: {problem}" in proc.stderr

@@ -20,8 +20,8 @@ from .common import rounded
 from .registry import analyzer
 
 LOOP_FACTS: tuple[str, ...] = (
-    "child_processes", "child_start_methods", "child_targets", "main_training_steps", "run_ended", "run_s",
-    "step_count", "step_signal", "step_signal_words", "torch_imported",
+    "child_processes", "child_start_methods", "child_targets", "main_training_steps", "recording_complete",
+    "run_ended", "run_s", "step_count", "step_signal", "step_signal_words", "torch_imported",
 )
 """Every fact the ``loops`` analyzer may return (declared: no other analyzer may provide one)."""
 
@@ -54,5 +54,8 @@ def loop_facts(session: Session) -> dict[str, Any]:
         # False while a live run goes on: "no step yet" is no finding before the end (the
         # import of torch alone can take 3 s, long before the first step)
         "run_ended": session.exit is not None,
+        # False when events were lost (os._exit skipped the last flush): a step count of 0
+        # is then what arrived, not what ran, and "no training steps seen" would be false
+        "recording_complete": not session.recording_problems(),
         "torch_imported": bool(session.env.get("torch")),
     }

@@ -120,6 +120,8 @@ def no_steps_text(state: RunState) -> str:
         return "no steps: the script crashed before its first step (see Top findings)"
     if state.status == "stopped":
         return "no steps: stopped before the first step"
+    if state.session.recording_problems():
+        return "no steps recorded: the events that counted them never arrived (see Environment)"
     return "no steps: no optimizer step, backward pass, DataLoader batch or mpsprofiler.step() seen"
 
 
