@@ -715,3 +715,33 @@ def test_workers_of_a_loader_built_anew_every_epoch_restart_because_of_where_it_
     assert candidate_for(respawn, facts) is None
     patched = mpsprof_cli("patch", str(tmp_path / "run"), "--rule", "worker-respawn", env=child_env(), timeout=120)
     assert "not patched: the script builds the DataLoader anew every epoch" in patched.stdout, patched.stdout
+
+
+@pytest.mark.slow
+def test_spawned_workers_restarted_every_epoch_are_told_persistent_workers_not_more_cpu(tmp_path):
+    """Cheap batches, 2 spawn workers started again at each of 6 short epochs: the waiting
+    is their start-up (a new Python importing torch and the script each time), whose CPU
+    time made the loader read as CPU work and be told it "needs more CPU than this machine
+    has". It is told to keep its workers (persistent_workers=True at its own line)."""
+    summary, facts = profile(tmp_path, "restart_epochs.py", "--context", "spawn")
+    found = {f["rule"]: f for f in summary["findings"]}
+    stall = found.get("dataloader-stall-critical") or found["dataloader-stall"]
+    assert stall["title"].endswith(": its workers start again at every epoch (persistent_workers=True keeps them)"), \
+        stall["title"]
+    assert "needs more CPU" not in stall["title"] and "cheaper to build" not in stall["fix"], stall["fix"]
+    assert "The waiting is the workers' start-up, not their loading" in stall["fix"], stall["fix"]
+    assert "Most of that CPU time is the workers' start-up" in stall["evidence"], stall["evidence"]
+    line = next(i for i, t in enumerate((SCRIPTS / "restart_epochs.py").read_text().splitlines(), 1)
+                if "loader = DataLoader(" in t)
+    assert f"restart_epochs.py:{line}" in stall["fix"] and "persistent_workers=True" in stall["fix"], stall["fix"]
+    assert facts["suggested_num_workers"] == 2 and facts["num_workers_helps"] is False
+
+
+@pytest.mark.slow
+def test_forked_cpu_bound_workers_restarted_every_epoch_keep_their_cpu_advice(tmp_path):
+    """The same loop with fork (start-up in milliseconds) and 10 ms of CPU work a sample:
+    the waiting is the loading, and the advice stays about CPU, not start-up."""
+    summary, facts = profile(tmp_path, "restart_epochs.py", "--context", "fork", "--cpu-ms", "10")
+    assert facts["worker_start_method"] == "fork"
+    assert facts["stall_advice"] != "restarts" and facts["num_workers_reason"][0] != "restarts", facts
+    assert "workers' start-up" not in json.dumps(summary["findings"])

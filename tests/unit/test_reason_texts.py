@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from mpsprofiler.diagnosis.analyzers.common import compute_cores
+from mpsprofiler.diagnosis.analyzers.dataloader import STARTUP_ADVICE
 from mpsprofiler.diagnosis.analyzers.loader_advice import (
     CORE_KINDS,
     FIGURES_CODES,
@@ -118,6 +119,16 @@ _case("bursts", _advise("waiting", _fig(12.8, 13.5, cpu_ms=0.3), cores=2, spread
 _case("iterable", {**_advise("waiting", _fig(30.0, 40.0, cpu_ms=1.0), cores=2),
                    "num_workers_reason": ["waiting", "iterable"]},
       "with 4 workers every sample comes 4 times unless `__iter__` gives each worker its share")
+
+# set by the dataloader analyzer (dataloader.py: STARTUP_ADVICE), over advise()'s own codes,
+# where spawn workers restarted at every epoch are the wait
+RESTARTS = {**_advise("cpu", _fig(30.0, 40.0, cpu_ms=30.0), workers=2, cores=2), **STARTUP_ADVICE,
+            "num_workers": 2, "worker_start_method": "spawn", "respawn_wait_ms": 4389.2, "respawn_cost_s": 27.0,
+            "epochs_seen": 6}
+_case("restarts", RESTARTS,
+      "with `persistent_workers=False` the 2 workers are started again (with spawn, a new Python that imports "
+      "torch and the script) at every pass over the loader, and each epoch's first batch waited 4,389 ms longer "
+      "than the others, 27.00 s over 6 epochs")
 
 
 def test_bursts_size_the_workers_from_the_average_and_the_median_stays_for_the_rest() -> None:
@@ -218,6 +229,7 @@ ADVICE: dict[str, tuple[dict[str, Any], str]] = {
     "index_batches": (_advise("ipc", _fig(3.0, 20.0, cpu_ms=3.0)), "index whole batches instead of single samples"),
     "handoff": (_advise("handoff", _fig(3.0, 20.0, cpu_ms=3.0)), "workers would not shorten it"),
     "busy_cpus": (_advise("contention", _fig(3.0, 20.0, cpu_ms=1.0, machine_busy=0.97)), "the machine's CPUs are busy"),
+    "restarts": (RESTARTS, "its workers start again at every epoch (persistent_workers=True keeps them)"),
 }
 """stall_advice code -> (facts that hold it, its words in the shipped rule file, whole)."""
 

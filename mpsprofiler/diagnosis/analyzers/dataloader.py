@@ -99,10 +99,38 @@ def dataloader_facts(session: Session) -> dict[str, Any]:
     facts.update(_profile(session, loader, workers or 0, kept))
     facts["suggested_prefetch_factor"] = max(4, (facts["prefetch_factor"] or 2) * 2)
     facts.update(respawn)
+    if _startup_bound(facts, wait):
+        facts.update(STARTUP_ADVICE, suggested_num_workers=workers, num_workers_helps=False)
     facts.update(place_facts(session, loader, _opt_int(facts.get("suggested_num_workers")), workers or 0,
                              facts["batch_size_arg"], facts["prefetch_factor"],
                              facts.get("reason_trains") == "side" or eval_role(loader)))
     return facts
+
+
+STARTUP_METHODS = ("spawn", "forkserver")
+"""Start methods whose workers start a new interpreter that imports torch and the script
+(a second or more each, torch's DataLoader docs: "Platform-specific behaviors"); a fork
+copies the process in milliseconds."""
+STARTUP_ADVICE: dict[str, Any] = {"stall_advice": "restarts", "num_workers_reason": ["restarts"],
+                                  "figures_loading": "startup", "stall_threads": "none"}
+"""The codes a stall dominated by worker start-up is worded with (rules/dataloader-stall.yaml)."""
+
+
+def _startup_bound(facts: dict[str, Any], steady_wait: float) -> bool:
+    """The loader's waiting is its workers' start-up, not its loading: non-persistent
+    workers of a loader built once, started with spawn or forkserver, whose epoch starts
+    cost more than all the other waiting of the steady steps.
+
+    Such a loader looked CPU-bound: the workers' CPU time between the samples includes each
+    new interpreter's import of torch and the script, so a loader with cheap batches read as
+    "1000 ms of CPU work a batch" and was told it "needs more CPU than this machine has",
+    while 93% of its time was waiting. The batches an epoch's first ones hold up wait for the
+    start-up too (the epoch's second batch comes from a second new worker). With fork the
+    start-up is milliseconds and the measured CPU is the loading's: advised as before."""
+    if facts.get("respawn_why") != "persistent" or facts.get("worker_start_method") not in STARTUP_METHODS:
+        return False
+    cost = facts.get("respawn_cost_s")
+    return isinstance(cost, (int, float)) and cost > 0 and cost >= steady_wait
 
 
 def _settings(loader: DataLoaderFields, workers: int | None) -> str:

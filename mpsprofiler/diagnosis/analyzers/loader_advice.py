@@ -23,7 +23,7 @@ tens of milliseconds (50 ms assumed, more on a busy machine); spawn (macOS, Wind
 forkserver start a new interpreter that imports torch and the script, a second or more."""
 CORE_KINDS = ("performance", "physical", "logical", "unknown")
 """:func:`~.common.compute_cores`' kinds of core: names the rules word (``reason_core_kind``)."""
-STALL_ADVICE_CODES = ("index_batches", "handoff", "busy_cpus", "try_workers", "needs_cpu", "load_faster")
+STALL_ADVICE_CODES = ("index_batches", "handoff", "busy_cpus", "try_workers", "needs_cpu", "load_faster", "restarts")
 """Every code ``stall_advice`` (the few words after a stall finding's title) may hold."""
 FIGURES_CODES = ("workers", "in_process")
 """Every code ``loader_figures`` (the evidence's sentence of measured figures) may hold;
@@ -35,9 +35,10 @@ FIGURES_FACTS = ("figures_batch_size", "figures_busy", "figures_cpu_ms", "figure
 ``unknown``/``none`` when it is left out (the rule files' phrases word it as nothing)."""
 REASON_CODES = ("ipc_workers", "ipc", "handoff", "contention", "cpu_fits", "cpu_short", "waiting", "unmeasured",
                 "max_workers", "memory", "startup", "worker_cpu", "rounded", "span", "enough", "over_cpus",
-                "bursts", "iterable")
+                "bursts", "iterable", "restarts")
 """Every code ``num_workers_reason`` may hold: a main reason first, then its clauses
-(``iterable`` is added by the ``dataloader`` analyzer, which knows the dataset's kind)."""
+(``iterable`` is added by the ``dataloader`` analyzer, which knows the dataset's kind;
+``restarts`` replaces the reason there where the workers' start-up is the wait)."""
 LIMIT_ORDER = ("batches", "max_workers", "memory", "worker_cpu", "startup")
 """Of two bounds on workers that allow the same number, the one named: this order."""
 REASON_FACTS = (
