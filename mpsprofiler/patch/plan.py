@@ -17,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ..diagnosis.analyzers.cli_option import Option, call_option
 from ..diagnosis.analyzers.float64_fix import default_setter, other_maker_lines
 from ..diagnosis.analyzers.framework_place import (
     ARGUMENT_CALLS,
@@ -24,7 +25,7 @@ from ..diagnosis.analyzers.framework_place import (
     arguments_line,
     command_line_fix,
 )
-from ..diagnosis.analyzers.loader_place import shared_line, user_label
+from ..diagnosis.analyzers.loader_place import LOADER_CALLS, option_text, shared_line, user_label
 from ..diagnosis.analyzers.sync_fix import FILTER_SETTING
 from ..diagnosis.findings import Finding
 from ..experiment.candidates import candidate_for
@@ -183,22 +184,29 @@ def _loaders(e: _Edits, f: Finding, facts: dict[str, Any]) -> None:
                         "DataLoader with num_workers=0 in this run, where persistent_workers=True is a ValueError")
                     continue
 
-            options: dict[str, tuple[str, str]] = {}
+            # where num_workers comes from (a command-line option): the
+            # diagnosis' decision (cli_option.call_option), which the finding's code follows too
+            option = (call_option(file, line, LOADER_CALLS, "num_workers", argv)
+                      if "num_workers" in changes else None)
+            if option is not None and changes.get("persistent_workers") == "True":
+                changes["persistent_workers"] = f"{option.expr} > 0"  # the option may say 0
+            at_call = {k: v for k, v in changes.items() if k != "num_workers"} if option is not None else changes
 
-            def change(s: str, ln: int, c: dict[str, str] = changes,
-                       options: dict[str, tuple[str, str]] = options) -> str:
-                # a setting the call takes from a command-line option goes to the option's default
-                s, rest, moved = cst.option_defaults(s, ln, ("DataLoader",), c, argv)
-                options.update(moved)
-                if "num_workers" in moved and rest.get("persistent_workers") == "True":
-                    rest["persistent_workers"] = f"{moved['num_workers'][1]} > 0"  # the option may say 0
-                    options["persistent_workers"] = ("", rest["persistent_workers"])
-                return cst.set_keywords(s, ln, ("DataLoader",), rest, positional) if rest else s
+            def change(s: str, ln: int, c: dict[str, str] = at_call, option: Option | None = option,
+                       n: str = changes.get("num_workers", "")) -> str:
+                if option is not None and option.movable:  # the number goes to the option's default
+                    s = cst.set_option_default(s, option.expr.rsplit(".", 1)[-1], n)
+                return cst.set_keywords(s, ln, ("DataLoader",), c, positional) if c else s
 
-            ok = e.edit(file, _args(changes), change, line)
-            if ok and options:
-                head = e.fix.changes[-1].split(": ", 1)[0]
-                e.fix.changes[-1] = head + ": " + ", ".join(_option_change(k, changes[k], options.get(k)) for k in changes)
+            ok = True
+            if option is None or at_call or option.movable:
+                ok = e.edit(file, _args(changes), change, line)
+                if ok and option is not None:
+                    head = e.fix.changes[-1].split(": ", 1)[0]
+                    e.fix.changes[-1] = head + ": " + ", ".join(
+                        _option_change(k, changes[k], option) for k in changes if k != "num_workers" or option.movable)
+            if ok and option is not None and not option.movable:
+                e.fix.not_patched.append(_option_left(e, file, line, option, changes["num_workers"]))
             start = str(d.get("multiprocessing_context") or "") or default_start_method(e.session)
             if ok and isinstance(n, int) and n > 0 and start in GUARD_START_METHODS:
                 _guard(e, f"workers started by {start} re-import the script")
@@ -207,13 +215,23 @@ def _loaders(e: _Edits, f: Finding, facts: dict[str, Any]) -> None:
                                      "persistent_workers needs them; nothing to change")
 
 
-def _option_change(key: str, value: str, option: tuple[str, str] | None) -> str:
-    """How one setting was made: ``--workers defaults to 8 (num_workers=args.workers)`` where it
-    went to a command-line option's default, else ``key=value`` as written at the call."""
-    if option is None:
-        return f"{key}={value}"
-    flag, expr = option
-    return f"{flag} defaults to {value} ({key}={expr})" if flag else f"{key}={expr}"
+def _option_change(key: str, value: str, option: Option) -> str:
+    """How one setting was made: ``--workers defaults to 8 (num_workers=args.workers)`` where
+    the number went to the option's default, ``persistent_workers=args.workers > 0`` (it
+    follows the option), else ``key=value`` as written at the call."""
+    if key == "num_workers":
+        return f"{option.flag} defaults to {value} (num_workers={option.expr})"
+    return f"{key}={value}"
+
+
+def _option_left(e: _Edits, file: str, line: int, option: Option, n: str) -> str:
+    """The sentence for a ``num_workers`` the patch leaves as written: the line reads an option
+    another loader reads too, or one this run set; a number written there would make the
+    option drive the other loader alone, or do nothing."""
+    how = " ".join(part.removeprefix("# ").removeprefix("and ") for part in
+                   option_text(option, int(n), e.short(file)).splitlines())
+    return (f"not patched: num_workers={n} at {e.short(file)}:{line}: the line keeps num_workers={option.expr} "
+            f"and needs no change there; {how}")
 
 
 def _trainer_loader(e: _Edits, file: str, line: int, changes: dict[str, str], workers: int | None) -> None:

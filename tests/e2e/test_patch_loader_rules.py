@@ -12,11 +12,12 @@ import json
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.e2e.test_patch import Recorded, _changed
-from tests.helpers import REPO, child_env, mpsprof_cli
+from tests.helpers import REPO, child_env, line_of, mpsprof_cli
 
 TRIGGER = REPO / "examples" / "triggers" / "worker_respawn.py"
 
@@ -97,3 +98,51 @@ def test_workers_taken_from_a_command_line_option_are_set_as_its_default(tmp_pat
         ran = subprocess.run([sys.executable, str(script), "--steps", "3", *option], capture_output=True, text=True,
                              env=child_env(), timeout=120)
         assert ran.returncode == 0 and f"with {option[1] if option else n} workers" in ran.stdout, ran.stderr[-2000:]
+
+
+def _profile_and_patch(tmp_path: Path, name: str) -> tuple[Path, dict[str, Any], str]:
+    """``name`` from tests/scripts_patch copied, profiled and patched in place (no proof run):
+    (the script, the diagnosis' facts, the patch's output)."""
+    from mpsprofiler.diagnosis import diagnose
+    from mpsprofiler.session.recording import load_run
+
+    script = tmp_path / name
+    shutil.copy(REPO / "tests" / "scripts_patch" / name, script)
+    run_dir = tmp_path / "run"
+    proc = mpsprof_cli("run", "--headless", "-o", str(run_dir), str(script), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    facts = diagnose(load_run(run_dir).session).facts
+    proc = mpsprof_cli("patch", "--apply", "--no-proof", str(run_dir), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return script, facts, proc.stdout
+
+
+def _runs(script: Path, *args: str) -> str:
+    import sys
+
+    ran = subprocess.run([sys.executable, str(script), "--steps", "3", *args], capture_output=True, text=True,
+                         env=child_env(), timeout=120)
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    return ran.stdout
+
+
+@pytest.mark.slow
+def test_an_option_two_loaders_read_is_left_at_both_and_run_with_changes_both(tmp_path: Path) -> None:
+    """``--workers`` read by the train and the validation loader, the train one slow: a number
+    written over the train loader's ``args.workers`` left the option driving the validation
+    loader alone, and a new default would change both. Both lines keep it; the patch and the
+    finding say to run with ``--workers N`` and that the validation loader gets N too."""
+    script, facts, out = _profile_and_patch(tmp_path, "two_loaders_option.py")
+    n = facts["suggested_num_workers"]
+    assert isinstance(n, int) and n > 0, n
+    train, val = line_of(script, "train = DataLoader("), line_of(script, "val = DataLoader(")
+    said = (f"run it with --workers {n} (the call at two_loaders_option.py:{val} reads --workers too:"
+            f"{{}}it gets {n} as well; give this loader its own option to keep them apart)")
+    assert "# and " + said.format("\n# ") in str(facts["loader_code"]), facts["loader_code"]
+    assert (f"not patched: num_workers={n} at two_loaders_option.py:{train}: the line keeps num_workers=args.workers "
+            f"and needs no change there; {said.format(' ')}") in out, out
+    text = script.read_text()
+    assert "num_workers=args.workers, persistent_workers=args.workers > 0)" in text, text
+    assert "val = DataLoader(Reads(0.0), batch_size=64, num_workers=args.workers)" in text, text
+    assert 'parser.add_argument("--workers", type=int, default=0)' in text, text  # both loaders' default, as written
+    assert "trained with 2 workers" in _runs(script, "--workers", "2")

@@ -1,6 +1,8 @@
 """The command-line option a DataLoader's ``num_workers`` comes from (diagnosis side,
-``analyzers/cli_option.py``): found only where the patch would move its default too, and the
-run's own value read as argparse reads it."""
+``analyzers/cli_option.py``), with the other calls that read it and the run's own value read
+as argparse reads it. Its
+default takes the fix's number only where that changes this call alone (``movable``): the
+finding's code and ``mpsprof patch`` both follow that one decision."""
 
 from __future__ import annotations
 
@@ -35,9 +37,15 @@ def test_an_option_is_found_with_its_flag_its_line_and_what_the_run_gave_it(tmp_
     assert dest is not None and (dest.flag, dest.expr) == ("--val-workers", "args.vw")
 
 
-def test_no_option_where_another_call_reads_it_or_the_value_is_not_an_option(tmp_path: Path) -> None:
+def test_an_option_another_call_reads_is_kept_and_not_movable(tmp_path: Path) -> None:
     shared = SCRIPT + "test = DataLoader(range(8), num_workers=args.vw)\n"
-    assert _option(tmp_path, shared, 8) is None  # its default would change the test loader too
+    found = _option(tmp_path, shared, 8)
+    assert found is not None and found.others == (9,) and not found.movable  # its default would change the test loader
+    assert _option(tmp_path, SCRIPT, 8).movable  # type: ignore[union-attr]
+    assert not _option(tmp_path, SCRIPT, 7, ["-w", "3"]).movable  # type: ignore[union-attr]  # the run set it
+
+
+def test_no_option_where_the_value_is_not_an_option(tmp_path: Path) -> None:
     assert _option(tmp_path, SCRIPT.replace("args.num_workers", "4"), 7) is None
     undefined = SCRIPT.replace('dest="vw", ', "")
     assert _option(tmp_path, undefined, 8) is None  # no add_argument stores into `vw`

@@ -2,11 +2,14 @@
 ``parser.add_argument("--workers", ...)``): the fix then says how to run the script, with the
 option, instead of showing a line that writes the number over it.
 
-The finding's code and ``mpsprof patch`` agree: the patch moves the number to the option's
-default (:mod:`mpsprofiler.patch.cst.options`, the same conditions read with libcst); the
-finding keeps ``args.workers`` in the line and says ``run with --workers 2``. Writing the
-number over the option made the option silently do nothing. Read with :mod:`ast`; any
-doubt (the option read by two calls, defined twice, no flag) and there is no option.
+The finding's code and ``mpsprof patch`` take this module's decision (:func:`call_option`):
+the line keeps ``args.workers`` and the finding says ``run with --workers 2``; the patch
+moves the number to the option's default only where that changes nothing but this call
+(:attr:`Option.movable`; :mod:`mpsprofiler.patch.cst.options` makes the edit), else leaves
+the line and says how to run. Writing the number over the option made the option silently
+do nothing, and over an option a second loader reads, made it drive that loader alone.
+Read with :mod:`ast`; any doubt (the option
+defined twice, no flag) and there is no option.
 """
 
 from __future__ import annotations
@@ -28,10 +31,22 @@ class Option:
     """The ``add_argument`` line that defines it."""
     ran_with: str | None
     """The value the run's command line gave it (``"0"``), None where the default ran."""
+    others: tuple[int, ...] = ()
+    """Lines of the other calls handed the same option (a validation loader's): its value
+    changes them too."""
+
+    @property
+    def movable(self) -> bool:
+        """The number may become the option's default: argparse's, read by this call alone, and
+        the run took the default (a default set where another loader reads it, or that this run
+        did not use, would change something else than what was measured)."""
+        return not self.others and self.ran_with is None
 
 
 def call_option(path: str, line: int, names: tuple[str, ...], keyword: str, argv: Sequence[str]) -> Option | None:
-    """The option the call at ``path:line`` hands to ``keyword``, or None."""
+    """The command-line option the call at ``path:line`` hands to ``keyword`` (``args.workers``),
+    or None. The one decision both the finding's code (loader_place.py) and ``mpsprof patch``
+    (patch/plan.py) follow: the line keeps it."""
     read = read_tree(path)
     if read is None:
         return None
@@ -43,8 +58,6 @@ def call_option(path: str, line: int, names: tuple[str, ...], keyword: str, argv
     if not (isinstance(value, ast.Attribute) and isinstance(value.value, ast.Name)):
         return None
     namespace, dest = value.value.id, value.attr
-    if _reads(tree, namespace, dest) != 1:
-        return None  # another call takes it too: its default is not this loader's alone
     defining = [c for c in ast.walk(tree) if isinstance(c, ast.Call) and call_name_is(c, "add_argument")
                 and _dest(c) == dest]
     if len(defining) != 1:
@@ -52,24 +65,26 @@ def call_option(path: str, line: int, names: tuple[str, ...], keyword: str, argv
     flags = _flags(defining[0])
     if not flags:
         return None
-    return Option(flags[-1], f"{namespace}.{dest}", defining[0].lineno, _ran_with(flags, argv))
+    others = tuple(sorted(n.lineno for n in _readers(tree, namespace, dest) if n is not found[1]))
+    return Option(flags[-1], f"{namespace}.{dest}", defining[0].lineno, _ran_with(flags, argv), others)
 
 
 def call_name_is(node: ast.Call, name: str) -> bool:
     return isinstance(node.func, ast.Attribute) and node.func.attr == name
 
 
-def _reads(tree: ast.Module, namespace: str, dest: str) -> int:
-    """Calls handed the option as an argument."""
-    count = 0
+def _readers(tree: ast.Module, namespace: str, dest: str) -> list[ast.Call]:
+    """Calls handed the option as an argument (a print of it counts: it would change too)."""
+    found = []
     for node in ast.walk(tree):
         if not isinstance(node, ast.Call):
             continue
         for value in [*node.args, *(kw.value for kw in node.keywords)]:
             if (isinstance(value, ast.Attribute) and isinstance(value.value, ast.Name)
                     and value.value.id == namespace and value.attr == dest):
-                count += 1
-    return count
+                found.append(node)
+                break
+    return found
 
 
 def _flags(call: ast.Call) -> list[str]:

@@ -161,12 +161,24 @@ def _option(session: Session, file: str, line: int, changes: dict[str, str]) -> 
 
 
 def _run_with(session: Session, file: str, option: Option, n: int) -> str:
-    """The line under the code: how to run the script with ``n`` workers."""
-    run = f"\n# and run it with {option.flag} {n}"
+    """The lines under the code: how to run the script with ``n`` workers (``option_text``)."""
+    return "\n" + option_text(option, n, short_path(file, session.run.get("cwd")))
+
+
+def option_text(option: Option, n: int, file: str) -> str:
+    """How to give the loader ``n`` workers where its line reads them from ``option``, as
+    comment lines (a code block is not wrapped: the TUI cuts a long line at its edge). Shared
+    by the finding's code and ``mpsprof patch``'s words for a line it leaves."""
+    run = f"# and run it with {option.flag} {n}"
+    if option.others:
+        lines = ", ".join(f"{file}:{ln}" for ln in option.others)
+        run += (f" (the call at {lines} reads {option.flag} too:\n# it gets {n} as well;"
+                f" give this loader its own option to keep them apart)")
     if option.ran_with is not None:
-        return run + f" (this run had {option.flag} {option.ran_with})"
-    # two comment lines: a code block is not wrapped (the TUI cuts a long line at its edge)
-    return run + f",\n# or make {n} that option's default ({short_path(file, session.run.get('cwd'))}:{option.line})"
+        return run + f"\n# (this run had {option.flag} {option.ran_with})"
+    if option.others:
+        return run
+    return run + f",\n# or make {n} that option's default ({file}:{option.line})"
 
 
 def _split_first(dataset: str, n: int) -> str:

@@ -30,10 +30,10 @@ from .kept import (
 )
 from .loops import define_after_imports, first_in_loop
 from .nodes import NotFound, call_name
-from .options import option_defaults
+from .options import set_option_default
 
 __all__ = [
     "NotFound", "accumulator_method", "add_main_guard", "added_value_detached", "added_value_number", "augassign_detached", "augassign_item",
     "bounded_container", "call_name", "cuda_calls_to", "define_after_imports", "device_string_at", "ensure_import", "find_call", "first_in_loop", "keyed_value_bounded", "sets_a_key", "float32_at", "has_main_guard",
-    "insert_after_import", "option_defaults", "set_environ_first", "set_first_argument", "set_keywords",
+    "insert_after_import", "set_environ_first", "set_first_argument", "set_keywords", "set_option_default",
 ]

@@ -1,58 +1,34 @@
-"""A call's argument that is a command-line option (``num_workers=args.val_workers``): the
-edit goes to the option's default (``add_argument("--val-workers", default=4)``), so the
+"""A command-line option's default set to the fix's number (``add_argument("--workers",
+default=8)``), where the call that reads it (``num_workers=args.workers``) keeps it, so the
 option keeps working.
 
-Writing the number over ``args.val_workers`` made ``--val-workers`` silently do nothing.
-Only where it is safe: no other call is handed the option (another loader would change
-too), one ``add_argument`` defines it, and the run's own command line does not set it (then its default is not what ran, and
-the number goes to the call as before).
+Whether the number may go there is not decided here: the diagnosis decides it once
+(``diagnosis/analyzers/cli_option.py``: ``call_option`` and ``Option.movable``: read by this
+call alone, the run took the default), for the finding's code and for the patch alike. This
+module only makes the edit, found again by libcst in the text as the earlier edits left it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import libcst as cst
 
-from .calls import find_call
 from .nodes import _expr, _parse
 
 
-def option_defaults(source: str, line: int, names: Sequence[str], changes: dict[str, str],
-                    argv: Sequence[str]) -> tuple[str, dict[str, str], dict[str, tuple[str, str]]]:
-    """(the text with the options' defaults set, the changes still to make at the call, the
-    option each moved change went to, as its flag and the call's expression:
-    ``{"num_workers": ("--val-workers", "args.val_workers")}``)."""
+def set_option_default(source: str, dest: str, value: str) -> str:
+    """The text with the one ``add_argument`` that stores into ``dest`` given
+    ``default=value``; the text unchanged where there is not exactly one."""
     module = _parse(source)
-    call = find_call(module, line, names)
-    rest = dict(changes)
-    moved: dict[str, tuple[str, str]] = {}
-    edits: dict[cst.Call, cst.Call] = {}
-    for arg in call.args:
-        if arg.keyword is None or arg.keyword.value not in changes:
-            continue
-        value = arg.value
-        if not (isinstance(value, cst.Attribute) and isinstance(value.value, cst.Name)):
-            continue
-        namespace, dest = value.value.value, value.attr.value
-        if _reads(module, namespace, dest) != 1:
-            continue
-        defining = [c for c in _calls(module) if _dest(c) == dest]
-        if len(defining) != 1:
-            continue
-        flags = _flags(defining[0])
-        if not flags or any(a == f or a.startswith(f + "=") for a in argv for f in flags):
-            continue  # the run set it: its default is not what ran
-        edits[defining[0]] = _with_default(defining[0], rest.pop(arg.keyword.value))
-        moved[arg.keyword.value] = (flags[-1], f"{namespace}.{dest}")
-    if not edits:
-        return source, changes, {}
+    defining = [c for c in _calls(module) if _dest(c) == dest]
+    if len(defining) != 1:
+        return source
+    edited = _with_default(defining[0], value)
 
     class Defaults(cst.CSTTransformer):
         def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
-            return edits.get(original, updated)
+            return edited if original is defining[0] else updated
 
-    return module.visit(Defaults()).code, rest, moved
+    return module.visit(Defaults()).code
 
 
 def _calls(module: cst.Module) -> list[cst.Call]:
@@ -65,22 +41,6 @@ def _calls(module: cst.Module) -> list[cst.Call]:
 
     module.visit(Find())
     return found
-
-
-def _reads(module: cst.Module, namespace: str, dest: str) -> int:
-    """Calls the option is handed to as an argument: another loader given the same option
-    would change with its default (a log line that prints it may, and then says true)."""
-    count = [0]
-
-    class Count(cst.CSTVisitor):
-        def visit_Arg(self, node: cst.Arg) -> None:
-            value = node.value
-            if (isinstance(value, cst.Attribute) and isinstance(value.value, cst.Name)
-                    and value.value.value == namespace and value.attr.value == dest):
-                count[0] += 1
-
-    module.visit(Count())
-    return count[0]
 
 
 def _flags(call: cst.Call) -> list[str]:
