@@ -184,7 +184,7 @@ def _loaders(e: _Edits, f: Finding, facts: dict[str, Any]) -> None:
                         "DataLoader with num_workers=0 in this run, where persistent_workers=True is a ValueError")
                     continue
 
-            # where num_workers comes from (a command-line option): the
+            # where num_workers comes from (a command-line option, the module's hparams): the
             # diagnosis' decision (cli_option.call_option), which the finding's code follows too
             option = (call_option(file, line, LOADER_CALLS, "num_workers", argv)
                       if "num_workers" in changes else None)
@@ -226,8 +226,8 @@ def _option_change(key: str, value: str, option: Option) -> str:
 
 def _option_left(e: _Edits, file: str, line: int, option: Option, n: str) -> str:
     """The sentence for a ``num_workers`` the patch leaves as written: the line reads an option
-    another loader reads too, or one this run set; a number written there would make the
-    option drive the other loader alone, or do nothing."""
+    another loader reads too, one this run set, or the module's hyperparameters; a number
+    written there would make the option drive the other loader alone, or do nothing."""
     how = " ".join(part.removeprefix("# ").removeprefix("and ") for part in
                    option_text(option, int(n), e.short(file)).splitlines())
     return (f"not patched: num_workers={n} at {e.short(file)}:{line}: the line keeps num_workers={option.expr} "

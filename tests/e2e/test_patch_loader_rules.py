@@ -127,6 +127,31 @@ def _runs(script: Path, *args: str) -> str:
 
 
 @pytest.mark.slow
+def test_workers_taken_from_the_modules_hparams_are_left_and_set_where_it_is_built(tmp_path: Path) -> None:
+    """``num_workers=self.hparams.num_workers`` (Lightning's hyperparameters): the patch wrote
+    ``num_workers=8`` over it, and the module's setting silently did nothing. Now the line
+    keeps it (``persistent_workers`` follows it) and the patch and the finding say to build
+    the module with the number, or to make it the default of its ``__init__``."""
+    script, facts, out = _profile_and_patch(tmp_path, "hparams_workers.py")
+    n = facts["suggested_num_workers"]
+    assert isinstance(n, int) and n > 0, n
+    code = str(facts["loader_code"])
+    assert "num_workers=self.hparams.num_workers" in code and f"num_workers={n}," not in code, code
+    init = line_of(script, "def __init__(self, num_workers")
+    assert (f"# and build the module with num_workers={n} (the line reads self.hparams.num_workers,\n"
+            f"# the module's hyperparameters),\n# or make {n} the default of its __init__'s num_workers "
+            f"(hparams_workers.py:{init})") in code, code
+    built = line_of(script, "return DataLoader(")
+    assert (f"not patched: num_workers={n} at hparams_workers.py:{built}: the line keeps "
+            f"num_workers=self.hparams.num_workers and needs no change there; build the module with num_workers={n} "
+            ) in out, out
+    text = script.read_text()
+    assert ("num_workers=self.hparams.num_workers, persistent_workers=self.hparams.num_workers > 0)" in text), text
+    assert f"num_workers={n}" not in text, text
+    assert "trained with 0 workers" in _runs(script)
+
+
+@pytest.mark.slow
 def test_an_option_two_loaders_read_is_left_at_both_and_run_with_changes_both(tmp_path: Path) -> None:
     """``--workers`` read by the train and the validation loader, the train one slow: a number
     written over the train loader's ``args.workers`` left the option driving the validation

@@ -1,6 +1,6 @@
 """The command-line option a DataLoader's ``num_workers`` comes from (diagnosis side,
 ``analyzers/cli_option.py``), with the other calls that read it and the run's own value read
-as argparse reads it. Its
+as argparse reads it; the module's hyperparameters (``self.hparams.num_workers``) too. Its
 default takes the fix's number only where that changes this call alone (``movable``): the
 finding's code and ``mpsprof patch`` both follow that one decision."""
 
@@ -49,3 +49,23 @@ def test_no_option_where_the_value_is_not_an_option(tmp_path: Path) -> None:
     assert _option(tmp_path, SCRIPT.replace("args.num_workers", "4"), 7) is None
     undefined = SCRIPT.replace('dest="vw", ', "")
     assert _option(tmp_path, undefined, 8) is None  # no add_argument stores into `vw`
+
+
+HPARAMS = '''from torch.utils.data import DataLoader
+class Module:
+    def __init__(self, lr=0.1,
+                 num_workers=0):
+        self.save_hyperparameters()
+    def train_dataloader(self):
+        return DataLoader(range(8), num_workers=self.hparams.num_workers)
+    def val_dataloader(self):
+        return DataLoader(range(8), num_workers=self.hparams["val_workers"])
+'''
+
+
+def test_the_modules_hyperparameters_are_kept_with_their_init_default(tmp_path: Path) -> None:
+    found = _option(tmp_path, HPARAMS, 7)
+    assert found is not None and found.hparams and not found.movable
+    assert (found.flag, found.expr, found.line) == ("num_workers", "self.hparams.num_workers", 4)
+    keyed = _option(tmp_path, HPARAMS, 9)
+    assert keyed is not None and (keyed.flag, keyed.expr, keyed.line) == ("val_workers", "self.hparams['val_workers']", 0)

@@ -516,6 +516,8 @@ def _code_cases(tmp: Path, monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, s
     (tmp / "opt.py").write_text("import argparse\nloader = DataLoader(ds, num_workers=args.w, persistent_workers=args.w > 0)\n"
                                 'p = argparse.ArgumentParser()\np.add_argument("--w", type=int, default=0)\n'
                                 'if __name__ == "__main__":\n    pass\n')
+    (tmp / "hp.py").write_text("class M:\n    def train_dataloader(self): return DataLoader(ds, "
+                               "num_workers=self.hparams.w, persistent_workers=self.hparams.w > 0)\n")
     (tmp / "f64.py").write_text("import numpy as np\nimport torch\nx = torch.from_numpy(np.ones(3))\n")
     (tmp / "setn.py").write_text("import torch\ntorch.set_num_threads(4)\n")
     (tmp / "omp.py").write_text('import os\nos.environ["OMP_NUM_THREADS"] = "8"\n')
@@ -602,6 +604,9 @@ def _code_cases(tmp: Path, monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, s
         (ds, "loader_where", _loader(tmp, "gone.py"), "Build the DataLoader with"),
         (ds, "loader_where", _loader(tmp, "opt.py"), "The line that builds the DataLoader (opt.py:2) takes its workers "
                                                      "from the script's command-line option and needs no change"),
+        (ds, "loader_where", _loader(tmp, "hp.py"),
+         "The line that builds the DataLoader (hp.py:2) takes its workers from the module's hyperparameters "
+         "(`self.hparams`) and needs no change"),
         (ds, "loader_where", _shared_loaders(tmp),
          "The line that builds the 2nd DataLoader (train.py:2) builds the 1st DataLoader too, so changed there both "
          "would get the workers. Give them to this one only, at the call that makes it (train.py:6), and let "

@@ -7,8 +7,9 @@ the line keeps ``args.workers`` and the finding says ``run with --workers 2``; t
 moves the number to the option's default only where that changes nothing but this call
 (:attr:`Option.movable`; :mod:`mpsprofiler.patch.cst.options` makes the edit), else leaves
 the line and says how to run. Writing the number over the option made the option silently
-do nothing, and over an option a second loader reads, made it drive that loader alone.
-Read with :mod:`ast`; any doubt (the option
+do nothing, and over an option a second loader reads, made it drive that loader alone. The
+same for the module's hyperparameters (``self.hparams.num_workers``, Lightning): the
+number belongs where the module is built. Read with :mod:`ast`; any doubt (the option
 defined twice, no flag) and there is no option.
 """
 
@@ -24,29 +25,35 @@ from .source_edit import find_call, read_tree
 @dataclass(frozen=True)
 class Option:
     flag: str
-    """The option as typed (``--workers``; the last of its spellings, as argparse lists them)."""
+    """The option as typed (``--workers``; the last of its spellings, as argparse lists them);
+    for hyperparameters, their name (``num_workers``)."""
     expr: str
-    """What the call reads (``args.workers``)."""
+    """What the call reads (``args.workers``, ``self.hparams.num_workers``)."""
     line: int
-    """The ``add_argument`` line that defines it."""
+    """The ``add_argument`` line that defines it; for hyperparameters, the line of the
+    enclosing class's ``__init__`` parameter of that name (its default), 0 where none."""
     ran_with: str | None
     """The value the run's command line gave it (``"0"``), None where the default ran."""
     others: tuple[int, ...] = ()
     """Lines of the other calls handed the same option (a validation loader's): its value
     changes them too."""
+    hparams: bool = False
+    """The value is the module's hyperparameters (``self.hparams.num_workers``, Lightning's
+    ``save_hyperparameters()``): set where the module is built, not on the command line."""
 
     @property
     def movable(self) -> bool:
         """The number may become the option's default: argparse's, read by this call alone, and
         the run took the default (a default set where another loader reads it, or that this run
         did not use, would change something else than what was measured)."""
-        return not self.others and self.ran_with is None
+        return not self.hparams and not self.others and self.ran_with is None
 
 
 def call_option(path: str, line: int, names: tuple[str, ...], keyword: str, argv: Sequence[str]) -> Option | None:
-    """The command-line option the call at ``path:line`` hands to ``keyword`` (``args.workers``),
-    or None. The one decision both the finding's code (loader_place.py) and ``mpsprof patch``
-    (patch/plan.py) follow: the line keeps it."""
+    """Where the call at ``path:line`` takes ``keyword`` from, or None (a literal, anything
+    else): the script's command-line option (``args.workers``) or the module's
+    hyperparameters (``self.hparams.num_workers``). The one decision both the finding's
+    code (loader_place.py) and ``mpsprof patch`` (patch/plan.py) follow: the line keeps it."""
     read = read_tree(path)
     if read is None:
         return None
@@ -55,6 +62,9 @@ def call_option(path: str, line: int, names: tuple[str, ...], keyword: str, argv
     if found is None:
         return None
     value = next((kw.value for kw in found[1].keywords if kw.arg == keyword), None)
+    hparam = _hparam(value)
+    if hparam is not None and value is not None:
+        return Option(hparam, ast.unparse(value), _init_default(tree, found[1], hparam), None, hparams=True)
     if not (isinstance(value, ast.Attribute) and isinstance(value.value, ast.Name)):
         return None
     namespace, dest = value.value.id, value.attr
@@ -67,6 +77,33 @@ def call_option(path: str, line: int, names: tuple[str, ...], keyword: str, argv
         return None
     others = tuple(sorted(n.lineno for n in _readers(tree, namespace, dest) if n is not found[1]))
     return Option(flags[-1], f"{namespace}.{dest}", defining[0].lineno, _ran_with(flags, argv), others)
+
+
+def _hparam(value: ast.expr | None) -> str | None:
+    """``x.hparams.name`` or ``x.hparams["name"]``: the hyperparameter's name."""
+    if isinstance(value, ast.Attribute) and isinstance(value.value, ast.Attribute) and value.value.attr == "hparams":
+        return value.attr
+    if (isinstance(value, ast.Subscript) and isinstance(value.value, ast.Attribute) and value.value.attr == "hparams"
+            and isinstance(value.slice, ast.Constant) and isinstance(value.slice.value, str)):
+        return value.slice.value
+    return None
+
+
+def _init_default(tree: ast.Module, call: ast.Call, name: str) -> int:
+    """The line of the ``__init__`` parameter ``name`` (with a default) of the class whose
+    method holds ``call``, where ``save_hyperparameters()`` takes it from; 0 where none."""
+    for cls in ast.walk(tree):
+        if not isinstance(cls, ast.ClassDef) or not any(n is call for n in ast.walk(cls)):
+            continue
+        for fn in cls.body:
+            if isinstance(fn, ast.FunctionDef) and fn.name == "__init__":
+                args = [*fn.args.posonlyargs, *fn.args.args]
+                with_default = args[len(args) - len(fn.args.defaults):]
+                kw = [a for a, d in zip(fn.args.kwonlyargs, fn.args.kw_defaults, strict=True) if d is not None]
+                for a in [*with_default, *kw]:
+                    if a.arg == name:
+                        return a.lineno
+    return 0
 
 
 def call_name_is(node: ast.Call, name: str) -> bool:

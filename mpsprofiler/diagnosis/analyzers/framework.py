@@ -55,7 +55,7 @@ def framework_facts(session: Session) -> dict[str, Any]:
         return facts  # the loader has the settings already: no setting to say where to put
     # the script's own DataLoader line was found and rewritten above (Lightning's
     # train_dataloader(), the loader handed to accelerator.prepare): no second snippet
-    rewritten = loader.get("loader_where") in ("rewrite", "option")
+    rewritten = loader.get("loader_where") in ("rewrite", "option", "hparams")
     # an evaluation loader (built by the framework's evaluation hook, or read in a few steps only)
     side = loader.get("reason_trains") == "side" or eval_role(stalled_loader(session))
     # on the line after the rule's own fix: a blank line first makes it a paragraph of its own

@@ -169,6 +169,11 @@ def option_text(option: Option, n: int, file: str) -> str:
     """How to give the loader ``n`` workers where its line reads them from ``option``, as
     comment lines (a code block is not wrapped: the TUI cuts a long line at its edge). Shared
     by the finding's code and ``mpsprof patch``'s words for a line it leaves."""
+    if option.hparams:
+        default = (f",\n# or make {n} the default of its __init__'s {option.flag} ({file}:{option.line})"
+                   if option.line else "")
+        return (f"# and build the module with {option.flag}={n} (the line reads {option.expr},\n"
+                f"# the module's hyperparameters){default}")
     run = f"# and run it with {option.flag} {n}"
     if option.others:
         lines = ", ".join(f"{file}:{ln}" for ln in option.others)
@@ -244,8 +249,9 @@ def _place_facts(session: Session, loader: DataLoaderFields, suggested: int | No
             code += run_with
             as_written = rewrite_call(str(file), rewrite.line, LOADER_CALLS, {})
             if as_written is not None and as_written.after == rewrite.after:  # the line stays: only the option
-                out["loader_where"] = "option"
-                code = run_with.lstrip("\n").replace("# and run it", "# run the script")
+                out["loader_where"] = "hparams" if option.hparams else "option"
+                code = run_with.lstrip("\n").replace("# and run it", "# run the script").replace(
+                    "# and build the module", "# build the module")
         out["loader_code"] = code + (guard_note(session, str(file)) if n > 0 else "")
         return out
     # no source to read (an older recording, a file gone or edited): the arguments to set
