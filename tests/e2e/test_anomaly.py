@@ -68,6 +68,7 @@ def test_no_finding_where_it_is_off_while_training(tmp_path: Path, form: str) ->
     assert "anomaly-detection-on" not in found, found.keys()
 
 
+@pytest.mark.filterwarnings("ignore:Anomaly Detection has been enabled")
 def test_the_wrapper_passes_every_call_on_and_records_the_callers_line() -> None:
     calls: list[BaseException] = []
     before = torch.is_anomaly_enabled()
