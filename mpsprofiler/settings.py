@@ -16,6 +16,8 @@ here, in the parent, so a typo is a usage error before anything runs.
 ``torch.num_threads=N``                ``torch.set_num_threads(N)`` once torch is imported (wins
                                        over the script's own calls)
 ``memory.empty_cache_every=N``         ``empty_cache()`` on the training device every N steps
+``torch.detect_anomaly=false``         autograd's anomaly detection kept off (the script's
+                                       ``set_detect_anomaly(True)`` is passed on as off)
 =====================================  =========================================================
 
 The parsed form is plain JSON (it travels to the probe in ``MPSPROF_OPTIONS``)::
@@ -49,7 +51,8 @@ HELP = (
     "dataloader.persistent_workers=true, dataloader.prefetch_factor=N, dataloader.pin_memory=false "
     "(dataloader.ID.NAME for one loader, ID = creation order), env.OMP_NUM_THREADS=N, "
     "env.PYTORCH_MPS_HIGH_WATERMARK_RATIO=R, env.PYTORCH_MPS_LOW_WATERMARK_RATIO=R, "
-    "env.PYTORCH_ENABLE_MPS_FALLBACK=1, torch.num_threads=N, memory.empty_cache_every=N"
+    "env.PYTORCH_ENABLE_MPS_FALLBACK=1, torch.num_threads=N, torch.detect_anomaly=false, "
+    "memory.empty_cache_every=N"
 )
 
 
@@ -77,6 +80,13 @@ def _bool(text: str) -> bool:
     if lowered in ("0", "false", "no", "off"):
         return False
     raise SettingError(f"expected true or false, got {text!r}")
+
+
+def _off(text: str, name: str) -> bool:
+    """``false`` only: mpsprof can keep a debugging mode off, never turn one on for a run."""
+    if _bool(text):
+        raise SettingError(f"{name} can only be false (mpsprof keeps the mode off; the script turns it on)")
+    return False
 
 
 def _ratio(text: str) -> str:
@@ -111,6 +121,7 @@ _ENV_PARSERS: dict[str, Callable[[str], str]] = {
 }
 _OTHER_PARSERS: dict[tuple[str, str], Callable[[str], Any]] = {
     ("torch", "num_threads"): _int_at_least(1),
+    ("torch", "detect_anomaly"): lambda text: _off(text, "torch.detect_anomaly"),
     ("memory", "empty_cache_every"): _int_at_least(1),
 }
 
@@ -205,7 +216,7 @@ def _add(out: dict[str, Any], name: str, value: str) -> None:
     if other is None:
         raise SettingError("unknown name; known: dataloader.num_workers, dataloader.persistent_workers, "
                            "dataloader.prefetch_factor, dataloader.pin_memory, env.NAME, torch.num_threads, "
-                           "memory.empty_cache_every")
+                           "torch.detect_anomaly, memory.empty_cache_every")
     out.setdefault(group, {})[parts[1]] = other(value)
 
 

@@ -111,6 +111,10 @@ def _watermark(facts: dict[str, Any]) -> dict[str, Any] | None:
     return {"env": watermark_pair(float(ratio))}
 
 
+def _no_anomaly(facts: dict[str, Any]) -> dict[str, Any] | None:
+    return {"torch": {"detect_anomaly": False}}
+
+
 FIXES: dict[str, Callable[[dict[str, Any]], dict[str, Any] | None]] = {
     "dataloader-stall": _workers,
     "dataloader-stall-critical": _workers,
@@ -119,6 +123,7 @@ FIXES: dict[str, Callable[[dict[str, Any]], dict[str, Any] | None]] = {
     "pin-memory-mps": _no_pin,
     "memory-pressure": _watermark,
     "cache-growth": _watermark,
+    "anomaly-detection-on": _no_anomaly,
 }
 WINDOWED_RULES = frozenset(rule for rule, make in FIXES.items() if make is _workers)
 """Rules whose fix may need a trial window (:func:`fix_window`): a loader's workers."""

@@ -11,6 +11,8 @@ the rest is done where the script does it:
   script's own later calls in this process are kept at N (worker processes still set
   their own thread count).
 * ``empty_cache()`` runs on the training device every N steps.
+* Autograd's anomaly detection stays off (``torch.detect_anomaly=false``): the script's
+  ``set_detect_anomaly(True)`` / ``detect_anomaly()`` are passed on as off.
 
 One thing is refused rather than applied: worker processes (``num_workers > 0``) started
 by *spawn* or *forkserver* (macOS and Windows default) import the script again as a
@@ -175,6 +177,37 @@ class Overrides:
 
         def uninstall() -> None:
             torch.set_num_threads = original
+
+        return uninstall
+
+    # -- anomaly detection -------------------------------------------------------
+    def install_anomaly(self) -> Callable[[], None] | None:
+        """``--set torch.detect_anomaly=false``: the script's calls that turn autograd's
+        anomaly detection on are passed on as off (both of torch's switches call
+        ``torch.set_anomaly_enabled``, torch/autograd/anomaly_mode.py), and it is turned
+        off now if the script turned it on before torch was watched. What ``try`` runs to
+        prove the finding ``anomaly-detection-on``; the script is not edited."""
+        if (self.settings.get("torch") or {}).get("detect_anomaly") is not False:
+            return None
+        import torch
+
+        original = torch.set_anomaly_enabled
+        overrides = self
+        told: list[bool] = []
+        if torch.is_anomaly_enabled():
+            original(False)
+
+        def set_anomaly_enabled(enabled: bool, check_nan: bool = True) -> None:  # torch's own names
+            if enabled and not told:
+                told.append(True)
+                overrides._override("torch.detect_anomaly", {"detect_anomaly": [True, False]}, [])
+            return original(False, check_nan)
+
+        torch.set_anomaly_enabled = set_anomaly_enabled
+
+        def uninstall() -> None:
+            if torch.set_anomaly_enabled is set_anomaly_enabled:
+                torch.set_anomaly_enabled = original
 
         return uninstall
 

@@ -379,7 +379,8 @@ class Probe:
             self.tracker.listeners.append(self.limit.listener)
 
     def _install_torch_overrides(self) -> None:
-        for install in (self.overrides.install_dataloader, self.overrides.install_threads):
+        for install in (self.overrides.install_dataloader, self.overrides.install_threads,
+                        self.overrides.install_anomaly):
             uninstall = install()
             if uninstall is not None:
                 self._uninstallers.append(uninstall)

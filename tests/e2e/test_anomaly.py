@@ -6,6 +6,7 @@ must pass every call on: the script's output and exit status are bare's."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -93,3 +94,29 @@ def test_the_wrapper_passes_every_call_on_and_records_the_callers_line() -> None
     sites = [(Path(s["file"]).resolve(), s["calls"], s["check_nan"]) for s in anomaly.SITES.sites]
     assert [(f, c) for f, c, _ in sites] == [(here, 1), (here, 2)], sites  # the with, then the set line (twice)
     assert not calls
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("form", ["set", "with"])
+def test_the_override_try_runs_keeps_it_off_and_says_so(tmp_path: Path, form: str) -> None:
+    """``--set torch.detect_anomaly=false`` (what ``try`` runs for the finding): the script's
+    switch is passed on as off, the run says what it changed, the finding is gone."""
+    run = tmp_path / "off"
+    proc = mpsprof_cli("run", "--headless", "-o", str(run), "--set", "torch.detect_anomaly=false", str(SCRIPT),
+                       "--form", form, env=child_env())
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "anomaly False" in proc.stdout  # the script's own reading at its end
+    summary = read_summary(run)
+    assert "anomaly-detection-on" not in {f["rule"] for f in summary["findings"]}
+    assert "torch.detect_anomaly" in json.dumps(summary), "the change is recorded"
+
+
+def test_try_offers_the_override_for_the_finding_and_only_false_is_accepted() -> None:
+    from mpsprofiler.experiment.candidates import candidate_for
+    from mpsprofiler.settings import SettingError, parse_settings
+
+    cand = candidate_for({"rule": "anomaly-detection-on", "title": "t", "facts": {"anomaly_on": True}})
+    assert cand is not None and cand.settings == parse_settings(["torch.detect_anomaly=false"])
+    assert cand.text == "torch.detect_anomaly=false"
+    with pytest.raises(SettingError):
+        parse_settings(["torch.detect_anomaly=true"])
