@@ -55,6 +55,9 @@ script that keeps a tensor every 5th step hits one sampled step in five, so two 
 rarely among the latest three; their survivors (a few weak references) are what tells a
 line that keeps one per step from a one-time buffer."""
 MAX_NODES = 5_000  # graph walk per candidate tensor (a few ms at most)
+MAX_ROOTS = 64  # survivors' graphs sized per line and check
+SIZED_SITES = 3  # lines whose kept graphs are sized per check (the findings name the first)
+SIZED_NODES = 2_000  # nodes walked per line sized
 MAX_CHECKS = 24
 MAX_SITES = 10
 _NO_SEQ = 1 << 63
@@ -164,6 +167,7 @@ class LeakTracker:
         if not old:
             return None
         per_key: dict[Key, dict[str, Any]] = {}
+        roots: dict[Key, list[Any]] = {}  # graphs the survivors keep (sized below)
         for sample in old:
             storages: set[int] = set()
             sample.refs = [(ref, key) for ref, key in sample.refs if ref() is not None]  # keep survivors only
@@ -177,6 +181,8 @@ class LeakTracker:
                 entry["alive"] += 1
                 entry["steps"].add(sample.step)
                 entry["grad"] = entry["grad"] or t.grad_fn is not None
+                if t.grad_fn is not None and len(roots.setdefault(key, [])) < MAX_ROOTS:
+                    roots[key].append(t.grad_fn)
                 entry["scalar"] = entry["scalar"] and t.numel() == 1  # `.item()` keeps it: a number
                 try:
                     storage = t.untyped_storage()
@@ -186,6 +192,7 @@ class LeakTracker:
                         entry["bytes"] += storage.nbytes()
                 except Exception:
                     pass
+        _size_graphs(per_key, roots)
         for key, entry in per_key.items():
             if key in self._released:
                 continue
@@ -196,6 +203,9 @@ class LeakTracker:
             kept["steps"] |= entry["steps"]
             kept["grad"] = kept["grad"] or entry["grad"]
             kept["scalar"] = kept["scalar"] and entry["scalar"]
+            if "graph_nodes" in entry:  # what the graphs keep now (saved tensors: till a backward())
+                kept.update(graph_nodes=entry["graph_nodes"], graph_bytes=entry["graph_bytes"],
+                            graph_capped=entry["graph_capped"])
             if len(kept["steps"]) >= 2:
                 # found again at every check: its length now against the first time it was
                 # found gives the rate the container grows at, steps between appends included
@@ -296,27 +306,64 @@ class LeakTracker:
 
     def _find_carries(self, seq_ref: int | None, step: int) -> None:
         """User variables whose autograd graph holds nodes from before ``seq_ref`` (the
-        start of a sampled step at least LAG steps ago) and after it."""
+        start of a sampled step at least LAG steps ago) and after it: a frame's locals, and
+        what they hold one attribute or one dict entry away (``self.total``,
+        ``stats['loss']``, ``self.stats['loss']``: probe/leak_reach.py), innermost frame
+        first, so the method that writes ``self.total`` names it."""
+        from .leak_reach import MAX_REACHED, reached
+
         finder = self._finder()
         if seq_ref is None or finder is None:
             return
         frame: Any = sys._getframe(1)
         seen: set[int] = set()
+        looked: set[int] = set()
+        budget = MAX_REACHED
         while frame is not None:
             if finder.is_user(frame.f_code):
-                for name, value in list(frame.f_locals.items()):
+                local = list(frame.f_locals.items())
+                for name, value in local:
                     if isinstance(value, torch.Tensor) and id(value) not in seen:
                         seen.add(id(value))
                         if value.grad_fn is not None and _spans(value.grad_fn, seq_ref):
-                            self._note_carry(frame, name, step)
+                            self._note_carry(frame, name, step, value, finder)
+                for name, value in local:
+                    if budget <= 0:
+                        break
+                    if isinstance(value, torch.Tensor) or name.startswith("__"):
+                        continue
+                    for expr, tensor, owner in reached(name, value, looked):
+                        budget -= 1
+                        if id(tensor) not in seen:
+                            seen.add(id(tensor))
+                            if _spans(tensor.grad_fn, seq_ref):
+                                self._note_carry(frame, expr, step, tensor, finder, owner, reached=True)
+                        if budget <= 0:
+                            break
             frame = frame.f_back
 
-    def _note_carry(self, frame: Any, name: str, step: int) -> None:
+    def _note_carry(self, frame: Any, name: str, step: int, value: torch.Tensor, finder: FrameFinder,
+                    owner: Any = None, reached: bool = False) -> None:
+        """Record the carry at the line that accumulates into ``name``, named as the line
+        writes it (``self.stats["loss"]``, found from ``trainer.stats['loss']``); the size
+        of its graph now (leak_reach.graph_held). A local with no such line is told at the
+        frame's line (as before); one ``reached`` through a local's attribute or entry is not
+        told at all: ``out, self.h = rnn(x, self.h)`` is no accumulation to rewrite."""
+        from .leak_reach import graph_held
+
         file = frame.f_code.co_filename
-        line = _assignment_line(file, name, frame.f_code) or frame.f_lineno
-        entry = self._carries.setdefault((file, line), {"name": name, "steps": []})
+        line = _assignment_line(file, name, frame.f_code)
+        if line is None and owner is not None:
+            file, line = _owner_line(owner, name, finder) or (file, None)
+        if line is None and reached:
+            return  # reached through an object, and no line writes it so: a wrong line is worse than none
+        line = line or frame.f_lineno
+        written = _target_text(file, line, name) or name
+        entry = self._carries.setdefault((file, line), {"name": written, "steps": []})
         if step not in entry["steps"]:
             entry["steps"].append(step)
+        entry["nodes"], entry["saved"], entry["capped"] = graph_held([value.grad_fn], MAX_NODES)
+        entry["at"] = step
 
     def _snapshot(self, step: int) -> LeaksFields | None:
         sites = []
@@ -328,17 +375,34 @@ class LeakTracker:
                           "scalar": e["scalar"]})  # fmt: skip
             if e.get("holder"):
                 sites[-1]["holder"] = e["holder"]
-        carries = [{"file": f, "line": ln, "name": e["name"], "code": source_line((f, ln)), "steps": e["steps"]}
+            if "graph_nodes" in e:
+                sites[-1].update(graph_nodes=e["graph_nodes"], graph_bytes=e["graph_bytes"],
+                                 graph_capped=e["graph_capped"])
+        carries = [{"file": f, "line": ln, "name": e["name"], "code": source_line((f, ln)), "steps": e["steps"],
+                    "nodes": e.get("nodes", 0), "saved": e.get("saved", 0), "capped": e.get("capped", False),
+                    "at": e.get("at", step)}
                    for (f, ln), e in self._carries.items()]  # fmt: skip
         if not sites and not carries and self._last_sent is None:
             return None  # (once something was sent, an empty snapshot says it is gone)
         state = (tuple((s["file"], s["line"], s["op"], s["alive"], tuple(s["steps"]),
                         (s.get("holder") or {}).get("size")) for s in sites),
-                 tuple((c["file"], c["line"]) for c in carries))  # fmt: skip
+                 tuple((c["file"], c["line"], c["nodes"]) for c in carries))  # fmt: skip
         if state == self._last_sent:
             return None
         self._last_sent = state
         return {"step": step, "lag": LAG, "sites": sites, "carries": carries}
+
+
+def _size_graphs(per_key: dict[Key, dict[str, Any]], roots: dict[Key, list[Any]]) -> None:
+    """``graph_nodes`` and ``graph_bytes`` (saved tensors still held) of the graphs each
+    line's survivors keep: a kept loss is 4 bytes of its own, and its graph may hold a
+    step's activations (leak_reach.graph_held). The ``SIZED_SITES`` lines that keep the
+    most, ``SIZED_NODES`` nodes each (about 7 us a node): only lines with survivors pay it."""
+    from .leak_reach import graph_held
+
+    for key in sorted(roots, key=lambda k: -per_key[k]["bytes"])[:SIZED_SITES]:
+        nodes, saved, capped = graph_held(roots[key], SIZED_NODES)
+        per_key[key].update(graph_nodes=nodes, graph_bytes=saved, graph_capped=capped)
 
 
 def _spans(root: Any, seq_ref: int) -> bool:
@@ -519,7 +583,7 @@ def code_range(code: Any, count: int) -> tuple[int, int]:
     return code.co_firstlineno, min(last, count)
 
 
-def _assignment_line(file: str, name: str, code: Any) -> int | None:
+def _assignment_line(file: str, name: str, code: Any, span: tuple[int, int] | None = None) -> int | None:
     """The line in ``code`` (a function, or the module) that accumulates into ``name``: an
     assignment to it whose value reads it (``name += loss``, ``name = name + loss``, an
     exponential average ``name = 0.98 * name + 0.02 * loss``, ``name = loss if name is None
@@ -536,7 +600,7 @@ def _assignment_line(file: str, name: str, code: Any) -> int | None:
     tree = parsed(file) if lines else None  # the leak readers' one cache of parsed files
     if tree is None:
         return None
-    first, last = code_range(code, len(lines))
+    first, last = span or code_range(code, len(lines))
     found: list[tuple[int, ast.expr]] = []
     for node in ast.walk(tree):
         if not first <= getattr(node, "lineno", 0) <= last:
@@ -553,7 +617,58 @@ def _assignment_line(file: str, name: str, code: Any) -> int | None:
 
 
 def _names(node: Any, name: str) -> bool:
-    return isinstance(node, ast.Name) and node.id == name
+    """Whether ``node`` is ``name``: a plain name, or an attribute or constant-key entry
+    written as leak_owner.dotted writes it (``self.total``, ``stats['loss']``)."""
+    if isinstance(node, ast.Name):
+        return node.id == name
+    if isinstance(node, (ast.Attribute, ast.Subscript)) and ("." in name or "[" in name):
+        from .leak_owner import dotted
+
+        return dotted(node) == name
+    return False
+
+
+def _owner_line(owner: Any, name: str, finder: FrameFinder) -> tuple[str, int] | None:
+    """(file, line) of the accumulation into ``name`` (``trainer.stats['loss']``, reached
+    through the local ``trainer``) in a method of the owner's class, where it is written
+    ``self.stats['loss']``: the one such line of those methods (the tensor-adding one
+    where a method has two: _assignment_line); None when there is none or several."""
+    from .leak_owner import _code_lines, _user_methods
+
+    rest = name.split(".", 1)[1] if "." in name.split("[", 1)[0] else ""
+    if not rest:
+        return None
+    found: list[tuple[str, int]] = []
+    for code in _user_methods(owner, finder.is_user):
+        line = _assignment_line(code.co_filename, f"self.{rest}", code, _code_lines(code))
+        if line is not None and (code.co_filename, line) not in found:
+            found.append((code.co_filename, line))
+    return found[0] if len(found) == 1 else None
+
+
+def _target_text(file: str, line: int, name: str) -> str:
+    """The target accumulated into at ``line`` as the script writes it
+    (``self.stats["loss"]``), '' when the line has none that reads as ``name`` or its
+    ``self.`` form."""
+    import linecache
+
+    from .leak_owner import dotted, parsed
+
+    if "." not in name and "[" not in name:
+        return ""
+    tree = parsed(file)
+    if tree is None:
+        return ""
+    tail = name.split(".", 1)[1] if "." in name.split("[", 1)[0] else ""
+    names = {name, f"self.{tail}"} if tail else {name}
+    source = "".join(linecache.getlines(file))
+    for node in ast.walk(tree):
+        if getattr(node, "lineno", 0) != line or not isinstance(node, (ast.AugAssign, ast.Assign)):
+            continue
+        for target in [node.target] if isinstance(node, ast.AugAssign) else node.targets:
+            if dotted(target) in names:
+                return ast.get_source_segment(source, target) or dotted(target)
+    return ""
 
 
 def _makes_a_number(value: Any) -> bool:

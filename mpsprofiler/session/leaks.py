@@ -43,6 +43,13 @@ class LeakSite:
     scalar: bool = False
     """Every kept tensor holds one element (a loss, a metric): ``.item()`` keeps each as a
     number (False where not, or the recording predates this field)."""
+    graph_nodes: int | None = None
+    """Autograd nodes the kept tensors' graphs hold, and ``graph_bytes`` the tensors those
+    graphs saved for a backward and still hold (None: not measured, no graph or an older
+    recording). A loss kept with its graph is 4 bytes of its own."""
+    graph_bytes: int = 0
+    graph_capped: bool = False
+    """The walk stopped at its cap: ``graph_nodes`` is a lower bound."""
 
 
 @dataclass
@@ -52,6 +59,12 @@ class GraphCarry:
     name: str
     code: str
     steps: list[int] = field(default_factory=list)
+    nodes: int = 0
+    """Autograd nodes its graph held at step ``at`` (0: not measured), ``capped`` when the
+    walk stopped there; ``saved``: bytes of tensors those nodes saved and still held."""
+    saved: int = 0
+    capped: bool = False
+    at: int = 0
 
 
 def _int(value: Any) -> int:
@@ -90,7 +103,8 @@ class LeakStats:
         carries = data.get("carries")
         if isinstance(carries, list):
             self.carries = [GraphCarry(_str(c.get("file")), _int(c.get("line")), _str(c.get("name"), 200),
-                                       _str(c.get("code"), 300), _steps(c.get("steps")))
+                                       _str(c.get("code"), 300), _steps(c.get("steps")), _int(c.get("nodes")),
+                                       _int(c.get("saved")), c.get("capped") is True, _int(c.get("at")))
                             for c in carries[:MAX_ROWS] if isinstance(c, dict)]  # fmt: skip
 
     def to_dict(self) -> dict[str, Any]:
@@ -107,4 +121,6 @@ def _site(s: dict[str, Any]) -> LeakSite:
                     bool(s.get("grad")), _str(holder.get("name"), 200), _str(holder.get("file")),
                     _int(holder.get("line")), _str(holder.get("code"), 300), _int(holder.get("size")),
                     _int(holder.get("step")), _int(holder.get("size0")), _int(holder.get("step0")),
-                    scalar=s.get("scalar") is True)
+                    scalar=s.get("scalar") is True,
+                    graph_nodes=_int(s.get("graph_nodes")) if "graph_nodes" in s else None,
+                    graph_bytes=_int(s.get("graph_bytes")), graph_capped=s.get("graph_capped") is True)

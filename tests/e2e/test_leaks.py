@@ -140,6 +140,8 @@ def test_outputs_kept_in_a_list_name_the_container_and_its_append_line(tmp_path:
     line = _line_of("losses_list", "outputs.append(out)")
     assert f"losses_list.py:{line}" in site["title"]
     assert "kept in `outputs`" in site["evidence"] and "`outputs.append(out)`" in site["evidence"]
+    # sized by what the graphs hold, not the kept tensors' own bytes alone ("0.0 KiB" for losses)
+    assert "autograd nodes" in site["evidence"] and "0.0 KiB" not in site["evidence"], site["evidence"]
     assert "loss.item()" in site["fix"] and ".detach()" in site["fix"]
 
 

@@ -245,13 +245,26 @@ def carry_fix(file: str, line: int, name: str) -> str:
         return generic
     if isinstance(stmt, ast.AugAssign):
         head = ast.get_source_segment(source, stmt)
-        if head is None or not isinstance(stmt.target, ast.Name) or stmt.target.id != name:
+        target = ast.get_source_segment(source, stmt.target)
+        if head is None or target is None or not _same_target(stmt.target, name):
             return generic
-        op = head[len(name):head.index("=") + 1].strip()
+        op = head[len(target):head.index("=", len(target)) + 1].strip()
         wrapped = value if isinstance(stmt.value, (ast.Name, ast.Attribute, ast.Call, ast.Subscript)) else f"({value})"
-        return (f"{name} {op} {wrapped}.detach()   # a tensor without autograd history\n"
-                f"# or a Python float (one sync per step):\n{name} {op} {wrapped}.item()")
-    if len(stmt.targets) != 1 or not isinstance(stmt.targets[0], ast.Name) or stmt.targets[0].id != name:
+        return (f"{target} {op} {wrapped}.detach()   # a tensor without autograd history\n"
+                f"# or a Python float (one sync per step):\n{target} {op} {wrapped}.item()")
+    if len(stmt.targets) != 1 or not _same_target(stmt.targets[0], name):
         return generic
+    name = ast.get_source_segment(source, stmt.targets[0]) or name
     return (f"{name} = ({value}).detach()   # the same value, without autograd history\n"
             f"# or a Python float (one sync per step):\n{name} = ({value}).item()")
+
+
+def _same_target(node: ast.expr, name: str) -> bool:
+    """Whether the assigned ``node`` is ``name`` (``total``, ``self.total``, ``stats["loss"]``
+    as the probe names it from the line: the same expression, quotes aside)."""
+    if not isinstance(node, (ast.Name, ast.Attribute, ast.Subscript)):
+        return False
+    try:
+        return ast.unparse(node) == ast.unparse(ast.parse(name, mode="eval").body)
+    except SyntaxError:
+        return False

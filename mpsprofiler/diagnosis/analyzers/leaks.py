@@ -17,6 +17,7 @@ import os
 from typing import Any
 
 from ...session.session import Session
+from ...units import fmt_bytes
 from . import robust
 from .common import MIB, is_asynchronous
 from .leak_fix import carry_fix, growth_kib_per_step, keep_fix
@@ -44,12 +45,14 @@ def _cell(text: Any) -> str:
 
 LEAK_FACTS: tuple[str, ...] = (
     "graph_carry_code", "graph_carry_count", "graph_carry_file", "graph_carry_first_step",
-    "graph_carry_fix_code", "graph_carry_line", "graph_carry_name", "leak_site_alive", "leak_site_code", "leak_site_count",
+    "graph_carry_fix_code", "graph_carry_line", "graph_carry_name", "graph_carry_nodes", "graph_carry_saved",
+    "graph_carry_size", "graph_carry_size_step", "leak_site_alive", "leak_site_code", "leak_site_count",
     "leak_site_file", "leak_site_first_step", "leak_site_fix_code", "leak_site_grad", "leak_site_holder",
     "leak_site_holder_code", "leak_site_holder_line",
     "leak_site_is_carry", "leak_site_keep_line", "leak_site_kept_by", "leak_site_kib",
     "leak_site_kib_per_step", "leak_site_lag", "leak_site_memory_flat", "leak_site_mib_per_100_steps", "leak_site_line", "leak_site_mib", "leak_site_module",
     "leak_site_op", "leak_site_samples", "leak_site_table", "leak_place_sentence",
+    "leak_site_graph_size", "leak_site_graph_nodes", "leak_site_graph_saved", "leak_site_own", "leak_site_held",
 )
 """Every fact the ``leaks`` analyzer may return (declared: no other analyzer may provide one)."""
 
@@ -63,6 +66,7 @@ def leak_facts(session: Session) -> dict[str, Any]:
         facts.update(graph_carry_line=_where(c.file, c.line), graph_carry_file=c.file, graph_carry_code=c.code,
                      graph_carry_name=c.name, graph_carry_first_step=min(c.steps) if c.steps else None,
                      graph_carry_fix_code=carry_fix(c.file, c.line, c.name))  # fmt: skip
+        facts.update(_carry_size(c))
     # made on two sampled steps, and more alive than one step's own: kept, not replaced
     sites = [s for s in leaks.sites if len(s.steps) >= MIN_SAMPLES and s.alive >= MIN_SAMPLES
              and (s.alive_one is None or s.alive > s.alive_one)]
@@ -100,10 +104,37 @@ def leak_facts(session: Session) -> dict[str, Any]:
         leak_site_is_carry=any((c.file, c.line) in ((top.file, top.line), (top.holder_file, top.holder_line))
                                for c in leaks.carries),
     )
+    facts.update(_graph_size(top))
     if top.holder and top.holder_line:
         facts["leak_place_sentence"] = "holder_code" if top.holder_code else "holder"
     facts["leak_site_fix_code"] = keep_fix(top).get("leak_site_fix_code") or _generic_fix(top.grad)
     return facts
+
+
+def _carry_size(c: Any) -> dict[str, Any]:
+    """What the carried graph held when last measured: ``graph_carry_size`` is a code
+    ``rules/tensor-leak.yaml`` words (``saved``: tensors saved for a backward still held;
+    ``freed``: nodes only, ``backward()`` freed what they saved; None: not measured)."""
+    if not c.nodes:
+        return {"graph_carry_size": None}
+    return {"graph_carry_size": "saved" if c.saved else "freed", "graph_carry_size_step": c.at,
+            "graph_carry_nodes": f"{c.nodes:,}" + (" or more" if c.capped else ""),
+            "graph_carry_saved": fmt_bytes(c.saved)}
+
+
+def _graph_size(site: Any) -> dict[str, Any]:
+    """What a line's kept tensors hold with their graphs. The tensors' own bytes alone read
+    "0.0 KiB" for kept losses (4 bytes each) whatever their graphs held: ``leak_site_held``
+    adds the tensors the graphs saved for a backward that has not run (a step's
+    activations); where ``backward()`` freed them (``freed``), what stays is the graphs'
+    nodes, counted, not sized (their C++ objects are not tensors)."""
+    own = fmt_bytes(site.bytes)
+    if not site.grad or site.graph_nodes is None:
+        return {"leak_site_graph_size": "unmeasured" if site.grad else None, "leak_site_own": own}
+    return {"leak_site_graph_size": "saved" if site.graph_bytes else "freed", "leak_site_own": own,
+            "leak_site_graph_nodes": f"{site.graph_nodes:,}" + (" or more" if site.graph_capped else ""),
+            "leak_site_graph_saved": fmt_bytes(site.graph_bytes),
+            "leak_site_held": fmt_bytes(site.bytes + site.graph_bytes)}
 
 
 def _memory_flat(session: Session, kib_per_step: float, seen: int) -> bool:

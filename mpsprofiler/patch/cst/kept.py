@@ -63,12 +63,22 @@ def augassign_detached(source: str, line: int) -> tuple[str, str]:
 
 
 def _reads(value: cst.BaseExpression, target: str) -> bool:
-    """Whether the expression reads the name it is assigned to (an accumulation)."""
+    """Whether the expression reads what it is assigned to (an accumulation): the name, or
+    the attribute or entry (``stats["loss"] = stats["loss"] + loss``), spaces aside."""
     found: list[bool] = []
+    target = target.replace(" ", "")
 
     class Reads(cst.CSTVisitor):
         def visit_Name(self, node: cst.Name) -> None:
             if node.value == target:
+                found.append(True)
+
+        def visit_Attribute(self, node: cst.Attribute) -> None:
+            if _code(node).replace(" ", "") == target:
+                found.append(True)
+
+        def visit_Subscript(self, node: cst.Subscript) -> None:
+            if _code(node).replace(" ", "") == target:
                 found.append(True)
 
     value.visit(Reads())
