@@ -508,12 +508,36 @@ def _carried_state(e: _Edits, f: Finding, facts: dict[str, Any]) -> None:
                lambda s, _: cst.define_after_imports(s, "torch", CUT_HELPER))
 
 
+ANOMALY_SWITCHES = ("set_detect_anomaly", "set_anomaly_enabled")
+ANOMALY_CONTEXTS = ("detect_anomaly", "set_detect_anomaly")
+
+
+def _anomaly(e: _Edits, f: Finding, facts: dict[str, Any]) -> None:
+    """Autograd's anomaly detection off at the script's line that turns it on
+    (``diagnosis/analyzers/anomaly.py``): ``set_detect_anomaly(False)``, or the ``with``
+    taken away with its body kept. A library's switch is the user's to find."""
+    where, file, line = facts.get("anomaly_fix_where"), facts.get("anomaly_file"), facts.get("anomaly_line")
+    if where not in ("set", "context") or not isinstance(file, str) or not isinstance(line, int):
+        e.fix.not_patched.append(unplanned_line(e.session, f, facts, main_script(e.session)))
+        return
+    if where == "set":
+        e.edit(file, "anomaly detection off (`set_detect_anomaly(False)`)",
+               lambda s, ln: cst.set_first_argument(s, ln, ANOMALY_SWITCHES, "False"), line)
+        return
+    e.edit(file, "the `with` of anomaly detection removed, its body kept",
+           lambda s, ln: cst.unwrap_with(s, ln, ANOMALY_CONTEXTS), line)
+
+
 def _syncs(e: _Edits, f: Finding, facts: dict[str, Any]) -> None:
     """The Hugging Face Trainer's own loss reads (``diagnosis/analyzers/sync_fix.py``):
     ``logging_nan_inf_filter=False`` in the script's ``TrainingArguments(...)`` call, the
     one the finding names. Reads the script makes itself move with its logging, the
     author's choice: said, not patched (``unplanned``)."""
     file, line = facts.get("sync_fix_file"), facts.get("sync_fix_line")
+    if facts.get("sync_fix_where") == "anomaly":
+        e.fix.not_patched.append("not patched: these reads are autograd's anomaly detection's NaN checks; "
+                                 "the fix of anomaly-detection-on turns it off")
+        return
     if facts.get("sync_fix_where") != "trainer_filter_line" or not file or not isinstance(line, int):
         e.fix.not_patched.append(unplanned_line(e.session, f, facts, main_script(e.session)))
         return
@@ -542,6 +566,7 @@ PLANNERS: dict[str, Callable[[_Edits, Finding, dict[str, Any]], None]] = {
     "float64-mps-crash": _float64,
     "sync-heavy": _syncs,
     "sync-heavy-mac": _syncs,
+    "anomaly-detection-on": _anomaly,
 }
 """The rules whose fix is an edit of the script, and who writes it."""
 

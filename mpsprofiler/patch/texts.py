@@ -44,6 +44,11 @@ BATCH_WHY = ("a batch size changes the optimisation, the learning rate that suit
              "which a patch must not decide for you")
 
 HAND: dict[str, Hand] = {
+    "anomaly-detection-on": Hand(
+        ("turn autograd's anomaly detection off where {anomaly_where} turns it on",
+         "find the `set_detect_anomaly(True)` or `detect_anomaly()` that runs before training and remove it"),
+        "the switch is not a line of the script: a library's option (Lightning's `Trainer(detect_anomaly=True)`), "
+        "or a line the run did not record"),
     "dataloader-batch-indexing": Hand(
         ("build the batches of {loader_at} by hand: a BatchSampler over its dataset and `batch_size=None`",
          "build the DataLoader's batches by hand: a BatchSampler over its dataset and `batch_size=None`"),

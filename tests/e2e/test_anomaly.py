@@ -120,3 +120,26 @@ def test_try_offers_the_override_for_the_finding_and_only_false_is_accepted() ->
     assert cand.text == "torch.detect_anomaly=false"
     with pytest.raises(SettingError):
         parse_settings(["torch.detect_anomaly=true"])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("form", ["set", "with"])
+def test_patch_turns_it_off_at_the_line_and_the_patched_script_runs_clean(tmp_path: Path, form: str) -> None:
+    script = tmp_path / "anomaly_train.py"
+    script.write_text(SCRIPT.read_text())
+    run = tmp_path / "run"
+    proc = mpsprof_cli("run", "--headless", "-o", str(run), str(script), "--form", form, env=child_env())
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    proc = mpsprof_cli("patch", str(run), "--apply", "--no-proof", env=child_env())
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    text = script.read_text()
+    if form == "set":
+        assert "\n    torch.autograd.set_detect_anomaly(False)\n" in text, text
+        assert "\n    torch.autograd.set_detect_anomaly(True)\n" not in text, text
+    else:  # the loop's with is gone, its backward one level out; the one-off debugging check stays
+        assert text.count("with torch.autograd.detect_anomaly():") == 1, text
+        assert "\n        loss.backward()\n    opt.step()" in text, text
+    again = tmp_path / "again"
+    proc = mpsprof_cli("run", "--headless", "-o", str(again), str(script), "--form", form, env=child_env())
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "anomaly-detection-on" not in {f["rule"] for f in read_summary(again)["findings"]}

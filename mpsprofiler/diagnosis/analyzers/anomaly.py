@@ -28,7 +28,8 @@ from .source_edit import read_tree, short_path
 from .sync_fix import library_path
 
 ANOMALY_FACTS = ("anomaly_on", "anomaly_sampled", "anomaly_steps", "anomaly_where", "anomaly_code",
-                 "anomaly_fix_code", "anomaly_fix_where", "anomaly_found_at", "anomaly_checks", "anomaly_calls")
+                 "anomaly_fix_code", "anomaly_fix_where", "anomaly_found_at", "anomaly_checks", "anomaly_calls",
+                 "anomaly_file", "anomaly_line")
 LIBRARY_MARKERS = ("site-packages", "dist-packages")
 
 
@@ -74,7 +75,7 @@ def anomaly_facts(session: Session) -> dict[str, Any]:
         return facts
     site = max(sites, key=lambda s: s["calls"])  # a `with` entered at every step over a one-off call
     path, line = str(site["file"]), int(site["line"])
-    facts["anomaly_calls"] = int(site["calls"])
+    facts.update(anomaly_calls=int(site["calls"]), anomaly_file=path, anomaly_line=line)  # for mpsprof patch
     if any(os.sep + marker + os.sep in path for marker in LIBRARY_MARKERS):
         facts.update(anomaly_where=library_path(path) + f":{line}", anomaly_code=None, anomaly_fix_code=None,
                      anomaly_fix_where="library", anomaly_found_at="library")

@@ -7,7 +7,7 @@ new text, or raises :class:`NotFound` with the reason when the construct is not 
 line the finding names: the caller reports "not patched" instead of guessing.
 
 One module per kind of edit (:mod:`.calls`, :mod:`.kept`, :mod:`.imports`, :mod:`.dtypes`,
-:mod:`.guard`, over the shared :mod:`.nodes`); this package names them all, so the planner
+:mod:`.guard`, :mod:`.unwrap`, over the shared :mod:`.nodes`); this package names them all, so the planner
 and the tests import ``cst.set_keywords`` whichever module holds it.
 """
 
@@ -31,9 +31,11 @@ from .kept import (
 from .loops import define_after_imports, first_in_loop
 from .nodes import NotFound, call_name
 from .options import set_option_default
+from .unwrap import unwrap_with
 
 __all__ = [
     "NotFound", "accumulator_method", "add_main_guard", "added_value_detached", "added_value_number", "augassign_detached", "augassign_item",
     "bounded_container", "call_name", "cuda_calls_to", "define_after_imports", "device_string_at", "ensure_import", "find_call", "first_in_loop", "keyed_value_bounded", "sets_a_key", "float32_at", "has_main_guard",
     "insert_after_import", "set_environ_first", "set_first_argument", "set_keywords", "set_option_default",
+    "unwrap_with",
 ]
