@@ -162,6 +162,14 @@ class DataLoaderFields(Tagged, total=False):
     created_all: list[int]
     """Session-side (session/loaders.py): constructions at one place merged into this record,
     and their construction numbers."""
+    index_calls: int
+    index_s: float
+    """Calls of ``_BaseDataLoaderIter._next_index`` timed (a sample: probe/loader_sites.py)
+    and their seconds: drawing a batch's indices from the (batch) sampler, which torch does
+    in the training process whatever ``num_workers`` is."""
+    sampler: str | None
+    """The class name of the loader's ``sampler`` (``batch_sampler`` names the batch sampler
+    around it): the one a slow index draw is put down to when the batch sampler is torch's."""
     consumes: int
     consume_s: float
     """Time from one of its batches' arrival to the next request of the same iterator,

@@ -28,9 +28,14 @@ def loader_config(loader: Any, number: int) -> DataLoaderFields:
         "iterable": _iterable(dataset),
         "iterable_split": _splits_by_worker(dataset, loader),
         "batch_sampler": type(sampler).__name__ if sampler is not None else None,
+        "sampler": _name(getattr(loader, "sampler", None)),
         "multiprocessing_context": _ctx_name(loader),
         "thread": threading.current_thread().name,
     }
+
+
+def _name(obj: Any) -> str | None:
+    return type(obj).__name__ if obj is not None else None
 
 
 def _iterable(dataset: Any) -> bool:

@@ -13,6 +13,18 @@ try`` must change that one alone. So the probe records, per loader:
 * ``consumes``/``consume_s``: the gaps between one batch's arrival and the next request
   of the same iterator: what the script does per batch of this loader (a validation
   loader's batches are consumed by evaluation, not by the training steps);
+* ``index_calls``/``index_s``: calls of ``_BaseDataLoaderIter._next_index`` timed and their
+  seconds: choosing a batch's indices (``next()`` on the batch sampler, which runs the
+  sampler), which torch does in the training process whatever ``num_workers`` is
+  (torch/utils/data/dataloader.py: ``_next_data`` calls it without workers,
+  ``_try_put_index`` with them), so workers cannot take a slow sampler's time over. Timed
+  at an iterator's calls after its first batch (the first includes a sampler's per-epoch
+  set-up, as the first fetch includes starting the workers), all of a loader's first
+  ``INDEX_EXACT`` such calls and every ``INDEX_EVERY``-th one after: a mean per call.
+  Timed by the iterator's own ``_next_index`` attribute (:meth:`LoaderSites.arm`), set
+  after the batch before and removed by its one call, not by wrapping the class's method:
+  the batches not timed then cost one comparison, where a wrapper costs a call at every
+  batch (0.6 µs measured, benchmarks/next_index_cost.py);
 * ``batch_tensors``: the tensors in one batch (its first timed one). Taking a batch in from
   a worker process costs the training a round trip per tensor (each storage's shared memory
   crosses separately), so the count says whether workers could beat loading in-process;
@@ -31,6 +43,7 @@ from __future__ import annotations
 import collections
 import os
 import sys
+import time
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -45,6 +58,13 @@ KEPT_SITES = 256
 keeps the newest ones; older ones were reported as they grew (``FIRST_UPDATE``)."""
 FIRST_UPDATE = 16
 """The first per-loader update after this many timed fetches; then at 2x, 4x, ..."""
+INDEX_EXACT = 256
+INDEX_EVERY = 8
+"""A loader's index draws of its first ``INDEX_EXACT`` timed fetches are timed, then every
+``INDEX_EVERY``-th (a count picks them, not their duration, so the timed ones are a fair
+sample): a timed draw costs ~1 µs (benchmarks/next_index_cost.py), which issue 34's
+per-step budget keeps off most batches of a long run, as ``cputime.FetchClock`` does for
+its clocks."""
 
 
 @dataclass
@@ -63,6 +83,8 @@ class Site:
     next_update: int = FIRST_UPDATE
     sent: int = 0
     tensors: int | None = None
+    index_calls: int = 0
+    index_s: float = 0.0
     fields: dict[str, Any] = field(default_factory=dict)
     role: str | None = None
 
@@ -79,7 +101,7 @@ class LoaderSites:
         """The newest loaders' records, kept past their loaders: a loader built inside
         ``main()`` is gone by the end, and its last sums with it (a loader read fewer than
         ``FIRST_UPDATE`` times was never reported). A record holds no reference to its loader."""
-        self._iters: dict[int, tuple[weakref.ref[Any], Site, list[float]]] = {}
+        self._iters: dict[int, tuple[weakref.ref[Any], Site, list[Any]]] = {}
         """Live iterators by id, each with a weak reference to it (dropped with it): read at
         every batch, where a ``WeakKeyDictionary`` makes a weak reference per lookup."""
         self._torch_dir: str | None = None
@@ -121,7 +143,8 @@ class LoaderSites:
                 del iters[key]
 
         try:
-            iters[key] = (weakref.ref(it, forget), site, [0, 0.0])  # batches, the last one's arrival
+            # batches, the last one's arrival, its index timer (:meth:`arm`)
+            iters[key] = (weakref.ref(it, forget), site, [0, 0.0, None])
         except TypeError:  # an iterator without weak references: not timed per loader
             pass
 
@@ -144,17 +167,38 @@ class LoaderSites:
             return  # the first batch waits for the workers to start
         if site.tensors is None:
             site.tensors = count_tensors(batch)
-        site.fetches += 1
+        n = site.fetches = site.fetches + 1
         site.fetch_s += seconds
-        if site.fetches >= site.next_update and site.fields:
+        if n < INDEX_EXACT or not n % INDEX_EVERY:
+            self.arm(it, entry)
+        if n >= site.next_update and site.fields:
             site.next_update *= 2
             self.update(site)
+
+    @staticmethod
+    def arm(it: Any, entry: tuple[weakref.ref[Any], Site, list[Any]]) -> None:
+        """Time ``it``'s next index draw: an attribute of the iterator that shadows the
+        class's ``_next_index`` for one call (torch calls ``self._next_index()``), records
+        its time in the loader's sums and removes itself. It holds the iterator weakly, as
+        ``entry`` does: a strong reference would make a cycle that keeps a dropped iterator
+        (and its workers) alive until the garbage collector runs. An iterator without an
+        instance dictionary (a subclass with ``__slots__``) is not timed."""
+        state = entry[2]
+        timer = state[2]
+        if timer is None:
+            timer = state[2] = _index_timer(entry[0], entry[1])
+        try:
+            it.__dict__["_next_index"] = timer
+        except (AttributeError, TypeError):
+            pass
 
     def update(self, site: Site) -> None:
         site.sent = site.fetches
         extra: dict[str, Any] = {"batch_tensors": site.tensors} if site.tensors is not None else {}
         if site.consumes:
             extra.update(consumes=site.consumes, consume_s=round(site.consume_s, 6))
+        if site.index_calls:
+            extra.update(index_calls=site.index_calls, index_s=round(site.index_s, 6))
         self._emit({**site.fields, "fetches": site.fetches, "fetch_s": round(site.fetch_s, 6), **extra})
 
     def flush(self) -> None:
@@ -199,6 +243,30 @@ class LoaderSites:
         if name.startswith(skip) or name.startswith("<"):
             return None
         return name, outer.f_lineno, func
+
+
+def _index_timer(ref: weakref.ref[Any], site: Site) -> Callable[[], Any]:
+    """The one-call stand-in for ``ref()``'s ``_next_index`` (see :meth:`LoaderSites.arm`)."""
+    from .transparent import hide_from_warnings
+
+    perf_counter = time.perf_counter
+
+    def _next_index() -> Any:
+        it: Any = ref()  # alive: it is the iterator that calls this
+        it.__dict__.pop("_next_index", None)
+        method = type(it)._next_index
+        if not getattr(it, "_num_yielded", 1):
+            # a pass's first batch, or its workers' first indices drawn by iter() (a
+            # persistent iterator's _reset): a sampler's per-epoch set-up, outside the waits
+            return method(it)
+        t0 = perf_counter()
+        index = method(it)  # StopIteration (the pass's end) leaves the sums alone
+        site.index_s += perf_counter() - t0
+        site.index_calls += 1
+        return index
+
+    # a sampler's warning names torch's caller (or its own), not this stand-in
+    return hide_from_warnings(_next_index)
 
 
 REBUILDERS = frozenset({"prepare_data_loader", "_update_dataloader"})

@@ -272,13 +272,14 @@ LOADER_BOUND_WORDS = {
     "ipc": "indexing memory: index whole batches, workers would not help",
     "contention": "waiting for a busy CPU: the machine is the limit",
     "handoff": "cheap batches: receiving one from a worker would cost as much, workers would not help",
+    "sampler": "drawing indices from the sampler, in the training process: workers would not help",
     "unknown": "not measured (run too short or recorded by an older mpsprof)",
 }
 
 
 LOADER_BOUND_SHORT = {"waiting": "waits (I/O, sleep)", "cpu": "CPU-bound", "ipc": "indexes memory",
                       "contention": "waits for a busy CPU", "unknown": "not measured",
-                      "handoff": "cheap batches"}
+                      "handoff": "cheap batches", "sampler": "slow sampler"}
 WORKERS_KEEP_UP = ("taking batches in from workers that keep up: more workers would not help",
                    "workers keep up")  # fmt: skip
 """'ipc' with workers: the wait is receiving batches, not building them (words, short)."""

@@ -34,6 +34,7 @@ from mpsprofiler.diagnosis.rules import builtin_rules_dir, load_rules
 
 STALL_FILE = builtin_rules_dir() / "dataloader-stall.yaml"
 RULE_OF_BOUND = {"waiting": "dataloader-stall", "cpu": "dataloader-stall", "unknown": "dataloader-stall",
+                 "sampler": "dataloader-stall",
                  "ipc": "dataloader-batch-indexing", "handoff": "dataloader-handoff",
                  "contention": "dataloader-cpu-contention"}
 
@@ -70,9 +71,9 @@ def _fig(wait_ms: float, step_ms: float, cpu_ms: float | None = None, n: int = 4
 def _advise(bound: str, fig: LoaderFigures, workers: int = 0, train_s: float = 0.01, cores: int | None = 4,
             available: int | None = 64 * 2**30, per_start: int | None = 1000,
             spread: tuple[float, float, float] | None = None, logical: int = 8,
-            average: float | None = None) -> dict[str, Any]:
+            average: float | None = None, sampler: tuple[float, str, str] | None = None) -> dict[str, Any]:
     facts = advise(fig, bound, workers, train_s, 1, cores, "physical", 32, available, None, logical, per_start,
-                   "fork", spread, average)
+                   "fork", spread, average, sampler=sampler)
     facts["loader_bound"] = bound
     return facts
 
@@ -116,6 +117,9 @@ _case("contention", _advise("contention", _fig(3.0, 20.0, cpu_ms=0.5, machine_bu
 # a shard every few batches: the median step loads 0.4x its training, the average 18x
 _case("bursts", _advise("waiting", _fig(12.8, 13.5, cpu_ms=0.3), cores=2, spread=(0.4, 0.1, 1.0), average=18.0),
       "The loading comes in bursts: the median step loads only 0.4 times as long as it trains")
+_case("sampler", _advise("sampler", _fig(21.0, 23.0, cpu_ms=0.5), sampler=(0.0202, "BucketBatchSampler",
+                                                                          "batch_sampler")),
+      "went to drawing its indices from the batch sampler `BucketBatchSampler`")
 _case("iterable", {**_advise("waiting", _fig(30.0, 40.0, cpu_ms=1.0), cores=2),
                    "num_workers_reason": ["waiting", "iterable"]},
       "with 4 workers every sample comes 4 times unless `__iter__` gives each worker its share")
@@ -230,6 +234,9 @@ ADVICE: dict[str, tuple[dict[str, Any], str]] = {
     "handoff": (_advise("handoff", _fig(3.0, 20.0, cpu_ms=3.0)), "workers would not shorten it"),
     "busy_cpus": (_advise("contention", _fig(3.0, 20.0, cpu_ms=1.0, machine_busy=0.97)), "the machine's CPUs are busy"),
     "restarts": (RESTARTS, "its workers start again at every epoch (persistent_workers=True keeps them)"),
+    "sampler": (_advise("sampler", _fig(21.0, 23.0, cpu_ms=0.5), workers=2, sampler=(0.0202, "SlowOrder", "sampler")),
+                "its sampler SlowOrder takes 20.2 ms per batch in the training process, which workers cannot take "
+                "over"),
 }
 """stall_advice code -> (facts that hold it, its words in the shipped rule file, whole)."""
 
@@ -259,6 +266,9 @@ FIGURES: list[tuple[dict[str, Any], str]] = [
     (_advise("handoff", _fig(3.0, 20.0, cpu_ms=3.0)),
      "Loading one batch of 32 samples takes 3.0 ms in the training process, 3.0 ms of it CPU work. The loading is "
      "about as cheap in the training process as taking the batch in from a worker."),
+    (_advise("sampler", _fig(21.0, 23.0, cpu_ms=0.5), sampler=(0.0202, "BucketBatchSampler", "batch_sampler")),
+     "Loading one batch of 32 samples takes 21.0 ms in the training process, 0.5 ms of it CPU work. Most of it is "
+     "drawing the batch's indices from the batch sampler `BucketBatchSampler` (20.2 ms a batch)."),
     (_advise("contention", _fig(3.0, 20.0, cpu_ms=0.5, machine_busy=0.5, wait_runq=2.0 * 40 / 1e3)),
      "Loading one batch of 32 samples takes 3.0 ms in the training process, 0.5 ms of it CPU work and 2.0 ms "
      "waiting for a free CPU core. The loading is waiting for a busy CPU."),

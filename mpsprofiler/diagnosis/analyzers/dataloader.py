@@ -104,6 +104,8 @@ def dataloader_facts(session: Session) -> dict[str, Any]:
     facts.update(place_facts(session, loader, _opt_int(facts.get("suggested_num_workers")), workers or 0,
                              facts["batch_size_arg"], facts["prefetch_factor"],
                              facts.get("reason_trains") == "side" or eval_role(loader)))
+    if facts.get("loader_bound") == "sampler":
+        facts["loader_change"] = "none"  # the fix is the sampler's code, not the loader's arguments
     return facts
 
 
@@ -210,6 +212,13 @@ def _profile(session: Session, loader: DataLoaderFields, workers: int, kept: lis
     free = max(1, cores - training_cores) if cores else None
     bound = loader_profile.classify(fig, workers, dataset if isinstance(dataset, str) else None, batch_size,
                                     train, free)
+    sampler = loader_profile.sampler_bound(loader)
+    if sampler is not None and bound in ("waiting", "cpu", "unknown", "handoff", "ipc"):
+        # the training process draws the indices whatever the workers do: their sizing
+        # (waiting, cpu) would be for time they cannot take over, and a per-sample cost
+        # (ipc, handoff) is not where the time went. A wait for a busy CPU (contention)
+        # keeps its own advice: the draws' wall time is then the queue's too
+        bound = "sampler"
     memory = session.memory
     first = memory.first
     available = first.sys_available if first is not None else None
@@ -238,7 +247,7 @@ def _profile(session: Session, loader: DataLoaderFields, workers: int, kept: lis
     method = start_method(session, {**loader, "num_workers": max(1, workers)})
     advice: dict[str, Any] = advise(fig, bound, workers, train, training_cores, cores, what, batch_size, available,
                                     worker_bytes, logical, per_start, method, spread, average, consume,
-                                    length)  # fmt: skip
+                                    length, sampler)  # fmt: skip
     if (loader.get("iterable") is True and loader.get("iterable_split") is not True and advice["num_workers_helps"]
             and advice["suggested_num_workers"] > 1):
         # an IterableDataset is copied into each worker, which then yields the whole stream:

@@ -23,7 +23,7 @@ tens of milliseconds (50 ms assumed, more on a busy machine); spawn (macOS, Wind
 forkserver start a new interpreter that imports torch and the script, a second or more."""
 CORE_KINDS = ("performance", "physical", "logical", "unknown")
 """:func:`~.common.compute_cores`' kinds of core: names the rules word (``reason_core_kind``)."""
-STALL_ADVICE_CODES = ("index_batches", "handoff", "busy_cpus", "try_workers", "needs_cpu", "load_faster", "restarts")
+STALL_ADVICE_CODES = ("index_batches", "handoff", "busy_cpus", "try_workers", "needs_cpu", "load_faster", "restarts", "sampler")
 """Every code ``stall_advice`` (the few words after a stall finding's title) may hold."""
 FIGURES_CODES = ("workers", "in_process")
 """Every code ``loader_figures`` (the evidence's sentence of measured figures) may hold;
@@ -35,7 +35,7 @@ FIGURES_FACTS = ("figures_batch_size", "figures_busy", "figures_cpu_ms", "figure
 ``unknown``/``none`` when it is left out (the rule files' phrases word it as nothing)."""
 REASON_CODES = ("ipc_workers", "ipc", "handoff", "contention", "cpu_fits", "cpu_short", "waiting", "unmeasured",
                 "max_workers", "memory", "startup", "worker_cpu", "rounded", "span", "enough", "over_cpus",
-                "bursts", "iterable", "restarts")
+                "bursts", "iterable", "restarts", "sampler")
 """Every code ``num_workers_reason`` may hold: a main reason first, then its clauses
 (``iterable`` is added by the ``dataloader`` analyzer, which knows the dataset's kind;
 ``restarts`` replaces the reason there where the workers' start-up is the wait)."""
@@ -46,10 +46,12 @@ REASON_FACTS = (
     "reason_best_ms", "reason_busy", "reason_core_kind", "reason_core_kind_one", "reason_cores", "reason_cpu_ms",
     "reason_cpu_part",
     "reason_demand", "reason_fetch_cpu", "reason_fetch_ms", "reason_free", "reason_free_cores", "reason_free_tail",
-    "reason_handoff_cpu_ms", "reason_handoff_ms", "reason_handoff_saving", "reason_high", "reason_limit_n",
+    "reason_handoff_cpu_ms", "reason_handoff_ms", "reason_handoff_saving", "reason_high", "reason_index_ms",
+    "reason_limit_n",
     "reason_load_cpu_ms", "reason_load_ms", "reason_logical", "reason_low", "reason_median_demand", "reason_needed",
     "reason_needed_keep",
-    "reason_queued_ms", "reason_ratio", "reason_receive_ms", "reason_sample_us", "reason_start_method",
+    "reason_queued_ms", "reason_ratio", "reason_receive_ms", "reason_sample_us", "reason_sampler",
+    "reason_sampler_kind", "reason_sampler_sketch", "reason_start_method",
     "reason_start_ms", "reason_step_ms", "reason_train_ms", "reason_train_on", "reason_trains",
     "reason_training_cores", "reason_worker_mib", "reason_workers",
 )
@@ -75,6 +77,7 @@ def advise(
     average: float | None = None,
     consume: float | None = None,
     length: int | None = None,
+    sampler: tuple[float, str, str] | None = None,
 ) -> dict[str, Any]:
     """Facts for the rules: the suggestion, whether workers help, and the reason.
 
@@ -87,7 +90,10 @@ def advise(
     comes in bursts (``BURST`` times the median step's ratio): the reason says so.
     ``consume``: seconds the script spends per batch of a side loader (an evaluation
     loader, ``dataloader.side_consume``), which replaces the steps' compute; ``length``:
-    the batches one pass gives, a bound on the workers that can have work.
+    the batches one pass gives, a bound on the workers that can have work. ``sampler``:
+    (seconds per batch drawing its indices, the sampler's class, ``batch_sampler`` or
+    ``sampler``: which argument of the DataLoader it is), for a loader whose bound is
+    ``sampler`` (:func:`~.loader_profile.sampler_bound`).
     """
     out: dict[str, Any] = {}
     out["num_workers_range"] = None
@@ -145,6 +151,14 @@ def advise(
         codes = ["ipc"]
         why.update(reason_batch_size=_known(batch_size), reason_fetch_ms=fetch, reason_train_ms=train,
                    reason_sample_us=(fetch_cpu or fetch) / max(1, batch_size or 1) * 1000.0)
+    elif bound == "sampler" and sampler is not None:
+        # the training process draws every batch's indices, with workers or without
+        # (torch/utils/data/dataloader.py: _next_data and _try_put_index call _next_index):
+        # the loader keeps the workers it has, and the fix is the sampler's
+        target, helps = workers, False
+        codes = ["sampler"]
+        why.update(reason_fetch_ms=fetch, reason_index_ms=sampler[0] * 1000.0, reason_train_ms=train,
+                   reason_sampler=sampler[1], reason_sampler_kind=sampler[2], reason_sampler_sketch=sampler[2])
     elif bound == "handoff":
         target, helps = 0, False
         codes = ["handoff"]
@@ -362,7 +376,7 @@ def _stall_advice(bound: str, more_workers: bool) -> str:
     it needs more CPU; one that waits (reads at the 8-worker bound) or whose workers' CPU
     was not measured (a run too short for two samples of them) is told to make its loading
     faster, which is true of both."""
-    by_bound = {"ipc": "index_batches", "handoff": "handoff", "contention": "busy_cpus"}
+    by_bound = {"ipc": "index_batches", "handoff": "handoff", "contention": "busy_cpus", "sampler": "sampler"}
     if bound in by_bound:
         return by_bound[bound]
     if more_workers:

@@ -24,16 +24,24 @@ A loader is classified by where the time of one batch goes:
 * ``handoff``: loading in the training process costs about what taking the same batch in
   from a worker process would (:func:`handoff_ms`): workers would build it in parallel, but
   the wait they leave is no shorter. Cheaper batches are the fix, not workers.
+* ``sampler``: most of the wait is drawing each batch's indices from the (batch) sampler
+  (:func:`sampler_bound`). torch does that in the training process whatever
+  ``num_workers`` is (torch/utils/data/dataloader.py: ``_next_data`` calls ``_next_index``
+  without workers, ``_try_put_index`` with them), so workers cannot take it over: a
+  ``BucketBatchSampler`` that slept 20 ms a batch ran 1.1x slower with the 6 workers its
+  wait called for. The sampler must get cheaper.
 * ``unknown``: the figures needed were not recorded (older recordings, short runs).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ...session.session import Session
+from .common import num
 
 if TYPE_CHECKING:
     from ...session.steps import StepPoint
@@ -313,6 +321,38 @@ def classify(fig: LoaderFigures, workers: int, dataset: str | None, batch_size: 
     produce = workers * fig.dur * fig.per_batch  # each busy worker delivers a batch this often
     blocked = max(0.0, produce - cpu - runq)
     return "cpu" if cpu >= blocked else "waiting"
+
+
+SAMPLER_SHARE = 0.5
+"""A loader whose index draws take at least half of its wait per batch is ``sampler``-bound:
+whatever workers hid of the rest, the wait would stay at half or more."""
+MIN_INDEX_CALLS = 8
+"""Index draws timed before their mean counts (a short run's few are one sampler's set-up)."""
+TORCH_BATCH_SAMPLER = "BatchSampler"
+"""torch's own batch sampler (``batch_size=`` builds one around ``sampler``): a slow draw
+through it is its ``sampler``'s."""
+
+
+def sampler_bound(loader: Mapping[str, Any]) -> tuple[float, str, str] | None:
+    """(seconds per batch drawing its indices, the class that draws them, ``batch_sampler``
+    or ``sampler``: the DataLoader argument it came in) when that takes ``SAMPLER_SHARE`` of
+    the loader's own wait per batch (probe/loader_sites.py: ``index_s`` over ``index_calls``,
+    ``fetch_s`` over ``fetches``, both in the training process); else None."""
+    calls, index_s = num(loader.get("index_calls")), num(loader.get("index_s"))
+    fetches, fetch_s = num(loader.get("fetches")), num(loader.get("fetch_s"))
+    if calls is None or index_s is None or fetches is None or fetch_s is None:
+        return None
+    if calls < MIN_INDEX_CALLS or fetches < 1 or fetch_s <= 0:
+        return None
+    per_batch = index_s / calls
+    if per_batch < SAMPLER_SHARE * fetch_s / fetches:
+        return None
+    batch_sampler, sampler = loader.get("batch_sampler"), loader.get("sampler")
+    if isinstance(batch_sampler, str) and batch_sampler != TORCH_BATCH_SAMPLER:
+        return per_batch, batch_sampler, "batch_sampler"
+    if isinstance(sampler, str):
+        return per_batch, sampler, "sampler"
+    return per_batch, batch_sampler if isinstance(batch_sampler, str) else "?", "batch_sampler"
 
 
 def _delta(a: float | None, b: float | None) -> float | None:
