@@ -416,7 +416,9 @@ def _leak(**site: Any) -> dict[str, Any]:
               "alive_one": None, "steps": [5, 10], "bytes": 4096, "holder": "", "holder_file": "", "holder_line": 0,
               "holder_code": "", "grad": True, "holder_step": 0, "holder_step0": 0, "holder_size": 0, "holder_size0": 0}
     fields.update(site)
-    leaks = SimpleNamespace(carries=[], sites=[SimpleNamespace(**fields)] if site.get("alive", 6) else [], lag=5)
+    from mpsprofiler.session.leaks import LeakSite
+
+    leaks = SimpleNamespace(carries=[], sites=[LeakSite(**fields)] if site.get("alive", 6) else [], lag=5)
     from mpsprofiler.session.session import Session
 
     session = Session()  # no steps, no memory samples: nothing says the memory stayed flat
