@@ -56,7 +56,7 @@ def _fix(stmt: ast.stmt | None, text: str) -> tuple[str, str]:
     for name in ("set_detect_anomaly", "set_anomaly_enabled"):
         at = text.find(name + "(")
         if at >= 0:
-            return "set", f"{text[:at + len(name) + 1]}False)   # on only while you debug a NaN or a failing backward"
+            return "set", f"{text[:at + len(name) + 1]}False)  # True only while debugging"
     return "unknown", ""
 
 
