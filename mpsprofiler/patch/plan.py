@@ -26,6 +26,7 @@ from ..diagnosis.analyzers.framework_place import (
     command_line_fix,
 )
 from ..diagnosis.analyzers.loader_place import LOADER_CALLS, option_text, shared_line, user_label
+from ..diagnosis.analyzers.loader_role import trainer_keeps
 from ..diagnosis.analyzers.sync_fix import FILTER_SETTING
 from ..diagnosis.findings import Finding
 from ..experiment.candidates import candidate_for
@@ -138,8 +139,11 @@ def _loaders(e: _Edits, f: Finding, facts: dict[str, Any]) -> None:
                 handled.add(id(d))
             changes = {k: repr(v) for k, v in fields.items()}
             n = fields.get("num_workers")
-            if isinstance(n, int) and n > 0 and not d.get("persistent_workers") and rebuilt_count(d) == 1:
-                changes["persistent_workers"] = "True"  # workers kept across epochs, not re-spawned
+            if isinstance(n, int) and n > 0 and not d.get("persistent_workers") and (
+                    rebuilt_count(d) == 1 or trainer_keeps(e.session, d)):
+                # workers kept across epochs, not re-spawned; the Trainer's evaluation loader is
+                # rebuilt at each evaluate() and kept once persistent (analyzers/loader_role.py)
+                changes["persistent_workers"] = "True"
             file, line = str(d.get("file") or ""), int(d.get("line") or 0)
             workers = n if isinstance(n, int) else _workers(d)
             if prefetch is not None and prefetch != d.get("prefetch_factor"):
@@ -162,6 +166,11 @@ def _loaders(e: _Edits, f: Finding, facts: dict[str, Any]) -> None:
             if (file, line) in done:
                 continue
             done.add((file, line))
+            if e.session.model.get("framework") == "transformers Trainer":
+                # the Trainer builds its loaders from TrainingArguments: every one of them "starts"
+                # at the script's train() line, which is no place to edit (framework_place)
+                _trainer_loader(e, file, line, changes, workers)
+                continue
             other = shared_line(e.session, d) if key != "*" else None
             if other is not None:
                 # a helper builds this loader and another: the edit belongs at the call that makes
@@ -171,9 +180,6 @@ def _loaders(e: _Edits, f: Finding, facts: dict[str, Any]) -> None:
                 e.fix.not_patched.append(
                     f"not patched: {e.short(file)}:{line} builds {user_label(e.session, other)} too: set "
                     f"{_args(changes)} for {user_label(e.session, d)} only{call}, by hand")
-                continue
-            if e.session.model.get("framework") == "transformers Trainer":
-                _trainer_loader(e, file, line, changes, workers)
                 continue
             if changes.get("persistent_workers") == "True" and "num_workers" not in changes:
                 others = [_workers(o) for o in loaders.values() if str(o.get("file") or "") == file
@@ -517,8 +523,12 @@ def _anomaly(e: _Edits, f: Finding, facts: dict[str, Any]) -> None:
     (``diagnosis/analyzers/anomaly.py``): ``set_detect_anomaly(False)``, or the ``with``
     taken away with its body kept. A library's switch is the user's to find."""
     where, file, line = facts.get("anomaly_fix_where"), facts.get("anomaly_file"), facts.get("anomaly_line")
-    if where not in ("set", "context") or not isinstance(file, str) or not isinstance(line, int):
+    if where not in ("set", "context", "lightning_arg") or not isinstance(file, str) or not isinstance(line, int):
         e.fix.not_patched.append(unplanned_line(e.session, f, facts, main_script(e.session)))
+        return
+    if where == "lightning_arg":
+        e.edit(file, "detect_anomaly=False in the Lightning Trainer",
+               lambda s, ln: cst.set_keywords(s, ln, ("Trainer",), {"detect_anomaly": "False"}), line)
         return
     if where == "set":
         e.edit(file, "anomaly detection off (`set_detect_anomaly(False)`)",

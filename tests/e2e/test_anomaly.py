@@ -143,3 +143,22 @@ def test_patch_turns_it_off_at_the_line_and_the_patched_script_runs_clean(tmp_pa
     proc = mpsprof_cli("run", "--headless", "-o", str(again), str(script), "--form", form, env=child_env())
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "anomaly-detection-on" not in {f["rule"] for f in read_summary(again)["findings"]}
+
+
+@pytest.mark.slow
+def test_lightning_s_detect_anomaly_is_named_at_the_script_s_trainer_and_patched_there(tmp_path: Path) -> None:
+    """``L.Trainer(detect_anomaly=True)``: the switch is Lightning's call, the line to change is
+    the script's Trainer (run in the frameworks stage, where Lightning is installed)."""
+    pytest.importorskip("lightning")
+    script = tmp_path / "pl_anomaly.py"
+    script.write_text((REPO / "tests" / "scripts_frameworks" / "pl_anomaly.py").read_text())
+    run = tmp_path / "run"
+    proc = mpsprof_cli("run", "--headless", "-o", str(run), str(script), cwd=tmp_path, env=child_env(), timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    finding = {f["rule"]: f for f in read_summary(run)["findings"]}["anomaly-detection-on"]
+    line = next(n for n, text in enumerate(script.read_text().splitlines(), 1) if "L.Trainer(" in text)
+    assert f"pl_anomaly.py:{line}" in finding["evidence"] and "Lightning" in finding["evidence"], finding["evidence"]
+    assert "detect_anomaly=False" in finding["fix"], finding["fix"]
+    proc = mpsprof_cli("patch", str(run), "--apply", "--no-proof", cwd=tmp_path, env=child_env())
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "detect_anomaly=False, accelerator" in script.read_text(), script.read_text()

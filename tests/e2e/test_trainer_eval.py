@@ -78,3 +78,18 @@ def test_try_titles_the_evaluation_loader_and_times_its_passes(eval_run: dict[st
     assert c is not None and sorted(c.settings["dataloader"], key=int) == ["4", "6", "8", "10"], c.settings
     assert c.text.endswith("(the Trainer's evaluation DataLoader)"), c.text
     assert c.window is not None and c.window.steps >= 20, c.window
+
+
+@pytest.mark.slow
+def test_the_title_says_evaluation_waits_and_patch_writes_the_training_arguments(
+        eval_run: dict[str, Any], tmp_path: Path) -> None:
+    """The stall is evaluation's time between steps, not a training step starved; `patch`
+    writes both settings into the script's TrainingArguments (the Trainer's loaders all
+    start at its train() line, which names no loader to change)."""
+    assert _stall(eval_run)["title"].startswith("Evaluation waits for"), _stall(eval_run)["title"]
+    proc = mpsprof_cli("patch", str(eval_run["_dir"]), "--rule", _stall(eval_run)["rule"], env=child_env())
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    added = [line for line in proc.stdout.splitlines() if line.startswith("+ ") or line.startswith("+    ")]
+    assert any("dataloader_num_workers=" in line for line in added), proc.stdout
+    assert any("dataloader_persistent_workers=True" in line for line in added), proc.stdout
+    assert "by hand" not in proc.stdout.split("diff --git", 1)[0], proc.stdout

@@ -10,8 +10,9 @@ for NaN, a device sync per op on MPS and CUDA.
 
 ``anomaly_fix_where`` says what the line is, for the rule's phrases: ``set`` (a
 ``set_detect_anomaly(True)`` call in the script, turned off by ``False``), ``context`` (a
-``with ...detect_anomaly(...)`` block: the with goes, its body stays), ``library`` (a
-package turned it on, Lightning's ``Trainer(detect_anomaly=True)``), ``unknown`` (no line).
+``with ...detect_anomaly(...)`` block: the with goes, its body stays), ``lightning_arg``
+(Lightning turned it on for the script's ``Trainer(..., detect_anomaly=True)``: that
+argument, False), ``library`` (another package turned it on), ``unknown`` (no line).
 ``anomaly_found_at`` says the same of the evidence's clause, ``anomaly_checks`` whether NaN
 checks are on (``nan``, ``no_nan``).
 """
@@ -24,7 +25,7 @@ from typing import Any
 
 from ...session.session import Session
 from .registry import analyzer
-from .source_edit import read_tree, short_path
+from .source_edit import call_name, read_tree, rewrite_call, short_path
 from .sync_fix import library_path
 
 ANOMALY_FACTS = ("anomaly_on", "anomaly_sampled", "anomaly_steps", "anomaly_where", "anomaly_code",
@@ -60,6 +61,31 @@ def _fix(stmt: ast.stmt | None, text: str) -> tuple[str, str]:
     return "unknown", ""
 
 
+def _trainer_argument(session: Session) -> tuple[str, int, str, str] | None:
+    """Lightning turns the mode on for ``Trainer(detect_anomaly=True)`` (its fit loop enters
+    ``torch.autograd.set_detect_anomaly(self._detect_anomaly)``): the script's call with that
+    argument (file, line, the call's first line, the statement rewritten with
+    ``detect_anomaly=False``), where the script is one file the run names; else None."""
+    script = session.run.get("target") or session.run.get("script")
+    if not isinstance(script, str) or session.run.get("module"):
+        return None
+    path = script if os.path.isabs(script) else os.path.join(str(session.run.get("cwd") or ""), script)
+    parsed = read_tree(path)
+    if parsed is None:
+        return None
+    source, tree = parsed
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and call_name(node) == "Trainer" and any(
+                kw.arg == "detect_anomaly" and not (isinstance(kw.value, ast.Constant) and kw.value.value is False)
+                for kw in node.keywords):
+            rewrite = rewrite_call(path, node.lineno, ("Trainer",), {"detect_anomaly": "False"})
+            if rewrite is None:
+                return None
+            lines = source.splitlines()
+            return path, rewrite.line, lines[rewrite.line - 1].strip(), rewrite.after
+    return None
+
+
 @analyzer("anomaly", provides=ANOMALY_FACTS)
 def anomaly_facts(session: Session) -> dict[str, Any]:
     ops = session.ops
@@ -77,6 +103,13 @@ def anomaly_facts(session: Session) -> dict[str, Any]:
     path, line = str(site["file"]), int(site["line"])
     facts.update(anomaly_calls=int(site["calls"]), anomaly_file=path, anomaly_line=line)  # for mpsprof patch
     if any(os.sep + marker + os.sep in path for marker in LIBRARY_MARKERS):
+        trainer = _trainer_argument(session) if "lightning" in library_path(path) else None
+        if trainer is not None:  # the script's Trainer(..., detect_anomaly=True)
+            file, at, text, code = trainer
+            facts.update(anomaly_where=f"{short_path(file, session.run.get('cwd'))}:{at}", anomaly_code=text,
+                         anomaly_fix_code=code, anomaly_fix_where="lightning_arg", anomaly_found_at="lightning_arg",
+                         anomaly_file=file, anomaly_line=at)
+            return facts
         facts.update(anomaly_where=library_path(path) + f":{line}", anomaly_code=None, anomaly_fix_code=None,
                      anomaly_fix_where="library", anomaly_found_at="library")
         return facts

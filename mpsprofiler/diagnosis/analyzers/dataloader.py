@@ -42,7 +42,7 @@ DATALOADER_FACTS: tuple[str, ...] = (
     "loader_name", "loader_place", "loader_settings", "loader_where",
     "loading_wait_share", "loading_wait_share_low", "machine_busy_share", "num_workers", "num_workers_helps",
     "num_workers_needed", "num_workers_range", "num_workers_reason", "persistent_workers", "pin_memory", "prefetch_factor",
-    "respawn_cost_s", "respawn_first_step", "respawn_fix", "respawn_why", "respawn_share", "respawn_wait_ms", "side_steps_per_pass", "stall_advice",
+    "respawn_cost_s", "respawn_first_step", "respawn_fix", "respawn_why", "respawn_share", "respawn_wait_ms", "side_steps_per_pass", "stall_advice", "stall_subject",
     "stall_thread_code", "stall_thread_place", "stall_thread_where", "stall_threads", "stall_threads_keep", "stall_threads_now",
     "steady_steps", "steady_batches", "step_batches", "step_mean_ms", "step_ms", "suggested_num_workers", "suggested_prefetch_factor",
     "train_ms", "training_cores", "worker_cpu_ms", "worker_memory_mib", "worker_runq_ms", "worker_start_method",
@@ -101,9 +101,12 @@ def dataloader_facts(session: Session) -> dict[str, Any]:
     facts.update(respawn)
     if _startup_bound(facts, wait):
         facts.update(STARTUP_ADVICE, suggested_num_workers=workers, num_workers_helps=False)
+    side = facts.get("reason_trains") == "side" or eval_role(loader)
     facts.update(place_facts(session, loader, _opt_int(facts.get("suggested_num_workers")), workers or 0,
-                             facts["batch_size_arg"], facts["prefetch_factor"],
-                             facts.get("reason_trains") == "side" or eval_role(loader)))
+                             facts["batch_size_arg"], facts["prefetch_factor"], side))
+    # whose time it is, for the titles: a side loader's waits are an evaluation's between the
+    # steps (or a probe set's), not a training step waiting for its batch
+    facts["stall_subject"] = "evaluation" if side else "training"
     if facts.get("loader_bound") == "sampler":
         facts["loader_change"] = "none"  # the fix is the sampler's code, not the loader's arguments
     return facts
