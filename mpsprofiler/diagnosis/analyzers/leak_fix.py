@@ -48,6 +48,8 @@ def keep_fix(site: Any) -> dict[str, Any]:
     if isinstance(stmt, ast.Assign):  # `cache[step] = h`: bounded where the key is set
         return {"leak_site_fix_code": new}
     lines = [new]
+    if not deque_safe(tree, site.holder):
+        return {"leak_site_fix_code": new}  # a deque would break a use of the list (see deque_safe)
     keyed = _KEYED.match(site.holder)
     made_here = _setdefault_list(stmt)
     if keyed is not None and made_here is not None:  # `h.setdefault(k, []).append(x)`: bounded there
@@ -66,6 +68,46 @@ def keep_fix(site: Any) -> dict[str, Any]:
         lines += ["", f"# or keep only the last {KEEP_LAST}: make `{site.holder}` a bounded deque where it is made",
                   f"{site.holder} = collections.deque(maxlen={KEEP_LAST})  # import collections"]
     return {"leak_site_fix_code": "\n".join(lines)}
+
+
+DEQUE_LACKS = frozenset({"sort", "__getitem__"})
+"""List methods a ``collections.deque`` has not (``sort``); slicing (``x[-10:]``) is
+refused by a deque too (TypeError: sequence index must be integer, not 'slice')."""
+LIST_ONLY_CALLS = frozenset({"dump", "dumps", "sorted"})
+"""Calls that take a list and not a deque as it is: ``json.dump(history)`` (a deque is not
+JSON serializable)."""
+
+
+def deque_safe(tree: ast.Module, holder: str) -> bool:
+    """Whether the script uses ``holder`` only in ways a bounded ``collections.deque`` also
+    takes: no slice of it, no ``.sort()``, no ``+`` of it, not handed to ``json.dump(s)``.
+    The "or keep only the last N" alternative is offered only then: a deque where the script
+    slices its history raises a TypeError at the first summary."""
+    parents: dict[ast.AST, ast.AST] = {}
+    for node in ast.walk(tree):
+        for child in ast.iter_child_nodes(node):
+            parents[child] = node
+    for node in ast.walk(tree):
+        if not isinstance(node, (ast.Name, ast.Attribute, ast.Subscript)):
+            continue
+        try:
+            if ast.unparse(node) != holder:
+                continue
+        except Exception:
+            continue
+        parent = parents.get(node)
+        if isinstance(parent, ast.Subscript) and parent.value is node and isinstance(parent.slice, ast.Slice):
+            return False
+        if isinstance(parent, ast.Attribute) and parent.value is node and parent.attr in DEQUE_LACKS:
+            return False
+        if isinstance(parent, ast.BinOp) and isinstance(parent.op, ast.Add):
+            return False
+        if isinstance(parent, ast.Call) and node in parent.args:
+            func = parent.func
+            name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+            if name in LIST_ONLY_CALLS:
+                return False
+    return True
 
 
 _KEYED = re.compile(r"^(.+)\[(?:'[^']*'|\"[^\"]*\"|-?\d+)\]$")
