@@ -384,6 +384,12 @@ def _stall_advice(bound: str, more_workers: bool) -> str:
     return "needs_cpu" if bound == "cpu" else "load_faster"
 
 
+CPU_OVER_BATCH = 2.0
+"""A worker's CPU per batch past this many times its time per batch is not said as the
+batch's CPU work (a worker uses one torch thread; a second one of a decoder, at most,
+makes CPU time exceed wall time by a factor of 2)."""
+
+
 def figures(bound: str, workers: int, out: dict[str, Any], batch_size: int | None) -> dict[str, Any]:
     """``loader_figures``, the evidence's sentence of measured figures, as a code (how the
     batches are loaded: ``workers`` or ``in_process``) and ``figures_*`` facts for its
@@ -392,6 +398,10 @@ def figures(bound: str, workers: int, out: dict[str, Any], batch_size: int | Non
     per batch, 3.0 ms of it CPU work. The loading is CPU work." """
     load, cpu, runq = out.get("load_ms"), out.get("load_cpu_ms"), out.get("fetch_runq_ms")
     busy = out.get("machine_busy_share")
+    if workers and isinstance(cpu, (int, float)) and isinstance(load, (int, float)) and cpu > CPU_OVER_BATCH * load:
+        # a worker's CPU per batch far over its time per batch is no batch's work: it is the
+        # workers' start-up (spawn imports torch and the script anew), spread over few batches
+        cpu = None
     return {
         "loader_figures": None if load is None else ("workers" if workers else "in_process"),
         "figures_workers": workers,
