@@ -103,6 +103,10 @@ def _loaders(e: _Edits, f: Finding, facts: dict[str, Any]) -> None:
     if f.rule == "spawn-bootstrap-crash":
         _guard(e, "spawned DataLoader workers re-import the script")
         return
+    if not per and facts.get("stall_advice") == "restarts" and facts.get("respawn_fix") != "rebuilt":
+        # the stall is the workers' start-up at every epoch: its fix is worker-respawn's, the
+        # loader's persistent_workers=True at its line (the finding's own code says so)
+        per = {"*": {"persistent_workers": True}}
     if not per:
         reason = facts.get("num_workers_reason")
         n = facts.get("suggested_num_workers")

@@ -741,6 +741,13 @@ def test_spawned_workers_restarted_every_epoch_are_told_persistent_workers_not_m
                 if "loader = DataLoader(" in t)
     assert f"restart_epochs.py:{line}" in stall["fix"] and "persistent_workers=True" in stall["fix"], stall["fix"]
     assert facts["suggested_num_workers"] == 2 and facts["num_workers_helps"] is False
+    respawn = found.get("worker-respawn")
+    if respawn is not None:  # the script's own line, its start method kept, not a generic snippet
+        assert f"restart_epochs.py:{line}" in respawn["fix"] and "multiprocessing_context" in respawn["fix"], \
+            respawn["fix"]
+    patched = mpsprof_cli("patch", str(tmp_path / "run"), "--rule", stall["rule"], env=child_env(), timeout=120)
+    assert "persistent_workers=True" in patched.stdout and "names no DataLoader argument" not in patched.stdout, \
+        patched.stdout
 
 
 @pytest.mark.slow

@@ -107,6 +107,11 @@ def dataloader_facts(session: Session) -> dict[str, Any]:
     # whose time it is, for the titles: a side loader's waits are an evaluation's between the
     # steps (or a probe set's), not a training step waiting for its batch
     facts["stall_subject"] = "evaluation" if side else "training"
+    if (facts.get("respawn_fix") == "persistent" and facts.get("loader_where") == "rewrite"
+            and facts.get("suggested_num_workers") == workers and facts.get("loader_code")):
+        # the script's own DataLoader line with persistent_workers=True, its other arguments as
+        # written (the stall's rewrite, which changes nothing else here): not a generic snippet
+        facts["respawn_fix"] = "persistent_line"
     if facts.get("loader_bound") == "sampler":
         facts["loader_change"] = "none"  # the fix is the sampler's code, not the loader's arguments
     return facts
