@@ -136,6 +136,37 @@ def _storage(t: torch.Tensor) -> tuple[int, int] | None:
         return None
 
 
+class GraphWalk:
+    """The autograd nodes reachable from ``roots`` (``grad_fn`` nodes), breadth first (a
+    chained accumulation is one hop from its root), each with its sequence number, at most
+    ``cap`` of them: both graph walks of the leak check (a graph spanning steps,
+    ``ops_leaks._spans``; what a graph holds, :func:`graph_held`). ``capped`` after the
+    iteration: the cap stopped it with nodes left."""
+
+    def __init__(self, roots: list[Any], cap: int) -> None:
+        self._todo: deque[Any] = deque(roots)
+        self._cap = cap
+
+    def __iter__(self) -> Iterator[tuple[Any, int]]:
+        todo, seen = self._todo, set[int]()
+        while todo and len(seen) < self._cap:
+            node = todo.popleft()
+            if node is None or id(node) in seen:
+                continue
+            seen.add(id(node))
+            try:
+                seq = node._sequence_nr()
+                nxt = node.next_functions
+            except Exception:
+                continue
+            yield node, seq
+            todo.extend(n for n, _ in nxt if n is not None)
+
+    @property
+    def capped(self) -> bool:
+        return bool(self._todo)
+
+
 def graph_held(roots: list[Any], cap: int) -> tuple[int, int, bool]:
     """(autograd nodes, bytes of tensors they saved and still hold, whether ``cap`` nodes
     stopped the walk) of the graphs from ``roots`` (``grad_fn`` nodes). A parameter (or a
@@ -143,18 +174,9 @@ def graph_held(roots: list[Any], cap: int) -> tuple[int, int, bool]:
     nor are AccumulateGrad nodes, a parameter's own. Storages are counted once."""
     saved: dict[int, int] = {}
     params: set[int] = set()
-    todo, seen = deque(roots), set[int]()
     nodes = 0
-    while todo and len(seen) < cap:
-        node = todo.popleft()
-        if node is None or id(node) in seen:
-            continue
-        seen.add(id(node))
-        try:
-            seq = node._sequence_nr()
-            nxt = node.next_functions
-        except Exception:
-            continue
+    walk = GraphWalk(roots, cap)
+    for node, seq in walk:
         variable = getattr(node, "variable", None) if seq >= NO_SEQ else None
         if isinstance(variable, torch.Tensor) and (found := _storage(variable)) is not None:
             params.add(found[0])
@@ -164,5 +186,4 @@ def graph_held(roots: list[Any], cap: int) -> tuple[int, int, bool]:
                 if not isinstance(t, torch.nn.Parameter) and not isinstance(t._base, torch.nn.Parameter) \
                         and (found := _storage(t)) is not None:
                     saved[found[0]] = found[1]
-        todo.extend(n for n, _ in nxt if n is not None)
-    return nodes, sum(b for ptr, b in saved.items() if ptr not in params), bool(todo)
+    return nodes, sum(b for ptr, b in saved.items() if ptr not in params), walk.capped

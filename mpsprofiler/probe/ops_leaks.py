@@ -33,13 +33,13 @@ import ast
 import sys
 import threading
 import weakref
-from collections import deque
 from collections.abc import Callable
 from typing import Any
 
 import torch
 
 from ..events.payloads import LeaksFields
+from .leak_reach import GraphWalk
 from .ops_sites import FrameFinder, source_line
 from .steps import FETCH
 
@@ -408,17 +408,7 @@ def _size_graphs(per_key: dict[Key, dict[str, Any]], roots: dict[Key, list[Any]]
 def _spans(root: Any, seq_ref: int) -> bool:
     """Whether the graph from ``root`` holds nodes made both before and after ``seq_ref``."""
     before = after = False
-    todo, seen = deque([root]), set[int]()
-    while todo and len(seen) < MAX_NODES:
-        node = todo.popleft()  # breadth first: a chained accumulation is one hop from the root
-        if node is None or id(node) in seen:
-            continue
-        seen.add(id(node))
-        try:
-            seq = node._sequence_nr()
-            nxt = node.next_functions
-        except Exception:
-            continue
+    for _, seq in GraphWalk([root], MAX_NODES):
         if seq < _NO_SEQ:
             if seq < seq_ref:
                 before = True
@@ -426,7 +416,6 @@ def _spans(root: Any, seq_ref: int) -> bool:
                 after = True
             if before and after:
                 return True
-        todo.extend(n for n, _ in nxt if n is not None)
     return False
 
 
