@@ -17,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ..diagnosis.analyzers import anomaly
 from ..diagnosis.analyzers.cli_option import Option, call_option
 from ..diagnosis.analyzers.float64_fix import default_setter, other_maker_lines
 from ..diagnosis.analyzers.framework_place import (
@@ -518,10 +519,6 @@ def _carried_state(e: _Edits, f: Finding, facts: dict[str, Any]) -> None:
                lambda s, _: cst.define_after_imports(s, "torch", CUT_HELPER))
 
 
-ANOMALY_SWITCHES = ("set_detect_anomaly", "set_anomaly_enabled")
-ANOMALY_CONTEXTS = ("detect_anomaly", "set_detect_anomaly")
-
-
 def _anomaly(e: _Edits, f: Finding, facts: dict[str, Any]) -> None:
     """Autograd's anomaly detection off at the script's line that turns it on
     (``diagnosis/analyzers/anomaly.py``): ``set_detect_anomaly(False)``, or the ``with``
@@ -536,10 +533,10 @@ def _anomaly(e: _Edits, f: Finding, facts: dict[str, Any]) -> None:
         return
     if where == "set":
         e.edit(file, "anomaly detection off (`set_detect_anomaly(False)`)",
-               lambda s, ln: cst.set_first_argument(s, ln, ANOMALY_SWITCHES, "False"), line)
+               lambda s, ln: cst.set_first_argument(s, ln, anomaly.SWITCHES, "False"), line)
         return
     e.edit(file, "the `with` of anomaly detection removed, its body kept",
-           lambda s, ln: cst.unwrap_with(s, ln, ANOMALY_CONTEXTS), line)
+           lambda s, ln: cst.unwrap_with(s, ln, anomaly.CONTEXTS), line)
 
 
 def _syncs(e: _Edits, f: Finding, facts: dict[str, Any]) -> None:

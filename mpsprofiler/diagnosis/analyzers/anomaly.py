@@ -31,7 +31,10 @@ from .sync_fix import library_path
 ANOMALY_FACTS = ("anomaly_on", "anomaly_sampled", "anomaly_steps", "anomaly_where", "anomaly_code",
                  "anomaly_fix_code", "anomaly_fix_where", "anomaly_found_at", "anomaly_checks", "anomaly_calls",
                  "anomaly_file", "anomaly_line")
-LIBRARY_MARKERS = ("site-packages", "dist-packages")
+SWITCHES = ("set_detect_anomaly", "set_anomaly_enabled")
+"""The calls that turn the mode on or off by their first argument (``mpsprof patch`` writes False there)."""
+CONTEXTS = ("detect_anomaly", "set_detect_anomaly")
+"""The context managers that turn it on for their block (``mpsprof patch`` takes the ``with`` away)."""
 
 
 def _statement(path: str, line: int) -> tuple[str, ast.stmt | None]:
@@ -53,8 +56,8 @@ def _statement(path: str, line: int) -> tuple[str, ast.stmt | None]:
 def _fix(stmt: ast.stmt | None, text: str) -> tuple[str, str]:
     """(``anomaly_fix_where``, the code to write at the line)."""
     if isinstance(stmt, (ast.With, ast.AsyncWith)):
-        return "context", "# the `with` line removed, its body one level out"
-    for name in ("set_detect_anomaly", "set_anomaly_enabled"):
+        return "context", ""  # worded by the rule: the with goes, its body stays
+    for name in SWITCHES:
         at = text.find(name + "(")
         if at >= 0:
             return "set", f"{text[:at + len(name) + 1]}False)  # True only while debugging"
@@ -102,7 +105,7 @@ def anomaly_facts(session: Session) -> dict[str, Any]:
     site = max(sites, key=lambda s: s["calls"])  # a `with` entered at every step over a one-off call
     path, line = str(site["file"]), int(site["line"])
     facts.update(anomaly_calls=int(site["calls"]), anomaly_file=path, anomaly_line=line)  # for mpsprof patch
-    if any(os.sep + marker + os.sep in path for marker in LIBRARY_MARKERS):
+    if library_path(path) != path:  # a package's file, not the script's
         trainer = _trainer_argument(session) if "lightning" in library_path(path) else None
         if trainer is not None:  # the script's Trainer(..., detect_anomaly=True)
             file, at, text, code = trainer

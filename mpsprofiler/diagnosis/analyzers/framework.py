@@ -26,8 +26,6 @@ from typing import Any
 
 from ...session.session import Session
 from .dataloader import dataloader_facts
-from .loader_place import stalled_loader
-from .loader_role import eval_role
 from .registry import analyzer
 
 FRAMEWORKS = ("lightning", "lightning fabric", "transformers Trainer", "accelerate")
@@ -56,8 +54,9 @@ def framework_facts(session: Session) -> dict[str, Any]:
     # the script's own DataLoader line was found and rewritten above (Lightning's
     # train_dataloader(), the loader handed to accelerator.prepare): no second snippet
     rewritten = loader.get("loader_where") in ("rewrite", "option", "hparams")
-    # an evaluation loader (built by the framework's evaluation hook, or read in a few steps only)
-    side = loader.get("reason_trains") == "side" or eval_role(stalled_loader(session))
+    # an evaluation loader (built by the framework's evaluation hook, or read in a few steps
+    # only): the dataloader analyzer's decision, which titles the stall too
+    side = loader.get("stall_subject") == "evaluation"
     # on the line after the rule's own fix: a blank line first makes it a paragraph of its own
     facts["framework_loader_fix"] = "\n" + loader_fix(framework, workers, prefetch, session.device_kind,
                                                       _int(loader.get("batch_size")), rewritten, side).rstrip("\n")
