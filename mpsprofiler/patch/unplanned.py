@@ -41,6 +41,12 @@ def unplanned_line(session: Session, finding: Finding, facts: Mapping[str, Any],
 def planner_line(rule: str, not_patched: list[str]) -> str:
     """The one line for a planned fix that changed nothing, from its planner's sentences."""
     first = not_patched[0] if not_patched else ""
+    formed = texts.LINE.split("{what}")[0].format(rule=rule)  # "not patched: <rule>: "
+    if first.startswith(formed) and first.endswith(")"):
+        # the planner handed over the rule's own whole line (unplanned_line): said once, not
+        # wrapped in "edit by hand as the finding's fix says (not patched: <rule>: ...)"
+        more = texts.MORE.format(n=len(not_patched) - 1) if len(not_patched) > 1 else ""
+        return first[:-1] + more + ")"
     m = PLANNER_LINE.match(first)
     if m:
         what, why = texts.PLANNER_EDIT.format(where=m["where"], what=m["what"]), m["why"]

@@ -118,3 +118,22 @@ def test_a_trainers_stall_patch_sets_its_training_arguments(tmp_path: Path) -> N
     assert not fix.files
     assert "builds its loader from its TrainingArguments, not found in that file" in fix.not_patched[0]
     assert "dataloader_num_workers=2" in fix.not_patched[0]
+
+
+def test_a_planners_whole_line_is_printed_once_not_nested(tmp_path: Path) -> None:
+    """`mpsprof patch` printed "not patched: sync-heavy-mac: edit by hand as the finding's
+    fix says (not patched: sync-heavy-mac: read the values ... (...))": the planner's own
+    whole line (the rule's "not patched" sentence), wrapped in the generic one again."""
+    from mpsprofiler.patch.unplanned import planner_line
+
+    script = tmp_path / "train.py"
+    script.write_text("import torch\n")
+    fix = plan(_session(script), [_finding("sync-heavy-mac", sync_fix_where="plain", sync_top_line="train.py:7")],
+               {})[0]
+    line = planner_line(fix.rule, fix.not_patched)
+    assert line == fix.not_patched[0], line
+    assert line.count("not patched") == 1 and line.count("sync-heavy-mac") == 1, line
+    # a planner's own reason (not a whole line) is still given the rule's form
+    anomaly = plan(_session(script), [_finding("sync-heavy-mac", sync_fix_where="anomaly")], {})[0]
+    said = planner_line(anomaly.rule, anomaly.not_patched)
+    assert said.startswith("not patched: sync-heavy-mac: edit by hand") and said.count("not patched") == 1, said
