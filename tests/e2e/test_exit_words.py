@@ -44,6 +44,28 @@ def test_sys_exit_is_an_exit_with_its_status_and_an_exception_is_a_crash(tmp_pat
     assert title.endswith("raises.py crashed (exit status 1)"), title
 
 
+RAISES_AT_STEP_5 = '''import torch
+model = torch.nn.Linear(10, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for step in range(20):
+    loss = model(torch.randn(8, 10)).pow(2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    if step == 5:
+        raise ValueError("bad batch at step 5")
+'''
+
+
+def test_a_crash_names_the_steps_that_finished_as_every_other_text_numbers_them(tmp_path: Path) -> None:
+    """A loop that raises "bad batch at step 5" in its 0-based step 5 (after that step's
+    optimizer step) was "Crashed at step 6": the count of finished steps read as a step
+    number, where every other text numbers steps from 0 (step 0 is the warm-up)."""
+    stderr, _ = _run(tmp_path, "step5", RAISES_AT_STEP_5)
+    assert "Crashed after 6 steps (0 to 5): ValueError: bad batch at step 5" in stderr, stderr
+    assert "Crashed at step" not in stderr
+
+
 @pytest.mark.slow
 def test_a_dataloader_workers_raise_is_named_at_its_line_not_the_loops(tmp_path: Path) -> None:
     """torch re-raises a worker's exception in the training process, whose traceback ends at

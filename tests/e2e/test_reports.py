@@ -147,7 +147,7 @@ def test_the_crash_is_one_finding_in_every_view(hostile: SimpleNamespace, render
     finding; summary.json and the reports had none ("0 findings · No rule found a problem
     in this run" in the Markdown of a crashed run). It is the diagnosis's finding now."""
     (crash,) = [f for f in hostile.summary["findings"] if f["rule"] == "crash"]
-    assert crash["severity"] == "critical" and crash["title"].startswith("Crashed at step 12: RuntimeError: boom")
+    assert crash["severity"] == "critical" and crash["title"].startswith("Crashed after 12 steps (0 to 11): RuntimeError: boom")
     assert f"[CRIT] {crash['title']}  (crash)" in hostile.proc.stderr
     assert "rule `crash`" in rendered["md"] and "No rule found a problem" not in rendered["md"]
     assert [f["rule"] for f in json.loads(rendered["json"])["findings"]].count("crash") == 1

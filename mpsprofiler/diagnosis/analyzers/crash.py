@@ -286,10 +286,17 @@ def _worker_said(message: str, crash_type: str) -> str | None:
 
 
 def crash_title(crash: dict[str, Any], steps: Any) -> str:
-    """``Crashed before its first step: <crash_line>``: the crash finding's title, in the
-    summary and the TUI alike."""
-    when = f"at step {steps}" if isinstance(steps, int) and steps > 0 else "before its first step"
-    return f"Crashed {when}: {crash_line(crash)}"
+    """``Crashed after 6 steps (0 to 5): <crash_line>``: the crash finding's title, in the
+    summary and the TUI alike. ``steps``: the steps that finished.
+
+    Steps are numbered from 0 everywhere else (step 0 is the warm-up: "steps 1 to 123"), but
+    this said "Crashed at step 6" (the count) for a loop that raised "bad batch at step 5"
+    in its 0-based step 5, after that step's optimizer step: it reads as a mismatch. The
+    count and the numbers of the finished steps leave no doubt which step it was."""
+    if not isinstance(steps, int) or steps <= 0:
+        return f"Crashed before its first step: {crash_line(crash)}"
+    done = "after its first step (step 0)" if steps == 1 else f"after {steps} steps (0 to {steps - 1})"
+    return f"Crashed {done}: {crash_line(crash)}"
 
 
 def _short_path(path: str, cwd: Any) -> str:
