@@ -102,10 +102,26 @@ def _evaluate_rule(
         evidence=rule.evidence_template.render(words),
         fix=rule.fix_template.render(words),
         first_step=as_step(facts.get(rule.first_step)) if rule.first_step else None,
-        references=list(rule.references),
+        references=_references(rule, ev),
         facts=used,
         cause=rule.cause,
     )
+
+
+def _references(rule: Rule, ev: EvalWithCompoundTypes) -> list[str]:
+    """The rule's references that apply to this finding: each conditional one whose
+    condition holds (a missing fact or an error: it does not), and all the others."""
+    out = []
+    for ref in rule.references:
+        cond = rule.reference_when.get(ref)
+        if cond is not None:
+            try:
+                if not ev.eval(cond.source, previously_parsed=cond.node):
+                    continue
+            except Exception:  # a reference must never break the finding
+                continue
+        out.append(ref)
+    return out
 
 
 def with_phrases(rule: Rule, facts: Mapping[str, Any]) -> Mapping[str, Any]:

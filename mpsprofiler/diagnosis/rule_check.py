@@ -26,7 +26,7 @@ from .template import Template, TemplateError, compile_template
 REQUIRED_KEYS = ("id", "title", "severity", "when", "evidence", "fix")
 OPTIONAL_KEYS = ("devices", "threshold_reason", "references", "first_step", "requires", "enabled", "cause", "phrases")
 KNOWN_KEYS = REQUIRED_KEYS + OPTIONAL_KEYS
-_LIST_KEYS = ("devices", "references", "requires")
+_LIST_KEYS = ("devices", "requires")
 _ID = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*\Z")
 _FACT = re.compile(r"[A-Za-z][A-Za-z0-9_]*\Z")
 _STR = "tag:yaml.org,2002:str"
@@ -97,6 +97,36 @@ def _texts(name: str, node: Node, err: _ErrFn) -> list[tuple[str, Node]]:
     return out
 
 
+def references_of(node: Node, lines: list[str], err: _ErrFn) -> tuple[list[str], dict[str, Condition]]:
+    """``references:``, a list whose items are a text (always shown) or a mapping
+    ``{ref: text, when: condition}``: a source that applies to one variant of the finding
+    only (the phrase a fact chose), shown when its condition holds for the facts. A sync
+    finding whose reads were anomaly detection's listed the Trainer's docs, LBFGS's source
+    and torch.distributions' switch, which belong to its other variants."""
+    refs: list[str] = []
+    when: dict[str, Condition] = {}
+    for sub in node.value if isinstance(node, SequenceNode) else [node]:
+        if isinstance(sub, ScalarNode) and sub.tag == _STR and sub.value.strip():
+            refs.append(sub.value.strip())
+            continue
+        if not isinstance(sub, MappingNode):
+            err(sub, "'references' must be a list of texts or {ref: text, when: condition} mappings")
+            continue
+        items = {k.value: v for k, v in sub.value if isinstance(k, ScalarNode)}
+        ref, cond = items.get("ref"), items.get("when")
+        if (set(items) - {"ref", "when"} or not isinstance(ref, ScalarNode) or ref.tag != _STR
+                or not ref.value.strip() or not isinstance(cond, ScalarNode) or cond.tag != _STR):
+            err(sub, "a conditional reference must be {ref: text, when: condition}")
+            continue
+        try:
+            when[ref.value.strip()] = compile_condition(cond.value)
+        except ConditionError as exc:
+            err(cond, f"references: when: {exc.message}", at=_locate(cond, exc.offset, lines))
+            continue
+        refs.append(ref.value.strip())
+    return refs, when
+
+
 def phrases_of(node: Node, lines: list[str], err: _ErrFn) -> dict[str, dict[str, Template]]:
     """``phrases:``, a mapping of fact names to mappings of values to texts (templates): a
     rule's own, or the file's (top level), which every rule of the file has for the facts
@@ -154,8 +184,10 @@ def build_rule(item: Node, path: Path | None, lines: list[str], errors: list[Rul
         else:
             keys[key.value] = (key, value)
     node_of = {name: value for name, (_, value) in keys.items()}
-    text = {n: _text(n, v, err) for n, v in node_of.items() if n not in _LIST_KEYS + ("enabled", "phrases")}
+    text = {n: _text(n, v, err) for n, v in node_of.items()
+            if n not in _LIST_KEYS + ("enabled", "phrases", "references")}
     lists = {n: _texts(n, v, err) for n, v in node_of.items() if n in _LIST_KEYS}
+    refs, ref_when = references_of(node_of["references"], lines, err) if "references" in node_of else ([], {})
 
     enabled = True
     if "enabled" in keys:
@@ -222,7 +254,8 @@ def build_rule(item: Node, path: Path | None, lines: list[str], errors: list[Rul
         fix=text.get("fix") or "",
         devices=devices,
         threshold_reason=text.get("threshold_reason"),
-        references=tuple(r for r, _ in lists.get("references", [])),
+        references=tuple(refs),
+        reference_when=ref_when,
         first_step=first_step,
         requires=tuple(r for r, _ in lists.get("requires", [])),
         enabled=enabled,

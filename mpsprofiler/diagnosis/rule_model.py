@@ -44,6 +44,9 @@ class Rule:
     devices: frozenset[str] = frozenset(DEVICE_KINDS)
     threshold_reason: str | None = None
     references: tuple[str, ...] = ()
+    reference_when: dict[str, Condition] = field(default_factory=dict)
+    """The references shown only where a condition over the facts holds (``{ref: ..., when:
+    ...}`` in the file): those of one variant of the finding; the others are always shown."""
     first_step: str | None = None
     requires: tuple[str, ...] = ()
     enabled: bool = True

@@ -59,6 +59,8 @@ def test_anomaly_detection_on_in_training_is_named_at_its_line(tmp_path: Path, f
     if sync is not None:  # the NaN checks' reads: not the backward line's to change
         assert "anomaly detection checking every backward op" in sync["fix"], sync["fix"]
         assert "keep per-step values on the device" not in sync["fix"], sync["fix"]
+        refs = " ".join(sync["references"])  # anomaly detection's sources, not the other variants'
+        assert "anomaly-detection" in refs and not any(s in refs for s in ("huggingface", "lbfgs", "distributions"))
 
 
 @pytest.mark.slow

@@ -573,3 +573,42 @@ def test_the_fast_composer_reads_every_file_as_the_checked_loader_does(monkeypat
     # libyaml's composer recurses in C: a file nested 100,000 deep never reaches it
     assert rules_mod._compose_fast("rules: " + "[" * 100_000) is rules_mod._CHECKED_WAY
     assert rules_mod._compose_fast((builtin_rules_dir() / "dataloader-stall.yaml").read_text()) is not rules_mod._CHECKED_WAY
+
+
+# --------------------------------------------------------------------------- conditional references
+
+
+def test_a_reference_with_a_condition_is_shown_only_where_it_holds() -> None:
+    """``{ref: ..., when: ...}``: the source of one variant of a finding (the phrase a fact
+    chose) is listed with that variant only; a plain text is listed always. A missing fact
+    (or a broken condition) hides the reference, never the finding."""
+    text = rule_yaml(references='["https://a", {ref: "https://b", when: "kind == \'b\'"}]')
+    rules, errors = parse_rules_text(text)
+    assert not [e for e in errors if e.level == "error"], errors
+    ruleset = RuleSet(rules)
+    assert evaluate(ruleset, {"x": 1, "kind": "b"}, None)[0].references == ["https://a", "https://b"]
+    assert evaluate(ruleset, {"x": 1, "kind": "c"}, None)[0].references == ["https://a"]
+    assert evaluate(ruleset, {"x": 1}, None)[0].references == ["https://a"]
+    _, errors = parse_rules_text(rule_yaml(references='[{ref: "https://b", when: "kind =="}]'))
+    assert any("references: when:" in e.message for e in errors), errors
+    _, errors = parse_rules_text(rule_yaml(references='[{ref: "https://b", if: "x"}]'))
+    assert any("{ref: text, when: condition}" in e.message for e in errors), errors
+
+
+@pytest.mark.parametrize(("where", "checks", "shown", "hidden"), [
+    ("anomaly", "none", ["autograd.html#anomaly-detection"], ["huggingface", "lbfgs", "distributions"]),
+    ("trainer_filter_line", "none", ["huggingface.co", "transformers/issues/33693"], ["lbfgs", "distributions"]),
+    ("optimizer", "none", ["lbfgs.py"], ["huggingface", "anomaly", "distributions"]),
+    ("plain", "distributions", ["set_default_validate_args"], ["huggingface", "lbfgs", "anomaly"]),
+])
+def test_the_sync_findings_references_follow_the_variant_shown(where: str, checks: str, shown: list[str],
+                                                              hidden: list[str]) -> None:
+    """The sync finding of anomaly detection's NaN checks listed the Trainer's docs, a
+    transformers issue, lbfgs.py and torch.distributions: its other variants' sources."""
+    facts = {"syncs_per_step": 15, "syncs_predicted": True, "sync_fix_where": where, "sync_checks": checks}
+    for rule, device in (("sync-heavy-mac", "cpu"), ("sync-heavy", "cuda")):
+        ruleset = RuleSet([r for r in load_builtin_and_user() if r.id == rule])
+        (finding,) = evaluate(ruleset, facts, device)
+        refs = " ".join(finding.references)
+        assert "tuning_guide.html" in refs, refs
+        assert all(s in refs for s in shown) and not any(h in refs for h in hidden), (rule, refs)
