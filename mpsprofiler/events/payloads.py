@@ -170,6 +170,11 @@ class DataLoaderFields(Tagged, total=False):
     sampler: str | None
     """The class name of the loader's ``sampler`` (``batch_sampler`` names the batch sampler
     around it): the one a slow index draw is put down to when the batch sampler is torch's."""
+    batch_sampler_at: list[Any] | None
+    """``[file, line]`` of the batch sampler's ``__iter__`` when its class is the script's
+    own (probe/loader_config.py), else absent or None."""
+    sampler_at: list[Any] | None
+    """The same for the ``sampler``."""
     consumes: int
     consume_s: float
     """Time from one of its batches' arrival to the next request of the same iterator,

@@ -29,6 +29,8 @@ def loader_config(loader: Any, number: int) -> DataLoaderFields:
         "iterable_split": _splits_by_worker(dataset, loader),
         "batch_sampler": type(sampler).__name__ if sampler is not None else None,
         "sampler": _name(getattr(loader, "sampler", None)),
+        "batch_sampler_at": _iter_at(sampler),
+        "sampler_at": _iter_at(getattr(loader, "sampler", None)),
         "multiprocessing_context": _ctx_name(loader),
         "thread": threading.current_thread().name,
     }
@@ -36,6 +38,21 @@ def loader_config(loader: Any, number: int) -> DataLoaderFields:
 
 def _name(obj: Any) -> str | None:
     return type(obj).__name__ if obj is not None else None
+
+
+def _iter_at(sampler: Any) -> list[Any] | None:
+    """``[file, line]`` of the ``__iter__`` of a sampler class of the script's own (not
+    torch's): where a sampler that draws its indices slowly does its work, which the stall
+    finding names. Read from the function's code object, so nothing of the script runs;
+    None for torch's samplers, a builtin, or anything unreadable."""
+    try:
+        fn = getattr(type(sampler), "__iter__", None)
+        code = getattr(fn, "__code__", None)
+        if sampler is None or code is None or _torch_owned(fn):
+            return None
+        return [str(code.co_filename), int(code.co_firstlineno)]
+    except Exception:
+        return None
 
 
 def _iterable(dataset: Any) -> bool:

@@ -11,6 +11,7 @@ Real runs of tests/scripts_loader/slow_sampler.py through the real CLI.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,13 @@ def _line(text: str) -> int:
     """The line of slow_sampler.py that builds the loader holding ``text``."""
     lines = (SCRIPTS / SCRIPT).read_text().splitlines()
     return next(i for i, line in enumerate(lines, 1) if "DataLoader(" in line and text in line)
+
+
+def _iter_line(cls: str) -> int:
+    """The line of slow_sampler.py where class ``cls`` defines ``__iter__``."""
+    lines = (SCRIPTS / SCRIPT).read_text().splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(f"class {cls}("))
+    return next(i for i, line in enumerate(lines[start:], start + 1) if "def __iter__" in line)
 
 
 def _stall(summary: dict[str, Any]) -> dict[str, Any]:
@@ -52,6 +60,13 @@ def test_a_slow_sampler_is_told_to_get_cheaper_not_to_add_workers(tmp_path: Path
     # the DataLoader's line, the class to change and how
     assert f"{SCRIPT}:{_line(built)}" in stall["evidence"], stall["evidence"]
     assert f"drawing its indices from the {kind} `{name}`" in fix, fix
+    # the class's __iter__, where its time goes (the probe reads it from the code object)
+    at = re.compile(rf"its `__iter__` is at \S*{re.escape(SCRIPT)}:{_iter_line(name)}\)")
+    evidence = " ".join(stall["evidence"].split())
+    assert at.search(evidence) and at.search(fix), (evidence, fix)
+    if workers != "0":  # no "each of the 2 workers takes ~54 ms per batch": the workers wait for the indices
+        assert "workers takes" not in evidence and "worker takes" not in evidence, evidence
+        assert f"draws each batch's indices from the {kind} `{name}`" in evidence, evidence
     assert f"class {name}(Sampler[" in stall["fix"] and "built here once" in stall["fix"], stall["fix"]
     # no workers anywhere: not in the title, not in the code, not in a trial
     assert "num_workers" not in title and "num_workers=" not in fix, (title, fix)

@@ -25,7 +25,7 @@ CORE_KINDS = ("performance", "physical", "logical", "unknown")
 """:func:`~.common.compute_cores`' kinds of core: names the rules word (``reason_core_kind``)."""
 STALL_ADVICE_CODES = ("index_batches", "handoff", "busy_cpus", "try_workers", "needs_cpu", "load_faster", "restarts", "sampler")
 """Every code ``stall_advice`` (the few words after a stall finding's title) may hold."""
-FIGURES_CODES = ("workers", "in_process")
+FIGURES_CODES = ("workers", "in_process", "sampler")
 """Every code ``loader_figures`` (the evidence's sentence of measured figures) may hold;
 None when the load time is not known (the sentence is left out)."""
 FIGURES_FACTS = ("figures_batch_size", "figures_busy", "figures_cpu_ms", "figures_loading", "figures_runq_ms",
@@ -51,7 +51,7 @@ REASON_FACTS = (
     "reason_load_cpu_ms", "reason_load_ms", "reason_logical", "reason_low", "reason_median_demand", "reason_needed",
     "reason_needed_keep",
     "reason_queued_ms", "reason_ratio", "reason_receive_ms", "reason_sample_us", "reason_sampler",
-    "reason_sampler_kind", "reason_sampler_sketch", "reason_start_method",
+    "reason_sampler_at", "reason_sampler_kind", "reason_sampler_sketch", "reason_start_method",
     "reason_start_ms", "reason_step_ms", "reason_train_ms", "reason_train_on", "reason_trains",
     "reason_training_cores", "reason_worker_mib", "reason_workers",
 )
@@ -403,7 +403,11 @@ def figures(bound: str, workers: int, out: dict[str, Any], batch_size: int | Non
         # workers' start-up (spawn imports torch and the script anew), spread over few batches
         cpu = None
     return {
-        "loader_figures": None if load is None else ("workers" if workers else "in_process"),
+        # a loader bound by its sampler, with workers: what the training process spends drawing
+        # indices, not "each worker takes ~46.6 ms per batch" (the workers' wait for the
+        # indices, times their number: no cost of a batch's)
+        "loader_figures": "sampler" if bound == "sampler" and workers else
+                          None if load is None else ("workers" if workers else "in_process"),
         "figures_workers": workers,
         "figures_batch_size": _known(batch_size),
         "figures_cpu_ms": _known(cpu),
