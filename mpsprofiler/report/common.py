@@ -319,21 +319,39 @@ def loader_brief(session: Session) -> list[str]:
     return [first, second]
 
 
+LOADER_ROLE_HEADING = {"training": "Training loader", "evaluation": "Evaluation loader"}
+"""The heading of the reports' loader table, by the role of the loader the rules judged
+(``stall_subject``: diagnosis/analyzers/dataloader.py): a table headed "Training loader"
+showed an evaluation loader's figures."""
+
+
 def loader_rows(session: Session) -> list[tuple[str, str]]:
-    """What the training DataLoader does per step and per batch (the reports' DataLoader
-    section): the same facts the data-loading rules use."""
+    """What the DataLoader the rules judged does per step and per batch (the reports'
+    DataLoader section): the same facts the data-loading rules use."""
+    return loader_section(session)[1]
+
+
+def loader_section(session: Session) -> tuple[str, list[tuple[str, str]]]:
+    """The heading of the loader table (its role, :data:`LOADER_ROLE_HEADING`) and its rows.
+    An evaluation loader's waits are the evaluation passes' between the steps: its row says
+    what evaluation waited in all, not a per-step split of the steps' time."""
     f = _loader_facts(session)
     if f is None:
-        return []
+        return LOADER_ROLE_HEADING["training"], []
+    role = "evaluation" if f.get("stall_subject") == "evaluation" else "training"
     rows = [("Loading is", _bound_words(f, short=False))]
-    rows.append(("Per step (mean)", f"wait {_ms(f.get('data_wait_ms'))} + compute {_ms(f.get('compute_ms'))} "
-                                    f"= {_ms(f.get('step_mean_ms'))}"))  # fmt: skip
+    if role == "evaluation" and f.get("eval_wait_s") is not None:
+        rows.append(("Evaluation waited", f"{float(f['eval_wait_s']):.1f} s for {f.get('eval_batches')} batches "
+                                          f"({fmt_pct(f.get('eval_wait_share'))} of the steps' time)"))
+    else:
+        rows.append(("Per step (mean)", f"wait {_ms(f.get('data_wait_ms'))} + compute {_ms(f.get('compute_ms'))} "
+                                        f"= {_ms(f.get('step_mean_ms'))}"))  # fmt: skip
     batch = [f"load {_ms(f.get('load_ms'))}"]
     if f.get("load_cpu_ms") is not None:
         batch.append(f"{_ms(f.get('load_cpu_ms'))} of CPU" + (" in the workers" if f.get("num_workers") else ""))
     if f.get("fetch_runq_ms"):
         batch.append(f"{_ms(f.get('fetch_runq_ms'))} queued for a core")
-    batch.append(f"train {_ms(f.get('train_ms'))}")
+    batch.append(f"{'use' if role == 'evaluation' else 'train'} {_ms(f.get('train_ms'))}")
     rows.append(("Per batch", ", ".join(batch)))
     if f.get("machine_busy_share") is not None:
         rows.append(("Machine CPUs busy", fmt_pct(f["machine_busy_share"])))
@@ -343,7 +361,7 @@ def loader_rows(session: Session) -> list[tuple[str, str]]:
     if f.get("suggested_num_workers") is not None:
         helps = "more workers help" if f.get("num_workers_helps") else "more workers would not help"
         rows.append(("Suggested num_workers", f"{f['suggested_num_workers']} (now {f.get('num_workers')}; {helps})"))
-    return rows
+    return LOADER_ROLE_HEADING[role], rows
 
 
 def _ms(v: Any) -> str:

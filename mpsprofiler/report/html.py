@@ -214,9 +214,9 @@ class HtmlRenderer:
         dl = common.dataloader_table(session)
         if dl is not None:
             out += ["<h2>DataLoader</h2>", _table(dl)]
-            profile = common.loader_rows(session)
+            heading, profile = common.loader_section(session)
             if profile:
-                out.append(_kv_table(profile))
+                out += [f"<h3>{e(heading)}</h3>", _kv_table(profile)]
         warn = common.warnings_table(session)
         if warn is not None:
             out += [f"<h2>Warnings ({len(session.warnings)})</h2>", _table(warn)]

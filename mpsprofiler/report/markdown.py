@@ -175,9 +175,9 @@ class MarkdownRenderer:
         dl = common.dataloader_table(session)
         if dl is not None:
             out += ["## DataLoader", ""] + _table_block(dl) + [""]
-            profile = common.loader_rows(session)
+            heading, profile = common.loader_section(session)
             if profile:
-                out += _kv(profile, "Training loader") + [""]
+                out += _kv(profile, heading) + [""]
 
         if session.crash is not None:
             out += self._crash(session)

@@ -28,6 +28,7 @@ from .loader_advice import FIGURES_FACTS, REASON_FACTS, advise, steady_ratio, st
 from .loader_place import PLACE_FACTS, place_facts, shares, stalled_loader
 from .loader_role import eval_role, restarts
 from .registry import analyzer
+from .source_edit import short_path
 from .threads import thread_fix_place, torch_threads
 
 STALL_STEP_SHARE = 0.15
@@ -44,6 +45,7 @@ DATALOADER_FACTS: tuple[str, ...] = (
     "num_workers_needed", "num_workers_range", "num_workers_reason", "persistent_workers", "pin_memory", "prefetch_factor",
     "respawn_cost_s", "respawn_first_step", "respawn_fix", "respawn_why", "respawn_share", "respawn_wait_ms", "side_steps_per_pass", "stall_advice", "stall_subject",
     "stall_thread_code", "stall_thread_place", "stall_thread_where", "stall_threads", "stall_threads_keep", "stall_threads_now",
+    "stall_wait", "eval_wait_s", "eval_wait_share", "eval_batches", "eval_batch_ms", "run_steps_s",
     "steady_steps", "steady_batches", "step_batches", "step_mean_ms", "step_ms", "suggested_num_workers", "suggested_prefetch_factor",
     "train_ms", "training_cores", "worker_cpu_ms", "worker_memory_mib", "worker_runq_ms", "worker_start_method",
     "worker_starved_ms", "workers_limit", "workers_memory_cap", "workers_respawn_each_epoch",
@@ -106,7 +108,9 @@ def dataloader_facts(session: Session) -> dict[str, Any]:
                              facts["batch_size_arg"], facts["prefetch_factor"], side))
     # whose time it is, for the titles: a side loader's waits are an evaluation's between the
     # steps (or a probe set's), not a training step waiting for its batch
-    facts["stall_subject"] = "evaluation" if side else "training"
+    facts["stall_subject"] = facts["stall_wait"] = "evaluation" if side else "training"
+    if side:
+        facts.update(_evaluation_wait(session, loader))
     if (facts.get("respawn_fix") == "persistent" and facts.get("loader_where") == "rewrite"
             and facts.get("suggested_num_workers") == workers and facts.get("loader_code")):
         # the script's own DataLoader line with persistent_workers=True, its other arguments as
@@ -115,6 +119,20 @@ def dataloader_facts(session: Session) -> dict[str, Any]:
     if facts.get("loader_bound") == "sampler":
         facts["loader_change"] = "none"  # the fix is the sampler's code, not the loader's arguments
     return facts
+
+
+def _evaluation_wait(session: Session, loader: DataLoaderFields) -> dict[str, Any]:
+    """What the evaluation spent waiting for a side loader's batches: its timed fetches'
+    seconds (each iterator's first batch is left out: probe/loader_sites.py), their count
+    and their share of the steps' time. Training steps never wait for an evaluation batch:
+    the time is the evaluation passes between them, so the evidence says that, not "on
+    average a step waited 10.2 ms for its batch" (all the loaders' waits over the steps)."""
+    fetches, fetch_s = _opt_int(loader.get("fetches")), num(loader.get("fetch_s"))
+    total = session.steps.total_dur
+    if not fetches or fetch_s is None or fetch_s <= 0 or total <= 0:
+        return {}
+    return {"eval_wait_s": rounded(fetch_s, 3), "eval_batches": fetches, "eval_batch_ms": rounded(fetch_s / fetches * 1000.0, 3),
+            "eval_wait_share": rounded(min(1.0, fetch_s / total)), "run_steps_s": rounded(total, 3)}
 
 
 STARTUP_METHODS = ("spawn", "forkserver")
@@ -262,8 +280,20 @@ def _profile(session: Session, loader: DataLoaderFields, workers: int, kept: lis
         # more than one worker repeats every sample unless __iter__ splits it
         advice["num_workers_reason"] = [*advice["num_workers_reason"], "iterable"]
     out.update(advice)
+    if "reason_sampler" in advice and sampler is not None:
+        out["reason_sampler_at"] = sampler_place(session, loader, sampler[2])
     out.update(threads_beside_workers(session, bound, advice, cores))
     return out
+
+
+def sampler_place(session: Session, loader: DataLoaderFields, kind: str) -> str:
+    """``file:line`` of the ``__iter__`` of the slow sampler's class (``kind``: the DataLoader
+    argument it came in), where the probe read it (a class of the script's own:
+    probe/loader_config.py), else ``none`` (the texts then name the class only)."""
+    at = loader.get("batch_sampler_at" if kind == "batch_sampler" else "sampler_at")
+    if not isinstance(at, list) or len(at) != 2 or not isinstance(at[0], str) or not isinstance(at[1], int):
+        return "none"
+    return f"{short_path(at[0], session.run.get('cwd'))}:{at[1]}"
 
 
 def threads_beside_workers(session: Session, bound: str, advice: dict[str, Any], cores: int | None) -> dict[str, Any]:
