@@ -268,7 +268,7 @@ FIGURES: list[tuple[dict[str, Any], str]] = [
      "about as cheap in the training process as taking the batch in from a worker."),
     (_advise("sampler", _fig(21.0, 23.0, cpu_ms=0.5), sampler=(0.0202, "BucketBatchSampler", "batch_sampler")),
      "Loading one batch of 32 samples takes 21.0 ms in the training process, 0.5 ms of it CPU work. Most of it is "
-     "drawing the batch's indices from the batch sampler `BucketBatchSampler` (20.2 ms a batch)."),
+     "drawing the batch's indices from the batch sampler `BucketBatchSampler`, 20.2 ms a batch."),
     (_advise("contention", _fig(3.0, 20.0, cpu_ms=0.5, machine_busy=0.5, wait_runq=2.0 * 40 / 1e3)),
      "Loading one batch of 32 samples takes 3.0 ms in the training process, 0.5 ms of it CPU work and 2.0 ms "
      "waiting for a free CPU core. The loading is waiting for a busy CPU."),

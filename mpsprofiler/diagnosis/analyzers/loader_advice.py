@@ -158,7 +158,8 @@ def advise(
         target, helps = workers, False
         codes = ["sampler"]
         why.update(reason_fetch_ms=fetch, reason_index_ms=sampler[0] * 1000.0, reason_train_ms=train,
-                   reason_sampler=sampler[1], reason_sampler_kind=sampler[2], reason_sampler_sketch=sampler[2])
+                   reason_sampler=sampler[1], reason_sampler_kind=sampler[2], reason_sampler_sketch=sampler[2],
+                   reason_sampler_at="none")  # the place of its __iter__: the dataloader analyzer's
     elif bound == "handoff":
         target, helps = 0, False
         codes = ["handoff"]
