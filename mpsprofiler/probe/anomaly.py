@@ -60,19 +60,18 @@ def reading() -> dict[str, Any] | None:
     return {"check_nan": bool(torch.is_anomaly_check_nan_enabled()), "sites": [dict(s) for s in SITES.sites]}
 
 
-def install(on_error: Callable[[BaseException], None]) -> Callable[[], None]:
-    """Wrap ``torch.set_anomaly_enabled`` (what both of torch's switches call); the call is
-    passed on unchanged, whatever the recording does."""
+def wrap_switch(mode: Callable[[bool, bool], bool]) -> Callable[[], None]:
+    """Wrap ``torch.set_anomaly_enabled`` (what both of torch's switches call, looked up on
+    the ``torch`` module at call time): ``mode(enabled, check_nan)`` runs first and gives
+    the mode passed on to torch. The one wrapper of the recording (``install``) and of
+    ``--set torch.detect_anomaly=false`` (``overrides.Overrides.install_anomaly``); the
+    returned function puts torch's back where this wrapper is still the one installed."""
     import torch
 
     original = torch.set_anomaly_enabled
 
     def set_anomaly_enabled(enabled: bool, check_nan: bool = True) -> None:  # torch's own names
-        try:
-            SITES.record(enabled, check_nan)
-        except Exception as exc:
-            on_error(exc)
-        return original(enabled, check_nan)
+        return original(mode(enabled, check_nan), check_nan)
 
     torch.set_anomaly_enabled = set_anomaly_enabled
 
@@ -81,3 +80,17 @@ def install(on_error: Callable[[BaseException], None]) -> Callable[[], None]:
             torch.set_anomaly_enabled = original
 
     return uninstall
+
+
+def install(on_error: Callable[[BaseException], None]) -> Callable[[], None]:
+    """Record the script's calls that turn anomaly detection on; each call is passed on
+    unchanged, whatever the recording does."""
+
+    def record(enabled: bool, check_nan: bool) -> bool:
+        try:
+            SITES.record(enabled, check_nan)
+        except Exception as exc:
+            on_error(exc)
+        return enabled
+
+    return wrap_switch(record)

@@ -49,6 +49,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import cputime
+
 _SKIP = tuple(
     os.path.dirname(p) + os.sep
     for p in (os.path.dirname(os.path.abspath(__file__)),)  # mpsprofiler/
@@ -58,13 +60,14 @@ KEPT_SITES = 256
 keeps the newest ones; older ones were reported as they grew (``FIRST_UPDATE``)."""
 FIRST_UPDATE = 16
 """The first per-loader update after this many timed fetches; then at 2x, 4x, ..."""
-INDEX_EXACT = 256
-INDEX_EVERY = 8
+INDEX_EXACT = cputime.EXACT_FETCHES
+INDEX_EVERY = cputime.READ_EVERY
 """A loader's index draws of its first ``INDEX_EXACT`` timed fetches are timed, then every
 ``INDEX_EVERY``-th (a count picks them, not their duration, so the timed ones are a fair
 sample): a timed draw costs ~1 µs (benchmarks/next_index_cost.py), which issue 34's
 per-step budget keeps off most batches of a long run, as ``cputime.FetchClock`` does for
-its clocks."""
+its clocks (the same counts: one schedule of exact and sampled batches for a loader's
+figures)."""
 
 
 @dataclass

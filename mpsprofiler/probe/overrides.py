@@ -191,25 +191,22 @@ class Overrides:
             return None
         import torch
 
-        original = torch.set_anomaly_enabled
-        overrides = self
+        from .anomaly import wrap_switch
+
         told: list[bool] = []
         if torch.is_anomaly_enabled():
-            original(False)
+            torch.set_anomaly_enabled(False)
 
-        def set_anomaly_enabled(enabled: bool, check_nan: bool = True) -> None:  # torch's own names
+        def always_off(enabled: bool, check_nan: bool) -> bool:
             if enabled and not told:
                 told.append(True)
-                overrides._override("torch.detect_anomaly", {"detect_anomaly": [True, False]}, [])
-            return original(False, check_nan)
+                try:
+                    self._override("torch.detect_anomaly", {"detect_anomaly": [True, False]}, [])
+                except Exception as exc:
+                    self._on_error(exc)
+            return False
 
-        torch.set_anomaly_enabled = set_anomaly_enabled
-
-        def uninstall() -> None:
-            if torch.set_anomaly_enabled is set_anomaly_enabled:
-                torch.set_anomaly_enabled = original
-
-        return uninstall
+        return wrap_switch(always_off)
 
     # -- empty_cache -------------------------------------------------------------
     def cache_listener(self, backend: Callable[[], Any]) -> Callable[[int, float], None] | None:
