@@ -213,3 +213,22 @@ def test_cuda_lbfgs_history_is_no_leak_and_its_syncs_are_torchs(tmp_path):
     found = {f["rule"]: f for f in summary["findings"]}
     assert not {"leak-site-container", "leak-site-graph", "tensor-leak"} & set(found), summary["findings"]
     assert found["sync-heavy"]["fix"].startswith("These reads are torch's own, inside `torch.optim.LBFGS.step`")
+
+
+def test_cuda_anomaly_detection_is_named_and_its_nan_checks_are_its_syncs(tmp_path):
+    """Anomaly detection left on, on a CUDA GPU: torch's engine checks each backward op's
+    output for NaN there (torch/csrc/autograd/engine.cpp, a device read each), so the run
+    syncs at every backward op. The finding names the script's `set_detect_anomaly(True)`
+    line; a sync finding, where one fires, says the reads are the NaN checks (not 'keep the
+    values on the device'); the script's own output is bare's."""
+    script = HERE / "scripts_anomaly" / "anomaly_train.py"
+    proc, summary, _ = run(tmp_path, script, "--form", "set", "--device", "cuda")
+    assert proc.returncode == 0, proc.stderr
+    assert "anomaly True" in proc.stdout
+    found = {f["rule"]: f for f in summary["findings"]}
+    assert "anomaly-detection-on" in found, summary["findings"]
+    line = _line(script, "torch.autograd.set_detect_anomaly(True)")
+    assert f"anomaly_train.py:{line}" in found["anomaly-detection-on"]["evidence"]
+    for rule in ("sync-heavy", "sync-heavy-mac"):
+        if rule in found:
+            assert "anomaly detection checking every backward op" in found[rule]["fix"], found[rule]["fix"]

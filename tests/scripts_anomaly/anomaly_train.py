@@ -2,7 +2,8 @@
 ``torch.autograd.set_detect_anomaly(True)`` once (a line left from a debugging session),
 ``--form with`` wraps every backward pass in ``torch.autograd.detect_anomaly()``, ``--form
 debug_once`` checks one batch under it before training and trains with it off (clean),
-``--form off`` never turns it on (clean). Synthetic data, CPU, a few seconds."""
+``--form off`` never turns it on (clean). Synthetic data, a few seconds; CPU unless
+``--device cuda`` (tests/e2e/test_gpu.py: there each NaN check is a device sync)."""
 
 import argparse
 import warnings
@@ -13,12 +14,13 @@ from torch import nn
 p = argparse.ArgumentParser()
 p.add_argument("--form", choices=["set", "with", "debug_once", "off"], default="set")
 p.add_argument("--steps", type=int, default=40)
+p.add_argument("--device", default="cpu")
 args = p.parse_args()
 warnings.filterwarnings("ignore", message="Anomaly Detection has been enabled")
 torch.manual_seed(0)
-model = nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 1))
+model = nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 1)).to(args.device)
 opt = torch.optim.SGD(model.parameters(), lr=0.01)
-x_all, y_all = torch.randn(512, 32), torch.randn(512, 1)
+x_all, y_all = torch.randn(512, 32, device=args.device), torch.randn(512, 1, device=args.device)
 
 if args.form == "set":
     torch.autograd.set_detect_anomaly(True)
