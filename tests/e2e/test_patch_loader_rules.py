@@ -27,6 +27,13 @@ TRIGGER = REPO / "examples" / "triggers" / "worker_respawn.py"
 def test_respawned_workers_are_kept_and_the_finding_goes(tmp_path: Path, worker_respawn_recorded: Recorded) -> None:
     rec = worker_respawn_recorded  # TRIGGER copied and recorded once (tests/conftest.py), shared with test_rules_shipped.py
     assert "worker-respawn" in rec.rules, rec.rules
+    # the finding's fix is the script's own line (its dataset's name, its arguments), as the patch
+    # writes it, not a generic `DataLoader(dataset, ...)` naming a variable the script lacks
+    finding = next(f for f in json.loads((rec.run / "summary.json").read_text())["findings"]
+                   if f["rule"] == "worker-respawn")
+    assert f"{TRIGGER.name}:{line_of(TRIGGER, 'loader = DataLoader(')}" in finding["fix"], finding["fix"]
+    assert "loader = DataLoader(data, batch_size=8, num_workers=2, persistent_workers=True)" in finding["fix"], \
+        finding["fix"]
     # the patched script runs once, profiled (below): its exit status and "done" are python's
     removed, added = _changed(rec.check_applies_and_runs("worker-respawn", tmp_path, run=False))
     built = "    loader = DataLoader(data, batch_size=8, num_workers=2)  # persistent_workers=False"

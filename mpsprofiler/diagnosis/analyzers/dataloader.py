@@ -25,10 +25,10 @@ from .common import (
     start_method,
 )
 from .loader_advice import FIGURES_FACTS, REASON_FACTS, advise, steady_ratio, step_loads, step_ratios
-from .loader_place import PLACE_FACTS, place_facts, shares, stalled_loader
+from .loader_place import LOADER_CALLS, PLACE_FACTS, place_facts, shares, stalled_loader
 from .loader_role import eval_role, restarts
 from .registry import analyzer
-from .source_edit import short_path
+from .source_edit import rewrite_call, short_path
 from .threads import thread_fix_place, torch_threads
 
 STALL_STEP_SHARE = 0.15
@@ -43,7 +43,7 @@ DATALOADER_FACTS: tuple[str, ...] = (
     "loader_name", "loader_place", "loader_settings", "loader_where",
     "loading_wait_share", "loading_wait_share_low", "machine_busy_share", "num_workers", "num_workers_helps",
     "num_workers_needed", "num_workers_range", "num_workers_reason", "persistent_workers", "pin_memory", "prefetch_factor",
-    "respawn_cost_s", "respawn_first_step", "respawn_fix", "respawn_why", "respawn_share", "respawn_wait_ms", "side_steps_per_pass", "stall_advice", "stall_subject",
+    "respawn_code", "respawn_cost_s", "respawn_first_step", "respawn_fix", "respawn_place", "respawn_why", "respawn_share", "respawn_wait_ms", "side_steps_per_pass", "stall_advice", "stall_subject",
     "stall_thread_code", "stall_thread_place", "stall_thread_where", "stall_threads", "stall_threads_keep", "stall_threads_now",
     "stall_wait", "eval_wait_s", "eval_wait_share", "eval_batches", "eval_batch_ms", "run_steps_s",
     "steady_steps", "steady_batches", "step_batches", "step_mean_ms", "step_ms", "suggested_num_workers", "suggested_prefetch_factor",
@@ -111,11 +111,6 @@ def dataloader_facts(session: Session) -> dict[str, Any]:
     facts["stall_subject"] = facts["stall_wait"] = "evaluation" if side else "training"
     if side:
         facts.update(_evaluation_wait(session, loader))
-    if (facts.get("respawn_fix") == "persistent" and facts.get("loader_where") == "rewrite"
-            and facts.get("suggested_num_workers") == workers and facts.get("loader_code")):
-        # the script's own DataLoader line with persistent_workers=True, its other arguments as
-        # written (the stall's rewrite, which changes nothing else here): not a generic snippet
-        facts["respawn_fix"] = "persistent_line"
     if facts.get("loader_bound") == "sampler":
         facts["loader_change"] = "none"  # the fix is the sampler's code, not the loader's arguments
     return facts
@@ -394,7 +389,24 @@ def _respawn(
     out["respawn_first_step"] = firsts[0].i
     # a loader built anew every epoch starts new workers whatever persistent_workers says
     out["respawn_why"] = out["respawn_fix"] = "rebuilt" if rebuilt_count(loader) > 1 else "persistent"  # codes
+    if out["respawn_fix"] == "persistent":
+        out.update(_respawn_line(session, loader))
     return out, {p.i for p in firsts}
+
+
+def _respawn_line(session: Session, loader: DataLoaderFields) -> dict[str, Any]:
+    """The script's own DataLoader line with ``persistent_workers=True``, every other
+    argument as written (its dataset, shuffle, start method): the respawn fix, whatever
+    the stall advice says about the number of workers. A generic ``DataLoader(dataset,
+    ...)`` snippet named a variable the script does not have and dropped its arguments."""
+    file, line = loader.get("file"), num(loader.get("line"))
+    if not file or not line:
+        return {}
+    rewrite = rewrite_call(str(file), int(line), LOADER_CALLS, {"persistent_workers": "True"})
+    if rewrite is None:
+        return {}
+    return {"respawn_fix": "persistent_line", "respawn_code": rewrite.after,
+            "respawn_place": f"{short_path(rewrite.path, session.run.get('cwd'))}:{rewrite.line}"}
 
 
 def _epoch_starts(session: Session, length: int) -> tuple[list[StepPoint], list[StepPoint]]:
