@@ -408,6 +408,11 @@ def compare_losses(a_runs: list[list[float]], b_runs: list[list[float]]) -> dict
             "b_last": stats.median([r[n - 1] for r in b_runs])}
 
 
+UNBOUNDED_RATIO = 100.0
+"""An unproven speedup's interval wider than this factor (top over bottom) is not printed:
+it bounds nothing, and its figures read as a measurement."""
+
+
 def fmt_x(value: float) -> str:
     if value >= 10:
         return f"{value:.0f}"
@@ -445,6 +450,9 @@ def headline(result: ExperimentResult) -> str:
         more = result.get("pairs_to_settle")
         hint = (f": about {more - n} more pair{'' if more - n == 1 else 's'} would likely settle it (mpsprof try --pairs {more})"
                 if isinstance(more, int) and isinstance(n, int) and more > n else ": more pairs are needed")
+        if interval[0] <= 0 or interval[1] / interval[0] > UNBOUNDED_RATIO:
+            # two pairs of a noisy run give a Student interval of "0.00-14440679x": no figure to print
+            return f"NOT PROVEN YET with {label}: {fmt_x(sp)}x over {n} pairs, too few to bound it{hint}"
         return f"NOT PROVEN YET with {label}: {fmt_x(sp)}x, {span}; the interval is too wide{hint}"
     return f"no measurable difference with {label}: {fmt_x(sp)}x, {span}"
 

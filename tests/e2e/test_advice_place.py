@@ -216,6 +216,13 @@ def test_try_has_three_outcomes() -> None:
     text = headline({"label": "num_workers=4", "verdict": wide.verdict, "pairs": 3, "speedup": wide.estimate,
                      "interval": [wide.low, wide.high], "pairs_to_settle": more})
     assert text.startswith("NOT PROVEN YET") and f"--pairs {more}" in text
+    assert "interval" in text and f"{wide.low:.2f}"[:3] in text  # a bounded interval is printed
+    two = speedup([(1.4, 1.0), (11.0, 1.0)])  # two pairs far apart: Student's interval bounds nothing
+    assert two is not None and two.verdict == "unproven" and two.high / max(two.low, 1e-12) > 100, two
+    text = headline({"label": "num_workers=7", "verdict": two.verdict, "pairs": 2, "speedup": two.estimate,
+                     "interval": [two.low, two.high], "pairs_to_settle": two.pairs_to_settle()})
+    assert text.startswith("NOT PROVEN YET with num_workers=7") and "over 2 pairs, too few to bound it" in text, text
+    assert "interval" not in text, text
     same = speedup([(1.0, 1.01), (1.0, 0.99), (1.01, 1.0), (0.99, 1.0), (1.0, 1.0)])
     assert same is not None and same.verdict == "same"
     fast = speedup([(3.0, 1.0), (3.1, 1.0), (2.9, 1.0)])
