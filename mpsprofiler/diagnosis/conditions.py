@@ -14,7 +14,7 @@ import functools
 import operator as op
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
@@ -169,8 +169,8 @@ class Condition:
     """A checked, parsed condition; ``names`` are the facts it reads."""
 
     source: str
-    node: ast.expr
-    names: tuple[str, ...]
+    node: ast.expr = field(repr=False, compare=False)  # parsed from ``source``: an object per parse
+    names: tuple[str, ...] = ()
 
 
 def compile_condition(text: str) -> Condition:

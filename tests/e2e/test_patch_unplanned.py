@@ -81,7 +81,8 @@ def test_an_environment_fix_says_it_is_no_code_edit_and_shows_the_command(oom: R
     from mpsprofiler.session.recording import load_runs
 
     session = load_runs([oom.run]).session
-    fix_text = _rule_fix("op-not-implemented-crash", "op-not-implemented-crash.yaml", crash_op="aten::foo")
+    fix_text = _rule_fix("op-not-implemented-crash", "op-not-implemented-crash.yaml", crash_op="aten::foo",
+                         run_command="python train.py")
     finding = _finding("op-not-implemented-crash", fix_text, crash_op="aten::foo", crash_file=str(oom.script),
                        crash_line=15)
     fix = plan(session, [finding], {})[0]  # type: ignore[list-item]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import re
+import shlex
 from typing import Any
 
 from ...devices.mps import DEFAULT_HIGH_WATERMARK_UNIFIED, high_watermark_ratio
@@ -54,7 +55,8 @@ ENVIRONMENT_FACTS: tuple[str, ...] = (
     "is_macos", "mac_fallback_invalid", "mac_watermark_error", "mac_watermark_fix", "mac_watermark_fix_high",
     "mac_watermark_fix_low", "mac_watermark_set", "machine",
     "macos_too_old", "macos_version", "mps_available", "mps_built", "mps_min_macos",
-    "mps_unavailable_cause", "pin_memory_on_mps", "python_version", "rosetta", "suggested_low_watermark_ratio",
+    "mps_unavailable_cause", "pin_memory_on_mps", "python_version", "rosetta", "run_command",
+    "suggested_low_watermark_ratio",
     "suggested_watermark_ratio",
     "torch_version", "watermark_cap", "watermark_floor_ratio", "watermark_peak_ratio", "watermark_ratio",
     "watermark_ratio_set", "watermark_unlimited",
@@ -94,7 +96,25 @@ def environment_facts(session: Session) -> dict[str, Any]:
     facts.update(_refused_on_a_mac(pyenv))
     facts.update(_watermark(pyenv, _peak_ratio(session)))
     facts["pin_memory_on_mps"] = _pin_memory_on_mps(session)
+    facts["run_command"] = run_command(session)
     return facts
+
+
+def run_command(session: Session) -> str:
+    """The script's command as this run ran it (``python scripts/t16.py --epochs 2``, the
+    module form ``python -m pkg.train ...``), shell-quoted: where a fix puts an environment
+    variable in front of the command, it is the user's command, not a made-up ``train.py``."""
+    from .source_edit import short_path
+
+    run = session.run
+    argv = [str(a) for a in run.get("argv") or []]
+    if not argv:
+        return "python train.py"
+    if run.get("module"):
+        head = ["python", "-m", str(run.get("target") or argv[0])]
+    else:
+        head = ["python", short_path(argv[0], run.get("cwd"))]
+    return shlex.join(head + argv[1:])
 
 
 MPS_UNAVAILABLE_CAUSES = ("rosetta", "intel_mac", "not_built", "macos_too_old", "no_device")
