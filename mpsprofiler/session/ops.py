@@ -129,6 +129,10 @@ class OpStats:
         self.mismatches: dict[str, dict[str, Any]] = {}
         self.mps_misses: dict[tuple[str, str], OpRow] = {}
         self.dropped = 0
+        self.cut_steps = 0
+        """Sampled steps whose sample was cut short (``truncated``: the probe's time cap, see
+        probe/ops.py ``SAMPLE_CAP_STEPS``): their counts stop at the cut, so per-step counts
+        are lower bounds (a step of 5,000 reads read as 3,584 per step)."""
         self.anomaly_steps = 0
         """Sampled steps whose backward pass ran with autograd's anomaly detection on."""
         self.anomaly_check_nan = False
@@ -148,6 +152,8 @@ class OpStats:
             # the backward pass of a step whose sample was cut in its forward pass: with the
             # cut sample, about one step's ops (per-step figures divide by whole steps)
             self.sampled_steps += 1
+        if data.get("truncated"):
+            self.cut_steps += 1
         self.first_step = step if self.first_step is None else min(self.first_step, step)
         self.last_step = step if self.last_step is None else max(self.last_step, step)
         if len(self.sampled) < MAX_SAMPLED_KEPT:

@@ -891,3 +891,48 @@ def test_a_cut_sample_and_the_backward_pass_after_it_count_as_one_step() -> None
     stats.feed({"step": 40, "from_backward": True, "ops": [{**op, "op": "aten::cos", "calls": 300}]})  # type: ignore[typeddict-item]
     assert stats.sampled_steps == 1 and stats.per_step(556) == 556
     assert stats.first_step == 3 and stats.last_step == 40
+
+
+def test_a_cut_sample_makes_its_sync_count_a_lower_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A step that reads 2,000 values back (``.item()`` in a print loop) sampled under a
+    time cap it passes: the sample is cut (``truncated``) and counts only the reads before
+    the cut. The sync rules then say "at least N" and why, not N (an unseen script read
+    5,000 a step and was told 3,584)."""
+    from mpsprofiler.diagnosis.analyzers.ops import ops_facts
+    from mpsprofiler.diagnosis.engine import with_phrases
+    from mpsprofiler.diagnosis.rules import builtin_rules_dir, parse_rules_text
+    from mpsprofiler.probe import ops as ops_module
+    from mpsprofiler.session.ops import OpStats
+
+    monkeypatch.setattr(ops_module, "MIN_SAMPLE_CAP_S", 0.0)
+    w = torch.zeros(4, requires_grad=True)
+    opt = torch.optim.SGD([w], lr=0.1)
+
+    def counts(cap_step_s: float) -> tuple[dict[str, Any], int]:
+        events, emit = recorder()
+        acct = OpAccountant(emit, early_steps=(1,))
+        for step in range(3):
+            acct.on_step_boundary(step, None if step == 0 else cap_step_s)
+            loss = ((w - 1) ** 2).sum()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            for _ in range(2_000):
+                w[0].item()
+        acct.close()
+        records = ops_events(events)
+        stats = OpStats()
+        for record in records:
+            stats.feed(record)
+        return ops_facts(stats, "cpu"), sum(1 for r in records if r.get("truncated"))
+
+    whole, cut = counts(10.0)  # a cap of 20 s: never reached
+    assert cut == 0 and whole["syncs_counted"] == "all" and whole["syncs_per_step"] >= 2_000, whole["syncs_per_step"]
+    facts, cut = counts(1e-6)  # a cap of 2 µs: cut at the first check (every 256 ops)
+    assert cut == 1 and facts["syncs_counted"] == "at_least" and facts["syncs_per_step"] < 2_000, facts["syncs_per_step"]
+    rules, _ = parse_rules_text((builtin_rules_dir() / "ops.yaml").read_bytes())
+    mac = next(r for r in rules if r.id == "sync-heavy-mac")
+    words = with_phrases(mac, {**facts, "sync_top_via_where": "none", "sync_fix_where": "plain", "sync_checks": "none"})
+    assert mac.title_template.render(words).startswith("On a Mac GPU this loop would sync at least "), words
+    whole_words = with_phrases(mac, {**whole, "sync_top_via_where": "none"})
+    assert "at least" not in mac.title_template.render(whole_words)

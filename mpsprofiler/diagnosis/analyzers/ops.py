@@ -182,6 +182,8 @@ def ops_facts(
     syncs = ops.top_syncs(1000)
     total_syncs = sum(s.calls for s in syncs)
     facts["syncs_per_step"] = ops.per_step(total_syncs)
+    # a cut sample's reads stop at the cut: the count per step is a lower bound then (codes)
+    facts["syncs_counted"] = facts["syncs_cut"] = "at_least" if ops.cut_steps else "all"
     facts["syncs_predicted"] = bool(syncs) and all(s.predicted for s in syncs)
     if syncs:
         top = syncs[0]
@@ -220,8 +222,8 @@ OPS_FACTS: tuple[str, ...] = (
     "mps_predicted_fallback_top_evidence", "ops_converged", "ops_cost_s", "ops_cost_share", "ops_first_step",
     "ops_model_device", "ops_overhead_share",
     "ops_sample_interval", "ops_sampled_steps", "sync_kinds", "sync_table", "sync_top_calls_per_step",
-    "sync_top_code", "sync_top_file", "sync_top_kind", "sync_top_line", "sync_top_module", "syncs_per_step",
-    "syncs_predicted",
+    "sync_top_code", "sync_top_file", "sync_top_kind", "sync_top_line", "sync_top_module", "syncs_counted",
+    "syncs_cut", "syncs_per_step", "syncs_predicted",
     *(f"{p}_{s}" for p in ("mps_fallback", "mps_predicted_fallback") for s in (
         "ops", "count", "calls_per_step", "ms_per_step", "modules", "top_op", "top_module", "top_line")),
 )
