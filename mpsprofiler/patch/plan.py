@@ -545,7 +545,7 @@ def _syncs(e: _Edits, f: Finding, facts: dict[str, Any]) -> None:
     one the finding names. Reads the script makes itself move with its logging, the
     author's choice: said, not patched (``unplanned``)."""
     file, line = facts.get("sync_fix_file"), facts.get("sync_fix_line")
-    if facts.get("sync_fix_where") == "anomaly":
+    if facts.get("sync_fix_where") in ("anomaly", "anomaly_engine"):
         e.fix.not_patched.append("not patched: these reads are autograd's anomaly detection's NaN checks; "
                                  "the fix of anomaly-detection-on turns it off")
         return

@@ -306,3 +306,29 @@ def test_syncs_through_other_library_code_keep_the_plain_fix_and_name_the_frame(
         found = _findings(facts, "cpu")["sync-heavy-mac"]
         assert f"inside {via['file'].split('site-packages/')[1]}:{via['line']} ({via['function']})" in found.evidence
         assert "keep per-step values on the device" in found.fix
+
+
+def test_anomaly_nan_checks_read_in_autograd_s_device_thread_are_said_as_such() -> None:
+    """On a CUDA GPU (the device call of session 51: an H100) autograd runs the backward
+    pass in its own device thread, so anomaly detection's NaN checks come as reads with no
+    line of the script ("most from ?", `aten::_local_scalar_dense`); the fix said "keep the
+    values on the device". With anomaly detection on and checking NaN, such reads are its
+    checks: the fix says so, and cites anomaly detection's docs, not the other variants'.
+    The same siteless reads with anomaly detection off keep the plain fix."""
+    sync = {"kind": "item", "op": "aten::_local_scalar_dense", "module": "", "file": "", "line": 0, "calls": 12}
+    on = _event(3, device_kind="cuda", model_device="cuda:0", syncs=[sync],
+                anomaly={"check_nan": True, "sites": [{"file": "/t/train.py", "line": 26, "calls": 1}]})
+    off = _event(3, device_kind="cuda", model_device="cuda:0", syncs=[sync])
+    for event, where in ((on, "anomaly_engine"), (off, "plain")):
+        stats = OpStats()
+        stats.feed(event)
+        facts = {**ops_facts(stats, "cuda", {}), **sync_fix(stats)}
+        assert facts["sync_fix_where"] == where, facts
+        found = _findings(facts, "cuda")["sync-heavy"]
+        refs = " ".join(found.references)
+        if where == "anomaly_engine":
+            assert "anomaly detection checking every backward op" in found.fix and "no line of the script" in found.fix
+            assert "keep it on the device" not in found.fix, found.fix
+            assert "anomaly-detection" in refs and "lbfgs" not in refs, refs
+        else:
+            assert "keep it on the device" in found.fix and "anomaly-detection" not in refs, found.fix

@@ -22,7 +22,7 @@ read less; the framework's own setting can. One such setting is known here:
 
 Facts: ``sync_top_via`` (the library line most of the top sync line's calls came through,
 ``transformers/trainer.py:1956 (_inner_training_loop)``) and ``sync_top_via_where`` (a code:
-``inside`` or ``none``) for the evidence; ``sync_fix_where`` (``plain``, ``anomaly``, ``optimizer``, ``trainer_filter``
+``inside`` or ``none``) for the evidence; ``sync_fix_where`` (``plain``, ``anomaly``, ``anomaly_engine``, ``optimizer``, ``trainer_filter``
 or ``trainer_filter_line``, and ``sync_fix_why``: codes ``rules/ops.yaml`` words), ``sync_fix_place`` (the
 ``TrainingArguments`` line; ``sync_fix_file`` and ``sync_fix_line`` for ``mpsprof patch``),
 ``sync_fix_code`` and ``sync_fix_per_step`` (the syncs the setting removes, per step) for the fix.
@@ -95,6 +95,12 @@ def sync_fix(ops: OpStats, cwd: Any = None) -> dict[str, Any]:
         # autograd's anomaly detection checks each backward op's output for NaN, a read each
         # (torch/autograd/anomaly_mode.py): the backward line makes none of its own
         out["sync_fix_where"] = "anomaly"
+        return out
+    if ops.anomaly_steps and ops.anomaly_check_nan and not top.file:
+        # the same checks on a GPU: autograd runs a CUDA (or MPS) backward pass in its own
+        # device thread (torch/csrc/autograd/engine.cpp), where no line of the script is on
+        # the stack: the reads come without a line (a CUDA run read "most from ?")
+        out["sync_fix_where"] = "anomaly_engine"
         return out
     if top.module.startswith(OPTIMIZERS) and library_path(top.file) != top.file:
         # torch's optimizer reads its scalars itself (LBFGS: its history loop, its convergence tests)
