@@ -247,6 +247,9 @@ class MemFields(Tagged, total=False):
     cpu_pct: float | None
     cpu_main_s: float | None
     cpu_workers_s: float
+    cpu_workers_startup_s: float
+    """CPU seconds of ``cpu_workers_s`` that workers spent before their first batch
+    (probe/worker_startup.py: forked DataLoader workers only); absent in older recordings."""
     runq_workers_s: float | None
     sys_busy: float | None
     runq_main_s: float | None

@@ -84,6 +84,7 @@ class Probe:
         self.pins: Any = None  # pageable batches on CUDA (probe/copies.py PinCheck)
         self.copy_timer: Any = None  # host-to-device copy time on op-sampled steps (probe/copies.py CopyTimer)
         self.device_timer: Any = None  # device busy time on sampled steps (probe/device_time.py)
+        self.worker_startups: Any = None  # forked DataLoader workers' start-up CPU (probe/worker_startup.py)
 
     # -- emitting ---------------------------------------------------------------
     def emit(self, kind: str, **fields: Any) -> None:
@@ -360,6 +361,10 @@ class Probe:
             self.tracker, self.disabled, self.emit, self._hook_fault(), self.fail, self._hook_limit(),
             lambda: self.backend.kind)
         self._uninstallers.append(uninstall)
+        from . import worker_startup
+
+        self.worker_startups = worker_startup.StartupTable()  # before any worker forks: they share it
+        self._uninstallers.append(worker_startup.install(self.worker_startups))
 
     def _install_experiment(self) -> None:
         """``--set`` changes and ``--max-steps`` / ``--max-seconds`` (see overrides.py, limits.py)."""
@@ -409,8 +414,13 @@ class Probe:
         def before_sample() -> None:
             self.fault("memory")
 
+        def startups() -> dict[int, float]:
+            table = self.worker_startups
+            return table.take() if table is not None else {}
+
         self.sampler = MemorySampler(self.emit, lambda: self.backend, self.clock,
-                                     on_error=lambda exc: self.fail("memory", exc), before_sample=before_sample)
+                                     on_error=lambda exc: self.fail("memory", exc), before_sample=before_sample,
+                                     startups=startups)
         self.sampler.start()
 
     def _install_ops(self) -> None:

@@ -10,7 +10,9 @@ workers build the batches when ``num_workers > 0``), the seconds those children 
 for a free core (``runq_workers_s``, Linux), and how busy the whole machine was since the
 last sample (``sys_busy``, 0..1 of all logical CPUs), and the seconds the main thread
 waited for a core (``runq_main_s``, Linux: slow steps on a loaded machine are told from
-warm-up by it). A child's totals are kept after it
+warm-up by it), and the CPU seconds the children counted in ``cpu_workers_s`` spent
+starting up before their first batch (``cpu_workers_startup_s``: forked DataLoader
+workers, probe/worker_startup.py). A child's totals are kept after it
 exits, so the totals never go down. While the machine is short of memory a sample also
 names the largest other programs (``others``, see :mod:`.others`).
 """
@@ -32,6 +34,8 @@ FAST_INTERVAL = 0.5
 SLOW_INTERVAL = 2.0
 SLOW_AFTER = 600.0
 """After ten minutes a sample every 2 s is plenty and keeps long recordings small."""
+STARTUP_WAIT = 5.0
+"""Seconds a worker's start-up waits for the sampler to see the worker (2 samples at most)."""
 
 
 class MemorySampler:
@@ -42,6 +46,7 @@ class MemorySampler:
         clock: Callable[[], float],
         on_error: Callable[[BaseException], None],
         before_sample: Callable[[], None] | None = None,
+        startups: Callable[[], dict[int, float]] | None = None,
     ) -> None:
         import psutil
 
@@ -59,6 +64,10 @@ class MemorySampler:
         self._child_runq: dict[int, float] = {}
         self._gone_cpu = 0.0
         self._gone_runq = 0.0
+        self._startups = startups
+        self._startup_s = 0.0
+        self._startup_pending: dict[int, tuple[float, float]] = {}
+        self._ever: set[int] = set()
         self._sys_prev: Any = None
         self._others_at = float("-inf")
         self._thread = threading.Thread(target=self._run, name="mpsprof-sampler", daemon=True)
@@ -150,6 +159,7 @@ class MemorySampler:
                     self._child_runq[proc.pid] = max(runq, self._child_runq.get(proc.pid, 0.0))
         self._forget_gone({p.pid for p in procs[1:]})
         now = time.monotonic()
+        self._count_startups(now)
         cpu_pct = None
         if self._cpu_prev is not None:
             dt = now - self._cpu_prev[0]
@@ -171,6 +181,7 @@ class MemorySampler:
             "cpu_pct": None if cpu_pct is None else round(cpu_pct, 1),
             "cpu_main_s": None if cpu_main is None else round(cpu_main, 4),
             "cpu_workers_s": round(self._gone_cpu + sum(self._child_cpu.values()), 4),
+            "cpu_workers_startup_s": round(self._startup_s, 4),
             "runq_workers_s": round(self._gone_runq + sum(self._child_runq.values()), 4) if self._child_runq or self._gone_runq else None,
             "sys_busy": self._sys_busy(),
             "runq_main_s": _runq_thread(self._proc.pid, self._proc.pid),
@@ -182,6 +193,23 @@ class MemorySampler:
             except Exception:
                 pass  # a note for the diagnosis only: never a fault of the sampler
         return fields
+
+    def _count_startups(self, now: float) -> None:
+        """Add the start-ups of children whose CPU time the totals hold (seen alive at a
+        sample); a start-up written by a child not seen yet waits a few seconds for it, and
+        one never seen (it ended between two samples: none of its CPU time was counted)
+        is dropped."""
+        self._ever.update(self._child_cpu)
+        if self._startups is None:
+            return
+        for pid, cpu in self._startups().items():
+            self._startup_pending[pid] = (cpu, now)
+        for pid, (cpu, at) in list(self._startup_pending.items()):
+            if pid in self._ever:
+                self._startup_s += cpu
+                del self._startup_pending[pid]
+            elif now - at > STARTUP_WAIT:
+                del self._startup_pending[pid]
 
     def _forget_gone(self, alive: set[int]) -> None:
         """Fold the last readings of exited children into the running totals."""

@@ -25,6 +25,7 @@ class MemPoint:
     child processes (DataLoader workers), and the seconds those children waited for a
     core; ``sys_busy`` is the share of the machine's CPUs busy since the last sample."""
     cpu_workers_s: float | None = None
+    cpu_workers_startup_s: float | None = None
     runq_workers_s: float | None = None
     sys_busy: float | None = None
     runq_main_s: float | None = None
@@ -69,6 +70,7 @@ class MemoryStats:
             workers=_opt(data.get("workers")),
             cpu_main_s=_optf(data.get("cpu_main_s")),
             cpu_workers_s=_optf(data.get("cpu_workers_s")),
+            cpu_workers_startup_s=_optf(data.get("cpu_workers_startup_s")),
             runq_workers_s=_optf(data.get("runq_workers_s")),
             sys_busy=_optf(data.get("sys_busy")),
             runq_main_s=_optf(data.get("runq_main_s")),

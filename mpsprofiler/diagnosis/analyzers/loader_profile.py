@@ -123,6 +123,9 @@ class LoaderFigures:
     window_s: float | None = None
     window_batches: float | None = None
     workers_cpu: float | None = None
+    workers_startup: float | None = None
+    """Of ``workers_cpu``, the seconds workers spent before their first batch (forked
+    workers only, probe/worker_startup.py): none of a batch's work."""
     workers_runq: float | None = None
     main_cpu: float | None = None
     machine_busy: float | None = None
@@ -133,9 +136,12 @@ class LoaderFigures:
         return 1.0 / self.batches if self.batches else 0.0
 
     def worker_cpu_per_batch(self) -> float | None:
+        """The workers' CPU seconds per batch, their start-ups left out: 8 workers started
+        again at every epoch for 2 batches each put ~60 ms of start-up on each 10 ms batch,
+        and the loader read as CPU work (a "floor" above the step it measured)."""
         if self.workers_cpu is None or not self.window_batches:
             return None
-        return self.workers_cpu / self.window_batches
+        return max(0.0, self.workers_cpu - (self.workers_startup or 0.0)) / self.window_batches
 
     def worker_runq_per_batch(self) -> float | None:
         if self.workers_runq is None or not self.window_batches:
@@ -262,6 +268,7 @@ def _worker_window(session: Session, points: list[Any], fig: LoaderFigures, late
     else:
         fig.window_batches = float(sum(p.batches for p in points if a.ts < p.end <= b.ts))
     fig.workers_cpu = _delta(a.cpu_workers_s, b.cpu_workers_s)
+    fig.workers_startup = _delta(a.cpu_workers_startup_s, b.cpu_workers_startup_s)
     fig.workers_runq = _delta(a.runq_workers_s, b.runq_workers_s)
     fig.main_cpu = _delta(a.cpu_main_s, b.cpu_main_s)
     busy = [m.sys_busy for m in inside[1:] if m.sys_busy is not None and math.isfinite(m.sys_busy)]
