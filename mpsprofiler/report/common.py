@@ -283,10 +283,21 @@ LOADER_BOUND_SHORT = {"waiting": "waits (I/O, sleep)", "cpu": "CPU-bound", "ipc"
 WORKERS_KEEP_UP = ("taking batches in from workers that keep up: more workers would not help",
                    "workers keep up")  # fmt: skip
 """'ipc' with workers: the wait is receiving batches, not building them (words, short)."""
+WORKERS_RESTART = ("its workers' start-up, again at every epoch: persistent_workers=True, not fewer workers",
+                   "workers restart")  # fmt: skip
+"""A loader whose waiting is its workers' start-ups (``stall_advice`` ``restarts``), whatever
+its loading is: the table says that, as the finding does (words, short)."""
+CORE_WAIT = ("waiting, most of it for a free CPU core (the machine is busy): workers help regardless of cores",
+             "waits (for a core)")  # fmt: skip
+"""'waiting' whose waiting was mostly run-queue time (``figures_loading`` ``waiting_core``)."""
 
 
 def _bound_words(f: dict[str, Any], short: bool) -> str:
     bound = str(f["loader_bound"])
+    if f.get("stall_advice") == "restarts":
+        return WORKERS_RESTART[1 if short else 0]
+    if bound == "waiting" and f.get("figures_loading") == "waiting_core":
+        return CORE_WAIT[1 if short else 0]
     if bound == "ipc" and f.get("num_workers"):
         return WORKERS_KEEP_UP[1 if short else 0]
     return (LOADER_BOUND_SHORT if short else LOADER_BOUND_WORDS).get(bound, bound)

@@ -758,3 +758,25 @@ def test_forked_cpu_bound_workers_restarted_every_epoch_keep_their_cpu_advice(tm
     assert facts["worker_start_method"] == "fork"
     assert facts["stall_advice"] != "restarts" and facts["num_workers_reason"][0] != "restarts", facts
     assert "workers' start-up" not in json.dumps(summary["findings"])
+
+
+@pytest.mark.slow
+def test_eight_forked_workers_restarted_every_epoch_keep_their_number_with_persistent_workers(tmp_path):
+    """8 forked workers started again at each short epoch, 2 batches each, for a loader that
+    mostly sleeps (sweep t11): their start-up CPU, spread over 2 batches, made the loader read
+    as CPU work, "needs more CPU than this machine has", with a floor above the step it
+    measured and "num_workers=2 at most", which was slower. The start-up is measured apart
+    (probe/worker_startup.py) and the fix keeps the 8 workers with persistent_workers=True."""
+    summary, facts = profile(tmp_path, "restart_many_workers.py")
+    assert facts["worker_start_method"] == "fork" and facts["num_workers"] == 8
+    assert (facts.get("worker_startup_cpu_s") or 0.0) > 0, facts  # measured apart from the batches
+    text = json.dumps(summary["findings"])
+    assert "needs more CPU than this machine has" not in text, text
+    assert "cannot get much below" not in text and not re.search(r"num_workers=[0-7]\b", text), text
+    assert facts["suggested_num_workers"] == 8 and facts["num_workers_helps"] is False, facts
+    fixes = [f["fix"] for f in summary["findings"] if "persistent_workers=True" in f["fix"]]
+    assert fixes and all("num_workers=8" in fix for fix in fixes), summary["findings"]
+    stall = next((f for f in summary["findings"] if f["rule"] in STALLS), None)
+    if stall is not None:  # a stall: worded as the restarts, its CPU figure without the start-ups
+        assert stall["title"].endswith("(persistent_workers=True keeps them)"), stall["title"]
+        assert "Their start-up, again at every epoch, is left out of that CPU time" in stall["evidence"], stall

@@ -815,3 +815,32 @@ def test_a_loader_short_of_cores_gets_the_workers_that_reach_the_best_step() -> 
     assert short["num_workers_helps"] and short["best_step_ms"] == pytest.approx(115.0, abs=0.5)
     computes = _advise("cpu", _fig(200.0, 400.0, cpu_ms=200.0), train_s=0.2, cores=2)
     assert computes["suggested_num_workers"] == 1, computes
+
+
+def test_a_cpu_floor_above_the_measured_step_is_not_said_nor_fewer_workers_advised() -> None:
+    """Sweep t11: 8 restarted workers read as 73.3 ms of CPU a batch on 2 cores; the model's
+    floor (37.9 ms) was above the 13.6 ms step measured, and "num_workers=2 at most" followed.
+    A floor above the step measured means the model does not hold: neither is said."""
+    fig = _fig(11.2, 13.6, cpu_ms=0.2, workers_cpu=73.3 * 40 / 1e3, window_batches=40.0)
+    said = advise(fig, "cpu", 8, 2.4e-3, 1, 2, "physical", 16, 64 * 2**30, None, 2, 1000)
+    assert said["reason_floor"] == "none" and said["best_step_ms"] is None, said
+    assert said["suggested_num_workers"] == 8 and not said["num_workers_helps"], said
+    text = reason_text(said, bound="cpu")
+    assert "cannot get much below" not in text and "at most" not in text, text
+    assert text.count("  ") == 0 and "busy. Make each batch cheaper" in text, text
+    # the floor below the step stays
+    short = advise(_fig(30.0, 40.0, cpu_ms=1.0, workers_cpu=30.0 * 40 / 1e3, window_batches=40.0), "cpu", 2,
+                   0.01, 1, 2, "physical", 32, 64 * 2**30, None, 2, 1000)
+    assert short["reason_floor"] == "shown" and "cannot get much below" in reason_text(short, bound="cpu"), short
+
+
+def test_waiting_that_is_mostly_a_wait_for_a_core_is_worded_so() -> None:
+    """Sweep t11, num_workers=0 beside 2 busy programs: 90.9 ms a batch, 10.1 ms of it CPU and
+    47.4 ms ready to run without a core; it read "mostly waiting (I/O, sleep)"."""
+    fig = _fig(90.9, 95.5, cpu_ms=10.1, wait_runq=47.4 * 40 / 1e3)
+    said = _advise("waiting", fig, cores=2)
+    assert said["figures_loading"] == "waiting_core", said
+    assert "more of it for a free CPU core" in figures_text(said, bound="waiting"), figures_text(said, bound="waiting")
+    assert "and 47.4 ms ready to run but waiting for a free CPU core" in reason_text(said, bound="waiting")
+    quiet = _advise("waiting", _fig(90.9, 95.5, cpu_ms=10.1, wait_runq=1.0 * 40 / 1e3), cores=2)
+    assert quiet["figures_loading"] == "waiting" and "(I/O, sleep)" in figures_text(quiet, bound="waiting")

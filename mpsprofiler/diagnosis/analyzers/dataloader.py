@@ -43,7 +43,8 @@ DATALOADER_FACTS: tuple[str, ...] = (
     "loader_name", "loader_place", "loader_settings", "loader_where",
     "loading_wait_share", "loading_wait_share_low", "machine_busy_share", "num_workers", "num_workers_helps",
     "num_workers_needed", "num_workers_range", "num_workers_reason", "persistent_workers", "pin_memory", "prefetch_factor",
-    "respawn_code", "respawn_cost_s", "respawn_first_step", "respawn_fix", "respawn_place", "respawn_why", "respawn_share", "respawn_wait_ms", "side_steps_per_pass", "stall_advice", "stall_subject",
+    "respawn_code", "respawn_cost_s", "respawn_first_step", "restart_how", "restart_cpu", "worker_startup_cpu_s", "respawn_fix",
+    "respawn_place", "respawn_why", "respawn_share", "respawn_wait_ms", "side_steps_per_pass", "stall_advice", "stall_subject",
     "stall_thread_code", "stall_thread_place", "stall_thread_where", "stall_threads", "stall_threads_keep", "stall_threads_now",
     "stall_wait", "eval_wait_s", "eval_wait_share", "eval_batches", "eval_batch_ms", "run_steps_s",
     "steady_steps", "steady_batches", "step_batches", "step_mean_ms", "step_ms", "suggested_num_workers", "suggested_prefetch_factor",
@@ -102,7 +103,13 @@ def dataloader_facts(session: Session) -> dict[str, Any]:
     facts["suggested_prefetch_factor"] = max(4, (facts["prefetch_factor"] or 2) * 2)
     facts.update(respawn)
     if _startup_bound(facts, wait):
-        facts.update(STARTUP_ADVICE, suggested_num_workers=workers, num_workers_helps=False)
+        spawned = facts.get("worker_start_method") in STARTUP_METHODS
+        apart = isinstance(facts.get("worker_startup_cpu_s"), float) and facts["worker_startup_cpu_s"] > 0
+        facts.update(STARTUP_ADVICE, suggested_num_workers=workers, num_workers_helps=False,
+                     restart_how="spawn" if spawned else "fork",
+                     # the workers' CPU per batch holds their start-ups unless measured apart
+                     restart_cpu="apart" if apart else "in",
+                     figures_loading="startup_apart" if apart else "startup")
     side = facts.get("reason_trains") == "side" or eval_role(loader)
     facts.update(place_facts(session, loader, _opt_int(facts.get("suggested_num_workers")), workers or 0,
                              facts["batch_size_arg"], facts["prefetch_factor"], side))
@@ -135,22 +142,28 @@ STARTUP_METHODS = ("spawn", "forkserver")
 (a second or more each, torch's DataLoader docs: "Platform-specific behaviors"); a fork
 copies the process in milliseconds."""
 STARTUP_ADVICE: dict[str, Any] = {"stall_advice": "restarts", "num_workers_reason": ["restarts"],
-                                  "figures_loading": "startup", "stall_threads": "none"}
+                                  "figures_loading": "startup", "stall_threads": "none",
+                                  "restart_how": "spawn", "restart_cpu": "in"}
 """The codes a stall dominated by worker start-up is worded with (rules/dataloader-stall.yaml)."""
 
 
 def _startup_bound(facts: dict[str, Any], steady_wait: float) -> bool:
     """The loader's waiting is its workers' start-up, not its loading: non-persistent
-    workers of a loader built once, started with spawn or forkserver, whose epoch starts
-    cost more than all the other waiting of the steady steps.
+    workers of a loader built once whose epoch starts cost more than all the other waiting
+    of the steady steps.
 
     Such a loader looked CPU-bound: the workers' CPU time between the samples includes each
     new interpreter's import of torch and the script, so a loader with cheap batches read as
     "1000 ms of CPU work a batch" and was told it "needs more CPU than this machine has",
     while 93% of its time was waiting. The batches an epoch's first ones hold up wait for the
-    start-up too (the epoch's second batch comes from a second new worker). With fork the
-    start-up is milliseconds and the measured CPU is the loading's: advised as before."""
-    if facts.get("respawn_why") != "persistent" or facts.get("worker_start_method") not in STARTUP_METHODS:
+    start-up too (the epoch's second batch comes from a second new worker). Forked workers
+    start in milliseconds on a quiet machine, but not on a busy one: 8 forked workers of a
+    loader that sleeps 32 ms a batch, started again for 2 batches each per epoch beside 2 busy
+    programs, held each epoch's first batch 774 ms, three times the other steps' waiting, and
+    were told "num_workers=2 at most" (slower: 1.40 s against 1.14 s). A loader whose loading
+    is the wait (CPU work, 10 ms a sample) waits longer in its steady steps than its epoch
+    starts cost: advised as before, whatever the start method."""
+    if facts.get("respawn_why") != "persistent":
         return False
     cost = facts.get("respawn_cost_s")
     return isinstance(cost, (int, float)) and cost > 0 and cost >= steady_wait
@@ -251,6 +264,7 @@ def _profile(session: Session, loader: DataLoaderFields, workers: int, kept: lis
     length = _opt_int(loader.get("len"))
     side_steps = _steps_per_pass(loader, length, fig.steps) if consume is not None else None
     out = {"loader_bound": bound, "batches_per_step": rounded(per_step, 3), "side_steps_per_pass": rounded(side_steps, 1),
+           "worker_startup_cpu_s": rounded(fig.workers_startup, 4) if workers else None,
            # the evidence's "waited ... for its batch", or "for its 4 batches" (accumulation)
            "step_batches": "several" if per_step is not None and per_step >= 1.5 else "one"}
     # the fix's workers are persistent (loader_place adds persistent_workers=True, and try

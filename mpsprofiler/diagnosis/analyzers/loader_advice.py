@@ -43,14 +43,14 @@ LIMIT_ORDER = ("batches", "max_workers", "memory", "worker_cpu", "startup")
 """Of two bounds on workers that allow the same number, the one named: this order."""
 REASON_FACTS = (
     "reason_at_most", "reason_available_gib", "reason_batch_size", "reason_batch_tensors", "reason_batches_per_start",
-    "reason_best_ms", "reason_busy", "reason_core_kind", "reason_core_kind_one", "reason_cores", "reason_cpu_ms",
+    "reason_best_ms", "reason_busy", "reason_floor", "reason_core_kind", "reason_core_kind_one", "reason_cores", "reason_cpu_ms",
     "reason_cpu_part",
     "reason_demand", "reason_fetch_cpu", "reason_fetch_ms", "reason_free", "reason_free_cores", "reason_free_tail",
     "reason_handoff_cpu_ms", "reason_handoff_ms", "reason_handoff_saving", "reason_high", "reason_index_ms",
     "reason_limit_n",
     "reason_load_cpu_ms", "reason_load_ms", "reason_logical", "reason_low", "reason_median_demand", "reason_needed",
     "reason_needed_keep",
-    "reason_queued_ms", "reason_ratio", "reason_receive_ms", "reason_sample_us", "reason_sampler",
+    "reason_queue_part", "reason_queued_ms", "reason_ratio", "reason_receive_ms", "reason_sample_us", "reason_sampler",
     "reason_sampler_at", "reason_sampler_kind", "reason_sampler_sketch", "reason_start_method",
     "reason_start_ms", "reason_step_ms", "reason_train_ms", "reason_train_on", "reason_trains",
     "reason_training_cores", "reason_worker_mib", "reason_workers",
@@ -194,10 +194,18 @@ def advise(
             target = min(max(workers, free or 1, reach), have)
             helps = target > workers
             best = best_batch * fig.batches / max(1, fig.steps)
+            floor = "shown"
+            if step > 0 and best >= step:
+                # a "floor" above the step the run measured: the model does not hold for this
+                # loader (its CPU figure includes time no batch needs), so neither the floor nor
+                # a cut in workers drawn from it is said (8 restarted workers were told "2 at
+                # most", which made the run slower)
+                floor, target, helps, best = "none", workers, False, None
             out["best_step_ms"] = _r(best)
             codes = ["cpu_short"]
             why.update(reason_ratio=ratio, reason_cores=have, reason_training_cores=training_cores,
-                       reason_best_ms=best, reason_step_ms=step, reason_at_most=target)
+                       reason_best_ms=best if best is not None else "none", reason_step_ms=step,
+                       reason_floor=floor, reason_at_most=target if floor == "shown" else 0)
     else:
         # waiting (or not known): workers overlap the waits, cores do not bound them. The
         # training consumes a batch per wall-clock compute time here (on a busy machine
@@ -229,7 +237,9 @@ def advise(
                    reason_free_cores=free, reason_free_tail=free or "none")
         if bound == "waiting":
             codes = ["waiting"]
+            queue = out["worker_runq_ms"] if workers else out["fetch_runq_ms"]
             why.update(reason_cpu_part=_known(load_cpu),
+                       reason_queue_part=queue if isinstance(queue, float) and queue >= QUEUE_MS else "none",
                        reason_demand=demand if spread is not None and demand is not None and not bursts else "unknown")
         else:
             codes = ["unmeasured"]
@@ -385,6 +395,13 @@ def _stall_advice(bound: str, more_workers: bool) -> str:
     return "needs_cpu" if bound == "cpu" else "load_faster"
 
 
+QUEUE_MS = 0.5
+"""Run-queue time per batch worth naming apart from the other waiting (under it: noise)."""
+CORE_WAIT_SHARE = 0.5
+"""Loading that waits, with at least half its waiting spent ready to run but without a
+free core (a busy machine), is worded as waiting for a core, not for I/O or sleep."""
+
+
 CPU_OVER_BATCH = 2.0
 """A worker's CPU per batch past this many times its time per batch is not said as the
 batch's CPU work (a worker uses one torch thread; a second one of a decoder, at most,
@@ -414,5 +431,18 @@ def figures(bound: str, workers: int, out: dict[str, Any], batch_size: int | Non
         "figures_cpu_ms": _known(cpu),
         "figures_runq_ms": runq if runq and not workers else "none",
         "figures_busy": busy if busy is not None and busy >= 0.9 else "none",
-        "figures_loading": "ipc_workers" if bound == "ipc" and workers else bound,
+        "figures_loading": "ipc_workers" if bound == "ipc" and workers else
+                           "waiting_core" if bound == "waiting" and _core_wait(workers, out) else bound,
     }
+
+
+def _core_wait(workers: int, out: dict[str, Any]) -> bool:
+    """Whether most of a waiting loader's waiting was for a free core (its run-queue time:
+    "10.1 ms of it CPU work and 47.4 ms waiting for a free CPU core" of a 90.9 ms batch was
+    said to be "mostly waiting (I/O, sleep)")."""
+    load, cpu = out.get("load_ms"), out.get("load_cpu_ms")
+    runq = out.get("worker_runq_ms") if workers else out.get("fetch_runq_ms")
+    if not (isinstance(load, (int, float)) and isinstance(cpu, (int, float)) and isinstance(runq, (int, float))):
+        return False
+    waiting = max(0.0, float(load) - float(cpu))
+    return waiting > 0 and float(runq) >= CORE_WAIT_SHARE * waiting
