@@ -236,3 +236,33 @@ def test_batches_a_cycled_loader_keeps_are_no_leak_where_memory_stays_flat(tmp_p
     assert "leak-site-container" in found, kept["findings"]
     line = _line_of("cycled_loader", "kept.append(x.clone())")
     assert f"cycled_loader.py:{line}" in found["leak-site-container"]["title"], found["leak-site-container"]["title"]
+
+
+@pytest.mark.slow
+def test_the_number_alternative_is_offered_only_where_the_script_takes_numbers(tmp_path: Path) -> None:
+    """``losses.append(loss)`` kept each graph; the fix added "A loss kept for logging is a
+    number: `losses.append(loss.item())`" although the script averages
+    ``torch.stack(losses[-50:])``, which raises a TypeError on floats. The ``.item()``
+    alternative is now offered only where the script's uses of the list take numbers (as
+    the deque one is, test_leak_fix_deque.py): a copy that averages with ``sum(...) / 20``
+    gets it; the ``.detach()`` fix stays in both."""
+    stack = "torch.stack(losses[-20:]).mean().item()"
+    text = (SCRIPTS / "stacked_losses.py").read_text()
+    assert stack in text
+    numbers = tmp_path / "numbers_losses.py"
+    numbers.write_text(text.replace(stack, "float(sum(losses[-20:]) / 20)"))
+
+    def run(script: Path) -> dict:
+        run_dir = tmp_path / script.stem
+        proc = mpsprof_cli("run", "--headless", "-o", str(run_dir), str(script))
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        return _findings(read_summary(run_dir))["leak-site-graph"]
+
+    with ThreadPoolExecutor(2) as pool:
+        stacked, kept_numbers = pool.map(run, [SCRIPTS / "stacked_losses.py", numbers])
+    line = _line_of("stacked_losses", "losses.append(loss)")
+    for site, name in ((stacked, "stacked_losses"), (kept_numbers, "numbers_losses")):
+        assert f"{name}.py:{line}" in site["title"], site["title"]
+        assert "losses.append(loss.detach())" in site["fix"], site["fix"]
+    assert "loss.item()" not in stacked["fix"], stacked["fix"]
+    assert "A loss kept for logging is a number: `losses.append(loss.item())`." in kept_numbers["fix"]

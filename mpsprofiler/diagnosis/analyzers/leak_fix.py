@@ -45,19 +45,20 @@ def keep_fix(site: Any) -> dict[str, Any]:
     new = _rewritten(source, stmt, site.grad, site.holder, scalar=getattr(site, "scalar", False))
     if new is None:
         return {}
+    out = {"leak_site_fix_code": new, **number_fix(source, tree, stmt, site)}
     if isinstance(stmt, ast.Assign):  # `cache[step] = h`: bounded where the key is set
-        return {"leak_site_fix_code": new}
+        return out
     lines = [new]
     if not deque_safe(tree, site.holder):
-        return {"leak_site_fix_code": new}  # a deque would break a use of the list (see deque_safe)
+        return out  # a deque would break a use of the list (see deque_safe)
     keyed = _KEYED.match(site.holder)
     made_here = _setdefault_list(stmt)
     if keyed is not None and made_here is not None:  # `h.setdefault(k, []).append(x)`: bounded there
-        return {"leak_site_fix_code": "\n".join(lines + [
+        return {**out, "leak_site_fix_code": "\n".join(lines + [
             "", f"# or keep only the last {KEEP_LAST} of each, in the same line:",
             _rewritten(source, stmt, site.grad, site.holder, made_here) or ""]).rstrip()}
     if keyed is not None:  # `history['loss']`: a list kept in a dict
-        return {"leak_site_fix_code": "\n".join(lines + _bounded_values(source, tree, keyed[1], site.holder,
+        return {**out, "leak_site_fix_code": "\n".join(lines + _bounded_values(source, tree, keyed[1], site.holder,
                                                                         site.holder_line))}
     made = _creation(source, tree, site.holder, site.holder_line)
     if made is not None:
@@ -67,7 +68,7 @@ def keep_fix(site: Any) -> dict[str, Any]:
     else:
         lines += ["", f"# or keep only the last {KEEP_LAST}: make `{site.holder}` a bounded deque where it is made",
                   f"{site.holder} = collections.deque(maxlen={KEEP_LAST})  # import collections"]
-    return {"leak_site_fix_code": "\n".join(lines)}
+    return {**out, "leak_site_fix_code": "\n".join(lines)}
 
 
 DEQUE_LACKS = frozenset({"sort", "__getitem__"})
@@ -108,6 +109,99 @@ def deque_safe(tree: ast.Module, holder: str) -> bool:
             if name in LIST_ONLY_CALLS:
                 return False
     return True
+
+
+JOINS = frozenset({"stack", "cat", "concat", "concatenate", "vstack", "hstack", "dstack", "column_stack",
+                   "row_stack", "stack_tensors"})
+"""Calls that take a sequence of tensors and refuse numbers (``torch.stack(losses[-50:])``:
+TypeError, "expected Tensor as element 0")."""
+NUMBER_ATTRS = frozenset({"real", "imag", "conjugate", "hex", "is_integer", "as_integer_ratio"})
+"""Attributes a Python float has too: an element used through any other (``losses[-1].backward()``,
+``h[0].mean()``) needs the tensor."""
+
+
+def number_safe(tree: ast.Module, holder: str) -> bool:
+    """Whether the script's uses of ``holder`` still work when it keeps numbers
+    (``.item()``) instead of tensors: not handed, whole or sliced, to ``torch.stack``/``cat``
+    and their kind, and no tensor method or attribute used on one of its elements (indexed,
+    or the variable of a ``for`` over it). The ".item()" alternative is offered only then:
+    a script that stacks its last 50 losses raises a TypeError at the first summary."""
+    parents: dict[ast.AST, ast.AST] = {}
+    for node in ast.walk(tree):
+        for child in ast.iter_child_nodes(node):
+            parents[child] = node
+    elements: set[str] = set()  # names a `for` over the holder binds to its elements
+    for node in ast.walk(tree):
+        if not isinstance(node, (ast.Name, ast.Attribute, ast.Subscript)) or not _is(node, holder):
+            continue
+        use: ast.AST = node
+        element = False
+        parent = parents.get(use)
+        while isinstance(parent, ast.Subscript) and parent.value is use:  # `h[-50:]`, `h[-1]`
+            element = element or not isinstance(parent.slice, ast.Slice)
+            use, parent = parent, parents.get(parent)
+        if isinstance(parent, ast.Starred):
+            use, parent = parent, parents.get(parent)
+        if isinstance(parent, (ast.List, ast.Tuple)) and not element:  # `torch.cat([*h])`
+            use, parent = parent, parents.get(parent)
+        if isinstance(parent, ast.Call) and use in parent.args and _called(parent) in JOINS:
+            return False
+        if element and isinstance(parent, ast.Attribute) and parent.value is use and parent.attr not in NUMBER_ATTRS:
+            return False
+        if not element and _tensor_result(use, parents):  # `sum(h).item()`, `(sum(h) / len(h)).backward()`
+            return False
+        if isinstance(parent, (ast.For, ast.comprehension)) and parent.iter is use and isinstance(parent.target, ast.Name):
+            elements.add(parent.target.id)
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in elements
+                and node.attr not in NUMBER_ATTRS):
+            return False
+    return True
+
+
+def number_fix(source: str, tree: ast.Module, stmt: ast.stmt, site: Any) -> dict[str, Any]:
+    """``leak_site_number``: ``item`` with ``leak_site_item_code``, the adding line keeping a
+    number (``losses.append(loss.item())``) where the kept tensors are one element each and
+    the script's uses of the container take numbers (:func:`number_safe`); else ``none``."""
+    none = {"leak_site_number": "none"}
+    if not (site.grad and getattr(site, "scalar", False) and isinstance(stmt, ast.Expr)
+            and isinstance(stmt.value, ast.Call) and isinstance(stmt.value.func, ast.Attribute)
+            and len(stmt.value.args) == 1 and not stmt.value.keywords):
+        return none
+    owner, value = ast.get_source_segment(source, stmt.value.func.value), ast.get_source_segment(source, stmt.value.args[0])
+    if owner is None or value is None or not number_safe(tree, site.holder):
+        return none
+    if not isinstance(stmt.value.args[0], (ast.Name, ast.Attribute, ast.Subscript, ast.Call)):
+        value = f"({value})"
+    return {"leak_site_number": "item", "leak_site_item_code": f"{owner}.{stmt.value.func.attr}({value}.item())"}
+
+
+REDUCERS = frozenset({"sum", "max", "min"})
+"""Builtins that give an element (or their sum) back: a tensor of tensors, a float of floats."""
+
+
+def _tensor_result(use: ast.AST, parents: dict[ast.AST, ast.AST]) -> bool:
+    """Whether ``use`` (the container) goes through ``sum``/``max``/``min`` and arithmetic
+    into a tensor method or attribute (``sum(h).item()``), which a float has not."""
+    parent = parents.get(use)
+    if not (isinstance(parent, ast.Call) and use in parent.args and _called(parent) in REDUCERS):
+        return False
+    use, parent = parent, parents.get(parent)
+    while isinstance(parent, ast.BinOp):
+        use, parent = parent, parents.get(parent)
+    return isinstance(parent, ast.Attribute) and parent.value is use and parent.attr not in NUMBER_ATTRS
+
+
+def _is(node: ast.AST, holder: str) -> bool:
+    try:
+        return ast.unparse(node) == holder
+    except Exception:
+        return False
+
+
+def _called(call: ast.Call) -> str:
+    func = call.func
+    return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
 
 
 _KEYED = re.compile(r"^(.+)\[(?:'[^']*'|\"[^\"]*\"|-?\d+)\]$")

@@ -53,6 +53,7 @@ LEAK_FACTS: tuple[str, ...] = (
     "leak_site_kib_per_step", "leak_site_lag", "leak_site_memory_flat", "leak_site_mib_per_100_steps", "leak_site_line", "leak_site_mib", "leak_site_module",
     "leak_site_op", "leak_site_samples", "leak_site_table", "leak_place_sentence",
     "leak_site_graph_size", "leak_site_graph_nodes", "leak_site_graph_saved", "leak_site_own", "leak_site_held",
+    "leak_site_number", "leak_site_item_code",
 )
 """Every fact the ``leaks`` analyzer may return (declared: no other analyzer may provide one)."""
 
@@ -107,7 +108,11 @@ def leak_facts(session: Session) -> dict[str, Any]:
     facts.update(_graph_size(top))
     if top.holder and top.holder_line:
         facts["leak_place_sentence"] = "holder_code" if top.holder_code else "holder"
-    facts["leak_site_fix_code"] = keep_fix(top).get("leak_site_fix_code") or _generic_fix(top.grad)
+    kept = keep_fix(top)
+    facts["leak_site_fix_code"] = kept.get("leak_site_fix_code") or _generic_fix(top.grad)
+    # the number alternative only where the script's uses of the container take numbers
+    facts["leak_site_number"] = kept.get("leak_site_number", "none")
+    facts["leak_site_item_code"] = kept.get("leak_site_item_code")
     return facts
 
 
