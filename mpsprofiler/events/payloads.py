@@ -180,6 +180,9 @@ class DataLoaderFields(Tagged, total=False):
     """Time from one of its batches' arrival to the next request of the same iterator,
     summed (``consumes`` gaps): what the script does with each of this loader's batches. A
     validation loader's is its evaluation per batch, not the training step's."""
+    consume_steps: int
+    """How many of those gaps held a step boundary (probe/loader_sites.py): none over several
+    gaps while another loader's did, and its batches are read between the steps."""
 
 
 class StepAggregate(TypedDict, total=False):

@@ -41,7 +41,8 @@ def install(tracker: StepTracker, disabled: Set[str], emit: Callable[..., None],
     orig_next = base.__next__
     orig_init = base.__init__
     seen = WeakIds()  # never keeps a loader (and its persistent workers) alive
-    sites = loader_sites.LoaderSites(lambda d: emit(events.KIND_DATALOADER, **d))
+    sites = loader_sites.LoaderSites(lambda d: emit(events.KIND_DATALOADER, **d),
+                                     lambda: tracker.index + tracker.retracted)
     pins = PinCheck(emit, device_kind)
     perf_counter = time.perf_counter
 

@@ -13,6 +13,10 @@ try`` must change that one alone. So the probe records, per loader:
 * ``consumes``/``consume_s``: the gaps between one batch's arrival and the next request
   of the same iterator: what the script does per batch of this loader (a validation
   loader's batches are consumed by evaluation, not by the training steps);
+* ``consume_steps``: how many of those gaps held a step boundary (an optimizer step, or
+  whatever the step tracker counts). None of them in a loader read over several steps
+  while another loader's gaps did: its batches are consumed between the training steps
+  (an evaluation pass in the loop), not by them, whatever its batch count per step;
 * ``index_calls``/``index_s``: calls of ``_BaseDataLoaderIter._next_index`` timed and their
   seconds: choosing a batch's indices (``next()`` on the batch sampler, which runs the
   sampler), which torch does in the training process whatever ``num_workers`` is
@@ -83,6 +87,7 @@ class Site:
     fetch_s: float = 0.0
     consumes: int = 0
     consume_s: float = 0.0
+    consume_steps: int = 0
     next_update: int = FIRST_UPDATE
     sent: int = 0
     tensors: int | None = None
@@ -95,8 +100,10 @@ class Site:
 class LoaderSites:
     """Construction sites and per-loader fetch sums (all methods are called guarded)."""
 
-    def __init__(self, emit: Callable[..., None]) -> None:
+    def __init__(self, emit: Callable[..., None], step: Callable[[], int] | None = None) -> None:
         self._emit = emit
+        self._step = step
+        """The step tracker's count of steps begun (``consume_steps``); None: not counted."""
         self._pid = os.getpid()
         self._created = 0
         self._sites: weakref.WeakKeyDictionary[Any, Site] = weakref.WeakKeyDictionary()
@@ -146,8 +153,8 @@ class LoaderSites:
                 del iters[key]
 
         try:
-            # batches, the last one's arrival, its index timer (:meth:`arm`)
-            iters[key] = (weakref.ref(it, forget), site, [0, 0.0, None])
+            # batches, the last one's arrival, its index timer (:meth:`arm`), the step then
+            iters[key] = (weakref.ref(it, forget), site, [0, 0.0, None, None])
         except TypeError:  # an iterator without weak references: not timed per loader
             pass
 
@@ -165,7 +172,10 @@ class LoaderSites:
             if gap >= 0.0:
                 site.consumes += 1
                 site.consume_s += gap
-        state[1] = end
+        step = self._step() if self._step is not None else None
+        if state[0] > 1 and step is not None and state[3] is not None and step != state[3]:
+            site.consume_steps += 1
+        state[1], state[3] = end, step
         if state[0] == 1:
             return  # the first batch waits for the workers to start
         if site.tensors is None:
@@ -200,6 +210,8 @@ class LoaderSites:
         extra: dict[str, Any] = {"batch_tensors": site.tensors} if site.tensors is not None else {}
         if site.consumes:
             extra.update(consumes=site.consumes, consume_s=round(site.consume_s, 6))
+            if self._step is not None:
+                extra["consume_steps"] = site.consume_steps
         if site.index_calls:
             extra.update(index_calls=site.index_calls, index_s=round(site.index_s, 6))
         self._emit({**site.fields, "fetches": site.fetches, "fetch_s": round(site.fetch_s, 6), **extra})

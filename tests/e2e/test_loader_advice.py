@@ -780,3 +780,38 @@ def test_eight_forked_workers_restarted_every_epoch_keep_their_number_with_persi
     if stall is not None:  # a stall: worded as the restarts, its CPU figure without the start-ups
         assert stall["title"].endswith("(persistent_workers=True keeps them)"), stall["title"]
         assert "Their start-up, again at every epoch, is left out of that CPU time" in stall["evidence"], stall
+
+
+@pytest.mark.slow
+def test_an_evaluation_loader_gets_batch_indexing_in_its_own_order_and_names(tmp_path):
+    """An unshuffled evaluation loader read in the script's own loop after each epoch got
+    ``BatchSampler(RandomSampler(dataset), ...)`` / ``loader = DataLoader(dataset, ...)``:
+    followed as written it shuffled the evaluation (the accuracy compares predictions with
+    labels in order) and its draws from the global RNG changed the training's shuffle; its
+    evidence called the evaluation's waits "of the training time". Now the script's own
+    line in its own order, which applied changes nothing the script prints, and the
+    evaluation's wording. Under a framework that rebuilds the loader (accelerate's
+    ``prepare`` raised TypeError on that snippet) the finding is not made."""
+    summary, facts = profile(tmp_path, "eval_in_order.py")
+    found = {f["rule"]: f for f in summary["findings"]}
+    assert "dataloader-batch-indexing" in found, (sorted(found), facts.get("loader_bound"))
+    finding = found["dataloader-batch-indexing"]
+    assert finding["evidence"].startswith("Evaluation waited"), finding["evidence"]
+    assert "of the training time" not in finding["evidence"]
+    code = re.search(r"```python\n(.*?)```", finding["fix"], re.S)[1]
+    assert "val_dl = DataLoader(" in code and "SequentialSampler(val_ds)" in code, code
+    assert "RandomSampler" not in code and "dataset" not in code.replace("val_ds", ""), code
+    # applied as written: the same losses and the same accuracies, in order
+    script = (SCRIPTS / "eval_in_order.py").read_text()
+    line = "val_dl = DataLoader(val_ds, batch_size=512)\n"
+    assert line in script
+    fixed = tmp_path / "fixed.py"
+    fixed.write_text(script.replace(line, code))
+    runs = [subprocess.run([sys.executable, str(p)], capture_output=True, text=True, env=child_env(), timeout=120)
+            for p in (SCRIPTS / "eval_in_order.py", fixed)]
+    assert all(r.returncode == 0 for r in runs), runs[1].stderr[-2000:]
+    assert runs[0].stdout == runs[1].stdout and runs[0].stdout.count("val acc") == 10
+    # the same recording where accelerate drove the loop: no finding, whose fix would not apply
+    session = load_run(tmp_path / "run").session
+    session.model["framework"] = "accelerate"
+    assert "dataloader-batch-indexing" not in {f.rule for f in diagnose(session).findings}

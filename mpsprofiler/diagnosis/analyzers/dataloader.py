@@ -17,6 +17,7 @@ from ...session.loaders import rebuilt_count
 from ...session.session import Session
 from ...session.steps import StepPoint
 from . import loader_profile
+from .batch_index_fix import BATCH_INDEX_FACTS, batch_index_facts
 from .common import (
     compute_cores,
     is_asynchronous,
@@ -26,7 +27,7 @@ from .common import (
 )
 from .loader_advice import FIGURES_FACTS, REASON_FACTS, advise, steady_ratio, step_loads, step_ratios
 from .loader_place import LOADER_CALLS, PLACE_FACTS, place_facts, shares, stalled_loader
-from .loader_role import eval_role, restarts
+from .loader_role import between_steps, eval_role, restarts
 from .registry import analyzer
 from .source_edit import rewrite_call, short_path
 from .threads import thread_fix_place, torch_threads
@@ -50,7 +51,7 @@ DATALOADER_FACTS: tuple[str, ...] = (
     "steady_steps", "steady_batches", "step_batches", "step_mean_ms", "step_ms", "suggested_num_workers", "suggested_prefetch_factor",
     "train_ms", "training_cores", "worker_cpu_ms", "worker_memory_mib", "worker_runq_ms", "worker_start_method",
     "worker_starved_ms", "workers_limit", "workers_memory_cap", "workers_respawn_each_epoch",
-    *REASON_FACTS, *FIGURES_FACTS, *PLACE_FACTS,
+    *REASON_FACTS, *FIGURES_FACTS, *PLACE_FACTS, *BATCH_INDEX_FACTS,
 )
 """Every fact the ``dataloader`` analyzer may return (declared: no other analyzer may provide one)."""
 
@@ -110,7 +111,7 @@ def dataloader_facts(session: Session) -> dict[str, Any]:
                      # the workers' CPU per batch holds their start-ups unless measured apart
                      restart_cpu="apart" if apart else "in",
                      figures_loading="startup_apart" if apart else "startup")
-    side = facts.get("reason_trains") == "side" or eval_role(loader)
+    side = facts.get("reason_trains") == "side" or eval_role(loader) or between_steps(session, loader)
     facts.update(place_facts(session, loader, _opt_int(facts.get("suggested_num_workers")), workers or 0,
                              facts["batch_size_arg"], facts["prefetch_factor"], side))
     # whose time it is, for the titles: a side loader's waits are an evaluation's between the
@@ -118,6 +119,8 @@ def dataloader_facts(session: Session) -> dict[str, Any]:
     facts["stall_subject"] = facts["stall_wait"] = "evaluation" if side else "training"
     if side:
         facts.update(_evaluation_wait(session, loader))
+    if facts.get("loader_bound") == "ipc":  # dataloader-batch-indexing's snippet: the script's line, its order
+        facts.update(batch_index_facts(loader, facts["batch_size_arg"]))
     if facts.get("loader_bound") == "sampler":
         facts["loader_change"] = "none"  # the fix is the sampler's code, not the loader's arguments
     return facts
@@ -237,7 +240,10 @@ def _profile(session: Session, loader: DataLoaderFields, workers: int, kept: lis
     cores, what = compute_cores(session.env)
     train = fig.train_per_batch(session.device_kind == "cpu")
     per_step = fig.batches / fig.steps if fig.steps else None  # this loader's batches a step
-    consume = side_consume(loader, per_step, eval_role(loader)) if split is not None else None
+    # read between the steps (the script's own evaluation pass): a side loader however many
+    # batches a step it comes to, as a framework's evaluation loader
+    consume = (side_consume(loader, per_step, eval_role(loader) or between_steps(session, loader))
+               if split is not None else None)
     if consume is not None:
         # a loader served in a few steps only (evaluation every N steps): the steps'
         # compute and ratios are the other loader's; its own batches are consumed this fast

@@ -33,6 +33,28 @@ def eval_role(loader: DataLoaderFields | None) -> bool:
     return loader is not None and loader.get("role") in EVAL_ROLES
 
 
+BETWEEN_MIN_GAPS = 3
+"""Gaps between a loader's batches seen before "no step between them" says anything (as
+``side_consume``'s 3)."""
+
+
+def between_steps(session: Session, loader: DataLoaderFields | None) -> bool:
+    """Whether the script reads ``loader`` between its training steps: none of the gaps
+    between its batches held a step boundary, over several gaps, while another loader's
+    did (``consume_steps``: probe/loader_sites.py). An evaluation pass in the script's own
+    loop (``for x, y in val_dl`` after each epoch) reads as many batches as training when
+    the two sets are as long, so its batches per step cannot tell it apart; its wait was
+    called "38% of the training time". False for a recording without the count."""
+    if loader is None:
+        return False
+    gaps, stepped = loader.get("consumes"), loader.get("consume_steps")
+    if not isinstance(gaps, int) or gaps < BETWEEN_MIN_GAPS or stepped != 0:
+        return False
+    return any(d is not loader and d.get("created") != loader.get("created")
+               and isinstance(d.get("consume_steps"), int) and int(d.get("consume_steps") or 0) > 0
+               for d in session.dataloaders.values())
+
+
 def trainer_keeps(session: Session, loader: DataLoaderFields) -> bool:
     """Whether the Trainer keeps this loader across ``evaluate()`` calls once
     ``dataloader_persistent_workers=True``: its evaluation loader (not ``predict()``'s test
