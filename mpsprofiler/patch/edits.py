@@ -50,6 +50,8 @@ class _Edits:
         started = session.run.get("started")
         self.started = float(started) if isinstance(started, (int, float)) else None
         self.last_line: int | None = None
+        self.guard_place: str | None = None
+        """``file:first to line last`` of the top-level code a guard edit could not move."""
 
     def current(self, path: str) -> str:
         """``path``'s text with the edits planned so far (this fix's and the earlier ones')."""

@@ -25,6 +25,7 @@ from ..diagnosis.analyzers.framework_place import (
     TRAINER_LOADER_ARGUMENTS,
     arguments_line,
     command_line_fix,
+    guard_span,
 )
 from ..diagnosis.analyzers.loader_place import LOADER_CALLS, option_text, shared_line, user_label
 from ..diagnosis.analyzers.loader_role import trainer_keeps
@@ -210,6 +211,7 @@ def _loaders(e: _Edits, f: Finding, facts: dict[str, Any]) -> None:
                 return cst.set_keywords(s, ln, ("DataLoader",), c, positional) if c else s
 
             ok = True
+            saved = _saved(e)
             if option is None or at_call or option.movable:
                 ok = e.edit(file, _args(changes), change, line)
                 if ok and option is not None:
@@ -218,9 +220,9 @@ def _loaders(e: _Edits, f: Finding, facts: dict[str, Any]) -> None:
                         _option_change(k, changes[k], option) for k in changes if k != "num_workers" or option.movable)
             if ok and option is not None and not option.movable:
                 e.fix.not_patched.append(_option_left(e, file, line, option, changes["num_workers"]))
-            start = str(d.get("multiprocessing_context") or "") or default_start_method(e.session)
-            if ok and isinstance(n, int) and n > 0 and start in GUARD_START_METHODS:
-                _guard(e, f"workers started by {start} re-import the script")
+            why = _guard_why(e.session, n, _workers(d), str(d.get("multiprocessing_context") or ""))
+            if ok and why is not None and not _guard(e, why):
+                _undo(e, saved, f"{_args(changes)} at {e.short(file)}:{line}")
         if key == "*" and fields.get("persistent_workers") and targets and not done:
             e.fix.not_patched.append("not patched: no DataLoader of the run has workers (num_workers > 0), and "
                                      "persistent_workers needs them; nothing to change")
@@ -263,10 +265,11 @@ def _trainer_loader(e: _Edits, file: str, line: int, changes: dict[str, str], wo
                                  f"its TrainingArguments, not found in that file; set {_args(fields or changes)} "
                                  "there by hand")
         return
+    saved = _saved(e)
     ok = e.edit(file, _args(fields), lambda s, ln: cst.set_keywords(s, ln, ARGUMENT_CALLS, fields), found[1])
-    start = default_start_method(e.session)
-    if ok and workers and workers > 0 and start in GUARD_START_METHODS:
-        _guard(e, f"workers started by {start} re-import the script")
+    why = _guard_why(e.session, workers, 0 if "dataloader_num_workers" in fields else workers, "")
+    if ok and why is not None and not _guard(e, why):
+        _undo(e, saved, f"{_args(fields)} at {e.short(file)}:{found[1]}")
 
 
 def default_start_method(session: Session) -> str:
@@ -278,18 +281,69 @@ def default_start_method(session: Session) -> str:
     return "forkserver" if version >= (3, 14) else "fork"
 
 
-def _guard(e: _Edits, why: str) -> None:
+def _guard_why(session: Session, workers: Any, had: int | None, context: str) -> str | None:
+    """Why the patch that gives a loader ``workers`` also puts the script's top-level code
+    under ``if __name__ == "__main__":`` (None: no need). Workers started by spawn or
+    forkserver re-import the script: with the training at the top level, each worker would
+    start it again and die ("the current process has finished its bootstrapping phase").
+    That is the run's machine where its start method is one of those; and wherever a loader
+    gets workers it had none of (``num_workers=0`` before), since the same patched script
+    run on macOS spawns them: a patch made on Linux must not break it there. A loader that
+    asks for its own ``multiprocessing_context`` is started that way everywhere."""
+    if not isinstance(workers, int) or workers <= 0:
+        return None
+    if context:
+        return f"workers started by {context} re-import the script" if context in GUARD_START_METHODS else None
+    start = default_start_method(session)
+    if start in GUARD_START_METHODS:
+        return f"workers started by {start} re-import the script"
+    if not had:
+        return "on macOS the workers start by spawn and re-import the script"
+    return None
+
+
+def _guard(e: _Edits, why: str) -> bool:
+    """The script's top-level code under ``if __name__ == "__main__":``, the span the
+    finding's fix names (``framework_place.guard_span``, read from the text as patched so
+    far); False where it could not be done (the "not patched" line says why)."""
     script = main_script(e.session)
     if script is None:
         e.fix.not_patched.append("not patched: the run was a module (-m); guard its start with "
                                  "`if __name__ == \"__main__\":` by hand")
-        return
+        return False
     try:
-        if cst.has_main_guard(e.current(script)):
-            return
+        text = e.current(script)
+        if cst.has_main_guard(text):
+            return True
     except (cst.NotFound, OSError, UnicodeDecodeError):
-        pass  # said by the edit below
-    e.edit(script, f'the training under `if __name__ == "__main__":` ({why})', lambda s, _: cst.add_main_guard(s))
+        text = ""  # said by the edit below
+    span = guard_span(text) if text else None
+    where = f"lines {span[0]} to {span[1]}" if span else "the top-level code"
+    ok = e.edit(script, f'the training ({where}) under `if __name__ == "__main__":` ({why})',
+                lambda s, _: cst.add_main_guard(s, span))
+    if not ok and span is not None:
+        e.guard_place = f"{e.short(script)}:{span[0]} to line {span[1]}"
+    return ok
+
+
+def _saved(e: _Edits) -> tuple[dict[str, tuple[str, str]], int]:
+    return dict(e.fix.files), len(e.fix.changes)
+
+
+def _undo(e: _Edits, saved: tuple[dict[str, tuple[str, str]], int], what: str) -> None:
+    """Both or neither: the workers without the guard would start the training again in
+    every worker on macOS (a crash where the script ran), so where the guard could not be
+    written the workers' edit is taken back too, and the "not patched" line says where the
+    guard goes; ``--apply`` then changes nothing."""
+    files, changes = saved
+    e.fix.files = files
+    del e.fix.changes[changes:]
+    where = e.guard_place or "the script's top-level code"
+    e.fix.not_patched.append(
+        f"not patched: {what}: with workers the top-level code ({where}) must run under "
+        "`if __name__ == \"__main__\":` (on macOS each worker re-imports the script and would start the "
+        "training again), and the patch could not move it (the line above says why); put that code under "
+        f"the guard by hand, then set {what}")
 
 
 def _args(fields: dict[str, Any]) -> str:

@@ -339,9 +339,10 @@ SPAWN = ("import multiprocessing, runpy, sys; multiprocessing.set_start_method('
 
 @pytest.mark.slow
 def test_workers_on_macos_come_with_the_main_guard(tmp_path: Path, flat_loader_recorded: Recorded) -> None:
-    """The run was on Linux (fork); the same recording read as a Mac's (spawn) gets the
-    guard with the workers, and the patched script trains under spawn where the original
-    would start the training again in every worker."""
+    """The run was on Linux (fork); the patch gives the loader workers it had none of, so it
+    brings the guard there too (the same script run on macOS spawns them); the same
+    recording read as a Mac's gets the same patch, and the patched script trains under
+    spawn where the original would start the training again in every worker."""
     from mpsprofiler.diagnosis import diagnose
     from mpsprofiler.patch.diff import unified
     from mpsprofiler.patch.plan import plan
@@ -350,7 +351,7 @@ def test_workers_on_macos_come_with_the_main_guard(tmp_path: Path, flat_loader_r
     rec = flat_loader_recorded  # SCRIPTS / "flat_loader.py" with --max-steps 30 (tests/conftest.py)
     rule = next(r for r in rec.rules if r.startswith("dataloader-stall"))
     linux = rec.diff(rule)
-    assert "__main__" not in linux and "num_workers=" in linux  # fork: no guard needed
+    assert '+if __name__ == "__main__":' in linux and "num_workers=" in linux  # harmless under fork, needed on macOS
     session = load_runs([rec.run]).session
     session.env["platform"] = "darwin"
     diagnosis = diagnose(session)

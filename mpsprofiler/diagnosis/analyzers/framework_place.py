@@ -87,6 +87,32 @@ def _stays(stmt: ast.stmt) -> bool:
     return False
 
 
+def _top_level_code(tree: ast.Module) -> list[ast.stmt]:
+    """The script's top-level statements that a re-importing worker must not run (none
+    where the script has the guard already)."""
+    if has_main_guard(tree):
+        return []
+    imports = [i for i, s in enumerate(tree.body) if isinstance(s, (ast.Import, ast.ImportFrom))]
+    last_import = imports[-1] if imports else -1
+    # a bare call above an import is set-up it may need (`sys.path.insert(...)`): it stays
+    return [s for i, s in enumerate(tree.body) if not _stays(s)
+            and not (i < last_import and isinstance(s, ast.Expr) and isinstance(s.value, ast.Call))]
+
+
+def guard_span(source: str) -> tuple[int, int] | None:
+    """(first line, last line) of the top-level code that goes under ``if __name__ ==
+    "__main__":``, the span :func:`guard_note` names; ``mpsprof patch`` moves this span, so
+    the finding's words and the patch agree. None: guarded already, no such code, or the
+    text does not parse."""
+    try:
+        code = _top_level_code(ast.parse(source))
+    except (SyntaxError, ValueError):
+        return None
+    if not code:
+        return None
+    return code[0].lineno, code[-1].end_lineno or code[-1].lineno
+
+
 def _script(session: Session, file: str | None) -> str | None:
     """The script the run ran (its re-import is what the guard stops), else ``file``."""
     target = session.run.get("target")
@@ -105,13 +131,7 @@ def guard_note(session: Session, file: str | None) -> str:
     if script is None or read is None:
         return ""
     source, tree = read
-    if has_main_guard(tree):
-        return ""
-    imports = [i for i, s in enumerate(tree.body) if isinstance(s, (ast.Import, ast.ImportFrom))]
-    last_import = imports[-1] if imports else -1
-    # a bare call above an import is set-up it may need (`sys.path.insert(...)`): it stays
-    code = [s for i, s in enumerate(tree.body) if not _stays(s)
-            and not (i < last_import and isinstance(s, ast.Expr) and isinstance(s.value, ast.Call))]
+    code = _top_level_code(tree)
     if not code:
         return ""
     first, last = code[0], code[-1]

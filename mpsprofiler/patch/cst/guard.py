@@ -131,7 +131,7 @@ def has_main_guard(source: str) -> bool:
     return any(isinstance(s, cst.If) and "__name__" in _code(s.test) for s in module.body)
 
 
-def add_main_guard(source: str) -> str:
+def add_main_guard(source: str, span: tuple[int, int] | None = None) -> str:
     """The top-level code that runs the training moved under ``if __name__ == "__main__":``
     (imports, definitions and constants stay at module level: spawned workers re-import the
     script and need them, and must not start the training again).
@@ -143,7 +143,12 @@ def add_main_guard(source: str) -> str:
     A constant that cannot stay moves under the guard, in its place; a function or class
     that cannot, an import after top-level code, or a Dataset (or ``collate_fn``,
     ``worker_init_fn``) that reads a name only the guarded code binds (a spawned worker
-    would not find it) is refused with its line: the guard is the user's to place."""
+    would not find it) is refused with its line: the guard is the user's to place.
+
+    ``span`` (first line, last line): the top-level code the finding's fix names
+    (``framework_place.guard_span``): what is above it stays as written (set-up such as
+    ``sys.path.insert`` before an import included), and a statement below it that cannot
+    stay above the guard is refused, not moved: the guard covers that span, as the fix says."""
     module = _parse(source)
     if has_main_guard(source):
         raise NotFound("the script has an `if __name__ == \"__main__\":` guard already")
@@ -157,6 +162,18 @@ def add_main_guard(source: str) -> str:
     star = dynamic = False
     for i, stmt in enumerate(body):
         why = None
+        if span is not None and top.lines[i] < span[0]:  # above the code the fix names: as written
+            keep.append(stmt)
+            kept_at.add(i)
+            kind = "def" if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)) else "import" if top.imports[i] else "value"
+            kept.update((name, kind) for name in top.binds[i])
+            star = star or top.star[i]
+            continue
+        if span is not None and top.lines[i] > span[1]:
+            why = _cannot_stay(top, i, kept, kept_at, star, dynamic) if _stays(stmt) else "it is top-level code"
+            if why is not None:
+                raise NotFound(f"line {top.lines[i]} comes after the top-level code (lines {span[0]} to {span[1]}) "
+                               f"and cannot stay above the guard ({why})")
         if moved_at and _stays(stmt):
             why = _cannot_stay(top, i, kept, kept_at, star, dynamic)
             if why is not None and (isinstance(stmt, (cst.FunctionDef, cst.ClassDef)) or top.imports[i]):
