@@ -23,7 +23,7 @@ dl2 = DataLoader(SlowPairs(), batch_size=16)
 head = torch.nn.Linear(16, 3)
 opt = torch.optim.SGD(head.parameters(), lr=0.1)
 for epoch in range(3):
-    for (x, y), b in zip(dl1, dl2):
+    for (x, y), b in zip(dl1, dl2):  # noqa: B905 (a user's script, as written)
         loss = torch.nn.functional.cross_entropy(head(torch.cat([x, b], dim=1)), y)
         opt.zero_grad()
         loss.backward()
