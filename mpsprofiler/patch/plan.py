@@ -27,6 +27,7 @@ from ..diagnosis.analyzers.framework_place import (
     command_line_fix,
     guard_span,
 )
+from ..diagnosis.analyzers.loader_loop import conditional, loop_of, same_call
 from ..diagnosis.analyzers.loader_place import LOADER_CALLS, option_text, shared_line, user_label
 from ..diagnosis.analyzers.loader_role import trainer_keeps
 from ..diagnosis.analyzers.sync_fix import FILTER_SETTING
@@ -178,7 +179,18 @@ def _loaders(e: _Edits, f: Finding, facts: dict[str, Any]) -> None:
                 _trainer_loader(e, file, line, changes, workers)
                 continue
             other = shared_line(e.session, d) if key != "*" else None
-            if other is not None:
+            in_loop = other is not None and same_call(d, other)  # one call, a loop: not a helper's two calls
+            looped = conditional(e.session, d, changes) if in_loop else None
+            if looped is not None:  # a loop builds both: the settings for this loader's pass only
+                changes = looped
+            elif other is not None and in_loop and (loop := loop_of(e.session, d)) is not None:
+                e.fix.not_patched.append(
+                    f"not patched: {e.short(file)}:{line} builds {user_label(e.session, other)} too, in the loop over "
+                    f"`{loop[0]}` ({e.short(file)}:{loop[1]}), and the run cannot tell which pass built "
+                    f"{user_label(e.session, d)}: set {_args(changes)} for {user_label(e.session, d)} only "
+                    f"(a condition on `{loop[0]}`), by hand")
+                continue
+            elif other is not None:
                 # a helper builds this loader and another: the edit belongs at the call that makes
                 # this one, and the helper must hand the arguments on (the fix text says so)
                 call = (f" at the call that makes it ({e.short(str(d.get('call_file')))}:{d.get('call_line')})"
@@ -199,7 +211,7 @@ def _loaders(e: _Edits, f: Finding, facts: dict[str, Any]) -> None:
             # where num_workers comes from (a command-line option, the module's hparams): the
             # diagnosis' decision (cli_option.call_option), which the finding's code follows too
             option = (call_option(file, line, LOADER_CALLS, "num_workers", argv)
-                      if "num_workers" in changes else None)
+                      if "num_workers" in changes and looped is None else None)
             if option is not None and changes.get("persistent_workers") == "True":
                 changes["persistent_workers"] = f"{option.expr} > 0"  # the option may say 0
             at_call = {k: v for k, v in changes.items() if k != "num_workers"} if option is not None else changes

@@ -815,3 +815,32 @@ def test_an_evaluation_loader_gets_batch_indexing_in_its_own_order_and_names(tmp
     session = load_run(tmp_path / "run").session
     session.model["framework"] = "accelerate"
     assert "dataloader-batch-indexing" not in {f.rule for f in diagnose(session).findings}
+
+
+@pytest.mark.slow
+def test_a_line_that_builds_two_loaders_in_a_loop_gives_workers_to_the_slow_one_only(tmp_path):
+    """`for split in ("val", "train"): loaders[split] = DataLoader(...)`: one line builds
+    both loaders; changed as written, the validation loader got the workers too (and `patch`
+    named the wrong loader). The pass that built the slow one is known from the order they
+    were built in, so the fix and the patch write the workers with the loop's variable."""
+    summary, facts = profile(tmp_path, "loop_loaders.py")
+    found = {f["rule"]: f for f in summary["findings"]}
+    stall = found.get("dataloader-stall-critical") or found["dataloader-stall"]
+    assert facts["loader_where"] == "loop" and facts["loader_loop_var"] == "split", facts
+    assert "loop_loaders.py:27) builds the 1st DataLoader too, in the loop over `split`" in stall["fix"], stall["fix"]
+    n = re.search(r"num_workers=(\d+) if split == \"train\" else 0,", stall["fix"])
+    assert n is not None and int(n.group(1)) > 0, stall["fix"]
+    assert 'persistent_workers=split == "train",' in stall["fix"], stall["fix"]
+    patched = mpsprof_cli("patch", str(tmp_path / "run"), env=child_env(), timeout=120)
+    assert patched.returncode == 0, patched.stderr[-2000:]
+    assert f'loop_loaders.py:27: num_workers={n.group(1)} if split == "train" else 0, persistent_workers=split == "train"' \
+        in patched.stdout, patched.stdout
+    assert "__main__" not in patched.stdout.split("diff --git", 1)[1]  # guarded already
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "loop_loaders.py").write_text((SCRIPTS / "loop_loaders.py").read_text())
+    patch_file = next((tmp_path / "run").glob("fix-dataloader-stall*.patch"))
+    subprocess.run(["patch", "-p1", "-s", "-i", str(patch_file)], cwd=work, check=True)
+    ran = subprocess.run([sys.executable, "loop_loaders.py"], cwd=work, capture_output=True, text=True,
+                         env=child_env(), timeout=300)
+    assert ran.returncode == 0 and ran.stdout.count("epoch") == 2, ran.stderr[-2000:]

@@ -17,12 +17,14 @@ from ...session.session import Session
 from .cli_option import Option, call_option
 from .common import num, training_loader
 from .framework_place import guard_note, trainer_place
+from .loader_loop import conditional, loop_of, same_call
 from .loader_role import restarts
 from .source_edit import rewrite_call, short_path
 
 PLACE_FACTS: tuple[str, ...] = ("loader_which", "loader_name_place", "loader_change", "loader_call_place",
                                  "loader_func", "loader_shared_which", "loader_shared_ordinal", "loader_ordinal",
-                                 "loader_rebuilt", "loader_starts", "loader_keeps", "loader_label")
+                                 "loader_rebuilt", "loader_starts", "loader_keeps", "loader_label",
+                                 "loader_loop_var", "loader_loop_place")
 """Besides ``loader_name`` and ``loader_where`` (codes ``rules/dataloader-stall.yaml`` words):
 which loader (``only``, or the ordinal's ending ``st``/``nd``/``rd``/``th`` of
 ``loader_ordinal``: its number among the script's places that build loaders, :func:`user_ordinals`;
@@ -75,7 +77,10 @@ def user_ordinals(session: Session) -> dict[int, int]:
         created = num(d.get("created"))
         if not created:
             continue
-        key = ((d.get("file"), d.get("line"), d.get("call_file"), d.get("call_line"), d.get("role"))
+        # over its dataset and length too: a line in a loop builds the training and the
+        # validation loader (one loader rebuilt every epoch is one record: session/loaders.py)
+        key = ((d.get("file"), d.get("line"), d.get("call_file"), d.get("call_line"), d.get("role"),
+                d.get("dataset"), d.get("len"))
                if d.get("file") and d.get("line") else ("created", created))
         out[int(created)] = places.setdefault(key, len(places) + 1)
     return out
@@ -127,6 +132,39 @@ def _shared_call(session: Session, loader: DataLoaderFields, other: DataLoaderFi
         "loader_shared_ordinal": ordinal,
         "loader_code": rewrite.after + f"\n# and {func}() hands them to its DataLoader(...) (**kwargs)"
                        + (guard_note(session, str(call_file)) if int(changes.get("num_workers", "0")) > 0 else ""),
+    }
+
+
+def _loop_facts(session: Session, loader: DataLoaderFields, other: DataLoaderFields,
+                changes: dict[str, str]) -> dict[str, Any] | None:
+    """The line builds ``other`` too, in a loop (:mod:`.loader_loop`): the line with the
+    settings for this loader's pass only (``num_workers=7 if split == "train" else 0``), or,
+    where the run cannot tell its pass, the settings and a word that they are for it only."""
+    found = loop_of(session, loader)
+    file, line = loader.get("file"), num(loader.get("line"))
+    if found is None or not file or not line:
+        return None
+    var, loop_line, cond = found
+    var = cond.split(" == ", 1)[0] if cond else var  # the name the condition reads (`split` of `split, n`)
+    which = conditional(session, loader, changes) if cond else None
+    rewrite = rewrite_call(str(file), int(line), LOADER_CALLS, which or changes)
+    if rewrite is None:
+        return None
+    cwd = session.run.get("cwd")
+    created = num(other.get("created"))
+    ordinal = user_ordinals(session).get(int(created)) if created else None
+    code = rewrite.after
+    if which is None:
+        code += f"\n# for {user_label(session, loader)} only, not {user_label(session, other)}: a condition on {var}"
+    workers = int(changes.get("num_workers", "0")) if changes.get("num_workers", "0").isdigit() else 0
+    return {
+        "loader_where": "loop" if which else "loop_any",
+        "loader_place": f"{short_path(rewrite.path, cwd)}:{rewrite.line}",
+        "loader_loop_var": var,
+        "loader_loop_place": f"{short_path(str(file), cwd)}:{loop_line}",
+        "loader_shared_which": _ordinal(ordinal) if ordinal else "only",
+        "loader_shared_ordinal": ordinal,
+        "loader_code": code + (guard_note(session, str(file)) if workers > 0 else ""),
     }
 
 
@@ -232,7 +270,9 @@ def _place_facts(session: Session, loader: DataLoaderFields, suggested: int | No
         return out
     shared = shared_line(session, loader)
     if shared is not None:
-        call = _shared_call(session, loader, shared, changes)
+        call = _shared_call(session, loader, shared, changes) if not same_call(loader, shared) else None
+        if call is None:
+            call = _loop_facts(session, loader, shared, changes)
         if call is not None:
             out.update(call)
             return out

@@ -180,6 +180,9 @@ def add_main_guard(source: str, span: tuple[int, int] | None = None) -> str:
                 raise NotFound(f"line {top.lines[i]} comes after top-level code (line {top.lines[min(moved_at)]}) "
                                f"and cannot stay above the guard ({why}), nor go under it (spawned workers need it)")
         if _stays(stmt) and why is None:
+            if (moved_at and keep and isinstance(keep[-1], (cst.FunctionDef, cst.ClassDef))
+                    and isinstance(stmt, cst.SimpleStatementLine) and not stmt.leading_lines):
+                stmt = stmt.with_changes(leading_lines=[cst.EmptyLine(), cst.EmptyLine()])  # pulled up below a def
             keep.append(stmt)
             kept_at.add(i)
             kind = "def" if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)) else "import" if top.imports[i] else "value"
