@@ -111,9 +111,17 @@ def test_reads_that_torch_distributions_makes_to_check_its_arguments_are_told_wi
     with ThreadPoolExecutor(2) as pool:
         checked, unchecked = pool.map(lambda a: _run(tmp_path, *a), runs)
     mac = {f["rule"]: f for f in checked["findings"]}["sync-heavy-mac"]
-    assert mac["facts"]["syncs_per_step"] == pytest.approx(60, abs=1), mac["facts"]
-    assert "40 of these reads a step are `torch.distributions` checking the arguments" in mac["fix"], mac["fix"]
+    if mac["facts"].get("syncs_counted") == "at_least":
+        # the sampled step was cut at the op sampler's time cap (a loaded machine: CI read 51):
+        # its reads are counted up to the cut, and the finding says so
+        assert 20 < mac["facts"]["syncs_per_step"] < 60 and "at least" in mac["title"], mac
+        assert "of these reads a step are `torch.distributions` checking the arguments" in mac["fix"], mac["fix"]
+    else:
+        assert mac["facts"]["syncs_per_step"] == pytest.approx(60, abs=1), mac["facts"]
+        assert "40 of these reads a step are `torch.distributions` checking the arguments" in mac["fix"], mac["fix"]
     assert "policy_gradient.py:40" in mac["fix"] and "validate_args=False" in mac["fix"]
     assert "norms = torch.stack" not in mac["fix"]
     rest = {f["rule"]: f for f in unchecked["findings"]}["sync-heavy-mac"]
-    assert rest["facts"]["syncs_per_step"] == pytest.approx(20, abs=1) and "torch.distributions" not in rest["fix"]
+    assert "torch.distributions" not in rest["fix"]
+    if rest["facts"].get("syncs_counted") != "at_least":
+        assert rest["facts"]["syncs_per_step"] == pytest.approx(20, abs=1), rest["facts"]
