@@ -157,7 +157,8 @@ def test_a_stall_fix_naming_prefetch_factor_sets_it_where_workers_run(tmp_path: 
     fix = plan(session, [stall], {})[0]  # type: ignore[list-item]
     text = fix.files[str(script.resolve())][1]
     assert "loader = DataLoader(ds, batch_size=4, num_workers=2, persistent_workers=True, prefetch_factor=4)\n" in text
-    scope: dict[str, object] = {"ds": list(range(16)), "DataLoader": DataLoader}
+    assert 'if __name__ == "__main__":' in text  # workers for a top-level script: under the guard (spawn)
+    scope: dict[str, object] = {"ds": list(range(16)), "DataLoader": DataLoader, "__name__": "__main__"}
     exec(compile(text, "patched.py", "exec"), scope)  # torch takes it: the loader has workers
     assert scope["loader"].prefetch_factor == 4  # type: ignore[attr-defined]
     no_workers = _finding("dataloader-stall", fix_text, suggested_num_workers=0, num_workers=1, loader_created=1)

@@ -490,6 +490,23 @@ def _shared_loaders(tmp: Path) -> dict[str, Any]:
     return place_facts(session, second, 2, 0, "8", None)  # type: ignore[arg-type]
 
 
+def _loop_loaders(tmp: Path, literal: bool) -> dict[str, Any]:
+    """Two loaders built at one line in a loop (``loaders[split] = DataLoader(...)``), the
+    2nd the slow one: over a literal tuple the pass that built it is known, over a name not."""
+    from types import SimpleNamespace
+
+    from mpsprofiler.diagnosis.analyzers.loader_place import place_facts
+
+    script = tmp / ("loop.py" if literal else "loopvar.py")
+    head = 'for split in ("val", "train"):\n' if literal else "for split in splits:\n"
+    script.write_text("from torch.utils.data import DataLoader\nsplits = ['val', 'train']\nloaders = {}\n" + head
+                      + "    loaders[split] = DataLoader(data[split], batch_size=8)\n")
+    first = {"file": str(script), "line": 5, "created": 1, "dataset": "A", "len": 4}
+    second = {**first, "created": 2, "dataset": "B", "len": 40}
+    session = SimpleNamespace(dataloaders={1: first, 2: second}, run={"cwd": str(tmp)}, model={"framework": None})
+    return place_facts(session, second, 2, 0, "8", None)  # type: ignore[arg-type]
+
+
 def _threads(tmp: Path, monkeypatch: pytest.MonkeyPatch, workers: int = 0, busy: float = 0.0, measured: bool = True,
              calls: list[dict[str, Any]] | None = None, target: str | None = None, torch_threads: int = 8,
              others: float | None = None) -> dict[str, Any]:
@@ -623,6 +640,14 @@ def _code_cases(tmp: Path, monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, s
          "The line that builds the 2nd DataLoader (train.py:2) builds the 1st DataLoader too, so changed there both "
          "would get the workers. Give them to this one only, at the call that makes it (train.py:6), and let "
          "`make_loader()` hand them on to `DataLoader(...)`"),
+        (ds, "loader_where", _loop_loaders(tmp, literal=True),
+         "The line that builds the 2nd DataLoader (loop.py:5) builds the 1st DataLoader too, in the loop over "
+         "`split` (loop.py:4); changed as written, both would get the workers. Give them to this one only, with a "
+         "condition on `split`: change the line to"),
+        (ds, "loader_where", _loop_loaders(tmp, literal=False),
+         "The line that builds the 2nd DataLoader (loopvar.py:5) builds the 1st DataLoader too, in the loop over "
+         "`split` (loopvar.py:4), and the run cannot tell which pass built which; changed as written, both would "
+         "get the workers. Set these for this one only (a condition on `split`)"),
         (ds, "loader_where", _loader(tmp, "hf.py", trainer=True),
          "The Trainer builds it from its `TrainingArguments`: change them (hf.py:2) to"),
         (ds, "loader_where", _loader(tmp, "gone.py", trainer=True),
