@@ -91,17 +91,27 @@ def detect_warmup(durations: list[float]) -> int:
     The reference is the median of the later half; warm-up ends at the first step from
     which two consecutive steps are within ``WARMUP_FACTOR`` of it. Capped at a third of
     the steps so a run that never settles still has steady figures.
+
+    A loop whose steps alternate (a loader that yields each batch twice: 36 ms of waiting,
+    then none) never has two steps in a row near the median of either kind; there the
+    pairs' mean against the later half's mean decides (a third of a 40-step run was called
+    warm-up, which left too few steady steps for the stall finding the run needed).
     """
     n = len(durations)
     if n < 2:
         return 0
     if n < 4:
         return 1
-    ref = median(durations[n // 2 :])
+    later = durations[n // 2 :]
+    ref = median(later)
     limit = WARMUP_FACTOR * ref
     cap = max(1, n // 3)
     for i in range(n - 1):
         if durations[i] <= limit and durations[i + 1] <= limit:
+            return min(max(i, 1), cap)
+    pair_limit = WARMUP_FACTOR * sum(later) / len(later)
+    for i in range(n - 1):
+        if durations[i] + durations[i + 1] <= 2 * pair_limit:
             return min(max(i, 1), cap)
     return cap
 

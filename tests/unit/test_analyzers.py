@@ -416,6 +416,22 @@ def test_warmup_facts():
     assert f["warmup_first_step_ratio"] == pytest.approx(25.0, rel=0.05)
 
 
+def test_alternating_steps_are_not_taken_for_a_long_warm_up():
+    """A loader that yields each batch twice: steps alternate between ~36 ms of waiting and
+    none, so no two steps in a row are near the median of either kind. A third of the run
+    (13 of 40) was called warm-up, leaving too few steady steps for the stall finding; the
+    pairs' mean settles at once. A warm-up that really comes down keeps its length."""
+    from mpsprofiler.session.steps import detect_warmup
+
+    alternating = [0.2] + [0.037, 0.001] * 20
+    assert detect_warmup(alternating) == 1
+    slowing = [0.5, 0.4, 0.3, 0.3] + [0.037, 0.001] * 20
+    assert detect_warmup(slowing) == 4
+    assert detect_warmup([0.5, 0.4, 0.3, 0.3] + [0.02] * 40) == 4  # the old rule, unchanged
+    never = [0.5 - 0.01 * i for i in range(40)]  # a run that only comes down: a third, as before
+    assert detect_warmup(never) == 13
+
+
 # --------------------------------------------------------------------------- crashes
 
 WORDINGS = [
