@@ -101,6 +101,7 @@ def test_workers_taken_from_a_command_line_option_are_set_as_its_default(tmp_pat
     text = script.read_text()
     assert f'parser.add_argument("--workers", type=int, default={n}, help=' in text, text
     assert "num_workers=args.workers, persistent_workers=args.workers > 0)" in text, text
+    assert 'if __name__ == "__main__":' in text, text  # --workers N spawns them on macOS: the guard comes too
     for option in ([], ["--workers", "0"]):
         ran = subprocess.run([sys.executable, str(script), "--steps", "3", *option], capture_output=True, text=True,
                              env=child_env(), timeout=120)
@@ -167,7 +168,9 @@ def test_an_option_two_loaders_read_is_left_at_both_and_run_with_changes_both(tm
     script, facts, out = _profile_and_patch(tmp_path, "two_loaders_option.py")
     n = facts["suggested_num_workers"]
     assert isinstance(n, int) and n > 0, n
-    train, val = line_of(script, "train = DataLoader("), line_of(script, "val = DataLoader(")
+    # the lines as recorded (the patch applied in place puts the training under the main guard)
+    original = REPO / "tests" / "scripts_patch" / "two_loaders_option.py"
+    train, val = line_of(original, "train = DataLoader("), line_of(original, "val = DataLoader(")
     said = (f"run it with --workers {n} (the call at two_loaders_option.py:{val} reads --workers too:"
             f"{{}}it gets {n} as well; give this loader its own option to keep them apart)")
     assert "# and " + said.format("\n# ") in str(facts["loader_code"]), facts["loader_code"]
@@ -175,6 +178,7 @@ def test_an_option_two_loaders_read_is_left_at_both_and_run_with_changes_both(tm
             f"and needs no change there; {said.format(' ')}") in out, out
     text = script.read_text()
     assert "num_workers=args.workers, persistent_workers=args.workers > 0)" in text, text
+    assert 'if __name__ == "__main__":' in text, text  # --workers N spawns them on macOS: the guard comes too
     assert "val = DataLoader(Reads(0.0), batch_size=64, num_workers=args.workers)" in text, text
     assert 'parser.add_argument("--workers", type=int, default=0)' in text, text  # both loaders' default, as written
     assert "trained with 2 workers" in _runs(script, "--workers", "2")
