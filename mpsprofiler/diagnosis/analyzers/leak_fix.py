@@ -84,18 +84,8 @@ def deque_safe(tree: ast.Module, holder: str) -> bool:
     takes: no slice of it, no ``.sort()``, no ``+`` of it, not handed to ``json.dump(s)``.
     The "or keep only the last N" alternative is offered only then: a deque where the script
     slices its history raises a TypeError at the first summary."""
-    parents: dict[ast.AST, ast.AST] = {}
-    for node in ast.walk(tree):
-        for child in ast.iter_child_nodes(node):
-            parents[child] = node
-    for node in ast.walk(tree):
-        if not isinstance(node, (ast.Name, ast.Attribute, ast.Subscript)):
-            continue
-        try:
-            if ast.unparse(node) != holder:
-                continue
-        except Exception:
-            continue
+    parents = _parents(tree)
+    for node in _uses(tree, holder):
         parent = parents.get(node)
         if isinstance(parent, ast.Subscript) and parent.value is node and isinstance(parent.slice, ast.Slice):
             return False
@@ -103,12 +93,25 @@ def deque_safe(tree: ast.Module, holder: str) -> bool:
             return False
         if isinstance(parent, ast.BinOp) and isinstance(parent.op, ast.Add):
             return False
-        if isinstance(parent, ast.Call) and node in parent.args:
-            func = parent.func
-            name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
-            if name in LIST_ONLY_CALLS:
-                return False
+        if isinstance(parent, ast.Call) and node in parent.args and _called(parent) in LIST_ONLY_CALLS:
+            return False
     return True
+
+
+def _parents(tree: ast.Module) -> dict[ast.AST, ast.AST]:
+    """Each node's parent: how a use of the container is used (sliced, stacked, called on)."""
+    parents: dict[ast.AST, ast.AST] = {}
+    for node in ast.walk(tree):
+        for child in ast.iter_child_nodes(node):
+            parents[child] = node
+    return parents
+
+
+def _uses(tree: ast.Module, holder: str) -> list[ast.expr]:
+    """The script's expressions that name the container ``holder`` as the leak names it
+    (``history``, ``self.outs``, ``stats['loss']``)."""
+    return [node for node in ast.walk(tree)
+            if isinstance(node, (ast.Name, ast.Attribute, ast.Subscript)) and _is(node, holder)]
 
 
 JOINS = frozenset({"stack", "cat", "concat", "concatenate", "vstack", "hstack", "dstack", "column_stack",
@@ -126,14 +129,9 @@ def number_safe(tree: ast.Module, holder: str) -> bool:
     and their kind, and no tensor method or attribute used on one of its elements (indexed,
     or the variable of a ``for`` over it). The ".item()" alternative is offered only then:
     a script that stacks its last 50 losses raises a TypeError at the first summary."""
-    parents: dict[ast.AST, ast.AST] = {}
-    for node in ast.walk(tree):
-        for child in ast.iter_child_nodes(node):
-            parents[child] = node
+    parents = _parents(tree)
     elements: set[str] = set()  # names a `for` over the holder binds to its elements
-    for node in ast.walk(tree):
-        if not isinstance(node, (ast.Name, ast.Attribute, ast.Subscript)) or not _is(node, holder):
-            continue
+    for node in _uses(tree, holder):
         use: ast.AST = node
         element = False
         parent = parents.get(use)
@@ -152,9 +150,9 @@ def number_safe(tree: ast.Module, holder: str) -> bool:
             return False
         if isinstance(parent, (ast.For, ast.comprehension)) and parent.iter is use and isinstance(parent.target, ast.Name):
             elements.add(parent.target.id)
-    for node in ast.walk(tree):
-        if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in elements
-                and node.attr not in NUMBER_ATTRS):
+    for walked in ast.walk(tree):
+        if (isinstance(walked, ast.Attribute) and isinstance(walked.value, ast.Name) and walked.value.id in elements
+                and walked.attr not in NUMBER_ATTRS):
             return False
     return True
 
