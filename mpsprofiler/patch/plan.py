@@ -179,11 +179,12 @@ def _loaders(e: _Edits, f: Finding, facts: dict[str, Any]) -> None:
                 _trainer_loader(e, file, line, changes, workers)
                 continue
             other = shared_line(e.session, d) if key != "*" else None
-            in_loop = other is not None and same_call(d, other)  # one call, a loop: not a helper's two calls
-            looped = conditional(e.session, d, changes) if in_loop else None
+            # one call, a loop: not a helper's two calls
+            loop = loop_of(e.session, d) if other is not None and same_call(d, other) else None
+            looped = conditional(d, changes, loop[2]) if loop is not None and loop[2] is not None else None
             if looped is not None:  # a loop builds both: the settings for this loader's pass only
                 changes = looped
-            elif other is not None and in_loop and (loop := loop_of(e.session, d)) is not None:
+            elif loop is not None and other is not None:  # (a loop is looked for only beside another loader)
                 e.fix.not_patched.append(
                     f"not patched: {e.short(file)}:{line} builds {user_label(e.session, other)} too, in the loop over "
                     f"`{loop[0]}` ({e.short(file)}:{loop[1]}), and the run cannot tell which pass built "

@@ -101,14 +101,11 @@ def same_call(a: DataLoaderFields, b: DataLoaderFields) -> bool:
     return (a.get("call_file"), a.get("call_line")) == (b.get("call_file"), b.get("call_line"))
 
 
-def conditional(session: Session, loader: DataLoaderFields, changes: dict[str, str]) -> dict[str, str] | None:
-    """``changes`` (keyword -> value text) for the pass that built ``loader`` only, the other
-    passes keeping what the call says (or DataLoader's default); None without a condition,
-    or where the call passes arguments by position past the dataset (not read here)."""
-    found = loop_of(session, loader)
-    if found is None or found[2] is None:
-        return None
-    cond = found[2]
+def conditional(loader: DataLoaderFields, changes: dict[str, str], cond: str) -> dict[str, str] | None:
+    """``changes`` (keyword -> value text) for the pass that built ``loader`` only (``cond``,
+    the condition :func:`loop_of` found for it), the other passes keeping what the call says
+    (or DataLoader's default); None where the call passes arguments by position past the
+    dataset (not read here)."""
     read = read_tree(str(loader.get("file")))
     call = find_call(read[1], int(num(loader.get("line")) or 0), ("DataLoader",)) if read else None
     if read is None or call is None or len(call[1].args) > 2:

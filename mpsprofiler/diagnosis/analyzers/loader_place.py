@@ -146,7 +146,7 @@ def _loop_facts(session: Session, loader: DataLoaderFields, other: DataLoaderFie
         return None
     var, loop_line, cond = found
     var = cond.split(" == ", 1)[0] if cond else var  # the name the condition reads (`split` of `split, n`)
-    which = conditional(session, loader, changes) if cond else None
+    which = conditional(loader, changes, cond) if cond else None
     rewrite = rewrite_call(str(file), int(line), LOADER_CALLS, which or changes)
     if rewrite is None:
         return None
