@@ -27,7 +27,7 @@ from .common import (
 )
 from .loader_advice import FIGURES_FACTS, REASON_FACTS, advise, steady_ratio, step_loads, step_ratios
 from .loader_place import LOADER_CALLS, PLACE_FACTS, place_facts, shares, stalled_loader
-from .loader_role import between_steps, eval_role, restarts
+from .loader_role import read_aside, restarts
 from .registry import analyzer
 from .source_edit import rewrite_call, short_path
 from .threads import thread_fix_place, torch_threads
@@ -111,7 +111,7 @@ def dataloader_facts(session: Session) -> dict[str, Any]:
                      # the workers' CPU per batch holds their start-ups unless measured apart
                      restart_cpu="apart" if apart else "in",
                      figures_loading="startup_apart" if apart else "startup")
-    side = facts.get("reason_trains") == "side" or eval_role(loader) or between_steps(session, loader)
+    side = facts.get("reason_trains") == "side" or read_aside(session, loader)
     facts.update(place_facts(session, loader, _opt_int(facts.get("suggested_num_workers")), workers or 0,
                              facts["batch_size_arg"], facts["prefetch_factor"], side))
     # whose time it is, for the titles: a side loader's waits are an evaluation's between the
@@ -242,8 +242,7 @@ def _profile(session: Session, loader: DataLoaderFields, workers: int, kept: lis
     per_step = fig.batches / fig.steps if fig.steps else None  # this loader's batches a step
     # read between the steps (the script's own evaluation pass): a side loader however many
     # batches a step it comes to, as a framework's evaluation loader
-    consume = (side_consume(loader, per_step, eval_role(loader) or between_steps(session, loader))
-               if split is not None else None)
+    consume = side_consume(loader, per_step, read_aside(session, loader)) if split is not None else None
     if consume is not None:
         # a loader served in a few steps only (evaluation every N steps): the steps'
         # compute and ratios are the other loader's; its own batches are consumed this fast

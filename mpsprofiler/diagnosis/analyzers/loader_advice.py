@@ -237,7 +237,7 @@ def advise(
                    reason_free_cores=free, reason_free_tail=free or "none")
         if bound == "waiting":
             codes = ["waiting"]
-            queue = out["worker_runq_ms"] if workers else out["fetch_runq_ms"]
+            queue = _runq_ms(workers, out)
             why.update(reason_cpu_part=_known(load_cpu),
                        reason_queue_part=queue if isinstance(queue, float) and queue >= QUEUE_MS else "none",
                        reason_demand=demand if spread is not None and demand is not None and not bursts else "unknown")
@@ -436,12 +436,17 @@ def figures(bound: str, workers: int, out: dict[str, Any], batch_size: int | Non
     }
 
 
+def _runq_ms(workers: int, out: dict[str, Any]) -> Any:
+    """A batch's time waiting for a free core where it is built: the workers', or the
+    training process's fetch."""
+    return out.get("worker_runq_ms") if workers else out.get("fetch_runq_ms")
+
+
 def _core_wait(workers: int, out: dict[str, Any]) -> bool:
     """Whether most of a waiting loader's waiting was for a free core (its run-queue time:
     "10.1 ms of it CPU work and 47.4 ms waiting for a free CPU core" of a 90.9 ms batch was
     said to be "mostly waiting (I/O, sleep)")."""
-    load, cpu = out.get("load_ms"), out.get("load_cpu_ms")
-    runq = out.get("worker_runq_ms") if workers else out.get("fetch_runq_ms")
+    load, cpu, runq = out.get("load_ms"), out.get("load_cpu_ms"), _runq_ms(workers, out)
     if not (isinstance(load, (int, float)) and isinstance(cpu, (int, float)) and isinstance(runq, (int, float))):
         return False
     waiting = max(0.0, float(load) - float(cpu))

@@ -55,6 +55,13 @@ def between_steps(session: Session, loader: DataLoaderFields | None) -> bool:
                for d in session.dataloaders.values())
 
 
+def read_aside(session: Session, loader: DataLoaderFields | None) -> bool:
+    """An evaluation loader by what the run saw: built by a framework's evaluation hook
+    (:func:`eval_role`) or read between the training steps (:func:`between_steps`). The
+    one answer for the loader's figures (its consumption) and its texts (its subject)."""
+    return eval_role(loader) or between_steps(session, loader)
+
+
 def trainer_keeps(session: Session, loader: DataLoaderFields) -> bool:
     """Whether the Trainer keeps this loader across ``evaluate()`` calls once
     ``dataloader_persistent_workers=True``: its evaluation loader (not ``predict()``'s test
