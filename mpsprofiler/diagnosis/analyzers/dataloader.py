@@ -425,7 +425,7 @@ def _respawn_line(session: Session, loader: DataLoaderFields) -> dict[str, Any]:
     if rewrite is None:
         return {}
     return {"respawn_fix": "persistent_line", "respawn_code": rewrite.after,
-            "respawn_place": f"{short_path(rewrite.path, session.run.get('cwd'))}:{rewrite.line}"}
+            "respawn_place": rewrite.place(session.run.get('cwd'))}
 
 
 def _epoch_starts(session: Session, length: int) -> tuple[list[StepPoint], list[StepPoint]]:

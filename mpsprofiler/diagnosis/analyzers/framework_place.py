@@ -170,7 +170,7 @@ def arguments_fix(file: str | None, line: int | None, changes: dict[str, str], c
     found = arguments_line(file, line) if file else None
     rewrite = rewrite_call(file, found[1], (found[0],), changes) if file and found else None
     if rewrite is not None:
-        return ArgumentsFix(rewrite.after, rewrite.path, rewrite.line, f"{short_path(rewrite.path, cwd)}:{rewrite.line}")
+        return ArgumentsFix(rewrite.after, rewrite.path, rewrite.line, rewrite.place(cwd))
     lines = [f"args = {ARGUMENT_CALLS[0]}(", "    ...,"] + [f"    {k}={v}," for k, v in changes.items()] + [")"]
     return ArgumentsFix("\n".join(lines))
 

@@ -126,7 +126,7 @@ def _shared_call(session: Session, loader: DataLoaderFields, other: DataLoaderFi
     ordinal = user_ordinals(session).get(int(created)) if created else None
     return {
         "loader_where": "shared",  # the rule file's words: the line builds another loader too
-        "loader_call_place": f"{short_path(rewrite.path, cwd)}:{rewrite.line}",
+        "loader_call_place": rewrite.place(cwd),
         "loader_func": str(func),
         "loader_shared_which": _ordinal(ordinal) if ordinal else "only",
         "loader_shared_ordinal": ordinal,
@@ -159,7 +159,7 @@ def _loop_facts(session: Session, loader: DataLoaderFields, other: DataLoaderFie
     workers = int(changes.get("num_workers", "0")) if changes.get("num_workers", "0").isdigit() else 0
     return {
         "loader_where": "loop" if which else "loop_any",
-        "loader_place": f"{short_path(rewrite.path, cwd)}:{rewrite.line}",
+        "loader_place": rewrite.place(cwd),
         "loader_loop_var": var,
         "loader_loop_place": f"{short_path(str(file), cwd)}:{loop_line}",
         "loader_shared_which": _ordinal(ordinal) if ordinal else "only",
@@ -279,7 +279,7 @@ def _place_facts(session: Session, loader: DataLoaderFields, suggested: int | No
     option = _option(session, str(file), int(line), changes) if file and line else None
     rewrite = rewrite_call(str(file), int(line), LOADER_CALLS, changes) if file and line else None
     if rewrite is not None:
-        where = f"{short_path(rewrite.path, session.run.get('cwd'))}:{rewrite.line}"
+        where = rewrite.place(session.run.get('cwd'))
         out["loader_place"] = where
         out["loader_where"] = "rewrite"  # "Change the line that builds ... to" (the rule file's words)
         # workers started by spawn re-import the script: where its top-level code starts, as written

@@ -27,6 +27,10 @@ class Rewrite:
     after: str
     has_main_guard: bool
 
+    def place(self, cwd: object) -> str:
+        """``file:line`` of the rewritten statement as the texts name it (:func:`short_path`)."""
+        return f"{short_path(self.path, cwd)}:{self.line}"
+
 
 def read_tree(path: str) -> tuple[str, ast.Module] | None:
     try:

@@ -216,7 +216,7 @@ def thread_fix_place(session: Session, suggested: int) -> dict[str, Any]:
         rewrite = rewrite_call(str(call["file"]), int(call.get("line") or 0), ("set_num_threads",),
                                {}, positional={0: str(suggested)})
         if rewrite is not None:
-            place = f"{short_path(rewrite.path, cwd)}:{rewrite.line}"
+            place = rewrite.place(cwd)
             return {"thread_set_place": place, "thread_fix_code": rewrite.after,
                     "thread_fix_where": "set_num_threads"}  # codes the rule files word
     env_line = _omp_assignment(session)
