@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import shlex
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -368,11 +368,24 @@ def loader_section(session: Session) -> tuple[str, list[tuple[str, str]]]:
         rows.append(("Machine CPUs busy", fmt_pct(f["machine_busy_share"])))
     cores = f.get("cores_for_workers")
     if cores:
-        rows.append(("Cores", f"{cores}, {f.get('cores_free_for_workers')} free beside the training"))
+        rows.append(("Cores", _cores_words(f, cores)))
     if f.get("suggested_num_workers") is not None:
         helps = "more workers help" if f.get("num_workers_helps") else "more workers would not help"
         rows.append(("Suggested num_workers", f"{f['suggested_num_workers']} (now {f.get('num_workers')}; {helps})"))
     return LOADER_ROLE_HEADING[role], rows
+
+
+def _cores_words(f: Mapping[str, Any], cores: Any) -> str:
+    """The cores row: how many were free beside the training and what other programs used
+    during the run; where their use was not measured, the cores less the training's, said as
+    such ("2, 1 free beside the training" was shown while other programs kept 1.4 busy)."""
+    free = f.get("cores_free_for_workers")
+    free_words = "none" if free == 0 else str(free)
+    others = f.get("cores_others_busy")
+    if others is None:
+        return f"{cores}, {free_words} free beside the training (other programs' use not measured)"
+    return (f"{cores}: the training kept {f.get('training_cores')} busy and other programs about "
+            f"{float(others):.1f} during the run, so {free_words} free")
 
 
 def _ms(v: Any) -> str:

@@ -192,6 +192,39 @@ def test_stall_facts_add_up_and_an_unmeasured_loader_is_capped_by_the_cores():
     assert f["device_idle_share_while_waiting"] is None  # the CPU is synchronous
 
 
+def _busy_machine(sys_busy: float, main_cores: float, env: dict[str, Any] | None = None) -> Session:
+    """A loader that computes (20 ms of CPU of a 30 ms wait, 10 ms to train) while the sampler
+    saw ``sys_busy`` of the machine's CPUs busy and the training process use ``main_cores``."""
+    rows = step_rows([0.04] * 100, waits=[0.03] * 100, cpu=[0.02] * 100, runq=[0.005] * 100)
+    mem = [events.encode(events.KIND_MEM, 1.0 + k * 0.5, rss=GIB, rss_children=0, workers=0, sys_available=12 * GIB,
+                         sys_total=16 * GIB, swap_used=0, cpu_pct=100.0, cpu_main_s=k * 0.5 * main_cores,
+                         sys_busy=sys_busy) for k in range(9)]  # fmt: skip
+    return build_session(env=env, loaders=[loader(len=1000)], rows=rows, mem=mem)
+
+
+def test_cores_taken_by_other_programs_are_not_called_free_and_do_not_bound_the_workers_as_free():
+    """2 cores, the training on 1, other programs on 1.4 (95% of the machine busy): the table
+    said "2, 1 free beside the training" and the reason "this machine has 1 of its 2 free"."""
+    from mpsprofiler.report.common import loader_section
+
+    busy = _busy_machine(0.95, 0.5)
+    f = facts_of(busy)
+    assert f["cores_others_busy"] == pytest.approx(1.4, abs=0.05) and f["cores_free_for_workers"] == 0
+    rows = dict(loader_section(busy)[1])
+    assert rows["Cores"] == "2: the training kept 1 busy and other programs about 1.4 during the run, so none free"
+    assert "this machine has 1 of its" not in reason_text(f)
+    assert "(other programs kept about 1.4 busy during the run)" in reason_text(f), reason_text(f)
+    assert f["suggested_num_workers"] >= 1  # a worker still gets its turn on a busy core
+    quiet = _busy_machine(0.3, 0.5)  # 0.6 of 2 CPUs busy, 0.5 of it the training's: 0.1 others
+    q = facts_of(quiet)
+    assert q["cores_free_for_workers"] == 1 and "so 1 free" in dict(loader_section(quiet)[1])["Cores"]
+    # 8 cores, other programs on 5: 2 free beside the training (it said 7), too few for the 3
+    # workers this loader needs, so it is short of cores, not "7 free"
+    big = facts_of(_busy_machine(0.75, 1.0, env=dict(LINUX_ENV, cores_physical=8, cores_logical=8)))
+    assert big["cores_free_for_workers"] == 2 and big["num_workers_reason"][0] == "cpu_short", big
+    assert "(other programs kept about 5.0 busy during the run)" in reason_text(big), reason_text(big)
+
+
 def test_num_workers_prefers_performance_cores_and_never_exceeds_the_free_ones_unmeasured():
     rows = step_rows([0.04] * 30, waits=[0.036] * 30)  # 4 ms compute: 12 workers needed
     mac = build_session(env=MAC_ENV, device="mps", loaders=[loader(len=1000, persistent_workers=True)], rows=rows)

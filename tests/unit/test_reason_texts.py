@@ -71,9 +71,10 @@ def _fig(wait_ms: float, step_ms: float, cpu_ms: float | None = None, n: int = 4
 def _advise(bound: str, fig: LoaderFigures, workers: int = 0, train_s: float = 0.01, cores: int | None = 4,
             available: int | None = 64 * 2**30, per_start: int | None = 1000,
             spread: tuple[float, float, float] | None = None, logical: int = 8,
-            average: float | None = None, sampler: tuple[float, str, str] | None = None) -> dict[str, Any]:
+            average: float | None = None, sampler: tuple[float, str, str] | None = None,
+            others: float | None = None) -> dict[str, Any]:
     facts = advise(fig, bound, workers, train_s, 1, cores, "physical", 32, available, None, logical, per_start,
-                   "fork", spread, average, sampler=sampler)
+                   "fork", spread, average, sampler=sampler, others=others)
     facts["loader_bound"] = bound
     return facts
 
@@ -174,7 +175,22 @@ def test_plurals_and_kinds_of_core_come_from_the_rule_file() -> None:
     many = _advise("cpu", _fig(30.0, 40.0, cpu_ms=30.0), cores=8)
     assert f"so {many['num_workers_needed']} workers keep up" in reason_text(many)
     single = _advise("unknown", _fig(30.0, 40.0), cores=2)
-    assert "no more than the 1 physical core free." in reason_text(single)
+    assert "no more than the 1 physical core free beside the training." in reason_text(single)
+
+
+def test_cores_other_programs_kept_busy_are_not_called_free() -> None:
+    """2 cores, the training on 1, other programs on 1.4: "this machine has 1 of its 2
+    physical cores free beside the training" was said of a core the run never saw free."""
+    busy = _advise("cpu", _fig(30.0, 40.0, cpu_ms=1.0), cores=2, others=1.4)
+    assert busy["cores_free_for_workers"] == 0 and busy["suggested_num_workers"] == 1
+    assert ("this machine has" not in reason_text(busy) and "no core of this machine's 2 physical cores was free beside "
+            "the training during the run (other programs kept about 1.4 busy during the run), so the workers take turns "
+            "on busy cores.") in reason_text(busy), reason_text(busy)
+    quiet = _advise("cpu", _fig(30.0, 40.0, cpu_ms=1.0), cores=2, others=0.1)  # the launcher's sampling, say
+    assert "this machine has 1 of its 2 physical cores free beside the training." in reason_text(quiet)
+    computes = _advise("waiting", _fig(90.0, 100.0, cpu_ms=60.0), cores=2, others=1.4)
+    assert "fill busy cores, taking turns with what runs there: none was free" in reason_text(computes), \
+        reason_text(computes)
 
 
 def test_one_worker_is_one_worker_in_the_evidence_and_the_reason() -> None:

@@ -25,12 +25,12 @@ from .common import (
     rounded,
     start_method,
 )
-from .loader_advice import FIGURES_FACTS, REASON_FACTS, advise, steady_ratio, step_loads, step_ratios
+from .loader_advice import FIGURES_FACTS, REASON_FACTS, advise, free_cores, steady_ratio, step_loads, step_ratios
 from .loader_place import LOADER_CALLS, PLACE_FACTS, place_facts, shares, stalled_loader
 from .loader_role import read_aside, restarts
 from .registry import analyzer
 from .source_edit import rewrite_call, short_path
-from .threads import thread_fix_place, torch_threads
+from .threads import others_busy, thread_fix_place, torch_threads
 
 STALL_STEP_SHARE = 0.15
 """A step "stalls" when 15% of it is data wait (the rules' warning level)."""
@@ -38,7 +38,7 @@ STALL_STEP_SHARE = 0.15
 
 DATALOADER_FACTS: tuple[str, ...] = (
     "batch_size", "batch_size_arg", "batches_per_step", "best_step_ms", "compute_ms", "cores_for_workers",
-    "cores_free_for_workers", "data_wait_ms", "data_wait_share", "dataloader_count",
+    "cores_free_for_workers", "cores_others_busy", "data_wait_ms", "data_wait_share", "dataloader_count",
     "device_idle_share_while_waiting", "epochs_seen", "fetch_cpu_ms", "fetch_runq_ms", "first_stall_step",
     "last_step", "load_cpu_ms", "load_ms", "loader_bound", "loader_code", "loader_created", "loader_created_all", "loader_figures",
     "loader_name", "loader_place", "loader_settings", "loader_where",
@@ -248,7 +248,9 @@ def _profile(session: Session, loader: DataLoaderFields, workers: int, kept: lis
         # compute and ratios are the other loader's; its own batches are consumed this fast
         train, spread, average = consume, None, None
     training_cores = fig.training_cores(workers)
-    free = max(1, cores - training_cores) if cores else None
+    measured = others_busy(session)  # other programs' cores during the run: not free for workers
+    others = measured[0] if measured is not None else None
+    free = free_cores(cores, training_cores, others)[0]
     bound = loader_profile.classify(fig, workers, dataset if isinstance(dataset, str) else None, batch_size,
                                     train, free)
     sampler = loader_profile.sampler_bound(loader)
@@ -287,7 +289,7 @@ def _profile(session: Session, loader: DataLoaderFields, workers: int, kept: lis
     method = start_method(session, {**loader, "num_workers": max(1, workers)})
     advice: dict[str, Any] = advise(fig, bound, workers, train, training_cores, cores, what, batch_size, available,
                                     worker_bytes, logical, per_start, method, spread, average, consume,
-                                    length, sampler)  # fmt: skip
+                                    length, sampler, others)  # fmt: skip
     if (loader.get("iterable") is True and loader.get("iterable_split") is not True and advice["num_workers_helps"]
             and advice["suggested_num_workers"] > 1):
         # an IterableDataset is copied into each worker, which then yields the whole stream:

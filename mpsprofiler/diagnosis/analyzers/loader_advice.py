@@ -46,6 +46,7 @@ REASON_FACTS = (
     "reason_best_ms", "reason_busy", "reason_floor", "reason_core_kind", "reason_core_kind_one", "reason_cores", "reason_cpu_ms",
     "reason_cpu_part",
     "reason_demand", "reason_fetch_cpu", "reason_fetch_ms", "reason_free", "reason_free_cores", "reason_free_tail",
+    "reason_others",
     "reason_handoff_cpu_ms", "reason_handoff_ms", "reason_handoff_saving", "reason_high", "reason_index_ms",
     "reason_limit_n",
     "reason_load_cpu_ms", "reason_load_ms", "reason_logical", "reason_low", "reason_median_demand", "reason_needed",
@@ -78,6 +79,7 @@ def advise(
     consume: float | None = None,
     length: int | None = None,
     sampler: tuple[float, str, str] | None = None,
+    others: float | None = None,
 ) -> dict[str, Any]:
     """Facts for the rules: the suggestion, whether workers help, and the reason.
 
@@ -90,7 +92,9 @@ def advise(
     comes in bursts (``BURST`` times the median step's ratio): the reason says so.
     ``consume``: seconds the script spends per batch of a side loader (an evaluation
     loader, ``dataloader.side_consume``), which replaces the steps' compute; ``length``:
-    the batches one pass gives, a bound on the workers that can have work. ``sampler``:
+    the batches one pass gives, a bound on the workers that can have work. ``others``:
+    cores' worth of CPU other programs used during the run (None: not measured), which
+    the free cores leave out (:func:`free_cores`). ``sampler``:
     (seconds per batch drawing its indices, the sampler's class, ``batch_sampler`` or
     ``sampler``: which argument of the DataLoader it is), for a loader whose bound is
     ``sampler`` (:func:`~.loader_profile.sampler_bound`).
@@ -117,9 +121,10 @@ def advise(
     worker_runq = fig.worker_runq_per_batch()
     out["worker_runq_ms"] = _r(worker_runq * 1000.0 if worker_runq is not None else None)
     out["training_cores"] = training_cores
-    free = max(1, cores - training_cores) if cores else None
+    free, seen = free_cores(cores, training_cores, others)
     out["cores_for_workers"] = cores
-    out["cores_free_for_workers"] = free
+    out["cores_free_for_workers"] = seen  # as measured: 0 where other programs kept the cores busy
+    out["cores_others_busy"] = _r(others, 2)
     out["machine_busy_share"] = _r(fig.machine_busy, 3)
     mib = (worker_bytes / MIB) if worker_bytes else float(WORKER_MIB_DEFAULT)
     cap = None
@@ -140,7 +145,9 @@ def advise(
     # what the script does with each batch: train on it, or (a side loader) use it
     use = "side" if consume is not None else "train"
     why: dict[str, Any] = {"reason_core_kind": kind, "reason_core_kind_one": kind, "reason_trains": use,
-                           "reason_train_on": use}
+                           "reason_train_on": use,
+                           # other programs' cores, said beside every count of free cores (the rule files' clause)
+                           "reason_others": others if others is not None and others >= OTHERS_SAID else "none"}
     if bound == "ipc" and workers:
         target, helps = workers, False
         receive = split[1] * 1000.0 if split is not None else fetch_cpu or fetch
@@ -181,8 +188,11 @@ def advise(
             target = max(needed, workers + 1) if needed > workers else workers + 1
             target = min(target, free)
             codes = ["cpu_fits"]
-            why.update(reason_free=free, reason_cores=cores or 0)
+            why.update(reason_free=seen, reason_cores=cores or 0)
         else:
+            # every core, those other programs kept busy too: a worker is one more task the
+            # scheduler shares a busy core with, so it takes its CPU from them (2 busy programs
+            # on 2 cores: 18.4 s with num_workers=0, 10.2 s with 1)
             have = cores or 1
             # with every core busy a batch comes every (CPU to build + to train) / cores ms at
             # best; a worker builds one in `load` ms of its own (its waits for sleep or I/O
@@ -234,7 +244,7 @@ def advise(
                    reason_worker_mib=mib, reason_available_gib=available / 1024**3 if available else None,
                    reason_start_ms=start_ms, reason_start_method=start_method or "fork",
                    reason_batches_per_start=batches_per_start, reason_load_cpu_ms=load_cpu,
-                   reason_free_cores=free, reason_free_tail=free or "none")
+                   reason_free_cores=seen, reason_free_tail=free or "none")
         if bound == "waiting":
             codes = ["waiting"]
             queue = _runq_ms(workers, out)
@@ -275,6 +285,28 @@ def advise(
     out.update(why)
     out["stall_advice"] = _stall_advice(bound, helps and target > workers)
     return out
+
+
+FREE_SLACK = 0.25
+"""A core counts as free when the training and other programs left at least three
+quarters of it idle during the run: 2 cores, the training on 1 and other programs on 1.4
+leave none (the table said "1 free beside the training" there)."""
+OTHERS_SAID = 0.25
+"""Other programs' cores from which the reasons say them beside the free cores (under a
+quarter core is the launcher's own sampling and the odd daemon)."""
+
+
+def free_cores(cores: int | None, training_cores: int, others: float | None) -> tuple[int | None, int | None]:
+    """(bound, seen): the cores beside the training, less what other programs used during
+    the run (``others``, cores' worth; None: not measured, as if none).
+
+    ``seen`` is what the run measured free (0 on a machine other programs kept busy): the
+    words ("1 of its 2 cores free") and the table say it. ``bound`` is at least one: it caps
+    the suggestion, and one worker always gets its turn on a core, shared or not."""
+    if not cores:
+        return None, None
+    seen = max(0, math.floor(cores - training_cores - (others or 0.0) + FREE_SLACK))
+    return max(1, seen), seen
 
 
 def stable_workers(n: int) -> int:
