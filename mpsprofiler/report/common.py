@@ -316,18 +316,39 @@ def _loader_facts(session: Session) -> dict[str, Any] | None:
 
 
 def loader_brief(session: Session) -> list[str]:
-    """Two short lines for the Data panel: what the loader does and its figures."""
+    """Two short lines for the Data panel: what the loader does and its figures. An
+    evaluation loader's say what evaluation waited between the steps, as the reports'
+    table and the finding do: "per step: wait 31 ms" showed its waits spread over
+    training steps that never waited for it."""
     f = _loader_facts(session)
     if f is None:
         return []
-    first = f"loader {_bound_words(f, short=True)}"
+    role = _loader_role(f)
+    first = f"{'evaluation loader' if role == 'evaluation' else 'loader'} {_bound_words(f, short=True)}"
     if f.get("suggested_num_workers") is not None:
         first += f" · suggested num_workers={f['suggested_num_workers']} (now {f.get('num_workers')})"
-    second = (f"per step: wait {_ms(f.get('data_wait_ms'))} + compute {_ms(f.get('compute_ms'))}"
-              f" · per batch: load {_ms(f.get('load_ms'))}")  # fmt: skip
+    if role == "evaluation" and f.get("eval_wait_s") is not None:
+        second = (f"evaluation waited {_eval_wait_words(f)} between training steps, not per step"
+                  f" · per batch: load {_ms(f.get('load_ms'))}")  # fmt: skip
+    else:
+        second = (f"per step: wait {_ms(f.get('data_wait_ms'))} + compute {_ms(f.get('compute_ms'))}"
+                  f" · per batch: load {_ms(f.get('load_ms'))}")  # fmt: skip
     if f.get("load_cpu_ms") is not None:
         second += f" ({_ms(f.get('load_cpu_ms'))} CPU)"
+    if role == "evaluation":
+        second += f", use {_ms(f.get('train_ms'))}"
     return [first, second]
+
+
+def _loader_role(f: Mapping[str, Any]) -> str:
+    """``training`` or ``evaluation``: whose waits the judged loader's are (``stall_subject``)."""
+    return "evaluation" if f.get("stall_subject") == "evaluation" else "training"
+
+
+def _eval_wait_words(f: Mapping[str, Any]) -> str:
+    """"1.9 s for 9 batches (43% of the steps' time)": an evaluation loader's waits in all."""
+    return (f"{float(f['eval_wait_s']):.1f} s for {f.get('eval_batches')} batches "
+            f"({fmt_pct(f.get('eval_wait_share'))} of the steps' time)")
 
 
 LOADER_ROLE_HEADING = {"training": "Training loader", "evaluation": "Evaluation loader"}
@@ -349,11 +370,10 @@ def loader_section(session: Session) -> tuple[str, list[tuple[str, str]]]:
     f = _loader_facts(session)
     if f is None:
         return LOADER_ROLE_HEADING["training"], []
-    role = "evaluation" if f.get("stall_subject") == "evaluation" else "training"
+    role = _loader_role(f)
     rows = [("Loading is", _bound_words(f, short=False))]
     if role == "evaluation" and f.get("eval_wait_s") is not None:
-        rows.append(("Evaluation waited", f"{float(f['eval_wait_s']):.1f} s for {f.get('eval_batches')} batches "
-                                          f"({fmt_pct(f.get('eval_wait_share'))} of the steps' time)"))
+        rows.append(("Evaluation waited", _eval_wait_words(f)))
     else:
         rows.append(("Per step (mean)", f"wait {_ms(f.get('data_wait_ms'))} + compute {_ms(f.get('compute_ms'))} "
                                         f"= {_ms(f.get('step_mean_ms'))}"))  # fmt: skip
