@@ -836,11 +836,40 @@ def test_a_line_that_builds_two_loaders_in_a_loop_gives_workers_to_the_slow_one_
     assert f'loop_loaders.py:27: num_workers={n.group(1)} if split == "train" else 0, persistent_workers=split == "train"' \
         in patched.stdout, patched.stdout
     assert "__main__" not in patched.stdout.split("diff --git", 1)[1]  # guarded already
+    _patched_runs(tmp_path, "loop_loaders.py", n.group(1))
+
+
+def _patched_runs(tmp_path: Path, script: str, workers: str) -> None:
+    """The run's patch applied to a copy of ``script``: the DataLoader call wrapped one
+    argument a line (written on one line, the conditional made it 186 columns long), no
+    line past 88 columns, and the patched script runs."""
     work = tmp_path / "work"
     work.mkdir()
-    (work / "loop_loaders.py").write_text((SCRIPTS / "loop_loaders.py").read_text())
+    (work / script).write_text((SCRIPTS / script).read_text())
     patch_file = next((tmp_path / "run").glob("fix-dataloader-stall*.patch"))
+    added = [line[1:] for line in patch_file.read_text().splitlines() if line.startswith("+") and not line.startswith("+++")]
+    assert f'num_workers={workers} if split == "train" else 0,' in [a.strip() for a in added], added
+    assert 'persistent_workers=split == "train",' in [a.strip() for a in added], added
+    assert max(len(a) for a in added) <= 88, added
     subprocess.run(["patch", "-p1", "-s", "-i", str(patch_file)], cwd=work, check=True)
-    ran = subprocess.run([sys.executable, "loop_loaders.py"], cwd=work, capture_output=True, text=True,
+    ran = subprocess.run([sys.executable, script], cwd=work, capture_output=True, text=True,
                          env=child_env(), timeout=300)
     assert ran.returncode == 0 and ran.stdout.count("epoch") == 2, ran.stderr[-2000:]
+
+
+@pytest.mark.slow
+def test_a_comprehension_that_builds_two_loaders_gives_workers_to_the_slow_one_only(tmp_path):
+    """`{split: DataLoader(...) for split in ("val", "train")}`: only a `for` statement's body
+    was taken for a loop, so the line was named as the 2nd loader's alone and changed as
+    written, giving the validation loader the workers too."""
+    summary, facts = profile(tmp_path, "comp_loaders.py")
+    found = {f["rule"]: f for f in summary["findings"]}
+    stall = found.get("dataloader-stall-critical") or found["dataloader-stall"]
+    assert facts["loader_where"] == "loop" and facts["loader_loop_var"] == "split", facts
+    assert re.search(r"builds the 1st DataLoader too, in the loop over `split` \(\S*comp_loaders.py:26\)",
+                     " ".join(stall["fix"].split())), stall["fix"]
+    n = re.search(r"num_workers=(\d+) if split == \"train\" else 0,", stall["fix"])
+    assert n is not None and int(n.group(1)) > 0, stall["fix"]
+    patched = mpsprof_cli("patch", str(tmp_path / "run"), env=child_env(), timeout=120)
+    assert patched.returncode == 0, patched.stderr[-2000:]
+    _patched_runs(tmp_path, "comp_loaders.py", n.group(1))

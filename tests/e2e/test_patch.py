@@ -436,6 +436,36 @@ def test_a_comment_stays_on_the_line_of_its_argument(source: str, expected: str)
     compile(text, "patched.py", "exec")
 
 
+LOOP_CALL = """for split in ("val", "train"):
+    loaders[split] = DataLoader(Rows(320 if split == "train" else 64, split == "train"), batch_size=16)  # both
+"""
+
+
+def test_a_one_line_call_the_change_makes_too_long_is_wrapped_one_argument_a_line() -> None:
+    """The loop's conditional made the DataLoader line of tests/scripts_loader/loop_loaders.py
+    186 columns long; it is wrapped as the finding's fix shows it (black's layout), and a
+    change that keeps the line short, or no longer than the script wrote it, keeps it."""
+    from mpsprofiler.patch.cst import set_keywords
+
+    changes = {"num_workers": '7 if split == "train" else 0', "persistent_workers": 'split == "train"'}
+    text = set_keywords(LOOP_CALL, 2, ("DataLoader",), changes)
+    assert text == """for split in ("val", "train"):
+    loaders[split] = DataLoader(
+        Rows(320 if split == "train" else 64, split == "train"),
+        batch_size=16,
+        num_workers=7 if split == "train" else 0,
+        persistent_workers=split == "train",
+    )  # both
+""", text
+    assert max(len(line) for line in text.splitlines()) <= 88
+    loaders = _runs(text, DataLoader=lambda *a, **k: k, Rows=lambda *a: a, loaders={})["loaders"]
+    assert loaders["train"]["num_workers"] == 7 and loaders["val"]["persistent_workers"] is False
+    assert set_keywords("l = DataLoader(ds, batch_size=4)\n", 1, ("DataLoader",), {"num_workers": "2"}) == \
+        "l = DataLoader(ds, batch_size=4, num_workers=2)\n"
+    long = "x = DataLoader(dataset_with_a_long_name, batch_size=batch_size_from_the_config_file, num_workers=0)\n"
+    assert set_keywords(long, 1, ("DataLoader",), {"num_workers": "4"}) == long.replace("=0)", "=4)")
+
+
 def test_a_sum_used_as_a_tensor_keeps_the_tensor_without_its_graph() -> None:
     from mpsprofiler.patch.cst import NotFound, augassign_detached
 

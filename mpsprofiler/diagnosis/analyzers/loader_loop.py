@@ -1,6 +1,7 @@
 """One line that builds two loaders in a loop: the settings for the slow one only.
 
-``for split in ("train", "val"): loaders[split] = DataLoader(...)`` builds the training and
+``for split in ("train", "val"): loaders[split] = DataLoader(...)`` (or the comprehension
+``{split: DataLoader(...) for split in ("train", "val")}``) builds the training and
 the validation loader at one line. Changed as it is written, both would get the workers
 (each worker of a validation loader read a few times an epoch costs its memory for
 nothing). Where the loop runs over a literal list of values, and each pass built one of
@@ -30,8 +31,8 @@ DEFAULTS = {"num_workers": "0", "persistent_workers": "False", "prefetch_factor"
 
 def loop_of(session: Session, loader: DataLoaderFields) -> tuple[str, int, str | None] | None:
     """(the loop's variable, the loop's line, the condition for this loader's pass or None)
-    where the loader's line sits in a ``for`` loop; None where it does not (or the file
-    cannot be read)."""
+    where the loader's line sits in a ``for`` loop or a comprehension's element; None where
+    it does not (or the file cannot be read)."""
     file, line = loader.get("file"), num(loader.get("line"))
     if not file or not line:
         return None
@@ -39,8 +40,7 @@ def loop_of(session: Session, loader: DataLoaderFields) -> tuple[str, int, str |
     if read is None:
         return None
     source, tree = read
-    loops = [n for n in ast.walk(tree) if isinstance(n, (ast.For, ast.comprehension))
-             and _holds(n, int(line))]
+    loops = _loops_at(tree, int(line))
     if not loops:
         return None
     loop = max(loops, key=lambda n: _line(n))  # the innermost
@@ -51,14 +51,26 @@ def loop_of(session: Session, loader: DataLoaderFields) -> tuple[str, int, str |
     return var, _line(loop), _condition(session, loader, loop, names, source)
 
 
+COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)
+
+
+def _loops_at(tree: ast.AST, line: int) -> list[ast.For | ast.comprehension]:
+    """The loops that run ``line`` once a pass: a ``for`` whose body holds it, and a
+    comprehension of one ``for`` whose element does (``{s: DataLoader(...) for s in
+    ("train", "val")}`` builds a loader a pass just as the ``for`` statement does)."""
+    loops: list[ast.For | ast.comprehension] = []
+    for n in ast.walk(tree):
+        if isinstance(n, ast.For) and any(s.lineno <= line <= (s.end_lineno or s.lineno) for s in n.body):
+            loops.append(n)
+        elif isinstance(n, COMPREHENSIONS) and len(n.generators) == 1 and not n.generators[0].ifs:
+            element = [n.key, n.value] if isinstance(n, ast.DictComp) else [n.elt]
+            if any(e.lineno <= line <= (e.end_lineno or e.lineno) for e in element):
+                loops.append(n.generators[0])
+    return loops
+
+
 def _line(node: ast.For | ast.comprehension) -> int:
     return node.lineno if isinstance(node, ast.For) else node.target.lineno
-
-
-def _holds(loop: ast.For | ast.comprehension, line: int) -> bool:
-    if isinstance(loop, ast.For):
-        return any(s.lineno <= line <= (s.end_lineno or s.lineno) for s in loop.body)
-    return False  # a comprehension: its element is not a statement with a line of its own
 
 
 def _targets(target: ast.expr) -> list[str]:

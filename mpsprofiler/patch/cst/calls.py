@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 import libcst as cst
 
+from ...diagnosis.analyzers.source_edit import LINE_WIDTH
 from .nodes import NotFound, _code, _expr, _innermost, _parse, _replace, call_name
 
 
@@ -67,7 +68,28 @@ def set_keywords(source: str, line: int, names: Sequence[str], changes: dict[str
            for k in changes if k not in written]
     if new:
         args = _append(call, args, new)
-    return _replace(module, call, call.with_changes(args=args))
+    out = _replace(module, call, call.with_changes(args=args))
+    width = len(out.splitlines()[line - 1])
+    if "\n" in _code(call) or width <= max(LINE_WIDTH, len(source.splitlines()[line - 1])):
+        return out  # a call written over lines keeps its own layout (_append follows it), a long line its length
+    return _replace(module, call, _one_per_line(call, args))
+
+
+def _one_per_line(call: cst.Call, args: list[cst.Arg]) -> cst.Call:
+    """A call written on one line that the change made too long (``num_workers=7 if split ==
+    "train" else 0, persistent_workers=split == "train"`` appended to a DataLoader in a loop
+    ran to 186 columns): one argument per line at one level deeper than the statement, a
+    trailing comma and ``)`` on a line of its own, as black writes it and as the finding's
+    fix shows it (source_edit.rewrite_call)."""
+    def line_break(extra: str) -> cst.ParenthesizedWhitespace:
+        return cst.ParenthesizedWhitespace(first_line=cst.TrailingWhitespace(), empty_lines=[], indent=True,
+                                           last_line=cst.SimpleWhitespace(extra))
+
+    empty = cst.SimpleWhitespace("")
+    out = [a.with_changes(comma=cst.Comma(whitespace_after=line_break("    ")), whitespace_after_arg=empty)
+           for a in args[:-1]]
+    out.append(args[-1].with_changes(comma=cst.Comma(whitespace_after=line_break("")), whitespace_after_arg=empty))
+    return call.with_changes(whitespace_before_args=line_break("    "), args=out)
 
 
 def _append(call: cst.Call, args: list[cst.Arg], new: list[cst.Arg]) -> list[cst.Arg]:
