@@ -372,6 +372,8 @@ class LeaksFields(Tagged, total=False):
     """Steps a tensor must outlive to count."""
     sites: list[dict[str, Any]]
     carries: list[dict[str, Any]]
+    between: list[dict[str, Any]]
+    """Containers grown between the steps with graphs (probe/leak_between.py)."""
 
 
 class OverrideFields(Tagged, total=False):

@@ -39,6 +39,7 @@ from typing import Any
 import torch
 
 from ..events.payloads import LeaksFields
+from .leak_between import BetweenScan
 from .leak_reach import GraphWalk
 from .ops_sites import FrameFinder, source_line
 from .steps import FETCH
@@ -103,6 +104,8 @@ class LeakTracker:
         self._owners: dict[Key, tuple[dict[str, Any], Any, str] | None] = {}  # leak_owner's, once per site
         self._released: set[Key] = set()
         """Lines whose survivors were all freed at once after they had piled up (see :meth:`check`)."""
+        self._between = BetweenScan()
+        """Containers growing between the steps with graphs (an evaluation pass's appends)."""
 
     # -- inside the dispatch mode -------------------------------------------------
     def begin(self, step: int) -> None:
@@ -159,13 +162,14 @@ class LeakTracker:
         self._checks += 1
         self.next_check = step + max(LAG, step // 2) if self._checks < MAX_CHECKS else float("inf")
         self._refresh_locals()
+        self._scan_between(step)
         for sample in self._samples:
             if sample.ahead and sample is not self._current and sample.step <= step - LAG - AHEAD:
                 sample.refs.extend(sample.ahead)
                 sample.ahead = []
         old = [s for s in self._samples if s is not self._current and s.step <= step - LAG]
         if not old:
-            return None
+            return self._snapshot(step)  # (what grew between the steps may have changed)
         per_key: dict[Key, dict[str, Any]] = {}
         roots: dict[Key, list[Any]] = {}  # graphs the survivors keep (sized below)
         for sample in old:
@@ -228,6 +232,14 @@ class LeakTracker:
             len(self._alive[k]["steps"]) < 2 for k in per_key if k in self._alive)
         self._find_carries(old[0].seq, step)
         return self._snapshot(step)
+
+    def _scan_between(self, step: int) -> None:
+        """Containers the script grows between the steps with graphs (:mod:`.leak_between`)."""
+        from .leak_reach import graph_held
+
+        finder = self._finder()
+        if finder is not None:
+            self._between.check(step, finder.is_user, _adding_line, graph_held)
 
     def _refresh_locals(self) -> None:
         """Renew the user frames' ``f_locals`` snapshots before counting survivors.
@@ -382,15 +394,21 @@ class LeakTracker:
                     "nodes": e.get("nodes", 0), "saved": e.get("saved", 0), "capped": e.get("capped", False),
                     "at": e.get("at", step)}
                    for (f, ln), e in self._carries.items()]  # fmt: skip
-        if not sites and not carries and self._last_sent is None:
+        # kept between the steps, where no sampled step's survivor names the same line
+        named = {((s.get("holder") or {}).get("file"), (s.get("holder") or {}).get("line")) for s in sites}
+        between = [b for b in self._between.found() if (b["file"], b["line"]) not in named]
+        for b in between:
+            b["code"] = source_line((b["file"], b["line"]))
+        if not sites and not carries and not between and self._last_sent is None:
             return None  # (once something was sent, an empty snapshot says it is gone)
         state = (tuple((s["file"], s["line"], s["op"], s["alive"], tuple(s["steps"]),
                         (s.get("holder") or {}).get("size")) for s in sites),
-                 tuple((c["file"], c["line"], c["nodes"]) for c in carries))  # fmt: skip
+                 tuple((c["file"], c["line"], c["nodes"]) for c in carries),
+                 tuple((b["file"], b["line"], b["size"]) for b in between))  # fmt: skip
         if state == self._last_sent:
             return None
         self._last_sent = state
-        return {"step": step, "lag": LAG, "sites": sites, "carries": carries}
+        return {"step": step, "lag": LAG, "sites": sites, "carries": carries, "between": between}
 
 
 def _size_graphs(per_key: dict[Key, dict[str, Any]], roots: dict[Key, list[Any]]) -> None:

@@ -67,6 +67,24 @@ class GraphCarry:
     at: int = 0
 
 
+@dataclass
+class KeptBetween:
+    """A list grown between the steps (an evaluation pass's appends) with tensors that keep
+    their autograd graphs (probe/leak_between.py): ``size0`` items at step ``step0``, ``size``
+    at ``step``; ``nodes`` and ``saved`` (bytes) what the last item's graph held."""
+
+    name: str
+    file: str
+    line: int
+    code: str
+    size0: int
+    step0: int
+    size: int
+    step: int
+    nodes: int = 0
+    saved: int = 0
+
+
 def _int(value: Any) -> int:
     return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0
 
@@ -83,6 +101,7 @@ class LeakStats:
     def __init__(self) -> None:
         self.sites: list[LeakSite] = []
         self.carries: list[GraphCarry] = []
+        self.between: list[KeptBetween] = []
         self.lag = 2
         self.checks = 0
         self._alive_one: dict[tuple[str, int, str], int] = {}
@@ -106,10 +125,18 @@ class LeakStats:
                                        _str(c.get("code"), 300), _steps(c.get("steps")), _int(c.get("nodes")),
                                        _int(c.get("saved")), c.get("capped") is True, _int(c.get("at")))
                             for c in carries[:MAX_ROWS] if isinstance(c, dict)]  # fmt: skip
+        between = data.get("between")
+        if isinstance(between, list):
+            self.between = [KeptBetween(_str(b.get("name"), 200), _str(b.get("file")), _int(b.get("line")),
+                                        _str(b.get("code"), 300), _int(b.get("size0")), _int(b.get("step0")),
+                                        _int(b.get("size")), _int(b.get("step")), _int(b.get("nodes")),
+                                        _int(b.get("saved")))
+                            for b in between[:MAX_ROWS] if isinstance(b, dict)]  # fmt: skip
 
     def to_dict(self) -> dict[str, Any]:
         return {"lag": self.lag, "sites": [vars(s).copy() for s in self.sites],
-                "carries": [vars(c).copy() for c in self.carries]}  # fmt: skip
+                "carries": [vars(c).copy() for c in self.carries],
+                "between": [vars(b).copy() for b in self.between]}  # fmt: skip
 
 
 def _site(s: dict[str, Any]) -> LeakSite:

@@ -267,3 +267,20 @@ def test_the_number_alternative_is_offered_only_where_the_script_takes_numbers(t
         assert "losses.append(loss.detach())" in site["fix"], site["fix"]
     assert "loss.item()" not in stacked["fix"], stacked["fix"]
     assert "A loss kept for logging is a number: `losses.append(loss.item())`." in kept_numbers["fix"]
+
+
+@pytest.mark.slow
+def test_an_evaluation_pass_that_keeps_graphs_between_the_steps_is_named_at_its_append(tmp_path: Path) -> None:
+    """`val_preds.append(model(xv))` in an evaluation every 10 steps without `torch.no_grad()`:
+    memory grew and the finding said "No line was found by the sampled leak tracking" (the
+    pass runs between the steps, which the sampled tracking never follows). Under no_grad
+    the same list keeps plain outputs: no such sentence."""
+    with ThreadPoolExecutor(2) as pool:
+        graphs, plain = pool.map(lambda args: _run(tmp_path, "eval_keeps", *args), [(), ("--no-grad",)])
+    line = _line_of("eval_keeps", "val_preds.append(model(xv))")
+    leak = _findings(graphs)["tensor-leak"]
+    fix = " ".join(leak["fix"].split())
+    assert f"`val_preds.append(model(xv))` at eval_keeps.py:{line} adds them" in fix, fix
+    assert "`val_preds.append(model(xv).detach())" in fix and "with torch.no_grad():" in fix, fix
+    assert "No line was found" not in fix, fix
+    assert not any("Outside the sampled steps" in f["fix"] for f in plain["findings"]), plain["findings"]

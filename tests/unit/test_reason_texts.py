@@ -423,7 +423,8 @@ def _health(**event: Any) -> dict[str, Any]:
                                                                nonfinite=bad)))  # type: ignore[arg-type]
 
 
-def _leak(**site: Any) -> dict[str, Any]:
+def _leak(between: list[Any] | None = None, **site: Any) -> dict[str, Any]:
+    """``between``: lists grown outside the sampled steps (session.leaks.KeptBetween)."""
     from types import SimpleNamespace
 
     from mpsprofiler.diagnosis.analyzers.leaks import leak_facts
@@ -434,12 +435,21 @@ def _leak(**site: Any) -> dict[str, Any]:
     fields.update(site)
     from mpsprofiler.session.leaks import LeakSite
 
-    leaks = SimpleNamespace(carries=[], sites=[LeakSite(**fields)] if site.get("alive", 6) else [], lag=5)
+    leaks = SimpleNamespace(carries=[], sites=[LeakSite(**fields)] if site.get("alive", 6) else [], lag=5, between=between or [])
     from mpsprofiler.session.session import Session
 
     session = Session()  # no steps, no memory samples: nothing says the memory stayed flat
     session.leaks = leaks  # type: ignore[assignment]
     return leak_facts(session)
+
+
+def _between(tmp: Path, line: str) -> Any:
+    """A list grown between the steps, appended to at line 2 of a script in ``tmp``."""
+    from mpsprofiler.session.leaks import KeptBetween
+
+    script = tmp / "eval.py"
+    script.write_text(f"val_preds = []\n{line}\n")
+    return KeptBetween("val_preds", str(script), 2, line, 2, 15, 48, 244, 5, 2**20)
 
 
 def _loader(tmp: Path, script: str | None, count: int = 1, created: int = 1, trainer: bool = False,
@@ -615,6 +625,19 @@ def _code_cases(tmp: Path, monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, s
         (tl, "leak_place_sentence", _leak(holder="outs", holder_file="/w/train.py", holder_line=14),
          "The sampled leak tracking found the line that keeps them: `outs` at train.py:14, adding to `outs` "
          "(see that finding)."),
+        (tl, "leak_place_sentence", _leak(alive=0, between=[_between(tmp, "val_preds.append(model(xv))")]),
+         "Outside the sampled steps, a list grows with tensors that keep their autograd graphs: "
+         "`val_preds.append(model(xv))` at eval.py:2 adds them (the newest one's graph held 1.0 MiB of tensors "
+         "saved for a `backward()`), and `val_preds` grew from 2 items at step 15 to 48 at step 244. Where that "
+         "line runs between the training steps (an evaluation pass), run the pass under `with torch.no_grad():`; "
+         "or keep the values without their graphs: `val_preds.append(model(xv).detach())  # no autograd graph "
+         "kept`."),
+        (tl, "leak_place_sentence", _leak(alive=0, between=[_between(tmp, "val_preds.insert(0, out)")]),
+         "Outside the sampled steps, a list grows with tensors that keep their autograd graphs: "
+         "`val_preds.insert(0, out)` at eval.py:2 adds them (the newest one's graph held 1.0 MiB of tensors saved "
+         "for a `backward()`), and `val_preds` grew from 2 items at step 15 to 48 at step 244. Where that line "
+         "runs between the training steps (an evaluation pass), run the pass under `with torch.no_grad():`; or "
+         "keep the values without their graphs (`.detach()`, `.item()`)."),
         (tl, "leak_site_kept_by", _leak(), " The container holding them was not found among the training loop's "
                                            "variables."),
         (tl, "leak_site_kept_by", _leak(holder="outs", holder_file="/w/t.py", holder_line=3, holder_code="outs += [o]"),

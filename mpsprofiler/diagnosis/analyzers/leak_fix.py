@@ -71,6 +71,22 @@ def keep_fix(site: Any) -> dict[str, Any]:
     return {**out, "leak_site_fix_code": "\n".join(lines)}
 
 
+def added_line_fix(file: str, line: int, holder: str, grad: bool) -> tuple[str, str | None] | None:
+    """The one-line statement at ``file:line`` that adds to ``holder`` as written (no
+    comment) and rewritten to keep no graph (``preds.append(model(x).detach())``; None where
+    it is not such a line); None where the file or the statement cannot be read."""
+    read = read_tree(file)
+    if read is None:
+        return None
+    source, tree = read
+    stmt = next((n for n in ast.walk(tree) if isinstance(n, ast.stmt) and n.lineno == line and n.end_lineno == line),
+                None)
+    text = ast.get_source_segment(source, stmt) if stmt is not None else None
+    if stmt is None or text is None:
+        return None
+    return text, _rewritten(source, stmt, grad, holder)
+
+
 DEQUE_LACKS = frozenset({"sort", "__getitem__"})
 """List methods a ``collections.deque`` has not (``sort``); slicing (``x[-10:]``) is
 refused by a deque too (TypeError: sequence index must be integer, not 'slice')."""

@@ -20,7 +20,7 @@ from ...session.session import Session
 from ...units import fmt_bytes
 from . import robust
 from .common import MIB, is_asynchronous
-from .leak_fix import carry_fix, growth_kib_per_step, keep_fix
+from .leak_fix import added_line_fix, carry_fix, growth_kib_per_step, keep_fix
 from .registry import analyzer
 
 MIN_SAMPLES = 2
@@ -54,6 +54,8 @@ LEAK_FACTS: tuple[str, ...] = (
     "leak_site_op", "leak_site_samples", "leak_site_table", "leak_place_sentence",
     "leak_site_graph_size", "leak_site_graph_nodes", "leak_site_graph_saved", "leak_site_own", "leak_site_held",
     "leak_site_number", "leak_site_item_code",
+    "leak_between_code", "leak_between_fix_code", "leak_between_held", "leak_between_holder", "leak_between_line",
+    "leak_between_size", "leak_between_size0", "leak_between_step", "leak_between_step0",
 )
 """Every fact the ``leaks`` analyzer may return (declared: no other analyzer may provide one)."""
 
@@ -75,6 +77,7 @@ def leak_facts(session: Session) -> dict[str, Any]:
     # the sentence naming the line that keeps the tensors: a code rules/tensor-leak.yaml words
     facts["leak_place_sentence"] = "not_found"
     if not sites:
+        facts.update(_between(leaks.between))
         return facts
     top = sites[0]
     samples = len(top.steps)
@@ -114,6 +117,22 @@ def leak_facts(session: Session) -> dict[str, Any]:
     facts["leak_site_number"] = kept.get("leak_site_number", "none")
     facts["leak_site_item_code"] = kept.get("leak_site_item_code")
     return facts
+
+
+def _between(kept: list[Any]) -> dict[str, Any]:
+    """The list grown most between the steps with graphs (an evaluation pass's appends,
+    which no sampled step sees: probe/leak_between.py), where no sampled step named a line:
+    ``leak_place_sentence`` ``between`` with its line, its growth and the line rewritten to
+    keep no graph (``between_code`` where the line could not be rewritten)."""
+    if not kept:
+        return {}
+    k = max(kept, key=lambda b: b.size - b.size0)
+    code, fix = added_line_fix(k.file, k.line, k.name, grad=True) or (k.code, None)
+    return {"leak_place_sentence": "between" if fix else "between_code", "leak_between_holder": k.name,
+            "leak_between_line": _where(k.file, k.line), "leak_between_code": code or k.name,
+            "leak_between_size0": k.size0, "leak_between_step0": k.step0, "leak_between_size": k.size,
+            "leak_between_step": k.step, "leak_between_fix_code": fix,
+            "leak_between_held": fmt_bytes(k.saved) if k.saved else "none"}
 
 
 def _carry_size(c: Any) -> dict[str, Any]:
