@@ -842,7 +842,7 @@ def test_a_line_that_builds_two_loaders_in_a_loop_gives_workers_to_the_slow_one_
 def _patched_runs(tmp_path: Path, script: str, workers: str) -> None:
     """The run's patch applied to a copy of ``script``: the DataLoader call wrapped one
     argument a line (written on one line, the conditional made it 186 columns long), no
-    line past 88 columns, and the patched script runs."""
+    line past 100 columns, and the patched script runs."""
     work = tmp_path / "work"
     work.mkdir()
     (work / script).write_text((SCRIPTS / script).read_text())
@@ -850,7 +850,7 @@ def _patched_runs(tmp_path: Path, script: str, workers: str) -> None:
     added = [line[1:] for line in patch_file.read_text().splitlines() if line.startswith("+") and not line.startswith("+++")]
     assert f'num_workers={workers} if split == "train" else 0,' in [a.strip() for a in added], added
     assert 'persistent_workers=split == "train",' in [a.strip() for a in added], added
-    assert max(len(a) for a in added) <= 88, added
+    assert max(len(a) for a in added) <= 100, added
     subprocess.run(["patch", "-p1", "-s", "-i", str(patch_file)], cwd=work, check=True)
     ran = subprocess.run([sys.executable, script], cwd=work, capture_output=True, text=True,
                          env=child_env(), timeout=300)

@@ -49,8 +49,10 @@ def test_prove_of_a_loader_stall_patch_says_faster_and_report_shows_it(tmp_path:
     assert answered < 2.0, f"mpsprof patch took {answered:.2f} s"
     patch = run / f"fix-{rule}.patch"
     assert patch.read_text() in quick.stdout
-    added = re.search(r"^\+    loader = DataLoader\(SlowImages\(\), batch_size=2, shuffle=False, "
-                      r"(num_workers=[1-9]\d*, persistent_workers=True)\)$", patch.read_text(), re.M)
+    # wrapped one argument a line: the added keyword takes the line past 100 columns
+    added = re.search(r"^\+    loader = DataLoader\(\n\+        SlowImages\(\),\n\+        batch_size=2,\n"
+                      r"\+        shuffle=False,\n\+        (num_workers=[1-9]\d*,\n\+        persistent_workers=True),\n"
+                      r"\+    \)$", patch.read_text(), re.M)
     assert added is not None, patch.read_text()
     repo = tmp_path / "repo"
     shutil.copytree(src, repo)
@@ -81,5 +83,8 @@ def test_prove_of_a_loader_stall_patch_says_faster_and_report_shows_it(tmp_path:
 
     applied = mpsprof_cli("patch", str(run), "--rule", rule, "--apply", cwd=src, env=env)  # the stored proof
     assert applied.returncode == 0, applied.stderr[-2000:]
-    assert script.read_text() == SCRIPT.read_text().replace("num_workers=0)", added.group(1) + ")")
+    wrapped = ("    loader = DataLoader(\n        SlowImages(),\n        batch_size=2,\n        shuffle=False,\n        "
+               + added.group(1).replace("\n+", "\n") + ",\n    )")
+    assert script.read_text() == SCRIPT.read_text().replace(
+        "    loader = DataLoader(SlowImages(), batch_size=2, shuffle=False, num_workers=0)", wrapped)
     assert Path(f"{script}.orig").read_text() == SCRIPT.read_text()

@@ -12,8 +12,11 @@ from collections.abc import Sequence
 
 import libcst as cst
 
-from ...diagnosis.analyzers.source_edit import LINE_WIDTH
 from .nodes import NotFound, _code, _expr, _innermost, _parse, _replace, call_name
+
+WIDTH = 100
+"""Columns (the statement's indent included, a comment after the call not) past which a
+call written on one line is wrapped one argument a line when a change lengthens it."""
 
 
 def find_call(module: cst.Module, line: int, names: Sequence[str]) -> cst.Call:
@@ -69,9 +72,12 @@ def set_keywords(source: str, line: int, names: Sequence[str], changes: dict[str
     if new:
         args = _append(call, args, new)
     out = _replace(module, call, call.with_changes(args=args))
-    width = len(out.splitlines()[line - 1])
-    if "\n" in _code(call) or width <= max(LINE_WIDTH, len(source.splitlines()[line - 1])):
-        return out  # a call written over lines keeps its own layout (_append follows it), a long line its length
+    if "\n" in _code(call):
+        return out  # a call written over lines keeps its own layout (_append follows it)
+    before = source.splitlines()[line - 1]
+    tail = len(before) - before.find(_code(call)) - len(_code(call))  # `)  # a comment` after the call
+    if len(out.splitlines()[line - 1]) - tail <= max(WIDTH, len(before) - tail):
+        return out  # short enough, or no longer than the script wrote it
     return _replace(module, call, _one_per_line(call, args))
 
 
@@ -80,7 +86,7 @@ def _one_per_line(call: cst.Call, args: list[cst.Arg]) -> cst.Call:
     "train" else 0, persistent_workers=split == "train"`` appended to a DataLoader in a loop
     ran to 186 columns): one argument per line at one level deeper than the statement, a
     trailing comma and ``)`` on a line of its own, as black writes it and as the finding's
-    fix shows it (source_edit.rewrite_call)."""
+    fix shows a call past its width (source_edit.rewrite_call)."""
     def line_break(extra: str) -> cst.ParenthesizedWhitespace:
         return cst.ParenthesizedWhitespace(first_line=cst.TrailingWhitespace(), empty_lines=[], indent=True,
                                            last_line=cst.SimpleWhitespace(extra))
