@@ -26,6 +26,8 @@ from typing import Any
 
 import torch
 
+from .leak_reach import own_attributes
+
 MIN_ITEMS = 8
 """Items a container holds before it is told: a list of a few losses kept for a backward
 every N steps (gradient accumulation) stays under it."""
@@ -55,9 +57,10 @@ def _named(frame: Any, scanned: set[int]) -> Iterator[tuple[str, Any]]:
     local = list(frame.f_locals.items())
     yield from local
     for name, value in local:
-        attrs = getattr(value, "__dict__", None)
-        if isinstance(attrs, dict) and not isinstance(value, type) and type(value).__name__ != "module":
-            for attr, inner in list(attrs.items())[:MAX_NAMES]:
+        # the instance's own __dict__, read without running the script's __getattr__ or
+        # __getattribute__ (a proxy's, a lazy object's): leak_reach's reader
+        for attr, inner in own_attributes(value)[:MAX_NAMES]:
+            if isinstance(attr, str):
                 yield f"{name}.{attr}", inner
     glob = frame.f_globals
     if id(glob) not in scanned and glob is not frame.f_locals:

@@ -61,7 +61,7 @@ def _entries(name: str, value: Any) -> Iterator[tuple[str, Any]]:
         return
 
 
-def _attributes(value: Any) -> list[tuple[str, Any]]:
+def own_attributes(value: Any) -> list[tuple[str, Any]]:
     """An instance's own attributes (``__dict__``, read without running ``__getattr__``)."""
     if isinstance(value, _SKIP) or isinstance(value, (dict, list, tuple)):
         return []
@@ -86,7 +86,7 @@ def reached(local: str, value: Any, seen: set[int]) -> Iterator[tuple[str, torch
         if _graph(inner) and id(inner) not in seen:
             seen.add(id(inner))
             yield expr, inner, None
-    for attr, inner in _attributes(value):
+    for attr, inner in own_attributes(value):
         if not isinstance(attr, str):
             continue
         expr = f"{local}.{attr}"
