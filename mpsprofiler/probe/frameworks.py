@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterator
-from types import FrameType
+from types import FrameType, TracebackType
 from typing import Any
 
 FRAMEWORKS = ("lightning", "lightning fabric", "transformers Trainer", "accelerate")
@@ -67,6 +67,33 @@ def planned_steps(frame: FrameType | None = None) -> int | None:
         if planned is not None:
             return planned
     return None
+
+
+TRAINING_ENTRIES = {
+    "transformers.trainer": ("train", "_inner_training_loop"),
+    "lightning.pytorch.trainer.trainer": ("fit", "_fit_impl"),
+    "pytorch_lightning.trainer.trainer": ("fit", "_fit_impl"),
+}
+"""The functions (by module) that run a framework's training: ``Trainer.train`` of
+transformers/trainer.py, ``Trainer.fit`` of Lightning's trainer/trainer.py (its sanity check
+included). Not their ``evaluate``/``predict``/``validate``/``test``: those loops do not train."""
+
+
+def in_training(tb: TracebackType | None) -> bool:
+    """Whether the traceback ``tb`` passes through a framework's training entry (see
+    ``TRAINING_ENTRIES``): an exception raised there ended a training run, so the batches
+    fetched before its first optimizer step were fetched for a step that never finished
+    (the Trainer's accumulation window and look-ahead, Lightning's sanity check), not
+    steps of a loop without training."""
+    for _ in range(MAX_FRAMES):
+        if tb is None:
+            return False
+        name = tb.tb_frame.f_globals.get("__name__")
+        entries = TRAINING_ENTRIES.get(name) if isinstance(name, str) else None
+        if entries is not None and tb.tb_frame.f_code.co_name in entries:
+            return True
+        tb = tb.tb_next
+    return False
 
 
 def _framework_frames(frame: FrameType | None) -> Iterator[tuple[FrameType, str]]:

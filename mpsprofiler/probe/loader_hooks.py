@@ -14,8 +14,10 @@ iterator's own attribute that ``sites.on_fetch`` sets for its next batch (loader
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Callable, Set
+from types import FrameType
 from typing import Any
 
 from .. import events
@@ -27,6 +29,12 @@ from .transparent import hide_from_warnings
 from .weakids import WeakIds
 
 INSTRUMENT = "dataloader"
+
+
+def _caller_module(frame: FrameType | None) -> str:
+    """The module of the code that asked the DataLoader iterator for a batch ("" if none)."""
+    name = frame.f_globals.get("__name__") if frame is not None else None
+    return name if isinstance(name, str) else ""
 
 
 def install(tracker: StepTracker, disabled: Set[str], emit: Callable[..., None], fault: Callable[[str], None] | None,
@@ -58,6 +66,8 @@ def install(tracker: StepTracker, disabled: Set[str], emit: Callable[..., None],
         try:
             if fault is not None:
                 fault(INSTRUMENT)
+            if tracker.first_fetch_by is None:  # once: who fetches (a look-ahead? steps.LOOK_AHEAD)
+                tracker.first_fetch_by = _caller_module(sys._getframe(1))
             started = tracker.on_fetch_start()
         except Exception as exc:
             fail(INSTRUMENT, exc)

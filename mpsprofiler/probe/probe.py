@@ -30,7 +30,7 @@ from ..redact import TEXT_KINDS, scrub_fields
 from . import fdguard
 from .channel import Channel
 from .failure_site import failure_fields
-from .frameworks import planned_steps
+from .frameworks import in_training, planned_steps
 from .import_watch import when_imported
 from .run_facts import emit_environment, hello_fields, int_env, model_fields
 from .safe_point import SafePoint
@@ -489,6 +489,10 @@ class Probe:
             "message": str(exc)[:8000],
             "frames": frames,
         }
+        try:  # before the exit confirms them: batches fetched for a first step that crashed
+            self.tracker.crashed(in_training(exc.__traceback__))
+        except Exception as error:
+            self.fail("steps", error)
         self.emit(events.KIND_EXCEPTION, **fields)
 
     def close(self) -> None:

@@ -73,6 +73,12 @@ PROVISIONAL = 64
 loop trains (see the module docstring). More than a Lightning sanity check (2 batches) or
 a Trainer's accumulation window (typically 1 to 32 batches)."""
 
+LOOK_AHEAD = {"accelerate.data_loader": 1}
+"""Batches a loader fetches ahead of the one it hands out, by the module that calls the
+DataLoader iterator: accelerate's ``DataLoaderShard.__iter__`` (so every Hugging Face
+Trainer) fetches the next batch before it yields the current one, to know the last
+(accelerate/data_loader.py), so a loop that crashes in its first step has fetched 2."""
+
 
 class _Fetch:
     """The thread inside a DataLoader iterator's ``__next__`` now, if any (read by the leak
@@ -139,6 +145,9 @@ class StepTracker:
         self.retracted = 0
         """Batches fetched before the first backward pass or optimizer step that were not
         taken as steps (look-ahead, accumulation window, sanity check)."""
+        self.first_fetch_by: str | None = None
+        """The module that asked for the run's first batch ("" if not known; set by the
+        DataLoader hook, see ``LOOK_AHEAD``)."""
         self._started = False
         self._alloc_read_at = float("-inf")
         self._cols: dict[str, list[Any]] = columns()
@@ -235,6 +244,19 @@ class StepTracker:
             dur = cols["dur"][-1] if cols["dur"] else 0.0
         for listener in self.listeners:
             listener(self.index, dur)
+
+    def crashed(self, in_training: bool) -> None:
+        """An uncaught exception ends the run. Held DataLoader-counted steps that were the
+        batches of a first step that never finished are retracted, not confirmed at exit as
+        steps of a loop without training (a crash in the first step is the crash only, not
+        "crashed after 2 steps"): all of them when the exception came out of a framework's
+        training entry (``in_training``: Lightning's sanity check, the Trainer's accumulation
+        window and look-ahead), else as many as the loader fetches ahead (``LOOK_AHEAD``):
+        a plain inference loop that crashed at its 10th batch keeps its steps."""
+        held = self.held
+        if held and (in_training or held <= LOOK_AHEAD.get(self.first_fetch_by or "", 0)):
+            self._retract()
+            self._may_hold = False
 
     def _retract(self) -> None:
         """The first backward pass or optimizer step: the held DataLoader-counted steps

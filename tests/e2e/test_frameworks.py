@@ -551,3 +551,25 @@ def test_unmeasured_workers_are_not_counted_as_busy_threads() -> None:
     assert phrase_for(words, facts, "thread_workers_text", ()) == \
         "4 DataLoader worker processes (not counted: their CPU use was not measured in so short a run)"
     assert facts["thread_oversubscription"] < 1.5
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not has("transformers", "accelerate", "lightning"), reason="needs the frameworks extra")
+def test_a_crash_in_a_framework_first_step_is_the_crash_only(tmp_path: Path) -> None:
+    """Issue 28: the first training step raises under a Trainer (accumulation window and
+    look-ahead fetched first), Lightning (after its sanity check) and accelerate (its
+    look-ahead): no "crashed after its first step (step 0)" or "after 2 steps" counted from
+    the batches fetched ahead, no step figures; the crash, at the line that raised."""
+    with ThreadPoolExecutor(3) as pool:
+        runs = {fw: pool.submit(run_script, tmp_path, fw, "framework_crash_first_step.py", {"FRAMEWORK": fw})
+                for fw in ("trainer", "lightning", "accelerate")}
+        done = {fw: future.result() for fw, future in runs.items()}
+    line = line_of(SCRIPTS / "framework_crash_first_step.py", "torch.nn.functional.mse_loss(out, labels)")
+    for fw, run in done.items():
+        assert run.proc.returncode == 1, (fw, run.proc.stderr[-3000:])
+        assert run.steps["count"] == 0, (fw, run.steps)
+        assert "steps       0 (the script crashed before its first step ended)" in run.proc.stderr, fw
+        crash = next(f for f in run.summary["findings"] if f["rule"] == "crash")
+        assert crash["title"].startswith("Crashed before its first step: RuntimeError: The size of tensor a (4)"), fw
+        assert crash["title"].endswith(f"framework_crash_first_step.py:{line}"), (fw, crash["title"])
+        assert not [r for r in run.rules if r not in ("crash", "other-programs-busy")], (fw, run.rules)

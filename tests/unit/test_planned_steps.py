@@ -83,3 +83,30 @@ def test_nothing_is_read_without_a_framework_imported(monkeypatch: pytest.Monkey
     trainer = _cls("transformers.trainer", "Trainer")()
     trainer.state = types.SimpleNamespace(max_steps=200)
     assert _framework_call("transformers.trainer", trainer) is None
+
+
+def _raised_in(module: str, function: str) -> BaseException:
+    """An exception raised in ``function`` of a frame of ``module``, caught with its traceback."""
+    namespace: dict[str, Any] = {"__name__": module}
+    exec(f"def {function}():\n    raise RuntimeError('first step')\n", namespace)
+    try:
+        namespace[function]()
+    except RuntimeError as exc:
+        return exc
+    raise AssertionError("not raised")
+
+
+@pytest.mark.parametrize(("module", "function", "training"), [
+    ("transformers.trainer", "_inner_training_loop", True),
+    ("lightning.pytorch.trainer.trainer", "_fit_impl", True),
+    ("pytorch_lightning.trainer.trainer", "fit", True),
+    ("transformers.trainer", "predict", False),  # an inference loop of the Trainer
+    ("lightning.pytorch.trainer.trainer", "validate", False),
+    ("__main__", "train", False),
+])
+def test_a_crash_says_whether_it_came_out_of_a_framework_training_entry(module: str, function: str,
+                                                                        training: bool) -> None:
+    from mpsprofiler.probe.frameworks import in_training
+
+    assert in_training(_raised_in(module, function).__traceback__) is training
+    assert in_training(None) is False

@@ -262,3 +262,43 @@ def test_what_counted_the_steps_says_how_lightning_counts_two_optimizers() -> No
         "optimizer steps of a Lightning Trainer, 2 optimizers stepping in each: Lightning's global_step counts 2 per step")
     assert signal_words("optimizer", None, 0, 2) == "optimizer steps, 2 optimizers stepping in each"
     assert signal_words("optimizer", "lightning", 0, 1) == "optimizer steps of a Lightning Trainer"
+
+
+def _held_fetches(tracker: StepTracker, device: Device, n: int, by: str) -> None:
+    """``n`` batches fetched by the module ``by`` and no backward pass or optimizer step yet."""
+    tracker.first_fetch_by = by
+    for _ in range(n):
+        fetch(tracker, device, drains=True)
+
+
+@pytest.mark.parametrize(("fetches", "in_training", "by", "steps"), [
+    (2, False, "accelerate.data_loader", 0),  # accelerate's look-ahead: the first step's batch and the next
+    (3, True, "lightning.pytorch.loops.fetchers", 0),  # Lightning: 2 sanity-check batches, then the first
+    (5, True, "accelerate.data_loader", 0),  # a Trainer with gradient_accumulation_steps=4
+    (11, False, "__main__", 10),  # a plain inference loop that crashed at its 11th batch keeps 10 steps
+    (11, False, "accelerate.data_loader", 10),  # through accelerate, past its look-ahead, too
+])
+def test_a_crash_in_the_first_step_is_no_step(fetches: int, in_training: bool, by: str, steps: int) -> None:
+    """Issue 28: a Trainer, Lightning or accelerate script whose first step raised was
+    reported "crashed after its first step (step 0)" or "after 2 steps", the batches fetched
+    ahead confirmed at exit as steps of a loop without training. The crash retracts them
+    when the exception came out of a framework's training entry, or when they are no more
+    than the loader's look-ahead."""
+    device = Device()
+    sent: list[dict[str, Any]] = []
+    tracker = StepTracker(lambda kind, **payload: sent.append(payload), device, FakeClock(tick=0.001))
+    _held_fetches(tracker, device, fetches, by)
+    tracker.crashed(in_training)
+    tracker.finish()
+    tracker.drain()
+    assert (len(sent[-1]["i"]) if sent else 0) == steps
+
+
+def test_the_crash_retracts_nothing_once_the_run_trains() -> None:
+    device = Device()
+    tracker, columns = tracked(device)
+    learn(tracker, device, object())
+    fetch(tracker, device, drains=True)
+    tracker.crashed(True)
+    tracker.finish()
+    assert len(columns()["i"]) == 2  # the two steps before it, as without the crash
