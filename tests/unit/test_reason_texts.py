@@ -647,6 +647,18 @@ def _code_cases(tmp: Path, monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, s
         (tl, "leak_site_kept_by", _leak(holder="outs", holder_code="outs += [o]"),
          " They are kept in `outs`, added to (`outs += [o]`)."),
         (tl, "leak_site_kept_by", _leak(holder="outs"), " They are kept in `outs`, added to."),
+        # issue 28: a rate beside the sampled steps' total, to set beside the process's growth
+        (tl, "leak_site_graph_size", _leak(bytes=4 * 65536, alive=4, steps=[1, 3, 5, 12], graph_nodes=40),
+         " Their graphs' saved tensors were freed by `backward()`: what stays is the tensors (256.0 KiB, about 64.0"
+         " KiB more every step) and 40 autograd nodes, objects of autograd's own that no tensor size counts, more"
+         " every step."),
+        (tl, "leak_site_graph_size", _leak(bytes=2 * 65536, alive=2, steps=[3, 5], graph_nodes=10,
+                                           graph_bytes=6 * 65536),
+         " They hold 512.0 KiB: 128.0 KiB of their own and 384.0 KiB of tensors their graphs saved for a"
+         " `backward()` that has not run (10 autograd nodes); about 256.0 KiB more every step."),
+        (tl, "leak_site_graph_size", _leak(bytes=4096, alive=2, steps=[3, 5]),
+         " The tensors hold 4.0 KiB of their own (about 2.0 KiB more every step); what their graphs hold was not"
+         " measured."),
         (ds, "loader_which", _loader(tmp, "train.py"), "the DataLoader"),
         (ds, "loader_which", _loader(tmp, "train.py", 2, 21), "the 21st DataLoader"),
         (ds, "loader_which", _loader(tmp, "train.py", 2, 22), "the 22nd DataLoader"),

@@ -53,6 +53,7 @@ LEAK_FACTS: tuple[str, ...] = (
     "leak_site_kib_per_step", "leak_site_lag", "leak_site_memory_flat", "leak_site_mib_per_100_steps", "leak_site_line", "leak_site_mib", "leak_site_module",
     "leak_site_op", "leak_site_samples", "leak_site_table", "leak_place_sentence",
     "leak_site_graph_size", "leak_site_graph_nodes", "leak_site_graph_saved", "leak_site_own", "leak_site_held",
+    "leak_site_own_per_step", "leak_site_held_per_step",
     "leak_site_number", "leak_site_item_code",
     "leak_between_code", "leak_between_fix_code", "leak_between_held", "leak_between_holder", "leak_between_line",
     "leak_between_size", "leak_between_size0", "leak_between_step", "leak_between_step0",
@@ -108,7 +109,7 @@ def leak_facts(session: Session) -> dict[str, Any]:
         leak_site_is_carry=any((c.file, c.line) in ((top.file, top.line), (top.holder_file, top.holder_line))
                                for c in leaks.carries),
     )
-    facts.update(_graph_size(top))
+    facts.update(_graph_size(top, rate))
     if top.holder and top.holder_line:
         facts["leak_place_sentence"] = "holder_code" if top.holder_code else "holder"
     kept = keep_fix(top)
@@ -146,19 +147,27 @@ def _carry_size(c: Any) -> dict[str, Any]:
             "graph_carry_saved": fmt_bytes(c.saved)}
 
 
-def _graph_size(site: Any) -> dict[str, Any]:
-    """What a line's kept tensors hold with their graphs. The tensors' own bytes alone read
-    "0.0 KiB" for kept losses (4 bytes each) whatever their graphs held: ``leak_site_held``
-    adds the tensors the graphs saved for a backward that has not run (a step's
-    activations); where ``backward()`` freed them (``freed``), what stays is the graphs'
-    nodes, counted, not sized (their C++ objects are not tensors)."""
+def _graph_size(site: Any, kib_per_step: float) -> dict[str, Any]:
+    """What a line's kept tensors hold with their graphs, in all and per step. The tensors'
+    own bytes alone read "0.0 KiB" for kept losses (4 bytes each) whatever their graphs held:
+    ``leak_site_held`` adds the tensors the graphs saved for a backward that has not run (a
+    step's activations); where ``backward()`` freed them (``freed``), what stays is the
+    graphs' nodes, counted, not sized (their C++ objects are not tensors). The per-step
+    amounts (``kib_per_step``: the line's rate, see ``_rate``) are what the process gains
+    each step from this line, to set beside its memory growth: the sampled steps' totals
+    alone ("4 tensors, 256 KiB") gave no rate (issue 28)."""
     own = fmt_bytes(site.bytes)
+    own_per_step = fmt_bytes(kib_per_step * 1024)
     if not site.grad or site.graph_nodes is None:
-        return {"leak_site_graph_size": "unmeasured" if site.grad else None, "leak_site_own": own}
+        return {"leak_site_graph_size": "unmeasured" if site.grad else None, "leak_site_own": own,
+                "leak_site_own_per_step": own_per_step}
+    held = site.bytes + site.graph_bytes
+    held_per_step = kib_per_step * 1024 * held / site.bytes if site.bytes else None
     return {"leak_site_graph_size": "saved" if site.graph_bytes else "freed", "leak_site_own": own,
+            "leak_site_own_per_step": own_per_step,
             "leak_site_graph_nodes": f"{site.graph_nodes:,}" + (" or more" if site.graph_capped else ""),
             "leak_site_graph_saved": fmt_bytes(site.graph_bytes),
-            "leak_site_held": fmt_bytes(site.bytes + site.graph_bytes)}
+            "leak_site_held": fmt_bytes(held), "leak_site_held_per_step": fmt_bytes(held_per_step)}
 
 
 def _memory_flat(session: Session, kib_per_step: float, seen: int) -> bool:
