@@ -46,7 +46,9 @@ def signal_words(mode: str | None, framework: object = None, ahead: object = Non
         if framework == "lightning":  # its global_step counts each optimizer's step (manual optimization)
             words += f": Lightning's global_step counts {optimizers} per step"
     if isinstance(ahead, int) and not isinstance(ahead, bool) and ahead > 0:
-        words += f", {ahead} batch{'es' if ahead > 1 else ''} fetched before the first step not counted"
+        # "as steps": their wait stays in step 0 and, with gradient accumulation, they are the
+        # first update's own batches; "3 batches ... not counted" read as if they were dropped
+        words += f", {ahead} batch{'es' if ahead > 1 else ''} fetched before the first step not counted as steps"
     return words
 
 

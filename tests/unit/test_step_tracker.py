@@ -262,6 +262,10 @@ def test_what_counted_the_steps_says_how_lightning_counts_two_optimizers() -> No
         "optimizer steps of a Lightning Trainer, 2 optimizers stepping in each: Lightning's global_step counts 2 per step")
     assert signal_words("optimizer", None, 0, 2) == "optimizer steps, 2 optimizers stepping in each"
     assert signal_words("optimizer", "lightning", 0, 1) == "optimizer steps of a Lightning Trainer"
+    # issue 28: with gradient_accumulation_steps=3 the 3 batches fetched ahead are the first
+    # update's own: not counted as steps, and not dropped either
+    assert signal_words("optimizer", "transformers Trainer", 3, 1) == (
+        "optimizer steps of a Hugging Face Trainer, 3 batches fetched before the first step not counted as steps")
 
 
 def _held_fetches(tracker: StepTracker, device: Device, n: int, by: str) -> None:
