@@ -910,6 +910,28 @@ def test_a_cpu_floor_above_the_measured_step_is_not_said_nor_fewer_workers_advis
     assert short["reason_floor"] == "shown" and "cannot get much below" in reason_text(short, bound="cpu"), short
 
 
+def test_workers_mostly_off_the_cpu_are_kept_not_cut_to_the_cores() -> None:
+    """Sweep s52 a04/a02: a loader of 1 ms sleeps per sample given the 8 workers its first run
+    advised; the next run read 3.2 ms of CPU against 1.6 ms of training per batch on 2 cores
+    and told "Use num_workers=2 at most". Each worker's batch took 48 ms, 45 of it off the
+    CPU: 2 workers took the run from 1.0 s to 2.0 s. Workers that mostly wait are kept; a
+    loader whose workers compute their whole batch is still cut to the cores."""
+    fig = _fig(3.9, 6.0, cpu_ms=0.1, workers_cpu=3.2 * 40 / 1e3, workers_runq=7.8 * 40 / 1e3, window_batches=40.0)
+    said = advise(fig, "cpu", 8, 1.6e-3, 1, 2, "physical", 32, 64 * 2**30, None, 2, 1000)
+    assert said["num_workers_reason"][0] == "cpu_short", said
+    assert said["suggested_num_workers"] == 8 and not said["num_workers_helps"], said
+    text = reason_text(said, bound="cpu")
+    assert "at most" not in text and "keep num_workers=8. Make each batch cheaper" in text, text
+    assert "Each of the 8 workers spends 37.0 of its 48.0 ms a batch neither computing nor queued" in text, text
+    assert text.count("  ") == 0 and "{" not in text, text
+    # 8 workers that compute their batch and queue for the 2 cores the rest of it: cut to them
+    busy = _fig(41.0, 42.0, cpu_ms=0.1, workers_cpu=70.0 * 40 / 1e3, workers_runq=250.0 * 40 / 1e3,
+                window_batches=40.0)
+    cut = advise(busy, "cpu", 8, 10e-3, 1, 2, "physical", 32, 64 * 2**30, None, 2, 1000)
+    assert cut["suggested_num_workers"] == 2 and cut["reason_kept_waiting"] == "none", cut
+    assert "Use num_workers=2 at most" in reason_text(cut, bound="cpu")
+
+
 def test_waiting_that_is_mostly_a_wait_for_a_core_is_worded_so() -> None:
     """Sweep t11, num_workers=0 beside 2 busy programs: 90.9 ms a batch, 10.1 ms of it CPU and
     47.4 ms ready to run without a core; it read "mostly waiting (I/O, sleep)"."""

@@ -39,6 +39,10 @@ REASON_CODES = ("ipc_workers", "ipc", "handoff", "contention", "cpu_fits", "cpu_
 """Every code ``num_workers_reason`` may hold: a main reason first, then its clauses
 (``iterable`` is added by the ``dataloader`` analyzer, which knows the dataset's kind;
 ``restarts`` replaces the reason there where the workers' start-up is the wait)."""
+OFF_CPU_KEEP = 2.0
+"""A worker that waits (sleep, I/O: neither computing nor queued for a core) at least this
+many times its CPU work per batch spends most of a batch off the CPU: a loader short of
+cores keeps such workers rather than being cut to the cores (:func:`advise`, ``cpu_short``)."""
 LIMIT_ORDER = ("batches", "max_workers", "memory", "worker_cpu", "startup")
 """Of two bounds on workers that allow the same number, the one named: this order."""
 REASON_FACTS = (
@@ -48,9 +52,9 @@ REASON_FACTS = (
     "reason_demand", "reason_fetch_cpu", "reason_fetch_ms", "reason_free", "reason_free_cores", "reason_free_tail",
     "reason_others",
     "reason_handoff_cpu_ms", "reason_handoff_ms", "reason_handoff_saving", "reason_high", "reason_index_ms",
-    "reason_limit_n",
+    "reason_kept_waiting", "reason_limit_n",
     "reason_load_cpu_ms", "reason_load_ms", "reason_logical", "reason_low", "reason_median_demand", "reason_needed",
-    "reason_needed_keep",
+    "reason_needed_keep", "reason_off_cpu_ms",
     "reason_queue_part", "reason_queued_ms", "reason_ratio", "reason_receive_ms", "reason_sample_us", "reason_sampler",
     "reason_sampler_at", "reason_sampler_kind", "reason_sampler_sketch", "reason_start_method",
     "reason_start_ms", "reason_step_ms", "reason_train_ms", "reason_train_on", "reason_trains",
@@ -202,6 +206,16 @@ def advise(
             best_batch = (load_cpu + train) / have
             reach = math.ceil(load / best_batch) if best_batch > 0 and load > 0 else 1
             target = min(max(workers, free or 1, reach), have)
+            kept: int | str = "none"
+            # a worker's batch beside its CPU work and its wait for a core (Linux): sleep, I/O
+            off_cpu = max(0.0, load - load_cpu - (worker_runq or 0.0) * 1000.0)
+            if target < workers and reach > target and off_cpu >= OFF_CPU_KEEP * load_cpu:
+                # the cores bound workers that compute their whole batch; these spend most of
+                # it waiting for something else than a core, and it is the workers, more of
+                # them than cores, that overlap those waits: 8 workers of 48 ms a batch, 3.2 ms
+                # of it CPU and 7.8 ms of it queued for a core, on 2 cores were told "2 at
+                # most", which took the run from 1.0 s to 2.0 s (sweep s52 a04). Keep them.
+                target, kept = workers, workers
             helps = target > workers
             best = best_batch * fig.batches / max(1, fig.steps)
             floor = "shown"
@@ -215,7 +229,8 @@ def advise(
             codes = ["cpu_short"]
             why.update(reason_ratio=ratio, reason_cores=have, reason_training_cores=training_cores,
                        reason_best_ms=best if best is not None else "none", reason_step_ms=step,
-                       reason_floor=floor, reason_at_most=target if floor == "shown" else 0)
+                       reason_floor=floor, reason_at_most=target if floor == "shown" and kept == "none" else 0,
+                       reason_kept_waiting=kept, reason_load_ms=load, reason_off_cpu_ms=off_cpu)
     else:
         # waiting (or not known): workers overlap the waits, cores do not bound them. The
         # training consumes a batch per wall-clock compute time here (on a busy machine
