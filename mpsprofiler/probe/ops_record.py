@@ -309,6 +309,7 @@ class StepRecord:
             for t in tensors:
                 devices.add(t.device)
         flags = 0
+        scalar_f64 = False
         for i, t in enumerate(tensors):
             dtype = t.dtype
             dtypes.add(dtype)
@@ -318,8 +319,13 @@ class StepRecord:
                     # a conversion away from float64 is the fix, not the problem; results count
                     if i >= n_in or (not is_copy and t.dim() > 0):
                         flags |= 1
+                        scalar_f64 = scalar_f64 or t.dim() == 0
                 else:
                     flags |= flag
+        if scalar_f64 and self._finder.f64_not_on_mps(3):
+            # a GradScaler's float64 reciprocal of its (0-dim) scale: MPS takes a float32
+            # branch there (asked of 0-dim float64 ops only: one frame lookup each)
+            flags &= ~1
         if flags:
             if flags & 1:
                 self.f64_calls += 1

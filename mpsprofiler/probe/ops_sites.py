@@ -71,6 +71,10 @@ class FrameFinder:
         # .item() / float() / tensor conditions (hundreds per step) are device syncs, made
         # by the optimizer, not by the user's `opt.step(closure)` line
         self._device_optim = (os.path.join(torch_dir, "optim", "lbfgs.py"),)
+        # torch code whose float64 a Mac never runs: GradScaler.unscale_ takes the reciprocal
+        # of its scale in float64 on every device but MPS, where it stays float32
+        # (torch/amp/grad_scaler.py: `.double().reciprocal().float() if ... != mps else`)
+        self._f64_not_on_mps = (os.path.join(torch_dir, "amp", "grad_scaler.py"),)
         # the frames between an op's caller and the recorder: this package, Dynamo's
         # disable wrapper around the mode, OpOverload.__call__ (new for every op)
         self._machinery = (OWN_DIR, os.path.join(torch_dir, "_dynamo", "eval_frame.py"),
@@ -199,6 +203,13 @@ class FrameFinder:
         if optimizer is not None:
             return optimizer, printing, False, None
         return (via[0], via[1]) if via is not None else None, printing, internal, None
+
+    def f64_not_on_mps(self, depth: int = 2) -> bool:
+        """Whether the op's caller is torch code that makes float64 only off MPS (see
+        ``_f64_not_on_mps``): a Mac runs a float32 branch there, so it is no float64 op of
+        the script's to report."""
+        frame, _ = self._caller(depth)
+        return frame is not None and os.path.abspath(frame.f_code.co_filename) in self._f64_not_on_mps
 
     def owner(self, site: Site | None) -> str | None:
         """The optimizer that made a call at ``site`` (a line of torch.optim.LBFGS), else None."""

@@ -15,6 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+import torch
 
 from helpers import mpsprof_cli, read_summary
 from mpsprofiler.session.recording import load_run
@@ -125,3 +126,21 @@ def test_reads_that_torch_distributions_makes_to_check_its_arguments_are_told_wi
     assert "torch.distributions" not in rest["fix"]
     if rest["facts"].get("syncs_counted") != "at_least":
         assert rest["facts"]["syncs_per_step"] == pytest.approx(20, abs=1), rest["facts"]
+
+
+@pytest.mark.slow
+def test_a_grad_scalers_own_float64_is_not_reported_but_the_scripts_is(tmp_path: Path) -> None:
+    """Sweep s52 a11: autocast + ``torch.amp.GradScaler("cpu")`` read "2 float64 ops per step:
+    MPS has no float64", at ``scaler.step(opt)``: GradScaler.unscale_'s
+    ``self._scale.double().reciprocal().float()``, which torch runs on every device but MPS
+    (torch/amp/grad_scaler.py). Every AMP script on CUDA got the warning. A float64 op of the
+    script's own beside it is still found, at its line."""
+    if not hasattr(torch.amp, "GradScaler"):
+        pytest.skip("torch.amp.GradScaler (torch >= 2.3)")
+    script = MAC / "amp_grad_scaler.py"
+    with ThreadPoolExecutor(2) as pool:
+        plain, own = pool.map(lambda a: _run(tmp_path, script, *a), [(), ("--f64",)])
+    assert "float64-mps" not in {f["rule"] for f in plain["findings"]}, plain["findings"]
+    assert plain["ops"]["float64"]["calls"] == 0, plain["ops"]["float64"]
+    finding = next(f for f in own["findings"] if f["rule"] == "float64-mps")
+    assert "amp_grad_scaler.py:28" in finding["evidence"] and "scaler.step" not in finding["evidence"], finding
