@@ -320,6 +320,17 @@ def test_recorded_figures_fire_the_rule(rule):
     assert "```python" in finding.fix and "{{" not in finding.fix
 
 
+def test_a_step_0_spent_waiting_for_its_first_batch_is_no_compilation():
+    """Sweep s52 a13 under spawn: 2 DataLoader workers started by spawn on a busy machine
+    kept step 0 waiting 18.9 s of its 18.9 s for its first batch, and long-first-step said
+    "Step 0 took 19 s (compilation)" with torch.compile advice to a script that compiles
+    nothing. The same step 0 spent computing still fires the rule."""
+    waiting = fired(build_session(rows=step_rows([19.0] + [0.05] * 30, waits=[18.9] + [0.0] * 30)))
+    assert "long-first-step" not in waiting, sorted(waiting)
+    computing = fired(build_session(rows=step_rows([19.0] + [0.05] * 30, waits=[0.2] + [0.0] * 30)))
+    assert "long-first-step" in computing, sorted(computing)
+
+
 def test_tensor_leak_on_mps_uses_the_allocated_bytes():
     found = fired(_mps_leak())["tensor-leak"]
     assert found.evidence.startswith("Memory held by tensors on the device grows by 3,072 KiB per step")

@@ -4,7 +4,9 @@ Metal compiles kernels on first use, CUDA autotunes, caches fill: the first step
 slow on every device, so a benchmark that includes them misjudges the run.
 Step 0 also carries the script's start-up (imports, building the model and
 the data), which is why the rule looks at warm-ups longer than that one step, except
-when step 0 alone is very long (torch.compile compiles the model in its first call).
+when step 0 alone is very long (torch.compile compiles the model in its first call) and
+not by waiting for its first batch (``first_step_wait_share``: DataLoader workers started
+by spawn took 19 s of a 19 s step 0 on a busy machine, and read as compilation).
 
 The steps mpsprof sampled for op accounting (``session.ops.sampled``) are slow by its own
 doing (every op recorded): they are judged as steady steps, never as warm-up, and never
@@ -27,7 +29,8 @@ from .common import rounded
 from .registry import analyzer
 
 WARMUP_FACTS: tuple[str, ...] = (
-    "benchmark_from_step", "first_step_cost_s", "first_step_s", "warmup_after_first_cost_s", "warmup_cost_s",
+    "benchmark_from_step", "first_step_cost_s", "first_step_s", "first_step_wait_share", "warmup_after_first_cost_s",
+    "warmup_cost_s",
     "warmup_first_step_ms", "warmup_first_step_ratio", "warmup_own_work_s", "warmup_own_work_steps", "warmup_s",
     "warmup_above_steady_share", "warmup_core_wait_share", "warmup_share", "warmup_slowest_step_ms", "warmup_start_step", "warmup_steps",
 )
@@ -101,6 +104,11 @@ def warmup_facts(session: Session) -> dict[str, Any]:
         facts["warmup_first_step_ratio"] = rounded(steps.early[0].dur / med, 2)
         facts["first_step_s"] = rounded(steps.early[0].dur, 2)
         facts["first_step_cost_s"] = rounded(max(0.0, steps.early[0].dur - med), 2)
+    first = steps.early[0]
+    if first.dur > 0:
+        # step 0 spent waiting for its batch is the DataLoader's start (workers started by
+        # spawn import torch and the script first), not compilation: the loader rules say it
+        facts["first_step_wait_share"] = rounded(min(1.0, first.wait / first.dur))
     facts["benchmark_from_step"] = w
     facts["warmup_start_step"] = steps.early[0].i
     return facts
