@@ -155,10 +155,12 @@ HAND: dict[str, Hand] = {
          "replace the ops that run on the CPU (the finding lists them) by hand"),
         "which op can stand for another is a change of the model that needs its author", command=PIP_TORCH),
     "mps-readiness": Hand(
+        # the fix shows the line to add only where the run had no PYTORCH_ENABLE_MPS_FALLBACK=1
         ("on the Mac, `{command}` before `import torch`",
-         "on the Mac, set PYTORCH_ENABLE_MPS_FALLBACK=1 before `import torch`"),
+         "the run already had PYTORCH_ENABLE_MPS_FALLBACK=1 before `import torch`: keep it on the Mac, or replace "
+         "the ops the finding lists by hand"),
         "this run was not on a Mac: which ops fall back there is a prediction until the job runs on one",
-        env=True, command=r'(os\.environ\.setdefault\("PYTORCH_ENABLE_MPS_FALLBACK", "1"\))'),
+        env=True, command=r'(os\.environ\["PYTORCH_ENABLE_MPS_FALLBACK"\] = "1")'),
     "sync-heavy": Hand(
         ("pass `logging_nan_inf_filter=False` to the `TrainingArguments(...)` at {sync_fix_place}, by hand",
          "read the values synced at {sync_top_line} once every N steps, by hand",

@@ -114,6 +114,32 @@ def test_predicted_fallback_facts_and_rule() -> None:
     assert "cpu-fallback" not in found
 
 
+def test_a_run_that_already_enables_the_fallback_is_not_told_to_enable_it() -> None:
+    """Sweep s52 a12: a Mac script sets ``os.environ["PYTORCH_ENABLE_MPS_FALLBACK"] = "1"``
+    before ``import torch``; mps-readiness still said to set it, and ``patch`` "on the Mac, set
+    PYTORCH_ENABLE_MPS_FALLBACK=1 before `import torch`". The run's environment at torch's
+    import (the probe's ``pytorch_env``) says whether it is set: only a run without it gets
+    the lines to add, which the not-patched line quotes."""
+    from types import SimpleNamespace
+
+    from mpsprofiler.patch.unplanned import unplanned_line
+
+    events, _ = run_example("fallback_ops", steps=7)
+    session = SimpleNamespace(run={"cwd": "/x"}, dataloaders={})
+    fixes = {}
+    for flag, env in (("set", {"pytorch_env": {"PYTORCH_ENABLE_MPS_FALLBACK": "1"}}), ("unset", {})):
+        finding = _findings(ops_facts(_stats(events), "cpu", env), "cpu")["mps-readiness"]
+        line = unplanned_line(session, finding, {}, "/x/train.py")  # type: ignore[arg-type]
+        fixes[flag] = (finding.fix, line)
+    fix, line = fixes["set"]
+    assert "This run had PYTORCH_ENABLE_MPS_FALLBACK=1 before torch was imported" in fix, fix
+    assert "os.environ[" not in fix and "{" not in fix, fix
+    assert "the run already had PYTORCH_ENABLE_MPS_FALLBACK=1 before `import torch`: keep it" in line, line
+    fix, line = fixes["unset"]
+    assert 'os.environ["PYTORCH_ENABLE_MPS_FALLBACK"] = "1"  # before `import torch`' in fix, fix
+    assert 'on the Mac, `os.environ["PYTORCH_ENABLE_MPS_FALLBACK"] = "1"` before `import torch`' in line, line
+
+
 def test_clean_model_fires_none_of_the_op_rules() -> None:
     events, _ = run_example("mps_clean", steps=7)
     facts = ops_facts(_stats(events), "cpu", {})
