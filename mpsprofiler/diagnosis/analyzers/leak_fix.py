@@ -42,7 +42,8 @@ def keep_fix(site: Any) -> dict[str, Any]:
                  and n.end_lineno == site.holder_line), None)
     if stmt is None:
         return {}
-    new = _rewritten(source, stmt, site.grad, site.holder, scalar=getattr(site, "scalar", False))
+    new = _rewritten(source, stmt, site.grad, site.holder, scalar=getattr(site, "scalar", False),
+                     numbers=number_safe(tree, site.holder))
     if new is None:
         return {}
     out = {"leak_site_fix_code": new, **number_fix(source, tree, stmt, site)}
@@ -261,12 +262,16 @@ def _setdefault_list(stmt: ast.stmt) -> ast.expr | None:
 
 
 def _rewritten(source: str, stmt: ast.stmt, grad: bool, holder: str, bounded: ast.expr | None = None,
-               scalar: bool = False) -> str | None:
+               scalar: bool = False, numbers: bool = True) -> str | None:
     """The adding line rewritten; None unless it adds one tensor-like value to ``holder``
     itself (a line adding ``loss.item()``, or to another container, is not the one).
     ``bounded``: the new list of a ``setdefault`` in the line, made a bounded deque.
     ``scalar``: the kept tensors hold one element each, kept as ``.item()`` (what
-    `mpsprof patch` writes), not ``.mean().item()``."""
+    `mpsprof patch` writes), not ``.mean().item()``. ``numbers``: the script's uses of
+    ``holder`` take numbers (:func:`number_safe`); where they need tensors (``a.mean()`` of
+    its elements, ``torch.stack`` of it) a list keeps its tensors and is cut to the last
+    ``KEEP_LAST`` after each append instead (a number broke an unseen script's
+    ``torch.stack([a.mean() for a in acts[-10:]])``; a list cut in place still slices)."""
     seg = ast.get_source_segment
     if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
         call = stmt.value
@@ -282,6 +287,11 @@ def _rewritten(source: str, stmt: ast.stmt, grad: bool, holder: str, bounded: as
             owner = owner.replace(empty, f"collections.deque(maxlen={KEEP_LAST})", 1)
         if isinstance(call.args[0], (ast.Tuple, ast.List, ast.Dict)):
             return None  # several values: no single rewrite fits
+        if not grad and not scalar and not numbers:
+            if call.func.attr != "append" or empty is not None:
+                return None
+            return (f"{owner}.append({value})\ndel {owner}[:-{KEEP_LAST}]  # keep the last {KEEP_LAST} "
+                    f"(a list still: slices and indexing work as before)")
         keep = f"{value}.detach()" if grad else f"{value}.item()" if scalar else f"{value}.mean().item()"
         why = "  # no autograd graph kept" if grad else "  # a number, not the tensor (or what you need of it)"
         if empty is not None:
