@@ -62,3 +62,24 @@ def test_other_makers_with_non_ascii_lines() -> None:
            'x = torch.from_numpy(a)  # 第一\n'
            'print("é"); w = torch.ones(2, dtype=torch.double)\n')
     assert _other_makers(src, ast.parse(src), 2) == [(3, "w = torch.ones(2, dtype=torch.float32)")]
+
+
+def test_makers_found_in_the_script_are_the_whole_fix_code(tmp_path) -> None:
+    """Sweep s52 a12: the float64 ops ran at `loss.backward()`, the tensors were made at lines
+    14-16 (`torch.from_numpy(...)`, `.double()`). The fix's code began with the general
+    `x = torch.from_numpy(array).float().to(device)`, naming an `array` the script has not,
+    before the script's own lines: now the script's lines alone, rewritten."""
+    from types import SimpleNamespace
+
+    from mpsprofiler.diagnosis.analyzers.float64_fix import float64_fix_facts
+
+    script = tmp_path / "mac.py"
+    script.write_text("import numpy as np, torch\nX = torch.from_numpy(np.zeros((4, 2)))\n"
+                      "model = torch.nn.Linear(2, 1).double()\nloss = model(X).sum()\nloss.backward()\n")
+    site = SimpleNamespace(file=str(script), line=5)
+    session = SimpleNamespace(run={"cwd": str(tmp_path), "script": "mac.py"}, model={"default_dtype": "float32"},
+                              ops=SimpleNamespace(top_float64=lambda n: [site], float64_calls=3))
+    facts = float64_fix_facts(session)  # type: ignore[arg-type]
+    assert facts["float64_fix_where"] == "makers", facts
+    assert facts["float64_fix_code"] == ("X = torch.from_numpy(np.zeros((4, 2))).float()  # line 2\n"
+                                         "model = torch.nn.Linear(2, 1).float()  # line 3"), facts

@@ -583,6 +583,8 @@ def _code_cases(tmp: Path, monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, s
     def f64(site: Any, default: str = "float32") -> dict[str, Any]:
         ops = SimpleNamespace(top_float64=lambda n: [site] if site else [], float64_calls=3)
         (tmp / "dflt.py").write_text("import torch\ntorch.set_default_dtype(torch.float64)\n")
+        # the float64 runs at line 3; it was made at line 2 (the sampler saw no op there)
+        (tmp / "makers.py").write_text("import numpy as np, torch\nx = torch.from_numpy(np.zeros(4))\ny = x * 2\n")
         session = SimpleNamespace(run={"cwd": str(tmp), "script": "dflt.py"}, ops=ops, model={"default_dtype": default})
         return float64_fix_facts(session)  # type: ignore[arg-type]
 
@@ -711,6 +713,9 @@ def _code_cases(tmp: Path, monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, s
         ("ops.yaml", "float64_fix_where", f64(None),
          "float64 usually comes from NumPy (`torch.from_numpy` keeps `float64`). Convert before\nmoving to the device, "
          "and keep the default dtype float32.\nWhere the array enters torch"),
+        ("ops.yaml", "float64_fix_where", f64(SimpleNamespace(file=str(tmp / "makers.py"), line=3)),
+         "float64 usually comes from NumPy (`torch.from_numpy` keeps `float64`). Convert before\nmoving to the device, "
+         "and keep the default dtype float32.\nThe script makes float64 tensors at these lines: change them to"),
         ("ops.yaml", "float64_fix_where", f64(None, "float64"),
          "The script makes float64 torch's default dtype at dflt.py:2 (`torch.set_default_dtype`), so every new float "
          "tensor (`torch.randn`, the model's weights) is float64: change that line to"),

@@ -6,8 +6,9 @@ usually became float64 earlier, where NumPy's default dtype entered torch:
 ``tensor_from_numpy``: the dtype is the array's), ``.double()`` and ``dtype=torch.float64``
 ask for it. Of the sampled float64 sites, the first whose line holds one of those is the
 one to change; its statement is rewritten in place (``.float()`` after ``from_numpy``,
-``float32`` for ``float64``), and ``float64_fix_where`` says which (``line``; ``enters_torch``
-when no such line was sampled; ``default`` when the script made float64 torch's default
+``float32`` for ``float64``), and ``float64_fix_where`` says which (``line``; ``makers`` when no
+such line was sampled but the script's file makes float64 elsewhere, listed rewritten;
+``enters_torch`` when neither is known; ``default`` when the script made float64 torch's default
 dtype: that call, found by :func:`default_setter`, which `mpsprof patch` rewrites too, is the line), a code ``rules/ops.yaml`` words. A model made float64 with
 ``.double()`` before the first sampled step is not seen by the sampler: the script's other
 such lines are listed from its source.
@@ -169,23 +170,27 @@ def float64_fix_facts(session: Session) -> dict[str, Any]:
                 "float64_fix_where": "line"}  # a code rules/ops.yaml words
     if session.ops.float64_calls <= 0:
         return {}
-    # no line that makes it was sampled (or its source is gone): where it enters torch
+    # no line that makes it was sampled (or its source is gone): the script's lines that
+    # make float64, rewritten; else where an array enters torch, in general
+    makers = _makers_of(session)
+    if makers:
+        # the script's own lines only: the general `torch.from_numpy(array)` line beside
+        # them named an `array` the script has not (sweep s52 a12)
+        return {"float64_fix_place": None, "float64_fix_where": "makers", "float64_fix_code": makers}
     code = ("x = torch.from_numpy(array).float().to(device)   # not .to(device) on a float64 tensor\n"
             "torch.set_default_dtype(torch.float32)")
-    return {"float64_fix_place": None, "float64_fix_where": "enters_torch",
-            "float64_fix_code": code + _makers_of(session)}
+    return {"float64_fix_place": None, "float64_fix_where": "enters_torch", "float64_fix_code": code}
 
 
 def _makers_of(session: Session) -> str:
-    """The float64 makers of the file of the top sampled float64 line, as the fix's code
-    lists them (``""``: none): the line that runs float64 ops often makes none itself
-    (``stats = 0.99 * stats + ...``) while the tensor it reads was made float64 earlier,
-    before the first sampled step (``stats = torch.from_numpy(np.zeros(65))``)."""
+    """The float64 makers of the file of the top sampled float64 line, rewritten, one a
+    line with its number (``""``: none): the line that runs float64 ops often makes none
+    itself (``stats = 0.99 * stats + ...``) while the tensor it reads was made float64
+    earlier, before the first sampled step (``stats = torch.from_numpy(np.zeros(65))``)."""
     sites = session.ops.top_float64(1)
     read = read_tree(sites[0].file) if sites and sites[0].file else None
     others = _other_makers(read[0], read[1], 0) if read else []
-    return ("\n\n# the script's float64 makers:\n" + "\n".join(f"{text}  # line {at}" for at, text in others)
-            if others else "")
+    return "\n".join(f"{text}  # line {at}" for at, text in others)
 
 
 def _other_makers(source: str, tree: ast.Module, skip: int) -> list[tuple[int, str]]:
