@@ -840,6 +840,18 @@ def test_the_nonfinite_evidence_is_its_clauses_in_turn(tmp_path: Path) -> None:
     assert "Before it: every loss was NaN (edited). Every step" in finding.evidence
 
 
+def test_the_oversubscription_title_says_how_many_cores_were_free() -> None:
+    """Sweep s52 a05: "2 busy threads on 2 cores" read as no problem at all; what made it one
+    was that other programs left about 0.5 of the 2 cores free, which only the evidence said."""
+    rules = [r for r in load_rules([builtin_rules_dir() / "thread-oversubscription.yaml"])
+             if r.id == "thread-oversubscription"]
+    facts = {"busy_threads": 2, "cores": 2, "cores_left": 0.5, "torch_threads": 2, "torch_threads_text": 2,
+             "thread_oversubscription": 2.1, "thread_workers_text": "none", "suggested_torch_threads": 1,
+             "thread_fix_where": "script_start", "thread_fix_code": "torch.set_num_threads(1)"}
+    (finding,) = evaluate(rules, facts, "cpu")
+    assert finding.title == "2 busy threads on 2 cores, 0.5 of them free of other programs", finding.title
+
+
 @pytest.mark.parametrize("threads,words", [(1, "1 intra-op thread"), (4, "4 intra-op threads")])
 def test_torchs_thread_count_is_worded_by_the_thread_rules(threads: int, words: str) -> None:
     """``torch_threads_text`` is the count; both rules of thread-oversubscription.yaml word it
