@@ -132,6 +132,9 @@ class DataLoaderFields(Tagged, total=False):
     a ``worker_init_fn``: each worker gets its share of the stream."""
     batch_sampler: str | None
     multiprocessing_context: str | None
+    start_method_set: str | None
+    """``multiprocessing.get_start_method(allow_none=True)`` when the loader was built: the
+    method the script fixed for the process, None for the platform's default."""
     thread: str
     created: int
     """Construction number in the training process (1: the first DataLoader built), as

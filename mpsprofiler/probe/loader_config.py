@@ -32,8 +32,21 @@ def loader_config(loader: Any, number: int) -> DataLoaderFields:
         "batch_sampler_at": _iter_at(sampler),
         "sampler_at": _iter_at(getattr(loader, "sampler", None)),
         "multiprocessing_context": _ctx_name(loader),
+        "start_method_set": _start_method_set(),
         "thread": threading.current_thread().name,
     }
+
+
+def _start_method_set() -> str | None:
+    """The start method the script fixed for the process (``set_start_method("spawn")``, as
+    CUDA scripts do), or None where it left the platform's default: a loader without workers
+    gets them by this method once a fix gives it some, which the advice prices (start-up)."""
+    import multiprocessing
+
+    try:
+        return multiprocessing.get_start_method(allow_none=True)
+    except Exception:
+        return None
 
 
 def _name(obj: Any) -> str | None:

@@ -656,6 +656,28 @@ def test_worker_start_method_has_one_provider() -> None:
     assert sum("worker_start_method" in a.provides for a in ANALYZERS) == 1
 
 
+def test_workers_a_fix_gives_start_by_the_method_the_script_fixed() -> None:
+    """Sweep s52 a01 under spawn (``multiprocessing.set_start_method("spawn", force=True)``, as
+    CUDA scripts do, here on Linux): a loader without workers was priced as if its workers
+    would fork (50 ms each) and told 8 for a run whose whole wait was 3 s; they started by
+    spawn and the loop went from 4.7 s to 33 s. The method the script fixed, recorded with the
+    loader, is the one a fix's workers start by; without one the platform's default."""
+    from types import SimpleNamespace
+
+    from mpsprofiler.diagnosis.analyzers.common import start_method
+    from mpsprofiler.probe.loader_config import _start_method_set
+
+    linux = SimpleNamespace(env={"platform": "linux", "python": "3.11.7"})
+    loader = {"num_workers": 1, "multiprocessing_context": None}
+    assert start_method(linux, {**loader, "start_method_set": "spawn"}) == "spawn"  # type: ignore[arg-type]
+    assert start_method(linux, {**loader, "start_method_set": None}) == "fork"  # type: ignore[arg-type]
+    assert start_method(linux, {**loader, "num_workers": 0, "start_method_set": "spawn"}) is None  # type: ignore[arg-type]
+    # the probe reads it without fixing it (allow_none): the script's own choice stays open
+    import multiprocessing
+
+    assert _start_method_set() == multiprocessing.get_start_method(allow_none=True)
+
+
 @pytest.mark.parametrize("recording", ["slow_dataloader", "ddp_straggler"])
 def test_every_analyzer_returns_only_the_facts_it_declares(recording: str) -> None:
     from mpsprofiler.diagnosis.analyzers import ANALYZERS

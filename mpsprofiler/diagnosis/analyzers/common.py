@@ -46,12 +46,18 @@ def compute_cores(env: EnvFields) -> tuple[int | None, str]:
 
 
 def start_method(session: Session, loader: DataLoaderFields) -> str | None:
-    """How the loader's workers start: its own context, else the platform default."""
+    """How the loader's workers start: its own context, else the method the script fixed
+    for the process, else the platform default."""
     ctx = loader.get("multiprocessing_context")
     if ctx:
         return str(ctx)
     if not loader.get("num_workers"):
         return None
+    fixed = loader.get("start_method_set")
+    if fixed:
+        # the script fixed it (`multiprocessing.set_start_method("spawn")`): a loader given
+        # workers by a fix starts them so (priced at a spawn's start-up, not a fork's)
+        return str(fixed)
     # the platform default: spawn on macOS and Windows; on Linux fork, forkserver from 3.14
     platform = str(session.env.get("platform") or "")
     if platform == "darwin" or platform.startswith("win"):
