@@ -1,0 +1,161 @@
+"""Instructions per training step, bare and under the probe, counted by valgrind's callgrind.
+
+Why: on a shared 2-core machine the wall and CPU time of a step swing by more than the
+probe's per-step cost (``step_cost.py``'s rungs spread by +-150 us at a load of 4), so a
+change of a few us cannot be seen there. The number of instructions a step executes does
+not depend on what else runs on the machine: it shows the probe's added *work* exactly,
+as a share of the step's own work, in one run. It does not show what the work costs in
+time beyond its count (in a training loop the probe's code and data are evicted from the
+caches between two calls, which makes each hook 2-4 times slower than alone: RESULTS.md),
+so it complements the timed benchmarks and never replaces them.
+
+Each case runs in its own process under ``valgrind --tool=callgrind --instr-atstart=no``:
+torch's import, the probe's start and the warm-up steps run uninstrumented; then this
+driver switches instrumentation on (``callgrind_control -i on PID``), the process runs the
+counted steps, and the driver switches it off. The figure is the training thread's
+instructions (``--separate-threads``): the probe's other threads (the channel's flush, the
+memory sampler) wake by the wall clock, and under valgrind a step lasts ~50 times longer,
+so per step they would be charged ~50 times their share; ``step_cost.py`` measures them per
+wake. Their instructions in the window are printed apart. An op accounting sample inside
+the window is said beside the figure (a sample is op accounting's own cost, which each
+run's summary reports).
+
+    OMP_NUM_THREADS=1 python benchmarks/step_instructions.py                 # ~10 min on 2 cores
+    OMP_NUM_THREADS=1 python benchmarks/step_instructions.py --widths 32 --steps 50
+
+The MLP of ``step_cost.py`` (``workload.py``'s, a DataLoader included): width 32 is the
+"0.2 ms" case of ``overhead.py`` (0.55 ms on the 2-core machine), 256 the "1 ms", 640 the "5 ms".
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from typing import Any
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+VARIANTS = ("bare", "probe", "probe --no-ops")
+WARM = 300
+
+
+def child(variant: str, width: int, steps: int) -> None:
+    """The measured process: warm up, say READY, run ``steps`` steps on "go", say DONE."""
+    sys.path.insert(0, HERE)
+    import step_cost as sc
+
+    loop = sc.Loop(width, 64, True)
+    enabled = sc.ALL - {"terminal", "memory"} - ({"ops"} if variant == "probe --no-ops" else set())
+    probe = sc.start_probe(enabled) if variant != "bare" else None
+    loop.block(WARM, 1)
+    samples = probe.ops.samples if probe is not None and probe.ops is not None else 0
+    print("READY", flush=True)
+    sys.stdin.readline()
+    loop.block(0, steps)
+    print("DONE", flush=True)
+    sys.stdin.readline()
+    after = probe.ops.samples if probe is not None and probe.ops is not None else 0
+    print(f"SAMPLES {after - samples}", flush=True)
+    if probe is not None:
+        sc.stop_probe(probe)
+
+
+def measure(variant: str, width: int, steps: int, python: str) -> dict[str, Any]:
+    """Run one case under callgrind; instructions of its counted window, per step."""
+    out_dir = tempfile.mkdtemp(prefix="mpsprof-callgrind-")
+    try:
+        cmd = ["valgrind", "--tool=callgrind", "--instr-atstart=no", "--separate-threads=yes",
+               f"--callgrind-out-file={out_dir}/cg.out", python, os.path.abspath(__file__),
+               "--child", variant, str(width), str(steps)]  # fmt: skip
+        env = {**os.environ, "OMP_NUM_THREADS": "1"}
+        proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, env=env)  # fmt: skip
+        assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+
+        def expect(word: str) -> None:
+            line = proc.stdout.readline()  # type: ignore[union-attr]
+            while line and not line.startswith(word):
+                line = proc.stdout.readline()  # type: ignore[union-attr]
+            if not line:
+                raise RuntimeError(f"{variant} width {width}: no {word}: {proc.stderr.read()[-2000:]}")  # type: ignore[union-attr]
+
+        def control(switch: str) -> None:
+            subprocess.run(["callgrind_control", "-i", switch, str(proc.pid)], check=True, capture_output=True)
+
+        expect("READY")
+        control("on")
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
+        expect("DONE")
+        control("off")
+        proc.stdin.write("end\n")
+        proc.stdin.flush()
+        rest, err = proc.communicate(timeout=600)
+        if proc.returncode != 0:
+            raise RuntimeError(f"{variant} width {width}: rc {proc.returncode}: {err[-2000:]}")
+        threads = _thread_totals(out_dir)
+        if not threads:
+            raise RuntimeError(f"{variant} width {width}: no callgrind output: {err[-2000:]}")
+        main_thread = threads[min(threads)]  # the first thread is the one that trains
+        sampled = re.search(r"SAMPLES (\d+)", rest)
+        return {"variant": variant, "width": width, "steps": steps, "instructions": main_thread,
+                "per_step": main_thread / steps, "other_threads": sum(threads.values()) - main_thread,
+                "samples": int(sampled.group(1)) if sampled else None}
+    finally:
+        shutil.rmtree(out_dir, ignore_errors=True)
+
+
+def _thread_totals(out_dir: str) -> dict[int, int]:
+    """Instructions per thread (callgrind's ``-NN`` files, one per thread, ``totals:`` line)."""
+    totals: dict[int, int] = {}
+    for name in os.listdir(out_dir):
+        number = re.search(r"-(\d+)$", name)
+        if number is None:
+            continue
+        with open(os.path.join(out_dir, name)) as f:
+            for line in f:
+                if line.startswith(("totals:", "summary:")):
+                    totals[int(number.group(1))] = int(line.split()[1])
+                    break
+    return totals
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--widths", type=int, nargs="+", default=[32, 256, 640])
+    p.add_argument("--steps", type=int, default=100, help="counted steps per case")
+    p.add_argument("--jobs", type=int, default=2, help="cases at once (one core each)")
+    p.add_argument("--child", nargs=3, metavar=("VARIANT", "WIDTH", "STEPS"), help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.child:
+        child(args.child[0], int(args.child[1]), int(args.child[2]))
+        return
+    if shutil.which("valgrind") is None or shutil.which("callgrind_control") is None:
+        sys.exit("valgrind (with callgrind_control) is not installed: nothing to count with")
+    python = os.path.realpath(sys.executable)  # a launcher script (pyenv's shim) would be traced instead
+    cases = [(v, w) for w in args.widths for v in VARIANTS]
+    with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
+        results = list(pool.map(lambda c: measure(c[0], c[1], args.steps, python), cases))
+    import torch
+
+    print(f"instructions per step, {args.steps} counted steps after {WARM} warm ones "
+          f"(torch {torch.__version__}, Python {sys.version.split()[0]}):")
+    print("the training thread's instructions per step; the probe's other threads' in the whole window apart")
+    print(f"{'width':>6} {'bare':>12} {'probe':>12} {'added':>9} {'share':>7}  {'--no-ops added':>14}"
+          f"  {'other threads':>13}")
+    for width in args.widths:
+        row = {r["variant"]: r for r in results if r["width"] == width}
+        bare, full, no_ops = row["bare"]["per_step"], row["probe"]["per_step"], row["probe --no-ops"]["per_step"]
+        note = "".join(f"  ({row[v]['samples']} op sample(s) in the window: {v})" for v in ("probe",)
+                       if row[v]["samples"])  # fmt: skip
+        print(f"{width:>6} {bare:>12,.0f} {full:>12,.0f} {full - bare:>+9,.0f} {(full - bare) / bare:>7.2%}"
+              f"  {no_ops - bare:>+14,.0f}  {row['probe']['other_threads']:>13,}{note}")
+
+
+if __name__ == "__main__":
+    main()
