@@ -103,6 +103,9 @@ def measure(variant: str, width: int, steps: int, python: str) -> dict[str, Any]
             raise RuntimeError(f"{variant} width {width}: no callgrind output: {err[-2000:]}")
         main_thread = threads[min(threads)]  # the first thread is the one that trains
         sampled = re.search(r"SAMPLES (\d+)", rest)
+        # each case as it ends (a run of all of them takes long): nothing is lost to a later failure
+        print(f"  {variant}, width {width}: {main_thread / steps:,.0f} instructions per step "
+              f"(threads {threads})", file=sys.stderr, flush=True)
         return {"variant": variant, "width": width, "steps": steps, "instructions": main_thread,
                 "per_step": main_thread / steps, "other_threads": sum(threads.values()) - main_thread,
                 "samples": int(sampled.group(1)) if sampled else None}
@@ -119,7 +122,7 @@ def _thread_totals(out_dir: str) -> dict[int, int]:
             continue
         with open(os.path.join(out_dir, name)) as f:
             for line in f:
-                if line.startswith(("totals:", "summary:")):
+                if line.startswith("totals:"):  # ("summary:" comes first: 0 in a thread's file)
                     totals[int(number.group(1))] = int(line.split()[1])
                     break
     return totals
