@@ -114,8 +114,9 @@ def test_reads_that_torch_distributions_makes_to_check_its_arguments_are_told_wi
     mac = {f["rule"]: f for f in checked["findings"]}["sync-heavy-mac"]
     if mac["facts"].get("syncs_counted") == "at_least":
         # the sampled step was cut at the op sampler's time cap (a loaded machine: CI read 51):
-        # its reads are counted up to the cut, and the finding says so
-        assert 20 < mac["facts"]["syncs_per_step"] < 60 and "at least" in mac["title"], mac
+        # its reads are counted up to the cut, and the finding says so (a cut after the
+        # step's last read has them all: 60)
+        assert 20 < mac["facts"]["syncs_per_step"] <= 60 and "at least" in mac["title"], mac
         assert "of these reads a step are `torch.distributions` checking the arguments" in mac["fix"], mac["fix"]
     else:
         assert mac["facts"]["syncs_per_step"] == pytest.approx(60, abs=1), mac["facts"]
