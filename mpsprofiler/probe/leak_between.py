@@ -26,7 +26,7 @@ from typing import Any
 
 import torch
 
-from .leak_reach import own_attributes
+from .leak_reach import graph_held, own_attributes
 
 MIN_ITEMS = 8
 """Items a container holds before it is told: a list of a few losses kept for a backward
@@ -76,10 +76,9 @@ class BetweenScan:
     def __init__(self) -> None:
         self._seen: dict[tuple[str, str], dict[str, Any]] = {}
 
-    def check(self, step: int, is_user: Callable[[Any], bool], adding_line: Callable[..., int | None],
-              graph_held: Callable[..., tuple[int, int, bool]]) -> None:
+    def check(self, step: int, is_user: Callable[[Any], bool], adding_line: Callable[..., int | None]) -> None:
         """One look at the user frames' containers at a step boundary (``adding_line``:
-        :func:`.ops_leaks._adding_line`; ``graph_held``: :func:`.leak_reach.graph_held`)."""
+        :func:`.ops_leaks._adding_line`, handed in: that module imports this one)."""
         frame: Any = sys._getframe(1)
         stack: list[Any] = []
         scanned: set[int] = set()
@@ -94,13 +93,13 @@ class BetweenScan:
                     if tail is None or key in now:
                         continue
                     now.add(key)
-                    self._note(key, len(value), step, tail, list(stack), adding_line, graph_held)
+                    self._note(key, len(value), step, tail, list(stack), adding_line)
             frame = frame.f_back
         for key in [k for k in self._seen if k not in now]:
             del self._seen[key]  # gone, emptied or its last item detached: starts over if seen again
 
     def _note(self, key: tuple[str, str], size: int, step: int, tail: torch.Tensor, stack: list[Any],
-              adding_line: Callable[..., int | None], graph_held: Callable[..., tuple[int, int, bool]]) -> None:
+              adding_line: Callable[..., int | None]) -> None:
         entry = self._seen.get(key)
         if entry is None:
             if len(self._seen) < MAX_FOLLOWED:

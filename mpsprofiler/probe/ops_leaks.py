@@ -235,11 +235,9 @@ class LeakTracker:
 
     def _scan_between(self, step: int) -> None:
         """Containers the script grows between the steps with graphs (:mod:`.leak_between`)."""
-        from .leak_reach import graph_held
-
         finder = self._finder()
         if finder is not None:
-            self._between.check(step, finder.is_user, _adding_line, graph_held)
+            self._between.check(step, finder.is_user, _adding_line)
 
     def _refresh_locals(self) -> None:
         """Renew the user frames' ``f_locals`` snapshots before counting survivors.

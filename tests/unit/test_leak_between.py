@@ -7,7 +7,6 @@ from __future__ import annotations
 import torch
 
 from mpsprofiler.probe.leak_between import MIN_ITEMS, BetweenScan
-from mpsprofiler.probe.leak_reach import graph_held
 from mpsprofiler.probe.ops_leaks import _adding_line
 
 kept: list[torch.Tensor] = []
@@ -31,7 +30,7 @@ def test_a_list_an_evaluation_grows_with_graphs_is_told_at_its_append() -> None:
     plain.clear()
     for step in (5, 7, 10, 15):
         evaluate(3)  # the pass between two checks
-        scan.check(step, _mine, _adding_line, graph_held)
+        scan.check(step, _mine, _adding_line)
     (found,) = scan.found()
     assert found["name"] == "kept" and found["file"] == __file__
     lines = open(__file__).read().splitlines()
@@ -40,7 +39,7 @@ def test_a_list_an_evaluation_grows_with_graphs_is_told_at_its_append() -> None:
     # emptied (an epoch's list made anew): starts over, nothing told until it grows again twice
     kept.clear()
     evaluate(1)
-    scan.check(22, _mine, _adding_line, graph_held)
+    scan.check(22, _mine, _adding_line)
     assert scan.found() == []
     kept.clear()
 
@@ -50,6 +49,6 @@ def test_a_short_list_is_not_told() -> None:
     kept.clear()
     for step in (5, 7, 10):
         evaluate(1)
-        scan.check(step, _mine, _adding_line, graph_held)
+        scan.check(step, _mine, _adding_line)
     assert scan.found() == []  # 3 items: a few losses kept for an accumulated backward
     kept.clear()
