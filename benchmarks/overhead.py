@@ -7,6 +7,16 @@ the next variant) so drifts and a round's first-run penalty hit all alike.
     OMP_NUM_THREADS=1 python benchmarks/overhead.py --models hf lightning \\
         --fw-python /path/to/venv/bin/python                           # framework loops
     python benchmarks/overhead.py --device cuda --models gpt --repeats 5   # nanoGPT-like, GPU
+    python benchmarks/overhead.py --concurrent 4-5 6-7 8-9 --variants bare mpsprof mpsprof-no-ops
+
+``--concurrent``: the variants of a round run *at the same time*, each pinned (``taskset``) to
+one of the given core sets, the sets rotated round by round so every variant runs on every
+set. On a shared host (a cloud VM's vCPUs) a fixed workload's time drifts by 10-30% between
+runs seconds apart (another tenant, clock boost: RESULTS.md, sessions 45 and 52), which hides
+a budget of 0.5-3% whatever the number of rounds; runs that share the same seconds share
+that drift, so their ratio keeps the difference the probe makes and loses the drift. A core
+set per variant (two cores: the training and mpsprof's launcher) keeps them off each other's
+cores; what they still share (the last-level cache, memory bandwidth) they share alike.
 
 Every variant's total loop time is listed per round; the table gives, per variant, the
 median loop time with its min-max, and the median (min-max) of the per-round ratio to the
@@ -55,30 +65,58 @@ GPU_CASES: dict[str, tuple[Path, list[str], int, float]] = {
 FRAMEWORKS = {"hf", "lightning"}
 
 
+def command(variant: str, python: str, script: Path, case_args: list[str], common: list[str],
+            run_dir: Path) -> list[str]:  # fmt: skip
+    args = [str(script), *case_args, *common]
+    if variant == "bare":
+        return [python, *args]
+    if variant == "mpsprof":
+        return [python, "-m", "mpsprofiler", "run", "--headless", "-o", str(run_dir), *args]
+    if variant == "mpsprof-no-ops":
+        return [python, "-m", "mpsprofiler", "run", "--headless", "--no-ops", "-o", str(run_dir), *args]
+    if variant == "torch.profiler":
+        return [python, *args, "--torch-profiler"]
+    raise ValueError(variant)
+
+
+def run_round(variants: list[str], python: str, script: Path, case_args: list[str], common: list[str],
+              tmp: Path, n: int, cores: list[str]) -> dict[str, tuple[float, float | None, dict[str, Any]]]:  # fmt: skip
+    """The variants at the same time, ``variants[i]`` pinned to ``cores[i]`` (see the module
+    docstring); per variant what :func:`run_once` returns."""
+    procs = {}
+    for i, variant in enumerate(variants):
+        run_dir = tmp / f"run{n}-{i}"
+        cmd = ["taskset", "-c", cores[i], *command(variant, python, script, case_args, common, run_dir)]
+        procs[variant] = (subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                           env=dict(os.environ)), cmd, run_dir)  # fmt: skip
+    out = {}
+    for variant, (proc, cmd, run_dir) in procs.items():
+        stdout, stderr = proc.communicate()
+        if proc.returncode:
+            raise RuntimeError(f"{cmd} exited {proc.returncode}: {stderr[-2000:]}")
+        out[variant] = _parsed(variant, cmd, stdout, stderr, run_dir)
+    return out
+
+
 def run_once(variant: str, python: str, script: Path, case_args: list[str], common: list[str],
              tmp: Path, n: int) -> tuple[float, float | None, dict[str, Any]]:  # fmt: skip
     """One run; (loop seconds, the training process's CPU seconds over the loop, op
     accounting facts of the mpsprof run or {})."""
-    args = [str(script), *case_args, *common]
     run_dir = tmp / f"run{n}"
-    if variant == "bare":
-        cmd = [python, *args]
-    elif variant == "mpsprof":
-        cmd = [python, "-m", "mpsprofiler", "run", "--headless", "-o", str(run_dir), *args]
-    elif variant == "mpsprof-no-ops":
-        cmd = [python, "-m", "mpsprofiler", "run", "--headless", "--no-ops", "-o", str(run_dir), *args]
-    elif variant == "torch.profiler":
-        cmd = [python, *args, "--torch-profiler"]
-    else:
-        raise ValueError(variant)
+    cmd = command(variant, python, script, case_args, common, run_dir)
     out = subprocess.run(cmd, capture_output=True, text=True, check=True, env=dict(os.environ))
+    return _parsed(variant, cmd, out.stdout, out.stderr, run_dir)
+
+
+def _parsed(variant: str, cmd: list[str], stdout: str, stderr: str,
+            run_dir: Path) -> tuple[float, float | None, dict[str, Any]]:  # fmt: skip
     loop, cpu = None, None
-    for line in out.stdout.splitlines():
+    for line in stdout.splitlines():
         if line.startswith("BENCH "):
             bench = json.loads(line[6:])
             loop, cpu = float(bench["loop_s"]), bench.get("cpu_s")
     if loop is None:
-        raise RuntimeError(f"no BENCH line from {cmd}: {out.stdout[-500:]} {out.stderr[-2000:]}")
+        raise RuntimeError(f"no BENCH line from {cmd}: {stdout[-500:]} {stderr[-2000:]}")
     facts: dict[str, Any] = {}
     if variant == "mpsprof":
         try:
@@ -156,7 +194,12 @@ def main() -> int:
     p.add_argument("--fw-python", default=sys.executable, help="python with transformers/lightning (hf, lightning)")
     p.add_argument("--json", type=Path, help="also write the results here (rewritten after every round)")
     p.add_argument("--time-limit", type=float, default=0, help="seconds: start no round past this; keep what ran")
+    p.add_argument("--concurrent", nargs="*", metavar="CORES",
+                   help="run a round's variants at once, each on one of these core sets (taskset lists, "
+                        "one per variant), rotated round by round")
     args = p.parse_args()
+    if args.concurrent is not None and len(args.concurrent) < len(args.variants):
+        p.error(f"--concurrent needs a core set per variant ({len(args.variants)})")
     cases = GPU_CASES if args.device.startswith("cuda") else CPU_CASES
     if args.models:
         known = {**CPU_CASES, **GPU_CASES}
@@ -193,9 +236,17 @@ def main() -> int:
                 # 5-10% slower here whatever it was (bare first in every round came out slower
                 # than mpsprof in 5 of 5 rounds), so a fixed order biases the ratios
                 k = r % len(args.variants)
-                for variant in args.variants[k:] + args.variants[:k]:
+                order = args.variants[k:] + args.variants[:k]
+                if args.concurrent is not None:
                     n += 1
-                    loop, cpu, f = run_once(variant, python, script, case_args, common, tmp, n)
+                    got = run_round(order, python, script, case_args, common, tmp, n, args.concurrent)
+                else:
+                    got = {}
+                    for variant in order:
+                        n += 1
+                        got[variant] = run_once(variant, python, script, case_args, common, tmp, n)
+                for variant in order:
+                    loop, cpu, f = got[variant]
                     results[case][variant].append(loop)
                     if cpu is not None:
                         cpu_results.setdefault(case, {}).setdefault(variant, []).append(cpu)
