@@ -164,10 +164,15 @@ def mps_min_macos_for(torch_version: tuple[int, ...]) -> tuple[int, int]:
     """The oldest macOS a torch release, as (major, minor), runs MPS on. ``doctor`` and the
     environment analyzer both ask here.
 
-    12.3 through 2.4; 13.0 from 2.5 (pytorch/pytorch#139425: 2.5.1 on 12.7.6 finds no MPS
-    device, "it should have say that you need MacOS 13.0"); 14.0 from 2.9: removing macOS 13
-    was proposed after 2.8 had branched (pytorch/pytorch#159275, 2025-07-28), and by September
-    "PyTorch needs MacOS-14 or newer to use MPS" (pytorch/pytorch#163515, 2025-09-22)."""
+    ``MPSDevice::MPSDevice`` (aten/src/ATen/mps/MPSDevice.mm) looks for a Metal device only
+    where the system's MPSGraph has a method of the oldest macOS that release supports:
+    12.3 through 2.4 (``LSTMWithSourceTensor:...``); 13.0 from 2.5
+    (``cumulativeSumWithTensor:axis:name:``; pytorch/pytorch#139425: 2.5.1 on 12.7.6 finds no
+    MPS device); 14.0 from 2.9 (``HermiteanToRealFFTWithTensor:axes:descriptor:name:``;
+    removing macOS 13 was proposed after 2.8 had branched, pytorch/pytorch#159275, and
+    "PyTorch needs MacOS-14 or newer to use MPS", pytorch/pytorch#163515). The table with
+    these sources is :data:`mpsprofiler.devices.mps_rules.BEHAVIOUR` (this module is a leaf of
+    the layers and may not import it; tests/e2e/test_mps_rules.py checks that both agree)."""
     if torch_version <= (2, 4):
         return (12, 3)
     if torch_version <= (2, 8):

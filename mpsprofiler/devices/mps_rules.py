@@ -20,6 +20,14 @@ Sources (pytorch/pytorch):
   ``TORCH_CHECK(0 <= ratio <= (high == 0 ? 2.0 : high), "invalid low watermark ratio ",
   ratio)``. The high ratio is set first, so an environment that lowers only the high ratio
   below the default low one fails at the first MPS allocation.
+* The same defaults, documented: https://pytorch.org/docs/stable/mps_environment_variables.html
+  (high 1.7; low 1.4 on unified memory, 1.0 on discrete).
+* ``torch.mps`` calls: torch/mps/__init__.py; the docs of torch 2.1 already list
+  ``synchronize``, ``empty_cache``, ``set_per_process_memory_fraction``,
+  ``current_allocated_memory``, ``driver_allocated_memory`` and ``event.Event``
+  (https://docs.pytorch.org/docs/2.1/_sources/mps.rst.txt); ``recommended_max_memory`` first
+  appears in those of 2.5 (https://docs.pytorch.org/docs/2.5/_sources/mps.rst.txt).
+* The oldest macOS with an MPS device, dtypes by macOS: :data:`BEHAVIOUR` names each source.
 """
 
 from __future__ import annotations
@@ -157,17 +165,40 @@ def needs_low(high: float, unified: bool = True) -> bool:
 
 
 FALLBACK = "PYTORCH_ENABLE_MPS_FALLBACK"
-STOI_PREFIX = re.compile(r"\s*[+-]?\d")
-"""What ``std::stoi`` can read a number from: optional blanks, a sign, a digit."""
+STOI_NUMBER = re.compile(r"[ \t\n\v\f\r]*([+-]?\d+)")
+"""What ``std::stoi`` reads (base 10): blanks (``isspace``), a sign, decimal digits; the rest
+of the text is ignored (``1.0`` reads as 1, ``0x1`` and ``0.5`` as 0)."""
+INT_MIN, INT_MAX = -(2**31), 2**31 - 1
+"""``std::stoi`` throws ``std::out_of_range`` outside ``int`` (32 bits on macOS arm64)."""
+
+
+def stoi(raw: str) -> int | None:
+    """The ``int`` C++'s ``std::stoi`` reads from ``raw``; None where it throws
+    (``std::invalid_argument``: no number first; ``std::out_of_range``: beyond ``int``)."""
+    match = STOI_NUMBER.match(raw)
+    if match is None:
+        return None
+    value = int(match.group(1))
+    return value if INT_MIN <= value <= INT_MAX else None
 
 
 def fallback_aborts(raw: str | None) -> bool:
     """``import torch`` aborts on a Mac with this value of the fallback switch.
 
     ``aten/src/ATen/mps/MPSFallback.mm`` reads it with ``std::stoi`` when torch registers
-    its MPS fallback, as torch loads; text that does not begin with a number (``true``,
-    ``yes``, an empty value) throws ``std::invalid_argument`` there, which ends the process."""
-    return raw is not None and STOI_PREFIX.match(raw) is None
+    its MPS fallback (``TORCH_LIBRARY_IMPL(_, MPS, m)``), as torch loads; text that does not
+    begin with a number (``true``, ``yes``, an empty value) throws ``std::invalid_argument``
+    there, a number beyond ``int`` ``std::out_of_range``: either ends the process."""
+    return raw is not None and stoi(raw) is None
+
+
+def fallback_enabled(raw: str | None) -> bool:
+    """Whether torch on a Mac runs ops without an MPS kernel on the CPU with this value:
+    set and ``std::stoi(value) != 0`` (MPSFallback.mm registers ``mps_fallback`` then, else
+    ``mps_error_fallback``, which raises NotImplementedError). ``0.5`` and ``0x1`` read as 0:
+    off; a value that aborts ``import torch`` is not on either."""
+    value = None if raw is None else stoi(raw)
+    return value is not None and value != 0
 
 
 def watermark_fix(env: dict[str, str], unified: bool = True) -> dict[str, str] | None:
@@ -203,6 +234,9 @@ class ApiFact:
     """Last release with it (None: still in the newest checked)."""
     what: str
     source: str
+    doc: str = ""
+    """Words the installed torch's own docstring or source of ``name`` holds where it has
+    ``name`` (tests read them there): what ``what`` says, in torch's words."""
 
 
 MIN_TORCH = (2, 1)
@@ -211,23 +245,32 @@ MAX_CHECKED = (2, 15)
 API: tuple[ApiFact, ...] = (
     ApiFact("torch.mps.empty_cache", None, None,
             "releases cached, unoccupied buffers of the MPS allocator",
-            "torch/mps/__init__.py empty_cache -> MPSHeapAllocatorImpl::emptyCache"),
+            "torch/mps/__init__.py empty_cache -> MPSHeapAllocatorImpl::emptyCache",
+            doc="Releases all unoccupied cached memory"),
+    ApiFact("torch.mps.synchronize", None, None,
+            "waits for every kernel queued on the MPS device (MPS runs asynchronously)",
+            "torch/mps/__init__.py synchronize -> torch._C._mps_deviceSynchronize",
+            doc="Waits for all kernels in all streams"),
     ApiFact("torch.mps.current_allocated_memory", None, None,
             "bytes held by live tensors (not the allocator cache)",
-            "torch/mps/__init__.py current_allocated_memory"),
+            "torch/mps/__init__.py current_allocated_memory",
+            doc="does not include cached allocations"),
     ApiFact("torch.mps.driver_allocated_memory", None, None,
             "everything Metal allocated for the process: allocator heaps, cache and MPS/MPSGraph",
-            "torch/mps/__init__.py driver_allocated_memory; MPSAllocator.h getDriverAllocatedMemory"),
+            "torch/mps/__init__.py driver_allocated_memory; MPSAllocator.h getDriverAllocatedMemory",
+            doc="allocations from MPS/MPSGraph frameworks"),
     ApiFact("torch.mps.set_per_process_memory_fraction", None, None,
             "sets the high ratio after start: float only (TypeError otherwise), 0..2 (ValueError), "
             "0 = unlimited; it does not re-check the low ratio",
-            "torch/mps/__init__.py set_per_process_memory_fraction -> setHighWatermarkRatio"),
+            "torch/mps/__init__.py set_per_process_memory_fraction -> setHighWatermarkRatio",
+            doc="Allowed range: 0~2"),
     ApiFact("torch.mps.recommended_max_memory", (2, 5), None,
             "the device's recommendedMaxWorkingSetSize (the base of both watermark limits)",
             "torch/mps/__init__.py recommended_max_memory, pytorch/pytorch#128289 "
-            "(merged 2024-06-12, after the 2.4 branch cut)"),
+            "(merged 2024-06-12, after the 2.4 branch cut)",
+            doc="recommendedMaxWorkingSetSize"),
     ApiFact("torch.mps.Event", None, None, "MPS events for timing",
-            "torch/mps/event.py Event"),
+            "torch/mps/event.py Event", doc="enable_timing"),
 )
 """The ``torch.mps`` calls mpsprof makes or suggests."""
 
@@ -259,6 +302,29 @@ BEHAVIOUR: tuple[ApiFact, ...] = (
     ApiFact("bfloat16 needs macOS 14", (2, 3), None,
             "TypeError: MPS BFloat16 is only supported on MacOS 14 or newer",
             "pytorch/pytorch#119641 (merged 2024-02-10); aten/src/ATen/mps/EmptyTensor.cpp"),
+    ApiFact("complex needs macOS 14", None, None,
+            "TypeError: MPS complex types are only supported on MacOS 14.0 or newer.",
+            "aten/src/ATen/native/mps/OperationUtils.h supportsComplex (MACOS_VER_14_0_PLUS), "
+            "OperationUtils.mm getMPSDataType"),
+    ApiFact("int64 downcast before macOS 13.3", None, None,
+            "some ops (cumsum, min/max and other reductions) run int64 as int32 before macOS 13.3: "
+            "\"MPS: no support for int64 for ..., downcasting to a smaller data type (int32/float32). "
+            "Native support for int64 has been added in macOS 13.3.\"",
+            "aten/src/ATen/native/mps/OperationUtils.h (the int64 downcast TORCH_WARN_ONCE), "
+            "operations/ReduceOps.mm, operations/UnaryOps.mm (MACOS_VER_13_3_PLUS)"),
+    ApiFact("MPS needs macOS 12.3", None, (2, 4),
+            "the oldest macOS with an MPS device",
+            "aten/src/ATen/mps/MPSDevice.mm MPSDevice::MPSDevice (checks an MPSGraph method of "
+            "macOS 12.3, LSTMWithSourceTensor:...); EmptyTensor.cpp MPS_ERROR_RUNTIME_TOO_LOW"),
+    ApiFact("MPS needs macOS 13.0", (2, 5), (2, 8),
+            "the oldest macOS with an MPS device",
+            "aten/src/ATen/mps/MPSDevice.mm MPSDevice::MPSDevice (checks an MPSGraph method of "
+            "macOS 13, cumulativeSumWithTensor:axis:name:); pytorch/pytorch#139425"),
+    ApiFact("MPS needs macOS 14.0", (2, 9), None,
+            "the oldest macOS with an MPS device",
+            "aten/src/ATen/mps/MPSDevice.mm MPSDevice::MPSDevice (checks an MPSGraph method of "
+            "macOS 14, HermiteanToRealFFTWithTensor:axes:descriptor:name:); pytorch/pytorch#159275, "
+            "pytorch/pytorch#163515"),
 )
 """Behaviour the rules' evidence and fixes rely on."""
 
@@ -268,6 +334,26 @@ def holds(fact: ApiFact, version: tuple[int, int]) -> bool:
     if fact.since is not None and version < fact.since:
         return False
     return not (fact.until is not None and version > fact.until)
+
+
+def behaviour(name: str) -> ApiFact:
+    """The :data:`BEHAVIOUR` fact of that name."""
+    return next(f for f in BEHAVIOUR if f.name == name)
+
+
+MIN_MACOS = ((12, 3), (13, 0), (14, 0))
+"""The macOS versions of the ``MPS needs macOS X.Y`` facts, oldest first."""
+
+
+def min_macos(version: tuple[int, int]) -> tuple[int, int]:
+    """The oldest macOS torch ``version`` (major, minor) finds an MPS device on: the
+    ``MPS needs macOS`` fact of :data:`BEHAVIOUR` that holds for it (its source:
+    ``MPSDevice::MPSDevice`` in aten/src/ATen/mps/MPSDevice.mm checks an MPSGraph method of
+    that macOS before it looks for a device)."""
+    for macos in reversed(MIN_MACOS):
+        if holds(behaviour(f"MPS needs macOS {macos[0]}.{macos[1]}"), version):
+            return macos
+    return MIN_MACOS[0]
 
 
 def api_in(version: tuple[int, int]) -> list[str]:

@@ -42,7 +42,8 @@ def version_tuple(text: str | None) -> tuple[int, ...] | None:
 
 
 def mps_min_macos(torch_version: str | None) -> tuple[int, int] | None:
-    """The oldest macOS a torch release runs MPS on (PyTorch's release notes)."""
+    """The oldest macOS a torch release runs MPS on (:func:`~mpsprofiler.environment.mps_min_macos_for`:
+    ``MPSDevice::MPSDevice`` in aten/src/ATen/mps/MPSDevice.mm)."""
     version = version_tuple(torch_version)
     return None if version is None else mps_min_macos_for(version)
 

@@ -17,8 +17,12 @@ from ..devices.mps_rules import (
     DEFAULT_LOW_WATERMARK_UNIFIED,
     HIGH_WATERMARK_UPPER_BOUND,
     STRTOD_NUMBER,
+    behaviour,
     fallback_aborts,
+    fallback_enabled,
+    holds,
     paired_low,
+    stoi,
     strtod,
     validate_watermarks,
 )
@@ -30,6 +34,12 @@ def _mps(status: str, detail: str, fix: str = "") -> Check:
     return Check("mps", "MPS (Apple GPU)", status, detail, fix)
 
 
+X86_64_LAST_TORCH = "2.2.2"
+"""The last torch with macOS x86_64 wheels: PyTorch stopped them after 2.2
+(pytorch/pytorch#114602, "[RFC] macOS x86 builds / test deprecation"; the 2.2.0 release
+notes say 2.2.x is the last to support macOS x64)."""
+
+
 def check_mps(env: EnvFields) -> Check:
     """MPS built and available, and the first reason it is not
     (``torch.backends.mps.is_built`` / ``is_available``)."""
@@ -38,7 +48,7 @@ def check_mps(env: EnvFields) -> Check:
                     "Apple-GPU backend; on this machine mpsprof profiles CUDA or the CPU.")
     if env.get("rosetta"):
         return _mps("fail", "Unavailable: this Python is x86_64 running under Rosetta on Apple silicon. "
-                    "MPS needs a native arm64 Python, and x86_64 macOS torch wheels stop at 2.2.2.",
+                    f"MPS needs a native arm64 Python, and x86_64 macOS torch wheels stop at {X86_64_LAST_TORCH}.",
                     "Install an arm64 Python (python.org universal2 installer, Homebrew in "
                     "`/opt/homebrew`, or Miniforge arm64), recreate the virtual environment and "
                     "reinstall torch. `python -c \"import platform; print(platform.machine())\"` "
@@ -49,7 +59,7 @@ def check_mps(env: EnvFields) -> Check:
                         "CPU fallbacks; compare with `mpsprof bench`.")
         return _mps("info", "Unavailable: Intel Mac. Train on the CPU and set expectations accordingly: "
                     "keep models small, use as many threads as physical cores; x86_64 torch wheels "
-                    "stop at 2.2.2.")
+                    f"stop at {X86_64_LAST_TORCH}.")
     if env.get("mps_built") is False:
         return _mps("fail", f"This torch build ({env.get('torch')}) has no MPS support.",
                     "Install the official wheel: `python -m pip install --upgrade torch` (old or "
@@ -80,13 +90,26 @@ def _macos_too_old(env: EnvFields) -> Check | None:
 
 
 def _mps_ok_detail(env: EnvFields) -> str:
+    """Available, and what this torch and macOS lack (sources: :data:`BEHAVIOUR`).
+
+    bfloat16: none before torch 2.3 (``empty_mps`` in aten/src/ATen/mps/EmptyTensor.cpp
+    refused it), from 2.3 on macOS 14 only (pytorch/pytorch#119641); complex tensors need
+    macOS 14 (``supportsComplex``, aten/src/ATen/native/mps/OperationUtils.h); before macOS
+    13.3 some int64 ops run as int32 (the "downcasting to a smaller data type" warning,
+    OperationUtils.h, ReduceOps.mm)."""
     detail = f"Available: torch {env.get('torch')} on macOS {env.get('macos_version')}"
     detail += f", {env['chip']}." if env.get("chip") else "."
     have = version_tuple(env.get("macos_version")) or (99, 0)
+    torch_version = (version_tuple(env.get("torch")) or (99, 0))[:2]
+    bf16 = holds(behaviour("bfloat16 needs macOS 14"), (torch_version[0], torch_version[1]))
+    since = behaviour("bfloat16 needs macOS 14").since or (2, 3)
     if have < (14, 0):
-        detail += " bfloat16 and complex tensors need macOS 14."
+        detail += (" bfloat16 and complex tensors need macOS 14." if bf16 else
+                   f" Complex tensors need macOS 14; bfloat16 needs torch {since[0]}.{since[1]}+ and macOS 14.")
+    elif not bf16:
+        detail += f" bfloat16 on MPS needs torch {since[0]}.{since[1]} or newer."
     if have < (13, 3):
-        detail += " Before macOS 13.3 some int64 ops are downcast."
+        detail += " Before macOS 13.3 some int64 ops are downcast to int32."
     return detail
 
 
@@ -96,7 +119,11 @@ LOW = "PYTORCH_MPS_LOW_WATERMARK_RATIO"
 
 
 def check_mps_fallback(env: EnvFields) -> Check:
-    """The fallback switch is parsed with ``std::stoi`` once, while torch loads."""
+    """The fallback switch is parsed with ``std::stoi`` once, while torch loads.
+
+    aten/src/ATen/mps/MPSFallback.mm, ``TORCH_LIBRARY_IMPL(_, MPS, m)``: unset or
+    ``std::stoi(value) == 0`` registers ``mps_error_fallback`` (NotImplementedError), any
+    other integer ``mps_fallback``, which warns with ``TORCH_WARN_ONCE`` (the first op only)."""
     title, raw = "MPS CPU fallback", env_vars(env).get(FALLBACK)
     if not on_mac(env):
         state = "is not set" if raw is None else f"={raw!r} has no effect"
@@ -115,12 +142,14 @@ def check_mps_fallback(env: EnvFields) -> Check:
         return Check("mps_fallback", title, "info",
                      f"{FALLBACK}=0: unsupported ops raise NotImplementedError." + when)
     if not fallback_aborts(raw):
-        return Check("mps_fallback", title, "warn", f"{FALLBACK}={raw!r} is not '0' or '1'; torch "
-                     "treats any non-zero integer as on." + when, fix)
+        state = "on: ops without an MPS kernel run on the CPU" if fallback_enabled(raw) else \
+            "off: ops without an MPS kernel raise NotImplementedError"
+        return Check("mps_fallback", title, "warn", f"{FALLBACK}={raw!r} is not '0' or '1'; torch reads "
+                     f"it with std::stoi as {stoi(raw)}, so the fallback is {state}." + when, fix)
     return Check("mps_fallback", title, "fail", f"{FALLBACK}={raw!r} is not valid (only '0' and '1' "
                  "are): torch reads it with std::stoi when it registers its MPS fallback, at `import torch` "
-                 "(aten/src/ATen/mps/MPSFallback.mm), and text that is not a number makes "
-                 "`import torch` abort." + when, fix)
+                 "(aten/src/ATen/mps/MPSFallback.mm), and text that does not begin with a number, or a "
+                 "number beyond `int`, makes `import torch` abort." + when, fix)
 
 
 Finding = tuple[str, str, str]

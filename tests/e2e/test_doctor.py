@@ -79,6 +79,27 @@ def test_minimum_macos_per_torch_version(torch_version: str, needed: tuple[int, 
     assert mps_min_macos(torch_version) == needed
 
 
+@pytest.mark.parametrize(("torch_version", "macos", "says", "not_says"), [
+    # bfloat16 from torch 2.3 on macOS 14 (pytorch/pytorch#119641), complex on macOS 14
+    # (supportsComplex, OperationUtils.h), int64 downcast before 13.3 (OperationUtils.h)
+    ("2.5.1", "13.2", ["bfloat16 and complex tensors need macOS 14", "Before macOS 13.3"], ["torch 2.3"]),
+    ("2.5.1", "13.6", ["bfloat16 and complex tensors need macOS 14"], ["13.3", "torch 2.3"]),
+    ("2.2.2", "13.6", ["Complex tensors need macOS 14", "bfloat16 needs torch 2.3+ and macOS 14"], []),
+    ("2.2.2", "14.5", ["bfloat16 on MPS needs torch 2.3 or newer"], ["Complex"]),
+    ("2.9.0", "14.5", [], ["bfloat16", "complex", "Complex", "int64"]),
+])
+def test_mps_ok_detail_names_what_this_torch_and_macos_lack(torch_version: str, macos: str,
+                                                             says: list[str], not_says: list[str]) -> None:
+    """Audit fix: the note said "bfloat16 needs macOS 14" to torch 2.1/2.2 users too, whose
+    torch has no bfloat16 on MPS at all (the BEHAVIOUR table of devices/mps_rules.py)."""
+    check = by_id(run_checks(mac(torch=torch_version, macos_version=macos)))["mps"]
+    assert check.status == "ok", check.detail
+    for text in says:
+        assert text in check.detail, check.detail
+    for text in not_says:
+        assert text not in check.detail, check.detail
+
+
 def test_older_torch_on_macos_13_is_fine() -> None:
     assert by_id(run_checks(mac(macos_version="13.2", torch="2.5.1")))["mps"].status == "ok"
 
@@ -159,6 +180,14 @@ def test_fallback_variable(value: str, status: str) -> None:
         assert "import torch" in check.detail  # it must be set before torch loads
     else:
         assert "PYTORCH_ENABLE_MPS_FALLBACK=1" in check.fix
+
+
+@pytest.mark.parametrize(("value", "state"), [("2", "is on"), ("0.5", "is off"), ("0x1", "is off")])
+def test_fallback_variable_says_what_stoi_reads(value: str, state: str) -> None:
+    """Audit fix: "any non-zero integer is on" told a user with 0.5 nothing; std::stoi
+    (MPSFallback.mm) reads 0.5 and 0x1 as 0, so the fallback is off."""
+    check = by_id(run_checks(mac(pytorch_env={"PYTORCH_ENABLE_MPS_FALLBACK": value})))["mps_fallback"]
+    assert check.status == "warn" and state in check.detail and "std::stoi" in check.detail, check.detail
 
 
 def test_fallback_on_mentions_the_hidden_cost() -> None:

@@ -18,6 +18,7 @@ from mpsprofiler.devices.mps_rules import (
     HIGH,
     LOW,
     fallback_aborts,
+    stoi,
     validate_env,
     validate_watermarks,
     watermark_fix,
@@ -32,6 +33,29 @@ def test_the_fallback_switch_aborts_where_stoi_reads_no_number() -> None:
     for raw in ("1", "0", " 1", "+1", "-0", "1.0", "2", "1abc"):  # stoi reads a leading number
         assert not fallback_aborts(raw), raw
     assert not fallback_aborts(None)
+    assert fallback_aborts("99999999999")  # std::out_of_range: beyond int
+
+
+@pytest.mark.parametrize(("raw", "on"), [
+    ("1", True), ("2", True), ("-1", True), (" 1", True), ("1.0", True), ("1abc", True),
+    ("0", False), ("00", False), ("0.5", False), ("0x1", False), ("-0", False),
+    ("true", False), ("", False), (None, False), ("99999999999", False),
+])
+def test_the_fallback_is_on_where_stoi_reads_a_non_zero_int(raw: str | None, on: bool) -> None:
+    """MPSFallback.mm, TORCH_LIBRARY_IMPL(_, MPS, m): ``!value || std::stoi(value) == 0``
+    registers the NotImplementedError fallback, anything else the CPU one. Audit fix: the ops
+    analyzer took "0.5" and "00" for on, the environment analyzer "2" for off."""
+    from mpsprofiler.devices.mps_rules import fallback_enabled
+    from mpsprofiler.diagnosis.analyzers.ops import ops_facts
+    from mpsprofiler.session.ops import OpStats
+
+    assert fallback_enabled(raw) is on
+    if raw is not None:
+        assert stoi(raw) == (None if fallback_aborts(raw) else int(re.match(r"\s*([+-]?\d+)", raw).group(1)))  # type: ignore[union-attr]
+    stats = OpStats()
+    stats.sampled_steps = 1
+    env = {} if raw is None else {FALLBACK: raw}
+    assert ops_facts(stats, "cpu", env)["mps_fallback_enabled"] is on
 
 
 def test_the_fix_for_a_refused_pair_is_a_pair_torch_accepts() -> None:

@@ -492,6 +492,7 @@ WORDINGS = [
     (("Cannot convert a MPS Tensor to float64 dtype as the MPS framework doesn't support float64. Please use float32 "
       "instead."), "TypeError", "float64_mps"),
     ("MPS BFloat16 is only supported on MacOS 14 or newer", "RuntimeError", "bf16_macos"),
+    ("MPS bfloat16 type is supported on MacOS 14.0 or newer.", "TypeError", "bf16_macos"),
     (("\n        An attempt has been made to start a new process before the\n        current process has finished its "
       "bootstrapping phase.\n"), "RuntimeError", "spawn_bootstrap"),
     ("DataLoader worker (pid(s) 4242) exited unexpectedly", "RuntimeError", "worker_exited"),

@@ -57,7 +57,9 @@ PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         ("oom_cpu", r"DefaultCPUAllocator: (?:can't allocate memory|not enough memory)"),
         ("not_implemented_mps", r"is not current(?:ly)? implemented for the MPS device"),
         ("float64_mps", r"Cannot convert a MPS Tensor to float64|MPS framework doesn't support float64"),
-        ("bf16_macos", r"MPS BFloat16 is only supported on MacOS 14"),
+        # torch's two wordings: empty_mps (aten/src/ATen/mps/EmptyTensor.cpp) and
+        # checkSupportsBFloat16 (aten/src/ATen/native/mps/OperationUtils.mm, getMPSDataType)
+        ("bf16_macos", r"MPS BFloat16 is only supported on MacOS 14|MPS bfloat16 type is supported on MacOS 14"),
         ("device_mismatch", (
             r"Expected all tensors to be on the same device"
             r"|is on \S+?, different from other tensors on"

@@ -19,6 +19,7 @@ from ...devices.mps_rules import (
     HIGH_WATERMARK_UPPER_BOUND,
     LOW,
     fallback_aborts,
+    fallback_enabled,
     paired_low,
     validate_env,
     watermark_fix,
@@ -38,7 +39,8 @@ allocator compares the driver's allocated size with high x recommended max
 
 
 def mps_min_macos(torch_version: str | None) -> str | None:
-    """The oldest macOS a torch release runs MPS on (PyTorch release notes)."""
+    """The oldest macOS a torch release runs MPS on (:func:`~mpsprofiler.environment.mps_min_macos_for`:
+    ``MPSDevice::MPSDevice`` in aten/src/ATen/mps/MPSDevice.mm)."""
     m = re.match(r"(\d+)\.(\d+)", torch_version or "")
     if not m:
         return None
@@ -90,7 +92,7 @@ def environment_facts(session: Session) -> dict[str, Any]:
         "machine": env.get("machine"),
         "mps_min_macos": needed,
         "macos_too_old": bool(macos and needed and _version_tuple(macos) < _version_tuple(needed)),
-        "fallback_env_set": str(pyenv.get("PYTORCH_ENABLE_MPS_FALLBACK", "")).strip() == "1",
+        "fallback_env_set": fallback_enabled(pyenv.get("PYTORCH_ENABLE_MPS_FALLBACK")),
     }
     facts["mps_unavailable_cause"] = _why_no_mps(facts)
     facts.update(_refused_on_a_mac(pyenv))

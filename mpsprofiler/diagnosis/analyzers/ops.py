@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from ...devices.kinds import normalize_device
+from ...devices.mps_rules import fallback_enabled
 from ...events.payloads import EnvFields
 from ...kernels.readiness import MpsKernelTable, default_table
 from ...session.ops import OTHER, OpRow, OpStats, SyncRow
@@ -155,7 +156,8 @@ def ops_facts(
         "ops_model_device": ops.model_device,
     }
     flag = _env_flag(env, "PYTORCH_ENABLE_MPS_FALLBACK")
-    facts["mps_fallback_enabled"] = flag not in (None, "", "0")
+    # torch reads it with std::stoi (MPSFallback.mm): "0.5" is off, "2" on
+    facts["mps_fallback_enabled"] = fallback_enabled(flag)
 
     # actual fallbacks (MPS only)
     if kind == "mps":
