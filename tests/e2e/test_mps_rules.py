@@ -254,3 +254,137 @@ def test_memory_panel_shows_max_allowed_as_torch_computes_it(pyenv: dict[str, st
     assert ratios in text, text
     if limit_gib is not None:
         assert "max allowed" in text and f"{limit_gib:.1f} GiB" in text, text
+
+
+# -- every MPS name and claim carries its source, read from the installed torch where it can be --------
+
+
+def _installed(name: str) -> object | None:
+    import torch
+
+    obj: object | None = torch
+    for part in name.split(".")[1:]:
+        obj = getattr(obj, part, None)
+    return obj
+
+
+def _flat(text: str) -> str:
+    return " ".join(text.split())
+
+
+def test_api_table_says_what_the_installed_torch_documents() -> None:
+    """Each API fact's words are the installed torch's own (its docstring, or for Event its
+    source): empty_cache releases unoccupied cached memory, current_allocated_memory leaves
+    the cache out, driver_allocated_memory counts MPS/MPSGraph's own, the fraction is 0~2."""
+    import inspect
+
+    checked = 0
+    for fact in m.API:
+        obj = _installed(fact.name)
+        if obj is None or not fact.doc:
+            continue
+        text = _flat((inspect.getdoc(obj) or "") + " " + inspect.getsource(obj))  # type: ignore[arg-type]
+        assert _flat(fact.doc) in text, (fact.name, fact.doc)
+        checked += 1
+    assert checked >= 6
+
+
+def test_set_per_process_memory_fraction_checks_what_the_table_says() -> None:
+    """torch/mps/__init__.py checks the type, then 0 <= fraction <= 2, before it reaches the
+    allocator (so this runs without MPS): the same bound as setHighWatermarkRatio's."""
+    import inspect
+
+    import torch
+
+    fn = torch.mps.set_per_process_memory_fraction
+    with pytest.raises(TypeError):
+        fn(1)
+    for bad in (m.HIGH_WATERMARK_UPPER_BOUND + 0.1, -0.1):
+        with pytest.raises(ValueError, match="0~2"):
+            fn(bad)
+    assert f"fraction > {m.HIGH_WATERMARK_UPPER_BOUND:g}" in inspect.getsource(fn)
+
+
+def _product_texts() -> dict[str, str]:
+    root = Path(__file__).resolve().parents[2]
+    files = [*sorted((root / "rules").glob("*.yaml")), root / "README.md",
+             *sorted((root / "mpsprofiler").rglob("*.py"))]
+    return {str(f.relative_to(root)): f.read_text(encoding="utf-8") for f in files}
+
+
+def test_every_torch_mps_call_the_product_names_is_in_the_sourced_table() -> None:
+    """A ``torch.mps.X`` in a rule, the README or the product's code is a row of API (its
+    source, its releases), and the installed torch has the ``torch.backends.mps`` calls named."""
+    import re
+
+    import torch
+
+    named: dict[str, set[str]] = {}
+    backends: set[str] = set()
+    for where, text in _product_texts().items():
+        for name in re.findall(r"torch\.mps\.([A-Za-z_]\w*)", text):
+            named.setdefault(f"torch.mps.{name}", set()).add(where)
+        backends.update(re.findall(r"torch\.backends\.mps\.([A-Za-z_]\w*)", text))
+    table = {f.name for f in m.API}
+    missing = {name: sorted(wh) for name, wh in named.items() if name not in table}
+    assert not missing, missing
+    assert backends and all(hasattr(torch.backends.mps, b) for b in backends), backends
+
+
+SOURCES = {
+    r"PYTORCH_MPS_(?:HIGH|LOW)_WATERMARK_RATIO": "aten/src/ATen/mps/MPSAllocator.mm",
+    r"PYTORCH_ENABLE_MPS_FALLBACK": "aten/src/ATen/mps/MPSFallback.mm",
+    r"float64": "aten/src/ATen/mps/EmptyTensor.cpp",
+}
+"""What a rule that states an MPS setting or claim must cite among its references: the torch
+file whose code decides it (a rule's references are what the user sees with the finding)."""
+
+
+def test_rules_that_state_an_mps_setting_cite_the_torch_file_that_decides_it() -> None:
+    """The shipped watermark fix once set the high ratio alone: each rule that names an MPS
+    variable (or float64 on MPS) now links the torch source that reads it, and the env docs."""
+    import re
+
+    import yaml
+
+    root = Path(__file__).resolve().parents[2]
+    checked = 0
+    for path in sorted((root / "rules").glob("*.yaml")):
+        for rule in (yaml.safe_load(path.read_text(encoding="utf-8")) or {}).get("rules") or []:
+            if "mps" not in (rule.get("devices") or ["mps"]):
+                continue
+            refs = " ".join(r if isinstance(r, str) else r.get("ref", "") for r in rule.get("references") or [])
+            text = yaml.safe_dump({k: v for k, v in rule.items() if k != "references"})
+            mps = "MPS" in text or "mps" in text
+            for pattern, source in SOURCES.items():
+                if mps and re.search(pattern, text):
+                    checked += 1
+                    assert source in refs, (path.name, rule["id"], pattern, source)
+                    if "PYTORCH_" in pattern:
+                        assert "mps_environment_variables" in refs, (path.name, rule["id"])
+    assert checked >= 10
+
+
+def test_exactly_one_minimum_macos_holds_for_every_supported_torch() -> None:
+    """The three 'MPS needs macOS' facts (MPSDevice::MPSDevice's MPSGraph check) cover every
+    release from MIN_TORCH to MAX_CHECKED once, and rise with the release."""
+    from mpsprofiler.environment import mps_min_macos_for
+
+    facts = [f for f in m.BEHAVIOUR if f.name.startswith("MPS needs macOS")]
+    assert [f.name for f in facts] == [f"MPS needs macOS {a}.{b}" for a, b in m.MIN_MACOS]
+    previous = (0, 0)
+    for minor in range(m.MIN_TORCH[1], m.MAX_CHECKED[1] + 1):
+        version = (2, minor)
+        holding = [f for f in facts if m.holds(f, version)]
+        assert len(holding) == 1, (version, [f.name for f in holding])
+        assert "MPSDevice.mm MPSDevice::MPSDevice" in holding[0].source
+        need = mps_min_macos_for(version)
+        assert need == m.min_macos(version) >= previous
+        previous = need
+
+
+def test_every_behaviour_and_api_fact_names_a_public_source() -> None:
+    for fact in (*m.API, *m.BEHAVIOUR):
+        assert fact.source.startswith(("aten/", "torch/", "pytorch/pytorch#")), fact
+        assert fact.since is None or fact.since >= m.MIN_TORCH, fact
+        assert fact.until is None or fact.until <= m.MAX_CHECKED, fact
