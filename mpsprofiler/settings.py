@@ -33,7 +33,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from .devices.mps_rules import DECIMAL, HIGH, LOW, paired_low, validate_env
+from .devices.mps_rules import DECIMAL, HIGH, HIGH_WATERMARK_UPPER_BOUND, LOW, paired_low, validate_env
 
 LOADER_FIELDS = ("num_workers", "persistent_workers", "prefetch_factor", "pin_memory")
 ENV_NAMES = (
@@ -42,9 +42,10 @@ ENV_NAMES = (
     "PYTORCH_ENABLE_MPS_FALLBACK",
     "OMP_NUM_THREADS",
 )
-WATERMARK_MAX = 2.0
+WATERMARK_MAX = HIGH_WATERMARK_UPPER_BOUND
 """The MPS allocator accepts watermark ratios from 0 to 2 (0 switches the limit off):
-``default_high_watermark_upper_bound`` in aten/src/ATen/mps/MPSAllocator.mm."""
+``default_high_watermark_upper_bound`` (aten/src/ATen/mps/MPSAllocator.h), checked by
+``setHighWatermarkRatio`` in MPSAllocator.mm."""
 
 HELP = (
     "change the run without editing the script (repeatable): dataloader.num_workers=N, "

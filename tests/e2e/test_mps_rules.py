@@ -169,6 +169,14 @@ def test_ratio_text_is_read_as_cs_strtod_reads_it() -> None:
     assert parse_settings([f"env.{m.HIGH}= 1.0 "], environ={})["env"] == {m.HIGH: "1.0", m.LOW: "0.8"}
 
 
+def test_set_takes_ratios_up_to_torchs_upper_bound() -> None:
+    """setHighWatermarkRatio accepts 0 <= ratio <= default_high_watermark_upper_bound (2.0)."""
+    bound = f"{m.HIGH_WATERMARK_UPPER_BOUND:g}"
+    assert parse_settings([f"env.{m.HIGH}={bound}"], environ={})["env"] == {m.HIGH: bound}
+    with pytest.raises(SettingError, match=f"between 0 and {bound}"):
+        parse_settings([f"env.{m.HIGH}={m.HIGH_WATERMARK_UPPER_BOUND + 0.01}"], environ={})
+
+
 def test_set_high_alone_gets_its_low_ratio() -> None:
     assert parse_settings([f"env.{m.HIGH}=1.0"])["env"] == {m.HIGH: "1.0", m.LOW: "0.8"}
     assert parse_settings([f"env.{m.HIGH}=1.5"])["env"] == {m.HIGH: "1.5"}     # default low 1.4 fits
@@ -388,3 +396,21 @@ def test_every_behaviour_and_api_fact_names_a_public_source() -> None:
         assert fact.source.startswith(("aten/", "torch/", "pytorch/pytorch#")), fact
         assert fact.since is None or fact.since >= m.MIN_TORCH, fact
         assert fact.until is None or fact.until <= m.MAX_CHECKED, fact
+
+
+def test_macos_starts_workers_by_spawn_as_the_installed_python_says() -> None:
+    """"spawn (the default on macOS)" (spawn-bootstrap-crash, worker-respawn, the analyzers):
+    CPython's multiprocessing/context.py picks spawn where sys.platform is darwin (bpo-33725,
+    Python 3.8), read from this Python's own source; the analyzers price a Mac's workers so."""
+    import inspect
+    import multiprocessing.context as context
+    import re
+
+    from mpsprofiler.diagnosis.analyzers.common import start_method
+    from tests.unit.test_analyzers import MAC_ENV, build_session, loader
+
+    src = inspect.getsource(context)
+    assert re.search(r"if sys\.platform == 'darwin':\n(?:\s*#.*\n)*\s*_default_context = "
+                     r"DefaultContext\(_concrete_contexts\['spawn'\]\)", src), "macOS default changed"
+    workers = loader(num_workers=2)
+    assert start_method(build_session(env=MAC_ENV, loaders=[workers]), workers) == "spawn"
