@@ -3,8 +3,11 @@
 It trains with a large buffer of activations held on the device, sized to ~93% of what
 the allocator allows (MPS: recommended max memory x the watermark ratio; CUDA: total
 memory). On a Mac the limit can exceed what is physically free, so the script first caps
-the MPS limit at the recommended size (`PYTORCH_MPS_HIGH_WATERMARK_RATIO=1.0`, set before
-torch is imported) to stay clear of swapping. On a CPU-only machine it does nothing.
+the MPS limit at the recommended size (`PYTORCH_MPS_HIGH_WATERMARK_RATIO=1.0` with
+`PYTORCH_MPS_LOW_WATERMARK_RATIO=0.8`, set before torch is imported) to stay clear of
+swapping. Both: torch refuses a low ratio above the high one when the MPS allocator starts
+(setLowWatermarkRatio in aten/src/ATen/mps/MPSAllocator.mm), and the default low ratio on
+Apple silicon is 1.4. On a CPU-only machine it does nothing.
 """
 
 from __future__ import annotations
@@ -12,6 +15,8 @@ from __future__ import annotations
 import os
 
 os.environ.setdefault("PYTORCH_MPS_HIGH_WATERMARK_RATIO", "1.0")
+os.environ.setdefault(  # low <= high, or MPS refuses to start
+    "PYTORCH_MPS_LOW_WATERMARK_RATIO", f"{0.8 * float(os.environ['PYTORCH_MPS_HIGH_WATERMARK_RATIO']):g}")
 
 import torch
 

@@ -303,7 +303,10 @@ BEHAVIOUR: tuple[ApiFact, ...] = (
             "TypeError: MPS BFloat16 is only supported on MacOS 14 or newer",
             "pytorch/pytorch#119641 (merged 2024-02-10); aten/src/ATen/mps/EmptyTensor.cpp"),
     ApiFact("complex needs macOS 14", None, None,
-            "TypeError: MPS complex types are only supported on MacOS 14.0 or newer.",
+            "TypeError: MPS complex types are only supported on MacOS 14.0 or newer. Necessary, "
+            "not sufficient: earlier code refused complex on MPS on any macOS (empty_mps: "
+            "\"Complex types are unsupported on MPS\", pytorch/pytorch#95982, March 2023); the "
+            "release that lifted it is not pinned here, so the product says only 'needs macOS 14'",
             "aten/src/ATen/native/mps/OperationUtils.h supportsComplex (MACOS_VER_14_0_PLUS), "
             "OperationUtils.mm getMPSDataType"),
     ApiFact("int64 downcast before macOS 13.3", None, None,

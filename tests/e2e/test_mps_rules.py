@@ -414,3 +414,29 @@ def test_macos_starts_workers_by_spawn_as_the_installed_python_says() -> None:
                      r"DefaultContext\(_concrete_contexts\['spawn'\]\)", src), "macOS default changed"
     workers = loader(num_workers=2)
     assert start_method(build_session(env=MAC_ENV, loaders=[workers]), workers) == "spawn"
+
+
+def test_every_script_that_sets_the_high_ratio_sets_a_low_one_torch_accepts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Audit fix: examples/triggers/near_device_limit.py set PYTORCH_MPS_HIGH_WATERMARK_RATIO=1.0
+    alone before `import torch`, which a Mac refuses at the first MPS tensor (default low 1.4).
+    Each shipped script that sets the variable is run up to its `import torch` here, in an
+    environment without either ratio, and the pair it leaves must pass torch's checks."""
+    import re
+
+    root = Path(__file__).resolve().parents[2]
+    checked = 0
+    for path in sorted(p for d in ("examples", "scripts", "benchmarks", "mpsprofiler") for p in (root / d).rglob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        if not re.search(r"environ(?:\.setdefault\(|\[)\s*[\"']" + m.HIGH, text):
+            continue
+        prelude = text[:text.index("\nimport torch")] if "\nimport torch" in text else text
+        monkeypatch.delenv(m.HIGH, raising=False)
+        monkeypatch.delenv(m.LOW, raising=False)
+        exec(compile(prelude, str(path), "exec"), {"__name__": "prelude"})  # noqa: S102
+        import os
+
+        env = {k: os.environ[k] for k in (m.HIGH, m.LOW) if k in os.environ}
+        assert m.HIGH in env and m.LOW in env, (path, env)
+        assert not _refused(env), (path, env, _refused(env))
+        checked += 1
+    assert checked >= 1
