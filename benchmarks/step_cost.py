@@ -342,7 +342,11 @@ def main() -> None:
     p.add_argument("--no-loader", action="store_true", help="fixed batch: no DataLoader in the step")
     p.add_argument("--rounds", type=int, default=15)
     p.add_argument("--steps", type=int, default=150, help="timed steps per block")
-    p.add_argument("--warm", type=int, default=12, help="untimed steps per block (past the early op samples)")
+    p.add_argument("--warm", type=int, default=300,
+                   help="untimed steps per block: past the early op samples (steps 3, 5) and past the first 256 "
+                        "DataLoader batches, whose clocks and index draws are all read (cputime.EXACT_FETCHES, "
+                        "loader_sites.INDEX_EXACT; every later one only at every 8th batch): a long run's steady "
+                        "state, which 12 warm steps did not reach (~5 µs a step more)")
     p.add_argument("--only", choices=["ladder", "chains", "hooks", "threads"], nargs="*")
     p.add_argument("--quantile", type=float, default=0.5,
                    help="a block's figure: this quantile of its step times (0.25 is steadier on a loaded machine)")
