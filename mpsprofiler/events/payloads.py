@@ -159,6 +159,9 @@ class DataLoaderFields(Tagged, total=False):
     fetch_s: float
     """Batches taken from this loader (each iterator's first left out) and the training's
     wall time waiting for them; sent again as they grow."""
+    iters: int
+    """Iterators started over it (probe/loader_sites.py): its passes, where its workers are
+    not persistent; absent in older recordings."""
     batch_tensors: int
     """Tensors in one of its batches (the first timed one): what a worker hands over."""
     rebuilt: int

@@ -60,8 +60,9 @@ def _workers(facts: dict[str, Any]) -> dict[str, Any] | None:
         # a loader the script builds anew every epoch: each of its constructions changes
         # (persistent workers would not outlive one), as the fix's rewritten line does
         return {"dataloader": {str(c): dict(change) for c in every}}
-    if n > 0 and not facts.get("persistent_workers"):
+    if n > 0 and not facts.get("persistent_workers") and facts.get("loader_keeps") != "single":
         change["persistent_workers"] = True  # as the fix writes it: the workers start once
+        # (not for a loader the run read in one pass: loader_role.single_pass, nor does the fix)
     settings: dict[str, Any] = {"dataloader": {str(created) if created else "*": change}}
     keep = _int(facts, "stall_threads_keep")
     if facts.get("stall_threads") == "cut" and keep:

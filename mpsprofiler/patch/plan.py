@@ -29,7 +29,7 @@ from ..diagnosis.analyzers.framework_place import (
 )
 from ..diagnosis.analyzers.loader_loop import conditional, loop_of, same_call
 from ..diagnosis.analyzers.loader_place import LOADER_CALLS, option_text, shared_line, user_label
-from ..diagnosis.analyzers.loader_role import trainer_keeps
+from ..diagnosis.analyzers.loader_role import single_pass, trainer_keeps
 from ..diagnosis.analyzers.sync_fix import FILTER_SETTING
 from ..diagnosis.findings import Finding
 from ..experiment.candidates import candidate_for
@@ -147,9 +147,10 @@ def _loaders(e: _Edits, f: Finding, facts: dict[str, Any]) -> None:
             changes = {k: repr(v) for k, v in fields.items()}
             n = fields.get("num_workers")
             if isinstance(n, int) and n > 0 and not d.get("persistent_workers") and (
-                    rebuilt_count(d) == 1 or trainer_keeps(e.session, d)):
+                    (rebuilt_count(d) == 1 and not single_pass(e.session, d)) or trainer_keeps(e.session, d)):
                 # workers kept across epochs, not re-spawned; the Trainer's evaluation loader is
-                # rebuilt at each evaluate() and kept once persistent (analyzers/loader_role.py)
+                # rebuilt at each evaluate() and kept once persistent (analyzers/loader_role.py);
+                # a loader the run read in one pass has no next epoch to keep them for
                 changes["persistent_workers"] = "True"
             file, line = str(d.get("file") or ""), int(d.get("line") or 0)
             workers = n if isinstance(n, int) else _workers(d)

@@ -29,6 +29,10 @@ try`` must change that one alone. So the probe records, per loader:
   after the batch before and removed by its one call, not by wrapping the class's method:
   the batches not timed then cost one comparison, where a wrapper costs a call at every
   batch (0.6 µs measured, benchmarks/next_index_cost.py);
+* ``iters``: the iterators started over it (``_BaseDataLoaderIter.__init__``): its passes,
+  where workers are not persistent (a persistent loader's later passes reset its one
+  iterator). A loader read in one pass gains nothing from ``persistent_workers``, which
+  keeps workers from one pass to the next;
 * ``batch_tensors``: the tensors in one batch (its first timed one). Taking a batch in from
   a worker process costs the training a round trip per tensor (each storage's shared memory
   crosses separately), so the count says whether workers could beat loading in-process;
@@ -90,6 +94,8 @@ class Site:
     consume_steps: int = 0
     next_update: int = FIRST_UPDATE
     sent: int = 0
+    iters: int = 0
+    sent_iters: int = 0
     tensors: int | None = None
     index_calls: int = 0
     index_s: float = 0.0
@@ -145,6 +151,7 @@ class LoaderSites:
             return
         if fields is not None:
             site.fields = dict(fields)
+        site.iters += 1
         iters, key = self._iters, id(it)
 
         def forget(dead: weakref.ref[Any]) -> None:
@@ -206,8 +213,9 @@ class LoaderSites:
             pass
 
     def update(self, site: Site) -> None:
-        site.sent = site.fetches
+        site.sent, site.sent_iters = site.fetches, site.iters
         extra: dict[str, Any] = {"batch_tensors": site.tensors} if site.tensors is not None else {}
+        extra["iters"] = site.iters
         if site.consumes:
             extra.update(consumes=site.consumes, consume_s=round(site.consume_s, 6))
             if self._step is not None:
@@ -219,7 +227,8 @@ class LoaderSites:
     def flush(self) -> None:
         """At the end: the last sums of every loader that was timed since its last update."""
         for site in list(self._every):
-            if site.fields and site.fetches > site.sent:
+            # a pass begun since the last update whose first batch (never timed) was its only one
+            if site.fields and (site.fetches > site.sent or (site.sent and site.iters > site.sent_iters)):
                 self.update(site)
 
     def _caller(self) -> tuple[str | None, int | None, tuple[str, int, str] | None, str | None]:

@@ -20,7 +20,7 @@ from typing import Any, cast
 
 from ..events.payloads import DataLoaderFields
 
-SUMMED = ("fetches", "fetch_s", "consumes", "consume_s", "index_calls", "index_s")
+SUMMED = ("fetches", "fetch_s", "consumes", "consume_s", "index_calls", "index_s", "iters")
 """Counters of one construction's batches: the loader's are their sums."""
 
 

@@ -13,7 +13,7 @@ from torch.utils.data import DataLoader, Dataset
 
 class SlowReads(Dataset):
     def __len__(self) -> int:
-        return 640
+        return 320
 
     def __getitem__(self, i: int):
         time.sleep(0.004)  # the read
@@ -28,11 +28,14 @@ torch.manual_seed(0)
 model = torch.nn.Linear(16, 2)
 opt = torch.optim.SGD(model.parameters(), lr=0.1)
 loader = DataLoader(SlowReads(), batch_size=16, num_workers=args.workers)
-for step, (x, y) in enumerate(loader):
-    loss = torch.nn.functional.cross_entropy(model(x), y)
-    opt.zero_grad()
-    loss.backward()
-    opt.step()
-    if step + 1 == args.steps:
-        break
+step = 0
+while step < args.steps:  # epochs until --steps: 40 read 20 batches twice (persistent_workers pays)
+    for x, y in loader:
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        step += 1
+        if step == args.steps:
+            break
 print(f"trained {args.steps} steps with {args.workers} workers")

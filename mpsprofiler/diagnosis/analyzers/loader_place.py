@@ -24,7 +24,7 @@ from .source_edit import rewrite_call, short_path
 PLACE_FACTS: tuple[str, ...] = ("loader_which", "loader_name_place", "loader_change", "loader_call_place",
                                  "loader_func", "loader_shared_which", "loader_shared_ordinal", "loader_ordinal",
                                  "loader_rebuilt", "loader_starts", "loader_keeps", "loader_label",
-                                 "loader_loop_var", "loader_loop_place")
+                                 "loader_loop_var", "loader_loop_place", "loader_seeded")
 """Besides ``loader_name`` and ``loader_where`` (codes ``rules/dataloader-stall.yaml`` words):
 which loader (``only``, or the ordinal's ending ``st``/``nd``/``rd``/``th`` of
 ``loader_ordinal``: its number among the script's places that build loaders, :func:`user_ordinals`;
@@ -254,13 +254,17 @@ def _place_facts(session: Session, loader: DataLoaderFields, suggested: int | No
     starts = restarts(session, loader)
     # a loader rebuilt every epoch gains nothing from persistent workers; the Trainer's
     # evaluation loader does (the Trainer keeps it then: loader_role.py)
-    has_them = n == workers and (n == 0 or bool(loader.get("persistent_workers")) or starts in ("rebuilt", "rebuilt_eval"))
+    # nor does one read in a single pass: its workers start once anyway (loader_role.single_pass)
+    has_them = n == workers and (n == 0 or bool(loader.get("persistent_workers"))
+                                 or starts in ("rebuilt", "rebuilt_eval", "single"))
     out["loader_change"] = "none" if has_them else "change"
+    # workers where there were none: a seeded run's numbers can change from the first batch
+    out["loader_seeded"] = "first" if n > 0 and not workers else "none"
     changes = {"num_workers": str(n)}
     out["loader_rebuilt"] = rebuilt
     out["loader_keeps"] = starts
     out["loader_starts"] = "once" if starts == "trainer_eval" else starts
-    if n > 0 and not loader.get("persistent_workers") and rebuilt == 1:
+    if n > 0 and not loader.get("persistent_workers") and rebuilt == 1 and starts != "single":
         changes["persistent_workers"] = "True"  # (a loader built anew each epoch starts its own anyway)
     out["loader_label"] = user_label(session, loader)
     trainer = trainer_place(session, str(file) if file else None, int(line) if line else None, n, side)
@@ -297,8 +301,9 @@ def _place_facts(session: Session, loader: DataLoaderFields, suggested: int | No
     # no source to read (an older recording, a file gone or edited): the arguments to set
     out["loader_where"] = "build"
     args = [f"num_workers={n}"]
-    if n > 0:
+    if n > 0 and starts != "single":
         args.append("persistent_workers=True")
+    if n > 0:
         args.append(f"prefetch_factor={prefetch}" if prefetch else "prefetch_factor=2")
     out["loader_code"] = (f"loader = DataLoader(\n    dataset, batch_size={batch_size_arg},\n"
                           f"    {', '.join(args)},\n)")

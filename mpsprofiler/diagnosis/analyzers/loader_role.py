@@ -71,12 +71,24 @@ def trainer_keeps(session: Session, loader: DataLoaderFields) -> bool:
 
 def restarts(session: Session, loader: DataLoaderFields) -> str:
     """How the loader's workers start, a code the rule file words (``loader_starts``,
-    ``loader_keeps``): ``once`` (built once), ``rebuilt`` (the script builds it anew every
+    ``loader_keeps``): ``once`` (built once), ``single`` (built once and read in one pass,
+    by a run that ended on its own: :func:`single_pass`), ``rebuilt`` (the script builds it anew every
     epoch: moved out of the loop, they start once), ``trainer_eval`` (the Trainer rebuilds
     it at each evaluation; its persistent workers setting keeps the first) or
     ``rebuilt_eval`` (a framework rebuilds it at each evaluation: they start each time)."""
     if rebuilt_count(loader) <= 1:
-        return "once"
+        return "single" if single_pass(session, loader) else "once"
     if trainer_keeps(session, loader):
         return "trainer_eval"
     return "rebuilt_eval" if eval_role(loader) else "rebuilt"
+
+
+def single_pass(session: Session, loader: DataLoaderFields) -> bool:
+    """The script read ``loader`` in one pass (one iterator started over it: ``iters``,
+    probe/loader_sites.py) and the run ended on its own (not cut by ``--max-steps``, not
+    stopped, not crashed): ``persistent_workers``, which keeps the workers from one pass to
+    the next, has nothing to keep. One epoch over a map-style dataset, one stream through an
+    ``IterableDataset``. A recording without the count (older ones) is not one."""
+    iters = loader.get("iters")
+    return (isinstance(iters, int) and not isinstance(iters, bool) and iters == 1
+            and not loader.get("persistent_workers") and session.status == "finished")
