@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .. import __version__
+from ..diagnosis.analyzers.common import start_method
 from ..diagnosis.findings import FindingDoc, severity_rank
 from ..events.payloads import Frame
 from ..redact import redact_argv
@@ -260,10 +261,25 @@ DATALOADER_KEYS = ("dataset", "batch_size", "num_workers", "prefetch_factor", "p
 def dataloader_table(session: Session) -> Table | None:
     if not session.dataloaders:
         return None
-    rows = [[str(dl.get("id", key))] + [cell_text(dataset_text(dl) if k == "dataset" else dl.get(k))
+    rows = [[str(dl.get("id", key))] + [cell_text(dataset_text(dl) if k == "dataset" else
+                                                  start_method_text(session, dl) if k == "multiprocessing_context"
+                                                  else dl.get(k))
                                         for k in DATALOADER_KEYS]
             for key, dl in sorted(session.dataloaders.items())]
     return Table("DataLoader", list(DATALOADER_COLUMNS), rows, numeric={0, 2, 3, 4, 7})
+
+
+def start_method_text(session: Session, dl: Any) -> str | None:
+    """How the loader's workers start: its own ``multiprocessing_context``, else the method
+    the script fixed for the process or the platform's default, said so (a loader with
+    workers showed "–" there, as if they started no way at all); none without workers."""
+    own = dl.get("multiprocessing_context")
+    if own:
+        return str(own)
+    method = start_method(session, dl)
+    if method is None:
+        return None
+    return f"{method} (set by the script)" if dl.get("start_method_set") else f"{method} (default)"
 
 
 LOADER_BOUND_WORDS = {

@@ -11,7 +11,7 @@ from textual.containers import Horizontal
 from textual.widget import Widget
 from textual.widgets import DataTable, Static
 
-from ...report.common import loader_brief
+from ...report.common import loader_brief, start_method_text
 from ...session.loaders import dataset_text
 from ...units import fmt_pct
 from ..chart_series import wait_series
@@ -23,7 +23,6 @@ from .tables import RowTable
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from ...events.payloads import DataLoaderFields
     from ...session.session import Session
 
 LOADER_FIELDS = (
@@ -82,7 +81,7 @@ class DataPanel(Widget):
 
     def update_state(self, state: RunState) -> None:
         session = state.session
-        self._fill_loaders(session.dataloaders)
+        self._fill_loaders(session)
         steps = session.steps
         share = steps.data_wait_share()
         text = Text()
@@ -114,7 +113,8 @@ class DataPanel(Widget):
         if widget.display != bool(rows):
             widget.display = bool(rows)
 
-    def _fill_loaders(self, dataloaders: dict[int, DataLoaderFields]) -> None:
+    def _fill_loaders(self, session: Session) -> None:
+        dataloaders = session.dataloaders
         key = repr(sorted(dataloaders.items()))
         if key == self._loaders_key:
             return
@@ -123,7 +123,9 @@ class DataPanel(Widget):
         table.clear()
         for loader_id, cfg in sorted(dataloaders.items()):
             fields: Mapping[str, Any] = cfg  # read by the names in LOADER_FIELDS
-            table.add_row(Text(str(loader_id)), *(_cell(key, dataset_text(cfg) if key == "dataset" else fields.get(key))
+            table.add_row(Text(str(loader_id)), *(_cell(key, dataset_text(cfg) if key == "dataset" else
+                                                        start_method_text(session, cfg) if key == "multiprocessing_context"
+                                                        else fields.get(key))
                                                   for key, _ in LOADER_FIELDS))
         table.display = bool(dataloaders)
 
