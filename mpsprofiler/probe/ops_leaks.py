@@ -61,6 +61,9 @@ SIZED_SITES = 3  # lines whose kept graphs are sized per check (the findings nam
 SIZED_NODES = 2_000  # nodes walked per line sized
 MAX_CHECKS = 24
 MAX_SITES = 10
+MAX_HELD_ITEMS = 2_000
+"""Items of a kept container whose tensors are sized per check (a longer one is sized from
+an even sample of this many, scaled to its length)."""
 _NO_SEQ = 1 << 63
 
 Key = tuple[str, int, str, str]
@@ -218,6 +221,7 @@ class LeakTracker:
                 if holder is not None and first:
                     holder["size0"], holder["step0"] = first.get("size0", first.get("size")), first.get(
                         "step0", first.get("step"))
+                    holder["held0"] = first.get("held0", first.get("held"))
                 kept["holder"] = holder or first
         for key in [k for k, e in self._alive.items() if e.get("holder") and e["holder"].get("bounded")]:
             del self._alive[key]  # a deque(maxlen=...) keeps a bounded number: not a leak
@@ -290,7 +294,7 @@ class LeakTracker:
                     return {"name": name, "file": file, "line": line or 0,
                             "code": source_line((file, line)) if line else "",
                             "bounded": getattr(value, "maxlen", None) is not None,
-                            "size": size, "step": step}  # fmt: skip
+                            "size": size, "step": step, "held": held_bytes(value)}  # fmt: skip
             frame = frame.f_back
         return self._owner(key, survivor, finder, step)  # Lightning: no user frame holds the module
 
@@ -309,10 +313,11 @@ class LeakTracker:
             return None
         holder, owner, attr = cached
         try:
-            size = len(getattr(owner(), attr))
+            value = getattr(owner(), attr)
+            size = len(value)
         except Exception:
-            size = 0
-        return {**holder, "size": size, "step": step}
+            value, size = None, 0
+        return {**holder, "size": size, "step": step, "held": held_bytes(value)}
 
     def _find_carries(self, seq_ref: int | None, step: int) -> None:
         """User variables whose autograd graph holds nodes from before ``seq_ref`` (the
@@ -465,6 +470,40 @@ def _keyed(name: str, value: Any, survivor: torch.Tensor) -> tuple[str, Any]:
         except Exception:
             pass
     return name, value
+
+
+def held_bytes(container: Any) -> int | None:
+    """Bytes of the tensors a kept container holds (its items, or a dict's values, and the
+    tensors one level inside them: a list of tuples, of dicts), each storage once; None
+    where it holds none or cannot be read. Its growth between two checks is what the
+    container adds to memory: the items it gains between the sampled steps (an evaluation
+    pass's, of another batch size) need not be the size of those the sampled steps made
+    (issue 28: a Trainer's compute_loss keeping train and eval logits was told 1.1 MiB a
+    step where the process grew 1.5). A longer container is sized from an even sample of
+    ``MAX_HELD_ITEMS`` items, scaled to its length."""
+    try:
+        items = list(container.values()) if isinstance(container, dict) else list(container)
+    except Exception:
+        return None
+    if not items:
+        return None
+    stride = max(1, -(-len(items) // MAX_HELD_ITEMS))
+    storages: set[int] = set()
+    total = 0
+    for item in items[::stride]:
+        inner = item.values() if isinstance(item, dict) else item if isinstance(item, (list, tuple)) else (item,)
+        for t in inner:
+            if not isinstance(t, torch.Tensor):
+                continue
+            try:
+                storage = t.untyped_storage()
+                ptr = storage.data_ptr()
+                if ptr not in storages:
+                    storages.add(ptr)
+                    total += storage.nbytes()
+            except Exception:
+                continue
+    return total * stride if storages else None
 
 
 def _holder_in(frame: Any, survivor: torch.Tensor, scanned: set[int]) -> tuple[str, Any] | None:

@@ -35,6 +35,11 @@ class LeakSite:
     holder_size0: int = 0
     holder_step0: int = 0
     """The container's length when first found and at the last check (its growth rate)."""
+    holder_bytes: int = 0
+    holder_bytes0: int = 0
+    """Bytes of the tensors the container held at the last check and when first found (0:
+    not measured, or an older recording): its growth in bytes, whatever size the items
+    added between the sampled steps had."""
     alive_one: int | None = None
     """Tensors alive when the site was first reported from one sampled step only (None: never
     was). Made on two sampled steps but no more alive than from one: the line's tensors are
@@ -148,6 +153,7 @@ def _site(s: dict[str, Any]) -> LeakSite:
                     bool(s.get("grad")), _str(holder.get("name"), 200), _str(holder.get("file")),
                     _int(holder.get("line")), _str(holder.get("code"), 300), _int(holder.get("size")),
                     _int(holder.get("step")), _int(holder.get("size0")), _int(holder.get("step0")),
+                    holder_bytes=_int(holder.get("held")), holder_bytes0=_int(holder.get("held0")),
                     scalar=s.get("scalar") is True,
                     graph_nodes=_int(s.get("graph_nodes")) if "graph_nodes" in s else None,
                     graph_bytes=_int(s.get("graph_bytes")), graph_capped=s.get("graph_capped") is True)

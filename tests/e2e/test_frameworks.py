@@ -573,3 +573,19 @@ def test_a_crash_in_a_framework_first_step_is_the_crash_only(tmp_path: Path) -> 
         assert crash["title"].startswith("Crashed before its first step: RuntimeError: The size of tensor a (4)"), fw
         assert crash["title"].endswith(f"framework_crash_first_step.py:{line}"), (fw, crash["title"])
         assert not [r for r in run.rules if r not in ("crash", "other-programs-busy")], (fw, run.rules)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not has("transformers", "accelerate"), reason="needs the frameworks extra")
+def test_a_trainers_kept_logits_are_counted_at_their_size_train_and_eval(tmp_path: Path) -> None:
+    """Issue 28: compute_loss keeps its logits in self.outs, in training (8 x 24 x 200
+    floats, 150 KiB a step) and in evaluation every 10 steps (2 batches of 32, 600 KiB
+    each: 120 KiB a step). The line's rate is the list's bytes grown per step, 270 KiB,
+    not its items per step times a sampled training item's size (1.2 x 150 = 180 KiB)."""
+    run = run_script(tmp_path, "trainer_leak_eval", "trainer_modes.py", {"MODE": "leak_eval", "STEPS": "150"})
+    assert run.proc.returncode == 0, run.proc.stderr[-3000:]
+    assert run.steps["count"] == run.printed("global_step") == 150
+    leak = next((f for f in run.summary["findings"] if f["rule"].startswith("leak-site")), None)
+    assert leak is not None, run.rules
+    rate = re.search(r"about ([\d.]+) KiB more every step", leak["evidence"])
+    assert rate and 250 <= float(rate.group(1)) <= 290, leak["evidence"]

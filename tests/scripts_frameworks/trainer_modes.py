@@ -1,5 +1,6 @@
 """A Hugging Face Trainer by MODE: a tiny GPT-2 causal LM from its config (random weights, no download).
-MODE: clean | slowload | slowcollate | leak | accum_eval | compile (default clean); STEPS. Prints the framework's own step count last.
+MODE: clean | slowload | slowcollate | leak | leak_eval (leak, and evaluation every 10 steps of 2 batches
+of 32 keeps its logits too) | accum_eval | compile (default clean); STEPS. Prints the framework's own step count last.
 """
 import os
 import time
@@ -58,16 +59,16 @@ def main():
     accum = 3 if MODE == "accum_eval" else 1
     args = TrainingArguments(
         output_dir=os.environ.get("OUT_DIR", "trainer_modes_out"), max_steps=STEPS,
-        per_device_train_batch_size=8, per_device_eval_batch_size=8,
+        per_device_train_batch_size=8, per_device_eval_batch_size=32 if MODE == "leak_eval" else 8,
         gradient_accumulation_steps=accum, learning_rate=5e-4, logging_steps=5,
         save_strategy="no", report_to=[], disable_tqdm=True, use_cpu=True,
         dataloader_num_workers=WORKERS,
-        eval_strategy="steps" if MODE == "accum_eval" else "no", eval_steps=10,
+        eval_strategy="steps" if MODE in ("accum_eval", "leak_eval") else "no", eval_steps=10,
         torch_compile=MODE == "compile",
     )
-    cls = KeepingTrainer if MODE == "leak" else Trainer
+    cls = KeepingTrainer if MODE in ("leak", "leak_eval") else Trainer
     trainer = cls(model=model, args=args, train_dataset=Tokens(8 * STEPS * accum + 64, MODE == "slowload"),
-                  eval_dataset=Tokens(24), data_collator=LmCollator(MODE == "slowcollate"))
+                  eval_dataset=Tokens(64 if MODE == "leak_eval" else 24), data_collator=LmCollator(MODE == "slowcollate"))
     trainer.train()
     if MODE == "accum_eval":
         print("eval", trainer.evaluate()["eval_loss"])

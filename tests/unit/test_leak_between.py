@@ -52,3 +52,19 @@ def test_a_short_list_is_not_told() -> None:
         scan.check(step, _mine, _adding_line)
     assert scan.found() == []  # 3 items: a few losses kept for an accumulated backward
     kept.clear()
+
+
+def test_a_kept_containers_tensors_are_sized_whatever_their_batch() -> None:
+    """held_bytes (issue 28): a Trainer's compute_loss keeps 8-sample training logits and
+    32-sample evaluation logits in one list; the list's bytes are each tensor's own size,
+    each storage once (a view of a kept tensor adds nothing), a list of tuples or dicts
+    one level in; a long list is sized from an even sample, scaled to its length."""
+    from mpsprofiler.probe.ops_leaks import MAX_HELD_ITEMS, held_bytes
+
+    train, evaluation = torch.zeros(8, 100), torch.zeros(32, 100)
+    assert held_bytes([train, train[:2], evaluation]) == (8 + 32) * 100 * 4
+    assert held_bytes([(train, 3), {"logits": evaluation}]) == (8 + 32) * 100 * 4
+    assert held_bytes({"a": train}) == 8 * 100 * 4
+    assert held_bytes([]) is None and held_bytes([1.0, 2.0]) is None and held_bytes(None) is None
+    many = [torch.zeros(10) for _ in range(3 * MAX_HELD_ITEMS)]
+    assert held_bytes(many) == 3 * MAX_HELD_ITEMS * 40

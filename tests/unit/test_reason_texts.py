@@ -654,6 +654,16 @@ def _code_cases(tmp: Path, monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, s
          " Their graphs' saved tensors were freed by `backward()`: what stays is the tensors (256.0 KiB, about 64.0"
          " KiB more every step) and 40 autograd nodes, objects of autograd's own that no tensor size counts, more"
          " every step."),
+        # the container's bytes measured: evaluation items 4 times the sampled training ones
+        # count at their size (10 training items of 64 KiB and 4 of 256 KiB in 10 steps), not
+        # 14 x 64 KiB (89.6 KiB a step)
+        (tl, "leak_site_graph_size", _leak(bytes=2 * 65536, alive=2, steps=[3, 5], graph_nodes=254,
+                                           holder="self.history", holder_size0=6, holder_step0=10,
+                                           holder_size=20, holder_step=20, holder_bytes0=6 * 65536,
+                                           holder_bytes=(6 + 10 + 4 * 4) * 65536),
+         " Their graphs' saved tensors were freed by `backward()`: what stays is the tensors (128.0 KiB, about"
+         " 166.4 KiB more every step) and 254 autograd nodes, objects of autograd's own that no tensor size counts,"
+         " more every step."),
         (tl, "leak_site_graph_size", _leak(bytes=2 * 65536, alive=2, steps=[3, 5], graph_nodes=10,
                                            graph_bytes=6 * 65536),
          " They hold 512.0 KiB: 128.0 KiB of their own and 384.0 KiB of tensors their graphs saved for a"

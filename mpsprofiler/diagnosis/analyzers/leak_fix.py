@@ -21,8 +21,14 @@ KEEP_LAST = 100
 
 
 def growth_kib_per_step(site: Any) -> float | None:
-    """KiB per step the container grows by: items added per step x KiB per item, or None."""
+    """KiB per step the container grows by, or None: its tensors' bytes measured at two
+    checks where the probe measured them (items added between the sampled steps, such as
+    an evaluation pass's of another batch size, counted at their own size), else items
+    added per step x the sampled steps' KiB per item."""
     steps = site.holder_step - site.holder_step0
+    grown = getattr(site, "holder_bytes", 0) - getattr(site, "holder_bytes0", 0)
+    if steps > 0 and getattr(site, "holder_bytes0", 0) > 0 and grown > 0:
+        return float(grown / steps / 1024.0)
     added = site.holder_size - site.holder_size0
     if steps <= 0 or added <= 0 or site.alive <= 0 or site.bytes <= 0:
         return None
