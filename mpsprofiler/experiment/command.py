@@ -78,7 +78,7 @@ def main_try(args: argparse.Namespace) -> int:
     started = time.monotonic()
     results: list[dict[str, Any]] = []
     interrupted = False
-    for n, (target, change, rule, out_dir, window) in enumerate(plans):
+    for n, (target, change, rule, out_dir, window, loader) in enumerate(plans):
         left = config.budget_s - (time.monotonic() - started)
         if left <= 0 or interrupted:
             if not interrupted:
@@ -86,7 +86,7 @@ def main_try(args: argparse.Namespace) -> int:
                     f"{len(plans) - n} change{'s' if len(plans) - n != 1 else ''} not tried")
             break
         trial_config = TrialConfig(config.steps, config.pairs, left, total_s=config.budget_s).for_window(window)
-        trial = Trial(target, change, out_dir, trial_config, progress=say, rule=rule)
+        trial = Trial(target, change, out_dir, trial_config, progress=say, rule=rule, loader=loader)
         say(f"\ntrying {trial.label}" + (f" (fix of {rule})" if rule else "") + f": runs in {out_dir}")
         if window is not None:
             say(f"  {window.reason}")
@@ -140,9 +140,10 @@ def _restore_sigint(previous: Any) -> None:
         signal.signal(signal.SIGINT, previous)
 
 
-Plan = tuple[Target, dict[str, Any], str | None, Path, Window | None]
-"""What to run, the ``--set`` change to try, the finding's rule (if a fix), where, and the
-window a fix that shows in a few steps only needs (candidates.Candidate.window)."""
+Plan = tuple[Target, dict[str, Any], str | None, Path, Window | None, str | None]
+"""What to run, the ``--set`` change to try, the finding's rule (if a fix), where, the
+window a fix that shows in a few steps only needs (candidates.Candidate.window), and the
+loader it changes as the finding names it (candidates.Candidate.loader)."""
 
 
 def _plans(args: argparse.Namespace) -> tuple[list[Plan], Path | None]:
@@ -178,7 +179,7 @@ def _script_plans(target: Target, change: dict[str, Any], args: argparse.Namespa
     from ..rundir import default_run_dir
 
     out = args.output or default_run_dir("try-" + Path(target.target).stem)
-    return [(target, change, None, out, None)], None
+    return [(target, change, None, out, None, None)], None
 
 
 def _run_dir_plans(run_dir: Path, change: dict[str, Any], args: argparse.Namespace
@@ -190,7 +191,7 @@ def _run_dir_plans(run_dir: Path, change: dict[str, Any], args: argparse.Namespa
     loaded = load_runs([run_dir])
     target = target_from_session(loaded.session, args.cwd)
     if change:
-        todo: list[tuple[dict[str, Any], str | None, Window | None]] = [(change, None, None)]
+        todo: list[tuple[dict[str, Any], str | None, Window | None, str | None]] = [(change, None, None, None)]
     else:
         from ..diagnosis import diagnose
 
@@ -199,12 +200,12 @@ def _run_dir_plans(run_dir: Path, change: dict[str, Any], args: argparse.Namespa
         if not found:
             raise TryUsageError(f"no finding of {run_dir} has a fix mpsprof can apply without editing the script; "
                                 "say what to try with --set NAME=VALUE")
-        todo = [(c.settings, c.rule, c.window) for c in found]
+        todo = [(c.settings, c.rule, c.window, c.loader) for c in found]
     plans: list[Plan] = []
-    for settings, rule, window in todo:
+    for settings, rule, window, loader in todo:
         label = "_".join(describe(settings)).replace("dataloader.", "")
         out = args.output / label if args.output else experiment_dir(run_dir, label)
-        plans.append((target, settings, rule, out, window))
+        plans.append((target, settings, rule, out, window, loader))
     return plans, run_dir
 
 

@@ -147,10 +147,14 @@ class RunOutcome:
 
 class Trial:
     def __init__(self, target: Target, change: dict[str, Any], out_dir: Path, config: TrialConfig,
-                 progress: Progress | None = None, rule: str | None = None) -> None:
+                 progress: Progress | None = None, rule: str | None = None, loader: str | None = None) -> None:
         self.target = target
         self.change = change
-        self.label = label(change)
+        # ``loader``: the one loader changed, named as the finding names it (its
+        # ``loader_label``: "DataLoader 1", "the Trainer's training DataLoader"), not by the
+        # construction number ``--set dataloader.N`` counts, which counts a framework's
+        # copies too (accelerate's: the Trainer's only loader was "DataLoader 2")
+        self.label = label(change, loader)
         self.out_dir = out_dir
         self.config = config
         self.rule = rule

@@ -104,7 +104,7 @@ class TryFixMixin(_AppBase):
                     "where it always does. q stops the experiment.")
         trial = Trial(target, candidate.settings, out, config,
                       progress=lambda text: self.call_from_thread(panel.add_line, text),
-                      rule=candidate.rule)
+                      rule=candidate.rule, loader=candidate.loader)
         self._trial = trial
         self.run_worker(lambda: self._run_trial(trial, Path(run_dir), out), thread=True,
                         exclusive=True, group="tryfix", exit_on_error=False)

@@ -10,8 +10,10 @@ the script's only loader is "DataLoader 1", not "DataLoader 2".
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
+import pytest
 from torch.utils.data import DataLoader
 
 from mpsprofiler import events
@@ -102,3 +104,30 @@ def test_a_frameworks_copy_is_not_another_dataloader_in_texts() -> None:
     # without a name (a recording from before): the construction numbers, in their order
     assert label({"dataloader": {str(n): {"num_workers": 2} for n in (10, 4, 6, 8)}}) == (
         "num_workers=2 (DataLoaders 4, 6, 8, 10)")
+
+
+def test_try_titles_the_loader_as_the_finding_names_it(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Issue 28: `mpsprof try RUN` on a Trainer's stall titled its runs "(DataLoader 2)"
+    (the construction number, accelerate's copy counted) where the finding and the report
+    say the Trainer's training DataLoader, DataLoader 1: the plan carries the candidate's
+    loader name to the trial's title; `--set` still addresses construction 2."""
+    import argparse
+    from types import SimpleNamespace
+
+    import mpsprofiler.diagnosis as diagnosis
+    import mpsprofiler.session.recording as recording
+    from mpsprofiler.experiment import command
+    from mpsprofiler.experiment.trial import Target, Trial, TrialConfig
+
+    stall = {"rule": "dataloader-stall", "title": "stall", "facts": {
+        "suggested_num_workers": 4, "num_workers": 0, "loader_created": 2,
+        "loader_label": "the Trainer's training DataLoader"}}
+    monkeypatch.setattr(recording, "load_runs", lambda dirs: SimpleNamespace(session=None))
+    monkeypatch.setattr(diagnosis, "diagnose", lambda session: SimpleNamespace(findings=[stall], facts={}))
+    monkeypatch.setattr(command, "target_from_session", lambda session, cwd=None: Target("train.py"))
+    args = argparse.Namespace(output=tmp_path / "out", cwd=None)
+    plans, _ = command._run_dir_plans(tmp_path, {}, args)
+    (target, change, rule, _, _, loader), = plans
+    assert change["dataloader"] == {"2": {"num_workers": 4, "persistent_workers": True}}
+    trial = Trial(target, change, tmp_path / "t", TrialConfig(pairs=2, steps=10), rule=rule, loader=loader)
+    assert trial.label == "num_workers=4, persistent_workers=true (the Trainer's training DataLoader)"
