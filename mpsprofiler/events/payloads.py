@@ -162,6 +162,10 @@ class DataLoaderFields(Tagged, total=False):
     iters: int
     """Iterators started over it (probe/loader_sites.py): its passes, where its workers are
     not persistent; absent in older recordings."""
+    after_fetches: int
+    after_fetch_s: float
+    """Of ``fetches`` and ``fetch_s``: those taken after the last step ended (sent at exit:
+    an evaluation or test pass after the training, which no step waited for)."""
     batch_tensors: int
     """Tensors in one of its batches (the first timed one): what a worker hands over."""
     rebuilt: int

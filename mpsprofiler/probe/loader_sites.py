@@ -10,6 +10,10 @@ try`` must change that one alone. So the probe records, per loader:
   mpsprofiler and the training frameworks), which the parent reads to rewrite that very call;
 * ``fetches``/``fetch_s``: batches taken from it and the training's wall time waiting for
   them (an iterator's first batch is left out: it includes starting the workers);
+* ``after_fetches``/``after_fetch_s``: of those, the ones taken after the last step ended
+  (sent at exit): a Lightning ``trainer.validate()``/``trainer.test()`` or a Trainer's
+  ``evaluate()`` after training, whose waits are no step's. The steps' figures (the steps'
+  loaders' shares of their wait and batches) leave them out;
 * ``consumes``/``consume_s``: the gaps between one batch's arrival and the next request
   of the same iterator: what the script does per batch of this loader (a validation
   loader's batches are consumed by evaluation, not by the training steps);
@@ -101,6 +105,11 @@ class Site:
     index_s: float = 0.0
     fields: dict[str, Any] = field(default_factory=dict)
     role: str | None = None
+    tail_step: int | None = None
+    """The step count at its latest fetches, and how many of them (and their seconds) came
+    at that count: at exit, those taken after the last step ended."""
+    tail_fetches: int = 0
+    tail_fetch_s: float = 0.0
 
 
 class LoaderSites:
@@ -189,6 +198,10 @@ class LoaderSites:
             site.tensors = count_tensors(batch)
         n = site.fetches = site.fetches + 1
         site.fetch_s += seconds
+        if step != site.tail_step:
+            site.tail_step, site.tail_fetches, site.tail_fetch_s = step, 0, 0.0
+        site.tail_fetches += 1
+        site.tail_fetch_s += seconds
         if n < INDEX_EXACT or not n % INDEX_EVERY:
             self.arm(it, entry)
         if n >= site.next_update and site.fields:
@@ -212,10 +225,11 @@ class LoaderSites:
         except (AttributeError, TypeError):
             pass
 
-    def update(self, site: Site) -> None:
+    def update(self, site: Site, after: dict[str, Any] | None = None) -> None:
         site.sent, site.sent_iters = site.fetches, site.iters
         extra: dict[str, Any] = {"batch_tensors": site.tensors} if site.tensors is not None else {}
         extra["iters"] = site.iters
+        extra.update(after or {})
         if site.consumes:
             extra.update(consumes=site.consumes, consume_s=round(site.consume_s, 6))
             if self._step is not None:
@@ -226,10 +240,15 @@ class LoaderSites:
 
     def flush(self) -> None:
         """At the end: the last sums of every loader that was timed since its last update."""
+        step = self._step() if self._step is not None else None
         for site in list(self._every):
-            # a pass begun since the last update whose first batch (never timed) was its only one
-            if site.fields and (site.fetches > site.sent or (site.sent and site.iters > site.sent_iters)):
-                self.update(site)
+            after = None
+            if step is not None and site.tail_step == step and site.tail_fetches:
+                # fetched since the last step ended: no step waited for them
+                after = {"after_fetches": site.tail_fetches, "after_fetch_s": round(site.tail_fetch_s, 6)}
+            # (or a pass begun since the last update whose first batch, never timed, was its only one)
+            if site.fields and (site.fetches > site.sent or after or (site.sent and site.iters > site.sent_iters)):
+                self.update(site, after)
 
     def _caller(self) -> tuple[str | None, int | None, tuple[str, int, str] | None, str | None]:
         """The script's line that built the loader, the call of the function it is in (the

@@ -131,3 +131,59 @@ def test_try_titles_the_loader_as_the_finding_names_it(monkeypatch: pytest.Monke
     assert change["dataloader"] == {"2": {"num_workers": 4, "persistent_workers": True}}
     trial = Trial(target, change, tmp_path / "t", TrialConfig(pairs=2, steps=10), rule=rule, loader=loader)
     assert trial.label == "num_workers=4, persistent_workers=true (the Trainer's training DataLoader)"
+
+
+def test_fetches_after_the_last_step_are_no_steps_wait() -> None:
+    """Issue 28: Lightning's trainer.validate()/trainer.test() after fit read their loaders
+    after the last step ended; the probe says how many of a loader's fetches (and seconds)
+    came then, and the steps' shares of the loaders' wait and batches leave them out (they
+    made the fix's "trains in" 45.1 ms where the evidence said "computed for 34.0 ms")."""
+    import time
+    from types import SimpleNamespace
+
+    from mpsprofiler.diagnosis.analyzers.loader_place import in_steps, shares
+
+    sent: list[dict[str, Any]] = []
+    step = [0]
+    sites = loader_sites.LoaderSites(lambda d: sent.append(dict(d)), lambda: step[0])
+    uninstall = loader_sites.install_construction_hook(sites, lambda exc: None)
+    try:
+        train, val, test = DataLoader(range(32)), DataLoader(range(8)), DataLoader(range(8))
+    finally:
+        uninstall()
+
+    def read(dl: Any, number: int, batches: int, seconds: float, steps: bool) -> None:
+        it = iter(dl)
+        sites.on_iter(it, dl, {"id": number})
+        for _ in range(batches):
+            sites.on_fetch(it, seconds, next(it), time.perf_counter())
+            step[0] += steps
+
+    read(train, 1, 10, 0.03, True)
+    read(val, 2, 5, 0.01, False)  # an evaluation pass between two steps
+    read(train, 1, 3, 0.03, True)
+    read(test, 3, 5, 0.2, False)  # trainer.test() after the last step
+    sites.flush()
+    last = {d["id"]: d for d in sent}
+    assert last[3]["fetches"] == last[3]["after_fetches"] == 4  # (each iterator's first is not timed)
+    assert "after_fetches" not in last[1] and "after_fetches" not in last[2]
+    session = SimpleNamespace(dataloaders={n: {**d, "created": n} for n, d in last.items()})
+    assert in_steps(session.dataloaders[3]) == (0.0, 0.0)
+    wait_share, batch_share = shares(session, session.dataloaders[1])  # type: ignore[arg-type,misc]
+    assert batch_share == 11 / 15 and abs(wait_share - 0.33 / 0.37) < 1e-6
+
+
+def test_a_steps_wait_for_another_loader_is_neither_this_loaders_nor_compute() -> None:
+    """A step that ran an evaluation pass (9 batches: 1 of this loader, 8 of the other's at
+    10 ms) waited 110 ms: 30 of them this loader's; its compute is the step less all its
+    waiting, in ordinary steps as in that one."""
+    from types import SimpleNamespace
+
+    from mpsprofiler.diagnosis.analyzers.loader_advice import step_loads
+
+    plain = SimpleNamespace(dur=0.070, wait=0.030, batches=1)
+    evaluated = SimpleNamespace(dur=0.300, wait=0.110, batches=9)
+    loads = step_loads([plain, evaluated], 0, 0.5, (1.0, 0.010))
+    assert [(round(a, 3), round(b, 3)) for a, b in loads] == [(0.03, 0.04), (0.03, 0.19)]
+    # without the per-batch figures: the share of every step's wait, compute still without any wait
+    assert [round(b, 3) for _, b in step_loads([plain], 0, 0.5)] == [0.04]

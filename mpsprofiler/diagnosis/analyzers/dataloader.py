@@ -26,7 +26,7 @@ from .common import (
     start_method,
 )
 from .loader_advice import FIGURES_FACTS, REASON_FACTS, advise, free_cores, steady_ratio, step_loads, step_ratios
-from .loader_place import LOADER_CALLS, PLACE_FACTS, place_facts, shares, stalled_loader
+from .loader_place import LOADER_CALLS, PLACE_FACTS, in_steps, place_facts, shares, stalled_loader
 from .loader_role import read_aside, restarts
 from .registry import analyzer
 from .source_edit import rewrite_call, short_path
@@ -132,9 +132,10 @@ def _evaluation_wait(session: Session, loader: DataLoaderFields) -> dict[str, An
     and their share of the steps' time. Training steps never wait for an evaluation batch:
     the time is the evaluation passes between them, so the evidence says that, not "on
     average a step waited 10.2 ms for its batch" (all the loaders' waits over the steps)."""
-    fetches, fetch_s = _opt_int(loader.get("fetches")), num(loader.get("fetch_s"))
+    counted, fetch_s = in_steps(loader)  # an evaluation after the training took no step's time
+    fetches = int(counted)
     total = session.steps.total_dur
-    if not fetches or fetch_s is None or fetch_s <= 0 or total <= 0:
+    if not fetches or fetch_s <= 0 or total <= 0:
         return {}
     return {"eval_wait_s": rounded(fetch_s, 3), "eval_batches": fetches, "eval_batch_ms": rounded(fetch_s / fetches * 1000.0, 3),
             "eval_wait_share": rounded(min(1.0, fetch_s / total)), "run_steps_s": rounded(total, 3)}
@@ -225,16 +226,22 @@ def _profile(session: Session, loader: DataLoaderFields, workers: int, kept: lis
     fig = loader_profile.measure(session, kept, late=True)
     fig.batch_tensors = _opt_int(loader.get("batch_tensors"))
     split = shares(session, loader)
-    loads = step_loads(kept, workers, split[0] if split is not None else 1.0)
-    spread, average = step_ratios(loads), steady_ratio(loads)
+    other_loaders = None
     if split is not None:
         # several loaders: this one's part of the wait and of the batches, so its own
-        # figures (its batch's load time, its batches per step) go into the finding
+        # figures (its batch's load time, its batches per step) go into the finding; the
+        # others' part of the wait is neither this loader's nor the training's compute
         wait_share, batch_share = split
+        own_batches = fig.batches * batch_share
+        if fig.steps and fig.batches > own_batches:
+            other_loaders = (own_batches / fig.steps, fig.wait * (1.0 - wait_share) / (fig.batches - own_batches))
+        fig.others_wait = fig.wait * (1.0 - wait_share)
         fig.wait *= wait_share
         fig.wait_cpu = fig.wait_cpu * wait_share if fig.wait_cpu is not None else None
         fig.wait_runq = fig.wait_runq * wait_share if fig.wait_runq is not None else None
         fig.batches = max(1, round(fig.batches * batch_share))
+    loads = step_loads(kept, workers, split[0] if split is not None else 1.0, other_loaders)
+    spread, average = step_ratios(loads), steady_ratio(loads)
     dataset = loader.get("dataset")
     batch_size = _opt_int(loader.get("batch_size"))
     cores, what = compute_cores(session.env)
@@ -341,7 +348,7 @@ def _steps_per_pass(loader: DataLoaderFields, length: int | None, steps: int) ->
     """Steps from one pass over a side loader to the next: what a trial of its fix must span
     to time it at all (experiment/candidates.py). Its timed batches leave out each
     iterator's first: one per pass, or one in all where persistent workers keep the iterator."""
-    timed = _opt_int(loader.get("fetches"))
+    timed = int(in_steps(loader)[0])
     if not length or not timed or not steps:
         return None
     if loader.get("persistent_workers"):

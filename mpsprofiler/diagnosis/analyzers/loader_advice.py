@@ -235,7 +235,7 @@ def advise(
         # waiting (or not known): workers overlap the waits, cores do not bound them. The
         # training consumes a batch per wall-clock compute time here (on a busy machine
         # that is longer than its CPU time), so size from the wall time.
-        wall = consume * 1000.0 if consume is not None else max(0.0, fig.dur - fig.wait) * per * 1000.0
+        wall = consume * 1000.0 if consume is not None else max(0.0, fig.dur - fig.wait - fig.others_wait) * per * 1000.0
         demand = load / wall if wall > 0 and load > 0 else None
         median = spread[0] if spread is not None else None
         bursts = median is not None and average is not None and average >= BURST * median
@@ -353,14 +353,24 @@ TRIM = 0.05
 cold cache, the first file) does not make a loader bursty."""
 
 
-def step_loads(points: list[Any], workers: int, wait_share: float = 1.0) -> list[tuple[float, float]]:
+def step_loads(points: list[Any], workers: int, wait_share: float = 1.0,
+               others: tuple[float, float] | None = None) -> list[tuple[float, float]]:
     """(load, compute) seconds of each step that waited and computed, as :func:`advise`
     counts them over all steps: a loader's batch takes ``wait`` without workers,
-    ``workers x dur`` with them (``wait_share``: this loader's part of the wait)."""
+    ``workers x dur`` with them (``wait_share``: this loader's part of the wait). The
+    compute is the step's time less all of its waiting: a wait for another loader's batch
+    (an evaluation pass inside the step) is no training. ``others``: (this loader's batches
+    a step, the other loaders' wait per batch): a step's batches beyond this loader's are
+    theirs, and so is that much of its wait (a step without any waited for this loader
+    only); without it every step's wait is split by ``wait_share``."""
     pairs = []
     for p in points:
-        wait = p.wait * wait_share
-        wall = p.dur - wait
+        if others is not None:
+            own, other_wait = others
+            wait = max(0.0, p.wait - min(p.wait, max(0.0, p.batches - own) * other_wait))
+        else:
+            wait = p.wait * wait_share
+        wall = p.dur - p.wait
         if wall > 0 and p.dur > 0 and wait > 0:
             pairs.append((workers * p.dur if workers else wait, wall))
     return pairs

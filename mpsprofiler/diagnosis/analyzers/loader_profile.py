@@ -130,6 +130,10 @@ class LoaderFigures:
     main_cpu: float | None = None
     machine_busy: float | None = None
     batch_tensors: int | None = None
+    others_wait: float = 0.0
+    """Seconds of ``dur`` the steps waited for other loaders' batches (an evaluation pass's
+    inside a step): neither this loader's wait nor training, so no part of the compute a
+    batch of this loader is used in."""
 
     @property
     def per_batch(self) -> float:
@@ -213,7 +217,7 @@ class LoaderFigures:
         work: there its CPU time (the process's, less what the fetches used) is what it
         would take on a core of its own, and a busy machine stretches the wall time.
         """
-        wall = max(0.0, self.dur - self.wait) * self.per_batch
+        wall = max(0.0, self.dur - self.wait - self.others_wait) * self.per_batch
         if not cpu_device or self.main_cpu is None or not self.window_batches:
             return wall
         cpu = self.main_cpu / self.window_batches - (self.wait_cpu or 0.0) * self.per_batch
