@@ -589,3 +589,25 @@ def test_a_trainers_kept_logits_are_counted_at_their_size_train_and_eval(tmp_pat
     assert leak is not None, run.rules
     rate = re.search(r"about ([\d.]+) KiB more every step", leak["evidence"])
     assert rate and 250 <= float(rate.group(1)) <= 290, leak["evidence"]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not has("lightning"), reason="needs lightning (the frameworks extra)")
+def test_lightnings_evaluation_after_fit_is_not_the_training_loaders_compute(tmp_path: Path) -> None:
+    """Issue 28: a slow training set, validation every 20 steps inside fit, then
+    trainer.validate() and trainer.test() over 20 batches each. The stall's evidence
+    ("computed for X ms" a step) and its fix ("It trains in Y ms" a batch, one batch a
+    step) agree: the loaders' shares of the steps' wait and batches leave out the passes
+    after fit (they made Y 50% above X), and a wait for the validation batches inside fit is
+    no training."""
+    run = run_script(tmp_path, "lightning_after_eval", "lightning_modes.py", {"MODE": "after_eval", "STEPS": "60"})
+    assert run.proc.returncode == 0, run.proc.stderr[-3000:]
+    assert run.steps["count"] == run.printed("global_step") == 60
+    stall = next((f for f in run.summary["findings"] if f["rule"].startswith("dataloader-stall")), None)
+    assert stall is not None, run.rules
+    computed = re.search(r"computed for ([\d.]+) ms", stall["evidence"])
+    trains = re.search(r"It trains in ([\d.]+) ms", stall["fix"])
+    assert computed and trains, (stall["evidence"], stall["fix"])
+    assert abs(float(trains.group(1)) / float(computed.group(1)) - 1.0) < 0.15, (computed.group(0), trains.group(0))
+    test_loader = next(d for d in run.summary["dataloaders"] if d.get("role") == "test")
+    assert test_loader.get("after_fetches") == test_loader.get("fetches") == 19, test_loader

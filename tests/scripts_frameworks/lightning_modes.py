@@ -1,6 +1,7 @@
 """Lightning as users write it, by MODE: a LightningDataModule, max_steps; optional slow Dataset,
 self.outs.append leak in training_step, accumulation + val_check_interval, torch.compile of the inner net.
-MODE: clean | slowload | leak | accum_val | compile (default clean); STEPS. Prints the framework's own step count last.
+MODE: clean | slowload | leak | accum_val | compile | after_eval (slowload, validation every 20 steps inside fit,
+then trainer.validate() and trainer.test()) (default clean); STEPS. Prints the framework's own step count last.
 """
 import os
 import time
@@ -35,13 +36,16 @@ class Data(L.LightningDataModule):
         self.batch = batch
 
     def setup(self, stage=None):
-        self.train_set = Points(self.batch * STEPS * 2, MODE == "slowload")
-        self.val_set = Points(self.batch * 6, False)
+        self.train_set = Points(self.batch * STEPS * 2, MODE in ("slowload", "after_eval"))
+        self.val_set = Points(self.batch * (20 if MODE == "after_eval" else 6), False)
 
     def train_dataloader(self):
         return DataLoader(self.train_set, batch_size=self.batch, shuffle=True)
 
     def val_dataloader(self):
+        return DataLoader(self.val_set, batch_size=self.batch)
+
+    def test_dataloader(self):
         return DataLoader(self.val_set, batch_size=self.batch)
 
 
@@ -66,6 +70,10 @@ class Classifier(L.LightningModule):
         x, y = batch
         self.log("val_loss", torch.nn.functional.cross_entropy(self.net(x), y))
 
+    def test_step(self, batch, batch_idx):
+        x, y = batch
+        self.log("test_loss", torch.nn.functional.cross_entropy(self.net(x), y))
+
     def configure_optimizers(self):
         return torch.optim.AdamW(self.parameters(), lr=1e-3)
 
@@ -75,13 +83,19 @@ def main():
     kw = {}
     if MODE == "accum_val":
         kw = dict(accumulate_grad_batches=3, val_check_interval=15, limit_val_batches=3)
+    elif MODE == "after_eval":
+        kw = dict(val_check_interval=20)
     else:
         kw = dict(limit_val_batches=0)
     batch = 64 if MODE == "leak" else 32
     trainer = L.Trainer(max_steps=STEPS, accelerator="cpu", devices=1, logger=False,
                         enable_checkpointing=False, enable_progress_bar=False,
                         enable_model_summary=False, **kw)
-    trainer.fit(Classifier(), datamodule=Data(batch))
+    model, data = Classifier(), Data(batch)
+    trainer.fit(model, datamodule=data)
+    if MODE == "after_eval":
+        trainer.validate(model, datamodule=data, verbose=False)
+        trainer.test(model, datamodule=data, verbose=False)
     print(f"global_step {trainer.global_step}", flush=True)
 
 
