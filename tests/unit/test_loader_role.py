@@ -187,3 +187,28 @@ def test_a_steps_wait_for_another_loader_is_neither_this_loaders_nor_compute() -
     assert [(round(a, 3), round(b, 3)) for a, b in loads] == [(0.03, 0.04), (0.03, 0.19)]
     # without the per-batch figures: the share of every step's wait, compute still without any wait
     assert [round(b, 3) for _, b in step_loads([plain], 0, 0.5)] == [0.04]
+
+
+def test_a_stall_says_how_much_of_the_steps_wait_was_its_loaders() -> None:
+    """Issue 28: 60 steps of 1 training batch (30 ms wait, 20 ms compute); every 20th step
+    also runs a validation pass of 8 batches at 50 ms each; validate()/test() after fit
+    read 16 more validation batches at 100 ms no step waited for (counted in, they made the
+    validation loader the one the steps waited on most). The evidence's wait per step is the
+    steps' (all loaders'), and says how much of it was the training loader's; the fix's
+    compute per batch is the evidence's (neither the passes after fit nor the validation
+    waits inside the steps are training)."""
+    durs, waits, batches = [], [], []
+    for i in range(60):
+        evaluated = i % 20 == 10
+        waits.append(0.030 + (0.4 if evaluated else 0.0))
+        durs.append(waits[-1] + 0.020)
+        batches.append(9 if evaluated else 1)
+    train = loader(id=2, created=2, file="/w/train.py", line=30, fetches=60, fetch_s=1.8)
+    val = loader(id=1, created=1, file="/w/train.py", line=32, fetches=24 + 16, fetch_s=1.2 + 1.6, after_fetches=16,
+                 after_fetch_s=1.6, role="eval", len=8)
+    session = build_session(env=LINUX_ENV, loaders=[val, train], rows=step_rows(durs, waits, batches))
+    facts = collect_facts(session)
+    assert facts["stall_wait"] == "training_shared", facts.get("stall_wait")
+    assert abs(facts["data_wait_own_ms"] - 30.0) < 3.0 and facts["data_wait_ms"] > 45.0
+    assert abs(facts["compute_ms"] - 20.0) < 1.0 and abs(facts["reason_train_ms"] - 20.0) < 2.0, (
+        facts["compute_ms"], facts["reason_train_ms"])

@@ -686,6 +686,23 @@ def _code_cases(tmp: Path, monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, s
         (ds, "loader_name", _loader(tmp, "train.py", trainer=True, side=True),
          "the Trainer's evaluation DataLoader (started at train.py:2)"),
         (ds, "loader_name", _loader(tmp, None, trainer=True, side=True), "the Trainer's evaluation DataLoader"),
+        # issue 28: a step's wait partly for an evaluation loader read inside the steps
+        (ds, "stall_wait", {"stall_wait": "training_shared", "loading_wait_share": 0.83, "data_wait_ms": 74.92,
+                            "data_wait_own_ms": 38.31, "step_batches": "one", "compute_ms": 14.83,
+                            "step_mean_ms": 89.71, "first_stall_step": 2, "last_step": 59},
+         "83% of the training time went to waiting for DataLoaders: on average a step waited 74.9 ms for data, "
+         "38.3 ms of it for its batch from the loader named below and the rest for other loaders' batches read "
+         "inside the steps (an evaluation pass), and computed for 14.8 ms, 89.7 ms in all (steps 2 to 59)."),
+        (ds, "stall_wait", {"stall_wait": "training", "loading_wait_share": 0.67, "data_wait_ms": 35.21,
+                            "step_batches": "one", "compute_ms": 17.3, "step_mean_ms": 52.4, "first_stall_step": 6,
+                            "last_step": 59},
+         "67% of the training time went to waiting for the DataLoader: on average a step waited 35.2 ms for its "
+         "batch and computed for 17.3 ms, 52.4 ms in all (steps 6 to 59)."),
+        (ds, "stall_wait", {"stall_wait": "evaluation", "eval_wait_s": 3.91, "eval_wait_share": 0.34,
+                            "run_steps_s": 11.6, "eval_batches": 29, "eval_batch_ms": 136.1},
+         "Evaluation waited 3.9 s for its DataLoader's batches, 34% of the 11.6 s the steps took (29 of its "
+         "batches timed, 136.1 ms each): time of the evaluation passes between training steps, not of training "
+         "steps waiting for their batches."),
         (ds, "reason_trains", {"reason_trains": "train", "reason_train_ms": 12.14}, "It trains in 12.1 ms"),
         (ds, "reason_trains", {"reason_trains": "side", "reason_train_ms": 0.38},
          "It is read in a few steps only (evaluation, say), and the script is done with each of its batches in 0.4 ms"),
