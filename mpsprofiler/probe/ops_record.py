@@ -71,6 +71,8 @@ _DEVICE_SITES: dict[tuple[str, int], bool] = {}
 _TO_DEVICE = re.compile(r"\.(?:to|cuda)\(\s*(?!['\"]cpu['\"])(?:['\"]\w+['\"]|[A-Za-z_][\w.]*)?\s*[,)]")
 """``.to(device)``, ``.to("mps")``, ``.cuda()``: a tensor put on the script's device."""
 _DEVICE_NAMES: dict[Any, frozenset[str]] = {}
+_ASSIGNS: dict[str, tuple[Any, list[Any]]] = {}
+"""Per file: its syntax tree (``leak_owner.parsed``) and the assignments in it."""
 
 
 def _device_names(code: Any) -> frozenset[str]:
@@ -81,7 +83,7 @@ def _device_names(code: Any) -> frozenset[str]:
         return known
     import ast
 
-    from .leak_owner import parsed
+    from .leak_owner import parsed, source_segment
 
     names: set[str] = set()
     file = code.co_filename
@@ -91,11 +93,15 @@ def _device_names(code: Any) -> frozenset[str]:
 
         lines = linecache.getlines(file)
         first, last = code_range(code, len(lines))
-        source = "".join(lines) if len(lines) < 5000 else None  # once, not per statement
-        for node in ast.walk(tree):
-            if not isinstance(node, ast.Assign) or not first <= node.lineno <= last:
+        assigns = _ASSIGNS.get(file)
+        if assigns is None or assigns[0] is not tree:  # one walk of a file, not one per function in it
+            if len(_ASSIGNS) > 64:
+                _ASSIGNS.clear()
+            assigns = _ASSIGNS[file] = (tree, [n for n in ast.walk(tree) if isinstance(n, ast.Assign)])
+        for node in assigns[1]:
+            if not first <= node.lineno <= last:
                 continue
-            value = ast.get_source_segment(source, node.value) if source is not None else None
+            value = source_segment(lines, node.value)
             said = value if value is not None else " ".join(lines[node.lineno - 1:(node.end_lineno or node.lineno)])
             if ".to(" not in said and ".cuda(" not in said and "device" not in said:
                 continue
