@@ -19,6 +19,7 @@ import tempfile
 import time
 from collections.abc import Callable
 
+import barrier  # beside this file (the script's folder is on sys.path)
 import torch
 
 
@@ -57,6 +58,9 @@ def hf(steps: int, step_end: Callable[[int], None]) -> None:
             return {"input_ids": self.ids[i], "labels": self.labels[i]}
 
     class Timer(TrainerCallback):  # type: ignore[misc]
+        def on_train_begin(self, args, state, control, **kwargs):  # type: ignore[no-untyped-def]
+            barrier.wait()  # overhead.py --concurrent: the runs of a round start their steps together
+
         def on_step_end(self, args, state, control, **kwargs):  # type: ignore[no-untyped-def]
             step_end(state.global_step)
 
@@ -93,6 +97,9 @@ def lightning(steps: int, step_end: Callable[[int], None]) -> None:
             return torch.optim.AdamW(self.parameters(), lr=1e-3)
 
     class Timer(L.Callback):
+        def on_train_start(self, trainer, pl_module):  # type: ignore[no-untyped-def]
+            barrier.wait()  # overhead.py --concurrent: the runs of a round start their steps together
+
         def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):  # type: ignore[no-untyped-def]
             step_end(trainer.global_step)
 

@@ -17,6 +17,8 @@ a budget of 0.5-3% whatever the number of rounds; runs that share the same secon
 that drift, so their ratio keeps the difference the probe makes and loses the drift. A core
 set per variant (two cores: the training and mpsprof's launcher) keeps them off each other's
 cores; what they still share (the last-level cache, memory bandwidth) they share alike.
+Their steps start together (``barrier.py``): mpsprof's start-up (~1 s) would otherwise put the
+bare run's loop beside the other's imports and leave the other's last second alone.
 
 Every variant's total loop time is listed per round; the table gives, per variant, the
 median loop time with its min-max, and the median (min-max) of the per-round ratio to the
@@ -84,11 +86,13 @@ def run_round(variants: list[str], python: str, script: Path, case_args: list[st
     """The variants at the same time, ``variants[i]`` pinned to ``cores[i]`` (see the module
     docstring); per variant what :func:`run_once` returns."""
     procs = {}
+    # a start line (benchmarks/barrier.py): each run's steps begin when all have reached it
+    env = {**os.environ, "BENCH_BARRIER_DIR": str(tmp / f"barrier{n}"), "BENCH_BARRIER_PARTIES": str(len(variants))}
     for i, variant in enumerate(variants):
         run_dir = tmp / f"run{n}-{i}"
         cmd = ["taskset", "-c", cores[i], *command(variant, python, script, case_args, common, run_dir)]
         procs[variant] = (subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                           env=dict(os.environ)), cmd, run_dir)  # fmt: skip
+                                           env=env), cmd, run_dir)  # fmt: skip
     out = {}
     for variant, (proc, cmd, run_dir) in procs.items():
         stdout, stderr = proc.communicate()

@@ -30,6 +30,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import barrier  # beside this file (the script's folder is on sys.path)
 import torch
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
@@ -171,6 +172,7 @@ def main() -> None:
         elif device.type == "mps":
             torch.mps.synchronize()
 
+    barrier.wait()  # overhead.py --concurrent: the runs of a round start their steps together
     for _ in range(args.warmup):
         step()
     sync()
