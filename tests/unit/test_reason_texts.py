@@ -145,6 +145,46 @@ def test_bursts_size_the_workers_from_the_average_and_the_median_stays_for_the_r
     assert "bursts" not in even["num_workers_reason"] and even["num_workers_needed"] == 4  # the median's 3 x 1.25
 
 
+def test_the_median_steps_ratio_and_figures_agree_with_the_worker_count() -> None:
+    """A Fabric run's fix read "It trains in 9.6 ms, so 33 workers keep up (the median step
+    loads 26.0 times as long as it trains": 9.6 ms was the average step's training, 26.0 the
+    median step's ratio, so 9.6 x 26 was no load time of the run. With the median step's own
+    figures the sentence says which is which, and its arithmetic holds: the ratio printed
+    is its load over its training, and the count is that ratio with 25% to spare."""
+    import math
+    import re
+    from types import SimpleNamespace
+
+    from mpsprofiler.diagnosis.analyzers.loader_advice import HEADROOM, median_step, step_loads, step_ratios
+
+    # 10 steps: trains 8 to 12 ms, waits 150 to 330 ms (the median step by ratio: 5th)
+    points = [SimpleNamespace(wait=w, dur=w + c, batches=1) for w, c in
+              [(0.25, 0.0096), (0.20, 0.008), (0.33, 0.012), (0.15, 0.010), (0.26, 0.0104),
+               (0.30, 0.009), (0.18, 0.011), (0.22, 0.0086), (0.28, 0.0099), (0.24, 0.0101)]]
+    loads = step_loads(points, 0)
+    middle = median_step(loads)
+    spread = step_ratios(loads)
+    assert middle is not None and spread is not None
+    ratios = sorted(load / c for load, c in loads)
+    assert middle[0] / middle[1] == ratios[4]  # the lower of the middle two: one step's own figures
+    facts = advise(_fig(240.0, 250.0, cpu_ms=1.0), "waiting", 0, 0.0098, 1, 2, "physical", 32, 64 * 2**30, None, 8,
+                   1000, "fork", spread, sum(ratios) / len(ratios), middle=middle)
+    facts["loader_bound"] = "waiting"
+    text = reason_text(facts)
+    assert "It trains in 10.0 ms on average" in text  # the steps' average, said so
+    m = re.search(r"so (\d+) workers keep up \(sized from the median step, which loaded for ([\d.]+) ms and trained "
+                  r"for ([\d.]+) ms: ([\d.]+) times as long, with 25% to spare\)", text)
+    assert m is not None, text
+    needed, load_ms, train_ms, ratio = int(m[1]), float(m[2]), float(m[3]), float(m[4])
+    assert load_ms / train_ms == pytest.approx(ratio, abs=0.06)
+    assert needed == math.ceil(middle[0] / middle[1] * HEADROOM) == facts["num_workers_needed"]
+    # without the median step's figures (an older caller) the sentence still names its statistic
+    facts = advise(_fig(240.0, 250.0, cpu_ms=1.0), "waiting", 0, 0.0098, 1, 2, "physical", 32, 64 * 2**30, None, 8,
+                   1000, "fork", spread, sum(ratios) / len(ratios))
+    facts["loader_bound"] = "waiting"
+    assert "on average, so" in reason_text(facts) and "(the median step loads" in reason_text(facts)
+
+
 def test_a_loader_with_enough_workers_and_no_cpu_reading_is_not_bounded_by_cores() -> None:
     """8 workers already, their CPU not measured (a short run): the reason says more would
     not pay, without "so no more than the 1 core free", which bounded a number it no longer

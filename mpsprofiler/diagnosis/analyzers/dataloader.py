@@ -25,7 +25,16 @@ from .common import (
     rounded,
     start_method,
 )
-from .loader_advice import FIGURES_FACTS, REASON_FACTS, advise, free_cores, steady_ratio, step_loads, step_ratios
+from .loader_advice import (
+    FIGURES_FACTS,
+    REASON_FACTS,
+    advise,
+    free_cores,
+    median_step,
+    steady_ratio,
+    step_loads,
+    step_ratios,
+)
 from .loader_place import LOADER_CALLS, PLACE_FACTS, in_steps, place_facts, shares, stalled_loader
 from .loader_role import read_aside, restarts
 from .registry import analyzer
@@ -247,7 +256,7 @@ def _profile(session: Session, loader: DataLoaderFields, workers: int, kept: lis
         fig.wait_runq = fig.wait_runq * wait_share if fig.wait_runq is not None else None
         fig.batches = max(1, round(fig.batches * batch_share))
     loads = step_loads(kept, workers, split[0] if split is not None else 1.0, other_loaders)
-    spread, average = step_ratios(loads), steady_ratio(loads)
+    spread, average, middle = step_ratios(loads), steady_ratio(loads), median_step(loads)
     dataset = loader.get("dataset")
     batch_size = _opt_int(loader.get("batch_size"))
     cores, what = compute_cores(session.env)
@@ -259,7 +268,7 @@ def _profile(session: Session, loader: DataLoaderFields, workers: int, kept: lis
     if consume is not None:
         # a loader served in a few steps only (evaluation every N steps): the steps'
         # compute and ratios are the other loader's; its own batches are consumed this fast
-        train, spread, average = consume, None, None
+        train, spread, average, middle = consume, None, None, None
     training_cores = fig.training_cores(workers)
     measured = others_busy(session)  # other programs' cores during the run: not free for workers
     others = measured[0] if measured is not None else None
@@ -302,7 +311,7 @@ def _profile(session: Session, loader: DataLoaderFields, workers: int, kept: lis
     method = start_method(session, {**loader, "num_workers": max(1, workers)})
     advice: dict[str, Any] = advise(fig, bound, workers, train, training_cores, cores, what, batch_size, available,
                                     worker_bytes, logical, per_start, method, spread, average, consume,
-                                    length, sampler, others)  # fmt: skip
+                                    length, sampler, others, middle)  # fmt: skip
     if (loader.get("iterable") is True and loader.get("iterable_split") is not True and advice["num_workers_helps"]
             and advice["suggested_num_workers"] > 1):
         # an IterableDataset is copied into each worker, which then yields the whole stream:
