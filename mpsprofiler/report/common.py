@@ -157,7 +157,7 @@ def summary_rows(summary: Summary, session: Session | None = None) -> list[tuple
         params = finite(device["parameters"])
         rows.append(("Model parameters", f"{int(params):,}" if params is not None else raw(device["parameters"])))
     count = steps.get("count") or 0
-    rows.append(("Steps", f"{count} ({steps.get('warmup', 0)} warm-up, {steps.get('steady', 0)} steady)"
+    rows.append(("Steps", f"{count} ({warmup_words(steps)}, {steps.get('steady', 0)} steady)"
                  + f", counted from {signal_words(steps.get('mode'), steps.get('framework'), steps.get('fetched_ahead'), steps.get('optimizers'))}"))
     rows.append(("Median step time", fmt_seconds(steps.get("median_s"))))
     rows.append(("p90 step time", fmt_seconds(steps.get("p90_s"))))
@@ -499,3 +499,19 @@ def crash_frames(session: Session, limit: int = 12) -> list[Frame]:
 
 def footer_text() -> str:
     return f"mpsprof {__version__}"
+
+
+def warmup_words(steps: Mapping[str, Any]) -> str:
+    """"3 warm-up", and the slow steps after it that the steady figures leave out too, said
+    apart: the warm-up is counted as the long-warmup finding counts it (an HF Trainer run's
+    headline read "4 warm-up" beside "The first 3 steps are warm-up": its fourth was a step
+    mpsprof sampled)."""
+    words = f"{steps.get('warmup', 0)} warm-up"
+    apart = steps.get("warmup_apart") or 0
+    if apart:
+        sampled = steps.get("warmup_apart_sampled") or 0
+        if sampled >= apart:
+            words += f", {apart} slowed by mpsprof's op sampling"
+        else:
+            words += f", {apart} slow after it" + (f" ({sampled} slowed by mpsprof's op sampling)" if sampled else "")
+    return words

@@ -18,6 +18,7 @@ from ..session.exit_words import exit_words
 from ..session.steps import signal_words
 from ..units import fmt_bytes, fmt_pct, fmt_seconds
 from .changes import change_lines, cut_text, experiment_lines
+from .common import warmup_words
 
 if TYPE_CHECKING:
     from ..diagnosis.findings import Finding, FindingDoc
@@ -47,7 +48,7 @@ def render_console(summary: Summary, findings: Iterable[Finding | FindingDoc] = 
     lines.append(f"device      {device.get('kind', '?')}  {device.get('name') or ''}".rstrip())
     if steps.get("count"):
         lines.append(
-            f"steps       {steps.get('count', 0)} ({steps.get('warmup', 0)} warm-up, from {signal_words(steps.get('mode'), steps.get('framework'), steps.get('fetched_ahead'), steps.get('optimizers'))})   "
+            f"steps       {steps.get('count', 0)} ({warmup_words(steps)}, from {signal_words(steps.get('mode'), steps.get('framework'), steps.get('fetched_ahead'), steps.get('optimizers'))})   "
             f"median {fmt_seconds(steps.get('median_s'))}   p90 {fmt_seconds(steps.get('p90_s'))}"
         )
     elif summary.get("crash"):

@@ -124,7 +124,7 @@ class HtmlRenderer:
         steps: StepsDoc | dict[str, Any] = summary.get("steps") or {}
         mem: MemoryDoc | dict[str, Any] = summary.get("memory") or {}
         cards = [
-            ("Steps", str(steps.get("count", 0)), f"{steps.get('warmup', 0)} warm-up"),
+            ("Steps", str(steps.get("count", 0)), common.warmup_words(steps)),
             ("Median step", fmt_seconds(steps.get("median_s")), f"p90 {fmt_seconds(steps.get('p90_s'))}"),
             ("Steps / s", _num(steps.get("steps_per_s")), "steady state"),
             ("Data wait", fmt_pct(steps.get("data_wait_share")), "of steady step time"),

@@ -44,6 +44,12 @@ class StepsDoc(TypedDict):
     optimizers: int
     """Optimizers that step in one step (1, or a GAN's 2: a framework's count of optimizer steps is that many times ``count``)."""
     warmup: int
+    """Warm-up steps as the long-warmup finding counts them (``session.warmup.framework_warmup``)."""
+    warmup_apart: int
+    """Slow steps after the warm-up that the steady figures leave out too (sampled by mpsprof,
+    an evaluation of the script's): the steady steps start after them."""
+    warmup_apart_sampled: int
+    """How many of ``warmup_apart`` mpsprof sampled for op accounting."""
     steady: int
     median_s: float | None
     p90_s: float | None

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from .documents import AppliedDoc, ChangesDoc, RankRow, RecordingDoc, SkippedDoc, Summary
 from .session import Session
+from .warmup import between, framework_warmup, warmup_cost
 
 SUMMARY_SCHEMA = 1
 
@@ -22,6 +23,7 @@ def summarize(session: Session) -> Summary:
         wall = steps.last_end - steps.first_end
     med = steps.quantile(0.5)
     p90 = steps.quantile(0.9)
+    apart, apart_sampled = between(session)
     summary: Summary = {
         "schema": SUMMARY_SCHEMA,
         "script": session.script,
@@ -50,13 +52,15 @@ def summarize(session: Session) -> Summary:
             "framework": session.model.get("framework"),
             "fetched_ahead": session.model.get("fetched_ahead"),
             "optimizers": steps.optimizers,
-            "warmup": steps.warmup,
+            "warmup": framework_warmup(session),
+            "warmup_apart": apart,
+            "warmup_apart_sampled": apart_sampled,
             "steady": steps.steady_count,
             "median_s": med,
             "p90_s": p90,
             "steps_per_s": (1.0 / med) if med else None,
             "training_s": wall,
-            "warmup_cost_s": steps.warmup_cost(),
+            "warmup_cost_s": warmup_cost(session),
             "data_wait_share": steps.data_wait_share(),
             "device_busy_share": session.health.busy_share(med),
             "device_busy_ms": session.health.busy_ms(),

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..session.session import Session
+from ..session.warmup import between, framework_warmup
 from ..units import chart_bytes_unit
 
 # colours that read well on dark and light themes
@@ -51,10 +52,16 @@ def step_series(session: Session) -> tuple[list[float], list[Line], str]:
 
 
 def step_title(session: Session) -> str:
-    warmup = session.steps.warmup
-    if warmup:
-        return f"Step time, ms (after {warmup} warm-up step{'s' if warmup != 1 else ''})"
-    return "Step time, ms"
+    """The chart starts after the steady steps' start; its title counts the warm-up as the
+    long-warmup finding does, and says what the other steps left out were."""
+    if not session.steps.warmup:
+        return "Step time, ms"
+    warmup = framework_warmup(session)
+    apart, sampled = between(session)
+    words = f"after {warmup} warm-up step{'s' if warmup != 1 else ''}"
+    if apart:
+        words += f" and {apart} " + ("sampled by mpsprof" if sampled >= apart else "slow after them")
+    return f"Step time, ms ({words})"
 
 
 def time_range(session: Session) -> tuple[float, float] | None:

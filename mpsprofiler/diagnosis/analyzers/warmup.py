@@ -24,7 +24,9 @@ from __future__ import annotations
 from typing import Any
 
 from ...session.session import Session
-from ...session.steps import StepPoint, detect_warmup
+from ...session.steps import StepPoint
+from ...session.warmup import framework_warmup, set_aside
+from ...session.warmup import warmup_cost as _warmup_cost
 from .common import rounded
 from .registry import analyzer
 
@@ -36,50 +38,20 @@ WARMUP_FACTS: tuple[str, ...] = (
 )
 """Every fact the ``warmup`` analyzer may return (declared: no other analyzer may provide one)."""
 
-OWN_WORK_BATCHES = 2
-"""A step that fetched at least this many times the DataLoader batches of a usual step,
-plus one, ran a loop of the script's own over a DataLoader (an evaluation, a cache fill)."""
-
-
-def own_work_steps(early: list[StepPoint]) -> set[int]:
-    """Early steps (never the first) slow by the script's own work, not the framework's.
-
-    The probe counts the DataLoader batches each step fetched: a training step fetches its
-    usual few (one, or one per micro-batch), a step that also evaluated the model on a
-    test loader (minGPT's adder: ``if trainer.iter_num % 500 == 0`` in the batch callback,
-    so at iteration 0) or filled a cache fetched tens more. Loops without a DataLoader
-    (nanoGPT's ``get_batch``) give no such sign: their steps are judged as they are.
-    The first step is left out: it is the framework's warm-up either way.
-    """
-    if len(early) < 4:
-        return set()
-    counts = sorted(p.batches for p in early)
-    usual = counts[len(counts) // 2]
-    if usual < 1:
-        return set()
-    return {p.i for p in early[1:] if p.batches >= OWN_WORK_BATCHES * usual + 1}
-
-
 @analyzer("warmup", provides=WARMUP_FACTS)
 def warmup_facts(session: Session) -> dict[str, Any]:
     steps = session.steps
-    w = steps.warmup
+    w = framework_warmup(session)  # the summary's headline counts it the same way
     med = steps.quantile(0.5)
-    own_work = own_work_steps(steps.early)
-    aside = {i for i in session.ops.sampled if i > 0} | own_work
-    if aside and steps.early:
-        own = [p.dur for p in steps.early if p.i not in aside]
-        ref = sorted(own[len(own) // 2:])[len(own[len(own) // 2:]) // 2] if own else None
-        if ref is not None:
-            w = detect_warmup([ref if p.i in aside else p.dur for p in steps.early])
+    sampled, own_work = set_aside(session)
+    aside = sampled | own_work
     facts: dict[str, Any] = {"warmup_steps": w}
     if not steps.early:
         return facts
     warm = [p for p in steps.early[:w] if p.i not in aside]
     warm_s = sum(p.dur for p in warm)
     facts["warmup_s"] = rounded(warm_s, 4)
-    facts["warmup_cost_s"] = rounded(max(0.0, warm_s - (med or 0.0) * len(warm)), 4) if aside else rounded(
-        steps.warmup_cost(), 4)
+    facts["warmup_cost_s"] = rounded(_warmup_cost(session), 4)
     if own_work:
         facts["warmup_own_work_steps"] = len(own_work)
         facts["warmup_own_work_s"] = rounded(sum(p.dur for p in steps.early if p.i in own_work), 2)

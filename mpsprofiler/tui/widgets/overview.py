@@ -11,6 +11,7 @@ from textual.widget import Widget
 from textual.widgets import OptionList, Static
 
 from ...session.exit_words import exited_by_itself
+from ...session.warmup import warmup_cost
 from ...units import fmt_bytes, fmt_pct, fmt_seconds
 from ..chart_series import FROM_ZERO, cpu_series, memory_series, step_series, step_title, time_range
 from ..messages import ShowFinding
@@ -175,7 +176,7 @@ def figure_rows(state: RunState) -> list[tuple[str, str]]:
     if busy is not None:  # device busy time on timed steps (probe/device_time.py), CUDA and MPS
         rows.append(("device busy", fmt_pct(busy)))
     if steps.warmup:
-        rows.append(("warm-up", f"{fmt_seconds(steps.warmup_cost())} extra"))
+        rows.append(("warm-up", f"{fmt_seconds(warmup_cost(session))} extra"))
     peak_dev = mem.peak_allocated
     if peak_dev is not None:
         rows.append(("device peak", fmt_bytes(peak_dev) + (f" / {fmt_bytes(mem.device_limit)}" if mem.device_limit else "")))
