@@ -105,8 +105,10 @@ def source_segment(lines: list[str], node: ast.AST) -> str | None:
     call: that split made a sampled step's scan of a 400-line script's assignments cost
     ~12 ms (each of its ~10 calls re-split the file), and grows with the file's length times
     its assignments. Column offsets are UTF-8 byte offsets (:mod:`ast`)."""
-    first, last = getattr(node, "lineno", None), getattr(node, "end_lineno", None)
-    col, end_col = getattr(node, "col_offset", None), getattr(node, "end_col_offset", None)
+    first: int | None = getattr(node, "lineno", None)
+    last: int | None = getattr(node, "end_lineno", None)
+    col: int | None = getattr(node, "col_offset", None)
+    end_col: int | None = getattr(node, "end_col_offset", None)
     if first is None or last is None or col is None or end_col is None or not 0 < first <= last <= len(lines):
         return None
     head = lines[first - 1].encode()
