@@ -513,5 +513,6 @@ def warmup_words(steps: Mapping[str, Any]) -> str:
         if sampled >= apart:
             words += f", {apart} slowed by mpsprof's op sampling"
         else:
-            words += f", {apart} slow after it" + (f" ({sampled} slowed by mpsprof's op sampling)" if sampled else "")
+            words += f", {apart} more before the steady ones" + (
+                f" ({sampled} slowed by mpsprof's op sampling)" if sampled else "")
     return words

@@ -60,7 +60,7 @@ def step_title(session: Session) -> str:
     apart, sampled = between(session)
     words = f"after {warmup} warm-up step{'s' if warmup != 1 else ''}"
     if apart:
-        words += f" and {apart} " + ("sampled by mpsprof" if sampled >= apart else "slow after them")
+        words += f" and {apart} " + ("sampled by mpsprof" if sampled >= apart else "more")
     return f"Step time, ms ({words})"
 
 

@@ -24,6 +24,7 @@ from helpers import child_env, loud_rules, mpsprof_cli, read_summary
 from mpsprofiler import __version__, cli
 from mpsprofiler.diagnosis.findings import Finding
 from mpsprofiler.report import format_for_path, ops_tables, render_report
+from mpsprofiler.report.common import warmup_words
 from mpsprofiler.report.json_report import load_schema
 from mpsprofiler.results import Results, build_results
 from mpsprofiler.session.recording import load_run
@@ -166,7 +167,7 @@ def test_markdown_has_summary_figures_environment_and_findings(hostile: SimpleNa
     md = rendered["md"]
     steps = hostile.results.summary["steps"]
     assert md.startswith("# mpsprof: hostile.py crashed")
-    assert f"| Steps | {steps['count']} ({steps['warmup']} warm-up, {steps['steady']} steady)" in md
+    assert f"| Steps | {steps['count']} ({warmup_words(steps)}, {steps['steady']} steady)" in md
     assert f"| Median step time | {fmt_seconds(steps['median_s'])} |" in md
     assert f"| p90 step time | {fmt_seconds(steps['p90_s'])} |" in md
     assert f"| Python | {hostile.session.env['python']} |" in md

@@ -49,3 +49,17 @@ def test_the_report_row_says_it() -> None:
     session = _session({3})
     rows = dict(summary_rows(summarize(session), session))
     assert rows["Steps"].startswith("40 (3 warm-up, 1 slowed by mpsprof's op sampling, 36 steady)")
+
+
+def test_steps_between_the_warm_up_and_the_steady_ones_are_said_as_such() -> None:
+    """A Trainer on a machine whose load came and went (slow steps 10 and 11): the warm-up
+    ends at step 5, the steady steps start at 10 (the cap, a third of the steps). The steps
+    between are no warm-up and no steady steps; one of them was sampled."""
+    durs = [1.717, 1.508, 1.137, 0.588, 0.076, 0.171, 0.057, 0.130, 0.065, 0.051, 1.314, 1.156, 0.138] + [0.042] * 17
+    session = build_session(rows=step_rows(durs))
+    session.ops.sampled = {3, 5, 12, 19}
+    steps = summarize(session)["steps"]
+    assert (steps["warmup"], steps["warmup_apart"], steps["warmup_apart_sampled"], steps["steady"]) == (5, 5, 1, 20)
+    assert facts_of(session)["warmup_steps"] == 5
+    assert warmup_words(steps) == "5 warm-up, 5 more before the steady ones (1 slowed by mpsprof's op sampling)"
+    assert step_title(session) == "Step time, ms (after 5 warm-up steps and 5 more)"
