@@ -155,6 +155,10 @@ class DataLoaderFields(Tagged, total=False):
     """``eval`` or ``test``: a framework's evaluation hook built it (probe/loader_sites.py,
     ``ROLE_HOOKS``: the Trainer's ``get_eval_dataloader``, Lightning's ``val_dataloader``);
     absent for the others."""
+    hook: str
+    """The framework method that built it (probe/loader_sites.py, ``FRAMEWORK_HOOKS``:
+    Lightning's ``train_dataloader`` and ``val_dataloader``, the Trainer's
+    ``get_train_dataloader`` ...): the name the user knows it by; absent for the others."""
     fetches: int
     fetch_s: float
     """Batches taken from this loader (each iterator's first left out) and the training's

@@ -43,7 +43,11 @@ try`` must change that one alone. So the probe records, per loader:
 * ``role``: ``eval`` or ``test`` for a loader a framework's evaluation hook built
   (:data:`ROLE_HOOKS`), read from the frames that built it, once per construction. Its
   batches pace evaluation, not the training steps, and the framework rebuilds it at each
-  evaluation by design: the advice must say so rather than guess from its batch counts.
+  evaluation by design: the advice must say so rather than guess from its batch counts;
+* ``hook``: the framework's hook that built it (:data:`FRAMEWORK_HOOKS`: Lightning's
+  ``train_dataloader`` and ``val_dataloader``, the Trainer's ``get_train_dataloader`` ...),
+  the name a user knows the loader by: Lightning builds the validation loader first (its
+  sanity check), so by construction order the training loader was "the 2nd DataLoader".
 
 Records live in weak dictionaries keyed by the loader and its iterators: the probe keeps
 nothing alive that the script dropped. Updates go out as the loader's ``dataloader``
@@ -105,6 +109,7 @@ class Site:
     index_s: float = 0.0
     fields: dict[str, Any] = field(default_factory=dict)
     role: str | None = None
+    hook: str | None = None
     tail_step: int | None = None
     """The step count at its latest fetches, and how many of them (and their seconds) came
     at that count: at exit, those taken after the last step ended."""
@@ -136,8 +141,8 @@ class LoaderSites:
         if os.getpid() != self._pid:
             return
         self._created += 1
-        file, line, call, role = self._caller()
-        site = self._sites[loader] = Site(self._created, file, line, call, role=role)
+        file, line, call, hook = self._caller()
+        site = self._sites[loader] = Site(self._created, file, line, call, role=ROLE_HOOKS.get(hook or ""), hook=hook)
         self._every.append(site)
 
     def site_fields(self, loader: Any) -> dict[str, Any]:
@@ -151,6 +156,8 @@ class LoaderSites:
             out["call_file"], out["call_line"], out["call_func"] = site.call
         if site.role is not None:
             out["role"] = site.role
+        if site.hook is not None:
+            out["hook"] = site.hook
         return out
 
     def on_iter(self, it: Any, loader: Any, fields: dict[str, Any] | None) -> None:
@@ -253,28 +260,29 @@ class LoaderSites:
     def _caller(self) -> tuple[str | None, int | None, tuple[str, int, str] | None, str | None]:
         """The script's line that built the loader, the call of the function it is in (the
         next frame out, where that is the script's too; None at a module's top level), and
-        its role (:func:`hook_role`, from the frames up to and including that line's)."""
+        the framework hook it ran under (:func:`framework_hook`, from the frames up to and
+        including that line's: its role follows from it)."""
         if self._torch_dir is None:
             import torch
 
             self._torch_dir = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
         skip = (*_SKIP, self._torch_dir, *_framework_dirs())
         frame = sys._getframe(2)
-        role: str | None = None
+        hook: str | None = None
         for _ in range(64):
             if frame is None:
                 break
-            role = role or hook_role(frame)
+            hook = hook or framework_hook(frame)
             name = os.path.abspath(frame.f_code.co_filename)
             if not name.startswith(skip) and not name.startswith("<"):
-                return name, frame.f_lineno, self._call_of(frame, skip), role
+                return name, frame.f_lineno, self._call_of(frame, skip), hook
             if frame.f_code.co_name in REBUILDERS:
                 # the framework rebuilds the loader it is handed: the script's line is that one's
                 original = self._sites.get(frame.f_locals.get("dataloader"))
                 if original is not None and original.file:
-                    return original.file, original.line, original.call, original.role or role
+                    return original.file, original.line, original.call, original.hook or hook
             frame = frame.f_back  # type: ignore[assignment]
-        return None, None, None, role
+        return None, None, None, hook
 
     @staticmethod
     def _call_of(frame: Any, skip: tuple[str, ...]) -> tuple[str, int, str] | None:
@@ -325,22 +333,26 @@ ROLE_HOOKS = {"get_eval_dataloader": "eval", "get_test_dataloader": "test",
 (transformers/trainer.py; ``evaluate()`` asks ``get_eval_dataloader`` anew each time,
 ``predict()`` asks ``get_test_dataloader``) and Lightning's hooks of a LightningModule or
 LightningDataModule (the script's own method, which Lightning calls)."""
+TRAIN_HOOKS = ("get_train_dataloader", "train_dataloader")
+"""Framework methods that build the training loader: the Trainer's and Lightning's."""
+FRAMEWORK_HOOKS = frozenset(ROLE_HOOKS) | frozenset(TRAIN_HOOKS)
 ROLE_CLASSES = ("Trainer", "LightningModule", "LightningDataModule")
 """The framework classes whose ``ROLE_HOOKS`` count (a subclass's override included): a plain
 script's own ``val_dataloader()`` helper says nothing certain."""
 
 
-def hook_role(frame: Any) -> str | None:
-    """``frame``'s role when it runs one of :data:`ROLE_HOOKS` of a framework object
-    (``self`` is a :data:`ROLE_CLASSES` subclass), else None. Read once per construction."""
-    role = ROLE_HOOKS.get(frame.f_code.co_name)
-    if role is None:
+def framework_hook(frame: Any) -> str | None:
+    """The name of the :data:`FRAMEWORK_HOOKS` method of a framework object (``self`` is a
+    :data:`ROLE_CLASSES` subclass) ``frame`` runs, else None. Read once per construction."""
+    hook = frame.f_code.co_name
+    if hook not in FRAMEWORK_HOOKS:
         return None
     owner = frame.f_locals.get("self")
     if owner is None:
         return None
     names = {klass.__name__ for klass in type(owner).__mro__}
-    return role if names.intersection(ROLE_CLASSES) else None
+    return hook if names.intersection(ROLE_CLASSES) else None
+
 
 
 MAX_WALK = 256

@@ -63,6 +63,41 @@ def test_the_trainers_eval_loader_is_marked_and_the_others_are_not() -> None:
     assert "role" not in _built(lambda: DataLoader(range(8)))
 
 
+class LightningModule:
+    """Named as Lightning's: its hooks build the loaders (validation's first, at the sanity check)."""
+
+    def train_dataloader(self) -> DataLoader[Any]:
+        return DataLoader(range(8), batch_size=2)
+
+    def val_dataloader(self) -> DataLoader[Any]:
+        return DataLoader(range(8), batch_size=2)
+
+
+def test_the_hook_that_built_a_loader_is_recorded() -> None:
+    class Model(LightningModule):
+        pass
+
+    train = _built(Model().train_dataloader)
+    assert train["hook"] == "train_dataloader" and "role" not in train  # training: no evaluation role
+    assert _built(Model().val_dataloader) == {**_built(Model().val_dataloader), "hook": "val_dataloader",
+                                              "role": "eval"}
+    assert _built(Trainer().get_train_dataloader)["hook"] == "get_train_dataloader"
+    assert "hook" not in _built(Script().val_dataloader) and "hook" not in _built(lambda: DataLoader(range(8)))
+
+
+def test_a_lightning_training_loader_is_named_by_its_hook_not_its_build_order() -> None:
+    """Lightning builds the validation loader first (sanity check): by construction order the
+    training loader was "DataLoader 2", in ``try``'s titles and ``patch``'s notes."""
+    val = {**_rec(1, role="eval", hook="val_dataloader"), "line": 40}
+    train = {**_rec(2, hook="train_dataloader"), "line": 36}
+    session = build_session(env=LINUX_ENV, loaders=[val, train], rows=step_rows([0.02] * 10))
+    assert user_label(session, train) == "the DataLoader of train_dataloader()"
+    assert user_label(session, val) == "the DataLoader of val_dataloader()"
+    assert user_label(session, {**_rec(3), "line": 50}) == "DataLoader 3"  # the script's own: numbered
+    assert label({"dataloader": {"2": {"num_workers": 4}}}, user_label(session, train)) == (
+        "num_workers=4 (the DataLoader of train_dataloader())")
+
+
 def _rec(created: int, **over: Any) -> dict[str, Any]:
     return loader(id=created, created=created, file="/w/train.py", line=29, call_file="/w/train.py", call_line=33,
                   **over)
@@ -212,3 +247,4 @@ def test_a_stall_says_how_much_of_the_steps_wait_was_its_loaders() -> None:
     assert abs(facts["data_wait_own_ms"] - 30.0) < 3.0 and facts["data_wait_ms"] > 45.0
     assert abs(facts["compute_ms"] - 20.0) < 1.0 and abs(facts["reason_train_ms"] - 20.0) < 2.0, (
         facts["compute_ms"], facts["reason_train_ms"])
+

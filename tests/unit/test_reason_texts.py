@@ -513,6 +513,13 @@ def _place(tmp: Path, loaders: list[dict[str, Any]], loader: dict[str, Any], tra
     return place_facts(session, loader, 2, 0, "8", None, side)  # type: ignore[arg-type]
 
 
+def _hooked(tmp: Path) -> dict[str, Any]:
+    """A LightningModule's loaders: ``val_dataloader()``'s built first, then ``train_dataloader()``'s."""
+    val = {"file": str(tmp / "train.py"), "line": 9, "created": 1, "role": "eval", "hook": "val_dataloader"}
+    train = {"file": str(tmp / "train.py"), "line": 2, "created": 2, "hook": "train_dataloader"}
+    return _place(tmp, [val, train], train)
+
+
 def _hf_cli(tmp: Path) -> dict[str, Any]:
     """A Trainer whose TrainingArguments come from the command line (HfArgumentParser)."""
     from types import SimpleNamespace
@@ -717,6 +724,10 @@ def _code_cases(tmp: Path, monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, s
         (ds, "loader_which", _loader(tmp, "train.py", 2, 3), "the 3rd DataLoader"),
         (ds, "loader_which", _loader(tmp, "train.py", 2, 12), "the 12th DataLoader"),
         (ds, "loader_name", _loader(tmp, "train.py", 2, 2), "the 2nd DataLoader built at train.py:2"),
+        # Lightning builds validation's loader first (sanity check): the training loader is
+        # named by the hook that built it, not "the 2nd DataLoader"
+        (ds, "loader_which", _hooked(tmp), "the DataLoader of train_dataloader()"),
+        (ds, "loader_name", _hooked(tmp), "the DataLoader of train_dataloader() built at train.py:2"),
         (ds, "loader_name", _loader(tmp, None, 2, 2), "the 2nd DataLoader"),
         (ds, "loader_name", _copies(tmp), "the 2nd DataLoader built at train.py:26"),
         (ds, "loader_name", _rebuilt(tmp), "the DataLoader built at train.py:2"),

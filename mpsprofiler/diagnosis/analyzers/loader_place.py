@@ -24,9 +24,11 @@ from .source_edit import rewrite_call, short_path
 PLACE_FACTS: tuple[str, ...] = ("loader_which", "loader_name_place", "loader_change", "loader_call_place",
                                  "loader_func", "loader_shared_which", "loader_shared_ordinal", "loader_ordinal",
                                  "loader_rebuilt", "loader_starts", "loader_keeps", "loader_label",
-                                 "loader_loop_var", "loader_loop_place", "loader_seeded")
+                                 "loader_loop_var", "loader_loop_place", "loader_seeded", "loader_hook",
+                                 "loader_shared_hook")
 """Besides ``loader_name`` and ``loader_where`` (codes ``rules/dataloader-stall.yaml`` words):
-which loader (``only``, or the ordinal's ending ``st``/``nd``/``rd``/``th`` of
+which loader (``only``, ``hook`` for one a framework's hook built (``loader_hook``: Lightning's
+``train_dataloader`` ...: :func:`hook_of`), or the ordinal's ending ``st``/``nd``/``rd``/``th`` of
 ``loader_ordinal``: its number among the script's places that build loaders, :func:`user_ordinals`;
 ``loader_created`` is its construction number, which ``try`` and ``patch`` address;
 ``loader_label``: how ``try`` titles it, :func:`user_label` or the Trainer's loader), the line that built it (or started the Trainer), and whether the fix
@@ -100,11 +102,31 @@ def user_ordinals(session: Session) -> dict[int, int]:
     return out
 
 
+LIGHTNING_HOOKS = ("train_dataloader", "val_dataloader", "test_dataloader", "predict_dataloader")
+"""The hooks of a LightningModule or LightningDataModule that build loaders (the script's own
+methods, which Lightning calls): a loader one of them built is named by it."""
+
+
+def hook_of(loader: DataLoaderFields) -> str | None:
+    """The Lightning hook that built ``loader`` (the probe's ``hook``), else None.
+
+    Lightning builds the validation loader first (its sanity check runs before training),
+    so by construction order the training loader built in ``train_dataloader()`` was "the
+    2nd DataLoader"; its user knows it as the training loader. The Trainer's loaders have
+    names of their own (``framework_place.trainer_place``)."""
+    hook = loader.get("hook")
+    return hook if isinstance(hook, str) and hook in LIGHTNING_HOOKS else None
+
+
 def user_label(session: Session, loader: DataLoaderFields) -> str:
     """``DataLoader N`` as the user counts them (:func:`user_ordinals`), for texts that
     number loaders: the construction number (``--set dataloader.N``) also counts the copies
     a framework builds of the script's loader (accelerate's ``prepare``), so the script's
-    only loader was "DataLoader 2"."""
+    only loader was "DataLoader 2". A loader a Lightning hook built is named by its hook
+    (:func:`hook_of`): "the DataLoader of train_dataloader()"."""
+    hook = hook_of(loader)
+    if hook is not None:
+        return f"the DataLoader of {hook}()"
     created = num(loader.get("created"))
     n = user_ordinals(session).get(int(created)) if created else None
     fallback = int(created) if created else loader.get("id") or "?"  # a record from before: its own number
@@ -142,8 +164,9 @@ def _shared_call(session: Session, loader: DataLoaderFields, other: DataLoaderFi
         "loader_where": "shared",  # the rule file's words: the line builds another loader too
         "loader_call_place": rewrite.place(cwd),
         "loader_func": str(func),
-        "loader_shared_which": _ordinal(ordinal) if ordinal else "only",
+        "loader_shared_which": "hook" if hook_of(other) else _ordinal(ordinal) if ordinal else "only",
         "loader_shared_ordinal": ordinal,
+        "loader_shared_hook": hook_of(other),
         "loader_code": rewrite.after + f"\n# and {func}() hands them to its DataLoader(...) (**kwargs)"
                        + (guard_note(session, str(call_file)) if int(changes.get("num_workers", "0")) > 0 else ""),
     }
@@ -260,6 +283,9 @@ def _place_facts(session: Session, loader: DataLoaderFields, suggested: int | No
     ordinal = ordinals.get(int(created)) if created else None
     out["loader_ordinal"] = ordinal
     out["loader_which"] = _ordinal(ordinal) if ordinal and len(set(ordinals.values())) > 1 else "only"
+    hook = hook_of(loader)
+    if hook is not None:  # named by its role, not its construction order (Lightning builds validation's first)
+        out["loader_which"], out["loader_hook"] = "hook", hook
     out["loader_name_place"] = place
     # nothing to tell apart (one loader, its line unknown): no sentence naming it
     out["loader_name"] = "built" if place else ("which" if count > 1 else None)
