@@ -18,9 +18,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..rundir import is_run_dir
-from ..settings import HELP, SettingError, describe, parse_settings
+from ..settings import HELP, SettingError, parse_settings
 from ..units import fmt_bytes, plural
 from .store import TryUsageError as TryUsageError  # re-exported: the TUI catches it
+from .store import folder_label
 from .trial import Target, Trial, TrialConfig, Window, fmt_x
 
 if TYPE_CHECKING:
@@ -203,7 +204,11 @@ def _run_dir_plans(run_dir: Path, change: dict[str, Any], args: argparse.Namespa
         todo = [(c.settings, c.rule, c.window, c.loader) for c in found]
     plans: list[Plan] = []
     for settings, rule, window, loader in todo:
-        label = "_".join(describe(settings)).replace("dataloader.", "")
+        # the folder is named as the change is titled (the TUI's ``try`` names its folders so),
+        # the loader by the name the finding gives it, not its construction number: a
+        # Trainer's read "2.num_workers=4" where the user reads "num_workers=4 (the
+        # Trainer's training DataLoader)". Nothing reads the name back: old folders open.
+        label = folder_label(settings, loader)
         out = args.output / label if args.output else experiment_dir(run_dir, label)
         plans.append((target, settings, rule, out, window, loader))
     return plans, run_dir

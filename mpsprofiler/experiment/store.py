@@ -12,10 +12,11 @@ from pathlib import Path
 from typing import Any
 
 from ..rundir import EXPERIMENTS_DIR, EXPERIMENTS_FILE, append_experiment, read_experiments, write_text_atomic
+from ..settings import label
 
 __all__ = [
     "EXPERIMENTS_DIR", "EXPERIMENTS_FILE", "ExperimentDirError", "TryUsageError", "check_experiments_root",
-    "experiment_dir", "load_experiments", "save_experiment", "save_result",
+    "experiment_dir", "folder_label", "folder_slug", "load_experiments", "save_experiment", "save_result",
 ]
 
 RESULT_FILE = "experiment.json"
@@ -49,11 +50,32 @@ def experiment_dir(run_dir: Path, label: str) -> Path:
     a directory: the runs must land inside the run directory, never where a link points."""
     root = Path(run_dir) / EXPERIMENTS_DIR
     check_experiments_root(root)
-    slug = "".join(c if c.isalnum() or c in "-_." else "_" for c in label)[:50] or "change"
+    slug = folder_slug(label)
     n = 1
     while (root / f"{n}-{slug}").exists():
         n += 1
     return root / f"{n}-{slug}"
+
+
+FOLDER_CHARS = 80
+"""The longest folder name made of a change's title (``num_workers_4_persistent_workers_true_``
+and the loader's name fit)."""
+
+
+def folder_slug(text: str) -> str:
+    """``text`` as a folder name: letters, digits, ``-``, ``.`` and single ``_`` (for every
+    run of other characters), at most :data:`FOLDER_CHARS`."""
+    slug = "".join(c if c.isalnum() or c in "-_." else "_" for c in text)
+    while "__" in slug:
+        slug = slug.replace("__", "_")
+    return slug.strip("_")[:FOLDER_CHARS].strip("_") or "change"
+
+
+def folder_label(settings: dict[str, Any], loader: str | None = None) -> str:
+    """The folder name of an experiment of ``settings``: its title as ``try`` and the TUI
+    show it (:func:`settings.label`, the loader named as the finding names it), as a
+    folder name (:func:`folder_slug`): ``num_workers_4_the_Trainer_s_training_DataLoader``."""
+    return folder_slug(label(settings, loader).replace(", ", "_"))
 
 
 def check_experiments_root(root: Path) -> None:

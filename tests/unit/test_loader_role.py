@@ -248,3 +248,18 @@ def test_a_stall_says_how_much_of_the_steps_wait_was_its_loaders() -> None:
     assert abs(facts["compute_ms"] - 20.0) < 1.0 and abs(facts["reason_train_ms"] - 20.0) < 2.0, (
         facts["compute_ms"], facts["reason_train_ms"])
 
+
+def test_try_names_its_folder_as_it_titles_the_change(tmp_path: Path) -> None:
+    """A Trainer's experiment folder read "1-2.num_workers_4" (the construction number)
+    where ``try`` titled it "num_workers=4 (the Trainer's training DataLoader)"."""
+    from mpsprofiler.experiment.store import experiment_dir, folder_label
+
+    settings = {"dataloader": {"2": {"num_workers": 4, "persistent_workers": True}}}
+    name = folder_label(settings, "the Trainer's training DataLoader")
+    assert name == "num_workers_4_persistent_workers_true_the_Trainer_s_training_DataLoader"
+    assert experiment_dir(tmp_path, name).name == f"1-{name}"
+    assert folder_label({"dataloader": {"*": {"num_workers": 4}}}) == "num_workers_4"
+    assert folder_label({"env": {"OMP_NUM_THREADS": "1"}}) == "env.OMP_NUM_THREADS_1"
+    # the TUI's try names it from the same title
+    assert experiment_dir(tmp_path, label(settings, "the Trainer's training DataLoader").replace(", ", "_")).name == (
+        f"1-{name}")
