@@ -172,12 +172,21 @@ def test_the_median_steps_ratio_and_figures_agree_with_the_worker_count() -> Non
     facts["loader_bound"] = "waiting"
     text = reason_text(facts)
     assert "It trains in 10.0 ms on average" in text  # the steps' average, said so
-    m = re.search(r"so (\d+) workers keep up \(sized from the median step, which loaded for ([\d.]+) ms and trained "
-                  r"for ([\d.]+) ms: ([\d.]+) times as long, with 25% to spare\)", text)
+    m = re.search(r"so (\d+) workers keep up \(sized from the median step, which took ([\d.]+) ms to load a batch "
+                  r"and ([\d.]+) ms to train on it: ([\d.]+) times as long, with 25% to spare\)", text)
     assert m is not None, text
     needed, load_ms, train_ms, ratio = int(m[1]), float(m[2]), float(m[3]), float(m[4])
     assert load_ms / train_ms == pytest.approx(ratio, abs=0.06)
     assert needed == math.ceil(middle[0] / middle[1] * HEADROOM) == facts["num_workers_needed"]
+    # 2 micro-batches a step (a Trainer's gradient_accumulation_steps=2): the median step's
+    # figures are a batch's, as "It trains in" is (it read 76.1 ms beside "36.7 ms on average")
+    two = LoaderFigures(steps=20, batches=40, dur=0.250 * 20, wait=0.240 * 20, wait_cpu=0.001 * 40)
+    facts = advise(two, "waiting", 0, 0.0098, 1, 2, "physical", 32, 64 * 2**30, None, 8, 1000, "fork", spread,
+                   sum(ratios) / len(ratios), middle=middle)
+    facts["loader_bound"] = "waiting"
+    assert f"which took {middle[0] / 2 * 1000:.1f} ms to load a batch and {middle[1] / 2 * 1000:.1f} ms" in (
+        reason_text(facts)), reason_text(facts)
+    assert "It trains in 5.0 ms on average" in reason_text(facts)
     # without the median step's figures (an older caller) the sentence still names its statistic
     facts = advise(_fig(240.0, 250.0, cpu_ms=1.0), "waiting", 0, 0.0098, 1, 2, "physical", 32, 64 * 2**30, None, 8,
                    1000, "fork", spread, sum(ratios) / len(ratios))

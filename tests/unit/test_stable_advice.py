@@ -153,7 +153,7 @@ def test_noisy_runs_of_one_loader_get_the_same_suggestion() -> None:
         # evidence (loader_figures) and fix (num_workers_reason) quote the same load time
         load = f"{f['load_ms']:.1f} ms"
         assert load in figures_text(f) and load in reason_text(f)
-        assert "sized from the median step, which loaded for" in reason_text(f)
+        assert "sized from the median step, which took" in reason_text(f)
 
 
 def test_a_loader_whose_steps_vary_widely_gets_a_stated_range() -> None:

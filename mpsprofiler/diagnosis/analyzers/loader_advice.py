@@ -290,8 +290,11 @@ def advise(
             codes.append("bursts")
             why["reason_median_demand"] = median
         if middle is not None and not bursts and why.get("reason_demand", "unknown") != "unknown" and middle[1] > 0:
-            why.update(reason_median_step="shown", reason_median_load_ms=middle[0] * 1000.0,
-                       reason_median_train_ms=middle[1] * 1000.0)
+            # a batch's, as the average figures beside it (a step of 2 micro-batches read
+            # "trains in 36.7 ms on average" beside the median step's "trained for 76.1 ms")
+            step_batches = fig.batches / fig.steps if fig.steps and fig.batches else 1.0
+            why.update(reason_median_step="shown", reason_median_load_ms=middle[0] / step_batches * 1000.0,
+                       reason_median_train_ms=middle[1] / step_batches * 1000.0)
         else:
             why["reason_median_step"] = "none"
         span = _span(spread, workers, min(limits)[0] if limits else target) if bound == "waiting" and not bursts else None
