@@ -30,10 +30,12 @@ sequence numbers only (but see ``_refresh_locals``: before Python 3.13, reading 
 from __future__ import annotations
 
 import ast
+import operator
 import sys
 import threading
 import weakref
 from collections.abc import Callable
+from itertools import chain, compress, repeat
 from typing import Any
 
 import torch
@@ -449,8 +451,15 @@ def _holds(value: Any, tensor: torch.Tensor) -> bool:
     else:
         return False
     try:
-        return any(item is tensor or (isinstance(item, (tuple, list)) and any(x is tensor for x in item))
-                   for item in items)  # fmt: skip
+        # In C, not a Python generator resumed per item: a leak check asks this of every
+        # list, dict and deque of the user frames, of their objects and of their globals
+        # (a tokenised corpus kept as a list of ints), for each leaking site, at each check
+        if any(map(operator.is_, items, repeat(tensor))):
+            return True
+        if not any(issubclass(kind, (tuple, list)) for kind in set(map(type, items))):
+            return False  # no tuple or list among the items: nothing one level deep
+        nested = compress(items, map(isinstance, items, repeat((tuple, list))))
+        return any(map(operator.is_, chain.from_iterable(nested), repeat(tensor)))
     except Exception:
         return False
 
