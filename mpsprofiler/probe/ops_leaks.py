@@ -564,16 +564,20 @@ def _adding_lines(file: str, name: str) -> list[int]:
     ``name.append(...)`` and the like, ``name += ...``, ``name[...] = ...``."""
     import ast
 
-    from .leak_owner import dotted, parsed
+    from .leak_owner import dotted, parsed, statements
 
     tree = parsed(file)  # one cache of the user's parsed files for both leak readers
     if tree is None:
         return []
+    nodes, _, derived = statements(tree)  # one walk of a file, not one per call
+    known = derived.get(("adding", name))
+    if known is not None:
+        return list(known)
     # `history['loss']` (a list in a dict, found by its key) is also added to where the
     # code computes the key: any `history[...]` or `history.setdefault(...)`
     keyed = name.split("[", 1)[0] + "[*]" if name.endswith("]") and "[" in name else ""
     lines = []
-    for node in ast.walk(tree):
+    for node in nodes:
         target = None
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _ADDS:
             target = node.func.value
@@ -583,6 +587,7 @@ def _adding_lines(file: str, name: str) -> list[int]:
             target = node.targets[0].value
         if target is not None and (dotted(target) == name or (keyed and _any_key(target) == keyed)):
             lines.append(int(getattr(node, "lineno", 0)))
+    derived[("adding", name)] = sorted(lines)
     return sorted(lines)
 
 
@@ -647,7 +652,7 @@ def _assignment_line(file: str, name: str, code: Any, span: tuple[int, int] | No
     step boundary (``opt.step()``)."""
     import linecache
 
-    from .leak_owner import parsed
+    from .leak_owner import parsed, statements
 
     lines = linecache.getlines(file)
     tree = parsed(file) if lines else None  # the leak readers' one cache of parsed files
@@ -655,7 +660,7 @@ def _assignment_line(file: str, name: str, code: Any, span: tuple[int, int] | No
         return None
     first, last = span or code_range(code, len(lines))
     found: list[tuple[int, ast.expr]] = []
-    for node in ast.walk(tree):
+    for node in statements(tree)[0]:  # the tree's assignments in its walk's order
         if not first <= getattr(node, "lineno", 0) <= last:
             continue
         if isinstance(node, ast.AugAssign) and _names(node.target, name):
@@ -705,7 +710,7 @@ def _target_text(file: str, line: int, name: str) -> str:
     ``self.`` form."""
     import linecache
 
-    from .leak_owner import dotted, parsed
+    from .leak_owner import dotted, parsed, source_segment, statements
 
     if "." not in name and "[" not in name:
         return ""
@@ -714,13 +719,13 @@ def _target_text(file: str, line: int, name: str) -> str:
         return ""
     tail = name.split(".", 1)[1] if "." in name.split("[", 1)[0] else ""
     names = {name, f"self.{tail}"} if tail else {name}
-    source = "".join(linecache.getlines(file))
-    for node in ast.walk(tree):
+    lines = linecache.getlines(file)
+    for node in statements(tree)[1].get(line, ()):
         if getattr(node, "lineno", 0) != line or not isinstance(node, (ast.AugAssign, ast.Assign)):
             continue
         for target in [node.target] if isinstance(node, ast.AugAssign) else node.targets:
             if dotted(target) in names:
-                return ast.get_source_segment(source, target) or dotted(target)
+                return source_segment(lines, target) or dotted(target)
     return ""
 
 
