@@ -172,6 +172,9 @@ class DataLoaderFields(Tagged, total=False):
     an evaluation or test pass after the training, which no step waited for)."""
     batch_tensors: int
     """Tensors in one of its batches (the first timed one): what a worker hands over."""
+    batch_form: str
+    """That batch's shape (probe/loader_sites.py ``batch_form``): ``pair``, ``dict`` or ``mixed``;
+    absent in older recordings."""
     rebuilt: int
     created_all: list[int]
     """Session-side (session/loaders.py): constructions at one place merged into this record,
@@ -417,6 +420,9 @@ class ChildFields(Tagged, total=False):
     target: str
     method: str
     pid: int | None
+    via: str  # "spawn": torch.multiprocessing.spawn; "process": a Process started by the script
+    file: str  # the script's line that started it (absent where no frame was the script's)
+    line: int
 
 
 class OtherProgram(TypedDict):

@@ -180,8 +180,10 @@ HAND: dict[str, Hand] = {
          "add `mpsprofiler.step()` at the end of each training step by hand"),
         "no step was seen, so the recording has no line of the training loop to put it at"),
     "unobserved-child-processes": Hand(
-        ("run one trainer in the main process of {script}, or start the trainers as ranks (`mpsprof run "
-         "--nproc-per-node N`), by hand",),
+        ("in place of `{child_site_code}` at {child_site}, run one trainer in the main process, or start the "
+         "trainers as ranks (`mpsprof run --nproc-per-node N`), by hand",
+         "run one trainer in the main process of {script}, or start the trainers as ranks (`mpsprof run "
+         "--nproc-per-node N`), by hand"),
         "the training ran in child processes the profiler did not follow: their lines are not in the recording"),
     "other-programs-busy": Hand(
         ("close the other busy programs, or measure again when they are done{others_top_text}",),

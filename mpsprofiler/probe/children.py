@@ -17,6 +17,9 @@ memory): they are recognised by their target, ``torch.utils.data``'s worker loop
 from __future__ import annotations
 
 import multiprocessing.process as mp_process
+import os
+import sys
+import sysconfig
 from collections.abc import Callable
 from typing import Any
 
@@ -68,7 +71,9 @@ def describe(process: Any) -> ChildFields | None:
     if (module, name) == WORKER_LOOP:
         return None
     args = getattr(process, "_args", ()) or ()
+    via = "process"
     if module == "torch.multiprocessing.spawn" and args and callable(args[0]):
+        via = "spawn"
         # torch.multiprocessing.spawn(fn, nprocs=N): the process runs _wrap(fn, i, ...)
         fn = args[0]
         module = getattr(fn, "__module__", "") or ""
@@ -78,8 +83,42 @@ def describe(process: Any) -> ChildFields | None:
         import multiprocessing
 
         method = multiprocessing.get_start_method(allow_none=True) or "default"
-    return {
+    fields: ChildFields = {
         "name": str(getattr(process, "name", "")),
         "target": f"{module}.{name}" if module and module != "__main__" else str(name),
         "method": str(method),
+        "via": via,
     }
+    site = call_site()
+    if site is not None:
+        fields["file"], fields["line"] = site
+    return fields
+
+
+def _library_dirs() -> tuple[str, ...]:
+    """Where code that is not the script's lives: the standard library (multiprocessing,
+    concurrent.futures), site-packages (torch, a framework) and mpsprof itself."""
+    dirs = {os.path.dirname(os.path.dirname(os.path.abspath(__file__)))}
+    for key in ("stdlib", "platstdlib", "purelib", "platlib"):
+        try:
+            path = sysconfig.get_paths().get(key)
+        except Exception:
+            path = None
+        if path:
+            dirs.add(os.path.abspath(path))
+    return tuple(d.rstrip(os.sep) + os.sep for d in dirs)
+
+
+def call_site() -> tuple[str, int] | None:
+    """The script's line that started the process (``mp.spawn(...)``, ``p.start()``): the
+    innermost frame outside the standard library, site-packages and mpsprof; None if none."""
+    skip = _library_dirs()
+    frame = sys._getframe(1)
+    for _ in range(64):
+        if frame is None:
+            return None
+        name = os.path.abspath(frame.f_code.co_filename)
+        if not name.startswith(skip) and not frame.f_code.co_filename.startswith("<"):
+            return name, frame.f_lineno
+        frame = frame.f_back  # type: ignore[assignment]
+    return None

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -206,6 +207,33 @@ def test_hogwild_trainers_in_child_processes_are_reported_as_not_observed(tmp_pa
     assert finding["facts"]["child_targets"] == "train"
     assert finding["facts"]["child_start_methods"] == method
     assert "Training in 2 child processes was not observed" in proc.stderr
+
+
+@pytest.mark.slow
+def test_ddp_trainers_started_by_mp_spawn_get_the_ranks_fix_at_the_spawn_line(tmp_path):
+    """Before: an mp.spawn DDP script got two warnings, one of them "mark the steps with
+    mpsprofiler.step()" (useless in a main process that trains nothing), and a Hogwild fix
+    naming no line. Now: one finding, naming the spawn's line, the spawned function and the
+    ranks launch; the script changed as it says trains its ranks where mpsprof sees them."""
+    proc, summary, _ = mpsprof_run(tmp_path, "spawn_ddp.py")
+    bare = subprocess.run([sys.executable, str(SCRIPTS / "spawn_ddp.py")], capture_output=True, text=True,
+                          env=child_env(), timeout=180)
+    losses = sorted(re.findall(r"rank \d loss [\d.]+", bare.stdout))
+    assert len(losses) == 2 and sorted(re.findall(r"rank \d loss [\d.]+", proc.stdout)) == losses
+    rules = [f["rule"] for f in summary["findings"]]
+    assert "no-step-signal" not in rules and "no-step-signal" not in proc.stderr
+    finding = next(f for f in summary["findings"] if f["rule"] == "unobserved-child-processes")
+    fix = finding["fix"]
+    assert "# spawn_ddp.py:43: in place of `mp.spawn(worker, args=(2, free_port()), nprocs=2, join=True)`" in fix
+    assert 'worker(int(os.environ["RANK"]), ...)' in fix and "mpsprof run --nproc-per-node N" in fix
+    ranks_dir = tmp_path / "ranks"
+    ranks = mpsprof_cli("run", "--headless", "-o", str(ranks_dir), "--nproc-per-node", "2",
+                        str(SCRIPTS / "spawn_ddp.py"), env=child_env(), timeout=180)
+    assert ranks.returncode == 0, ranks.stderr[-3000:]
+    assert sorted(re.findall(r"rank \d loss [\d.]+", ranks.stdout)) == losses  # the same losses, rank by rank
+    ranked = read_summary(ranks_dir)
+    assert ranked["steps"]["count"] == 30 and ranked["steps"]["mode"] == "optimizer"
+    assert "unobserved-child-processes" not in {f["rule"] for f in ranked["findings"]}
 
 
 @pytest.mark.slow

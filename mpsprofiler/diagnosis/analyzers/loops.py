@@ -12,15 +12,19 @@ say what happened and give the one-line fix.
 
 from __future__ import annotations
 
+import linecache
+import os
 from typing import Any
 
 from ...session.session import Session
 from ...session.steps import signal_words
 from .common import rounded
 from .registry import analyzer
+from .sync_fix import library_path
 
 LOOP_FACTS: tuple[str, ...] = (
-    "child_processes", "child_start_methods", "child_targets", "main_training_steps", "recording_complete",
+    "child_processes", "child_site", "child_site_code", "child_start", "child_start_methods", "child_targets",
+    "main_training_steps", "recording_complete",
     "run_ended", "run_s", "step_count", "step_signal", "step_signal_words", "torch_imported",
 )
 """Every fact the ``loops`` analyzer may return (declared: no other analyzer may provide one)."""
@@ -36,6 +40,23 @@ def main_training_steps(mode: str | None, count: int) -> int:
     return count if mode in TRAINING_SIGNALS else 0
 
 
+def child_start_facts(children: list[Any]) -> dict[str, Any]:
+    """How the script started its processes (``spawn``: ``torch.multiprocessing.spawn``,
+    ``process``: a ``Process`` of its own), and the script's line that did, with its code."""
+    if not children:
+        return {}
+    first = next((c for c in children if c.get("via") == "spawn"), children[0])
+    facts: dict[str, Any] = {"child_start": str(first.get("via") or "process")}
+    file, line = first.get("file"), first.get("line")
+    if isinstance(file, str) and file and isinstance(line, int):
+        library = library_path(file)
+        facts["child_site"] = f"{library if library != file else os.path.basename(file)}:{line}"
+        code = linecache.getline(file, line).strip()
+        if code:
+            facts["child_site_code"] = code
+    return facts
+
+
 @analyzer("loops", provides=LOOP_FACTS)
 def loop_facts(session: Session) -> dict[str, Any]:
     steps = session.steps
@@ -43,6 +64,7 @@ def loop_facts(session: Session) -> dict[str, Any]:
     targets = sorted({str(c.get("target") or "?") for c in session.children})
     methods = sorted({str(c.get("method") or "?") for c in session.children})
     return {
+        **child_start_facts(list(session.children)),
         "child_processes": session.children_started,
         "child_targets": ", ".join(targets[:3]) + (", ..." if len(targets) > 3 else ""),
         "child_start_methods": ", ".join(methods),
