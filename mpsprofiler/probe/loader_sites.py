@@ -40,6 +40,8 @@ try`` must change that one alone. So the probe records, per loader:
 * ``batch_tensors``: the tensors in one batch (its first timed one). Taking a batch in from
   a worker process costs the training a round trip per tensor (each storage's shared memory
   crosses separately), so the count says whether workers could beat loading in-process;
+* ``batch_form``: that batch's shape as a fix's snippet must index it (:func:`batch_form`):
+  ``pair`` (two tensors), ``dict`` (a dict of tensors), ``mixed`` (anything else);
 * ``role``: ``eval`` or ``test`` for a loader a framework's evaluation hook built
   (:data:`ROLE_HOOKS`), read from the frames that built it, once per construction. Its
   batches pace evaluation, not the training steps, and the framework rebuilds it at each
@@ -105,6 +107,7 @@ class Site:
     iters: int = 0
     sent_iters: int = 0
     tensors: int | None = None
+    form: str | None = None
     index_calls: int = 0
     index_s: float = 0.0
     fields: dict[str, Any] = field(default_factory=dict)
@@ -203,6 +206,7 @@ class LoaderSites:
             return  # the first batch waits for the workers to start
         if site.tensors is None:
             site.tensors = count_tensors(batch)
+            site.form = batch_form(batch)
         n = site.fetches = site.fetches + 1
         site.fetch_s += seconds
         if step != site.tail_step:
@@ -235,6 +239,8 @@ class LoaderSites:
     def update(self, site: Site, after: dict[str, Any] | None = None) -> None:
         site.sent, site.sent_iters = site.fetches, site.iters
         extra: dict[str, Any] = {"batch_tensors": site.tensors} if site.tensors is not None else {}
+        if site.form is not None:
+            extra["batch_form"] = site.form
         extra["iters"] = site.iters
         extra.update(after or {})
         if site.consumes:
@@ -375,6 +381,20 @@ def count_tensors(batch: Any) -> int:
         elif isinstance(item, dict):
             todo.extend(item.values())
     return n
+
+
+def batch_form(batch: Any) -> str:
+    """``pair``: a tuple or list of two tensors (``x, y``); ``dict``: a dict of tensors keyed
+    by names (a dataset that returns ``{"input": ..., "label": ...}``); ``mixed``: anything
+    else (more fields, strings, nesting), which no one-line stack-and-index snippet fits."""
+    import torch
+
+    if isinstance(batch, (tuple, list)) and len(batch) == 2 and all(isinstance(t, torch.Tensor) for t in batch):
+        return "pair"
+    if (isinstance(batch, dict) and batch and len(batch) <= MAX_WALK
+            and all(isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in batch.items())):
+        return "dict"
+    return "mixed"
 
 
 FRAMEWORK_PACKAGES = ("lightning", "lightning_fabric", "pytorch_lightning", "accelerate", "transformers")

@@ -596,6 +596,18 @@ def test_a_makemore_style_loader_gets_handoff_not_workers(tmp_path):
     assert "char_style.py:" in found["dataloader-handoff"]["fix"]  # the loader to replace
     assert not loud_loader_findings(summary)
     assert load_run(tmp_path / run).session.dataloaders[1].get("batch_tensors") == 2
+    assert facts.get("batch_form") == "pair"  # the snippet above fits its (x, y) batches
+
+
+@pytest.mark.slow
+def test_a_dataset_of_dicts_is_recorded_as_dict_batches(tmp_path):
+    """dataloader-handoff's snippet follows the batches' shape (tests/unit/test_handoff_snippet.py):
+    the probe records a dict-returning Dataset's batches as ``dict``, which gets the snippet that
+    stacks and indexes each key, not ``xs, ys = zip(...)`` (a TypeError on dict samples)."""
+    summary, facts = profile(tmp_path, "dict_samples.py")
+    assert summary["steps"]["count"] == 20
+    assert load_run(tmp_path / "run").session.dataloaders[1].get("batch_form") == "dict"
+    assert facts.get("batch_form") == "dict"
 
 
 @pytest.mark.serial

@@ -46,7 +46,7 @@ STALL_STEP_SHARE = 0.15
 
 
 DATALOADER_FACTS: tuple[str, ...] = (
-    "batch_size", "batch_size_arg", "batches_per_step", "best_step_ms", "compute_ms", "cores_for_workers",
+    "batch_form", "batch_size", "batch_size_arg", "batches_per_step", "best_step_ms", "compute_ms", "cores_for_workers",
     "cores_free_for_workers", "cores_others_busy", "data_wait_ms", "data_wait_share", "dataloader_count",
     "device_idle_share_while_waiting", "epochs_seen", "fetch_cpu_ms", "fetch_runq_ms", "first_stall_step",
     "last_step", "load_cpu_ms", "load_ms", "loader_bound", "loader_code", "loader_created", "loader_created_all", "loader_figures",
@@ -108,6 +108,8 @@ def dataloader_facts(session: Session) -> dict[str, Any]:
     facts["batch_size"] = _opt_int(loader.get("batch_size"))
     facts["worker_start_method"] = start_method(session, loader)
     facts["batch_size_arg"] = str(facts["batch_size"])  # `batch_size=None` is a valid setting
+    form = loader.get("batch_form")  # the handoff fix's snippet indexes batches of this shape
+    facts["batch_form"] = form if form in ("pair", "dict", "mixed") else "unknown"
     facts["loader_settings"] = _settings(loader, workers)
     facts.update(_profile(session, loader, workers or 0, kept))
     facts["suggested_prefetch_factor"] = max(4, (facts["prefetch_factor"] or 2) * 2)
