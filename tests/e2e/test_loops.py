@@ -237,6 +237,17 @@ def test_ddp_trainers_started_by_mp_spawn_get_the_ranks_fix_at_the_spawn_line(tm
 
 
 @pytest.mark.slow
+def test_an_evaluation_only_script_counts_one_step_per_batch(tmp_path):
+    """Before: 20 passes over 4 batches made 99 steps, 19 of them the gap between two
+    passes (from the StopIteration to the next pass's first batch), ~0.2 ms each."""
+    proc, summary, _ = mpsprof_run(tmp_path, "eval_passes.py")
+    assert proc.stdout.count(" acc ") == 20
+    assert summary["steps"]["mode"] == "dataloader"
+    assert summary["steps"]["count"] == 80
+    assert "no-step-signal" not in proc.stderr
+
+
+@pytest.mark.slow
 def test_a_pool_of_helpers_beside_a_main_process_that_trains_is_no_unobserved_training(tmp_path):
     """Before: a spawn Pool scoring the checkpoints the main process trained warned of
     "Training in 2 child processes was not observed" and told of Hogwild."""

@@ -306,3 +306,34 @@ def test_the_crash_retracts_nothing_once_the_run_trains() -> None:
     tracker.crashed(True)
     tracker.finish()
     assert len(columns()["i"]) == 2  # the two steps before it, as without the crash
+
+
+def test_the_gap_between_two_passes_over_a_loader_is_no_step_of_its_own() -> None:
+    """Steps counted from DataLoader batches (an evaluation-only script: no optimizer, no
+    backward): the StopIteration that ends a pass began a "step" that took no batch, closed
+    by the next pass's first fetch. Before: 40 passes over 4 batches made 199 steps, 39 of
+    them ~0.2 ms (the print and the new iterator between passes), pulling the median down.
+    Now 160, and the gap is held by the next pass's first step (as an epoch's boundary is
+    by an optimizer-counted step)."""
+    from mpsprofiler.devices.cpu import CpuBackend
+
+    sent: list[dict[str, Any]] = []
+    clock = FakeClock()
+    tracker = StepTracker(lambda kind, **payload: sent.append(payload), CpuBackend(), clock)
+    tracker.no_training_signal()
+    for _ in range(3):
+        for _ in range(4):
+            started = tracker.on_fetch_start()
+            clock.t += 0.001
+            tracker.on_fetch_end(started, True)
+            clock.t += 0.010  # the forward pass
+        started = tracker.on_fetch_start()  # StopIteration
+        tracker.on_fetch_end(started, False)
+        clock.t += 0.0002  # a print, the next iterator
+    tracker.finish()
+    tracker.drain()
+    cols = sent[-1]
+    assert len(cols["dur"]) == 12  # one per batch: the last one's step ends at the last StopIteration
+    assert cols["batches"] == [1] * 12
+    assert min(cols["dur"]) == pytest.approx(0.011)
+    assert max(cols["dur"]) == pytest.approx(0.0112)  # a pass's first step holds the gap before it
