@@ -588,6 +588,14 @@ def test_a_makemore_style_loader_gets_handoff_not_workers(tmp_path):
         # cost of taking it in from a worker, which is what this test is about
         run = "run_sized"
         summary, facts = profile(tmp_path, "char_style.py", "--passes", str(max(1, round(5 * 2.5 / cpu))), name=run)
+    wait = facts.get("data_wait_ms")
+    if facts.get("loader_bound") == "handoff" and wait is not None and wait < 1.5:
+        # a machine faster than the one the script was sized on: a quiet 2-core host waited
+        # 0.94 ms a batch, under the rules' 1 ms floor (the finding rightly stays quiet there);
+        # more encoding passes bring the batch back to ~2.5 ms
+        run = "run_sized_up"
+        summary, facts = profile(tmp_path, "char_style.py", "--passes", str(max(6, round(5 * 2.5 / max(wait, 0.1)))),
+                                 name=run)
     found = {f["rule"]: f for f in summary["findings"]}
     assert facts.get("loader_bound") == "handoff", {k: facts.get(k) for k in (
         "loader_bound", "data_wait_ms", "fetch_cpu_ms", "fetch_runq_ms", "step_mean_ms")}

@@ -209,34 +209,56 @@ def test_hogwild_trainers_in_child_processes_are_reported_as_not_observed(tmp_pa
     assert "Training in 2 child processes was not observed" in proc.stderr
 
 
+GLOO_TEARDOWN_ABORT = "terminate called without an active exception"
+"""torch 2.13's gloo on this CPU machine now and then aborts a rank as the ranks tear down,
+after both printed their losses, bare as well (2 of 8 bare runs of spawn_ddp.py): such a run
+is run again, at most twice; mpsprof does not enter the spawned ranks (no probe module there)."""
+
+
+def _gloo_run(run):  # type: ignore[no-untyped-def]
+    for _ in range(3):
+        proc = run()
+        if proc.returncode == 0 or GLOO_TEARDOWN_ABORT not in proc.stderr:
+            return proc
+    return proc
+
+
 @pytest.mark.slow
-@pytest.mark.serial  # alone: its three 2-rank gloo jobs pick rendezvous ports (the script's free_port());
-# beside another distributed test in CI's parallel stage rank 0 aborted once (SIGABRT, "terminate
-# called without an active exception") in the bare spawn's ranks, which mpsprof does not enter
+@pytest.mark.serial  # alone: its three 2-rank gloo jobs pick rendezvous ports (the script's free_port())
 def test_ddp_trainers_started_by_mp_spawn_get_the_ranks_fix_at_the_spawn_line(tmp_path):
     """Before: an mp.spawn DDP script got two warnings, one of them "mark the steps with
     mpsprofiler.step()" (useless in a main process that trains nothing), and a Hogwild fix
     naming no line. Now: one finding, naming the spawn's line, the spawned function and the
     ranks launch; the script changed as it says trains its ranks where mpsprof sees them."""
-    proc, summary, _ = mpsprof_run(tmp_path, "spawn_ddp.py")
-    bare = subprocess.run([sys.executable, str(SCRIPTS / "spawn_ddp.py")], capture_output=True, text=True,
-                          env=child_env(), timeout=180)
+    run_dir = tmp_path / "spawn_ddp"
+    proc = _gloo_run(lambda: mpsprof_cli("run", "--headless", "-o", str(run_dir), str(SCRIPTS / "spawn_ddp.py"),
+                                         env=child_env(), timeout=180))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summary = read_summary(run_dir)
+    bare = _gloo_run(lambda: subprocess.run([sys.executable, str(SCRIPTS / "spawn_ddp.py")], capture_output=True,
+                                            text=True, env=child_env(), timeout=180))
     losses = sorted(re.findall(r"rank \d loss [\d.]+", bare.stdout))
     assert len(losses) == 2 and sorted(re.findall(r"rank \d loss [\d.]+", proc.stdout)) == losses
     rules = [f["rule"] for f in summary["findings"]]
     assert "no-step-signal" not in rules and "no-step-signal" not in proc.stderr
     finding = next(f for f in summary["findings"] if f["rule"] == "unobserved-child-processes")
     fix = finding["fix"]
-    assert "# spawn_ddp.py:43: in place of `mp.spawn(worker, args=(2, free_port()), nprocs=2, join=True)`" in fix
+    spawn_line = _line_of_text("spawn_ddp.py", "mp.spawn(worker, args=(2, free_port()), nprocs=2, join=True)")
+    assert f"# spawn_ddp.py:{spawn_line}: in place of `mp.spawn(worker, args=(2, free_port()), nprocs=2, join=True)`" in fix
     assert 'worker(int(os.environ["RANK"]), ...)' in fix and "mpsprof run --nproc-per-node N" in fix
     ranks_dir = tmp_path / "ranks"
-    ranks = mpsprof_cli("run", "--headless", "-o", str(ranks_dir), "--nproc-per-node", "2",
-                        str(SCRIPTS / "spawn_ddp.py"), env=child_env(), timeout=180)
+    ranks = _gloo_run(lambda: mpsprof_cli("run", "--headless", "-o", str(ranks_dir), "--nproc-per-node", "2",
+                                          str(SCRIPTS / "spawn_ddp.py"), env=child_env(), timeout=180))
     assert ranks.returncode == 0, ranks.stderr[-3000:]
     assert sorted(re.findall(r"rank \d loss [\d.]+", ranks.stdout)) == losses  # the same losses, rank by rank
     ranked = read_summary(ranks_dir)
     assert ranked["steps"]["count"] == 30 and ranked["steps"]["mode"] == "optimizer"
     assert "unobserved-child-processes" not in {f["rule"] for f in ranked["findings"]}
+
+
+def _line_of_text(script: str, text: str) -> int:
+    lines = (SCRIPTS / script).read_text().splitlines()
+    return next(i for i, line in enumerate(lines, 1) if line.strip() == text)
 
 
 @pytest.mark.slow
