@@ -748,26 +748,33 @@ def test_spawned_workers_restarted_every_epoch_are_told_persistent_workers_not_m
     has". It is told to keep its workers (persistent_workers=True at its own line)."""
     summary, facts = profile(tmp_path, "restart_epochs.py", "--context", "spawn")
     found = {f["rule"]: f for f in summary["findings"]}
-    stall = found.get("dataloader-stall-critical") or found["dataloader-stall"]
-    assert stall["title"].endswith(": its workers start again at every epoch (persistent_workers=True keeps them)"), \
-        stall["title"]
-    assert "needs more CPU" not in stall["title"] and "cheaper to build" not in stall["fix"], stall["fix"]
-    assert "The waiting is the workers' start-up, not their loading" in stall["fix"], stall["fix"]
-    assert "Most of the workers' CPU time is their start-up" in stall["evidence"], stall["evidence"]
-    # no CPU figure per batch larger than the batch's own time (start-up spread over few batches)
-    figures = re.search(r"takes about ([\d,.]+) ms per batch(?:, ([\d,.]+) ms of it CPU work)?", stall["evidence"])
-    assert figures is not None, stall["evidence"]
-    if figures[2] is not None:
-        assert float(figures[2].replace(",", "")) <= 2 * float(figures[1].replace(",", "")), stall["evidence"]
     line = next(i for i, t in enumerate((SCRIPTS / "restart_epochs.py").read_text().splitlines(), 1)
                 if "loader = DataLoader(" in t)
-    assert f"restart_epochs.py:{line}" in stall["fix"] and "persistent_workers=True" in stall["fix"], stall["fix"]
-    assert facts["suggested_num_workers"] == 2 and facts["num_workers_helps"] is False
+    stall = found.get("dataloader-stall-critical") or found.get("dataloader-stall")
     respawn = found.get("worker-respawn")
+    # on a quiet machine only the epochs' first batches wait (a steady step's median is under
+    # 1 ms): the restarts' own finding is the one there, with the same fix; under load the
+    # steady batches wait too and the stall speaks as well
+    assert stall is not None or respawn is not None, sorted(found)
+    if stall is not None:
+        assert stall["title"].endswith(": its workers start again at every epoch (persistent_workers=True keeps them)"), \
+            stall["title"]
+        assert "needs more CPU" not in stall["title"] and "cheaper to build" not in stall["fix"], stall["fix"]
+        assert "The waiting is the workers' start-up, not their loading" in stall["fix"], stall["fix"]
+        assert "Most of the workers' CPU time is their start-up" in stall["evidence"], stall["evidence"]
+        # no CPU figure per batch larger than the batch's own time (start-up spread over few batches)
+        figures = re.search(r"takes about ([\d,.]+) ms per batch(?:, ([\d,.]+) ms of it CPU work)?", stall["evidence"])
+        assert figures is not None, stall["evidence"]
+        if figures[2] is not None:
+            assert float(figures[2].replace(",", "")) <= 2 * float(figures[1].replace(",", "")), stall["evidence"]
+        assert f"restart_epochs.py:{line}" in stall["fix"] and "persistent_workers=True" in stall["fix"], stall["fix"]
+        assert facts["suggested_num_workers"] == 2 and facts["num_workers_helps"] is False
     if respawn is not None:  # the script's own line, its start method kept, not a generic snippet
         assert f"restart_epochs.py:{line}" in respawn["fix"] and "multiprocessing_context" in respawn["fix"], \
             respawn["fix"]
-    patched = mpsprof_cli("patch", str(tmp_path / "run"), "--rule", stall["rule"], env=child_env(), timeout=120)
+        assert "persistent_workers=True" in respawn["fix"] and "needs more CPU" not in respawn["title"], respawn["fix"]
+    rule = (stall or respawn)["rule"]  # type: ignore[index]
+    patched = mpsprof_cli("patch", str(tmp_path / "run"), "--rule", rule, env=child_env(), timeout=120)
     assert "persistent_workers=True" in patched.stdout and "names no DataLoader argument" not in patched.stdout, \
         patched.stdout
 
