@@ -128,7 +128,9 @@ def _saved_tensors(node: Any) -> Iterator[torch.Tensor]:
             continue
 
 
-def _storage(t: torch.Tensor) -> tuple[int, int] | None:
+def storage_of(t: torch.Tensor) -> tuple[int, int] | None:
+    """(storage address, bytes) of ``t``, each storage counted once by its callers (views
+    share one); None where it has none to read (a sparse or meta tensor, a subclass)."""
     try:
         storage = t.untyped_storage()
         return storage.data_ptr(), storage.nbytes()
@@ -178,12 +180,12 @@ def graph_held(roots: list[Any], cap: int) -> tuple[int, int, bool]:
     walk = GraphWalk(roots, cap)
     for node, seq in walk:
         variable = getattr(node, "variable", None) if seq >= NO_SEQ else None
-        if isinstance(variable, torch.Tensor) and (found := _storage(variable)) is not None:
+        if isinstance(variable, torch.Tensor) and (found := storage_of(variable)) is not None:
             params.add(found[0])
         if seq < NO_SEQ:
             nodes += 1
             for t in _saved_tensors(node):
                 if not isinstance(t, torch.nn.Parameter) and not isinstance(t._base, torch.nn.Parameter) \
-                        and (found := _storage(t)) is not None:
+                        and (found := storage_of(t)) is not None:
                     saved[found[0]] = found[1]
     return nodes, sum(b for ptr, b in saved.items() if ptr not in params), walk.capped

@@ -42,7 +42,7 @@ import torch
 
 from ..events.payloads import LeaksFields
 from .leak_between import BetweenScan
-from .leak_reach import GraphWalk
+from .leak_reach import GraphWalk, storage_of
 from .ops_sites import FrameFinder, source_line
 from .steps import FETCH
 
@@ -193,14 +193,10 @@ class LeakTracker:
                 if t.grad_fn is not None and len(roots.setdefault(key, [])) < MAX_ROOTS:
                     roots[key].append(t.grad_fn)
                 entry["scalar"] = entry["scalar"] and t.numel() == 1  # `.item()` keeps it: a number
-                try:
-                    storage = t.untyped_storage()
-                    ptr = storage.data_ptr()
-                    if ptr not in storages:
-                        storages.add(ptr)
-                        entry["bytes"] += storage.nbytes()
-                except Exception:
-                    pass
+                found = storage_of(t)
+                if found is not None and found[0] not in storages:
+                    storages.add(found[0])
+                    entry["bytes"] += found[1]
         _size_graphs(per_key, roots)
         for key, entry in per_key.items():
             if key in self._released:
@@ -502,16 +498,10 @@ def held_bytes(container: Any) -> int | None:
     for item in items[::stride]:
         inner = item.values() if isinstance(item, dict) else item if isinstance(item, (list, tuple)) else (item,)
         for t in inner:
-            if not isinstance(t, torch.Tensor):
-                continue
-            try:
-                storage = t.untyped_storage()
-                ptr = storage.data_ptr()
-                if ptr not in storages:
-                    storages.add(ptr)
-                    total += storage.nbytes()
-            except Exception:
-                continue
+            found = storage_of(t) if isinstance(t, torch.Tensor) else None
+            if found is not None and found[0] not in storages:
+                storages.add(found[0])
+                total += found[1]
     return total * stride if storages else None
 
 

@@ -71,8 +71,6 @@ _DEVICE_SITES: dict[tuple[str, int], bool] = {}
 _TO_DEVICE = re.compile(r"\.(?:to|cuda)\(\s*(?!['\"]cpu['\"])(?:['\"]\w+['\"]|[A-Za-z_][\w.]*)?\s*[,)]")
 """``.to(device)``, ``.to("mps")``, ``.cuda()``: a tensor put on the script's device."""
 _DEVICE_NAMES: dict[Any, frozenset[str]] = {}
-_ASSIGNS: dict[str, tuple[Any, list[Any]]] = {}
-"""Per file: its syntax tree (``leak_owner.parsed``) and the assignments in it."""
 
 
 def _device_names(code: Any) -> frozenset[str]:
@@ -83,7 +81,7 @@ def _device_names(code: Any) -> frozenset[str]:
         return known
     import ast
 
-    from .leak_owner import parsed, source_segment
+    from .leak_owner import parsed, source_segment, statements
 
     names: set[str] = set()
     file = code.co_filename
@@ -93,13 +91,8 @@ def _device_names(code: Any) -> frozenset[str]:
 
         lines = linecache.getlines(file)
         first, last = code_range(code, len(lines))
-        assigns = _ASSIGNS.get(file)
-        if assigns is None or assigns[0] is not tree:  # one walk of a file, not one per function in it
-            if len(_ASSIGNS) > 64:
-                _ASSIGNS.clear()
-            assigns = _ASSIGNS[file] = (tree, [n for n in ast.walk(tree) if isinstance(n, ast.Assign)])
-        for node in assigns[1]:
-            if not first <= node.lineno <= last:
+        for node in statements(tree)[0]:  # one walk of a file (the leak readers' too), not one per function
+            if not isinstance(node, ast.Assign) or not first <= node.lineno <= last:
                 continue
             value = source_segment(lines, node.value)
             said = value if value is not None else " ".join(lines[node.lineno - 1:(node.end_lineno or node.lineno)])
