@@ -30,6 +30,8 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from tests.helpers import Recorded
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -183,3 +185,31 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         float(m.args[0] if m.args else m.kwargs.get("timeout", 0)) > default_timeout
         for m in item.iter_markers("timeout"))}
     items.sort(key=lambda item: (item.path not in slow_modules, item.path not in long_modules))
+
+
+_ENVIRONMENT_OWN = ("PYTEST_CURRENT_TEST", "TORCHINDUCTOR_")
+"""Set by pytest itself, and by torch.compile for its own cache (inductor's cache dir)."""
+
+
+@pytest.fixture(autouse=True)
+def _environment_left_as_found(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A test that changes os.environ for good fails here, its change undone: the variables
+    the product reads in-process (the MPS watermark ratios, the fallback switch, mpsprof's
+    own) then decided the results of whichever tests came after it on the same worker (a
+    prelude run by exec set PYTORCH_MPS_HIGH_WATERMARK_RATIO for the rest of a worker's tests,
+    which failed one of them in some xdist orders only)."""
+    before = dict(os.environ)
+    yield
+    after = dict(os.environ)
+    if after == before:
+        return
+    changed = sorted(k for k in before.keys() | after.keys()
+                     if before.get(k) != after.get(k) and not k.startswith(_ENVIRONMENT_OWN))
+    if not changed:
+        return
+    for name in changed:
+        if name in before:
+            os.environ[name] = before[name]
+        else:
+            del os.environ[name]
+    pytest.fail(f"{request.node.nodeid} left os.environ changed: {changed}", pytrace=False)

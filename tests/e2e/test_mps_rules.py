@@ -430,8 +430,9 @@ def test_every_script_that_sets_the_high_ratio_sets_a_low_one_torch_accepts(monk
         if not re.search(r"environ(?:\.setdefault\(|\[)\s*[\"']" + m.HIGH, text):
             continue
         prelude = text[:text.index("\nimport torch")] if "\nimport torch" in text else text
-        monkeypatch.delenv(m.HIGH, raising=False)
-        monkeypatch.delenv(m.LOW, raising=False)
+        for name in (m.HIGH, m.LOW):  # set first, so that monkeypatch restores what the prelude sets
+            monkeypatch.setenv(name, "")  # (delenv of an absent name records nothing to undo: the
+            monkeypatch.delenv(name)  # ratios leaked into later tests of the worker, device_limit x1.0)
         exec(compile(prelude, str(path), "exec"), {"__name__": "prelude"})  # noqa: S102
         import os
 
