@@ -58,7 +58,7 @@ DATALOADER_FACTS: tuple[str, ...] = (
     "stall_thread_code", "stall_thread_place", "stall_thread_where", "stall_threads", "stall_threads_keep", "stall_threads_now",
     "stall_wait", "data_wait_own_ms", "eval_wait_s", "eval_wait_share", "eval_batches", "eval_batch_ms", "run_steps_s",
     "steady_steps", "steady_batches", "step_batches", "step_mean_ms", "step_ms", "suggested_num_workers", "suggested_prefetch_factor",
-    "train_ms", "training_cores", "worker_cpu_ms", "worker_memory_mib", "worker_runq_ms", "worker_start_method",
+    "train_ms", "training_cores", "worker_cpu_ms", "worker_memory_basis", "worker_memory_mib", "worker_runq_ms", "worker_start_method",
     "worker_starved_ms", "workers_limit", "workers_memory_cap", "workers_respawn_each_epoch",
     *REASON_FACTS, *FIGURES_FACTS, *PLACE_FACTS, *BATCH_INDEX_FACTS,
 )

@@ -142,6 +142,7 @@ def advise(
     if available:
         cap = max(1, int(MEMORY_FOR_WORKERS * available / (mib * MIB)))
     out["worker_memory_mib"] = round(mib)
+    out["worker_memory_basis"] = _memory_basis(worker_bytes, start_method)
     out["workers_memory_cap"] = cap
 
     needed = None
@@ -535,3 +536,15 @@ def _core_wait(workers: int, out: dict[str, Any]) -> bool:
         return False
     waiting = max(0.0, float(load) - float(cpu))
     return waiting > 0 and float(runq) >= CORE_WAIT_SHARE * waiting
+
+
+def _memory_basis(worker_bytes: int | None, start_method: str | None) -> str:
+    """How the fix's memory figure per worker was had: measured from the run's workers
+    (``measured``; ``measured_fork`` where they were forked, whose resident memory counts
+    pages still shared with the training process, copy-on-write, so the figure is an upper
+    bound), or the default for a loader that ran none (``estimate``: a spawned worker's
+    import of torch and the script, not a figure of this run)."""
+    if not worker_bytes:
+        return "estimate"
+    return "measured_fork" if start_method == "fork" else "measured"
+
