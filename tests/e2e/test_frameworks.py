@@ -383,6 +383,34 @@ def test_a_slow_validation_set_is_told_in_val_dataloaders_terms(tmp_path: Path) 
 
 
 @pytest.mark.slow
+def test_a_lightning_loader_with_workers_already_is_not_told_more_would_not_pay(tmp_path: Path) -> None:
+    """A DataModule's loader with 2 persistent workers and a collate_fn that sleeps 30 ms a
+    batch (1 ms of training): more workers help (8 took a 60-step run from 14 ms to 2 ms a
+    step through `mpsprof try`). In a run this short (30 steps, ~0.5 s) the workers' CPU is
+    mostly not read (under two 0.5 s samples of it); then it was told "With 2 workers
+    already, more would not pay" on a machine with one free core. Now the fix suggests more workers (CPU measured) or
+    says how to measure them (`mpsprof try --set dataloader.num_workers=N`), never that
+    more would not pay. Lightning's count is the step count."""
+    if not has("lightning"):
+        pytest.skip("needs lightning (the frameworks extra)")
+    run = run_script(tmp_path, "lightning_cw", "lightning_modes.py", {"MODE": "collate_workers", "STEPS": "30"}, ())
+    assert run.proc.returncode == 0, run.proc.stderr[-3000:]
+    assert run.steps["count"] == run.printed("global_step") == 30, run.steps
+    found = {f["rule"]: f for f in run.summary["findings"]}
+    stall = found.get("dataloader-stall-critical") or found.get("dataloader-stall")
+    assert stall is not None, run.rules
+    fix = stall["fix"]
+    assert "more would not pay" not in fix, fix
+    said = " ".join(fix.split())
+    if "mpsprof could not tell which" in said:  # the workers' CPU not read: how to measure more
+        tried = re.search(r"`mpsprof try --set dataloader\.num_workers=(\d+)`", said)
+        assert tried and int(tried.group(1)) > 2, said
+    else:  # read: more workers, in the DataModule's train_dataloader() line
+        suggested = re.search(r"num_workers=(\d+),", fix)
+        assert suggested and int(suggested.group(1)) > 2, fix
+
+
+@pytest.mark.slow
 def test_lightning_leak_names_self_outs_and_its_append_line(framework_runs: dict[str, Run]) -> None:
     """`self.outs.append(logits)` in training_step: no user frame holds the module when
     the leak is checked (Lightning's optimizer closure runs training_step); the finding

@@ -1,7 +1,8 @@
 """Lightning as users write it, by MODE: a LightningDataModule, max_steps; optional slow Dataset,
 self.outs.append leak in training_step, accumulation + val_check_interval, torch.compile of the inner net.
 MODE: clean | slowload | leak | accum_val | compile | after_eval (slowload, validation every 20 steps inside fit,
-then trainer.validate() and trainer.test()) (default clean); STEPS. Prints the framework's own step count last.
+then trainer.validate() and trainer.test()) | collate_workers (2 persistent workers already, a collate_fn that
+sleeps 30 ms a batch) (default clean); STEPS. Prints the framework's own step count last.
 """
 import os
 import time
@@ -30,6 +31,11 @@ class Points(Dataset):
         return self.x[i], self.y[i]
 
 
+def slow_collate(items):
+    time.sleep(0.03)  # padding and augmentation in Python, say: waiting, not computing
+    return torch.utils.data.default_collate(items)
+
+
 class Data(L.LightningDataModule):
     def __init__(self, batch):
         super().__init__()
@@ -40,6 +46,9 @@ class Data(L.LightningDataModule):
         self.val_set = Points(self.batch * (20 if MODE == "after_eval" else 6), False)
 
     def train_dataloader(self):
+        if MODE == "collate_workers":
+            return DataLoader(self.train_set, batch_size=self.batch, shuffle=True, num_workers=2,
+                              persistent_workers=True, collate_fn=slow_collate)
         return DataLoader(self.train_set, batch_size=self.batch, shuffle=True)
 
     def val_dataloader(self):

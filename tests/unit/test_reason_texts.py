@@ -104,6 +104,8 @@ _case("span", _advise("waiting", _fig(30.0, 40.0, cpu_ms=1.0), cores=2, spread=(
       "workers is the range to try")
 _case("enough", _advise("waiting", _fig(30.0, 40.0, cpu_ms=1.0), workers=1, cores=2, per_start=1),
       "already, more would not pay")
+_case("unmeasured_try", _advise("unknown", _fig(30.0, 40.0), workers=2, cores=2),
+      "`mpsprof try --set dataloader.num_workers=8`")
 _case("over_cpus", _advise("waiting", _fig(30.0, 40.0, cpu_ms=1.0), cores=2, logical=2),
       "PyTorch warns when num_workers exceeds the CPUs")
 _case("cpu_fits", _advise("cpu", _fig(30.0, 40.0, cpu_ms=1.0), cores=2), "with 25% to spare); this machine has")
@@ -203,6 +205,22 @@ def test_a_loader_with_enough_workers_and_no_cpu_reading_is_not_bounded_by_cores
     assert facts["num_workers_reason"][0] == "unmeasured" and "enough" in facts["num_workers_reason"]
     assert "mpsprof could not tell which" in said and "With 8 workers already, more would not pay" in said
     assert "no more than the" not in said, said
+
+
+def test_a_loader_with_few_workers_and_no_cpu_reading_is_told_to_measure_not_that_more_would_not_pay() -> None:
+    """2 workers, their CPU not measured (a Lightning run of 60 steps, 2 s: under two readings),
+    1 core free: only that core held the count back, and it bounds a loader that computes, not
+    one that waits. A sleeping collate_fn was told "With 2 workers already, more would not
+    pay" where 8 workers ran it 3x faster; it is told how to measure more instead, and no
+    snippet (whether they help is not known)."""
+    facts = _advise("unknown", _fig(30.0, 40.0), workers=2, cores=2)
+    said = reason_text(facts)
+    assert facts["num_workers_reason"][0] == "unmeasured" and "unmeasured_try" in facts["num_workers_reason"]
+    assert "more would not pay" not in said and "no more than the" not in said, said
+    assert "With 2 workers already, more pay only if the loading waits" in said, said
+    assert f"--set dataloader.num_workers={facts['reason_try_workers']}" in said
+    assert 2 < facts["reason_try_workers"] <= 8  # the other limits (8 at most) still bound it
+    assert facts["num_workers_helps"] is False and facts["suggested_num_workers"] == 2
 
 
 def test_every_code_has_a_case() -> None:

@@ -34,8 +34,8 @@ FIGURES_FACTS = ("figures_batch_size", "figures_busy", "figures_cpu_ms", "figure
 (declared by the ``dataloader`` analyzer); an optional clause's fact is the name
 ``unknown``/``none`` when it is left out (the rule files' phrases word it as nothing)."""
 REASON_CODES = ("ipc_workers", "ipc", "handoff", "contention", "cpu_fits", "cpu_short", "waiting", "unmeasured",
-                "max_workers", "memory", "startup", "worker_cpu", "rounded", "span", "enough", "over_cpus",
-                "bursts", "iterable", "restarts", "sampler")
+                "max_workers", "memory", "startup", "worker_cpu", "rounded", "span", "enough", "unmeasured_try",
+                "over_cpus", "bursts", "iterable", "restarts", "sampler")
 """Every code ``num_workers_reason`` may hold: a main reason first, then its clauses
 (``iterable`` is added by the ``dataloader`` analyzer, which knows the dataset's kind;
 ``restarts`` replaces the reason there where the workers' start-up is the wait)."""
@@ -59,6 +59,7 @@ REASON_FACTS = (
     "reason_queue_part", "reason_queued_ms", "reason_ratio", "reason_receive_ms", "reason_sample_us", "reason_sampler",
     "reason_sampler_at", "reason_sampler_kind", "reason_sampler_sketch", "reason_start_method",
     "reason_start_ms", "reason_step_ms", "reason_train_ms", "reason_train_on", "reason_trains",
+    "reason_try_workers",
     "reason_training_cores", "reason_worker_mib", "reason_workers",
 )
 """The figures and names the sentences of ``num_workers_reason`` quote (declared by the
@@ -263,6 +264,7 @@ def advise(
         out["workers_limit"] = min(limits)[0] if limits else None
         want = max(stable_workers(needed or 1), workers + 1)
         target, cut = want, None
+        uncapped: int | None = None  # the count before the free cores cut it (CPU not measured)
         for limit, code in sorted(limits, key=lambda lc: (lc[0], LIMIT_ORDER.index(lc[1]))):
             if limit < target:
                 target, cut = limit, code
@@ -280,6 +282,7 @@ def advise(
         else:
             codes = ["unmeasured"]
             if free and target > free:
+                uncapped = target
                 target, cut = free, None
         if cut is not None:
             codes.append(cut)
@@ -306,7 +309,16 @@ def advise(
             why.update(reason_low=lo, reason_high=hi)
         if target <= workers:
             target, helps = workers, False
-            codes.append("enough")
+            if uncapped is not None and uncapped > workers:
+                # only the free cores held it back, and they bound a loader that computes: one
+                # that waits (a sleeping collate_fn) gains from more. With the workers' CPU not
+                # measured (under two readings of it: a run of 2 s), "more would not pay" told
+                # 2 workers of a 30 ms sleep a batch to keep 2, where 8 cut the run 3x: say how
+                # to measure it instead
+                codes.append("unmeasured_try")
+                why["reason_try_workers"] = uncapped
+            else:
+                codes.append("enough")
             why["reason_workers"] = workers
             if codes[0] == "unmeasured":
                 why["reason_free_tail"] = "none"  # no number to bound by the free cores: none is suggested
