@@ -325,6 +325,7 @@ def _run_spec(args: argparse.Namespace) -> RunSpec:
             if named is not None:
                 target, module, script_args = named
             if not module and not _is_torchrun(target, module):
+                _check_launcher(target, script_args)
                 _check_script(target)
     if getattr(args, "report", None) is not None:
         from .report import format_for_path
@@ -385,6 +386,28 @@ def _torchrun_plan(args: argparse.Namespace, target: str, module: bool, script_a
         return plan_from_options(nproc, extra, target, module, script_args)
     except DistributedUsageError as exc:
         raise UsageError(str(exc)) from None
+
+
+ACCELERATE_LAUNCH = (
+    "`accelerate launch` runs the script in a process of its own (accelerate/commands/launch.py: "
+    "`simple_launcher`), which mpsprof does not enter. For one process, run the script itself: "
+    "`mpsprof run {script} ...`. The launcher hands the script the settings of `accelerate config` as "
+    "environment variables (ACCELERATE_MIXED_PRECISION, ACCELERATE_USE_CPU, ...: accelerate/utils/launch.py, "
+    "`prepare_simple_launcher_cmd_env`); `Accelerator()` reads those, not the config file, so set the ones "
+    "you use before mpsprof (`ACCELERATE_MIXED_PRECISION=bf16 mpsprof run {script} ...`) or pass them to "
+    "`Accelerator(...)`. For several processes: `mpsprof run --nproc-per-node N {script} ...` (accelerate's "
+    "multi-process launch is torch.distributed.run)."
+)
+
+
+def _check_launcher(target: str, script_args: list[str]) -> None:
+    """``mpsprof run accelerate launch train.py``: a launcher, not a script. Said before the
+    missing-file error ("no such script: accelerate"), with the command that profiles it."""
+    name = Path(target).name
+    launch = (name == "accelerate" and script_args[:1] == ["launch"]) or name == "accelerate-launch"
+    if launch and not Path(target).is_file():
+        script = next((a for a in script_args if a.endswith(".py")), "train.py")
+        raise UsageError(ACCELERATE_LAUNCH.format(script=script))
 
 
 def _check_script(target: str) -> None:

@@ -581,6 +581,23 @@ def test_unmeasured_workers_are_not_counted_as_busy_threads() -> None:
     assert facts["thread_oversubscription"] < 1.5
 
 
+@pytest.mark.parametrize("launch", [["accelerate", "launch", "--cpu"], ["--", "accelerate", "launch"],
+                                    ["accelerate-launch", "--mixed_precision", "bf16"]])
+def test_accelerate_launch_is_told_the_command_that_profiles_its_script(tmp_path: Path, launch: list[str]) -> None:
+    """`mpsprof run accelerate launch train.py` said "no such script: accelerate". The
+    launcher runs the script in a process mpsprof does not enter; the error gives the
+    command that profiles it (the script itself, its ACCELERATE_* settings in the
+    environment, which `Accelerator()` reads: accelerate/state.py), and runs nothing."""
+    (tmp_path / "train.py").write_text("print('ran')\n")
+    proc = mpsprof_cli("run", "--headless", *launch, "train.py", "--lr", "1", cwd=tmp_path, timeout=120)
+    assert proc.returncode == 2 and proc.stdout == "", proc.stderr
+    said = " ".join(proc.stderr.split())
+    assert "no such script" not in said and "Traceback" not in said, said
+    assert "`mpsprof run train.py ...`" in said and "`mpsprof run --nproc-per-node N train.py ...`" in said, said
+    assert "ACCELERATE_MIXED_PRECISION=bf16 mpsprof run train.py" in said
+    assert not (tmp_path / "mpsprof-runs").exists()
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(not has("transformers", "accelerate", "lightning"), reason="needs the frameworks extra")
 def test_a_crash_in_a_framework_first_step_is_the_crash_only(tmp_path: Path) -> None:
