@@ -127,6 +127,8 @@ class DataLoaderFields(Tagged, total=False):
     dataset: str | None
     iterable: bool
     """The dataset is an ``IterableDataset`` (every worker iterates its own copy)."""
+    framework: str | None
+    """The framework whose code iterated the loader first (probe/frameworks.py), None: plain torch."""
     iterable_split: bool
     """Its ``__iter__`` (a method of its class) calls ``get_worker_info()``, or the loader has
     a ``worker_init_fn``: each worker gets its share of the stream."""

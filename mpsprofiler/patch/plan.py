@@ -174,7 +174,7 @@ def _loaders(e: _Edits, f: Finding, facts: dict[str, Any]) -> None:
             if (file, line) in done:
                 continue
             done.add((file, line))
-            if e.session.model.get("framework") == "transformers Trainer":
+            if e.session.framework == "transformers Trainer":
                 # the Trainer builds its loaders from TrainingArguments: every one of them "starts"
                 # at the script's train() line, which is no place to edit (framework_place)
                 _trainer_loader(e, file, line, changes, workers)

@@ -23,6 +23,7 @@ from typing import Any
 from .. import events
 from . import loader_sites
 from .copies import PinCheck
+from .frameworks import detect
 from .loader_config import loader_config
 from .steps import StepTracker
 from .transparent import hide_from_warnings
@@ -99,7 +100,8 @@ def install(tracker: StepTracker, disabled: Set[str], emit: Callable[..., None],
                 number = seen.add(loader)
                 fields: dict[str, Any] | None = None
                 if number:
-                    fields = {**loader_config(loader, number), **sites.site_fields(loader)}
+                    fields = {**loader_config(loader, number), **sites.site_fields(loader),
+                              "framework": _framework(sys._getframe(1))}
                     emit(events.KIND_DATALOADER, **fields)
                 sites.on_iter(it, loader, fields)
                 pins.on_iter(it, loader, number)
@@ -118,3 +120,14 @@ def install(tracker: StepTracker, disabled: Set[str], emit: Callable[..., None],
         uninstall_sites()
 
     return sites, pins, uninstall
+
+
+def _framework(frame: FrameType | None) -> str | None:
+    """The framework iterating this loader (probe/frameworks.py), once per loader: where no
+    optimizer ever steps (``Trainer.evaluate()`` alone, ``trainer.validate()``) the first
+    step's ``model`` event never names it, and a stall there was told to build a
+    ``DataLoader(...)`` a Trainer user never writes."""
+    try:
+        return detect(frame)
+    except Exception:
+        return None

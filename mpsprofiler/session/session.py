@@ -336,6 +336,21 @@ class Session:
 
     # -- derived ------------------------------------------------------------------
     @property
+    def framework(self) -> str | None:
+        """The framework that drove the loop (probe/frameworks.py): named at the first
+        optimizer step, or, in a run where none stepped (``Trainer.evaluate()`` or
+        ``trainer.validate()`` alone, a crash before the first step), by the first
+        DataLoader a framework iterated."""
+        if self.model:
+            name = self.model.get("framework")
+            return name if isinstance(name, str) else None
+        for _, loader in sorted(self.dataloaders.items()):  # in the order first iterated
+            name = loader.get("framework")
+            if isinstance(name, str):
+                return name
+        return None
+
+    @property
     def device_kind(self) -> str:
         """The device the training ran on: the model's, else the best one available."""
         kind = self.model.get("device_kind")

@@ -49,7 +49,7 @@ def summarize(session: Session) -> Summary:
         "steps": {
             "count": steps.count,
             "mode": steps.mode,
-            "framework": session.model.get("framework"),
+            "framework": session.framework,
             "fetched_ahead": session.model.get("fetched_ahead"),
             "optimizers": steps.optimizers,
             "warmup": framework_warmup(session),

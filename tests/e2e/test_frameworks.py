@@ -411,6 +411,31 @@ def test_a_lightning_loader_with_workers_already_is_not_told_more_would_not_pay(
 
 
 @pytest.mark.slow
+def test_a_trainer_that_only_evaluates_is_named_and_told_its_training_arguments(tmp_path: Path) -> None:
+    """`Trainer.evaluate()` alone (a checkpoint's evaluation) through a collator that
+    sleeps 40 ms a batch: no optimizer ever steps, so the first step never named the
+    framework, and the stall was told to build `loader = DataLoader(dataset, ...)`, which a
+    Trainer user never writes. The loader's first iteration names it now: the steps are
+    the evaluation's batches "of a Hugging Face Trainer", and the fix is the script's
+    TrainingArguments with dataloader_num_workers."""
+    if not has("transformers", "accelerate"):
+        pytest.skip("needs transformers and accelerate (the frameworks extra)")
+    run = run_script(tmp_path, "trainer_eval_only", "trainer_modes.py", {"MODE": "eval_only"}, ())
+    assert run.proc.returncode == 0, run.proc.stderr[-3000:]
+    assert run.printed("global_step") == 0
+    assert run.steps["mode"] == "dataloader" and run.steps["framework"] == "transformers Trainer", run.steps
+    assert "from DataLoader batches of a Hugging Face Trainer" in run.proc.stderr
+    stall = next((f for f in run.summary["findings"] if f["rule"].startswith("dataloader-stall")), None)
+    assert stall is not None, run.rules
+    workers = re.search(r"num_workers=(\d+)", stall["title"])
+    assert workers, stall["title"]
+    fix = stall["fix"]
+    assert "args = TrainingArguments(" in fix and f"dataloader_num_workers={workers.group(1)}," in fix, fix
+    assert "DataLoader(dataset" not in fix and "`Trainer.get_eval_dataloader`" in fix, fix
+    assert "the Trainer's evaluation DataLoader" in stall["evidence"], stall["evidence"]
+
+
+@pytest.mark.slow
 def test_lightning_leak_names_self_outs_and_its_append_line(framework_runs: dict[str, Run]) -> None:
     """`self.outs.append(logits)` in training_step: no user frame holds the module when
     the leak is checked (Lightning's optimizer closure runs training_step); the finding

@@ -1,6 +1,7 @@
 """A Hugging Face Trainer by MODE: a tiny GPT-2 causal LM from its config (random weights, no download).
 MODE: clean | slowload | slowcollate | leak | leak_eval (leak, and evaluation every 10 steps of 2 batches
-of 32 keeps its logits too) | accum_eval | compile (default clean); STEPS. Prints the framework's own step count last.
+of 32 keeps its logits too) | accum_eval | compile | eval_only (Trainer.evaluate() alone, no training, over 40
+batches of 8 through the slow collator) (default clean); STEPS. Prints the framework's own step count last.
 """
 import os
 import time
@@ -68,7 +69,11 @@ def main():
     )
     cls = KeepingTrainer if MODE in ("leak", "leak_eval") else Trainer
     trainer = cls(model=model, args=args, train_dataset=Tokens(8 * STEPS * accum + 64, MODE == "slowload"),
-                  eval_dataset=Tokens(64 if MODE == "leak_eval" else 24), data_collator=LmCollator(MODE == "slowcollate"))
+                  eval_dataset=Tokens(64 if MODE == "leak_eval" else 24), data_collator=LmCollator(MODE in ("slowcollate", "eval_only")))
+    if MODE == "eval_only":  # a checkpoint's evaluation: no optimizer ever steps
+        print("eval", round(trainer.evaluate(Tokens(320))["eval_loss"], 4))
+        print(f"global_step {trainer.state.global_step}", flush=True)
+        return
     trainer.train()
     if MODE == "accum_eval":
         print("eval", trainer.evaluate()["eval_loss"])

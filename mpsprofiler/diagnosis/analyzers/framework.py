@@ -41,7 +41,7 @@ FABRIC_DOCS = "https://lightning.ai/docs/fabric/stable/api/fabric_methods.html#s
 
 @analyzer("framework", provides=FRAMEWORK_FACTS)
 def framework_facts(session: Session) -> dict[str, Any]:
-    name = session.model.get("framework")
+    name = session.framework
     framework = name if name in FRAMEWORKS else None
     facts: dict[str, Any] = {"framework": framework, "framework_loader_fix": ""}
     if framework is None or not session.dataloaders:

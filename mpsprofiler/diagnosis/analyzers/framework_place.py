@@ -180,7 +180,7 @@ def trainer_place(session: Session, file: str | None, line: int | None, workers:
     """``loader_name``, ``loader_place``, ``loader_where``, ``loader_code`` for a Trainer's
     loader; None when the run was not a Trainer's. ``side``: its evaluation loader (read in
     a few steps only); the same ``TrainingArguments`` build both."""
-    if session.model.get("framework") != "transformers Trainer":
+    if session.framework != "transformers Trainer":
         return None
     cwd = session.run.get("cwd")
     started = f"{short_path(file, cwd)}:{line}" if file and line else None

@@ -66,7 +66,7 @@ def trainer_keeps(session: Session, loader: DataLoaderFields) -> bool:
     """Whether the Trainer keeps this loader across ``evaluate()`` calls once
     ``dataloader_persistent_workers=True``: its evaluation loader (not ``predict()``'s test
     loader, which ``get_test_dataloader`` builds without a key to keep it under)."""
-    return session.model.get("framework") == TRAINER and loader.get("role") == "eval"
+    return session.framework == TRAINER and loader.get("role") == "eval"
 
 
 def restarts(session: Session, loader: DataLoaderFields) -> str:
