@@ -183,7 +183,8 @@ def test_a_trainers_loader_fix_rewrites_its_training_arguments(tmp_path: Path) -
                       "    args = TrainingArguments(output_dir='out', max_steps=9,\n"
                       "                             dataloader_num_workers=0)\n"
                       "    Trainer(model=None, args=args).train()\n\n\nmain()\n")
-    session: Any = SimpleNamespace(model={"framework": "transformers Trainer"}, run={"cwd": str(tmp_path)})
+    session: Any = SimpleNamespace(model={"framework": "transformers Trainer"}, framework="transformers Trainer",
+                                   run={"cwd": str(tmp_path)})
     place = trainer_place(session, str(script), 7, 2)
     assert place is not None
     assert (place["loader_name"], place["loader_where"]) == ("trainer_started", "trainer_rewrite")  # codes
@@ -198,7 +199,7 @@ def test_a_trainers_loader_fix_rewrites_its_training_arguments(tmp_path: Path) -
     assert evaluation is not None and evaluation["loader_code"] == code
     assert phrase_for(words, evaluation, "loader_name", ()) == \
         "the Trainer's evaluation DataLoader (started at train.py:7)"
-    assert trainer_place(SimpleNamespace(model={"framework": "lightning"}, run={}), str(script), 7, 2) is None  # type: ignore[arg-type]
+    assert trainer_place(SimpleNamespace(framework="lightning", run={}), str(script), 7, 2) is None  # type: ignore[arg-type]
     missing = trainer_place(session, str(tmp_path / "gone.py"), 3, 4)
     assert missing is not None and "dataloader_num_workers=4," in missing["loader_code"]
 
@@ -417,7 +418,8 @@ def test_a_trainer_that_only_evaluates_is_named_and_told_its_training_arguments(
     framework, and the stall was told to build `loader = DataLoader(dataset, ...)`, which a
     Trainer user never writes. The loader's first iteration names it now: the steps are
     the evaluation's batches "of a Hugging Face Trainer", and the fix is the script's
-    TrainingArguments with dataloader_num_workers."""
+    TrainingArguments with dataloader_num_workers (4 workers: eval_runtime 2.37 / 1.73 s
+    -> 1.02 s on sweep s54 D's hf_eval_slow.py)."""
     if not has("transformers", "accelerate"):
         pytest.skip("needs transformers and accelerate (the frameworks extra)")
     run = run_script(tmp_path, "trainer_eval_only", "trainer_modes.py", {"MODE": "eval_only"}, ())
@@ -433,6 +435,8 @@ def test_a_trainer_that_only_evaluates_is_named_and_told_its_training_arguments(
     assert "args = TrainingArguments(" in fix and f"dataloader_num_workers={workers.group(1)}," in fix, fix
     assert "DataLoader(dataset" not in fix and "`Trainer.get_eval_dataloader`" in fix, fix
     assert "the Trainer's evaluation DataLoader" in stall["evidence"], stall["evidence"]
+    # no training steps for the evaluation to sit between: its batches are the steps
+    assert "the run trained no step" in stall["evidence"] and "between training steps" not in stall["evidence"]
 
 
 @pytest.mark.slow

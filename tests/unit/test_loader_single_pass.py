@@ -27,7 +27,8 @@ def _facts(tmp: Path, iters: int | None, status: str = "finished", workers: int 
                               "persistent_workers": False}
     if iters is not None:
         loader["iters"] = iters
-    session = SimpleNamespace(dataloaders={1: loader}, run={"cwd": str(tmp)}, model={"framework": None}, status=status)
+    session = SimpleNamespace(dataloaders={1: loader}, run={"cwd": str(tmp)}, model={"framework": None}, framework=None,
+                              status=status)
     return place_facts(session, loader, suggested, workers, "8", None)  # type: ignore[arg-type]
 
 

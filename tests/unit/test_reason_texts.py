@@ -535,8 +535,9 @@ def _place(tmp: Path, loaders: list[dict[str, Any]], loader: dict[str, Any], tra
 
     from mpsprofiler.diagnosis.analyzers.loader_place import place_facts
 
+    framework = "transformers Trainer" if trainer else None
     session = SimpleNamespace(dataloaders=dict(enumerate(loaders)), run={"cwd": str(tmp)},
-                              model={"framework": "transformers Trainer" if trainer else None})
+                              model={"framework": framework}, framework=framework)
     return place_facts(session, loader, 2, 0, "8", None, side)  # type: ignore[arg-type]
 
 
@@ -557,7 +558,7 @@ def _hf_cli(tmp: Path) -> dict[str, Any]:
     script.write_text("from transformers import HfArgumentParser\nHfArgumentParser(()).parse_args_into_dataclasses()\n")
     loader = {"file": str(script), "line": 2, "created": 1}
     session = SimpleNamespace(dataloaders={0: loader}, run={"cwd": str(tmp), "argv": [str(script), "--output_dir", "o"]},
-                              model={"framework": "transformers Trainer"})
+                              model={"framework": "transformers Trainer"}, framework="transformers Trainer")
     return place_facts(session, loader, 2, 0, "8", None)  # type: ignore[arg-type]
 
 
@@ -586,7 +587,8 @@ def _shared_loaders(tmp: Path) -> dict[str, Any]:
                       "def main():\n    a = make_loader([1])\n    b = make_loader([2])\n")
     first = {"file": str(script), "line": 2, "created": 1, "call_file": str(script), "call_line": 5, "call_func": "make_loader"}
     second = {**first, "created": 2, "call_line": 6}
-    session = SimpleNamespace(dataloaders={1: first, 2: second}, run={"cwd": str(tmp)}, model={"framework": None})
+    session = SimpleNamespace(dataloaders={1: first, 2: second}, run={"cwd": str(tmp)}, model={"framework": None},
+                              framework=None)
     return place_facts(session, second, 2, 0, "8", None)  # type: ignore[arg-type]
 
 
@@ -603,7 +605,8 @@ def _loop_loaders(tmp: Path, literal: bool) -> dict[str, Any]:
                       + "    loaders[split] = DataLoader(data[split], batch_size=8)\n")
     first = {"file": str(script), "line": 5, "created": 1, "dataset": "A", "len": 4}
     second = {**first, "created": 2, "dataset": "B", "len": 40}
-    session = SimpleNamespace(dataloaders={1: first, 2: second}, run={"cwd": str(tmp)}, model={"framework": None})
+    session = SimpleNamespace(dataloaders={1: first, 2: second}, run={"cwd": str(tmp)}, model={"framework": None},
+                              framework=None)
     return place_facts(session, second, 2, 0, "8", None)  # type: ignore[arg-type]
 
 
@@ -781,6 +784,11 @@ def _code_cases(tmp: Path, monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, s
          "Evaluation waited 3.9 s for its DataLoader's batches, 34% of the 11.6 s the steps took (29 of its "
          "batches timed, 136.1 ms each): time of the evaluation passes between training steps, not of training "
          "steps waiting for their batches."),
+        (ds, "stall_wait", {"stall_wait": "evaluation_only", "eval_wait_s": 1.16, "eval_wait_share": 0.48,
+                            "run_steps_s": 2.45, "eval_batches": 49, "eval_batch_ms": 24.0},
+         "Evaluation waited 1.2 s for its DataLoader's batches, 48% of the 2.5 s the steps took (49 of its "
+         "batches timed, 24.0 ms each): the run trained no step (no optimizer step, no backward pass), so its "
+         "steps are the evaluation's batches."),
         (ds, "reason_trains", {"reason_trains": "train", "reason_train_ms": 12.14}, "It trains in 12.1 ms"),
         (ds, "reason_trains", {"reason_trains": "side", "reason_train_ms": 0.38},
          "It is read in a few steps only (evaluation, say), and the script is done with each of its batches in 0.4 ms"),

@@ -37,6 +37,7 @@ from .loader_advice import (
 )
 from .loader_place import LOADER_CALLS, PLACE_FACTS, in_steps, place_facts, shares, stalled_loader
 from .loader_role import read_aside, restarts
+from .loops import TRAINING_SIGNALS
 from .registry import analyzer
 from .source_edit import rewrite_call, short_path
 from .threads import others_busy, thread_fix_place, torch_threads
@@ -136,6 +137,10 @@ def dataloader_facts(session: Session) -> dict[str, Any]:
         facts["data_wait_own_ms"] = rounded(facts["data_wait_ms"] * split[0], 3)
     if side:
         facts.update(_evaluation_wait(session, loader))
+        if session.steps.mode not in TRAINING_SIGNALS:
+            # no training step at all (Trainer.evaluate() alone): its batches are the steps,
+            # there are no training steps for the evaluation to sit between
+            facts["stall_wait"] = "evaluation_only"
     if facts.get("loader_bound") == "ipc":  # dataloader-batch-indexing's snippet: the script's line, its order
         facts.update(batch_index_facts(loader, facts["batch_size_arg"]))
     if facts.get("loader_bound") == "sampler":
