@@ -335,8 +335,12 @@ def test_the_stall_fix_try_sets_reaches_the_trainers_loader(framework_runs: dict
     assert again.printed("global_step") == 30
     trained = max(again.summary["dataloaders"], key=lambda d: d.get("fetch_s") or 0.0)
     assert trained["num_workers"] == workers, again.summary["dataloaders"]
-    before, after = run.steps["data_wait_share"], again.steps["data_wait_share"]
-    assert after < before / 2, (before, after)
+    # the seconds the training waited for that loader, not their share of the run: the share
+    # is of a compute time other programs stretch (1.8 of 2 cores busy beside the first run,
+    # 1.5 beside the second: 1.92 s -> 0.60 s of waiting, 110 -> 31 ms a step, the share 0.53 -> 0.68)
+    first = max(run.summary["dataloaders"], key=lambda d: d.get("fetch_s") or 0.0)
+    before, after = first["fetch_s"], trained["fetch_s"]
+    assert after < before / 2, (before, after, run.steps["data_wait_share"], again.steps["data_wait_share"])
 
 
 @pytest.mark.slow
