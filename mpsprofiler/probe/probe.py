@@ -414,7 +414,7 @@ class Probe:
         def before_sample() -> None:
             self.fault("memory")
 
-        def startups() -> dict[int, float]:
+        def startups() -> dict[int, tuple[int, float]]:
             table = self.worker_startups
             return table.take() if table is not None else {}
 

@@ -11,8 +11,10 @@ told it "needs more CPU than this machine has" and to use fewer workers, which m
 So the fetcher's construction in a worker is timed: ``_DatasetKind.create_fetcher`` runs
 once in each worker right before its loop takes the first index
 (torch/utils/data/_utils/worker.py, ``_worker_loop``), and ``time.process_time()`` there is
-the worker's CPU since it was forked. Each worker writes (pid, seconds) into a slot of a
-shared anonymous memory map made before any fork; the sampler reads and clears the slots.
+the worker's CPU since it was forked. Each worker writes (pid, parent pid, seconds) into a
+slot of a shared anonymous memory map made before any fork; the sampler reads and clears the
+slots. The parent says whose reaped-children CPU time holds the worker's once it has exited
+(the sampler's, probe/sampler.py: a worker of 2 batches may start and end between two samples).
 Spawned workers (macOS, Windows) do not inherit the map and write nothing: their start-up is
 judged from the epochs' first batches instead (diagnosis/analyzers/dataloader.py).
 
@@ -30,7 +32,7 @@ from typing import Any
 
 SLOTS = 512
 """Worker start-ups held between two samples (0.5-2 s apart): far more than a loader starts."""
-_SLOT = struct.Struct("=qd")  # pid (0: free), start-up CPU seconds
+_SLOT = struct.Struct("=qqd")  # pid (0: free), parent pid, start-up CPU seconds
 
 
 class StartupTable:
@@ -41,23 +43,24 @@ class StartupTable:
     def __init__(self) -> None:
         self._map = mmap.mmap(-1, SLOTS * _SLOT.size)  # MAP_SHARED | MAP_ANONYMOUS: fork shares it
 
-    def record(self, pid: int, cpu_s: float) -> None:
+    def record(self, pid: int, ppid: int, cpu_s: float) -> None:
         start = pid % SLOTS
         for k in range(SLOTS):
             at = ((start + k) % SLOTS) * _SLOT.size
             if struct.unpack_from("=q", self._map, at)[0] == 0:
-                struct.pack_into("=d", self._map, at + 8, cpu_s)
+                struct.pack_into("=qd", self._map, at + 8, ppid, cpu_s)
                 struct.pack_into("=q", self._map, at, pid)
                 return
 
-    def take(self) -> dict[int, float]:
-        """The start-ups written since the last call, by pid; their slots are freed."""
-        out: dict[int, float] = {}
+    def take(self) -> dict[int, tuple[int, float]]:
+        """The start-ups written since the last call, pid: (parent pid, CPU seconds); their
+        slots are freed."""
+        out: dict[int, tuple[int, float]] = {}
         for n in range(SLOTS):
             at = n * _SLOT.size
-            pid, cpu = _SLOT.unpack_from(self._map, at)
+            pid, ppid, cpu = _SLOT.unpack_from(self._map, at)
             if pid:
-                out[pid] = cpu
+                out[pid] = (ppid, cpu)
                 struct.pack_into("=q", self._map, at, 0)
         return out
 
@@ -80,7 +83,7 @@ def install(table: StartupTable) -> Callable[[], None]:
             pid = os.getpid()
             if done["pid"] != pid and get_worker_info() is not None:
                 done["pid"] = pid  # an IterableDataset's worker may build its fetcher again
-                table.record(pid, time.process_time())
+                table.record(pid, os.getppid(), time.process_time())
         except Exception:  # pragma: no cover - in a worker, a missing note: never its failure
             pass
         return create(*args, **kwargs)
