@@ -118,11 +118,15 @@ def dataloader_facts(session: Session) -> dict[str, Any]:
     if _startup_bound(facts, wait):
         spawned = facts.get("worker_start_method") in STARTUP_METHODS
         apart = isinstance(facts.get("worker_startup_cpu_s"), float) and facts["worker_startup_cpu_s"] > 0
+        # the workers' CPU is measured between two memory samples inside the steady steps: a
+        # steady stretch shorter than that (4 short epochs on a quiet machine) has no CPU
+        # figure, and then nothing is said about what the workers' CPU time holds
+        cpu = facts.get("worker_cpu_ms") is not None
         facts.update(STARTUP_ADVICE, suggested_num_workers=workers, num_workers_helps=False,
                      restart_how="spawn" if spawned else "fork",
                      # the workers' CPU per batch holds their start-ups unless measured apart
-                     restart_cpu="apart" if apart else "in",
-                     figures_loading="startup_apart" if apart else "startup")
+                     restart_cpu="apart" if apart else "in" if cpu else "none",
+                     figures_loading="startup_apart" if apart else "startup" if cpu else "unknown")
     side = facts.get("reason_trains") == "side" or read_aside(session, loader)
     facts.update(place_facts(session, loader, _opt_int(facts.get("suggested_num_workers")), workers or 0,
                              facts["batch_size_arg"], facts["prefetch_factor"], side))
