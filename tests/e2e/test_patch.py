@@ -137,7 +137,8 @@ def test_float64_stats_and_the_array_they_start_from_are_both_made_float32(tmp_p
     op, and it finishes as the original did."""
     rec = Recorded(tmp_path, REPO / "tests" / "scripts_mac" / "float64_stats.py")
     assert "float64-mps" in rec.rules, rec.rules
-    removed, added = _changed(rec.check_applies_and_runs("float64-mps", tmp_path))
+    # run=False: the applied script runs below, under mpsprof (its exit status kept)
+    removed, added = _changed(rec.check_applies_and_runs("float64-mps", tmp_path, run=False))
     assert added == ["feat_mean = torch.from_numpy(np.zeros(16)).float().to(device)  # float64 running stats",
                      "        feat_mean = 0.99 * feat_mean + 0.01 * w.float().mean(0)"], (removed, added)
     done = rec.patch("--rule", "float64-mps", "--apply", "--no-proof")
@@ -163,7 +164,8 @@ def test_a_kept_loss_curve_keeps_every_value_as_a_number(tmp_path: Path) -> None
     script prints the same length, the proof finds the finding fixed, a re-run too."""
     rec = Recorded(tmp_path, SCRIPTS / "loss_curve.py")
     assert "leak-site-small" in rec.rules, rec.rules
-    removed, added = _changed(rec.check_applies_and_runs("leak-site-small", tmp_path))
+    # run=False: the applied script runs below, under mpsprof (its exit status and output kept)
+    removed, added = _changed(rec.check_applies_and_runs("leak-site-small", tmp_path, run=False))
     assert removed == ["        self.curve.append(loss)"] and added == ["        self.curve.append(loss.item())"], added
     proved = rec.patch("--rule", "leak-site-small", "--prove", "--pairs", "2", "--apply")
     assert proved.returncode == 0 and "verdict     fixed" in proved.stdout, proved.stdout[-3000:] + proved.stderr
