@@ -8,6 +8,12 @@ the next variant) so drifts and a round's first-run penalty hit all alike.
         --fw-python /path/to/venv/bin/python                           # framework loops
     python benchmarks/overhead.py --device cuda --models gpt --repeats 5   # nanoGPT-like, GPU
     python benchmarks/overhead.py --concurrent 4-5 6-7 8-9 --variants bare mpsprof mpsprof-no-ops
+    python benchmarks/overhead.py --concurrent 0 1 --variants mpsprof-baseline mpsprof --baseline /tmp/old
+
+``--baseline DIR`` (a folder holding another version's ``mpsprofiler`` package) makes the variant
+``mpsprof-baseline``: ``mpsprof run`` of that version, for before and after in the same rounds.
+Ratios are to ``bare``, or where no bare variant runs, to the first variant named (on a 2-core
+machine ``--concurrent`` fits two variants: the old and the new probe side by side).
 
 ``--concurrent``: the variants of a round run *at the same time*, each pinned (``taskset``) to
 one of the given core sets, the sets rotated round by round so every variant runs on every
@@ -67,11 +73,18 @@ GPU_CASES: dict[str, tuple[Path, list[str], int, float]] = {
 FRAMEWORKS = {"hf", "lightning"}
 
 
+BASELINE: list[str | None] = [None]
+"""``--baseline``: the folder that holds the other version's ``mpsprofiler`` package."""
+
+
 def command(variant: str, python: str, script: Path, case_args: list[str], common: list[str],
             run_dir: Path) -> list[str]:  # fmt: skip
     args = [str(script), *case_args, *common]
     if variant == "bare":
         return [python, *args]
+    if variant == "mpsprof-baseline" and BASELINE[0]:
+        return ["env", f"PYTHONPATH={BASELINE[0]}", python, "-m", "mpsprofiler", "run", "--headless", "-o",
+                str(run_dir), *args]
     if variant == "mpsprof":
         return [python, "-m", "mpsprofiler", "run", "--headless", "-o", str(run_dir), *args]
     if variant == "mpsprof-no-ops":
@@ -122,7 +135,7 @@ def _parsed(variant: str, cmd: list[str], stdout: str, stderr: str,
     if loop is None:
         raise RuntimeError(f"no BENCH line from {cmd}: {stdout[-500:]} {stderr[-2000:]}")
     facts: dict[str, Any] = {}
-    if variant == "mpsprof":
+    if variant in ("mpsprof", "mpsprof-baseline"):
         try:
             from mpsprofiler.session.recording import load_run
 
@@ -153,20 +166,27 @@ def load_average() -> str:
 
 
 def summarise(results: dict[str, dict[str, list[float]]]) -> dict[str, dict[str, dict[str, Any]]]:
-    """Per case and variant: median loop time (min-max) and the per-round ratio to bare."""
+    """Per case and variant: median loop time (min-max) and the per-round ratio to bare (or,
+    without a bare variant, to the first one: :func:`reference`)."""
     summary: dict[str, dict[str, dict[str, Any]]] = {}
     for case, per in results.items():
-        bare = per.get("bare") or []
+        ref = reference(list(per))
+        bare = per.get(ref) or []
         for variant, values in per.items():
             if not values:
                 continue
             row: dict[str, Any] = {"median_s": statistics.median(values), "min_s": min(values),
                                    "max_s": max(values), "all_s": values}  # fmt: skip
             ratios = [v / b for v, b in zip(values, bare, strict=False) if b > 0]
-            if ratios and variant != "bare":
+            if ratios and variant != ref:
                 row.update(ratio=statistics.median(ratios), ratio_min=min(ratios), ratio_max=max(ratios))
             summary.setdefault(case, {})[variant] = row
     return summary
+
+
+def reference(variants: list[str]) -> str:
+    """The variant the others' ratios are to: bare, else the first one."""
+    return "bare" if "bare" in variants or not variants else variants[0]
 
 
 def markdown(summary: dict[str, dict[str, dict[str, Any]]], steps: dict[str, int], budgets: dict[str, float],
@@ -179,7 +199,7 @@ def markdown(summary: dict[str, dict[str, dict[str, Any]]], steps: dict[str, int
             row = per.get(v)
             if row is None:
                 cells.append("")
-            elif v == "bare":
+            elif v == reference(variants):
                 cells.append(f"{row['median_s']:.3f} s ({row['min_s']:.3f}-{row['max_s']:.3f})")
             else:
                 pct = lambda r: f"{(r - 1) * 100:+.1f}%"  # noqa: E731
@@ -201,7 +221,11 @@ def main() -> int:
     p.add_argument("--concurrent", nargs="*", metavar="CORES",
                    help="run a round's variants at once, each on one of these core sets (taskset lists, "
                         "one per variant), rotated round by round")
+    p.add_argument("--baseline", help="a folder holding another version's mpsprofiler package (mpsprof-baseline)")
     args = p.parse_args()
+    if "mpsprof-baseline" in args.variants and not args.baseline:
+        p.error("the variant mpsprof-baseline needs --baseline")
+    BASELINE[0] = os.path.abspath(args.baseline) if args.baseline else None
     if args.concurrent is not None and len(args.concurrent) < len(args.variants):
         p.error(f"--concurrent needs a core set per variant ({len(args.variants)})")
     cases = GPU_CASES if args.device.startswith("cuda") else CPU_CASES
@@ -255,7 +279,7 @@ def main() -> int:
                     if cpu is not None:
                         cpu_results.setdefault(case, {}).setdefault(variant, []).append(cpu)
                     if f:
-                        facts.setdefault(case, []).append(f)
+                        facts.setdefault(case, []).append({**f, "variant": variant})
                 print(f"  {case}: round {r + 1}/{args.repeats} "
                       + " ".join(f"{v}={results[case][v][-1]:.3f}" for v in args.variants if results[case][v])
                       + f"  load {loads[case][-1]}  ({time.monotonic() - began:.0f} s)", file=sys.stderr, flush=True)  # fmt: skip
@@ -271,7 +295,7 @@ def main() -> int:
         print(markdown(summarise(cpu_results), steps, budgets, list(args.variants)))
     for case, rows in facts.items():
         print(f"{case}: op accounting " + "; ".join(
-            f"{r.get('samples')} samples of {r.get('steps')} steps, cost {1e3 * (r.get('cost_s') or 0):.1f} ms "
+            f"{r.get('variant')}: {r.get('samples')} samples of {r.get('steps')} steps, cost {1e3 * (r.get('cost_s') or 0):.1f} ms "
             f"({100 * (r.get('share') or 0):.2f}%){' converged' if r.get('converged') else ''}"
             for r in rows))  # fmt: skip
     for case, ls in loads.items():

@@ -22,6 +22,13 @@ run's summary reports).
 
     OMP_NUM_THREADS=1 python benchmarks/step_instructions.py                 # ~10 min on 2 cores
     OMP_NUM_THREADS=1 python benchmarks/step_instructions.py --widths 32 --steps 50
+    OMP_NUM_THREADS=1 python benchmarks/step_instructions.py --widths 32 --ladder        # per instrument
+    OMP_NUM_THREADS=1 python benchmarks/step_instructions.py --widths 32 --baseline /tmp/old/mpsprofiler
+
+``--ladder`` counts ``step_cost.py``'s rungs (each adds one instrument) instead: the
+difference of adjacent rungs is that instrument's instructions per step. ``--baseline``
+names another version's ``mpsprofiler`` package folder (``step_cost.load_baseline``): its
+full probe is counted beside this one's, so before and after come from one run.
 
 The MLP of ``step_cost.py`` (``workload.py``'s, a DataLoader included): width 32 is the
 "0.2 ms" case of ``overhead.py`` (0.55 ms on the 2-core machine), 256 the "1 ms", 640 the "5 ms".
@@ -42,16 +49,43 @@ from typing import Any
 HERE = os.path.dirname(os.path.abspath(__file__))
 VARIANTS = ("bare", "probe", "probe --no-ops")
 WARM = 300
+IDLE_THREAD = "bare + idle thread"
+"""No probe, one more thread that only waits: what a second thread alone costs the training
+thread (glibc's malloc takes its arena lock once a process has ever had two threads; the
+probe's channel and sampler threads make it so)."""
 
 
-def child(variant: str, width: int, steps: int) -> None:
+def enabled_for(variant: str) -> frozenset[str] | None:
+    """The instruments ``variant`` turns on (None: bare): the probe's, or a ladder rung's."""
+    import step_cost as sc
+
+    if variant in ("bare", IDLE_THREAD):
+        return None
+    if variant in ("probe", "baseline probe"):
+        return sc.ALL - {"terminal", "memory"}
+    if variant == "probe --no-ops":
+        return sc.ALL - {"terminal", "memory", "ops"}
+    rung = dict(sc.LADDER)[variant]
+    return None if rung is None else rung - {"memory", "terminal"}  # the sampler wakes by the clock
+
+
+def child(variant: str, width: int, steps: int, baseline: str | None) -> None:
     """The measured process: warm up, say READY, run ``steps`` steps on "go", say DONE."""
     sys.path.insert(0, HERE)
     import step_cost as sc
 
+    if baseline:
+        sc.load_baseline(baseline)
+    enabled = enabled_for(variant)
+    probe = sc.start_probe(enabled, variant.startswith("baseline")) if enabled is not None else None
+    # built after the probe's start, as a script's loader is under ``mpsprof run``: its
+    # construction hook numbers it, and every batch then goes through the per-loader
+    # sums (loader_sites.py), which a loader built before the probe never reaches
     loop = sc.Loop(width, 64, True)
-    enabled = sc.ALL - {"terminal", "memory"} - ({"ops"} if variant == "probe --no-ops" else set())
-    probe = sc.start_probe(enabled) if variant != "bare" else None
+    if variant == IDLE_THREAD:
+        import threading
+
+        threading.Thread(target=threading.Event().wait, daemon=True).start()
     loop.block(WARM, 1)
     samples = probe.ops.samples if probe is not None and probe.ops is not None else 0
     print("READY", flush=True)
@@ -65,13 +99,13 @@ def child(variant: str, width: int, steps: int) -> None:
         sc.stop_probe(probe)
 
 
-def measure(variant: str, width: int, steps: int, python: str) -> dict[str, Any]:
+def measure(variant: str, width: int, steps: int, python: str, baseline: str | None = None) -> dict[str, Any]:
     """Run one case under callgrind; instructions of its counted window, per step."""
     out_dir = tempfile.mkdtemp(prefix="mpsprof-callgrind-")
     try:
         cmd = ["valgrind", "--tool=callgrind", "--instr-atstart=no", "--separate-threads=yes",
                f"--callgrind-out-file={out_dir}/cg.out", python, os.path.abspath(__file__),
-               "--child", variant, str(width), str(steps)]  # fmt: skip
+               "--child", variant, str(width), str(steps)] + (["--baseline", baseline] if baseline else [])  # fmt: skip
         env = {**os.environ, "OMP_NUM_THREADS": "1"}
         proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 text=True, env=env)  # fmt: skip
@@ -133,18 +167,43 @@ def main() -> None:
     p.add_argument("--widths", type=int, nargs="+", default=[32, 256, 640])
     p.add_argument("--steps", type=int, default=100, help="counted steps per case")
     p.add_argument("--jobs", type=int, default=2, help="cases at once (one core each)")
+    p.add_argument("--ladder", action="store_true", help="count step_cost.py's ladder rungs (one instrument each)")
+    p.add_argument("--baseline", help="another version's mpsprofiler package folder: its full probe is counted too")
+    p.add_argument("--idle-thread", action="store_true", help=f"count '{IDLE_THREAD}' too")
     p.add_argument("--child", nargs=3, metavar=("VARIANT", "WIDTH", "STEPS"), help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.child:
-        child(args.child[0], int(args.child[1]), int(args.child[2]))
+        child(args.child[0], int(args.child[1]), int(args.child[2]), args.baseline)
         return
+    if args.baseline:
+        args.baseline = os.path.abspath(args.baseline)
     if shutil.which("valgrind") is None or shutil.which("callgrind_control") is None:
         sys.exit("valgrind (with callgrind_control) is not installed: nothing to count with")
     python = os.path.realpath(sys.executable)  # a launcher script (pyenv's shim) would be traced instead
-    cases = [(v, w) for w in args.widths for v in VARIANTS]
+    sys.path.insert(0, HERE)
+    import step_cost as sc
+
+    variants = [name for name, _ in sc.LADDER if name not in (sc.AGGREGATES, "full")] if args.ladder else list(VARIANTS)
+    variants += ["baseline probe"] if args.baseline else []
+    variants += [IDLE_THREAD] if args.idle_thread else []
+    cases = [(v, w) for w in args.widths for v in variants]
     with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
-        results = list(pool.map(lambda c: measure(c[0], c[1], args.steps, python), cases))
+        results = list(pool.map(lambda c: measure(c[0], c[1], args.steps, python, args.baseline), cases))
     import torch
+
+    if args.ladder:
+        print(f"instructions per step by ladder rung, {args.steps} counted steps after {WARM} warm ones "
+              f"(torch {torch.__version__}, Python {sys.version.split()[0]}):")
+        for width in args.widths:
+            row = {r["variant"]: r for r in results if r["width"] == width}
+            bare, prev = row["bare"]["per_step"], row["bare"]["per_step"]
+            print(f"width {width}: bare {bare:,.0f}")
+            for v in variants[1:]:
+                got = row[v]["per_step"]
+                note = f"  ({row[v]['samples']} op sample(s) in the window)" if row[v]["samples"] else ""
+                print(f"  {v:<26} {got - bare:>+10,.0f} (rung {got - prev:>+9,.0f}){note}")
+                prev = got if not v.startswith("baseline") else prev
+        return
 
     print(f"instructions per step, {args.steps} counted steps after {WARM} warm ones "
           f"(torch {torch.__version__}, Python {sys.version.split()[0]}):")
@@ -158,6 +217,10 @@ def main() -> None:
                        if row[v]["samples"])  # fmt: skip
         print(f"{width:>6} {bare:>12,.0f} {full:>12,.0f} {full - bare:>+9,.0f} {(full - bare) / bare:>7.2%}"
               f"  {no_ops - bare:>+14,.0f}  {row['probe']['other_threads']:>13,}{note}")
+        if "baseline probe" in row:
+            base = row["baseline probe"]["per_step"]
+            print(f"{'':>6} baseline probe {base:>12,.0f}, added {base - bare:>+9,.0f} ({(base - bare) / bare:.2%}): "
+                  f"this version {full - base:>+,.0f} per step against it")
 
 
 if __name__ == "__main__":
