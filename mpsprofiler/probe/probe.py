@@ -65,7 +65,9 @@ class Probe:
         self._pid = os.getpid()
         self.rank = int_env("RANK") if os.environ.get("TORCHELASTIC_RUN_ID") or int_env("WORLD_SIZE") else None
         """Distributed runs tag every event with the rank (``r``): one session per rank."""
-        self.tracker = StepTracker(self.emit, self.backend, self.clock)
+        # the tracker reads time.perf_counter itself (a C call, several times a step) and
+        # takes the start time off where it sends a step (StepTracker's ``origin``)
+        self.tracker = StepTracker(self.emit, self.backend, time.perf_counter, origin=self._t0)
         self.safe_point = SafePoint()
         """The op sampler's change pending outside any op, made by the backward hook too."""
         self._last_drain = float("-inf")
@@ -250,7 +252,7 @@ class Probe:
         from .step_hooks import install_backward_hook
 
         self._uninstallers.append(install_backward_hook(
-            self.tracker, self.disabled, self._hook_fault(), self.fail, self.clock, self._send_torch_environment,
+            self.tracker, self.disabled, self._hook_fault(), self.fail, time.perf_counter, self._send_torch_environment,
             self._hook_limit(), self.health, self.safe_point))
 
     def _install_health(self) -> None:

@@ -89,7 +89,8 @@ def install_backward_hook(tracker: StepTracker, disabled: Set[str], fault: Fault
     ``before_step`` runs before the tracker takes the pass until it returns True (the probe
     sends torch's environment once, there); ``health`` is the loss watch (probe/health.py) or None,
     and is handed the backward pass's outputs; ``safe_point`` the op sampler's pending
-    change (probe/safe_point.py), made before the pass starts.
+    change (probe/safe_point.py), made before the pass starts. ``clock`` is the step
+    tracker's own (its readings go to ``tracker.on_backward``, compared with its steps' times).
     """
     from . import backward
 

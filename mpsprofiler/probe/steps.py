@@ -102,10 +102,16 @@ class StepTracker:
         backend: DeviceBackend,
         clock: Callable[[], float],
         detail_limit: int = DETAIL_LIMIT,
+        origin: float = 0.0,
     ) -> None:
         self._emit = emit
         self.backend = backend
         self._clock = clock
+        self._origin = origin
+        """Subtracted from ``clock``'s readings where a step's time is sent (the channel
+        thread's fold): the probe hands ``time.perf_counter`` itself and its start time
+        here, so the ~6 clock reads per step on the training thread are C calls, not
+        calls of a Python function that subtracts (issue 34). Durations need no origin."""
         self._detail_limit = detail_limit
         self._detail_end = detail_limit
         """Steps from this index on go as aggregates (``detail_limit``, or earlier for fast steps)."""
@@ -222,9 +228,9 @@ class StepTracker:
                 self._check_fast(i, row[2])
             k += 1
         if k:
-            fold_columns(self._cols, batch[:k] if k < n else batch)
+            fold_columns(self._cols, batch[:k] if k < n else batch, self._origin)
         if k < n:
-            self._agg = aggregate_rows(self._agg, batch[k:])
+            self._agg = aggregate_rows(self._agg, batch[k:], self._origin)
 
     def no_training_signal(self) -> None:
         """The optimizer and backward hooks are off (a probe fault): no first step can come to
