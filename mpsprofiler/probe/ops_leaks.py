@@ -361,7 +361,9 @@ class LeakTracker:
         writes it (``self.stats["loss"]``, found from ``trainer.stats['loss']``); the size
         of its graph now (leak_reach.graph_held). A local with no such line is told at the
         frame's line (as before); one ``reached`` through a local's attribute or entry is not
-        told at all: ``out, self.h = rnn(x, self.h)`` is no accumulation to rewrite."""
+        told at all: ``out, self.h = rnn(x, self.h)`` is no accumulation to rewrite. Nor is a
+        local that every line writing it makes afresh (``preds = torch.cat(kept)`` once an
+        epoch): its graph spans steps because what it was made of did (:func:`_made_afresh`)."""
         from .leak_reach import graph_held
 
         file = frame.f_code.co_filename
@@ -370,6 +372,8 @@ class LeakTracker:
             file, line = _owner_line(owner, name, finder) or (file, None)
         if line is None and reached:
             return  # reached through an object, and no line writes it so: a wrong line is worse than none
+        if line is None and _made_afresh(file, name, frame.f_code):
+            return
         line = line or frame.f_lineno
         written = _target_text(file, line, name) or name
         entry = self._carries.setdefault((file, line), {"name": written, "steps": []})
@@ -662,6 +666,39 @@ def _assignment_line(file: str, name: str, code: Any, span: tuple[int, int] | No
     # a line that accumulates numbers (`x += loss.item()`) cannot hold a graph: prefer others
     tensors = [ln for ln, value in found if not _makes_a_number(value)]
     return (tensors or [ln for ln, _ in found])[0] if found else None
+
+
+def _made_afresh(file: str, name: str, code: Any) -> bool:
+    """Whether ``code`` writes the plain local ``name`` and no line that writes it reads it
+    (``tp = torch.cat(train_preds)``, tuple targets included): the value is made anew, so
+    no step's graph is chained to the previous one through it.
+
+    A Kaggle-style loop appended each batch's output (with its graph) to a list made anew
+    every epoch and concatenated it after the epoch: the concatenation, alive through the
+    next epoch, held nodes of several steps and was told as "`tp` keeps every step's
+    autograd graph alive" at the line the frame stood on (``opt.step()``), with the fix
+    ``tp += loss.item()``, a line that is not in the script. A name no line writes (a
+    parameter), or one a line writes from itself (``out, h = rnn(x, h)``), stays told."""
+    import linecache
+
+    from .leak_owner import parsed, statements
+
+    lines = linecache.getlines(file)
+    tree = parsed(file) if lines else None
+    if tree is None or "." in name or "[" in name:
+        return False
+    first, last = code_range(code, len(lines))
+    written = False
+    for node in statements(tree)[0]:
+        if not isinstance(node, (ast.Assign, ast.AugAssign)) or not first <= getattr(node, "lineno", 0) <= last:
+            continue
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        if not any(isinstance(t, ast.Name) and t.id == name for target in targets for t in ast.walk(target)):
+            continue
+        if isinstance(node, ast.AugAssign) or any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(node.value)):
+            return False
+        written = True
+    return written
 
 
 def _names(node: Any, name: str) -> bool:
