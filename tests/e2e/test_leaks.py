@@ -300,3 +300,31 @@ def test_an_epochs_concatenated_outputs_are_no_graph_carried_every_step(tmp_path
     assert not LEAK_RULES & set(_findings(detached)), detached["findings"]
     assert kept["steps"]["count"] == detached["steps"]["count"] == 128
 
+
+@pytest.mark.slow
+def test_a_total_read_as_a_tensor_is_not_offered_as_a_float(tmp_path: Path) -> None:
+    """`tot_loss += loss * len(xb)`, read after the epoch as `(tot_loss / count).item()`: the
+    fix offered `tot_loss += (loss * len(xb)).item()` as the other way, and the script so
+    edited fails at the epoch's line (a float has no `.item()`). The fix keeps the tensor
+    without its graph and says why not the number; its line, written into the script as the
+    finding gives it, runs with the same printed losses and no leak finding."""
+    leaky = _run(tmp_path, "epoch_mean_tensor")
+    carry = _findings(leaky)["graph-kept-across-steps"]
+    line = _line_of("epoch_mean_tensor", "tot_loss += loss * len(xb)")
+    use = _line_of("epoch_mean_tensor", 'print(f"epoch {epoch} train_loss {(tot_loss / count).item():.4f}")')
+    assert f"epoch_mean_tensor.py:{line}" in carry["title"], carry["title"]
+    fixed_line = "tot_loss += (loss * len(xb)).detach()"
+    assert fixed_line in carry["fix"], carry["fix"]
+    assert ".item()\n" not in carry["fix"] and "(loss * len(xb)).item()" not in carry["fix"], carry["fix"]
+    assert f"line {use} uses it as a tensor, `(tot_loss / count).item()`" in carry["fix"], carry["fix"]
+    lines = (SCRIPTS / "epoch_mean_tensor.py").read_text().splitlines()
+    lines[line - 1] = lines[line - 1].replace("tot_loss += loss * len(xb)", fixed_line)
+    edited = tmp_path / "edited" / "epoch_mean_tensor.py"
+    edited.parent.mkdir()
+    edited.write_text("\n".join(lines) + "\n")
+    run_dir = tmp_path / "edited-run"
+    proc = mpsprof_cli("run", "--headless", "-o", str(run_dir), str(edited))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert not LEAK_RULES & set(_findings(read_summary(run_dir))), read_summary(run_dir)["findings"]
+    bare = mpsprof_cli("run", "--headless", "-o", str(tmp_path / "again"), str(SCRIPTS / "epoch_mean_tensor.py"))
+    assert proc.stdout == bare.stdout and "epoch 2 train_loss" in proc.stdout, (proc.stdout, bare.stdout)

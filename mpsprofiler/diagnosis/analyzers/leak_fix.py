@@ -459,12 +459,43 @@ def carry_fix(file: str, line: int, name: str) -> str:
         op = head[len(target):head.index("=", len(target)) + 1].strip()
         wrapped = value if isinstance(stmt.value, (ast.Name, ast.Attribute, ast.Call, ast.Subscript)) else f"({value})"
         return (f"{target} {op} {wrapped}.detach()   # a tensor without autograd history\n"
-                f"# or a Python float (one sync per step):\n{target} {op} {wrapped}.item()")
+                + _number_way(source, tree, stmt.target, f"{target} {op} {wrapped}.item()"))
     if len(stmt.targets) != 1 or not _same_target(stmt.targets[0], name):
         return generic
     name = ast.get_source_segment(source, stmt.targets[0]) or name
     return (f"{name} = ({value}).detach()   # the same value, without autograd history\n"
-            f"# or a Python float (one sync per step):\n{name} = ({value}).item()")
+            + _number_way(source, tree, stmt.targets[0], f"{name} = ({value}).item()"))
+
+
+def _number_way(source: str, tree: ast.Module, target: ast.expr, line: str) -> str:
+    """The number form of the carry's fix (``line``), or, where the script uses the total as
+    a tensor (:func:`_tensor_use`), why not: a fast.ai-style loop's ``tot_loss += loss *
+    len(xb)`` was offered ``tot_loss += (loss * len(xb)).item()``, and its epoch line
+    ``(tot_loss / count).item()`` then failed (a float has no ``.item()``). ``mpsprof
+    patch`` chooses ``.detach()`` there (patch/cst/kept.py, ``accumulator_method``)."""
+    use = _tensor_use(source, tree, target)
+    if use is None:
+        return f"# or a Python float (one sync per step):\n{line}"
+    return f"# (not `.item()` here: line {use[0]} uses it as a tensor, `{use[1]}`)"
+
+
+def _tensor_use(source: str, tree: ast.Module, target: ast.expr) -> tuple[int, str] | None:
+    """(line, code) of the first read of ``target`` that only a tensor allows: a method or an
+    attribute of it, or of arithmetic on it (``total.item()``, ``(total / n).item()``,
+    ``total.device``); None where every read would take a number too."""
+    want = ast.unparse(target)
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Attribute) or not isinstance(node.ctx, ast.Load):
+            continue
+        inner = node.value
+        while isinstance(inner, (ast.BinOp, ast.UnaryOp)):
+            operands = [inner.left, inner.right] if isinstance(inner, ast.BinOp) else [inner.operand]
+            inner = next((o for o in operands if ast.unparse(o) == want), operands[0])
+        if ast.unparse(inner) == want and isinstance(getattr(inner, "ctx", None), ast.Load):
+            call = next((c for c in ast.walk(tree) if isinstance(c, ast.Call) and c.func is node), None)
+            code = ast.get_source_segment(source, call if call is not None else node)
+            return node.lineno, code or want
+    return None
 
 
 def _same_target(node: ast.expr, name: str) -> bool:
