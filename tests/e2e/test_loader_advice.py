@@ -925,3 +925,26 @@ def test_a_comprehension_that_builds_two_loaders_gives_workers_to_the_slow_one_o
     patched = mpsprof_cli("patch", str(tmp_path / "run"), env=child_env(), timeout=120)
     assert patched.returncode == 0, patched.stderr[-2000:]
     _patched_runs(tmp_path, "comp_loaders.py", n.group(1))
+
+
+@pytest.mark.slow
+def test_loaders_read_in_turns_are_training_loaders_not_evaluation(tmp_path):
+    """Two tasks' loaders alternated step by step (tests/scripts_loader/alternate_tasks.py):
+    the slow one serves every other step, under the half that made a loader a side one, and
+    was told "Evaluation waits for its DataLoader ... time of the evaluation passes between
+    training steps", sized from the moments between its batches, with the steps' alternation
+    read as loading "in bursts". Together the loaders feed every step and the other one alone
+    does not: it is the training's stall, at the slow loader's line."""
+    summary, facts = profile(tmp_path, "alternate_tasks.py")
+    stalls = [f for f in summary["findings"] if f["rule"] in STALLS]
+    assert len(stalls) == 1, summary["findings"]
+    stall = stalls[0]
+    assert facts["stall_subject"] == "training" and facts["reason_trains"] == "train", facts
+    assert stall["title"].startswith("The DataLoader starves training"), stall["title"]
+    assert "evaluation" not in (stall["evidence"] + stall["fix"]).lower(), stall["evidence"]
+    assert "bursts" not in stall["fix"], stall["fix"]
+    line = next(i for i, text in enumerate((SCRIPTS / "alternate_tasks.py").read_text().splitlines(), 1)
+                if text.strip().startswith("loader_b = DataLoader("))
+    assert "the 2nd DataLoader built at " in stall["evidence"], stall["evidence"]
+    assert f"alternate_tasks.py:{line}." in stall["evidence"], stall["evidence"]
+    assert "loader_b = DataLoader(" in stall["fix"] and "num_workers=" in stall["fix"], stall["fix"]

@@ -251,6 +251,7 @@ def _profile(session: Session, loader: DataLoaderFields, workers: int, kept: lis
     """How the loader spends a batch, and the suggestion that follows (see the modules)."""
     fig = loader_profile.measure(session, kept, late=True)
     fig.batch_tensors = _opt_int(loader.get("batch_tensors"))
+    all_per_step = fig.batches / fig.steps if fig.steps else None  # every loader's batches a step
     split = shares(session, loader)
     other_loaders = None
     if split is not None:
@@ -275,11 +276,17 @@ def _profile(session: Session, loader: DataLoaderFields, workers: int, kept: lis
     per_step = fig.batches / fig.steps if fig.steps else None  # this loader's batches a step
     # read between the steps (the script's own evaluation pass): a side loader however many
     # batches a step it comes to, as a framework's evaluation loader
-    consume = side_consume(loader, per_step, read_aside(session, loader)) if split is not None else None
+    aside = read_aside(session, loader)
+    turns = split is not None and not aside and in_turns(per_step, all_per_step)
+    consume = side_consume(loader, per_step, aside) if split is not None and not turns else None
     if consume is not None:
         # a loader served in a few steps only (evaluation every N steps): the steps'
         # compute and ratios are the other loader's; its own batches are consumed this fast
         train, spread, average, middle = consume, None, None, None
+    elif turns:
+        # the steps take turns between the loaders: half of them wait for this one and half
+        # do not, a spread of the loop's making, not loading "in bursts"
+        spread, average, middle = None, None, None
     training_cores = fig.training_cores(workers)
     measured = others_busy(session)  # other programs' cores during the run: not free for workers
     others = measured[0] if measured is not None else None
@@ -394,6 +401,24 @@ loader's: a Lightning run with a slow validation set inside fit waited 74.9 ms a
 SIDE_LOADER = 0.5
 """A loader whose batches come in fewer than half the steps (one every two or more) is a
 side loader: evaluation, a probe set. Its batches are not what paces the steps."""
+
+
+IN_TURNS = 0.9
+"""Batches a step, of all the loaders together, from which the steps are fed by loaders."""
+
+
+def in_turns(per_step: float | None, all_per_step: float | None) -> bool:
+    """Whether the loaders feed the steps in turns (multi-task training: task A's loader on
+    even steps, task B's on odd ones, or round-robin over three): together they give a
+    batch to (nearly) every step, and the others without this one do not. Each serves
+    under half the steps, yet none is a side loader: its batch is the batch its steps train
+    on. A loop alternating a fast and a slow task's loader was told "Evaluation waits for its
+    DataLoader ... time of the evaluation passes between training steps", of a loader that
+    held back every other training step. An evaluation loader beside a training loader that
+    feeds every step (``others >= IN_TURNS``) stays a side loader."""
+    if per_step is None or all_per_step is None:
+        return False
+    return all_per_step >= IN_TURNS and all_per_step - per_step < IN_TURNS
 
 
 def side_consume(loader: DataLoaderFields, per_step: float | None, evaluation: bool = False) -> float | None:
