@@ -404,6 +404,7 @@ def test_workers_beside_a_thread_per_core_come_with_fewer_threads_at_the_scripts
 
 
 @pytest.mark.slow
+@pytest.mark.serial  # its try's verdict times the fix: alone
 def test_an_evaluation_loader_is_sized_from_its_own_batches_and_its_fix_is_tried_over_its_reads(tmp_path):
     """A slow evaluation loader read every 30 steps (4 batches of 128 ms): its batches come in
     4 of 120 steps, so the steps' median asked for 1 worker and "it trains in 12 ms" was the
