@@ -165,6 +165,10 @@ class DataLoaderFields(Tagged, total=False):
     fetch_s: float
     """Batches taken from this loader (each iterator's first left out) and the training's
     wall time waiting for them; sent again as they grow."""
+    first_fetches: int
+    first_fetch_s: float
+    """Iterators' first batches taken from it and the training's wall time waiting for them
+    (each includes starting the pass's workers); absent in older recordings."""
     iters: int
     """Iterators started over it (probe/loader_sites.py): its passes, where its workers are
     not persistent; absent in older recordings."""

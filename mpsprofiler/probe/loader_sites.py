@@ -33,6 +33,10 @@ try`` must change that one alone. So the probe records, per loader:
   after the batch before and removed by its one call, not by wrapping the class's method:
   the batches not timed then cost one comparison, where a wrapper costs a call at every
   batch (0.6 µs measured, benchmarks/next_index_cost.py);
+* ``first_fetches``/``first_fetch_s``: the iterators' first batches and the training's wait
+  for them, which holds starting the workers of a pass (with non-persistent workers, at
+  every pass): against the mean of the other fetches, what each restart cost this loader,
+  whichever other loaders the steps also read;
 * ``iters``: the iterators started over it (``_BaseDataLoaderIter.__init__``): its passes,
   where workers are not persistent (a persistent loader's later passes reset its one
   iterator). A loader read in one pass gains nothing from ``persistent_workers``, which
@@ -99,6 +103,8 @@ class Site:
     is changed at the call that makes the one to change."""
     fetches: int = 0
     fetch_s: float = 0.0
+    first_fetches: int = 0
+    first_fetch_s: float = 0.0
     consumes: int = 0
     consume_s: float = 0.0
     consume_steps: int = 0
@@ -202,8 +208,10 @@ class LoaderSites:
         if state[0] > 1 and step is not None and state[3] is not None and step != state[3]:
             site.consume_steps += 1
         state[1], state[3] = end, step
-        if state[0] == 1:
-            return  # the first batch waits for the workers to start
+        if state[0] == 1:  # the first batch waits for the workers to start: summed apart
+            site.first_fetches += 1
+            site.first_fetch_s += seconds
+            return
         if site.tensors is None:
             site.tensors = count_tensors(batch)
             site.form = batch_form(batch)
@@ -242,6 +250,8 @@ class LoaderSites:
         if site.form is not None:
             extra["batch_form"] = site.form
         extra["iters"] = site.iters
+        if site.first_fetches:
+            extra.update(first_fetches=site.first_fetches, first_fetch_s=round(site.first_fetch_s, 6))
         extra.update(after or {})
         if site.consumes:
             extra.update(consumes=site.consumes, consume_s=round(site.consume_s, 6))

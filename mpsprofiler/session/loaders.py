@@ -20,8 +20,8 @@ from typing import Any, cast
 
 from ..events.payloads import DataLoaderFields
 
-SUMMED = ("fetches", "fetch_s", "consumes", "consume_s", "index_calls", "index_s", "iters", "after_fetches",
-          "after_fetch_s")
+SUMMED = ("fetches", "fetch_s", "first_fetches", "first_fetch_s", "consumes", "consume_s", "index_calls", "index_s",
+          "iters", "after_fetches", "after_fetch_s")
 """Counters of one construction's batches: the loader's are their sums."""
 
 
