@@ -782,6 +782,37 @@ def test_spawned_workers_restarted_every_epoch_are_told_persistent_workers_not_m
 
 
 @pytest.mark.slow
+def test_spawned_train_and_val_loaders_restarted_every_epoch_are_told_persistent_workers_at_both_lines(tmp_path):
+    """A training and a validation loader (timm's train.py layout), 2 spawned workers each,
+    not persistent, 4 short epochs of cheap batches: each pass over either loader starts its
+    workers again, a new Python importing torch and the script. With two loaders the
+    restarts were not measured and their start-up CPU read as batch work: "building batches
+    needs more CPU than this machine has", with lighter transforms as the advice. Each
+    loader's restarts are measured from its own passes' first batches (probe/loader_sites.py),
+    and the fix is persistent_workers=True at both loaders' lines. Whatever the load, the
+    spawns (about a second of CPU each) dwarf batches of 8 random vectors."""
+    summary, facts = profile(tmp_path, "train_val_restarts.py")
+    text = (SCRIPTS / "train_val_restarts.py").read_text().splitlines()
+    train = next(i for i, t in enumerate(text, 1) if "train_loader = DataLoader(" in t)
+    val = next(i for i, t in enumerate(text, 1) if "val_loader = DataLoader(" in t)
+    said = json.dumps(summary["findings"])
+    assert "more CPU than this machine has" not in said and "lighter transforms" not in said, said
+    assert "cheaper to build" not in said, said
+    found = {f["rule"]: f for f in summary["findings"]}
+    respawn = found.get("worker-respawn")
+    assert respawn is not None, sorted(found)
+    assert f"train_val_restarts.py:{train}" in respawn["fix"] and f"train_val_restarts.py:{val}" in respawn["fix"], \
+        respawn["fix"]
+    assert respawn["fix"].count("persistent_workers=True") == 2, respawn["fix"]
+    assert "spawn" in respawn["evidence"], respawn["evidence"]
+    assert facts["dataloader_count"] == 2 and facts["workers_respawn_each_epoch"] is True, facts
+    stall = found.get("dataloader-stall-critical") or found.get("dataloader-stall")
+    if stall is not None:  # the waiting is worded as the start-ups, the workers kept
+        assert "The waiting is the workers' start-up, not their loading" in stall["fix"], stall["fix"]
+        assert facts["suggested_num_workers"] == 2 and facts["num_workers_helps"] is False, facts
+
+
+@pytest.mark.slow
 def test_forked_cpu_bound_workers_restarted_every_epoch_keep_their_cpu_advice(tmp_path):
     """The same loop with fork (start-up in milliseconds) and 10 ms of CPU work a sample:
     the waiting is the loading, and the advice stays about CPU, not start-up."""

@@ -35,11 +35,12 @@ from .loader_advice import (
     step_loads,
     step_ratios,
 )
-from .loader_place import LOADER_CALLS, PLACE_FACTS, in_steps, place_facts, shares, stalled_loader
+from .loader_place import PLACE_FACTS, in_steps, place_facts, shares, stalled_loader
+from .loader_restarts import STARTUP_METHODS, respawn_line, several_loaders
 from .loader_role import read_aside, restarts
 from .loops import TRAINING_SIGNALS
 from .registry import analyzer
-from .source_edit import rewrite_call, short_path
+from .source_edit import short_path
 from .threads import others_busy, thread_fix_place, torch_threads
 
 STALL_STEP_SHARE = 0.15
@@ -115,7 +116,10 @@ def dataloader_facts(session: Session) -> dict[str, Any]:
     facts.update(_profile(session, loader, workers or 0, kept))
     facts["suggested_prefetch_factor"] = max(4, (facts["prefetch_factor"] or 2) * 2)
     facts.update(respawn)
-    if _startup_bound(facts, wait):
+    # several loaders: the steps holding the restarts are not told apart (restarts empty),
+    # so the steady wait holds their cost, which the rest of the waiting is weighed without
+    cost = num(facts.get("respawn_cost_s")) or 0.0
+    if _startup_bound(facts, wait if restarts else max(0.0, wait - cost)):
         spawned = facts.get("worker_start_method") in STARTUP_METHODS
         apart = isinstance(facts.get("worker_startup_cpu_s"), float) and facts["worker_startup_cpu_s"] > 0
         # the workers' CPU is measured between two memory samples inside the steady steps: a
@@ -167,10 +171,6 @@ def _evaluation_wait(session: Session, loader: DataLoaderFields) -> dict[str, An
             "eval_wait_share": rounded(min(1.0, fetch_s / total)), "run_steps_s": rounded(total, 3)}
 
 
-STARTUP_METHODS = ("spawn", "forkserver")
-"""Start methods whose workers start a new interpreter that imports torch and the script
-(a second or more each, torch's DataLoader docs: "Platform-specific behaviors"); a fork
-copies the process in milliseconds."""
 STARTUP_ADVICE: dict[str, Any] = {"stall_advice": "restarts", "num_workers_reason": ["restarts"],
                                   "figures_loading": "startup", "stall_threads": "none",
                                   "restart_how": "spawn", "restart_cpu": "in"}
@@ -455,7 +455,11 @@ def _respawn(
     capacity = sum(n for n in lengths if n)
     out: dict[str, Any] = {"workers_respawn_each_epoch": total > capacity}
     length = _opt_int(loader.get("len"))
-    if len(session.dataloaders) != 1 or not length or total <= capacity:
+    if len(session.dataloaders) != 1:
+        # each loader's restarts from its own passes' first batches (spawned workers)
+        out.update(several_loaders(session, loader))
+        return out, set()
+    if not length or total <= capacity:
         return out, set()
     out["epochs_seen"] = -(-total // length)
     firsts, others = _epoch_starts(session, length)
@@ -473,24 +477,10 @@ def _respawn(
     out["respawn_first_step"] = firsts[0].i
     # a loader built anew every epoch starts new workers whatever persistent_workers says
     out["respawn_why"] = out["respawn_fix"] = "rebuilt" if rebuilt_count(loader) > 1 else "persistent"  # codes
-    if out["respawn_fix"] == "persistent":
-        out.update(_respawn_line(session, loader))
+    line = respawn_line(session, loader) if out["respawn_fix"] == "persistent" else None
+    if line is not None:
+        out.update(respawn_fix="persistent_line", respawn_place=line[0], respawn_code=line[1])
     return out, {p.i for p in firsts}
-
-
-def _respawn_line(session: Session, loader: DataLoaderFields) -> dict[str, Any]:
-    """The script's own DataLoader line with ``persistent_workers=True``, every other
-    argument as written (its dataset, shuffle, start method): the respawn fix, whatever
-    the stall advice says about the number of workers. A generic ``DataLoader(dataset,
-    ...)`` snippet named a variable the script does not have and dropped its arguments."""
-    file, line = loader.get("file"), num(loader.get("line"))
-    if not file or not line:
-        return {}
-    rewrite = rewrite_call(str(file), int(line), LOADER_CALLS, {"persistent_workers": "True"})
-    if rewrite is None:
-        return {}
-    return {"respawn_fix": "persistent_line", "respawn_code": rewrite.after,
-            "respawn_place": rewrite.place(session.run.get('cwd'))}
 
 
 def _epoch_starts(session: Session, length: int) -> tuple[list[StepPoint], list[StepPoint]]:
