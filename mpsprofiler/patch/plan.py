@@ -133,8 +133,11 @@ def _loaders(e: _Edits, f: Finding, facts: dict[str, Any]) -> None:
         targets = list(loaders.values()) if key == "*" else [d for d in loaders.values() if _built_as(d, key)]
         named = facts.get("loader_created")
         if key == "*" and fields.get("persistent_workers") and named is not None:
-            # the loader whose workers restart (the finding's), not every loader of the script
-            targets = [d for d in targets if str(d.get("created")) == str(named)] or targets
+            # the loader whose workers restart (the finding's), not every loader of the script;
+            # worker-respawn's fix in a run of several loaders names each costly one's line
+            several = facts.get("respawn_loaders") if f.rule == "worker-respawn" else None
+            wanted = {str(n) for n in several} if isinstance(several, list) and several else {str(named)}
+            targets = [d for d in targets if str(d.get("created")) in wanted] or targets
         if not targets:
             e.fix.not_patched.append(f"not patched: the run recorded no place for DataLoader {key}; set "
                                      f"{_args(fields)} where it is built, by hand")

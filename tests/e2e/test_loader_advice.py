@@ -810,6 +810,9 @@ def test_spawned_train_and_val_loaders_restarted_every_epoch_are_told_persistent
     if stall is not None:  # the waiting is worded as the start-ups, the workers kept
         assert "The waiting is the workers' start-up, not their loading" in stall["fix"], stall["fix"]
         assert facts["suggested_num_workers"] == 2 and facts["num_workers_helps"] is False, facts
+    patched = mpsprof_cli("patch", str(tmp_path / "run"), "--rule", "worker-respawn", env=child_env(), timeout=120)
+    assert f"train_val_restarts.py:{train}: persistent_workers=True" in patched.stdout, patched.stdout
+    assert f"train_val_restarts.py:{val}: persistent_workers=True" in patched.stdout, patched.stdout
 
 
 @pytest.mark.slow

@@ -37,6 +37,7 @@ def test_both_loaders_spawned_restarts_are_measured_and_both_lines_fixed(tmp_pat
     assert abs(facts["respawn_cost_s"] - (3 * 1.498 + 3 * 1.248)) < 1e-3, facts
     assert facts["epochs_seen"] == 4 and facts["respawn_fix"] == "persistent_line", facts
     assert facts["respawn_place"] == "train.py:2 and train.py:3", facts
+    assert facts["respawn_loaders"] == [1, 2], facts  # the loaders `mpsprof patch` edits
     assert facts["respawn_code"].count("persistent_workers=True") == 2, facts["respawn_code"]
     assert "shuffle=True" in facts["respawn_code"], facts["respawn_code"]
 
@@ -45,7 +46,7 @@ def test_a_loader_whose_restarts_cost_little_is_not_named(tmp_path: Path) -> Non
     script = tmp_path / "train.py"
     script.write_text(SCRIPT)
     facts = _facts(tmp_path, _loader(script, 2, 6.0), _loader(script, 3, 0.01))
-    assert facts["respawn_place"] == "train.py:2", facts
+    assert facts["respawn_place"] == "train.py:2" and facts["respawn_loaders"] == [1], facts
     assert "val_loader" not in facts["respawn_code"], facts["respawn_code"]
 
 

@@ -56,7 +56,7 @@ DATALOADER_FACTS: tuple[str, ...] = (
     "loading_wait_share", "loading_wait_share_low", "machine_busy_share", "num_workers", "num_workers_helps",
     "num_workers_needed", "num_workers_range", "num_workers_reason", "persistent_workers", "pin_memory", "prefetch_factor",
     "respawn_code", "respawn_cost_s", "respawn_first_step", "restart_how", "restart_cpu", "worker_startup_cpu_s", "respawn_fix",
-    "respawn_place", "respawn_why", "respawn_share", "respawn_wait_ms", "side_steps_per_pass", "stall_advice", "stall_subject",
+    "respawn_place", "respawn_loaders", "respawn_why", "respawn_share", "respawn_wait_ms", "side_steps_per_pass", "stall_advice", "stall_subject",
     "stall_thread_code", "stall_thread_place", "stall_thread_where", "stall_threads", "stall_threads_keep", "stall_threads_now",
     "stall_wait", "data_wait_own_ms", "eval_wait_s", "eval_wait_share", "eval_batches", "eval_batch_ms", "run_steps_s",
     "steady_steps", "steady_batches", "step_batches", "step_mean_ms", "step_ms", "suggested_num_workers", "suggested_prefetch_factor",

@@ -92,6 +92,8 @@ def several_loaders(session: Session, stalled: DataLoaderFields) -> dict[str, An
                     key=lambda r: (num(r.loader.get("created")) or 0, r.loader is not stalled))
     lines = [fix for fix in (respawn_line(session, r.loader) for r in costly) if fix]
     if lines and len(lines) == len(costly):
+        # their construction numbers: the loaders `mpsprof patch` edits (patch/plan.py)
+        out["respawn_loaders"] = [int(num(r.loader.get("created")) or 0) for r in costly]
         out["respawn_fix"] = "persistent_line"
         out["respawn_place"] = " and ".join(p for p, _ in lines)
         out["respawn_code"] = lines[0][1] if len(lines) == 1 else "\n".join(f"# {p}\n{c}" for p, c in lines)
