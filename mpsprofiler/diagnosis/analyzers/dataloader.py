@@ -444,7 +444,9 @@ def _respawn(
     Every batch the probe counted came from some loader; more batches than all loaders
     hold together means some loader was iterated again, which without
     ``persistent_workers`` starts its workers again. Returns the facts and the steps
-    that began an epoch with restarted workers.
+    that began an epoch with restarted workers (none where the run reads several loaders:
+    each loader's restarts are then measured from its own passes' first batches,
+    loader_restarts.py, and the steps holding them are not told apart).
     """
     if not workers or loader.get("persistent_workers"):
         return {}, set()
