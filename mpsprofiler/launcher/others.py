@@ -11,6 +11,13 @@ Sampled here, in the parent, not in the training process: a process listing cost
 milliseconds per second of run on a machine with a few hundred processes, which the
 training never pays. A process the parent may not read (another user's, on macOS) is
 skipped; any failure stops the sampler, never the run.
+
+On Linux the listing reads each process's ``/proc/<pid>/stat`` alone (name, parent, CPU
+times and start time are all in it: proc(5)), one pass with no process objects, and the
+training's tree comes from that pass's parent pids; a program is named (its command line
+read) only once it has used CPU during the run, once per process. Elsewhere psutil lists
+them. Issue 34: psutil's objects took 6.3 ms of the parent's CPU per listing of ~100
+processes, and the tree was a second listing (``children(recursive=True)``).
 """
 
 from __future__ import annotations
@@ -32,14 +39,19 @@ RESEND_S = 10.0
 
 
 def _name(proc: Any) -> str:
-    """The program's name and, for an interpreter, its script's base name or ``-c``/``-m``
-    (``python spin.py``, ``python -m pytest``): never the whole command line, which may
-    hold secrets. Another mpsprof run's training is named by its script."""
+    """:func:`_label` of a psutil process (its name as psutil gives it, its command line)."""
     name = str(proc.info.get("name") or "?")
     try:
         argv = proc.cmdline()
     except Exception:
         return name
+    return _label(name, argv)
+
+
+def _label(name: str, argv: list[str]) -> str:
+    """The program's name and, for an interpreter, its script's base name or ``-c``/``-m``
+    (``python spin.py``, ``python -m pytest``): never the whole command line, which may
+    hold secrets. Another mpsprof run's training is named by its script."""
     if not ("python" in name.lower() or name.lower() in ("node", "ruby", "perl", "bash", "sh")):
         return name
     rest = argv[1:]
@@ -57,6 +69,76 @@ def _name(proc: Any) -> str:
     return f"{name} {script[:40]}"
 
 
+PROC = "/proc"
+Row = tuple[int, Any, Any, Any, str, Any]
+"""One listed process: (pid, parent pid, start time as seconds since the epoch, CPU seconds
+(user + system; None where they may not be read), its name (Linux: the kernel's 15-character ``comm``), a psutil process or None)."""
+
+
+def _boot_time() -> float:
+    """``btime`` of ``/proc/stat``: the epoch seconds a process's start ticks count from."""
+    with open(f"{PROC}/stat", "rb") as f:
+        for line in f:
+            if line.startswith(b"btime"):
+                return float(line.split()[1])
+    raise RuntimeError("no btime in /proc/stat")
+
+
+def _proc_rows(ticks: float, boot: float) -> list[Row]:
+    """Every process from its ``/proc/<pid>/stat`` alone (proc(5): the name between the first
+    ``(`` and the last ``)``, then state, ppid, ..., utime and stime (fields 14-15), starttime
+    (22)), in the figures psutil gives: CPU seconds ``utime / ticks + stime / ticks``, start
+    ``starttime / ticks + btime``. A process gone between the listing and its read is left out."""
+    rows: list[Row] = []
+    read, close, open_, flags = os.read, os.close, os.open, os.O_RDONLY
+    for entry in os.listdir(PROC):
+        if not entry.isdigit():
+            continue
+        try:
+            fd = open_(f"{PROC}/{entry}/stat", flags)
+        except OSError:
+            continue
+        try:
+            data = read(fd, 4096)
+        except OSError:
+            continue
+        finally:
+            close(fd)
+        rpar = data.rfind(b")")
+        fields = data[rpar + 2:].split()
+        try:
+            rows.append((int(entry), int(fields[1]), float(fields[19]) / ticks + boot,
+                         float(fields[11]) / ticks + float(fields[12]) / ticks,
+                         os.fsdecode(data[data.find(b"(") + 1:rpar]), None))
+        except (IndexError, ValueError):
+            continue
+    return rows
+
+
+def _proc_name(pid: int, comm: str) -> str:
+    """:func:`_label` of a listed Linux process, named as psutil names it: the kernel keeps 15
+    characters of a name, so a longer one is taken from the command line's first word where
+    that begins with them (psutil's ``Process.name``)."""
+    try:
+        with open(f"{PROC}/{pid}/cmdline", "rb") as f:
+            data = f.read()
+    except OSError:
+        return comm
+    text = os.fsdecode(data)
+    argv: list[str] = []
+    if text:  # split as psutil's ``cmdline`` does (a setproctitle()'d one uses spaces)
+        sep = "\0" if text.endswith("\0") else " "
+        argv = (text[:-1] if text.endswith(sep) else text).split(sep)
+        if sep == "\0" and len(argv) == 1 and " " in text:
+            argv = text.split(" ")
+    name = comm
+    if len(comm) >= 15 and argv:
+        extended = os.path.basename(argv[0])
+        if extended.startswith(comm):
+            name = extended
+    return _label(name, argv)
+
+
 class OtherPrograms:
     """A daemon thread: ``start(root_pid)``; the reader thread ``take()``s each new reading
     (the ``others`` event's fields) and writes it with the child's events, so one thread
@@ -71,7 +153,10 @@ class OtherPrograms:
         self._thread: threading.Thread | None = None
         self._first: dict[tuple[int, float], float] = {}
         """(pid, create time) -> CPU seconds when first seen (0 for one started during the run)."""
-        self._last: dict[tuple[int, float], tuple[float, str]] = {}
+        self._last: dict[tuple[int, float], tuple[float, str | None]] = {}
+        """(pid, create time) -> (CPU seconds at the latest listing, name: None until it used CPU)."""
+        self._proc: tuple[float, float] | bool | None = None
+        """(clock ticks a second, boot time) where ``/proc`` is read; False: psutil lists."""
         self._t0 = 0.0
         self._wall0 = 0.0
         self._sent: list[str] | None = None
@@ -104,46 +189,49 @@ class OtherPrograms:
         import psutil
 
         try:
-            root = psutil.Process(root_pid)
             self._t0, self._wall0 = time.monotonic(), time.time()
-            self._read(psutil, root)
+            self._read(self._list(psutil), root_pid)
             while not self._stop.wait(self._interval):
-                self._read(psutil, root)
+                self._read(self._list(psutil), root_pid)
                 self._send()
         except Exception:
             return
 
-    def _tree(self, psutil: Any, root: Any) -> set[int]:
-        """The training's pids: the root and its descendants."""
-        tree = {root.pid}
-        try:
-            tree |= {c.pid for c in root.children(recursive=True)}
-        except psutil.Error:
-            pass
-        return tree
+    def _list(self, psutil: Any) -> list[Row]:
+        """Every process: from ``/proc`` where there is one (Linux), else psutil's listing."""
+        if self._proc is None:
+            try:
+                self._proc = (float(os.sysconf("SC_CLK_TCK")), _boot_time()) if os.path.isdir(f"{PROC}/self") else False
+            except (OSError, ValueError, RuntimeError):
+                self._proc = False
+        if isinstance(self._proc, tuple):
+            return _proc_rows(*self._proc)
+        return _psutil_rows(psutil)
 
-    def _read(self, psutil: Any, root: Any) -> None:
-        # the listing first, then the training's tree: a DataLoader worker started between
-        # the two is in the tree (read the other way round, it was listed as another
-        # program); one listed but gone by the time the tree is read still descends from
-        # the training by the parent pids the listing holds
-        procs = list(psutil.process_iter(["name", "create_time", "cpu_times", "ppid"]))
-        tree = self._tree(psutil, root)
-        parents = {proc.pid: proc.info.get("ppid") for proc in procs}
-        for proc in procs:
-            if proc.pid == 0 or proc.pid == os.getpid() or _descends(proc.pid, tree, parents):
+    def _read(self, rows: list[Row], root_pid: int) -> None:
+        """Fold one listing into the CPU figures. The training's tree is ``root_pid`` and the
+        processes descending from it by the listing's own parent pids: a DataLoader worker is
+        the training's even where it or its parent is gone by the time it is read, and no
+        second listing is made for the tree. A process is named once, when it has first used
+        CPU since the run began: a program that used none adds nothing to any name's figure."""
+        parents = {row[0]: row[1] for row in rows}
+        tree = {root_pid}
+        me = os.getpid()
+        first, last, wall0 = self._first, self._last, self._wall0
+        for pid, _, created, cpu, comm, proc in rows:
+            if cpu is None or pid == 0 or pid == me or _descends(pid, tree, parents):
                 continue
-            times, created = proc.info.get("cpu_times"), proc.info.get("create_time")
-            if times is None or created is None:
-                continue
-            cpu = float(times.user + times.system)
-            key = (proc.pid, float(created))
-            if key not in self._first:
+            key = (pid, created)
+            start = first.get(key)
+            if start is None:
                 # started during the run: all its CPU time is the run's; else from now on
-                self._first[key] = 0.0 if created >= self._wall0 else cpu
-                self._last[key] = (cpu, _name(proc))
+                start = first[key] = 0.0 if created >= wall0 else cpu
+                name = None
             else:
-                self._last[key] = (cpu, self._last[key][1])
+                name = last[key][1]
+            if name is None and cpu != start:
+                name = _proc_name(pid, comm) if proc is None else _name(proc)
+            last[key] = (cpu, name)
 
     def _send(self, min_window: float = MIN_WINDOW_S) -> None:
         window = time.monotonic() - self._t0
@@ -151,6 +239,8 @@ class OtherPrograms:
             return
         by_name: dict[str, float] = {}
         for key, (cpu, name) in self._last.items():  # one program in several processes: one line
+            if name is None:
+                continue  # no CPU used since the run began (see _read)
             by_name[name] = by_name.get(name, 0.0) + (cpu - self._first[key]) / window
         used = sorted(((cores, name) for name, cores in by_name.items()), reverse=True)
         top: list[dict[str, Any]] = [{"name": name, "cores": round(cores, 2)} for cores, name in used[:TOP]
@@ -163,6 +253,18 @@ class OtherPrograms:
                 return
             self._sent, self._sent_at = names, window
             self._pending = fields
+
+
+def _psutil_rows(psutil: Any) -> list[Row]:
+    """Every process psutil may read (a system without ``/proc``: macOS), as :data:`Row`\ s."""
+    rows: list[Row] = []
+    for proc in psutil.process_iter(["name", "create_time", "cpu_times", "ppid"]):
+        times, created = proc.info.get("cpu_times"), proc.info.get("create_time")
+        # one whose times may not be read is listed all the same: its children descend from it
+        rows.append((proc.pid, proc.info.get("ppid"), None if created is None else float(created),
+                     None if times is None or created is None else float(times.user + times.system),
+                     str(proc.info.get("name") or "?"), proc))
+    return rows
 
 
 def _descends(pid: int, tree: set[int], parents: dict[int, Any]) -> bool:
@@ -191,11 +293,11 @@ def measure_once(seconds: float = 0.5) -> dict[str, Any] | None:
         mine0 = sum(me.cpu_times()[:2])
         sampler = OtherPrograms()
         sampler._t0, sampler._wall0 = time.monotonic(), time.time()
-        sampler._read(psutil, me)
+        sampler._read(sampler._list(psutil), me.pid)
         psutil.cpu_percent(None)
         time.sleep(seconds)
         busy = psutil.cpu_percent(None) / 100.0 * logical
-        sampler._read(psutil, me)
+        sampler._read(sampler._list(psutil), me.pid)
         window = max(time.monotonic() - sampler._t0, 1e-3)
         mine = (sum(me.cpu_times()[:2]) - mine0) / window
         sampler._send(min_window=0.0)
