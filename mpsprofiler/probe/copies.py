@@ -39,6 +39,10 @@ class PinCheck:
         self._done: set[int] = set()
         self._stats: dict[int, dict[str, Any]] = {}
         self._broken = False
+        self.open: set[int] = set()
+        """Loaders (by number) with an iterator registered whose check is not done: while
+        empty, the DataLoader hook skips :meth:`on_batch` (one attribute read per batch, not
+        a call, once every loader's first batches were looked at)."""
 
     def on_iter(self, it: Any, loader: Any, number: int) -> None:
         """An iterator of ``loader`` starts (``number``: the loader's creation order, 0 if seen before)."""
@@ -51,6 +55,7 @@ class PinCheck:
         if number and number not in self._done:
             pin = getattr(loader, "pin_memory", None)
             self._iters[it] = {"n": number, "pin": pin if isinstance(pin, bool) else None}
+            self.open.add(number)
 
     def on_batch(self, it: Any, batch: Any) -> None:
         """A batch came out of ``it``; a failure here switches this check off, nothing else."""
@@ -87,6 +92,7 @@ class PinCheck:
         """One event per loader, with the loader's own ``pin_memory`` (left out where the
         loader has no boolean one), however many batches were looked at."""
         self._done.add(number)
+        self.open.discard(number)
         stats = self._stats.pop(number)
         n = max(1, stats["batches"])
         pin = {"pin_memory": stats["pin"]} if isinstance(stats["pin"], bool) else {}

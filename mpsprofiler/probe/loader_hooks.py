@@ -14,6 +14,8 @@ iterator's own attribute that ``sites.on_fetch`` sets for its next batch (loader
 
 from __future__ import annotations
 
+import functools
+import operator
 import sys
 import time
 from collections.abc import Callable, Set
@@ -50,12 +52,13 @@ def install(tracker: StepTracker, disabled: Set[str], emit: Callable[..., None],
     orig_next = base.__next__
     orig_init = base.__init__
     seen = WeakIds()  # never keeps a loader (and its persistent workers) alive
+    # the steps begun, read at every batch: a C callable (no Python frame), see StepTracker.begun
     sites = loader_sites.LoaderSites(lambda d: emit(events.KIND_DATALOADER, **d),
-                                     lambda: tracker.index + tracker.retracted)
+                                     functools.partial(operator.attrgetter("begun"), tracker))
     pins = PinCheck(emit, device_kind)
     perf_counter = time.perf_counter
 
-    def safe(fn: Callable[[], None]) -> None:
+    def safe(fn: Callable[[], object]) -> None:
         try:
             fn()
         except Exception as exc:
@@ -84,10 +87,9 @@ def install(tracker: StepTracker, disabled: Set[str], emit: Callable[..., None],
         # one try for the three (this runs at every batch): the first failure switches the
         # instrument off, and the others would only have fed an instrument that is off
         try:
-            tracker.on_fetch_end(started, True)
-            end = perf_counter()
+            end = tracker.on_fetch_end(started, True)  # the tracker's clock is perf_counter (probe.py)
             sites.on_fetch(it, end - t0, batch, end)
-            if tracker.backend.asynchronous:
+            if pins.open and tracker.backend.kind == "cuda":
                 pins.on_batch(it, batch)  # pageable batches on CUDA (probe/copies.py)
         except Exception as exc:
             fail(INSTRUMENT, exc)

@@ -124,6 +124,9 @@ class Site:
     at that count: at exit, those taken after the last step ended."""
     tail_fetches: int = 0
     tail_fetch_s: float = 0.0
+    due: int = 0
+    """The timed batch count at which :meth:`LoaderSites._due` runs next (an index draw to
+    time or an update to send): one comparison per batch for both schedules."""
 
 
 class LoaderSites:
@@ -176,6 +179,7 @@ class LoaderSites:
             return
         if fields is not None:
             site.fields = dict(fields)
+            site.due = 0  # updates can go out now: the next batch sets the next due one
         site.iters += 1
         iters, key = self._iters, id(it)
 
@@ -191,41 +195,59 @@ class LoaderSites:
             pass
 
     def on_fetch(self, it: Any, seconds: float, batch: Any, end: float) -> None:
-        """``end``: the clock when the batch arrived (``seconds`` after it was asked for)."""
+        """``end``: the clock when the batch arrived (``seconds`` after it was asked for).
+
+        Runs at every batch (issue 34: the largest Python function of the probe's step):
+        the steady path is a few attribute updates; an iterator's first batch, a loader's
+        first timed batch, and the batches that time an index draw or send an update
+        (``Site.due``) take the branches that do more."""
         entry = self._iters.get(id(it))
         if entry is None or entry[0]() is not it:
             return
-        _, site, state = entry
-        state[0] += 1
+        site, state = entry[1], entry[2]
+        step = self._step() if self._step is not None else None
+        last_step = state[3]
+        state[3] = step
+        batches = state[0] = state[0] + 1
+        if batches == 1:  # the first batch waits for the workers to start: summed apart
+            state[1] = end
+            site.first_fetches += 1
+            site.first_fetch_s += seconds
+            return
         # a new pass of the same iterator (persistent workers: iter() resets it,
         # _BaseDataLoaderIter._reset sets _num_yielded to 0) has no gap before its first batch
-        if state[0] > 1 and getattr(it, "_num_yielded", 2) != 1:
+        if getattr(it, "_num_yielded", 2) != 1:
             gap = end - seconds - state[1]
             if gap >= 0.0:
                 site.consumes += 1
                 site.consume_s += gap
-        step = self._step() if self._step is not None else None
-        if state[0] > 1 and step is not None and state[3] is not None and step != state[3]:
+        state[1] = end
+        if step != last_step and step is not None and last_step is not None:
             site.consume_steps += 1
-        state[1], state[3] = end, step
-        if state[0] == 1:  # the first batch waits for the workers to start: summed apart
-            site.first_fetches += 1
-            site.first_fetch_s += seconds
-            return
         if site.tensors is None:
             site.tensors = count_tensors(batch)
             site.form = batch_form(batch)
         n = site.fetches = site.fetches + 1
         site.fetch_s += seconds
         if step != site.tail_step:
-            site.tail_step, site.tail_fetches, site.tail_fetch_s = step, 0, 0.0
-        site.tail_fetches += 1
-        site.tail_fetch_s += seconds
+            site.tail_step, site.tail_fetches, site.tail_fetch_s = step, 1, seconds
+        else:
+            site.tail_fetches += 1
+            site.tail_fetch_s += seconds
+        if n >= site.due:
+            self._due(it, entry, site, n)
+
+    def _due(self, it: Any, entry: tuple[weakref.ref[Any], Site, list[Any]], site: Site, n: int) -> None:
+        """The ``n``-th timed batch of ``site`` reached ``site.due``: time the next index draw
+        (the first ``INDEX_EXACT`` batches, then every ``INDEX_EVERY``-th), send the update
+        due (``next_update``), and set the next batch at which either is due."""
         if n < INDEX_EXACT or not n % INDEX_EVERY:
             self.arm(it, entry)
         if n >= site.next_update and site.fields:
             site.next_update *= 2
             self.update(site)
+        arm_at = n + 1 if n + 1 < INDEX_EXACT else (n // INDEX_EVERY + 1) * INDEX_EVERY
+        site.due = min(arm_at, site.next_update) if site.fields else arm_at
 
     @staticmethod
     def arm(it: Any, entry: tuple[weakref.ref[Any], Site, list[Any]]) -> None:

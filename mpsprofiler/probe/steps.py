@@ -151,6 +151,10 @@ class StepTracker:
         self.retracted = 0
         """Batches fetched before the first backward pass or optimizer step that were not
         taken as steps (look-ahead, accumulation window, sanity check)."""
+        self.begun = 0
+        """``index + retracted``, kept as one counter (a retraction moves steps from one to the
+        other): the steps begun, read by the DataLoader hook at every batch as an attribute
+        (``loader_sites.LoaderSites``'s ``step``), not through a Python function (issue 34)."""
         self.first_fetch_by: str | None = None
         """The module that asked for the run's first batch ("" if not known; set by the
         DataLoader hook, see ``LOOK_AHEAD``)."""
@@ -193,6 +197,7 @@ class StepTracker:
         self._rows.append((i, start, end, self._wait, self._batches, self._idle, alloc, self._wait_cpu,
                            self._wait_runq, self._bwd_start, self._bwd))
         self.index = i + 1
+        self.begun += 1
         self._start = end
         self._wait = self._wait_cpu = 0.0
         self._wait_runq = self._idle = None
@@ -428,7 +433,9 @@ class StepTracker:
             return now, self._fetch_clock.start(self._clock())
         return now, self._fetch_clock.start(now)
 
-    def on_fetch_end(self, started: tuple[float, tuple[float, float | None, bool] | None], got_batch: bool) -> None:
+    def on_fetch_end(self, started: tuple[float, tuple[float, float | None, bool] | None], got_batch: bool) -> float:
+        """The fetch begun at ``started`` has ended; returns the clock then (the DataLoader hook's
+        batch arrival: one clock read for both)."""
         FETCH.thread = None
         t0, reading = started
         now = self._clock()
@@ -449,6 +456,7 @@ class StepTracker:
             self._add_fetch(wait, cpu, runq, batches, idle)
         for listener in self.fetch_listeners:
             listener()
+        return now
 
     def _keep_carry(self) -> None:
         """The held fetch belonged to the step in progress after all (another optimizer

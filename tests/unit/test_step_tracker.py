@@ -292,10 +292,29 @@ def test_a_crash_in_the_first_step_is_no_step(fetches: int, in_training: bool, b
     sent: list[dict[str, Any]] = []
     tracker = StepTracker(lambda kind, **payload: sent.append(payload), device, FakeClock(tick=0.001))
     _held_fetches(tracker, device, fetches, by)
+    begun = tracker.begun
     tracker.crashed(in_training)
     tracker.finish()
     tracker.drain()
     assert (len(sent[-1]["i"]) if sent else 0) == steps
+    # the steps begun (the DataLoader hook's per-batch count): one counter that a retraction
+    # leaves as it was, index + retracted
+    assert tracker.begun == begun == tracker.index + tracker.retracted == fetches - 1
+
+
+def test_the_steps_begun_stay_index_plus_retracted_when_training_starts() -> None:
+    """Batches held before the first optimizer step are retracted into step 0: ``begun``
+    (read at every batch by loader_sites, issue 34) is index + retracted throughout."""
+    device = Device()
+    tracker = StepTracker(lambda kind, **payload: None, device, FakeClock(tick=0.001))
+    _held_fetches(tracker, device, 4, "__main__")
+    assert tracker.held == 3 and tracker.begun == 3
+    opt = object()
+    for _ in range(5):
+        tracker.on_optimizer_step(opt)
+        fetch(tracker, device, drains=True)
+        assert tracker.begun == tracker.index + tracker.retracted
+    assert tracker.retracted == 3 and tracker.index >= 3
 
 
 def test_the_crash_retracts_nothing_once_the_run_trains() -> None:
