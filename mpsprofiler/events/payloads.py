@@ -278,6 +278,9 @@ class MemFields(Tagged, total=False):
     (probe/worker_startup.py: forked DataLoader workers only); absent in older recordings."""
     runq_workers_s: float | None
     sys_busy: float | None
+    sys_steal: float | None
+    """Share of all CPU time stolen by a hypervisor since the last sample (Linux); absent in
+    older recordings."""
     runq_main_s: float | None
     """Seconds the main thread waited for a core so far (Linux ``schedstat``); None elsewhere."""
     device: dict[str, int | None]

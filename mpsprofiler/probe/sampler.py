@@ -78,6 +78,7 @@ class MemorySampler:
         self._startup_pending: dict[int, tuple[int, float, float]] = {}
         self._ever: set[int] = set()
         self._sys_prev: Any = None
+        self._sys_steal: float | None = None
         self._others_at = float("-inf")
         self._thread = threading.Thread(target=self._run, name="mpsprof-sampler", daemon=True)
 
@@ -206,6 +207,7 @@ class MemorySampler:
             "cpu_workers_startup_s": round(self._startup_s, 4),
             "runq_workers_s": round(self._gone_runq + sum(self._child_runq.values()), 4) if self._child_runq or self._gone_runq else None,
             "sys_busy": self._sys_busy(),
+            "sys_steal": self._sys_steal,
             "runq_main_s": _runq_thread(self._proc.pid, self._proc.pid),
         }
         if vm.total and vm.available <= others.BELOW * vm.total and now - self._others_at >= others.EVERY:
@@ -240,7 +242,10 @@ class MemorySampler:
             self._gone_runq += self._child_runq.pop(pid)
 
     def _sys_busy(self) -> float | None:
-        """Share of all logical CPUs busy since the last sample (any process)."""
+        """Share of all logical CPUs busy since the last sample (any process); the share a
+        hypervisor took from this VM's CPUs meanwhile goes to ``_sys_steal`` (Linux's
+        ``steal`` column of /proc/stat through ``psutil.cpu_times``; None elsewhere)."""
+        self._sys_steal = None
         try:
             now = self._psutil.cpu_times()
         except Exception:
@@ -248,6 +253,7 @@ class MemorySampler:
         prev, self._sys_prev = self._sys_prev, now
         if prev is None:
             return None
+        self._sys_steal = _steal_share(prev, now)
         idle = (now.idle + getattr(now, "iowait", 0.0)) - (prev.idle + getattr(prev, "iowait", 0.0))
         total = sum(now) - sum(prev)
         # guest time is also counted in user on Linux: leave it out of the total
@@ -257,6 +263,21 @@ class MemorySampler:
             return None
         busy: float = min(1.0, max(0.0, 1.0 - idle / total))
         return round(busy, 3)
+
+
+def _steal_share(prev: Any, now: Any) -> float | None:
+    """Share of all CPU time between two ``cpu_times`` readings that was stolen (a VM's
+    vCPUs kept waiting by the hypervisor): time a thread is neither on a CPU nor in the
+    guest's run queue. None where ``steal`` is not reported (not Linux)."""
+    if not hasattr(now, "steal") or not hasattr(prev, "steal"):
+        return None
+    guest = (getattr(now, "guest", 0.0) + getattr(now, "guest_nice", 0.0)) - \
+        (getattr(prev, "guest", 0.0) + getattr(prev, "guest_nice", 0.0))
+    total = sum(now) - sum(prev) - guest
+    if total <= 0:
+        return None
+    share: float = min(1.0, max(0.0, (now.steal - prev.steal) / total))
+    return round(share, 4)
 
 
 def _reaped_cpu() -> float | None:

@@ -28,6 +28,8 @@ class MemPoint:
     cpu_workers_startup_s: float | None = None
     runq_workers_s: float | None = None
     sys_busy: float | None = None
+    sys_steal: float | None = None
+    """Share of the machine's CPU time a hypervisor stole since the last sample (Linux)."""
     runq_main_s: float | None = None
     """Seconds the main (training) thread waited for a core so far (Linux)."""
 
@@ -73,6 +75,7 @@ class MemoryStats:
             cpu_workers_startup_s=_optf(data.get("cpu_workers_startup_s")),
             runq_workers_s=_optf(data.get("runq_workers_s")),
             sys_busy=_optf(data.get("sys_busy")),
+            sys_steal=_optf(data.get("sys_steal")),
             runq_main_s=_optf(data.get("runq_main_s")),
         )
         self.samples += 1
