@@ -338,9 +338,17 @@ def test_a_stall_under_gradient_accumulation_is_judged_by_its_batches(tmp_path):
     stall = found.get("dataloader-stall-critical") or found["dataloader-stall"]
     assert "ms for its 4 batches and computed for" in stall["evidence"], stall["evidence"]
     workers = str(facts["suggested_num_workers"])
+    before = facts["loading_wait_share"]
     summary, facts = profile(tmp_path, "sleep_per_sample.py", "--steps", "76", "--accum", "4", "--sleep-ms", "2",
                              "--workers", workers, name="fixed")
-    assert not loud_loader_findings(summary), (workers, facts.get("loading_wait_share"))
+    # the suggestion may be held below what keeps up by the workers' start-up in this short
+    # one-pass run ("beyond 6 they cost more to start than they save": 6 of 32 on a quiet
+    # 2-core host, whose fixed run still waited 48%): the fix must cut the wait, at least by
+    # half, and what is left is then no matter of more workers for this run
+    after = facts.get("loading_wait_share") or 0.0
+    assert after <= before / 2, (workers, before, after)
+    if loud_loader_findings(summary):
+        assert facts["suggested_num_workers"] <= int(workers) or not facts.get("num_workers_helps"), facts
 
 
 # serial: the start-up bound on workers (loader_advice._waiting_limits) rests on the measured
