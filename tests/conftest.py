@@ -187,8 +187,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     items.sort(key=lambda item: (item.path not in slow_modules, item.path not in long_modules))
 
 
-_ENVIRONMENT_OWN = ("PYTEST_CURRENT_TEST", "TORCHINDUCTOR_")
-"""Set by pytest itself, and by torch.compile for its own cache (inductor's cache dir)."""
+_ENVIRONMENT_OWN = ("PYTEST_CURRENT_TEST", "TORCHINDUCTOR_", "PYTORCH_NVML_BASED_CUDA_CHECK")
+"""Set by pytest itself, by torch.compile for its own cache (inductor's cache dir), and by
+``import lightning`` in a test that imports it (lightning_fabric sets the NVML check)."""
 
 
 @pytest.fixture(autouse=True)
