@@ -78,7 +78,6 @@ class MemorySampler:
         self._startup_pending: dict[int, tuple[int, float, float]] = {}
         self._ever: set[int] = set()
         self._sys_prev: Any = None
-        self._sys_steal: float | None = None
         self._others_at = float("-inf")
         self._thread = threading.Thread(target=self._run, name="mpsprof-sampler", daemon=True)
 
@@ -194,6 +193,7 @@ class MemorySampler:
             swap_used = ps.swap_memory().used
         except Exception:
             swap_used = None
+        busy, steal = self._machine_shares()
         fields: MemFields = {
             "rss": rss,
             "rss_children": rss_children,
@@ -206,8 +206,8 @@ class MemorySampler:
             "cpu_workers_s": round(self._workers_cpu, 4),
             "cpu_workers_startup_s": round(self._startup_s, 4),
             "runq_workers_s": round(self._gone_runq + sum(self._child_runq.values()), 4) if self._child_runq or self._gone_runq else None,
-            "sys_busy": self._sys_busy(),
-            "sys_steal": self._sys_steal,
+            "sys_busy": busy,
+            "sys_steal": steal,
             "runq_main_s": _runq_thread(self._proc.pid, self._proc.pid),
         }
         if vm.total and vm.available <= others.BELOW * vm.total and now - self._others_at >= others.EVERY:
@@ -241,28 +241,32 @@ class MemorySampler:
         for pid in [p for p in self._child_runq if p not in alive]:
             self._gone_runq += self._child_runq.pop(pid)
 
-    def _sys_busy(self) -> float | None:
-        """Share of all logical CPUs busy since the last sample (any process); the share a
-        hypervisor took from this VM's CPUs meanwhile goes to ``_sys_steal`` (Linux's
-        ``steal`` column of /proc/stat through ``psutil.cpu_times``; None elsewhere)."""
-        self._sys_steal = None
+    def _machine_shares(self) -> tuple[float | None, float | None]:
+        """Share of all logical CPUs busy since the last sample (any process), and the share
+        a hypervisor took from this VM's CPUs meanwhile (Linux's ``steal`` column of
+        /proc/stat through ``psutil.cpu_times``; None elsewhere)."""
         try:
             now = self._psutil.cpu_times()
         except Exception:
-            return None
+            return None, None
         prev, self._sys_prev = self._sys_prev, now
         if prev is None:
-            return None
-        self._sys_steal = _steal_share(prev, now)
+            return None, None
+        steal = _steal_share(prev, now)
         idle = (now.idle + getattr(now, "iowait", 0.0)) - (prev.idle + getattr(prev, "iowait", 0.0))
-        total = sum(now) - sum(prev)
-        # guest time is also counted in user on Linux: leave it out of the total
-        total -= (getattr(now, "guest", 0.0) + getattr(now, "guest_nice", 0.0)) - \
-            (getattr(prev, "guest", 0.0) + getattr(prev, "guest_nice", 0.0))
+        total = _cpu_total(prev, now)
         if total <= 0:
-            return None
+            return None, steal
         busy: float = min(1.0, max(0.0, 1.0 - idle / total))
-        return round(busy, 3)
+        return round(busy, 3), steal
+
+
+def _cpu_total(prev: Any, now: Any) -> float:
+    """All CPU time between two ``cpu_times`` readings; guest time is also counted in user
+    on Linux, so it is left out."""
+    guest = (getattr(now, "guest", 0.0) + getattr(now, "guest_nice", 0.0)) - \
+        (getattr(prev, "guest", 0.0) + getattr(prev, "guest_nice", 0.0))
+    return float(sum(now) - sum(prev) - guest)
 
 
 def _steal_share(prev: Any, now: Any) -> float | None:
@@ -271,9 +275,7 @@ def _steal_share(prev: Any, now: Any) -> float | None:
     guest's run queue. None where ``steal`` is not reported (not Linux)."""
     if not hasattr(now, "steal") or not hasattr(prev, "steal"):
         return None
-    guest = (getattr(now, "guest", 0.0) + getattr(now, "guest_nice", 0.0)) - \
-        (getattr(prev, "guest", 0.0) + getattr(prev, "guest_nice", 0.0))
-    total = sum(now) - sum(prev) - guest
+    total = _cpu_total(prev, now)
     if total <= 0:
         return None
     share: float = min(1.0, max(0.0, (now.steal - prev.steal) / total))
