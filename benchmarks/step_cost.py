@@ -149,8 +149,14 @@ def stop_probe(probe: Any) -> None:
             undo()
         except Exception:
             pass
-    if probe.sampler is not None:
-        probe.sampler._thread.join(timeout=3)
+    _join_sampler(probe)
+
+
+def _join_sampler(probe: Any) -> None:
+    """A baseline's sampler thread (older versions; the sampler runs on the channel's now)."""
+    thread = getattr(probe.sampler, "_thread", None)
+    if thread is not None:
+        thread.join(timeout=3)
 
 
 def quantile(values: list[float], q: float) -> float:
@@ -323,7 +329,7 @@ def sampler_and_channel(loop: Loop) -> dict[str, float]:
     try:
         sampler = probe.sampler
         sampler.stop()
-        sampler._thread.join(timeout=3)
+        _join_sampler(probe)
         loop.block(5, 200)  # some steps to drain
         rows.update(_timed("sampler sample()", sampler.sample))
         chan = probe.channel

@@ -37,6 +37,9 @@ class ProbeOptions:
     line_buffered: bool = False
     """The script's output is captured: make its stdout line-buffered as a terminal's is."""
     no_memory: bool = False
+    headless: bool = False
+    """No live view reads the events before the run ends (``mpsprof run --headless``): the
+    probe's channel flushes half as often (``probe/channel.py``)."""
     fault: tuple[str, ...] = ()
     """Tests only: probe instruments made to raise (fault injection)."""
 

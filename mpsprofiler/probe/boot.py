@@ -55,7 +55,7 @@ def _start_probe() -> Any:
         return None
     channel = None
     try:
-        from .channel import open_channel
+        from .channel import HEADLESS_INTERVAL, INTERVAL, open_channel
         from .probe import Probe
 
         options = json.loads(raw_options) if raw_options else {}
@@ -66,7 +66,7 @@ def _start_probe() -> Any:
                     stream.reconfigure(line_buffering=True)  # type: ignore[union-attr]
                 except Exception:
                     pass
-        channel = open_channel(spec, spill_dir)
+        channel = open_channel(spec, spill_dir, HEADLESS_INTERVAL if options.get("headless") else INTERVAL)
         probe = Probe(channel, options)
         probe.install()
         return probe

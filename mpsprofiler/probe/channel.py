@@ -14,6 +14,13 @@ descriptor, the parent stopped reading while the buffer grew past :data:`SPILL_A
 the pipe is still full at exit, every further line goes to that file instead (never
 back to the pipe, so the order holds), and the parent appends it after the pipe's
 content. Only what neither can take is dropped, and counted.
+
+The same thread runs the probe's other periodic work (:meth:`Channel.beside`: the memory
+sampler), right before the flush that sends what it emitted: one thread and one wake
+schedule instead of two. Each wake of a thread of the training process takes the GIL from
+the training thread (and on a machine where the training has one core, the core too), so
+the wakes are few: :data:`INTERVAL` while a live view shows the events as they come,
+:data:`HEADLESS_INTERVAL` when nobody reads them before the run ends.
 """
 
 from __future__ import annotations
@@ -33,12 +40,21 @@ MAX_BUFFERED_BYTES = 16 * 1024 * 1024
 """Past this the parent is not reading: drop rather than grow the training's memory."""
 SPILL_AT = 4 * 1024 * 1024
 """Buffered bytes with a blocked pipe past which lines go to the spill file."""
+INTERVAL = 0.25
+"""Seconds between flushes while a live view (the TUI) shows the steps: it redraws once a
+second (``tui/app.py``'s ``REDRAW_EVERY``), so a step reaches it within a redraw and a
+quarter."""
+HEADLESS_INTERVAL = 0.5
+"""Seconds between flushes when no live view reads the events (``mpsprof run --headless``):
+the memory sampler's own interval (``sampler.FAST_INTERVAL``), so each wake samples and
+sends at once, and a process killed without warning loses at most half a second of steps
+(its last memory sample went out with the wake that took it)."""
 
 
 class Channel:
     """Buffered, non-blocking writer of event lines to a file descriptor."""
 
-    def __init__(self, fd: int, interval: float = 0.25, spill_path: str | None = None) -> None:
+    def __init__(self, fd: int, interval: float = INTERVAL, spill_path: str | None = None) -> None:
         self._fd = fd
         self._spill_path = spill_path
         self._spill: Any = None
@@ -56,6 +72,7 @@ class Channel:
         self.closed = False
         self.dropped = 0
         self._before_flush: list[Callable[[], None]] = []
+        self._beside: list[Callable[[], None]] = []
         self._identity = _identity(fd)
         try:
             os.set_inheritable(fd, False)
@@ -68,6 +85,18 @@ class Channel:
     def on_flush(self, fn: Callable[[], None]) -> None:
         """Call ``fn`` (e.g. drain pending step batches) before each periodic flush."""
         self._before_flush.append(fn)
+
+    @property
+    def interval(self) -> float:
+        """Seconds between the thread's wakes (fewer when :meth:`flush_soon` asks)."""
+        return self._interval
+
+    def beside(self, task: Callable[[], None]) -> None:
+        """Run ``task`` on the channel's thread at every wake, before the flush and outside
+        the channel's lock (a task may take milliseconds; :meth:`send` needs no lock, and
+        ``close`` must not wait for it). The task decides itself whether it is due and
+        handles its own errors; one that raises anyway is dropped, never the flushes."""
+        self._beside.append(task)
 
     def send(self, line: bytes) -> None:
         if self.closed:
@@ -87,6 +116,13 @@ class Channel:
         while not self._stop:
             self._wake.wait(self._interval)
             self._wake.clear()
+            if self._stop:
+                break  # close() flushes what is left
+            for task in list(self._beside):
+                try:
+                    task()
+                except Exception:
+                    self._beside.remove(task)
             self._flush_once()
 
     def _flush_once(self) -> bool:
@@ -263,20 +299,21 @@ def _identity(fd: int) -> tuple[int, int] | None:
     return (st.st_dev, st.st_ino)
 
 
-def open_channel(spec: str, spill_dir: str | None = None) -> Channel | None:
+def open_channel(spec: str, spill_dir: str | None = None, interval: float = INTERVAL) -> Channel | None:
     """Open the channel named by ``MPSPROF_CHANNEL``: ``fd:N`` or ``fifo:DIR``.
 
     ``fifo:DIR`` serves launchers (torchrun) that close inherited descriptors: the parent
     made ``DIR/rank-<LOCAL_RANK>.fifo`` in a private (0700) folder before starting them.
-    ``spill_dir`` (``MPSPROF_SPILL``): the parent's private folder for spill files.
+    ``spill_dir`` (``MPSPROF_SPILL``): the parent's private folder for spill files;
+    ``interval``: seconds between flushes (:data:`INTERVAL`, :data:`HEADLESS_INTERVAL`).
     """
     kind, _, value = spec.partition(":")
     rank = os.environ.get("LOCAL_RANK", "0")
     spill = os.path.join(spill_dir, f"spill-{rank}-{os.getpid()}.jsonl") if spill_dir else None
     if kind == "fd":
-        return Channel(int(value), spill_path=spill)
+        return Channel(int(value), interval, spill_path=spill)
     if kind == "fifo":
         path = os.path.join(value, f"rank-{rank}.fifo")
         fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK)
-        return Channel(fd, spill_path=spill)
+        return Channel(fd, interval, spill_path=spill)
     return None

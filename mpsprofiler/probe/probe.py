@@ -411,6 +411,9 @@ class Probe:
             self.channel.on_flush(hook.flush)
 
     def _start_sampler(self) -> None:
+        """The memory sampler, on the channel's thread (no channel: nothing to send to)."""
+        if self.channel is None:
+            return
         from .sampler import MemorySampler
 
         def before_sample() -> None:
@@ -423,7 +426,7 @@ class Probe:
         self.sampler = MemorySampler(self.emit, lambda: self.backend, self.clock,
                                      on_error=lambda exc: self.fail("memory", exc), before_sample=before_sample,
                                      startups=startups)
-        self.sampler.start()
+        self.sampler.start(self.channel)
 
     def _install_ops(self) -> None:
         try:

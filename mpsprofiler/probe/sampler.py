@@ -1,4 +1,9 @@
-"""Periodic memory and CPU sampling on a daemon thread.
+"""Periodic memory and CPU sampling, on the event channel's thread.
+
+The sampler has no thread of its own: it runs at the channel thread's wakes when a sample
+is due (:meth:`MemorySampler.tick`, ``Channel.beside``), and what it emits goes out in the
+flush of the same wake. A thread of its own woke twice a second beside the channel's four
+times, each wake taking the GIL from the training thread.
 
 Process figures include the DataLoader worker children (their RSS is real memory the
 training costs, and copy-on-read growth shows there first). CPU utilisation is the
@@ -30,7 +35,7 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from .. import events
 from ..devices import DeviceBackend
@@ -43,6 +48,17 @@ SLOW_AFTER = 600.0
 """After ten minutes a sample every 2 s is plenty and keeps long recordings small."""
 STARTUP_WAIT = 5.0
 """Seconds a worker's start-up waits for the sampler to see the worker (2 samples at most)."""
+
+
+class Host(Protocol):
+    """The thread a sampler runs on (``probe.channel.Channel``)."""
+
+    @property
+    def interval(self) -> float: ...
+
+    def beside(self, task: Callable[[], None]) -> None: ...
+
+    def flush_soon(self) -> None: ...
 
 
 class MemorySampler:
@@ -79,28 +95,43 @@ class MemorySampler:
         self._ever: set[int] = set()
         self._sys_prev: Any = None
         self._others_at = float("-inf")
-        self._thread = threading.Thread(target=self._run, name="mpsprof-sampler", daemon=True)
+        self._lock = threading.Lock()
+        """One sample at a time: the host's and the final one that ``Probe.close`` takes."""
+        self._started: float | None = None
+        self._due = float("-inf")
+        self._slack = 0.0
 
-    def start(self) -> None:
-        self._thread.start()
+    def start(self, host: Host) -> None:
+        """Sample at ``host``'s wakes from now on, the first at once."""
+        # a sample is due half a wake early: wakes every 0.25 s sample every second one,
+        # not every third when a wake comes a hair before the due time
+        self._slack = host.interval / 2
+        self._started = self._clock()
+        host.beside(self.tick)
+        host.flush_soon()
 
     def stop(self) -> None:
         self._stop.set()
 
-    def _run(self) -> None:
-        started = self._clock()
-        while not self._stop.is_set():
-            try:
-                if self._before_sample is not None:
-                    self._before_sample()
-                self.sample()
-            except Exception as exc:
-                # reported once, through the probe (it then knows the instrument is off
-                # and takes no final sample either)
-                self._on_error(exc)
-                return
-            interval = FAST_INTERVAL if self._clock() - started < SLOW_AFTER else SLOW_INTERVAL
-            self._stop.wait(interval)
+    def tick(self) -> None:
+        """One wake of the host: a sample if one is due. An error is reported once,
+        through the probe (it then knows the instrument is off and takes no final sample
+        either), and no sample follows."""
+        if self._stop.is_set() or self._started is None:
+            return
+        now = self._clock()
+        if now < self._due:
+            return
+        try:
+            if self._before_sample is not None:
+                self._before_sample()
+            self.sample()
+        except Exception as exc:
+            self._stop.set()
+            self._on_error(exc)
+            return
+        interval = FAST_INTERVAL if now - self._started < SLOW_AFTER else SLOW_INTERVAL
+        self._due = now + interval - self._slack
 
     def _tree(self) -> list[Any]:
         """The process and its live children, reusing Process objects (cpu_times deltas)."""
@@ -131,7 +162,7 @@ class MemorySampler:
     def sample(self) -> None:
         # every /proc file this reads is opened and closed under the descriptor lock: the
         # script's os.closerange() waits for it, so our close never hits its file
-        with fdguard.held():
+        with self._lock, fdguard.held():
             fields = self._read_processes()
         try:
             figures = self._backend_fn().memory()
