@@ -25,6 +25,16 @@ from .recorder import Recorder
 
 MAX_LINE_BYTES = 8 * 1024 * 1024
 """A line longer than this is no event of the probe's: dropped (and counted) unread."""
+IDLE_WAIT = 0.5
+"""Seconds the reader of the one pipe sleeps while no batch waits to be handed on: the
+probe writes 2-4 times a second and wakes it then, and the pipe's end (the child's exit)
+wakes it at once. Woken every 0.1 s, it took ~10 wakes a second, most for nothing; on a
+machine where the training has one core each took the training's core. What else the loop
+does waits at most this long: the ``others`` reading (every 2 s), the recording's flush
+(``Recorder``: at least every second while lines come, so at most this much later)."""
+POLL_WAIT = 0.1
+"""Seconds between the loop's turns once the child is gone, and for FIFOs (torchrun), which
+never reach their end: the end is told by a quiet spell of 0.3 s."""
 
 
 class EventReader:
@@ -85,7 +95,7 @@ class EventReader:
                     exit_deadline = now + 3.0
                 if exit_deadline is not None and now > exit_deadline:
                     break
-                ready, _, _ = select.select(fds, [], [], 0.1)
+                ready, _, _ = select.select(fds, [], [], self._wait(batch, now - last))
                 if not ready and self._exited.is_set():
                     # FIFOs never reach EOF (we hold a writer): stop once they are quiet
                     quiet_since = quiet_since or now
@@ -138,6 +148,16 @@ class EventReader:
                         os.close(fd)
                     except OSError:
                         pass
+
+    def _wait(self, batch: list[events.Event], since_delivery: float) -> float:
+        """How long the next ``select`` may sleep: a pending batch is handed on within
+        ``batch_interval``, as before; otherwise :data:`IDLE_WAIT` (:data:`POLL_WAIT` once
+        the child is gone, or on FIFOs)."""
+        if self._fifos is not None or self._exited.is_set():
+            return POLL_WAIT
+        if batch:
+            return min(POLL_WAIT, max(0.0, self._batch_interval - since_delivery))
+        return IDLE_WAIT
 
     def take_lines(self, lines: list[bytes], batch: list[events.Event]) -> None:
         for line in lines:
