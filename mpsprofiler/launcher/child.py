@@ -31,6 +31,7 @@ from ..redact import is_secret_name, redact_argv, secret_values
 from ..rundir import OUTPUT_FILE, open_new
 from . import env_digest
 from .distributed import FifoChannels, TorchrunPlan
+from .exit_wait import wait_awake
 from .foreground import ForegroundTerminal
 from .group import holder_or_none, inherited_fds, leader_kwargs, pgid_of
 from .options import ProbeOptions
@@ -79,8 +80,8 @@ which ran on (``os.closerange``). One that ends as the process exits is the exit
 ``os._exit(0)`` skips the probe's atexit flush and the kernel closes the pipe a moment
 before the exit status can be read (the reader saw the process still alive). Telling that
 run "the script closed mpsprof's event channel" blamed something the script never did.
-The wait polls every 50 ms; a script that closes the channel and still has a step to run
-lives on far longer."""
+The wait sees the exit at once (``exit_wait.py``; where it polls, within 50 ms); a script
+that closes the channel and still has a step to run lives on far longer."""
 
 REPEAT_WINDOW_S = 0.1
 """The same signal again within this is the same event: GNU ``timeout`` sends its signal to
@@ -88,22 +89,6 @@ mpsprof and then to mpsprof's process group, 0.3 ms apart. The kernel merges the
 python (a standard signal pending once), so ``timeout -s TERM 60 python train.py`` gets one
 SIGTERM; passed on one by one, the script got two, and a script that takes a second SIGTERM
 for "abort now" skipped its checkpoint."""
-
-
-def wait_awake(proc: subprocess.Popen[bytes]) -> int:
-    """``proc.wait()`` that runs our signal handlers while it waits.
-
-    The kernel may hand a signal meant for mpsprof to any of its threads (the event
-    reader's, say): Python's handler then waits for the main thread, and a main thread
-    blocked in ``waitpid()`` is not interrupted, so it passed nothing on until the script
-    exited: ``timeout -s TERM`` lost, the training running on (2 runs in 26 here).
-    ``Popen.wait`` with a timeout polls with sleeps of at most 50 ms, after each of which
-    the handlers run."""
-    while True:
-        try:
-            return proc.wait(timeout=3600.0)
-        except subprocess.TimeoutExpired:
-            continue
 
 
 class RunController:

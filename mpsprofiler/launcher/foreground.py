@@ -98,7 +98,7 @@ class ForegroundTerminal:
         try:
             while True:
                 try:
-                    # not blocking: our signal handlers run between the polls (see child.wait_awake)
+                    # not blocking: our signal handlers run between the polls (see exit_wait.wait_awake)
                     pid, status = os.waitpid(proc.pid, os.WUNTRACED | os.WNOHANG)
                 except ChildProcessError:  # reaped by Popen.poll() on another thread
                     return proc.wait()
