@@ -83,7 +83,9 @@ def command(variant: str, python: str, script: Path, case_args: list[str], commo
     if variant == "bare":
         return [python, *args]
     if variant == "mpsprof-baseline" and BASELINE[0]:
-        return ["env", f"PYTHONPATH={BASELINE[0]}", python, "-m", "mpsprofiler", "run", "--headless", "-o",
+        # -P: ``-m`` would put the working directory (the repository's root, this version)
+        # before PYTHONPATH, and the baseline's run would have this version's launcher
+        return ["env", f"PYTHONPATH={BASELINE[0]}", python, "-P", "-m", "mpsprofiler", "run", "--headless", "-o",
                 str(run_dir), *args]
     if variant == "mpsprof":
         return [python, "-m", "mpsprofiler", "run", "--headless", "-o", str(run_dir), *args]
