@@ -24,6 +24,7 @@ import os
 import select
 import signal
 import subprocess
+import time
 
 SAFETY_POLL = 1.0
 """Seconds between checks of the child when nothing woke the wait."""
@@ -72,6 +73,10 @@ def _wait_woken(proc: subprocess.Popen[bytes]) -> int | None:
             ready, _, _ = select.select([pidfd, wake_r], [], [], SAFETY_POLL)
             if wake_r in ready:
                 _drain(wake_r)
+            if pidfd in ready and proc.poll() is None:
+                # exited, and another thread's Popen.wait holds the status for a moment
+                # (poll answers None meanwhile): the pidfd stays readable, so do not spin
+                time.sleep(0.005)
         return proc.returncode
     finally:
         if ours:

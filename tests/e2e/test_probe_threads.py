@@ -1,7 +1,7 @@
 """What the probe runs beside the training thread (probe/channel.py, probe/sampler.py).
 
 A real ``mpsprof run --headless``: the training process gets one thread of the probe's,
-the channel's, which also takes the memory samples (a second thread woke twice a second
+the channel's, waking every ``HEADLESS_INTERVAL``, which also takes the memory samples (a second thread woke twice a second
 beside it, each wake taking the GIL from the training), and the samples still come: the
 first at the start, then at the channel's wakes, and the final one at the exit.
 """
@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from helpers import child_env, mpsprof_cli, read_events
+from mpsprofiler.probe.channel import HEADLESS_INTERVAL
 
 TRAIN = textwrap.dedent("""
     import threading, time
@@ -29,6 +30,8 @@ TRAIN = textwrap.dedent("""
         opt.step()
     names = sorted(t.name for t in threading.enumerate() if t is not threading.main_thread())
     print("THREADS", ",".join(names))
+    from mpsprofiler.probe.probe import active
+    print("INTERVAL", active().channel.interval)
 """)
 
 
@@ -41,6 +44,8 @@ def test_one_probe_thread_sends_the_events_and_takes_the_memory_samples(tmp_path
     assert proc.returncode == 0, proc.stderr[-3000:]
     threads = [line for line in proc.stdout.splitlines() if line.startswith("THREADS")]
     assert threads == ["THREADS mpsprof-channel"], proc.stdout
+    # headless: nobody shows the steps live, so the channel wakes every half second
+    assert f"INTERVAL {HEADLESS_INTERVAL}" in proc.stdout.splitlines(), proc.stdout
     recorded = read_events(run_dir)
     mems = [e for e in recorded if e.get("k") == "mem"]
     steps = [e for e in recorded if e.get("k") == "steps"]
