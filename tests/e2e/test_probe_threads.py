@@ -8,6 +8,9 @@ first at the start, then at the channel's wakes, and the final one at the exit.
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
@@ -54,3 +57,18 @@ def test_one_probe_thread_sends_the_events_and_takes_the_memory_samples(tmp_path
     assert len(mems) >= 4, [round(e["ts"], 2) for e in mems]
     assert mems[-1]["ts"] > min(e["ts"] for e in steps)  # the exit's
     assert all(e.get("cpu_main_s") is not None for e in mems)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not os.path.exists(f"/proc/{os.getpid()}/task/{os.getpid()}/schedstat"), reason="Linux /proc")
+def test_the_benchmark_of_what_runs_beside_the_training_reads_every_thread() -> None:
+    """benchmarks/beside_cpu.py, one short round (the figures themselves are in RESULTS.md):
+    the launcher's three threads and the training process's two, no sampler thread."""
+    script = Path(__file__).resolve().parents[2] / "benchmarks" / "beside_cpu.py"
+    out = subprocess.run([sys.executable, str(script), "--repeats", "1", "--settle", "4", "--window", "1",
+                          "--steps", "30000"], capture_output=True, text=True, timeout=300,
+                         env={**child_env(), "OMP_NUM_THREADS": "1"}, check=True).stdout
+    rows = {tuple(line.split()[:3]) for line in out.splitlines() if line.startswith("this")}
+    assert {("this", "child", "training"), ("this", "child", "channel"), ("this", "parent", "event"),
+            ("this", "all", "beside")} <= rows, out
+    assert ("this", "child", "sampler") not in rows, out
