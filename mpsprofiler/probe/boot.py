@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from ..events.payloads import Frame
 
 from ..resources import is_own_file as _ours
+from . import plain_frames
 
 _BOOT_MODULE = sys.modules.get(__name__)
 """Keep this module alive once the script's module replaces it as ``__main__``."""
@@ -90,15 +91,25 @@ def _close_channel(channel: Any, spec: str) -> None:
 def _trim(tb: TracebackType | None) -> TracebackType | None:
     """Drop this package's frames that the exception passed through: plain ``python``
     has none of them (the start program below the script, the wrappers around torch's
-    DataLoader ``__next__`` and ``_engine_run_backward``). Frames of ours at the end of
-    the chain stay: there the exception was raised by mpsprof itself, and its traceback
-    must say where."""
+    DataLoader ``__next__`` and ``_engine_run_backward``), nor torch's entries that only
+    our module hooks and op dispatch mode make (``plain_frames``). Frames of ours at the
+    end of the chain stay: there the exception was raised by mpsprof itself, and its
+    traceback must say where."""
     entries: list[TracebackType] = []
     while tb is not None:
         entries.append(tb)
         tb = tb.tb_next
     last_foreign = max((i for i, e in enumerate(entries) if not _ours(e.tb_frame.f_code.co_filename)), default=-1)
-    kept = [e for i, e in enumerate(entries) if i > last_foreign or not _ours(e.tb_frame.f_code.co_filename)]
+    try:  # torch's own entries that our hooks and dispatch mode made (plain_frames)
+        dispatch = plain_frames.dispatch_entries(entries, _ours)
+    except Exception:
+        dispatch = set()
+    kept = [e for i, e in enumerate(entries)
+            if i > last_foreign or not (_ours(e.tb_frame.f_code.co_filename) or i in dispatch)]
+    try:
+        kept = plain_frames.fast_path(kept, _ours)
+    except Exception:
+        pass
     try:
         for here, after in zip(kept, kept[1:], strict=False):
             here.tb_next = after

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import Result, child_env, compare, run_mpsprof, run_python
+from helpers import Result, child_env, compare, read_events, run_mpsprof, run_python
 
 WARNS = textwrap.dedent('''\
     import warnings
@@ -146,3 +146,49 @@ def test_exit_traceback_has_no_mpsprof_frames(tmp_path: Path, case: str) -> None
     assert plain.returncode == 1 and b"Traceback" in plain.stderr
     assert b"mpsprofiler" not in profiled.script_stderr
 
+
+
+
+FORWARD_CRASH = textwrap.dedent('''\
+    import sys, torch
+    from torch import nn
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b = nn.Linear(8, 16), nn.Linear(16, 2)
+        def forward(self, x, step):
+            h = torch.relu(self.a(x))
+            return self.b(h[:, :15] if step == int(sys.argv[1]) else h)
+    torch.manual_seed(0)
+    model = Net()
+    if sys.argv[2] == "user-hook":
+        model.register_forward_hook(lambda module, args, out: None)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for step in range(20):
+        loss = model(torch.randn(4, 8), step).sum()
+        opt.zero_grad(); loss.backward(); opt.step()
+''')
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("when,hooks", [("first", "none"), ("sampled", "none"), ("sampled", "user-hook")])
+def test_crash_in_hooked_forward_prints_python_s_traceback(tmp_path: Path, when: str, hooks: str) -> None:
+    """A crash in the run's first forward (the start marker's global hook) or in a
+    sampled step (the module tracker's global hooks, the op dispatch mode) prints the
+    traceback plain python prints: ``Module._call_impl`` at its fast-path call, no
+    ``inner`` entry, no torch/_ops.py or Dynamo wrapper entries; the recording's crash
+    frames are the same. A module with a hook of the user's takes torch's slow path
+    under python too: its ``inner`` entry stays."""
+    from mpsprofiler.probe.ops import EARLY_STEPS
+
+    script = tmp_path / "crash.py"
+    script.write_text(FORWARD_CRASH)
+    step = 0 if when == "first" else EARLY_STEPS[0]  # the first sample is always taken
+    plain, _ = compare([str(script), str(step), hooks], tmp_path / "run")
+    err = plain.stderr.decode()
+    assert plain.returncode == 1 and "mat1 and mat2 shapes cannot be multiplied" in err
+    assert (", in inner" in err) == (hooks == "user-hook"), err
+    crash = next(e for e in read_events(tmp_path / "run") if e.get("frames"))
+    funcs = [f["func"] for f in crash["frames"]]
+    python_s = [line.split(", in ")[-1] for line in err.splitlines() if line.startswith("  File ")]
+    assert funcs == python_s, (funcs, python_s)
