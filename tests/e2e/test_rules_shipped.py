@@ -422,7 +422,7 @@ def test_every_shipped_rule_is_triggered_by_a_test():
     ruleset = load_rules([RULES / name for name in RULE_FILES])
     ids = {rule.id for rule in ruleset}
     leak_sites = {"graph-kept-across-steps", "leak-site-graph", "leak-site-container",
-                  "leak-site-small"}  # tests/e2e/test_leaks.py
+                  "leak-site-small", "graph-list-between-steps"}  # tests/e2e/test_leaks.py
     loader = {"dataloader-batch-indexing", "dataloader-cpu-contention", "dataloader-handoff"}  # tests/e2e/test_loader_advice.py
     place = {"other-programs-busy"}  # tests/e2e/test_advice_place.py
     others = {"memory-taken-by-others"}  # tests/tui/test_flicker.py
