@@ -27,6 +27,7 @@ from ..diagnosis.analyzers.framework_place import (
     command_line_fix,
     guard_span,
 )
+from ..diagnosis.analyzers.leaks import grown_most
 from ..diagnosis.analyzers.loader_loop import conditional, loop_of, same_call
 from ..diagnosis.analyzers.loader_place import LOADER_CALLS, option_text, shared_line, user_label
 from ..diagnosis.analyzers.loader_role import single_pass, trainer_keeps
@@ -434,6 +435,13 @@ def _carry(e: _Edits, f: Finding, facts: dict[str, Any]) -> None:
 def _container(e: _Edits, f: Finding, facts: dict[str, Any]) -> None:
     sites = [s for s in e.session.leaks.sites if s.holder and s.holder_file and s.holder_line
              and len(s.steps) >= 2 and s.alive >= 2]
+    between = grown_most(e.session.leaks.between)
+    if not sites and between is not None and between.file and between.line:
+        # a list grown between the steps with graphs (an evaluation pass's outputs): the
+        # line the finding names, its value kept without the graph
+        e.edit(between.file, f"keep `.detach()`ed tensors in `{between.name}` (no autograd graph)",
+               lambda s, ln: cst.added_value_detached(s, ln), between.line)
+        return
     if not sites:
         e.fix.not_patched.append("not patched: the run found no line that keeps the tensors "
                                  "(see the finding for what grows)")
@@ -644,6 +652,7 @@ PLANNERS: dict[str, Callable[[_Edits, Finding, dict[str, Any]], None]] = {
     "leak-site-small": _container,
     "leak-site-graph": _container,
     "tensor-leak": _container,
+    "graph-list-between-steps": _container,
     "float64-mps": _float64,
     "float64-mps-crash": _float64,
     "sync-heavy": _syncs,

@@ -109,6 +109,19 @@ def test_a_growing_list_of_plain_tensors_is_bounded(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+def test_a_list_grown_between_the_steps_with_graphs_keeps_detached_tensors(tmp_path: Path) -> None:
+    """Validation logits appended once per epoch without torch.no_grad() (the probe's
+    between-steps scan names the list; no sampled step made them): the patch was "the run
+    found no line that keeps the tensors". Now the append the finding names keeps the
+    tensor without its graph, and the patched script runs."""
+    rec = Recorded(tmp_path, REPO / "tests" / "scripts_leaks" / "val_logits_epochs.py")
+    rule = next(r for r in rec.rules if r in ("graph-list-between-steps", "tensor-leak"))
+    removed, added = _changed(rec.check_applies_and_runs(rule, tmp_path))
+    assert removed == ["        all_val_logits.append(logits)"], removed
+    assert added == ["        all_val_logits.append(logits.detach())"], added
+
+
+@pytest.mark.slow
 def test_a_list_counted_at_the_end_is_not_bounded_but_said(tmp_path: Path) -> None:
     """kept_outputs.py averages over ``len(all_preds)``: a deque of the last 100 would print
     another mean, so the list is not rewritten and the use that forbids it is named."""

@@ -120,14 +120,20 @@ def leak_facts(session: Session) -> dict[str, Any]:
     return facts
 
 
+def grown_most(kept: list[Any]) -> Any | None:
+    """The list the script grew most between the steps with graphs: the one the findings
+    name, and the one ``mpsprof patch`` edits."""
+    return max(kept, key=lambda b: b.size - b.size0) if kept else None
+
+
 def _between(kept: list[Any]) -> dict[str, Any]:
     """The list grown most between the steps with graphs (an evaluation pass's appends,
     which no sampled step sees: probe/leak_between.py), where no sampled step named a line:
     ``leak_place_sentence`` ``between`` with its line, its growth and the line rewritten to
     keep no graph (``between_code`` where the line could not be rewritten)."""
-    if not kept:
+    k = grown_most(kept)
+    if k is None:
         return {}
-    k = max(kept, key=lambda b: b.size - b.size0)
     code, fix = added_line_fix(k.file, k.line, k.name, grad=True) or (k.code, None)
     return {"leak_place_sentence": "between" if fix else "between_code", "leak_between_holder": k.name,
             "leak_between_line": _where(k.file, k.line), "leak_between_code": code or k.name,
