@@ -22,7 +22,7 @@ read less; the framework's own setting can. One such setting is known here:
 
 Facts: ``sync_top_via`` (the library line most of the top sync line's calls came through,
 ``transformers/trainer.py:1956 (_inner_training_loop)``) and ``sync_top_via_where`` (a code:
-``inside`` or ``none``) for the evidence; ``sync_fix_where`` (``plain``, ``anomaly``, ``anomaly_engine``, ``optimizer``, ``trainer_filter``
+``inside`` or ``none``) for the evidence; ``sync_fix_where`` (``plain``, ``distributions``, ``anomaly``, ``anomaly_engine``, ``optimizer``, ``trainer_filter``
 or ``trainer_filter_line``, and ``sync_fix_why``: codes ``rules/ops.yaml`` words), ``sync_fix_place`` (the
 ``TrainingArguments`` line; ``sync_fix_file`` and ``sync_fix_line`` for ``mpsprof patch``),
 ``sync_fix_code`` and ``sync_fix_per_step`` (the syncs the setting removes, per step) for the fix.
@@ -106,6 +106,12 @@ def sync_fix(ops: OpStats, cwd: Any = None) -> dict[str, Any]:
         # torch's optimizer reads its scalars itself (LBFGS: its history loop, its convergence tests)
         out["sync_fix_where"] = "optimizer"
         out["sync_fix_place"] = library_path(top.file)
+        return out
+    if via is not None and DISTRIBUTIONS in via[0]:
+        # the most frequent read is torch.distributions checking its arguments at the
+        # script's line, not a value the script reads: the plain variant's logging snippet
+        # would stand beside a line it does not fit (sync_checks says the switch)
+        out["sync_fix_where"] = "distributions"
         return out
     if not is_trainer_filter(via):
         return out
