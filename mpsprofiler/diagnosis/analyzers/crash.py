@@ -80,6 +80,24 @@ PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
 )  # fmt: skip
 CUDA_OOM_TYPES = ("OutOfMemoryError",)
 
+_COLLATE_FILE = re.compile(r"torch[/\\]utils[/\\]data[/\\]_utils[/\\]collate\.py")
+_UNEQUAL = re.compile(
+    # torch.stack's check (aten/src/ATen/native/TensorShape.cpp, check_stack_inputs). In a
+    # worker, collate_tensor_fn (torch/utils/data/_utils/collate.py) first makes a shared
+    # storage of the batch's total elements and resize_s it to len(batch) copies of the
+    # first sample: where the others hold fewer elements, that fails before the stack
+    r"stack expects each tensor to be equal size|Trying to resize storage that is not resizable")
+
+
+def collate_unequal(message: str, frames: list[Frame]) -> bool:
+    """The DataLoader's default collate could not stack a batch's samples: they differ in
+    shape. Only where the failing stack is collate's own (its file in the traceback, or in
+    a worker's traceback copied into the message): the script's own ``torch.stack`` of
+    unequal tensors is another bug."""
+    if not _UNEQUAL.search(message):
+        return False
+    return bool(_COLLATE_FILE.search(message)) or any(_COLLATE_FILE.search(str(f.get("file", ""))) for f in frames)
+
 _DEVICES = (
     re.compile(r"found at least two devices, (?P<a>[\w:]+) and (?P<b>[\w:]+)"),
     re.compile(r"is on (?P<a>[\w:]+), different from other tensors on (?P<b>[\w:]+)"),
@@ -128,6 +146,8 @@ def crash_facts(session: Session) -> dict[str, Any]:
         return {"crashed": session.status == "crashed", "crash_kind": None}
     message = crash.message or ""
     kind = classify(crash.type, message)
+    if kind == "other" and collate_unequal(message, crash.frames):
+        kind = "collate_unequal"
     facts: dict[str, Any] = {
         "crashed": True,
         "crash_type": crash.type,
