@@ -338,8 +338,12 @@ class StepTracker:
         key = _optimizer_key(optimizer)
         seen = self._seen
         if key in seen:
-            # a repeat: the previous iteration ended at the last optimizer step before it
-            if self._cycle is None:
+            # a repeat: the previous iteration ended at the last optimizer step before it.
+            # An iteration of none of the learnt optimizers relearns them: a new model and
+            # optimizer per fold (k-fold), trial or restart updates new parameters, and the
+            # old set, never complete again, left every later step closed one step late
+            # (a fold's first step merged into the previous fold's last)
+            if self._cycle is None or not seen & self._cycle:
                 self._cycle = frozenset(seen)
             self._close(self._last_opt_time)
             seen.clear()

@@ -46,6 +46,16 @@ def test_several_backward_passes_per_iteration_are_one_step(tmp_path):
 
 
 @pytest.mark.slow
+def test_k_fold_training_with_a_new_model_per_fold_counts_every_optimizer_step(tmp_path):
+    """A new model and optimizer per fold: 750 optimizer steps in 5 folds read 746 (each
+    fold's first step merged into the previous fold's last)."""
+    proc, summary, _ = mpsprof_run(tmp_path, "kfold_models.py")
+    updates = int(re.search(r"optimizer steps (\d+)", proc.stdout).group(1))
+    assert summary["steps"]["count"] == updates, (summary["steps"], updates)
+    assert summary["steps"]["mode"] == "optimizer" and summary["steps"]["optimizers"] == 1
+
+
+@pytest.mark.slow
 def test_a_loop_nothing_counts_says_so_with_the_fix(tmp_path):
     proc, summary, run_dir = mpsprof_run(tmp_path, "no_signal.py")
     assert summary["steps"]["count"] == 0
@@ -112,6 +122,28 @@ def test_a_generator_stepping_every_second_batch_makes_no_step_of_its_own_at_the
             tracker.on_optimizer_step(gen)
     tracker.finish()
     assert len(_durations(tracker, emitted)) == 8
+
+
+@pytest.mark.parametrize("gan", [False, True])
+def test_a_new_model_and_optimizer_per_fold_counts_every_step(gan: bool):
+    """k-fold cross-validation: a new model and optimizer each fold update new parameters.
+    The learnt set of optimizers (the first fold's) was never complete again: every later
+    step closed one step late and each fold's first step merged into the previous fold's
+    last (750 optimizer steps in 5 folds read 746). A GAN per fold: two optimizers a step."""
+    import types
+
+    tracker, clock, emitted = _tracker()
+    folds, steps = 3, 4
+    for fold in range(folds):
+        opts = [types.SimpleNamespace(param_groups=[{"params": [object()]}]) for _ in range(2 if gan else 1)]
+        for i in range(steps):
+            for k, opt in enumerate(opts):
+                clock.t = (fold * steps + i) + 0.5 + 0.1 * k
+                tracker.on_optimizer_step(opt)
+    tracker.finish()
+    durations = _durations(tracker, emitted)
+    assert len(durations) == folds * steps, durations
+    assert all(d == pytest.approx(1.0) for d in durations[1:]), durations
 
 
 @pytest.mark.parametrize("passes", [1, 2])
