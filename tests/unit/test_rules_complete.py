@@ -23,6 +23,7 @@ RULES = TESTS.parent / "rules"
 
 ANSWERED_ELSEWHERE: dict[str, tuple[str, ...]] = {
     "autograd-crash.yaml": ("test_autograd_crash.py",),
+    "collate-crash.yaml": ("test_collate_crash.py",),
     "device-missing-crash.yaml": ("test_device_missing.py",),
     # straggler-rank: the torchrun straggler run; straggler-rank-work: a rank's own loop;
     # data-loading-imbalance and rank-near-memory-limit: tests/e2e/test_rank_rules.py
