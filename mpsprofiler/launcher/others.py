@@ -256,7 +256,7 @@ class OtherPrograms:
 
 
 def _psutil_rows(psutil: Any) -> list[Row]:
-    """Every process psutil may read (a system without ``/proc``: macOS), as :data:`Row`\ s."""
+    """Every process psutil may read (a system without ``/proc``: macOS), as rows (:data:`Row`)."""
     rows: list[Row] = []
     for proc in psutil.process_iter(["name", "create_time", "cpu_times", "ppid"]):
         times, created = proc.info.get("cpu_times"), proc.info.get("create_time")
