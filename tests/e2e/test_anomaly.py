@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -35,6 +36,30 @@ def _run(tmp_path: Path, form: str) -> tuple[subprocess.CompletedProcess[str], d
     return proc, {f["rule"]: f for f in read_summary(run)["findings"]}
 
 
+Recording = tuple[Path, Path, "subprocess.CompletedProcess[str]"]
+"""A copy of the script, its run directory and the ``mpsprof run`` that recorded it."""
+
+
+@pytest.fixture(scope="module")
+def recorded_on(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Recording]:
+    """The script with anomaly detection on in training, each form copied and recorded once
+    (``FORM/anomaly_train.py``, run ``FORM/run``): (script, run, the run's process). The
+    finding's test reads the recording; the patch test patches and applies it to that copy
+    and runs the patched copy again (it was a second run of the same script and form)."""
+    done: dict[str, Recording] = {}
+
+    def recorded(form: str) -> Recording:
+        if form not in done:
+            base = tmp_path_factory.mktemp(f"anomaly_{form}")
+            script, run = base / SCRIPT.name, base / "run"
+            script.write_text(SCRIPT.read_text())
+            proc = mpsprof_cli("run", "--headless", "-o", str(run), str(script), "--form", form, env=child_env())
+            done[form] = (script, run, proc)
+        return done[form]
+
+    return recorded
+
+
 def _bare(form: str) -> str:
     proc = subprocess.run([sys.executable, str(SCRIPT), "--form", form], capture_output=True, text=True,
                           env=child_env(), timeout=120)
@@ -45,8 +70,11 @@ def _bare(form: str) -> str:
 @pytest.mark.slow
 @pytest.mark.parametrize("form,text", [("set", "torch.autograd.set_detect_anomaly(True)"),
                                        ("with", "with torch.autograd.detect_anomaly():")])
-def test_anomaly_detection_on_in_training_is_named_at_its_line(tmp_path: Path, form: str, text: str) -> None:
-    proc, found = _run(tmp_path, form)
+def test_anomaly_detection_on_in_training_is_named_at_its_line(recorded_on: Callable[[str], Recording], form: str,
+                                                              text: str) -> None:
+    _, run, proc = recorded_on(form)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    found = {f["rule"]: f for f in read_summary(run)["findings"]}
     assert _bare(form).strip() in proc.stdout  # the training's own output, as bare
     finding = found["anomaly-detection-on"]
     where = f"anomaly_train.py:{_line_of(text)}"
@@ -126,11 +154,9 @@ def test_try_offers_the_override_for_the_finding_and_only_false_is_accepted() ->
 
 @pytest.mark.slow
 @pytest.mark.parametrize("form", ["set", "with"])
-def test_patch_turns_it_off_at_the_line_and_the_patched_script_runs_clean(tmp_path: Path, form: str) -> None:
-    script = tmp_path / "anomaly_train.py"
-    script.write_text(SCRIPT.read_text())
-    run = tmp_path / "run"
-    proc = mpsprof_cli("run", "--headless", "-o", str(run), str(script), "--form", form, env=child_env())
+def test_patch_turns_it_off_at_the_line_and_the_patched_script_runs_clean(recorded_on: Callable[[str], Recording],
+                                                                         tmp_path: Path, form: str) -> None:
+    script, run, proc = recorded_on(form)  # the finding's own recording (its test above reads it)
     assert proc.returncode == 0, proc.stderr[-2000:]
     proc = mpsprof_cli("patch", str(run), "--apply", "--no-proof", env=child_env())
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
