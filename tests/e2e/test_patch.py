@@ -180,7 +180,9 @@ def test_a_kept_loss_curve_keeps_every_value_as_a_number(tmp_path: Path) -> None
     # run=False: the applied script runs below, under mpsprof (its exit status and output kept)
     removed, added = _changed(rec.check_applies_and_runs("leak-site-small", tmp_path, run=False))
     assert removed == ["        self.curve.append(loss)"] and added == ["        self.curve.append(loss.item())"], added
-    proved = rec.patch("--rule", "leak-site-small", "--prove", "--pairs", "2", "--apply")
+    # one pair: the verdict is the finding's presence in the original's run and absence in the
+    # patched one's, with their printed losses equal (patch/prove.py, judge), no timing
+    proved = rec.patch("--rule", "leak-site-small", "--prove", "--pairs", "1", "--apply")
     assert proved.returncode == 0 and "verdict     fixed" in proved.stdout, proved.stdout[-3000:] + proved.stderr
     again = mpsprof_cli("run", "--headless", "-o", str(tmp_path / "again"), str(rec.script), cwd=rec.dir)
     assert "curve 160 " in rec.proc.stdout and "curve 160 " in again.stdout, again.stdout[-2000:]
