@@ -25,6 +25,15 @@ run's summary reports).
     OMP_NUM_THREADS=1 python benchmarks/step_instructions.py --widths 32 --ladder        # per instrument
     OMP_NUM_THREADS=1 python benchmarks/step_instructions.py --widths 32 --baseline /tmp/old/mpsprofiler
 
+``--quiet-schedule`` sets the probe's time thresholds as an untraced run on a quiet machine
+meets them: under callgrind a step lasts ~50 times longer and the process waits for a core
+at the machine's load, so every DataLoader fetch is "long" (``cputime.LONG_FETCH``: its
+clocks are read at every fetch, never estimated) and the run-queue file is read whenever
+the load made the thread wait (``cputime.RUNQ_SLACK``, ``RUNQ_SPAN``), which moves a rung by
+thousands of instructions between runs. With the option no fetch is long (this loop's take
+~40 us untraced) and the run queue is read once: what the fetch path costs at this loop's
+real speed, the same in every run. (Both versions of a ``--baseline`` run get it.)
+
 ``--ladder`` counts ``step_cost.py``'s rungs (each adds one instrument) instead: the
 difference of adjacent rungs is that instrument's instructions per step. ``--baseline``
 names another version's ``mpsprofiler`` package folder (``step_cost.load_baseline``): its
@@ -69,6 +78,25 @@ def enabled_for(variant: str) -> frozenset[str] | None:
     return None if rung is None else rung - {"memory", "terminal"}  # the sampler wakes by the clock
 
 
+QUIET_SCHEDULE = "STEP_INSTRUCTIONS_QUIET_SCHEDULE"
+"""Set (by ``--quiet-schedule``) in the measured processes' environment."""
+
+
+def quiet_schedule() -> None:
+    """The time thresholds of every loaded probe package as a quiet, untraced run meets
+    them (see the module docstring): modules read them as globals at every fetch."""
+    for name in ("mpsprofiler", "mpsprofiler_baseline"):
+        for module_name in (f"{name}.probe.cputime", f"{name}.probe.steps"):
+            module = sys.modules.get(module_name)
+            if module is None and name in sys.modules:
+                import importlib
+
+                module = importlib.import_module(module_name)
+            for threshold in ("LONG_FETCH", "RUNQ_SLACK", "RUNQ_SPAN"):
+                if module is not None and hasattr(module, threshold):
+                    setattr(module, threshold, float("inf"))
+
+
 def child(variant: str, width: int, steps: int, baseline: str | None) -> None:
     """The measured process: warm up, say READY, run ``steps`` steps on "go", say DONE."""
     sys.path.insert(0, HERE)
@@ -76,6 +104,8 @@ def child(variant: str, width: int, steps: int, baseline: str | None) -> None:
 
     if baseline:
         sc.load_baseline(baseline)
+    if os.environ.get(QUIET_SCHEDULE):
+        quiet_schedule()
     enabled = enabled_for(variant)
     probe = sc.start_probe(enabled, variant.startswith("baseline")) if enabled is not None else None
     # built after the probe's start, as a script's loader is under ``mpsprof run``: its
@@ -170,6 +200,8 @@ def main() -> None:
     p.add_argument("--ladder", action="store_true", help="count step_cost.py's ladder rungs (one instrument each)")
     p.add_argument("--baseline", help="another version's mpsprofiler package folder: its full probe is counted too")
     p.add_argument("--idle-thread", action="store_true", help=f"count '{IDLE_THREAD}' too")
+    p.add_argument("--quiet-schedule", action="store_true",
+                   help="the probe's time thresholds as an untraced run on a quiet machine meets them")
     p.add_argument("--child", nargs=3, metavar=("VARIANT", "WIDTH", "STEPS"), help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.child:
@@ -177,6 +209,8 @@ def main() -> None:
         return
     if args.baseline:
         args.baseline = os.path.abspath(args.baseline)
+    if args.quiet_schedule:
+        os.environ[QUIET_SCHEDULE] = "1"
     if shutil.which("valgrind") is None or shutil.which("callgrind_control") is None:
         sys.exit("valgrind (with callgrind_control) is not installed: nothing to count with")
     python = os.path.realpath(sys.executable)  # a launcher script (pyenv's shim) would be traced instead

@@ -1,0 +1,105 @@
+"""Bytecodes and Python calls a batch in the probe's DataLoader path, counted by tracing.
+
+Why: the DataLoader hooks are the largest rung of ``step_instructions.py --ladder`` (issue
+34), and what they cost is the Python they run at every batch. A count of the bytecodes
+executed and the functions entered does not depend on the machine's load, and it names
+the functions, where callgrind's rung is one figure that moves by ~10 k instructions
+between runs (benchmarks/RESULTS.md, session 54).
+
+The MLP loop of ``step_cost.py`` (a loader built after the probe, as under ``mpsprof run``,
+so every batch reaches the per-loader sums), the ``+ DataLoader hooks`` rung's instruments
+(no op accounting, no memory sampler). ``WARM`` steps run first, untraced: past
+``cputime.EXACT_FETCHES`` fetches, where an untraced run's fetches (~40 us here, under
+``cputime.LONG_FETCH``) have their clocks read at every 8th. Tracing makes every fetch
+long, which would read them at every fetch: ``LONG_FETCH`` is set out of reach while
+counting, so the count follows the untraced run's schedule (``--long-fetches`` keeps it:
+every fetch read, the clocks' upper bound).
+
+    OMP_NUM_THREADS=1 python benchmarks/loader_path_bytecodes.py
+    OMP_NUM_THREADS=1 PYTHONPATH=/tmp/old python benchmarks/loader_path_bytecodes.py   # another version
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import os
+import sys
+from types import FrameType
+from typing import Any
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+WARM = 300
+RUNG = "+ DataLoader hooks"
+
+
+def count(steps: int, long_fetches: bool) -> tuple[collections.Counter[str], collections.Counter[str]]:
+    """Bytecodes and calls by function over ``steps`` steps, inside the DataLoader wrapper."""
+    sys.path.insert(0, HERE)
+    import step_cost as sc
+
+    import mpsprofiler
+
+    package = os.path.dirname(os.path.abspath(mpsprofiler.__file__)) + os.sep
+    enabled = dict(sc.LADDER)[RUNG]
+    assert enabled is not None
+    probe = sc.start_probe(enabled - {"memory", "terminal"})
+    loop = sc.Loop(32, 64, True)
+    loop.block(WARM, 1)
+    from torch.utils.data import dataloader as dl
+
+    from mpsprofiler.probe import cputime
+    from mpsprofiler.probe import steps as steps_mod
+
+    wrapper = dl._BaseDataLoaderIter.__next__.__code__
+    if not long_fetches:
+        for module in (cputime, steps_mod):  # read as a global at every fetch, where it is read
+            if hasattr(module, "LONG_FETCH"):
+                module.LONG_FETCH = float("inf")  # type: ignore[attr-defined]
+    ops: collections.Counter[str] = collections.Counter()
+    calls: collections.Counter[str] = collections.Counter()
+    inside = [0]
+
+    def local(frame: FrameType, event: str, arg: Any) -> Any:
+        if event == "opcode":
+            ops[frame.f_code.co_qualname] += 1
+        elif event == "return" and frame.f_code is wrapper:
+            inside[0] -= 1
+        return local
+
+    def tracer(frame: FrameType, event: str, arg: Any) -> Any:
+        code = frame.f_code
+        if code is wrapper:
+            inside[0] += 1
+        if not inside[0] or not code.co_filename.startswith(package):
+            return None
+        calls[code.co_qualname] += 1
+        frame.f_trace_opcodes = True
+        return local
+
+    sys.settrace(tracer)
+    try:
+        loop.block(0, steps)
+    finally:
+        sys.settrace(None)
+    sc.stop_probe(probe)
+    return ops, calls
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--steps", type=int, default=800)
+    p.add_argument("--long-fetches", action="store_true", help="leave cputime.LONG_FETCH: every traced fetch is read")
+    args = p.parse_args()
+    ops, calls = count(args.steps, args.long_fetches)
+    n = args.steps
+    import mpsprofiler
+
+    print(f"{mpsprofiler.__file__}: DataLoader path, {n} batches after {WARM}")
+    print(f"  bytecodes a batch {sum(ops.values()) / n:.1f}, Python calls a batch {sum(calls.values()) / n:.2f}")
+    for name, k in ops.most_common():
+        print(f"  {name:45s} {k / n:7.1f} bytecodes  {calls[name] / n:5.2f} calls")
+
+
+if __name__ == "__main__":
+    main()
