@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import inspect
 import os
 import random
 import shutil
@@ -68,7 +69,7 @@ class Iterator:
 class Version:
     """One version's tracker and loader sums, fed the same sequence as the other's."""
 
-    def __init__(self, package: types.ModuleType, runq: bool, passes_step: bool) -> None:
+    def __init__(self, package: types.ModuleType, runq: bool) -> None:
         steps = importlib.import_module(package.__name__ + ".probe.steps")
         sites_mod = importlib.import_module(package.__name__ + ".probe.loader_sites")
         cputime = importlib.import_module(package.__name__ + ".probe.cputime")
@@ -83,7 +84,8 @@ class Version:
         self.sites = sites_mod.LoaderSites(lambda d: self.events.append(("dataloader", dict(d))),
                                            lambda: self.tracker.begun)
         self.site_cls = sites_mod.Site
-        self.passes_step = passes_step
+        # the steps begun passed by the DataLoader hook (as it does) where on_fetch takes them
+        self.passes_step = "step" in inspect.signature(sites_mod.LoaderSites.on_fetch).parameters
         self.loaders: list[Any] = []
         self.iters: list[Iterator] = []
         self.rows: list[tuple[Any, ...]] = []
@@ -93,7 +95,7 @@ def run(seed: int, old: types.ModuleType, new: types.ModuleType) -> tuple[int, i
     """One random sequence through both versions; returns the steps and events compared."""
     rng = random.Random(seed)
     runq = rng.random() < 0.7
-    versions = [Version(old, runq, False), Version(new, runq, True)]
+    versions = [Version(old, runq), Version(new, runq)]
     ticks = [0.0]
 
     def fake_perf_counter() -> float:  # the index timers' clock: the same in both
