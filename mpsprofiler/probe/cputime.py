@@ -176,42 +176,40 @@ class FetchClock:
     its wall time times that ratio: sums over many steps, what the loader findings read,
     converge to what reading every fetch gives. (One ratio for both lengths would let the
     rare long fetch that ends a run of short ones, waiting where the short ones compute,
-    swing the short ones' estimate.)"""
+    swing the short ones' estimate.)
 
-    __slots__ = ("_clock", "_n", "_after_long", "_sums")
+    This holds the readings and the sums; the schedule and the estimate are the step
+    tracker's fetch path (``steps.StepTracker.on_fetch_start``/``on_fetch_end``), which
+    runs at every batch: there a fetch that is not read makes no call at all (issue 34)."""
+
+    __slots__ = ("_clock", "after_long", "_sums", "ratios")
 
     def __init__(self, clock: ThreadClock) -> None:
         self._clock = clock
-        self._n = 0
-        self._after_long = True
+        self.after_long = True
+        """The last fetch was long (``LONG_FETCH``; the run's first fetch counts as one):
+        the next one is read whatever its count."""
         self._sums: list[list[Any]] = [[0.0, 0.0, 0.0], [0.0, 0.0, 0.0]]
         """Per own length (short, long): wall, CPU and run-queue seconds (None: a run-queue
         reading was missing) of the fetches read that followed a short fetch."""
+        self.ratios: list[tuple[float, float, float | None] | None] = [None, None]
+        """Per length (short, long), the sums a fetch of that length not read is estimated
+        from: its own length's, the other's while its own has none, None while neither has
+        any (the fetch's CPU time is then its wall time, its run-queue time unknown). They
+        change only when a read fetch adds to the sums, so they are chosen then, not at
+        every fetch estimated."""
 
-    def start(self, now: float) -> tuple[float, float | None, bool] | None:
-        """At a fetch's start (``now``: the wall clock just before): the readings, or None
-        when this fetch is estimated."""
-        n = self._n = self._n + 1
-        after_long = self._after_long
-        if after_long or n <= EXACT_FETCHES or not n % READ_EVERY:
-            cpu, runq = self._clock.read(now)
-            return cpu, runq, after_long
-        return None
+    def read_start(self, now: float) -> tuple[float, float | None, bool]:
+        """The readings at the start of a fetch that is read (``now``: the wall clock just
+        before)."""
+        cpu, runq = self._clock.read(now)
+        return cpu, runq, self.after_long
 
-    def end(self, started: tuple[float, float | None, bool] | None, now: float,
-            wall: float) -> tuple[float, float | None]:
-        """At the fetch's end: its CPU seconds and run-queue seconds (None where unknown)."""
-        long = wall >= LONG_FETCH
-        self._after_long = long
-        if started is None:
-            sums = self._sums[long]
-            if sums[0] <= 0.0:
-                sums = self._sums[not long]
-                if sums[0] <= 0.0:
-                    return wall, None
-            cpu = wall * sums[1] / sums[0]
-            runq = None if sums[2] is None else wall * sums[2] / sums[0]
-            return (cpu if cpu < wall else wall), runq
+    def read_end(self, started: tuple[float, float | None, bool], now: float,
+                 wall: float) -> tuple[float, float | None]:
+        """At the end of a fetch read at its start (``started``: :meth:`read_start`'s): its
+        CPU seconds and run-queue seconds (None where unknown), added to the sums."""
+        long = self.after_long = wall >= LONG_FETCH
         cpu0, runq0, after_long = started
         clock = self._clock
         cpu1, runq1 = clock.read(now) if runq0 is not None else (clock.cpu(), None)
@@ -227,4 +225,8 @@ class FetchClock:
                 sums[2] = None
             elif sums[2] is not None:
                 sums[2] += runq
+            short, longer = self._sums
+            own = (short[0], short[1], short[2]) if short[0] > 0.0 else None
+            other = (longer[0], longer[1], longer[2]) if longer[0] > 0.0 else None
+            self.ratios = [own or other, other or own]
         return cpu, runq

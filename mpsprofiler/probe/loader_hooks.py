@@ -57,6 +57,8 @@ def install(tracker: StepTracker, disabled: Set[str], emit: Callable[..., None],
                                      functools.partial(operator.attrgetter("begun"), tracker))
     pins = PinCheck(emit, device_kind)
     perf_counter = time.perf_counter
+    # bound once: the wrapper below runs at every batch (issue 34)
+    fetch_start, fetch_end, on_fetch = tracker.on_fetch_start, tracker.on_fetch_end, sites.on_fetch
 
     def safe(fn: Callable[[], object]) -> None:
         try:
@@ -72,7 +74,7 @@ def install(tracker: StepTracker, disabled: Set[str], emit: Callable[..., None],
                 fault(INSTRUMENT)
             if tracker.first_fetch_by is None:  # once: who fetches (a look-ahead? steps.LOOK_AHEAD)
                 tracker.first_fetch_by = _caller_module(sys._getframe(1))
-            started = tracker.on_fetch_start()
+            started = fetch_start()
         except Exception as exc:
             fail(INSTRUMENT, exc)
             return orig_next(it)
@@ -82,13 +84,13 @@ def install(tracker: StepTracker, disabled: Set[str], emit: Callable[..., None],
         try:
             batch = orig_next(it)
         except StopIteration:
-            safe(lambda: tracker.on_fetch_end(started, False))
+            safe(lambda: fetch_end(started, False))
             raise
         # one try for the three (this runs at every batch): the first failure switches the
         # instrument off, and the others would only have fed an instrument that is off
         try:
-            end = tracker.on_fetch_end(started, True)  # the tracker's clock is perf_counter (probe.py)
-            sites.on_fetch(it, end - t0, batch, end)
+            end = fetch_end(started, True)  # the tracker's clock is perf_counter (probe.py)
+            on_fetch(it, end - t0, batch, end, tracker.begun)
             if pins.open and tracker.backend.kind == "cuda":
                 pins.on_batch(it, batch)  # pageable batches on CUDA (probe/copies.py)
         except Exception as exc:

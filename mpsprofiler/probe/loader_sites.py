@@ -125,8 +125,9 @@ class Site:
     tail_fetches: int = 0
     tail_fetch_s: float = 0.0
     due: int = 0
-    """The timed batch count at which :meth:`LoaderSites._due` runs next (an index draw to
-    time or an update to send): one comparison per batch for both schedules."""
+    """The timed batch count at which :meth:`LoaderSites._due` runs next (the first timed
+    batch's shape, an index draw to time or an update to send): one comparison per batch
+    for all three."""
 
 
 class LoaderSites:
@@ -189,44 +190,46 @@ class LoaderSites:
                 del iters[key]
 
         try:
-            # batches, the last one's arrival, its index timer (:meth:`arm`), the step then
-            iters[key] = (weakref.ref(it, forget), site, [0, 0.0, None, None])
+            # the last batch's arrival (None before the first), its index timer (:meth:`arm`),
+            # the step then
+            iters[key] = (weakref.ref(it, forget), site, [None, None, None])
         except TypeError:  # an iterator without weak references: not timed per loader
             pass
 
-    def on_fetch(self, it: Any, seconds: float, batch: Any, end: float) -> None:
-        """``end``: the clock when the batch arrived (``seconds`` after it was asked for).
+    def on_fetch(self, it: Any, seconds: float, batch: Any, end: float, step: int | None = None) -> None:
+        """``end``: the clock when the batch arrived (``seconds`` after it was asked for);
+        ``step``: the steps begun then (the DataLoader hook reads ``StepTracker.begun`` and
+        passes it: an attribute read, not a call), else the constructor's ``step`` is asked.
 
         Runs at every batch (issue 34: the largest Python function of the probe's step):
-        the steady path is a few attribute updates; an iterator's first batch, a loader's
-        first timed batch, and the batches that time an index draw or send an update
-        (``Site.due``) take the branches that do more."""
+        the steady path is a few attribute updates; an iterator's first batch and the
+        batches due for more (``Site.due``: a loader's first timed batch, an index draw to
+        time, an update to send) take the branches that do more."""
         entry = self._iters.get(id(it))
-        if entry is None or entry[0]() is not it:
+        if entry is None:
             return
-        site, state = entry[1], entry[2]
-        step = self._step() if self._step is not None else None
-        last_step = state[3]
-        state[3] = step
-        batches = state[0] = state[0] + 1
-        if batches == 1:  # the first batch waits for the workers to start: summed apart
-            state[1] = end
+        ref, site, state = entry
+        alive: Any = ref()
+        if alive is not it:  # (an id reused by a new object after the iterator's death)
+            return
+        if step is None and self._step is not None:
+            step = self._step()
+        last_end, last_step = state[0], state[2]
+        state[0], state[2] = end, step
+        if last_end is None:  # the first batch waits for the workers to start: summed apart
             site.first_fetches += 1
             site.first_fetch_s += seconds
             return
         # a new pass of the same iterator (persistent workers: iter() resets it,
-        # _BaseDataLoaderIter._reset sets _num_yielded to 0) has no gap before its first batch
-        if getattr(it, "_num_yielded", 2) != 1:
-            gap = end - seconds - state[1]
+        # _BaseDataLoaderIter._reset sets _num_yielded to 0, which __next__ counts) has no
+        # gap before its first batch
+        if it._num_yielded != 1:
+            gap = end - seconds - last_end
             if gap >= 0.0:
                 site.consumes += 1
                 site.consume_s += gap
-        state[1] = end
-        if step != last_step and step is not None and last_step is not None:
+        if step != last_step:  # (both None where steps are not counted: last_step is this iterator's batch before)
             site.consume_steps += 1
-        if site.tensors is None:
-            site.tensors = count_tensors(batch)
-            site.form = batch_form(batch)
         n = site.fetches = site.fetches + 1
         site.fetch_s += seconds
         if step != site.tail_step:
@@ -235,12 +238,16 @@ class LoaderSites:
             site.tail_fetches += 1
             site.tail_fetch_s += seconds
         if n >= site.due:
-            self._due(it, entry, site, n)
+            self._due(it, entry, site, n, batch)
 
-    def _due(self, it: Any, entry: tuple[weakref.ref[Any], Site, list[Any]], site: Site, n: int) -> None:
-        """The ``n``-th timed batch of ``site`` reached ``site.due``: time the next index draw
-        (the first ``INDEX_EXACT`` batches, then every ``INDEX_EVERY``-th), send the update
-        due (``next_update``), and set the next batch at which either is due."""
+    def _due(self, it: Any, entry: tuple[weakref.ref[Any], Site, list[Any]], site: Site, n: int, batch: Any) -> None:
+        """The ``n``-th timed batch of ``site`` reached ``site.due`` (at its first one, 0):
+        note the batch's shape (the first timed one's), time the next index draw (the first
+        ``INDEX_EXACT`` batches, then every ``INDEX_EVERY``-th), send the update due
+        (``next_update``), and set the next batch at which any of them is due."""
+        if site.tensors is None:
+            site.tensors = count_tensors(batch)
+            site.form = batch_form(batch)
         if n < INDEX_EXACT or not n % INDEX_EVERY:
             self.arm(it, entry)
         if n >= site.next_update and site.fields:
@@ -258,9 +265,9 @@ class LoaderSites:
         (and its workers) alive until the garbage collector runs. An iterator without an
         instance dictionary (a subclass with ``__slots__``) is not timed."""
         state = entry[2]
-        timer = state[2]
+        timer = state[1]
         if timer is None:
-            timer = state[2] = _index_timer(entry[0], entry[1])
+            timer = state[1] = _index_timer(entry[0], entry[1])
         try:
             it.__dict__["_next_index"] = timer
         except (AttributeError, TypeError):

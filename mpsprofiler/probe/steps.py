@@ -54,7 +54,7 @@ from typing import Any
 
 from .. import events
 from ..devices import DeviceBackend
-from .cputime import FetchClock, ThreadClock
+from .cputime import EXACT_FETCHES, LONG_FETCH, READ_EVERY, FetchClock, ThreadClock
 from .step_aggregate import ALLOC_EVERY, aggregate_rows, columns, fold_columns, merge_fetch, steps_payload
 
 DETAIL_LIMIT = 20_000
@@ -411,6 +411,10 @@ class StepTracker:
         self._started = True
 
     def on_fetch_start(self) -> tuple[float, tuple[float, float | None, bool] | None]:
+        """A DataLoader fetch begins: returns what :meth:`on_fetch_end` needs. This and
+        :meth:`on_fetch_end` run at every batch (issue 34): the fetch clock's schedule and
+        estimate (``cputime.FetchClock``) are theirs, so that a batch whose clocks are not
+        read makes no call for them."""
         now = self._clock()
         if not self._started:
             self._mark_start()
@@ -429,13 +433,19 @@ class StepTracker:
             # the step-boundary listeners (the op sampler switching on) ran just now:
             # their time is the profiler's, not a wait for data
             now = self._clock()
-        self._fetches += 1
+        n = self._fetches = self._fetches + 1
         FETCH.thread = _get_ident()
+        clock = self._fetch_clock
+        # the fetch clock's schedule (cputime.FetchClock's docstring): the first fetches, every
+        # READ_EVERY-th one, and every one after a long fetch are read; the others not at all
         if self.backend.asynchronous:
             self._mark_queued_work()
-            # the CPU clock's wall time is read right before it (the run-queue skip compares them)
-            return now, self._fetch_clock.start(self._clock())
-        return now, self._fetch_clock.start(now)
+            if clock.after_long or n <= EXACT_FETCHES or not n % READ_EVERY:
+                # the CPU clock's wall time is read right before it (the run-queue skip compares them)
+                return now, clock.read_start(self._clock())
+        elif clock.after_long or n <= EXACT_FETCHES or not n % READ_EVERY:
+            return now, clock.read_start(now)
+        return now, None
 
     def on_fetch_end(self, started: tuple[float, tuple[float, float | None, bool] | None], got_batch: bool) -> float:
         """The fetch begun at ``started`` has ended; returns the clock then (the DataLoader hook's
@@ -444,22 +454,44 @@ class StepTracker:
         t0, reading = started
         now = self._clock()
         wait = now - t0
-        cpu, runq = self._fetch_clock.end(reading, now, wait)
+        clock = self._fetch_clock
+        if reading is not None:
+            cpu, runq = clock.read_end(reading, now, wait)
+        else:
+            # not read: the wall time times the ratios of the fetches read that were as long
+            # as this one (cputime.FetchClock.ratios)
+            long = clock.after_long = wait >= LONG_FETCH
+            ratio = clock.ratios[long]
+            if ratio is None:
+                cpu, runq = wait, None
+            else:
+                total, cpu_s, runq_s = ratio
+                cpu = wait * cpu_s / total
+                if cpu >= wait:
+                    cpu = wait
+                runq = None if runq_s is None else wait * runq_s / total
         idle = self._read_idle() if self._event_pending else None
-        batches = 1 if got_batch else 0
         mode = self.mode
         if (mode == "optimizer" and self._seen) or ((mode == "none" or mode == "backward") and self._bwd_seen):
             # after an optimizer step (or backward pass) of an iteration not yet closed:
             # most likely the next step's batch, held until the next one says which
-            fetch: list[Any] = [wait, cpu, runq, batches, idle]
+            fetch: list[Any] = [wait, cpu, runq, 1 if got_batch else 0, idle]
             if self._carry is None:
                 self._carry = fetch
             else:
                 self._carry = merge_fetch(self._carry, fetch)
-        else:
-            self._add_fetch(wait, cpu, runq, batches, idle)
-        for listener in self.fetch_listeners:
-            listener()
+        else:  # _add_fetch, inlined: this runs at every batch
+            self._wait += wait
+            self._wait_cpu += cpu
+            self._batches += got_batch
+            if runq is not None:
+                wait_runq = self._wait_runq
+                self._wait_runq = runq if wait_runq is None else wait_runq + runq
+            if idle is not None:
+                self._idle = idle if self._idle is None else max(self._idle, idle)
+        if self.fetch_listeners:
+            for listener in self.fetch_listeners:
+                listener()
         return now
 
     def _keep_carry(self) -> None:

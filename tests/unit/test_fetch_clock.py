@@ -1,14 +1,18 @@
 """The DataLoader fetches' CPU clock, read at some fetches and estimated at the others
-(``probe/cputime.py`` ``FetchClock``): which fetches are read, and that the sums the loader
-findings read (CPU and run-queue seconds over many fetches) match reading every fetch."""
+(``probe/cputime.py`` ``FetchClock``, whose schedule and estimate the step tracker's fetch
+path runs: ``StepTracker.on_fetch_start``/``on_fetch_end``): which fetches are read, and
+that the sums the loader findings read (CPU and run-queue seconds over many fetches) match
+reading every fetch. Driven through the tracker, as the DataLoader hook drives it."""
 
 from __future__ import annotations
 
 import random
 import time
 
+from mpsprofiler.devices.cpu import CpuBackend
 from mpsprofiler.probe import cputime
 from mpsprofiler.probe.cputime import EXACT_FETCHES, LONG_FETCH, READ_EVERY, FetchClock, ThreadClock
+from mpsprofiler.probe.steps import StepTracker
 
 
 class ScriptedClock:
@@ -28,18 +32,43 @@ class ScriptedClock:
         return self.cpu_s
 
 
-def _fetch(fc: FetchClock, clock: ScriptedClock, now: float, wall: float, cpu_share: float,
+class Fetches:
+    """A step tracker of a loop without training (each batch a step of its own: the step's
+    CPU and run-queue seconds are its one fetch's) whose wall clock the test sets, reading
+    ``clock`` as the training thread's clock; or the real clocks where ``clock`` is None."""
+
+    def __init__(self, clock: ScriptedClock | ThreadClock | None = None) -> None:
+        self.now = 0.0
+        real = clock is None
+        self.tracker = StepTracker(lambda *a, **k: None, CpuBackend(),
+                                   time.perf_counter if real else (lambda: self.now))
+        if not real:
+            self.tracker._thread_clock = clock  # type: ignore[assignment]
+            self.tracker._fetch_clock = FetchClock(clock)  # type: ignore[arg-type]
+
+    def start(self, now: float) -> object:
+        self.now = now
+        return self.tracker.on_fetch_start()
+
+    def end(self, started: object, now: float) -> tuple[float, float | None]:
+        """The fetch's CPU and run-queue seconds, as the tracker summed them."""
+        self.now = now
+        self.tracker.on_fetch_end(started, True)  # type: ignore[arg-type]
+        return self.tracker._wait_cpu, self.tracker._wait_runq
+
+
+def _fetch(fc: Fetches, clock: ScriptedClock, now: float, wall: float, cpu_share: float,
            runq_share: float = 0.0) -> tuple[float, tuple[float, float | None], float, float]:
     started = fc.start(now)
     clock.cpu_s += wall * cpu_share
     clock.runq_s += wall * runq_share
-    got = fc.end(started, now + wall, wall)
+    got = fc.end(started, now + wall)
     return now + wall + 1e-3, got, wall * cpu_share, wall * runq_share
 
 
 def test_every_clock_is_read_at_a_run_s_first_fetches() -> None:
     clock = ScriptedClock()
-    fc = FetchClock(clock)  # type: ignore[arg-type]
+    fc = Fetches(clock)
     now = 0.0
     for _ in range(EXACT_FETCHES):
         now, (cpu, runq), true_cpu, true_runq = _fetch(fc, clock, now, 50e-6, 0.7, 0.1)
@@ -49,7 +78,7 @@ def test_every_clock_is_read_at_a_run_s_first_fetches() -> None:
 
 def test_past_them_short_fetches_are_read_one_in_read_every_and_long_ones_always_lead_to_a_read() -> None:
     clock = ScriptedClock()
-    fc = FetchClock(clock)  # type: ignore[arg-type]
+    fc = Fetches(clock)
     now = 0.0
     for _ in range(EXACT_FETCHES):
         now, *_ = _fetch(fc, clock, now, 50e-6, 1.0)
@@ -73,7 +102,7 @@ def test_the_estimated_sums_match_the_true_ones_where_short_and_long_fetches_dif
     the short fetches' own kind."""
     rng = random.Random(3)
     clock = ScriptedClock()
-    fc = FetchClock(clock)  # type: ignore[arg-type]
+    fc = Fetches(clock)
     now = 0.0
     got_cpu = true_cpu = got_runq = true_runq = 0.0
     long_run = False
@@ -102,7 +131,7 @@ def test_a_missing_run_queue_reading_makes_the_estimates_unknown_not_zero() -> N
             return self.cpu_s, None
 
     clock = NoRunQueue()
-    fc = FetchClock(clock)  # type: ignore[arg-type]
+    fc = Fetches(clock)
     now = 0.0
     runqs = []
     for _ in range(EXACT_FETCHES + 4 * READ_EVERY):
@@ -115,22 +144,22 @@ def test_real_fetches_on_this_thread_sum_to_their_cpu_time() -> None:
     """The real clock: fetches that compute (a busy loop) and fetches that sleep, as a
     loader's ``__next__`` does, past the exact first fetches; the sums of the read and
     estimated CPU seconds against ``time.thread_time`` around every fetch."""
-    fc = FetchClock(ThreadClock())
+    fc = Fetches()
     rng = random.Random(5)
     got = true = 0.0
     perf, thread = time.perf_counter, time.thread_time
     for i in range(EXACT_FETCHES + 1200):
         sleep = rng.random() < 0.3
-        t0, c0 = perf(), thread()
-        started = fc.start(t0)
+        c0 = thread()
+        started = fc.tracker.on_fetch_start()
         if sleep:
             time.sleep(300e-6)
         else:
             end = perf() + 40e-6
             while perf() < end:
                 pass
-        now = perf()
-        cpu, _ = fc.end(started, now, now - t0)
+        fc.tracker.on_fetch_end(started, True)  # type: ignore[arg-type]
+        cpu = fc.tracker._wait_cpu
         c1 = thread()
         if i >= EXACT_FETCHES:
             got += cpu
