@@ -69,16 +69,16 @@ def install(on_backward: Callable[[Any, float, float, bool], None], clock: Calla
     import torch.autograd as autograd
     import torch.autograd.graph as graph
 
-    from .compiling import fast_is_compiling
+    from .compiling import eager_is_compiling
 
-    is_compiling = fast_is_compiling()  # at every backward pass
+    is_compiling = eager_is_compiling()  # at every backward pass: one C call (this code is SKIP for Dynamo)
     functional = _functorch_check(torch)
 
     original = autograd._engine_run_backward
     torch_dir = os.path.dirname(torch.__file__) + os.sep
     own_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
     prefixes = (torch_dir, own_dir)
-    state = {"failed": False}
+    failed = False
     watch: dict[Any, tuple[Any, Any, int]] = {}
     """site -> (weakref to one parameter its passes reach, weakref to that parameter's
     gradient after the site's last pass, that gradient's version counter then)."""
@@ -107,37 +107,56 @@ def install(on_backward: Callable[[Any, float, float, bool], None], clock: Calla
         return site
 
     depth = threading.local()
-    running = [0]
+    running = 0
     """Backward passes in progress on this thread / on every thread."""
 
     def _engine_run_backward(t_outputs: Any, *args: Any, **kwargs: Any) -> Any:
+        nonlocal running, failed
         # a pass started inside another one (a reentrant checkpoint's recomputation, an
         # ``autograd.grad`` in a backward hook) is a part of that pass, never a step; nor
         # is one torch.compile runs while it traces (AOT autograd's joint graph: a pass
         # over FunctionalTensors from the script's forward line, under is_compiling())
         outer = getattr(depth, "n", 0)
-        if safe_point is not None and safe_point.pending is not None and not outer and not is_compiling():
-            safe_point.run()  # (no pass of this thread is running: outside any op)
-        token = None if state["failed"] or outer or is_compiling() or functional(t_outputs) \
-            else before(t_outputs, running[0] > 0)
+        token = None
+        started = 0.0
+        if not outer and not is_compiling():
+            if safe_point is not None and safe_point.pending is not None:
+                safe_point.run()  # (no pass of this thread is running: outside any op)
+            if not failed and not functional(t_outputs):
+                if on_outputs is not None:
+                    on_outputs(t_outputs)  # the loss check (probe/health.py): guards itself
+                try:
+                    if not running and needs_site is not None and not needs_site():
+                        token = SKIPPED  # no frame walk, no gradient bookkeeping (the step counter's usual case)
+                        started = clock()
+                    else:
+                        token = before(t_outputs, running > 0)
+                except Exception as exc:
+                    failed = True
+                    on_error(exc)
         depth.n = outer + 1
-        running[0] += 1
+        running += 1
         try:
             result = original(t_outputs, *args, **kwargs)
         finally:
             depth.n = outer
-            running[0] -= 1
-        if token is not None:
+            running -= 1
+        if token is SKIPPED:
+            try:
+                on_backward(None, started, clock(), True)
+            except Exception as exc:
+                failed = True
+                on_error(exc)
+        elif token is not None:
             after(token)
         return result
 
     def before(t_outputs: Any, elsewhere: bool) -> Any:
-        if on_outputs is not None:
-            on_outputs(t_outputs)  # the loss check (probe/health.py): guards itself
+        """The site of a pass the step tracker may need it for, and what the micro-batch
+        test needs after it: (site, reset, parameter ref, start) or None."""
+        nonlocal failed
         try:
             started = clock()
-            if not elsewhere and needs_site is not None and not needs_site():
-                return None, True, SKIPPED, started  # no frame walk, no gradient bookkeeping
             site = site_of()
             if site is None and elsewhere:
                 return None  # no script frame while another thread's pass runs: the engine's own
@@ -158,16 +177,14 @@ def install(on_backward: Callable[[Any, float, float, bool], None], clock: Calla
             reset = grad is None or grad is not param.grad or getattr(grad, "_version", version) != version
             return site, reset, ref, started
         except Exception as exc:
-            state["failed"] = True
+            failed = True
             on_error(exc)
             return None
 
     def after(token: Any) -> None:
+        nonlocal failed
         site, reset, ref, started = token
         try:
-            if ref is SKIPPED:
-                on_backward(site, started, clock(), reset)
-                return
             param = ref() if ref is not None else None
             grad = getattr(param, "grad", None)
             if len(watch) < MAX_SITES or site in watch:
@@ -175,7 +192,7 @@ def install(on_backward: Callable[[Any, float, float, bool], None], clock: Calla
                                getattr(grad, "_version", -1))
             on_backward(site, started, clock(), reset)
         except Exception as exc:
-            state["failed"] = True
+            failed = True
             on_error(exc)
 
     _hide_from_dynamo(_engine_run_backward, recursive=False)

@@ -73,6 +73,35 @@ def fast_is_compiling() -> Callable[[], bool]:
     return fn if callable(fn) else is_compiling
 
 
+EAGER_FLAG_NAMES = frozenset({"torch", "jit", "is_scripting", "_is_compiling_flag"})
+"""Every global name ``torch.compiler.is_compiling`` may read for :func:`eager_is_compiling`
+to read its flag instead: the function is then ``False if torch.jit.is_scripting() else
+_is_compiling_flag``, nothing more."""
+
+
+def eager_is_compiling() -> Callable[[], bool]:
+    """:func:`fast_is_compiling` for code Dynamo never traces (the backward wrapper, whose
+    code is marked SKIP, see ``backward._hide_from_dynamo``): one C call, no Python frame.
+
+    ``torch.compiler.is_compiling`` (torch/compiler/__init__.py) returns the module global
+    ``_is_compiling_flag`` unless TorchScript is scripting the caller, which eager Python
+    never is; ``torch.compile`` holds the flag True for its whole compile session
+    (torch/_dynamo/convert_frame.py, ``compile_inner`` enters ``_compile_session_context``:
+    AOT autograd's joint pass runs then) and ``torch.export`` for its tracing
+    (torch/_export/utils.py). Where the installed torch's function reads nothing but that
+    flag (its code's global names, checked here, not assumed of a release), reading the
+    flag is the same answer: ``functools.partial(getattr, torch.compiler, name)``. Never
+    for a hook Dynamo may inline (the optimizer hooks): there the call must stay a call
+    Dynamo folds, a global read would be guarded on."""
+    compiler = getattr(sys.modules.get("torch"), "compiler", None)
+    fn = getattr(compiler, "is_compiling", None)
+    names = getattr(getattr(fn, "__code__", None), "co_names", None)
+    if names is not None and "_is_compiling_flag" in names and set(names) <= EAGER_FLAG_NAMES \
+            and isinstance(getattr(compiler, "_is_compiling_flag", None), bool):
+        return functools.partial(getattr, compiler, "_is_compiling_flag")
+    return fast_is_compiling()
+
+
 def dynamo_used() -> bool:
     """Whether Dynamo has compiled a frame in this process (a net for entries other than
     ``torch.compile``; ``fullgraph=True`` compilations may not be counted)."""
