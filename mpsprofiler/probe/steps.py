@@ -132,6 +132,8 @@ class StepTracker:
         self._event: Any = None
         self._event_pending = False
         self._cycle: frozenset[int] | None = None
+        self._single: int | None = None
+        """The one optimizer of a learnt one-optimizer cycle (``on_optimizer_step``'s fast path)."""
         self._seen: set[int] = set()
         self._last_opt_time = 0.0
         self._bwd_cycle: frozenset[Any] | None = None
@@ -329,9 +331,17 @@ class StepTracker:
     # -- hooks ------------------------------------------------------------------
     def on_optimizer_step(self, optimizer: Any) -> None:
         self.in_optimizer = False
-        if self.mode == "manual":
+        mode = self.mode
+        if mode == "manual":
             return
         now = self._clock()
+        if mode == "optimizer" and self._single is not None and not self._seen and self._carry is None \
+                and _optimizer_key(optimizer) == self._single:
+            # the usual step of a one-optimizer loop: what the general path below does then
+            # (the key joins the empty set, which then holds the whole cycle) in one test
+            self._last_opt_time = now
+            self._close(now)
+            return
         if self._provisional is not None:
             self._retract()
         self.mode = "optimizer"
@@ -345,6 +355,7 @@ class StepTracker:
             # (a fold's first step merged into the previous fold's last)
             if self._cycle is None or not seen & self._cycle:
                 self._cycle = frozenset(seen)
+                self._single = key if len(seen) == 1 else None
             self._close(self._last_opt_time)
             seen.clear()
         elif self.index == 0 and self._cycle is None and not seen:
