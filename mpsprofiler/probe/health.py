@@ -50,6 +50,7 @@ from .. import events
 from .loss_ring import LossRing, Reading, for_loss
 
 GRAD_NORMS_KEPT = 16
+_isfinite = math.isfinite
 
 
 NO_OPS_EVERY = 256
@@ -77,7 +78,7 @@ def sampling_step(ops: Any, step: int | None = None) -> int | None:
     return value if isinstance(value, int) else None
 
 
-def _read(tensor: Any) -> float | None:
+def _read(tensor: Any) -> float:
     """The value of a one-element tensor, unseen by dispatch modes (op sampler)."""
     import torch
 
@@ -125,6 +126,13 @@ class LossWatch:
         self._tensor: Any = getattr(torch, "Tensor", None)
         """``torch.Tensor``: a plain CPU loss takes the fast path of :meth:`on_backward`."""
         self._modes: Callable[[], int] | None = getattr(getattr(torch, "_C", None), "_len_torch_dispatch_stack", None)
+        self._floats = frozenset(d for d in vars(torch).values() if getattr(d, "is_floating_point", None) is True) \
+            if torch is not None else frozenset()
+        """The installed torch's floating dtypes (``torch.dtype.is_floating_point``): a loss's
+        ``dtype`` looked up here is ``Tensor.is_floating_point()`` without its call."""
+        self._cpu_tensor: Any = self._tensor if self._modes is not None else None
+        """``torch.Tensor`` where the fast path can tell whether a dispatch mode is on the
+        stack (``_len_torch_dispatch_stack``), else None (every loss takes the other path)."""
         self._make_ring = ring
         self.ring: LossRing | None = None
         self.ring_off = False
@@ -142,44 +150,52 @@ class LossWatch:
 
         A plain CPU tensor (most CPU losses) is read at once: with no dispatch mode on the
         stack (every step but the op sampler's) nothing can see the read, so the guard of
-        :func:`_read` is skipped; this runs at every step, and each call here counts."""
+        :func:`_read` is skipped. This runs at every step, so that case is one straight
+        line of C calls (``type``, ``is_cpu``, ``numel``, ``dtype``, ``item``); every other
+        loss goes to :meth:`_check_other`."""
         if self.done:
             return
-        items = outputs if isinstance(outputs, (tuple, list)) else (outputs,)
-        if len(items) != 1:
+        if type(outputs) is not tuple:  # (``Tensor.backward()`` hands the engine a tuple)
+            outputs = tuple(outputs) if isinstance(outputs, (tuple, list)) else (outputs,)
+        if len(outputs) != 1:
             return
-        t = items[0]
-        modes = self._modes
-        if type(t) is self._tensor and modes is not None and t.is_cpu:
-            if t.numel() != 1 or not t.is_floating_point():
+        t = outputs[0]
+        if type(t) is self._cpu_tensor and t.is_cpu:
+            if t.numel() != 1 or t.dtype not in self._floats:
                 return
-            value: float | None = t.item() if not modes() else _read(t)
+            value: float = t.item() if not self._modes() else _read(t)  # type: ignore[misc]  # (set with _cpu_tensor)
             how = "every step"
         else:
-            loss = _scalar_loss(items)
-            if loss is None:
+            other = self._check_other(t)
+            if other is None:
                 return
-            if not self.ring_off and loss.device.type != "cpu":
-                readings = self._ring_write(loss)
-                if readings is not None:
-                    self._take(readings)
-                    return
-            how_read = self._readable(loss)
-            if how_read is None:
-                return
-            how = how_read
-            value = _read(loss)
-        if value is None:
-            return
+            value, how = other
         self.checks += 1
         if how not in self.checked_on:
             self.checked_on.add(how)
         step = self._step()
-        if math.isfinite(value):
+        if _isfinite(value):
             self.last_finite = (step, value)
             return
         self.done = True
         self._report(step, value, how)
+
+    def _check_other(self, t: Any) -> tuple[float, str] | None:
+        """:meth:`on_backward` for any other loss (on an accelerator, a tensor subclass):
+        its value and how it was read, or None where it is not read on this step (or went
+        through the ring, whose readings are taken here)."""
+        loss = _scalar_loss((t,))
+        if loss is None:
+            return None
+        if not self.ring_off and loss.device.type != "cpu":
+            readings = self._ring_write(loss)
+            if readings is not None:
+                self._take(readings)
+                return None
+        how = self._readable(loss)
+        if how is None:
+            return None
+        return _read(loss), how
 
     def _ring_write(self, loss: Any) -> list[Reading] | None:
         """Copy ``loss`` into the ring and read what is due (see :mod:`.loss_ring`); the
@@ -240,8 +256,7 @@ class LossWatch:
             value = _read(norm)
         except Exception:
             return
-        if value is not None:
-            self.grad_norms.append((self._step(), value))
+        self.grad_norms.append((self._step(), value))
 
     def on_optimizer(self, optimizer: Any) -> None:
         """An optimizer stepped: remember it (weakly) for its learning rate."""
@@ -310,17 +325,18 @@ def _restore(owner: Any, name: str, value: Any) -> Callable[[], None]:
 
 def install(watch: LossWatch, on_error: Callable[[BaseException], None]) -> Callable[[], None]:
     """Wrap ``clip_grad_norm_``, ``autocast.__enter__`` and ``GradScaler.scale`` (each a
-    few attribute writes per call) and register an optimizer step post-hook; returns the
-    uninstaller. Each wrapper calls the original first or whatever happens."""
+    few attribute writes per call); returns the uninstaller. Each wrapper calls the
+    original first or whatever happens. The optimizer that stepped comes from the step
+    tracker's optimizer hook (``step_hooks.install_optimizer_hooks`` calls
+    :meth:`LossWatch.on_optimizer`): one global hook a step, not two."""
     import torch
     import torch.nn.utils as nn_utils
     import torch.nn.utils.clip_grad as clip_grad
     from torch.amp import autocast_mode, grad_scaler
-    from torch.optim.optimizer import register_optimizer_step_post_hook
 
     from .compiling import fast_is_compiling
 
-    is_compiling = fast_is_compiling()  # the optimizer hook runs at every step
+    is_compiling = fast_is_compiling()
 
     undo: list[Callable[[], None]] = []
     original_clip = clip_grad.clip_grad_norm_
@@ -363,16 +379,6 @@ def install(watch: LossWatch, on_error: Callable[[BaseException], None]) -> Call
 
     scaler.scale = scale  # type: ignore[method-assign]
     undo.append(_restore(scaler, "scale", original_scale))
-
-    def post_hook(optimizer: Any, args: Any, kwargs: Any) -> None:
-        if is_compiling():
-            return
-        try:
-            watch.on_optimizer(optimizer)
-        except Exception as exc:
-            on_error(exc)
-
-    undo.append(register_optimizer_step_post_hook(post_hook).remove)
 
     def uninstall() -> None:
         for fn in reversed(undo):

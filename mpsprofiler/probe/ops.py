@@ -169,20 +169,27 @@ class OpAccountant:
 
     # -- the step tracker's calls -------------------------------------------------
     def on_step_boundary(self, next_step: int, last_step_duration: float | None) -> None:
-        """Called at every step boundary; a few attribute reads unless a sample starts/ends."""
-        sched = self.schedule
-        if self._active_step is None and next_step < sched.next_sample and next_step < self._leaks.next_check:
+        """Called at every step boundary (the step tracker's listener itself, see the
+        probe's ``_install_ops``): a few attribute reads and one call of the schedule's
+        (``plain_step``) unless a sample starts or ends.
+        Never raises: a failure switches op accounting off (one ``probe_error``)."""
+        try:
+            sched = self.schedule
+            if self._active_step is None and next_step < sched.next_sample and next_step < self._leaks.next_check:
+                if last_step_duration is not None:
+                    sched.total += last_step_duration
+                    if last_step_duration > sched.wake_above:
+                        sched.outlier(next_step, last_step_duration)
+                    sched.plain_step(next_step, last_step_duration)
+                return
             if last_step_duration is not None:
                 sched.total += last_step_duration
-                if last_step_duration > sched.wake_above:
-                    sched.outlier(next_step, last_step_duration)
-                sched.plain_step(next_step, last_step_duration)
-            return
-        if last_step_duration is not None:
-            sched.total += last_step_duration
-        if self._active_step is not None and self._active_step == next_step:
-            return  # begun early at the first optimizer step (see on_first_optimizer_step)
-        self._boundary(next_step, last_step_duration)
+            if self._active_step is not None and self._active_step == next_step:
+                return  # begun early at the first optimizer step (see on_first_optimizer_step)
+            self._boundary(next_step, last_step_duration)
+        except Exception as exc:
+            self._fail(exc)
+            self._stop()
 
     @property
     def sampling_step(self) -> int | None:

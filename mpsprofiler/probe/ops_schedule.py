@@ -149,13 +149,13 @@ class SampleSchedule:
 
     # -- every step (the accountant's fast path calls these rarely) -------------------
     def plain_step(self, next_step: int, last: float) -> None:
-        """A step that was not sampled ended (``last`` seconds)."""
-        if next_step == self._post_step:
-            self._post_step = -1
-            if self.median > 0:  # what the step after the sample spent beyond the usual
-                self._charge(max(0.0, last - self.median - self._post_paid))
-            return
+        """A step that was not sampled ended (``last`` seconds). At every plain step: the
+        usual case (past ``record_from``, which is never before ``_post_step``) tests once."""
         if next_step <= self.record_from:
+            if next_step == self._post_step:
+                self._post_step = -1
+                if self.median > 0:  # what the step after the sample spent beyond the usual
+                    self._charge(max(0.0, last - self.median - self._post_paid))
             return
         self.plain.append(last)
         self._drift_count += 1

@@ -15,6 +15,7 @@ torch import watch (``import_watch.py``), ``--set`` (``overrides.py``) and the s
 from __future__ import annotations
 
 import atexit
+import functools
 import os
 import sys
 import threading
@@ -177,8 +178,8 @@ class Probe:
         if self.overrides is not None:
             self._guarded("overrides", self._install_torch_overrides)
         self._guarded("compile", self._install_compile_watch)
+        self._guarded("health", self._install_health)  # before the optimizer hook, which feeds it
         self._guarded("steps", self._install_optimizer_hook)
-        self._guarded("health", self._install_health)
         self._guarded("backward", self._install_backward_hook)
         self._guarded("dataloader", self._install_dataloader_hooks)
         self._guarded("env", self._install_thread_sites)
@@ -238,7 +239,7 @@ class Probe:
         from .step_hooks import install_optimizer_hooks
 
         install_optimizer_hooks(self.tracker, self.compile_watch, self.disabled, self._hook_fault(), self.fail,
-                                self._first_step, self._hook_limit(), self._uninstallers.append)
+                                self._first_step, self._hook_limit(), self._uninstallers.append, self.health)
 
     def _install_compile_watch(self) -> None:
         from .compiling import CompileWatch
@@ -260,8 +261,9 @@ class Probe:
         an accelerator, so it is installed after ops would be (its decision is read lazily)."""
         from . import health
 
+        # the step read at every check: ``getattr`` through a partial is a C call, a lambda a frame
         self.health = health.LossWatch(
-            self.emit, lambda: self.tracker.index,
+            self.emit, functools.partial(getattr, self.tracker, "index"),
             lambda: health.sampling_step(self.ops, self.tracker.index) == self.tracker.index)
         self._uninstallers.append(health.install(self.health, lambda exc: self.fail("health", exc)))
 
@@ -447,17 +449,20 @@ class Probe:
             ops.compile_in_use()
         else:
             watch.listeners.append(ops.compile_in_use)
-        faults = self._faults
 
         def listener(next_step: int, last: float) -> None:
             if "ops" in self.disabled:
                 return
             try:
-                if faults:
-                    self.fault("ops")
+                self.fault("ops")
                 ops.on_step_boundary(next_step, last)
             except Exception as exc:
                 self.fail("ops", exc)
+
+        # at every step: the accountant's own boundary function, which switches op
+        # accounting off itself on any failure (one probe_error, as fail() sends); the
+        # wrapper only where a test injects faults
+        boundary = listener if self._faults else ops.on_step_boundary
 
         def first_optimizer_step(so_far: float, closure: bool) -> None:
             if "ops" in self.disabled:
@@ -467,8 +472,10 @@ class Probe:
                 ops.on_first_optimizer_step(so_far, closure)
             except Exception as exc:
                 self.fail("ops", exc)
+                if boundary in self.tracker.listeners:  # (not inside the boundary listeners' loop here)
+                    self.tracker.listeners.remove(boundary)
 
-        self.tracker.listeners.append(listener)
+        self.tracker.listeners.append(boundary)
         self.tracker.first_optimizer_listeners.append(first_optimizer_step)
 
     # -- public API -------------------------------------------------------------

@@ -25,14 +25,25 @@ Fail = Callable[[str, BaseException], None]
 
 def install_optimizer_hooks(tracker: StepTracker, watch: Any, disabled: Set[str], fault: Fault | None, fail: Fail,
                             first_step: Callable[[Any], bool], check_limit: Callable[[], None] | None,
-                            keep: Callable[[Callable[[], None]], None]) -> None:
+                            keep: Callable[[Callable[[], None]], None], health: Any = None) -> None:
     """Count a step at every ``optimizer.step()``; each uninstaller is handed to ``keep``
     as soon as there is one (a failure halfway leaves nothing behind it cannot undo).
 
     ``first_step(optimizer)`` runs at each step until it returns True (it has seen the
     model: one call less per step from then on); ``check_limit`` runs after the tracker
     has taken the step, never inside it (``--max-steps``, see limits.py). ``watch`` is
-    the ``torch.compile`` watch (``compiling.CompileWatch``) or None.
+    the ``torch.compile`` watch (``compiling.CompileWatch``) or None. ``health`` is the
+    loss watch (probe/health.py) or None: the same post-hook tells it which optimizer
+    stepped (its own instrument, ``"health"``), so a step pays for one global hook and
+    one ``is_compiling`` call, not two.
+
+    The pre-hook is needed only until the tracker counts optimizer steps (or
+    ``mpsprofiler.step()`` calls): it marks backward passes inside an optimizer step and
+    a step that takes a closure, which the tracker reads before its mode is known only
+    (``StepTracker.on_backward``, its first-optimizer-step listeners), and that mode never
+    goes back. The post-hook removes it then (at the first optimizer step, as a rule
+    before anything compiles: Dynamo guards on the hooks it inlined into a compiled
+    ``optimizer.step``, so a removal after that costs that step one recompile).
     """
     from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
 
@@ -44,20 +55,29 @@ def install_optimizer_hooks(tracker: StepTracker, watch: Any, disabled: Set[str]
     # optimizer" recipe) makes Dynamo inline these global hooks: they must be a no-op
     # it can trace (the step is then counted from the backward pass instead)
     pending_first = [True]
+    pre_handle: list[Any] = []
 
     def hook(optimizer: Any, args: Any, kwargs: Any) -> None:
-        if "steps" in disabled or is_compiling():
+        if is_compiling():
             return
-        try:
-            if fault is not None:
-                fault("steps")
-            if pending_first[0] and first_step(optimizer):
-                pending_first[0] = False
-            tracker.on_optimizer_step(optimizer)
-        except Exception as exc:
-            fail("steps", exc)
-        if check_limit is not None:
-            check_limit()
+        if "steps" not in disabled:
+            try:
+                if fault is not None:
+                    fault("steps")
+                if pending_first[0] and first_step(optimizer):
+                    pending_first[0] = False
+                tracker.on_optimizer_step(optimizer)
+                if pre_handle and (tracker.mode == "optimizer" or tracker.mode == "manual"):
+                    pre_handle.pop().remove()  # its work is done (see above)
+            except Exception as exc:
+                fail("steps", exc)
+            if check_limit is not None:
+                check_limit()
+        if health is not None and "health" not in disabled:
+            try:
+                health.on_optimizer(optimizer)
+            except Exception as exc:
+                fail("health", exc)
 
     def pre_hook(optimizer: Any, args: Any, kwargs: Any) -> None:
         if is_compiling():
@@ -68,7 +88,9 @@ def install_optimizer_hooks(tracker: StepTracker, watch: Any, disabled: Set[str]
             tracker.closure_step = True
 
     keep(register_optimizer_step_post_hook(hook).remove)
-    keep(register_optimizer_step_pre_hook(pre_hook).remove)
+    handle = register_optimizer_step_pre_hook(pre_hook)
+    keep(handle.remove)
+    pre_handle.append(handle)
     if watch is not None and not watch.in_use:
         remove_marker = start_marker(tracker)
         keep(remove_marker)

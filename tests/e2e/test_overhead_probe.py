@@ -201,3 +201,127 @@ def test_one_time_work_leaves_the_per_step_path_once_done() -> None:
     assert {"_first_step", "_send_torch_environment", "on_fetch_end"} <= names, calls
     assert all(i == 0 for i, _ in calls), calls
     assert probe._device_listeners is None
+
+
+def _probe_loop(steps: int, profile: Any, iteration: list[int]) -> Any:
+    """A probe without op accounting (whose sampled steps run module hooks) on a CPU loop
+    of ``steps`` iterations, ``profile`` set around them."""
+    from mpsprofiler.probe import channel as channel_mod
+    from mpsprofiler.probe.probe import Probe
+
+    fd = os.open(os.devnull, os.O_WRONLY)
+    probe = Probe(channel_mod.Channel(fd), {"no_memory": True, "no_ops": True})
+    probe.install()
+    try:
+        model = torch.nn.Linear(4, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        x = torch.randn(8, 4)
+        sys.setprofile(profile)
+        try:
+            for i in range(steps):
+                iteration[0] = i
+                opt.zero_grad()
+                model(x).pow(2).mean().backward()
+                opt.step()
+        finally:
+            sys.setprofile(None)
+        return probe
+    finally:
+        probe.close()
+        for undo in reversed(probe._uninstallers):
+            undo()
+
+
+def test_a_step_asks_is_compiling_once_and_runs_one_global_optimizer_hook() -> None:
+    """From the second iteration on, a step of an optimizer loop makes one Python call of
+    ``torch.compiler.is_compiling`` (the optimizer post-hook's: the backward wrapper reads
+    the flag with a C call) and runs one global optimizer hook of the probe's: the loss
+    watch learns the optimizer in the step tracker's post-hook, and the pre-hook, whose
+    marks the tracker reads only until it counts optimizer steps, is gone."""
+    from torch.optim import optimizer as optim_mod
+
+    before = (len(optim_mod._global_optimizer_pre_hooks), len(optim_mod._global_optimizer_post_hooks))
+    calls: list[tuple[int, str]] = []
+    iteration = [0]
+    hooks = {"hook", "pre_hook", "post_hook"}
+
+    def profile(frame: Any, event: str, arg: Any) -> None:
+        if event != "call":
+            return
+        code = frame.f_code
+        if code.co_name == "is_compiling" or (code.co_name in hooks and "mpsprofiler" in code.co_filename):
+            calls.append((iteration[0], code.co_name))
+
+    probe = _probe_loop(6, profile, iteration)
+    assert probe.tracker.index >= 4 and probe.health.checks == 6 and probe.health.lr_first == 0.1
+    later = [name for i, name in calls if i >= 1]
+    assert sorted(later) == sorted(["is_compiling", "hook"] * 5), calls
+    assert ("pre_hook" in {name for i, name in calls if i == 0})  # the first step's marks are still made
+    after = (len(optim_mod._global_optimizer_pre_hooks), len(optim_mod._global_optimizer_post_hooks))
+    assert after == before  # all removed at the end
+
+
+def test_the_backward_wrappers_compile_check_is_torchs_answer() -> None:
+    """The backward wrapper's ``is_compiling`` (``compiling.eager_is_compiling``) answers as
+    ``torch.compiler.is_compiling`` does, outside and inside a compile session (the flag
+    torch.compile holds while AOT autograd traces a joint backward pass)."""
+    from mpsprofiler.probe.compiling import eager_is_compiling
+
+    fn = eager_is_compiling()
+    assert fn() is torch.compiler.is_compiling() is False
+    session = getattr(torch.compiler, "_compile_session_context", None)
+    if session is None:
+        pytest.skip("this torch has no compile-session flag to set")
+    with session():
+        assert fn() is torch.compiler.is_compiling() is True
+    assert fn() is False
+
+
+def test_a_loss_check_reads_what_is_floating_and_one_element() -> None:
+    """The CPU fast path's dtype lookup and shape test take the losses
+    ``Tensor.is_floating_point()`` and ``numel() == 1`` take: float16 to float64, a
+    one-element vector, a list of outputs; not a multi-element output."""
+    sent: list[dict[str, Any]] = []
+    step = [0]
+    watch = LossWatch(lambda kind, **f: sent.append(f), lambda: step[0], lambda: False)
+    for i, dtype in enumerate((torch.float16, torch.bfloat16, torch.float32, torch.float64)):
+        step[0] = i
+        watch.on_backward((torch.tensor(0.25, dtype=dtype),))
+        assert watch.last_finite == (i, 0.25)
+    watch.on_backward((torch.ones(3),))  # not a loss: not read
+    watch.on_backward([torch.full((1,), 2.0)])
+    assert watch.checks == 5 and watch.last_finite == (3, 2.0) and not sent
+    step[0] = 9
+    watch.on_backward((torch.tensor([float("inf")], dtype=torch.float64),))
+    assert sent[0]["step"] == 9 and sent[0]["value"] == "inf" and sent[0]["last_finite_step"] == 3
+
+
+def test_the_one_optimizer_shortcut_closes_the_steps_the_general_path_does() -> None:
+    """``StepTracker.on_optimizer_step``'s shortcut for a learnt one-optimizer cycle gives
+    the rows the general path gives, step for step: fetches before and after the step,
+    backward passes, a second optimizer appearing late (which ends the shortcut's cases)."""
+    from helpers import FakeClock
+
+    def drive(shortcut: bool) -> list[tuple[Any, ...]]:
+        clock = FakeClock(tick=0.001)
+        tracker = StepTracker(lambda kind, **f: None, CpuBackend(), clock)
+        a = type("Opt", (), {"param_groups": [{"params": [object()]}]})()
+        b = type("Opt", (), {"param_groups": [{"params": [object()]}]})()
+        for i in range(40):
+            if not shortcut:
+                tracker._single = None  # the general path every time
+            started = tracker.on_fetch_start()
+            tracker.on_fetch_end(started, True)
+            begun = clock()
+            tracker.on_backward(None, clock(), True, begun)
+            tracker.on_optimizer_step(a)
+            if i >= 30:
+                tracker.on_optimizer_step(b)
+            if i % 7 == 0:  # a fetch after the step: the next step's
+                tracker.on_fetch_end(tracker.on_fetch_start(), True)
+        tracker.finish()
+        # (the fetches' thread CPU time and run-queue wait are the real clocks': left out)
+        return [row[:7] + row[9:] for row in tracker._rows]
+
+    fast, general = drive(True), drive(False)
+    assert len(fast) >= 38 and fast == general
