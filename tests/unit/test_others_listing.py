@@ -83,7 +83,13 @@ def test_both_listings_hold_the_same_processes_and_names() -> None:
         common = set(fast._last) & set(slow._last)
         # a process may start or end between the two listings; nearly all are in both
         assert len(common) >= 0.9 * max(len(fast._last), len(slow._last)) > 0
-        assert {k: fast._last[k][1] for k in common} == {k: slow._last[k][1] for k in common}
+        # a name is read once a process has used CPU: one that used its first CPU between
+        # the two listings (another test's run, a kernel thread) is named in one of them only
+        named_fast = {k: fast._last[k][1] for k in common if fast._last[k][1]}
+        named_slow = {k: slow._last[k][1] for k in common if slow._last[k][1]}
+        both = named_fast.keys() & named_slow.keys()
+        assert {k: named_fast[k] for k in both} == {k: named_slow[k] for k in both}
+        assert len(named_fast.keys() ^ named_slow.keys()) <= 0.1 * len(common)
         assert all(fast._first[k] == 0.0 for k in common)
         assert any(fast._last[k][1] for k in common)  # some used CPU: named
     finally:
