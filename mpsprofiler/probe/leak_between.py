@@ -22,7 +22,7 @@ from __future__ import annotations
 import collections
 import sys
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, cast
 
 import torch
 
@@ -45,9 +45,9 @@ def _graph_tail(value: Any) -> torch.Tensor | None:
         return None
     last = value[-1]
     items = last if type(last) in (tuple, list) else (last,)
-    for item in items[:4]:
-        if isinstance(item, torch.Tensor) and item.grad_fn is not None:
-            return item
+    for item in items[:4]:  # by type, not isinstance: no __getattribute__ of theirs runs (leak_reach)
+        if issubclass(type(item), torch.Tensor) and item.grad_fn is not None:
+            return cast(torch.Tensor, item)
     return None
 
 
@@ -60,7 +60,7 @@ def _named(frame: Any, scanned: set[int]) -> Iterator[tuple[str, Any]]:
         # the instance's own __dict__, read without running the script's __getattr__ or
         # __getattribute__ (a proxy's, a lazy object's): leak_reach's reader
         for attr, inner in own_attributes(value)[:MAX_NAMES]:
-            if isinstance(attr, str):
+            if type(attr) is str:
                 yield f"{name}.{attr}", inner
     glob = frame.f_globals
     if id(glob) not in scanned and glob is not frame.f_locals:

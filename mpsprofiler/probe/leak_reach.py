@@ -40,21 +40,22 @@ NO_SEQ = 1 << 63
 
 _SKIP = (type, types.ModuleType, types.FunctionType, types.MethodType, types.BuiltinFunctionType,
          torch.Tensor, str, bytes, int, float, bool)  # fmt: skip
+_SKIP_OR_CONTAINER = (*_SKIP, dict, list, tuple)
 
 
 def _graph(value: Any) -> bool:
-    return isinstance(value, torch.Tensor) and value.grad_fn is not None
+    return issubclass(type(value), torch.Tensor) and value.grad_fn is not None
 
 
 def _entries(name: str, value: Any) -> Iterator[tuple[str, Any]]:
     """(``name['k']`` / ``name[0]``, entry) for a dict's str or int keys and a list's first
     entries, written as ``ast.unparse`` writes a subscript (leak_owner.dotted)."""
     try:
-        if isinstance(value, dict):
+        if issubclass(type(value), dict):
             for key, inner in list(islice(value.items(), MAX_ENTRIES)):
                 if type(key) in (str, int):
                     yield f"{name}[{key!r}]", inner
-        elif isinstance(value, (list, tuple)):
+        elif issubclass(type(value), (list, tuple)):
             for i, inner in enumerate(value[:MAX_LIST]):
                 yield f"{name}[{i}]", inner
     except Exception:  # changed while read (another thread): nothing this time
@@ -63,7 +64,7 @@ def _entries(name: str, value: Any) -> Iterator[tuple[str, Any]]:
 
 def own_attributes(value: Any) -> list[tuple[str, Any]]:
     """An instance's own attributes (``__dict__``, read without running ``__getattr__``)."""
-    if isinstance(value, _SKIP) or isinstance(value, (dict, list, tuple)):
+    if issubclass(type(value), _SKIP_OR_CONTAINER):
         return []
     try:
         attrs = object.__getattribute__(value, "__dict__")
@@ -79,7 +80,7 @@ def reached(local: str, value: Any, seen: set[int]) -> Iterator[tuple[str, torch
     the object whose attribute leads there (its class's methods hold the line that writes
     it), None for an entry of a local. ``seen``: ids already yielded or looked at (shared
     over a frame walk, so an object held by several frames is read once)."""
-    if id(value) in seen or isinstance(value, _SKIP):
+    if id(value) in seen or issubclass(type(value), _SKIP):
         return
     seen.add(id(value))
     for expr, inner in _entries(local, value):
@@ -87,13 +88,13 @@ def reached(local: str, value: Any, seen: set[int]) -> Iterator[tuple[str, torch
             seen.add(id(inner))
             yield expr, inner, None
     for attr, inner in own_attributes(value):
-        if not isinstance(attr, str):
+        if type(attr) is not str:
             continue
         expr = f"{local}.{attr}"
         if _graph(inner) and id(inner) not in seen:
             seen.add(id(inner))
             yield expr, inner, value
-        elif isinstance(inner, (dict, list, tuple)) and id(inner) not in seen:
+        elif issubclass(type(inner), (dict, list, tuple)) and id(inner) not in seen:
             seen.add(id(inner))
             for key_expr, entry in _entries(expr, inner):
                 if _graph(entry) and id(entry) not in seen:

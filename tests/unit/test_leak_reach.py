@@ -6,6 +6,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from mpsprofiler.probe.leak_between import _graph_tail
 from mpsprofiler.probe.leak_reach import MAX_ENTRIES, graph_held, reached
 
 
@@ -59,6 +60,29 @@ def test_reading_is_bounded_and_runs_no_getattr() -> None:
     big = {f"k{i}": 0.0 for i in range(MAX_ENTRIES)}
     big["late"] = _loss(m)  # past the cap: not read
     assert list(reached("big", big, set())) == []
+
+
+def test_reading_runs_no_getattribute_of_the_objects_it_looks_at() -> None:
+    """``isinstance`` reads ``__class__`` of an instance of another type, which runs its
+    ``__getattribute__`` (a transformers config's attribute map, a lazy proxy that loads or
+    raises): the reach tells kinds by type and reads ``__dict__`` directly, so none runs;
+    a kept graph behind such an object is still found, and so is one in a list of them."""
+    ran: list[str] = []
+
+    class Lazy:
+        def __init__(self, held: object) -> None:
+            self.held = held
+
+        def __getattribute__(self, name: str) -> object:
+            ran.append(name)
+            raise RuntimeError("not loaded yet")
+
+    m = nn.Linear(4, 2)
+    loss = _loss(m)
+    found = [e for e, _, _ in reached("box", Lazy(loss), set())]
+    assert found == ["box.held"] and ran == []
+    assert [e for e, _, _ in reached("boxes", [Lazy(loss), loss], set())] == ["boxes[1]"] and ran == []
+    assert _graph_tail([Lazy(loss)]) is None and ran == []  # leak_between's look at a list's last item
 
 
 def test_an_object_seen_once_is_read_once() -> None:
