@@ -24,6 +24,7 @@ run's summary reports).
     OMP_NUM_THREADS=1 python benchmarks/step_instructions.py --widths 32 --steps 50
     OMP_NUM_THREADS=1 python benchmarks/step_instructions.py --widths 32 --ladder        # per instrument
     OMP_NUM_THREADS=1 python benchmarks/step_instructions.py --widths 32 --baseline /tmp/old/mpsprofiler
+    OMP_NUM_THREADS=1 python benchmarks/step_instructions.py --framework lightning --steps 20 --warm 40
 
 ``--quiet-schedule`` sets the probe's time thresholds as an untraced run on a quiet machine
 meets them: under callgrind a step lasts ~50 times longer and the process waits for a core
@@ -41,6 +42,11 @@ full probe is counted beside this one's, so before and after come from one run.
 
 The MLP of ``step_cost.py`` (``workload.py``'s, a DataLoader included): width 32 is the
 "0.2 ms" case of ``overhead.py`` (0.55 ms on the 2-core machine), 256 the "1 ms", 640 the "5 ms".
+``--framework lightning`` (or ``hf``) counts ``fw_workload.py``'s loop of that framework
+instead (the Lightning and HF Trainer cases of ``overhead.py``), its probe started before
+the framework's Trainer is built as under ``mpsprof run``, and the window switched from the
+framework's own step-end callback: what the probe adds to a framework's step, against what
+it adds to the plain loop's.
 """
 
 from __future__ import annotations
@@ -58,6 +64,8 @@ from typing import Any
 HERE = os.path.dirname(os.path.abspath(__file__))
 VARIANTS = ("bare", "probe", "probe --no-ops")
 WARM = 300
+FRAMEWORKS = ("lightning", "hf")
+"""Workloads counted in place of a width: ``fw_workload.py``'s loop of that framework."""
 IDLE_THREAD = "bare + idle thread"
 """No probe, one more thread that only waits: what a second thread alone costs the training
 thread (glibc's malloc takes its arena lock once a process has ever had two threads; the
@@ -97,7 +105,7 @@ def quiet_schedule() -> None:
                     setattr(module, threshold, float("inf"))
 
 
-def child(variant: str, width: int, steps: int, baseline: str | None) -> None:
+def child(variant: str, workload: str, steps: int, baseline: str | None) -> None:
     """The measured process: warm up, say READY, run ``steps`` steps on "go", say DONE."""
     sys.path.insert(0, HERE)
     import step_cost as sc
@@ -108,6 +116,10 @@ def child(variant: str, width: int, steps: int, baseline: str | None) -> None:
         quiet_schedule()
     enabled = enabled_for(variant)
     probe = sc.start_probe(enabled, variant.startswith("baseline")) if enabled is not None else None
+    if workload in FRAMEWORKS:
+        framework_child(workload, steps, probe, variant == IDLE_THREAD)
+        return
+    width = int(workload)
     # built after the probe's start, as a script's loader is under ``mpsprof run``: its
     # construction hook numbers it, and every batch then goes through the per-loader
     # sums (loader_sites.py), which a loader built before the probe never reaches
@@ -129,13 +141,49 @@ def child(variant: str, width: int, steps: int, baseline: str | None) -> None:
         sc.stop_probe(probe)
 
 
-def measure(variant: str, width: int, steps: int, python: str, baseline: str | None = None) -> dict[str, Any]:
+def framework_child(framework: str, steps: int, probe: Any, idle_thread: bool) -> None:
+    """``child`` for a framework's loop: the window opens and closes at the framework's own
+    step ends (``fw_workload.py``'s callback), so it holds ``steps`` whole optimizer steps."""
+    import threading
+
+    import fw_workload
+    import torch
+
+    torch.manual_seed(0)
+    torch.set_num_threads(1)
+    if idle_thread:
+        threading.Thread(target=threading.Event().wait, daemon=True).start()
+    samples = [0]
+
+    def ops_samples() -> int:
+        return probe.ops.samples if probe is not None and probe.ops is not None else 0
+
+    def step_end(global_step: int) -> None:
+        if global_step == WARM:
+            samples[0] = ops_samples()
+            print("READY", flush=True)
+            sys.stdin.readline()
+        elif global_step == WARM + steps:
+            print("DONE", flush=True)
+            sys.stdin.readline()
+            print(f"SAMPLES {ops_samples() - samples[0]}", flush=True)
+
+    run = fw_workload.lightning if framework == "lightning" else fw_workload.hf
+    run(WARM + steps + 1, step_end)
+    if probe is not None:
+        import step_cost as sc
+
+        sc.stop_probe(probe)
+
+
+def measure(variant: str, width: int | str, steps: int, python: str, baseline: str | None = None) -> dict[str, Any]:
     """Run one case under callgrind; instructions of its counted window, per step."""
     out_dir = tempfile.mkdtemp(prefix="mpsprof-callgrind-")
     try:
         cmd = ["valgrind", "--tool=callgrind", "--instr-atstart=no", "--separate-threads=yes",
                f"--callgrind-out-file={out_dir}/cg.out", python, os.path.abspath(__file__),
-               "--child", variant, str(width), str(steps)] + (["--baseline", baseline] if baseline else [])  # fmt: skip
+               "--child", variant, str(width), str(steps), "--warm", str(WARM)] + (
+                   ["--baseline", baseline] if baseline else [])  # fmt: skip
         env = {**os.environ, "OMP_NUM_THREADS": "1"}
         proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 text=True, env=env)  # fmt: skip
@@ -193,8 +241,10 @@ def _thread_totals(out_dir: str) -> dict[int, int]:
 
 
 def main() -> None:
+    global WARM
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--widths", type=int, nargs="+", default=[32, 256, 640])
+    p.add_argument("--framework", choices=FRAMEWORKS, help="count this framework's loop (fw_workload.py), not the MLP")
     p.add_argument("--steps", type=int, default=100, help="counted steps per case")
     p.add_argument("--jobs", type=int, default=2, help="cases at once (one core each)")
     p.add_argument("--ladder", action="store_true", help="count step_cost.py's ladder rungs (one instrument each)")
@@ -202,10 +252,15 @@ def main() -> None:
     p.add_argument("--idle-thread", action="store_true", help=f"count '{IDLE_THREAD}' too")
     p.add_argument("--quiet-schedule", action="store_true",
                    help="the probe's time thresholds as an untraced run on a quiet machine meets them")
+    p.add_argument("--warm", type=int, default=WARM,
+                   help="uninstrumented steps before the counted ones (a framework's loop under valgrind on "
+                        "a loaded machine: fewer; op accounting's early samples may then fall in the window, "
+                        "which the output says)")
     p.add_argument("--child", nargs=3, metavar=("VARIANT", "WIDTH", "STEPS"), help=argparse.SUPPRESS)
     args = p.parse_args()
+    WARM = args.warm
     if args.child:
-        child(args.child[0], int(args.child[1]), int(args.child[2]), args.baseline)
+        child(args.child[0], args.child[1], int(args.child[2]), args.baseline)
         return
     if args.baseline:
         args.baseline = os.path.abspath(args.baseline)
@@ -213,14 +268,17 @@ def main() -> None:
         os.environ[QUIET_SCHEDULE] = "1"
     if shutil.which("valgrind") is None or shutil.which("callgrind_control") is None:
         sys.exit("valgrind (with callgrind_control) is not installed: nothing to count with")
-    python = os.path.realpath(sys.executable)  # a launcher script (pyenv's shim) would be traced instead
+    # a launcher script (pyenv's shim) would be traced instead; a virtualenv's link stays
+    # (its interpreter finds the environment, the frameworks' packages, from that path)
+    python = sys.executable if sys.prefix != sys.base_prefix else os.path.realpath(sys.executable)
     sys.path.insert(0, HERE)
     import step_cost as sc
 
     variants = [name for name, _ in sc.LADDER if name not in (sc.AGGREGATES, "full")] if args.ladder else list(VARIANTS)
     variants += ["baseline probe"] if args.baseline else []
     variants += [IDLE_THREAD] if args.idle_thread else []
-    cases = [(v, w) for w in args.widths for v in variants]
+    workloads: list[int | str] = [args.framework] if args.framework else list(args.widths)
+    cases = [(v, w) for w in workloads for v in variants]
     with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
         results = list(pool.map(lambda c: measure(c[0], c[1], args.steps, python, args.baseline), cases))
     import torch
@@ -228,7 +286,7 @@ def main() -> None:
     if args.ladder:
         print(f"instructions per step by ladder rung, {args.steps} counted steps after {WARM} warm ones "
               f"(torch {torch.__version__}, Python {sys.version.split()[0]}):")
-        for width in args.widths:
+        for width in workloads:
             row = {r["variant"]: r for r in results if r["width"] == width}
             bare, prev = row["bare"]["per_step"], row["bare"]["per_step"]
             print(f"width {width}: bare {bare:,.0f}")
@@ -244,7 +302,7 @@ def main() -> None:
     print("the training thread's instructions per step; the probe's other threads' in the whole window apart")
     print(f"{'width':>6} {'bare':>12} {'probe':>12} {'added':>9} {'share':>7}  {'--no-ops added':>14}"
           f"  {'other threads':>13}")
-    for width in args.widths:
+    for width in workloads:
         row = {r["variant"]: r for r in results if r["width"] == width}
         bare, full, no_ops = row["bare"]["per_step"], row["probe"]["per_step"], row["probe --no-ops"]["per_step"]
         note = "".join(f"  ({row[v]['samples']} op sample(s) in the window: {v})" for v in ("probe",)
