@@ -30,26 +30,30 @@ from collections.abc import Callable
 from types import CodeType
 from typing import Any
 
+from .leak_reach import own_dict
+
 MAX_REFERRERS = 64
 """Containers (and owners) examined per step: the first ones are the candidates."""
 
 
 def _is_container(value: Any) -> bool:
-    return isinstance(value, (list, dict, set)) or type(value).__name__ == "deque"
+    # by type, not isinstance: no __getattribute__ of the referrers runs (leak_reach)
+    return issubclass(type(value), (list, dict, set)) or type(value).__name__ == "deque"
 
 
 def _owners(container: Any) -> list[tuple[Any, str]]:
     """(object, attribute) pairs whose attribute is ``container``."""
     found: list[tuple[Any, str]] = []
     for ref in gc.get_referrers(container)[:MAX_REFERRERS]:
-        if isinstance(ref, dict):
-            # a materialised instance __dict__: its owner refers to it
-            objects = [o for o in gc.get_referrers(ref)[:MAX_REFERRERS] if getattr(o, "__dict__", None) is ref]
+        if issubclass(type(ref), dict):
+            # a materialised instance __dict__: its owner refers to it (read as leak_reach reads
+            # it: an owner's own __getattribute__, a lazy proxy's, neither runs nor hides it)
+            objects = [o for o in gc.get_referrers(ref)[:MAX_REFERRERS] if own_dict(o) is ref]
             attrs = [k for k, v in ref.items() if v is container and isinstance(k, str)]
             found.extend((o, a) for o in objects for a in attrs[:1])
         else:
-            attrs_of = getattr(ref, "__dict__", None)
-            if isinstance(attrs_of, dict) and not isinstance(ref, type):
+            attrs_of = own_dict(ref)
+            if attrs_of is not None and not issubclass(type(ref), type):
                 found.extend((ref, k) for k, v in list(attrs_of.items()) if v is container and isinstance(k, str))
     return found
 

@@ -62,14 +62,24 @@ def _entries(name: str, value: Any) -> Iterator[tuple[str, Any]]:
         return
 
 
+def own_dict(value: Any) -> dict[Any, Any] | None:
+    """An object's ``__dict__``, read without running its class's ``__getattr__`` or
+    ``__getattribute__``; None where it has none (or not a dict: a class's mappingproxy)."""
+    try:
+        attrs = object.__getattribute__(value, "__dict__")
+    except Exception:
+        return None
+    return attrs if type(attrs) is dict else None
+
+
 def own_attributes(value: Any) -> list[tuple[str, Any]]:
     """An instance's own attributes (``__dict__``, read without running ``__getattr__``)."""
     if issubclass(type(value), _SKIP_OR_CONTAINER):
         return []
+    attrs = own_dict(value)
     try:
-        attrs = object.__getattribute__(value, "__dict__")
-        return list(islice(attrs.items(), MAX_ENTRIES)) if isinstance(attrs, dict) else []
-    except Exception:
+        return list(islice(attrs.items(), MAX_ENTRIES)) if attrs is not None else []
+    except Exception:  # changed while read (another thread)
         return []
 
 

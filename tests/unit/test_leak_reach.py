@@ -113,3 +113,24 @@ def test_graph_held_stops_at_its_cap() -> None:
         total = total + x * 2
     nodes, _, capped = graph_held([total.grad_fn], 20)
     assert capped and nodes <= 20
+
+
+def test_the_owner_of_a_kept_list_is_found_without_running_its_getattribute() -> None:
+    """``leak_owner`` names the object whose attribute holds a leaking list (``self.outs``):
+    it reads the referrers' ``__dict__`` as ``leak_reach`` does, so an owner whose class's
+    ``__getattribute__`` raises (a lazy proxy) is still found, and its code never runs."""
+    from mpsprofiler.probe.leak_owner import _owners
+
+    ran: list[str] = []
+
+    class Owner:
+        def __init__(self) -> None:
+            self.outs: list[torch.Tensor] = []
+
+        def __getattribute__(self, name: str) -> object:
+            ran.append(name)
+            raise RuntimeError("not loaded yet")
+
+    owner = Owner()
+    outs = object.__getattribute__(owner, "__dict__")["outs"]
+    assert [(o, a) for o, a in _owners(outs) if o is owner] == [(owner, "outs")] and ran == []
