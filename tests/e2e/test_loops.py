@@ -5,6 +5,7 @@ scripts through the real CLI."""
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -247,8 +248,12 @@ after both printed their losses, bare as well (2 of 8 bare runs of spawn_ddp.py)
 is run again, at most twice; mpsprof does not enter the spawned ranks (no probe module there)."""
 
 
-def _gloo_run(run):  # type: ignore[no-untyped-def]
-    for _ in range(3):
+def _gloo_run(run, run_dir=None):  # type: ignore[no-untyped-def]
+    """``run()`` again after a gloo teardown abort; ``run_dir``: the mpsprof run's ``-o``
+    folder, emptied before a retry (a run directory takes one run: the retry was refused)."""
+    for attempt in range(3):
+        if attempt and run_dir is not None:
+            shutil.rmtree(run_dir, ignore_errors=True)
         proc = run()
         if proc.returncode == 0 or GLOO_TEARDOWN_ABORT not in proc.stderr:
             return proc
@@ -264,7 +269,7 @@ def test_ddp_trainers_started_by_mp_spawn_get_the_ranks_fix_at_the_spawn_line(tm
     ranks launch; the script changed as it says trains its ranks where mpsprof sees them."""
     run_dir = tmp_path / "spawn_ddp"
     proc = _gloo_run(lambda: mpsprof_cli("run", "--headless", "-o", str(run_dir), str(SCRIPTS / "spawn_ddp.py"),
-                                         env=child_env(), timeout=180))
+                                         env=child_env(), timeout=180), run_dir)
     assert proc.returncode == 0, proc.stderr[-3000:]
     summary = read_summary(run_dir)
     bare = _gloo_run(lambda: subprocess.run([sys.executable, str(SCRIPTS / "spawn_ddp.py")], capture_output=True,
@@ -280,7 +285,7 @@ def test_ddp_trainers_started_by_mp_spawn_get_the_ranks_fix_at_the_spawn_line(tm
     assert 'worker(int(os.environ["RANK"]), ...)' in fix and "mpsprof run --nproc-per-node N" in fix
     ranks_dir = tmp_path / "ranks"
     ranks = _gloo_run(lambda: mpsprof_cli("run", "--headless", "-o", str(ranks_dir), "--nproc-per-node", "2",
-                                          str(SCRIPTS / "spawn_ddp.py"), env=child_env(), timeout=180))
+                                          str(SCRIPTS / "spawn_ddp.py"), env=child_env(), timeout=180), ranks_dir)
     assert ranks.returncode == 0, ranks.stderr[-3000:]
     assert sorted(re.findall(r"rank \d loss [\d.]+", ranks.stdout)) == losses  # the same losses, rank by rank
     ranked = read_summary(ranks_dir)
