@@ -3,8 +3,11 @@
 # then nanoGPT bf16 bare / mpsprof / --no-ops in interleaved rounds on cores 0-3. On a host of
 # 16 CPUs or more the CPU workloads of issue 34 run meanwhile, the variants of each round at
 # the same time on core pairs of their own (benchmarks/overhead.py --concurrent), CUDA hidden.
-# Usage: bash benchmarks/h200_session54.sh OUTDIR [END_S: start no round after this many seconds]
-out=${1:?outdir}; end=${2:-500}
+# Usage: bash benchmarks/h200_session54.sh OUTDIR [END_S: start no round after this many seconds] [VARIANTS]
+# VARIANTS (default "bare mpsprof mpsprof-no-ops"): with mpsprof-baseline, the other version's
+# mpsprofiler package is read from .baseline/ (copied there before the call, carried with it).
+out=${1:?outdir}; end=${2:-500}; variants=${3:-bare mpsprof mpsprof-no-ops}
+base=; case "$variants" in *mpsprof-baseline*) base="--baseline $PWD/.baseline";; esac
 export OMP_NUM_THREADS=1 PYTHONUNBUFFERED=1
 nvidia-smi -L; ncpu=$(nproc); echo "nproc $ncpu"; uptime
 if ls .whl/*.whl >/dev/null 2>&1; then
@@ -20,7 +23,7 @@ lane() {  # name cores-a cores-b cores-c case[:steps]...
     for spec in "$@"; do
         local case=${spec%%:*} steps=${spec#*:}; [ "$steps" = "$spec" ] && steps=
         CUDA_VISIBLE_DEVICES= python3 benchmarks/overhead.py --models "$case" ${steps:+--steps $steps} --repeats 7 \
-            --variants bare mpsprof mpsprof-no-ops --concurrent "$a" "$b" "$c" --time-limit "$((end - 60 - SECONDS))" \
+            --variants $variants $base --concurrent "$a" "$b" "$c" --time-limit "$((end - 60 - SECONDS))" \
             --json "$out/$case.json" > "$out/$case.txt" 2>&1
         echo "$name $case rc $? (${SECONDS}s)"
     done
@@ -32,12 +35,14 @@ if [ "$ncpu" -ge 16 ]; then
 elif [ "$ncpu" -lt 4 ]; then
     gpu_cores=0-$((ncpu - 1))
 fi
+if [ -z "$NO_GPU_TESTS" ]; then  # NO_GPU_TESTS=1: the loops alone (a second call)
 timeout 300 taskset -c "$gpu_cores" python3 -m pytest -q -p no:cacheprovider -m gpu --durations=8 \
     tests/e2e/test_gpu.py tests/e2e/test_gpu_health.py tests/e2e/test_gpu_host.py > "$out/gpu_tests.txt" 2>&1
 echo "gpu tests rc $? (${SECONDS}s)"; grep -E "passed|failed|FAILED|Error" "$out/gpu_tests.txt" | tail -n 20
+fi
 left=$((end - SECONDS - 30)); [ "$left" -lt 60 ] && left=60
 taskset -c "$gpu_cores" python3 benchmarks/overhead.py --device cuda --models gpt-bf16 --steps 600 --repeats 8 \
-    --variants bare mpsprof mpsprof-no-ops --time-limit "$left" --json "$out/gpt_bf16.json" > "$out/gpt_bf16.txt" 2>&1
+    --variants $variants $base --time-limit "$left" --json "$out/gpt_bf16.json" > "$out/gpt_bf16.txt" 2>&1
 echo "gpt rc $? (${SECONDS}s)"
 wait
 for f in "$out"/*.txt; do
