@@ -42,7 +42,7 @@ import torch
 
 from ..events.payloads import LeaksFields
 from .leak_between import BetweenScan
-from .leak_reach import GraphWalk, storage_of
+from .leak_reach import GraphWalk, own_dict, storage_of
 from .ops_sites import FrameFinder, source_line
 from .steps import FETCH
 
@@ -336,14 +336,14 @@ class LeakTracker:
             if finder.is_user(frame.f_code):
                 local = list(frame.f_locals.items())
                 for name, value in local:
-                    if isinstance(value, torch.Tensor) and id(value) not in seen:
+                    if issubclass(type(value), torch.Tensor) and id(value) not in seen:
                         seen.add(id(value))
                         if value.grad_fn is not None and _spans(value.grad_fn, seq_ref):
                             self._note_carry(frame, name, step, value, finder)
                 for name, value in local:
                     if budget <= 0:
                         break
-                    if isinstance(value, torch.Tensor) or name.startswith("__"):
+                    if issubclass(type(value), torch.Tensor) or name.startswith("__"):
                         continue
                     for expr, tensor, owner in reached(name, value, looked):
                         budget -= 1
@@ -443,10 +443,16 @@ def _spans(root: Any, seq_ref: int) -> bool:
 
 
 def _holds(value: Any, tensor: torch.Tensor) -> bool:
-    """Whether a container (list, tuple, deque, dict values, one level deep) holds ``tensor``."""
-    if isinstance(value, dict):
+    """Whether a container (list, tuple, deque, dict values, one level deep) holds ``tensor``.
+
+    Kinds are told by ``type()`` here and below, never ``isinstance``: on an object of
+    another type ``isinstance`` reads its ``__class__``, which runs the class's own
+    ``__getattribute__`` (a lazy proxy's load, a config's attribute map) for every object
+    of the script a leak check looks at."""
+    kind = type(value)
+    if issubclass(kind, dict):
         items: Any = value.values()
-    elif isinstance(value, (list, tuple)) or type(value).__name__ == "deque":
+    elif issubclass(kind, (list, tuple)) or kind.__name__ == "deque":
         items = value
     else:
         return False
@@ -458,7 +464,7 @@ def _holds(value: Any, tensor: torch.Tensor) -> bool:
             return True
         if not any(issubclass(kind, (tuple, list)) for kind in set(map(type, items))):
             return False  # no tuple or list among the items: nothing one level deep
-        nested = compress(items, map(isinstance, items, repeat((tuple, list))))
+        nested = compress(items, map(issubclass, map(type, items), repeat((tuple, list))))
         return any(map(operator.is_, chain.from_iterable(nested), repeat(tensor)))
     except Exception:
         return False
@@ -469,12 +475,12 @@ def _keyed(name: str, value: Any, survivor: torch.Tensor) -> tuple[str, Any]:
     list, tuple or deque under a str or int key) holds ``survivor``: the line that keeps it
     is ``history["loss"].append(...)`` and its growth is that list's, not the dict's.
     ``(name, value)`` otherwise (``cache[step] = out``: the dict itself grows)."""
-    if isinstance(value, dict):
+    if issubclass(type(value), dict):
         try:
             for key, inner in list(value.items())[:200]:
                 if inner is survivor:
                     break
-                if type(key) in (str, int) and not isinstance(inner, dict) and _holds(inner, survivor):
+                if type(key) in (str, int) and not issubclass(type(inner), dict) and _holds(inner, survivor):
                     return f"{name}[{key!r}]", inner  # as ast.unparse writes it (leak_owner.dotted)
         except Exception:
             pass
@@ -491,7 +497,7 @@ def held_bytes(container: Any) -> int | None:
     step where the process grew 1.5). A longer container is sized from an even sample of
     ``MAX_HELD_ITEMS`` items, scaled to its length."""
     try:
-        items = list(container.values()) if isinstance(container, dict) else list(container)
+        items = list(container.values()) if issubclass(type(container), dict) else list(container)
     except Exception:
         return None
     if not items:
@@ -500,9 +506,10 @@ def held_bytes(container: Any) -> int | None:
     storages: set[int] = set()
     total = 0
     for item in items[::stride]:
-        inner = item.values() if isinstance(item, dict) else item if isinstance(item, (list, tuple)) else (item,)
+        kind = type(item)
+        inner = item.values() if issubclass(kind, dict) else item if issubclass(kind, (list, tuple)) else (item,)
         for t in inner:
-            found = storage_of(t) if isinstance(t, torch.Tensor) else None
+            found = storage_of(t) if issubclass(type(t), torch.Tensor) else None
             if found is not None and found[0] not in storages:
                 storages.add(found[0])
                 total += found[1]
@@ -516,8 +523,8 @@ def _holder_in(frame: Any, survivor: torch.Tensor, scanned: set[int]) -> tuple[s
         if _holds(value, survivor):
             return _keyed(name, value, survivor)
     for name, value in local:
-        attrs = getattr(value, "__dict__", None)
-        if isinstance(attrs, dict) and not isinstance(value, type) and type(value).__name__ != "module":
+        attrs = own_dict(value)  # not getattr: no __getattribute__ of the script's runs
+        if attrs is not None and not issubclass(type(value), type) and type(value).__name__ != "module":
             for attr, inner in list(attrs.items())[:200]:
                 if _holds(inner, survivor):
                     return _keyed(f"{name}.{attr}", inner, survivor)

@@ -58,3 +58,30 @@ def test_a_long_container_is_scanned_without_python_per_item() -> None:
                 collections.deque(range(10_000))):
         assert not _holds(big, t)
         assert _python_calls(lambda b=big: _holds(b, t)) < 20, type(big).__name__
+
+
+def test_the_container_search_runs_no_getattribute_of_the_scripts_objects() -> None:
+    """On an object of another type ``isinstance`` reads ``__class__``, and ``getattr(o,
+    "__dict__")`` too, both through the class's own ``__getattribute__`` (a lazy proxy that
+    loads or raises, a config's attribute map): the search for the container that keeps a
+    leaked tensor tells kinds by type and reads ``__dict__`` directly, so none of that code
+    runs, and the list behind such an object is still found."""
+    from mpsprofiler.probe.ops_leaks import _holder_in, _keyed, held_bytes
+
+    ran: list[str] = []
+
+    class Lazy:
+        def __init__(self, kept: list[Any]) -> None:
+            self.kept = kept
+
+        def __getattribute__(self, name: str) -> object:
+            ran.append(name)
+            raise RuntimeError("not loaded yet")
+
+    survivor = torch.ones(4)
+    box = Lazy([1, survivor])  # noqa: F841 - read from this frame's locals below
+    found = _holder_in(sys._getframe(), survivor, set())
+    assert found is not None and found[0] == "box.kept" and ran == []
+    assert not _holds(Lazy([survivor]), survivor) and ran == []
+    assert _keyed("d", {"k": Lazy([survivor])}, survivor)[0] == "d" and ran == []
+    assert held_bytes([Lazy([]), survivor, (Lazy([]), survivor)]) == 16 and ran == []
