@@ -280,9 +280,9 @@ class MemorySampler:
         prev, self._sys_prev = self._sys_prev, now
         if prev is None:
             return None, None
-        steal = _steal_share(prev, now)
-        idle = (now.idle + getattr(now, "iowait", 0.0)) - (prev.idle + getattr(prev, "iowait", 0.0))
         total = _cpu_total(prev, now)
+        steal = _steal_share(prev, now, total)
+        idle = (now.idle + getattr(now, "iowait", 0.0)) - (prev.idle + getattr(prev, "iowait", 0.0))
         if total <= 0:
             return None, steal
         busy: float = min(1.0, max(0.0, 1.0 - idle / total))
@@ -297,13 +297,13 @@ def _cpu_total(prev: Any, now: Any) -> float:
     return float(sum(now) - sum(prev) - guest)
 
 
-def _steal_share(prev: Any, now: Any) -> float | None:
-    """Share of all CPU time between two ``cpu_times`` readings that was stolen (a VM's
-    vCPUs kept waiting by the hypervisor): time a thread is neither on a CPU nor in the
-    guest's run queue. None where ``steal`` is not reported (not Linux)."""
+def _steal_share(prev: Any, now: Any, total: float) -> float | None:
+    """Share of all CPU time between two ``cpu_times`` readings (``total``:
+    :func:`_cpu_total` of them) that was stolen (a VM's vCPUs kept waiting by the
+    hypervisor): time a thread is neither on a CPU nor in the guest's run queue. None where
+    ``steal`` is not reported (not Linux)."""
     if not hasattr(now, "steal") or not hasattr(prev, "steal"):
         return None
-    total = _cpu_total(prev, now)
     if total <= 0:
         return None
     share: float = min(1.0, max(0.0, (now.steal - prev.steal) / total))

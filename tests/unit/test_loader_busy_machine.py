@@ -76,14 +76,15 @@ def test_the_sampler_reads_the_stolen_share_of_the_cpu_time():
     """psutil.cpu_times() on Linux carries ``steal`` (and ``guest``, already in ``user``)."""
     from collections import namedtuple
 
-    from mpsprofiler.probe.sampler import _steal_share
+    from mpsprofiler.probe.sampler import _cpu_total, _steal_share
 
     Times = namedtuple("Times", "user nice system idle iowait irq softirq steal guest guest_nice")
     a = Times(10, 0, 5, 80, 1, 0, 0, 4, 0, 0)
     b = Times(30, 0, 10, 120, 1, 0, 0, 24, 10, 0)  # 95 s more, 10 of them guest (in user): 85
-    assert _steal_share(a, b) == round(20 / 85, 4)
+    assert _steal_share(a, b, _cpu_total(a, b)) == round(20 / 85, 4)
     Mac = namedtuple("Mac", "user nice system idle")
-    assert _steal_share(Mac(1, 0, 1, 1), Mac(2, 0, 2, 2)) is None
+    mac_a, mac_b = Mac(1, 0, 1, 1), Mac(2, 0, 2, 2)
+    assert _steal_share(mac_a, mac_b, _cpu_total(mac_a, mac_b)) is None
 
 
 def test_contention_names_the_fetch_s_time_off_its_cpu():

@@ -281,11 +281,16 @@ def _worker_window(session: Session, points: list[Any], fig: LoaderFigures, late
     fig.workers_startup = _delta(a.cpu_workers_startup_s, b.cpu_workers_startup_s)
     fig.workers_runq = _delta(a.runq_workers_s, b.runq_workers_s)
     fig.main_cpu = _delta(a.cpu_main_s, b.cpu_main_s)
-    busy = [m.sys_busy for m in inside[1:] if m.sys_busy is not None and math.isfinite(m.sys_busy)]
-    fig.machine_busy = sum(busy) / len(busy) if busy else None
-    steal = [m.sys_steal for m in inside[1:] if m.sys_steal is not None and math.isfinite(m.sys_steal)]
-    fig.machine_steal = sum(steal) / len(steal) if steal else None
+    # each sample's share covers the time since the one before: the first one's lies outside
+    fig.machine_busy = _mean_share(inside[1:], "sys_busy")
+    fig.machine_steal = _mean_share(inside[1:], "sys_steal")
 
+
+def _mean_share(points: list[Any], name: str) -> float | None:
+    """The mean of the samples' ``name`` (a share of the machine's CPU time), None where no
+    sample has a figure."""
+    values = [v for v in (getattr(m, name) for m in points) if v is not None and math.isfinite(v)]
+    return sum(values) / len(values) if values else None
 
 
 def classify(fig: LoaderFigures, workers: int, dataset: str | None, batch_size: int | None,
