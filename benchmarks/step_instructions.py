@@ -92,17 +92,10 @@ QUIET_SCHEDULE = "STEP_INSTRUCTIONS_QUIET_SCHEDULE"
 
 def quiet_schedule() -> None:
     """The time thresholds of every loaded probe package as a quiet, untraced run meets
-    them (see the module docstring): modules read them as globals at every fetch."""
-    for name in ("mpsprofiler", "mpsprofiler_baseline"):
-        for module_name in (f"{name}.probe.cputime", f"{name}.probe.steps"):
-            module = sys.modules.get(module_name)
-            if module is None and name in sys.modules:
-                import importlib
+    them (see the module docstring)."""
+    import step_cost as sc
 
-                module = importlib.import_module(module_name)
-            for threshold in ("LONG_FETCH", "RUNQ_SLACK", "RUNQ_SPAN"):
-                if module is not None and hasattr(module, threshold):
-                    setattr(module, threshold, float("inf"))
+    sc.out_of_reach(("LONG_FETCH", "RUNQ_SLACK", "RUNQ_SPAN"))
 
 
 def child(variant: str, workload: str, steps: int, baseline: str | None) -> None:
