@@ -265,13 +265,24 @@ def measure(session: Session, points: list[StepPoint], late: bool) -> LoaderFigu
 
 
 def _worker_window(session: Session, points: list[Any], fig: LoaderFigures, late: bool) -> None:
-    """Worker and machine CPU between the first and last memory samples inside the steps."""
+    """Worker and machine CPU between the first and last memory samples inside the steps,
+    or, where those are fewer than two or too close, between the steps' own start and end
+    read off the samples around each (:func:`_edges`)."""
     start = points[0].end - points[0].dur
     end = session.steps.last_end if late and session.steps.last_end is not None else points[-1].end
-    inside = [m for m in session.memory.series.points() if start <= m.ts <= end]
-    if len(inside) < 2 or inside[-1].ts - inside[0].ts < MIN_WINDOW_S:
-        return
-    a, b = inside[0], inside[-1]
+    samples = session.memory.series.points()
+    inside = [m for m in samples if start <= m.ts <= end]
+    a: Any
+    b: Any
+    if len(inside) >= 2 and inside[-1].ts - inside[0].ts >= MIN_WINDOW_S:
+        a, b = inside[0], inside[-1]
+        # each sample's share covers the time since the one before: the first one's lies outside
+        shares = inside[1:]
+    else:
+        edges = _edges(samples, start, end)
+        if edges is None:
+            return
+        a, b, shares = edges
     fig.window_s = b.ts - a.ts
     if late:
         fig.window_batches = fig.batches * fig.window_s / fig.dur if fig.dur > 0 else None
@@ -281,9 +292,64 @@ def _worker_window(session: Session, points: list[Any], fig: LoaderFigures, late
     fig.workers_startup = _delta(a.cpu_workers_startup_s, b.cpu_workers_startup_s)
     fig.workers_runq = _delta(a.runq_workers_s, b.runq_workers_s)
     fig.main_cpu = _delta(a.cpu_main_s, b.cpu_main_s)
-    # each sample's share covers the time since the one before: the first one's lies outside
-    fig.machine_busy = _mean_share(inside[1:], "sys_busy")
-    fig.machine_steal = _mean_share(inside[1:], "sys_steal")
+    fig.machine_busy = _mean_share(shares, "sys_busy")
+    fig.machine_steal = _mean_share(shares, "sys_steal")
+
+
+@dataclass(frozen=True)
+class _Reading:
+    """The sampler's running totals as they stood at ``ts``, between two samples."""
+
+    ts: float
+    cpu_workers_s: float | None
+    cpu_workers_startup_s: float | None
+    runq_workers_s: float | None
+    cpu_main_s: float | None
+
+
+BRACKET_SHARE = 0.5
+"""Of the time between the samples that bracket the steps, at least half must be the steps'
+own for their totals to be read off those samples: a sampler that stopped, or went unscheduled for
+seconds, leaves no reading of the steps' own stretch to interpolate."""
+
+
+def _edges(samples: list[Any], start: float, end: float) -> tuple[_Reading, _Reading, list[Any]] | None:
+    """The running totals at the steps' ``start`` and ``end``, each read off the samples on
+    either side of it (CPU seconds accrue evenly between two samples half a second apart),
+    and the samples whose share of the machine covers part of the window; None unless the
+    window is long enough for a rate and the samples around it cover mostly the window
+    (:data:`BRACKET_SHARE`).
+
+    A steady stretch of 0.9 s (Lightning's 19 steady steps in tests/e2e/test_frameworks.py)
+    holds one or two samples 0.5 s apart, by chance: with one, the workers' CPU read as not
+    measured, though samples 70 ms before the start and 2 ms after the end were there."""
+    if end - start < MIN_WINDOW_S:
+        return None
+    first = next((m.ts for m in reversed(samples) if m.ts <= start), None)
+    last = next((m.ts for m in samples if m.ts >= end), None)
+    if first is None or last is None or (end - start) < BRACKET_SHARE * (last - first):
+        return None
+    a, b = _reading_at(samples, start), _reading_at(samples, end)
+    return a, b, [m for m in samples if start < m.ts <= last]
+
+
+def _reading_at(samples: list[Any], t: float) -> _Reading:
+    """The totals at ``t``, linear between the samples on either side (there are some)."""
+    before = next(m for m in reversed(samples) if m.ts <= t)
+    after = next(m for m in samples if m.ts >= t)
+    if after.ts == before.ts:
+        return _Reading(t, before.cpu_workers_s, before.cpu_workers_startup_s, before.runq_workers_s,
+                        before.cpu_main_s)
+    share = float((t - before.ts) / (after.ts - before.ts))
+
+    def at(name: str) -> float | None:
+        x: float | None = getattr(before, name)
+        y: float | None = getattr(after, name)
+        if x is None or y is None or not (math.isfinite(x) and math.isfinite(y)):
+            return None
+        return x + (y - x) * share
+
+    return _Reading(t, at("cpu_workers_s"), at("cpu_workers_startup_s"), at("runq_workers_s"), at("cpu_main_s"))
 
 
 def _mean_share(points: list[Any], name: str) -> float | None:
