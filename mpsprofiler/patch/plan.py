@@ -17,6 +17,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import libcst
+
 from ..diagnosis.analyzers import anomaly
 from ..diagnosis.analyzers.cli_option import Option, call_option
 from ..diagnosis.analyzers.float64_fix import default_setter, other_maker_lines
@@ -31,7 +33,7 @@ from ..diagnosis.analyzers.leaks import grown_most
 from ..diagnosis.analyzers.loader_loop import conditional, loop_of, same_call
 from ..diagnosis.analyzers.loader_place import LOADER_CALLS, option_text, shared_line, user_label
 from ..diagnosis.analyzers.loader_role import single_pass, trainer_keeps
-from ..diagnosis.analyzers.sync_fix import FILTER_SETTING
+from ..diagnosis.analyzers.sync_fix import FILTER_SETTING, VALIDATE, distribution_classes
 from ..diagnosis.findings import Finding
 from ..experiment.candidates import candidate_for
 from ..session.loaders import rebuilt_count
@@ -628,11 +630,30 @@ def _syncs(e: _Edits, f: Finding, facts: dict[str, Any]) -> None:
         e.fix.not_patched.append("not patched: these reads are autograd's anomaly detection's NaN checks; "
                                  "the fix of anomaly-detection-on turns it off")
         return
+    checks = _distribution_checks(e, facts)
     if facts.get("sync_fix_where") != "trainer_filter_line" or not file or not isinstance(line, int):
-        e.fix.not_patched.append(unplanned_line(e.session, f, facts, main_script(e.session)))
+        if not checks:
+            e.fix.not_patched.append(unplanned_line(e.session, f, facts, main_script(e.session)))
         return
     e.edit(str(file), f"{FILTER_SETTING}=False",
            lambda s, ln: cst.set_keywords(s, ln, ARGUMENT_CALLS, {FILTER_SETTING: "False"}), line)
+
+
+def _distribution_checks(e: _Edits, facts: dict[str, Any]) -> bool:
+    """torch.distributions' argument checks off at the script's call the finding shows
+    (``sync_checks_code``: the call as written with ``validate_args=False``); False where
+    the finding named no call. The reads the script makes itself stay, the author's choice."""
+    file, line = facts.get("sync_checks_file"), facts.get("sync_checks_lineno")
+    if facts.get("sync_checks") != "distributions_call" or not isinstance(file, str) or not isinstance(line, int):
+        return False
+    names = distribution_classes()
+
+    def lacks(call: libcst.Call) -> bool:  # the call the diagnosis rewrote: no validate_args, no **kwargs
+        return not any(a.star == "**" or (a.keyword is not None and a.keyword.value == VALIDATE) for a in call.args)
+
+    e.edit(file, f"{VALIDATE}=False (torch.distributions' argument checks off)",
+           lambda s, ln: cst.set_keywords(s, ln, names, {VALIDATE: "False"}, keep=lacks), line)
+    return True
 
 
 PLANNERS: dict[str, Callable[[_Edits, Finding, dict[str, Any]], None]] = {

@@ -614,6 +614,7 @@ def test_a_reference_with_a_condition_is_shown_only_where_it_holds() -> None:
     ("optimizer", "none", ["lbfgs.py"], ["huggingface", "anomaly", "distributions"]),
     ("plain", "distributions", ["set_default_validate_args"], ["huggingface", "lbfgs", "anomaly"]),
     ("distributions", "distributions", ["set_default_validate_args"], ["huggingface", "lbfgs", "anomaly"]),
+    ("distributions", "distributions_call", ["set_default_validate_args"], ["huggingface", "lbfgs", "anomaly"]),
 ])
 def test_the_sync_findings_references_follow_the_variant_shown(where: str, checks: str, shown: list[str],
                                                               hidden: list[str]) -> None:

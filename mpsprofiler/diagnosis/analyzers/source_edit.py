@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 
 MAX_SOURCE_BYTES = 2_000_000
@@ -66,14 +67,17 @@ def call_name(node: ast.Call) -> str:
     return ""
 
 
-def find_call(tree: ast.Module, line: int, names: tuple[str, ...]) -> tuple[ast.stmt, ast.Call] | None:
-    """The innermost call of one of ``names`` spanning ``line``, and its innermost statement."""
+def find_call(tree: ast.Module, line: int, names: tuple[str, ...],
+              keep: Callable[[ast.Call], bool] | None = None) -> tuple[ast.stmt, ast.Call] | None:
+    """The innermost call of one of ``names`` spanning ``line`` (of those ``keep`` takes,
+    where given), and its innermost statement."""
     found: list[tuple[int, int, int, ast.stmt, ast.Call]] = []
     for stmt in ast.walk(tree):
         if not isinstance(stmt, ast.stmt) or not stmt.lineno <= line <= _end(stmt):
             continue
         for node in ast.walk(stmt):
-            if isinstance(node, ast.Call) and call_name(node) in names and node.lineno <= line <= _end(node):
+            if (isinstance(node, ast.Call) and call_name(node) in names and node.lineno <= line <= _end(node)
+                    and (keep is None or keep(node))):
                 found.append((_end(node) - node.lineno, _end(stmt) - stmt.lineno, len(found), stmt, node))
     if not found:
         return None
@@ -86,15 +90,16 @@ def _end(node: ast.stmt | ast.expr) -> int:
 
 
 def rewrite_call(path: str, line: int, names: tuple[str, ...], changes: dict[str, str],
-                 positional: dict[int, str] | None = None) -> Rewrite | None:
-    """The statement at ``path:line`` whose call to ``names`` gets the keyword ``changes``
-    (name -> source text of the value) and the ``positional`` arguments (index -> text),
-    the other arguments kept as written."""
+                 positional: dict[int, str] | None = None,
+                 keep: Callable[[ast.Call], bool] | None = None) -> Rewrite | None:
+    """The statement at ``path:line`` whose call to ``names`` (one ``keep`` takes, where
+    given) gets the keyword ``changes`` (name -> source text of the value) and the
+    ``positional`` arguments (index -> text), the other arguments kept as written."""
     read = read_tree(path)
     if read is None:
         return None
     source, tree = read
-    found = find_call(tree, line, names)
+    found = find_call(tree, line, names, keep)
     if found is None:
         return None
     stmt, call = found

@@ -26,10 +26,17 @@ Facts: ``sync_top_via`` (the library line most of the top sync line's calls came
 or ``trainer_filter_line``, and ``sync_fix_why``: codes ``rules/ops.yaml`` words), ``sync_fix_place`` (the
 ``TrainingArguments`` line; ``sync_fix_file`` and ``sync_fix_line`` for ``mpsprof patch``),
 ``sync_fix_code`` and ``sync_fix_per_step`` (the syncs the setting removes, per step) for the fix.
+``sync_checks`` (``none``, ``distributions``, ``distributions_call``) with ``sync_checks_line``,
+``sync_checks_per_step`` and, where the call was found, ``sync_checks_code`` (the script's
+distribution call with ``validate_args=False``), ``sync_checks_file`` and ``sync_checks_lineno``
+for ``mpsprof patch``: :func:`_checks`.
 """
 
 from __future__ import annotations
 
+import ast
+import functools
+import importlib.util
 import os
 import re
 from typing import Any
@@ -38,9 +45,10 @@ from ...session.ops import OpStats, SyncRow
 from ...session.session import Session
 from .framework_place import arguments_fix
 from .registry import analyzer
-from .source_edit import short_path
+from .source_edit import rewrite_call, short_path
 
-SYNC_FIX_FACTS: tuple[str, ...] = ("sync_checks", "sync_checks_line", "sync_checks_per_step", "sync_fix_code",
+SYNC_FIX_FACTS: tuple[str, ...] = ("sync_checks", "sync_checks_code", "sync_checks_file", "sync_checks_line",
+                                   "sync_checks_lineno", "sync_checks_per_step", "sync_fix_code",
                                    "sync_fix_file", "sync_fix_line", "sync_fix_per_step",
                                    "sync_fix_place", "sync_fix_where", "sync_fix_why", "sync_top_via",
                                    "sync_top_via_where")
@@ -131,7 +139,12 @@ def _checks(ops: OpStats, rows: list[SyncRow], cwd: Any) -> dict[str, Any]:
     """``sync_checks``: ``distributions`` where torch.distributions' argument checks made
     reads (``validate_args``, on by default: each ``Categorical(probs)`` tests its
     probabilities with ``.all()``, a read on a GPU; torch/distributions/distribution.py,
-    ``Distribution.__init__``), with the script's line that made most of them; else ``none``."""
+    ``Distribution.__init__``), with the script's line that made most of them; else ``none``.
+    ``distributions_call`` where that line's distribution call was found: the fix is that
+    statement as written with ``validate_args=False`` added to the call
+    (``sync_checks_code``; ``sync_checks_file`` and ``sync_checks_lineno`` for ``mpsprof
+    patch``). A line that builds a distribution is preferred to one that only uses it
+    (``m.log_prob(action)`` checks the sample there, but the switch is the constructor's)."""
     calls: dict[tuple[str, int], int] = {}
     for row in rows:
         for via, n in row.vias.items():
@@ -139,9 +152,51 @@ def _checks(ops: OpStats, rows: list[SyncRow], cwd: Any) -> dict[str, Any]:
                 calls[(row.file, row.line)] = calls.get((row.file, row.line), 0) + n
     if not calls:
         return {"sync_checks": "none"}
-    (file, line), _ = max(calls.items(), key=lambda kv: kv[1])
-    return {"sync_checks": "distributions", "sync_checks_per_step": ops.per_step(sum(calls.values())),
-            "sync_checks_line": f"{short_path(file, cwd)}:{line}"}
+    names = distribution_classes()
+    fixes = {site: rewrite_call(site[0], site[1], names, {VALIDATE: "False"}, keep=checks_on) if names else None
+             for site in calls}
+    (file, line), _ = max(calls.items(), key=lambda kv: (fixes[kv[0]] is not None, kv[1]))
+    out = {"sync_checks": "distributions", "sync_checks_per_step": ops.per_step(sum(calls.values())),
+           "sync_checks_line": f"{short_path(file, cwd)}:{line}"}
+    fix = fixes[(file, line)]
+    if fix is not None:
+        out.update({"sync_checks": "distributions_call", "sync_checks_code": fix.after,
+                    "sync_checks_file": fix.path, "sync_checks_lineno": line})
+    return out
+
+
+VALIDATE = "validate_args"
+
+
+def checks_on(call: ast.Call) -> bool:
+    """A distribution call that leaves its argument checks on: it passes no ``validate_args``
+    (nor ``**kwargs``, which may hold it: one more keyword would be a TypeError)."""
+    return not any(k.arg in (VALIDATE, None) for k in call.keywords)
+
+
+@functools.lru_cache(maxsize=1)
+def distribution_classes() -> tuple[str, ...]:
+    """The classes ``torch.distributions`` exports, read from the installed torch's
+    ``torch/distributions/__init__.py`` (its ``__all__``) without importing torch; each
+    takes ``validate_args`` (``Distribution.__init__`` and every subclass's own). Empty
+    where torch is not installed or the list cannot be read: the fix then names no call."""
+    try:
+        spec = importlib.util.find_spec("torch")
+        roots = list(spec.submodule_search_locations or []) if spec is not None else []
+        if not roots:
+            return ()
+        with open(os.path.join(roots[0], "distributions", "__init__.py"), encoding="utf-8") as fh:
+            tree = ast.parse(fh.read())
+    except (OSError, SyntaxError, ValueError, ImportError):
+        return ()
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets):
+            try:
+                names = ast.literal_eval(node.value)
+            except ValueError:
+                return ()
+            return tuple(n for n in names if isinstance(n, str) and n[:1].isupper())
+    return ()
 
 
 @analyzer("sync_fix", provides=SYNC_FIX_FACTS)

@@ -8,7 +8,7 @@ on the line of the argument they follow), and an argument given by position or t
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import libcst as cst
 
@@ -19,8 +19,11 @@ WIDTH = 100
 call written on one line is wrapped one argument a line when a change lengthens it."""
 
 
-def find_call(module: cst.Module, line: int, names: Sequence[str]) -> cst.Call:
-    calls = _innermost(module, line, lambda n: isinstance(n, cst.Call) and call_name(n) in names)
+def find_call(module: cst.Module, line: int, names: Sequence[str],
+              keep: Callable[[cst.Call], bool] | None = None) -> cst.Call:
+    """The innermost call of one of ``names`` spanning ``line`` (of those ``keep`` takes, where given)."""
+    calls = _innermost(module, line, lambda n: isinstance(n, cst.Call) and call_name(n) in names
+                       and (keep is None or keep(n)))
     if not calls:
         raise NotFound(f"no {'/'.join(names)}(...) call at line {line}")
     call = calls[0]
@@ -29,14 +32,15 @@ def find_call(module: cst.Module, line: int, names: Sequence[str]) -> cst.Call:
 
 
 def set_keywords(source: str, line: int, names: Sequence[str], changes: dict[str, str],
-                 positional: Sequence[str] = ()) -> str:
+                 positional: Sequence[str] = (), keep: Callable[[cst.Call], bool] | None = None) -> str:
     """The call to ``names`` spanning ``line`` with the keyword ``changes`` (name -> source
     text of the value): an argument written is replaced in place (by keyword, or by position
     where ``positional``, the callee's positional parameters in order, says it is that one),
     a new one is appended in the call's own style (one per line when the call is written one
-    per line), each comment staying on the line of the argument it follows."""
+    per line), each comment staying on the line of the argument it follows. ``keep``: which
+    of the calls at the line may be the one (:func:`find_call`)."""
     module = _parse(source)
-    call = find_call(module, line, names)
+    call = find_call(module, line, names, keep)
     args = list(call.args)
     plain = 0  # the leading arguments given by position (before any *args or keyword)
     while plain < len(args) and args[plain].keyword is None and not args[plain].star:
