@@ -15,6 +15,7 @@ from ..session.session import Session
 from .crash_finding import with_crash
 from .facts import collect_facts
 from .findings import one_per_cause
+from .shared_calls import carry_shared_calls
 
 if TYPE_CHECKING:
     from .findings import Finding
@@ -61,6 +62,7 @@ def diagnose(session: Session, rule_dirs: Iterable[Path] = (), *, provisional: b
         findings = evaluate(ruleset, facts, session.device_kind)
         if provisional:
             findings = one_per_cause(findings + _provisional(ruleset, facts, session.device_kind, findings))
+        findings = carry_shared_calls(findings, facts)
         return Diagnosis(facts=facts, findings=with_crash(session, findings),
                          rule_errors=[*ruleset.errors, *broken_rules(ruleset)])
     cross = [r for r in ruleset.rules if CROSS_RANK_FACT in getattr(r.condition, "names", ())]

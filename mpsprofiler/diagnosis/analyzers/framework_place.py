@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...session.session import Session
-from .source_edit import call_name, has_main_guard, read_tree, rewrite_call, short_path
+from .source_edit import call_name, edit_record, has_main_guard, read_tree, rewrite_call, short_path
 
 ARGUMENT_CALLS = ("TrainingArguments", "Seq2SeqTrainingArguments",
                   # TRL's trainers (SFTTrainer, DPOTrainer ... subclasses of Trainer) take these,
@@ -161,6 +161,8 @@ class ArgumentsFix:
     line: int | None = None
     place: str | None = None
     """``path:line`` as shown (relative to the run's directory when inside it)."""
+    edit: dict[str, Any] | None = None
+    """The rewrite as data (:func:`~.source_edit.edit_record`), for fixes of one call shown together."""
 
 
 def arguments_fix(file: str | None, line: int | None, changes: dict[str, str], cwd: object) -> ArgumentsFix:
@@ -169,8 +171,9 @@ def arguments_fix(file: str | None, line: int | None, changes: dict[str, str], c
     arguments as written; a snippet with only those fields where it cannot be found."""
     found = arguments_line(file, line) if file else None
     rewrite = rewrite_call(file, found[1], (found[0],), changes) if file and found else None
-    if rewrite is not None:
-        return ArgumentsFix(rewrite.after, rewrite.path, rewrite.line, rewrite.place(cwd))
+    if rewrite is not None and file and found:
+        return ArgumentsFix(rewrite.after, rewrite.path, rewrite.line, rewrite.place(cwd),
+                            edit_record(file, found[1], (found[0],), changes, rewrite))
     lines = [f"args = {ARGUMENT_CALLS[0]}(", "    ...,"] + [f"    {k}={v}," for k, v in changes.items()] + [")"]
     return ArgumentsFix("\n".join(lines))
 
@@ -198,6 +201,7 @@ def trainer_place(session: Session, file: str | None, line: int | None, workers:
         out["loader_place"] = fix.place
         out["loader_where"] = "trainer_rewrite"
         out["loader_code"] = fix.code + (guard_note(session, file) if workers > 0 else "")
+        out["loader_code_edit"] = fix.edit
         return out
     cli = command_line_fix(session, file, changes)
     if cli is not None:  # HfArgumentParser: the arguments come from the command line

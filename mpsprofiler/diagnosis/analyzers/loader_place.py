@@ -25,7 +25,7 @@ PLACE_FACTS: tuple[str, ...] = ("loader_which", "loader_name_place", "loader_cha
                                  "loader_func", "loader_shared_which", "loader_shared_ordinal", "loader_ordinal",
                                  "loader_rebuilt", "loader_starts", "loader_keeps", "loader_label",
                                  "loader_loop_var", "loader_loop_place", "loader_seeded", "loader_hook",
-                                 "loader_shared_hook")
+                                 "loader_shared_hook", "loader_code_edit")
 """Besides ``loader_name`` and ``loader_where`` (codes ``rules/dataloader-stall.yaml`` words):
 which loader (``only``, ``hook`` for one a framework's hook built (``loader_hook``: Lightning's
 ``train_dataloader`` ...: :func:`hook_of`), or the ordinal's ending ``st``/``nd``/``rd``/``th`` of

@@ -15,6 +15,7 @@ import ast
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 MAX_SOURCE_BYTES = 2_000_000
 LINE_WIDTH = 88
@@ -156,6 +157,18 @@ def rewrite_call(path: str, line: int, names: tuple[str, ...], changes: dict[str
         new_call = f"{func}(\n" + "".join(f"    {a},\n" for a in args) + ")"
     before = _dedent(data[s0:s1].decode("utf-8"), indent)
     return Rewrite(path, stmt.lineno, before, prefix + new_call + suffix, has_main_guard(tree))
+
+
+EDIT_SUFFIX = "_edit"
+"""A fact ``X_edit`` holds, as data, the rewrite whose text the fact ``X`` shows
+(:func:`edit_record`): ``diagnosis/shared_calls.py`` shows two findings' rewrites of one call as one."""
+
+
+def edit_record(path: str, line: int, names: tuple[str, ...], changes: dict[str, str],
+                rewrite: Rewrite) -> dict[str, Any]:
+    """A rewrite of a call as plain data (a fact): where the call is, the keywords it sets,
+    and the statement as shown, which another fix of the same call can be merged into."""
+    return {"file": path, "line": line, "names": list(names), "changes": dict(changes), "after": rewrite.after}
 
 
 def _dedent(text: str, indent: int) -> str:

@@ -48,7 +48,7 @@ from .registry import analyzer
 from .source_edit import rewrite_call, short_path
 
 SYNC_FIX_FACTS: tuple[str, ...] = ("sync_checks", "sync_checks_code", "sync_checks_file", "sync_checks_line",
-                                   "sync_checks_lineno", "sync_checks_per_step", "sync_fix_code",
+                                   "sync_checks_lineno", "sync_checks_per_step", "sync_fix_code", "sync_fix_code_edit",
                                    "sync_fix_file", "sync_fix_line", "sync_fix_per_step",
                                    "sync_fix_place", "sync_fix_where", "sync_fix_why", "sync_top_via",
                                    "sync_top_via_where")
@@ -127,6 +127,7 @@ def sync_fix(ops: OpStats, cwd: Any = None) -> dict[str, Any]:
     out["sync_fix_why"] = "trainer_filter"
     fix = arguments_fix(top.file, top.line, {FILTER_SETTING: "False"}, cwd)
     out["sync_fix_code"] = fix.code
+    out["sync_fix_code_edit"] = fix.edit
     if fix.path is None:
         out["sync_fix_where"] = "trainer_filter"
         return out
