@@ -1,0 +1,42 @@
+"""What the summary's batch counts count, on a k-fold script (a new model, optimizer and
+pair of loaders per fold, a validation pass after each fold's training).
+
+``steps.batches`` (765 in a sweep's k-fold run) and the loaders' own totals (770) differed:
+no batch was lost, the last fold's validation pass comes after the last optimizer step and
+belongs to no step. The JSON report's schema says so for each figure.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from helpers import child_env, mpsprof_cli, read_summary
+
+SCRIPT = Path(__file__).resolve().parent.parent / "scripts_loops" / "kfold_models.py"
+SCHEMA = Path(__file__).resolve().parent.parent.parent / "mpsprofiler" / "report" / "schema.json"
+
+
+@pytest.mark.slow
+def test_k_fold_batches_of_the_steps_and_of_the_loaders(tmp_path: Path) -> None:
+    """4 folds x 2 epochs x 15 training batches, and 3 validation batches after each fold:
+    the steps took the training batches and the first 3 folds' validation batches (fetched
+    between two steps); the loaders gave all of them, the last fold's 3 after the last step."""
+    run = tmp_path / "run"
+    proc = mpsprof_cli("run", "--headless", "-o", str(run), str(SCRIPT), cwd=tmp_path, env=child_env(), timeout=180)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    updates = int(re.search(r"optimizer steps (\d+)", proc.stdout).group(1))  # type: ignore[union-attr]
+    summary = read_summary(run)
+    train, val = sorted(summary["dataloaders"], key=lambda d: d["line"])
+    per_fold = val["len"]
+    folds = val["iters"]
+    assert train["fetches"] + train["first_fetches"] == updates  # one batch a step
+    assert val["fetches"] + val["first_fetches"] == per_fold * folds
+    assert summary["steps"]["batches"] == updates + per_fold * (folds - 1)
+    assert val["after_fetches"] == per_fold - 1  # the last pass's first batch is a first fetch
+
+    described = json.loads(SCHEMA.read_text())["properties"]["steps"]["properties"]["batches"]["description"]
+    assert "after the last step" in described and "first_fetches" in described
