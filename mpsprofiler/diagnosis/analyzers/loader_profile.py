@@ -317,7 +317,8 @@ def _edges(samples: list[Any], start: float, end: float) -> tuple[_Reading, _Rea
     """The running totals at the steps' ``start`` and ``end``, each read off the samples on
     either side of it (CPU seconds accrue evenly between two samples half a second apart),
     and the samples whose share of the machine covers part of the window; None unless the
-    window is long enough for a rate and the samples around it cover mostly the window
+    window is long enough for a rate, at least as long as the sampler's interval around it
+    (the sampler's resolution), and the samples around it cover mostly the window
     (:data:`BRACKET_SHARE`).
 
     A steady stretch of 0.9 s (Lightning's 19 steady steps in tests/e2e/test_frameworks.py)
@@ -328,6 +329,11 @@ def _edges(samples: list[Any], start: float, end: float) -> tuple[_Reading, _Rea
     first = next((m.ts for m in reversed(samples) if m.ts <= start), None)
     last = next((m.ts for m in samples if m.ts >= end), None)
     if first is None or last is None or (end - start) < BRACKET_SHARE * (last - first):
+        return None
+    around = [m.ts for m in samples if first <= m.ts <= last]
+    if end - start < max(b - a for a, b in zip(around, around[1:], strict=False)):
+        # shorter than the sampler's own interval there: its figures would be one
+        # interval's, mostly of what came before or after (as unmeasured as before)
         return None
     a, b = _reading_at(samples, start), _reading_at(samples, end)
     return a, b, [m for m in samples if start < m.ts <= last]
