@@ -53,7 +53,9 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The whole parser; given the ``command`` being run, the other subcommands keep their
     names and summaries (``mpsprof --help``, an unknown command's suggestions) but do not
     import their modules to declare their options: every ``mpsprof run`` paid ~70 ms for
-    ``try``, ``patch``, ``compare``, ``doctor``, ``bench`` and ``rules``."""
+    ``try``, ``patch``, ``compare``, ``doctor``, ``bench`` and ``rules``. ``""`` (no command:
+    ``mpsprof``, ``mpsprof --help``, ``--version``) declares none of them: the top-level help
+    shows only their summaries, and ``try``'s options alone imported the whole diagnosis."""
     from . import report as report_formats
 
     def options(name: str, module: str, function: str, sub_parser: argparse.ArgumentParser) -> None:
@@ -203,7 +205,7 @@ def experiment_options(args: argparse.Namespace) -> tuple[ProbeOptions, dict[str
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    parser = build_parser(argv[0] if argv and not argv[0].startswith("-") else None)
+    parser = build_parser(_command_word(argv))
     args = _parse(parser, argv)
     if getattr(args, "_broken", None):
         parser.exit(1, f"mpsprof: internal error: {args._broken}\n")
@@ -244,6 +246,12 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     parser.print_help()
     return 0
+
+
+def _command_word(argv: list[str]) -> str:
+    """The command being run: the first word that is no option (mpsprof's own options,
+    ``-h`` and ``--version``, take no value), ``""`` when there is none."""
+    return next((word for word in argv if not word.startswith("-")), "")
 
 
 def _parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:

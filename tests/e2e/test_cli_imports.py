@@ -8,6 +8,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 from helpers import child_env
 
 
@@ -33,3 +35,29 @@ def test_a_command_builds_only_its_own_options() -> None:
     assert args.pairs == 3
     args = cli._parse(cli.build_parser("rules"), ["rules", "check", "x.yaml"])
     assert args.command == "rules"
+
+
+def test_the_top_level_help_declares_no_command_options(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``mpsprof``, ``mpsprof --help`` and ``--version`` name the commands and their summaries
+    only: none of the commands' modules is imported to declare options that help does not
+    show (``try``'s alone pulled in the whole diagnosis), and the help reads as the whole
+    parser's."""
+    modules = ("mpsprofiler.experiment", "mpsprofiler.patch", "mpsprofiler.compare", "mpsprofiler.doctor",
+               "mpsprofiler.bench", "mpsprofiler.rules_cli", "mpsprofiler.results", "mpsprofiler.diagnosis")
+    code = ("import contextlib, io, sys; from mpsprofiler.cli import main\n"
+            "out = io.StringIO()\n"
+            "with contextlib.redirect_stdout(out), contextlib.suppress(SystemExit): main(sys.argv[1:])\n"
+            f"print(sorted(m for m in {modules!r} if m in sys.modules)); print(out.getvalue())")
+    from mpsprofiler import cli
+
+    monkeypatch.setenv("COLUMNS", "100")  # argparse wraps at the terminal's width, here and in the child
+    whole = cli.build_parser().format_help()
+    for argv in (["--help"], [], ["--version"]):
+        out = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True,
+                             env={**child_env(), "COLUMNS": "100"}, check=True).stdout
+        loaded, _, printed = out.partition("\n")
+        assert loaded == "[]", (argv, loaded)
+        if argv != ["--version"]:
+            assert printed.strip() == whole.strip()
+        else:
+            assert printed.startswith("mpsprof ")
