@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers import child_env
 from mpsprofiler import resources
 from mpsprofiler.doctor import version_tuple
 from mpsprofiler.kernels import readiness
@@ -293,3 +294,18 @@ def test_mapping_needs_the_mac_op_in_this_torch(tmp_path: Path) -> None:
     assert table.status("aten::k") == "cpu_fallback"
     rows = BackendTable((BackendRow("r", "test", ("k",), "call", ("missing_op", "m")),), frozenset())
     assert MpsKernelTable({"k": "cpu_fallback", "m": "mps"}, {}, backends=rows).status("aten::k") == "mps"
+
+
+def test_the_torch_version_is_read_without_importing_torch_or_the_package_metadata() -> None:
+    """The table's cache key and its notes name the installed torch as its distribution does
+    (``importlib.metadata.version``), read from ``torch/version.py``: a report's process
+    imports neither torch nor ``importlib.metadata`` for it."""
+    import subprocess
+    import sys
+    from importlib.metadata import version
+
+    code = ("import sys; from mpsprofiler.kernels import readiness; print(readiness._torch_version()); "
+            "print(sorted(m for m in ('torch', 'importlib.metadata') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=child_env(),
+                         check=True).stdout.split("\n")
+    assert out[:2] == [version("torch"), "[]"]
