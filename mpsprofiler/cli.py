@@ -54,12 +54,15 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     names and summaries (``mpsprof --help``, an unknown command's suggestions) but do not
     import their modules to declare their options: every ``mpsprof run`` paid ~70 ms for
     ``try``, ``patch``, ``compare``, ``doctor``, ``bench`` and ``rules``. ``""`` (no command:
-    ``mpsprof``, ``mpsprof --help``, ``--version``) declares none of them: the top-level help
-    shows only their summaries, and ``try``'s options alone imported the whole diagnosis."""
-    from . import report as report_formats
+    ``mpsprof``, ``mpsprof --help``, ``--version``) declares none of them, ``run``'s and ``report``'s
+    included: the top-level help shows only their summaries, and ``try``'s options alone
+    imported the whole diagnosis."""
+
+    def wanted(name: str) -> bool:
+        return command is None or command == name
 
     def options(name: str, module: str, function: str, sub_parser: argparse.ArgumentParser) -> None:
-        if command is None or command == name:
+        if wanted(name):
             _optional_arguments(module, function, sub_parser)
 
     parser = argparse.ArgumentParser(
@@ -74,7 +77,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         description="Run SCRIPT (or -m MODULE) exactly as `python SCRIPT ARGS` would, with the profiler watching. "
         "Options for mpsprof go before the script; everything after it goes to the script.",
     )
-    add_run_options(run)
+    if wanted("run"):
+        add_run_options(run)
     run.add_argument("-m", dest="module", metavar="MODULE", help="run a library module as a script (like python -m)")
     run.add_argument("target", nargs="?", metavar="SCRIPT", help="the training script")
     run.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS", help="arguments for the script")
@@ -82,7 +86,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     demo = _command(sub, "demo", "profile a bundled example training with a slow DataLoader",
                     "Run a small bundled image classifier whose DataLoader is too slow, under the profiler: "
                     "the findings name the stall and the fix (num_workers).")
-    add_run_options(demo, distributed=False)
+    if wanted("demo"):
+        add_run_options(demo, distributed=False)
     demo.add_argument("--steps", type=int, default=None, help="training steps of the demo (default: its own)")
 
     view = _command(sub, "view", "open a recorded run in the TUI",
@@ -96,8 +101,11 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
                       "Write a report of a recorded run: Markdown, a self-contained HTML page, the JSON summary "
                       "or a Chrome/Perfetto trace.")
     report.add_argument("run_dir", type=Path, nargs="+", metavar="RUN_DIR", help="a run directory (several: the nodes of one job)")
-    report.add_argument("--format", "-f", choices=report_formats.FORMATS, default=report_formats.DEFAULT_FORMAT,
-                        help=report_formats.format_help())
+    if wanted("report"):
+        from . import report as report_formats
+
+        report.add_argument("--format", "-f", choices=report_formats.FORMATS, default=report_formats.DEFAULT_FORMAT,
+                            help=report_formats.format_help())
     report.add_argument("-o", "--output", type=Path, help="file to write (default: standard output)")
     report.add_argument("--rules", action="append", type=Path, default=[], metavar="DIR", help="add your rule files")
     report.add_argument("--absolute-paths", action="store_true",

@@ -39,11 +39,12 @@ def test_a_command_builds_only_its_own_options() -> None:
 
 def test_the_top_level_help_declares_no_command_options(monkeypatch: pytest.MonkeyPatch) -> None:
     """``mpsprof``, ``mpsprof --help`` and ``--version`` name the commands and their summaries
-    only: none of the commands' modules is imported to declare options that help does not
-    show (``try``'s alone pulled in the whole diagnosis), and the help reads as the whole
-    parser's."""
+    only: no module is imported to declare options that help does not show (``try``'s alone
+    pulled in the whole diagnosis; ``run``'s the launcher's options and the settings, ``report``'s
+    the renderers' registry), and the help reads as the whole parser's."""
     modules = ("mpsprofiler.experiment", "mpsprofiler.patch", "mpsprofiler.compare", "mpsprofiler.doctor",
-               "mpsprofiler.bench", "mpsprofiler.rules_cli", "mpsprofiler.results", "mpsprofiler.diagnosis")
+               "mpsprofiler.bench", "mpsprofiler.rules_cli", "mpsprofiler.results", "mpsprofiler.diagnosis",
+               "mpsprofiler.launcher", "mpsprofiler.settings", "mpsprofiler.report")
     code = ("import contextlib, io, sys; from mpsprofiler.cli import main\n"
             "out = io.StringIO()\n"
             "with contextlib.redirect_stdout(out), contextlib.suppress(SystemExit): main(sys.argv[1:])\n"
