@@ -155,6 +155,8 @@ class OtherPrograms:
         """(pid, create time) -> CPU seconds when first seen (0 for one started during the run)."""
         self._last: dict[tuple[int, float], tuple[float, str | None]] = {}
         """(pid, create time) -> (CPU seconds at the latest listing, name: None until it used CPU)."""
+        self._named_as: dict[tuple[int, float], str] = {}
+        """(pid, create time) -> the listed name (``comm``) it had when it was named."""
         self._proc: tuple[float, float] | bool | None = None
         """(clock ticks a second, boot time) where ``/proc`` is read; False: psutil lists."""
         self._t0 = 0.0
@@ -221,11 +223,14 @@ class OtherPrograms:
         processes descending from it by the listing's own parent pids: a DataLoader worker is
         the training's even where it or its parent is gone by the time it is read, and no
         second listing is made for the tree. A process is named once, when it has first used
-        CPU since the run began: a program that used none adds nothing to any name's figure."""
+        CPU since the run began: a program that used none adds nothing to any name's figure.
+        It is named again if it has exec'd another program since (same pid and start time,
+        another listed name): ``sh -c 'exec heavy'`` or a launcher that execs the real work
+        would otherwise be charged to its first name for the whole run."""
         parents = {row[0]: row[1] for row in rows}
         tree = {root_pid}
         me = os.getpid()
-        first, last, wall0 = self._first, self._last, self._wall0
+        first, last, wall0, named_as = self._first, self._last, self._wall0, self._named_as
         for pid, _, created, cpu, comm, proc in rows:
             if cpu is None or pid == 0 or pid == me or _descends(pid, tree, parents):
                 continue
@@ -237,8 +242,11 @@ class OtherPrograms:
                 name = None
             else:
                 name = last[key][1]
+                if name is not None and named_as.get(key) != comm:
+                    name = None  # exec'd since it was named
             if name is None and cpu != start:
                 name = _proc_name(pid, comm) if proc is None else _name(proc)
+                named_as[key] = comm
             last[key] = (cpu, name)
 
     def _send(self, min_window: float = MIN_WINDOW_S) -> None:

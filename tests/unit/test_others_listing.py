@@ -141,3 +141,30 @@ def test_the_launcher_lists_without_psutil_where_proc_is_read() -> None:
             "print(len(s._last) > 0, 'psutil' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=child_env(), check=True)
     assert out.stdout.split() == ["True", "False"]
+
+
+class _Listed:
+    """A process as psutil's ``process_iter`` lists it: its name and command line."""
+
+    def __init__(self, name: str, argv: list[str]) -> None:
+        self.info = {"name": name}
+        self._argv = argv
+
+    def cmdline(self) -> list[str]:
+        return self._argv
+
+
+def test_a_process_that_execs_another_program_is_named_again() -> None:
+    """``sh -c 'exec python heavy.py'`` keeps its pid and start time: once the listed name
+    changes, the CPU it uses is the new program's, not the shell's; a process that keeps its
+    name has its command line read once."""
+    sampler = OtherPrograms()
+    sampler._t0, sampler._wall0 = time.monotonic() - 10.0, 0.0
+    shell = _Listed("sh", ["sh", "-c", "exec python heavy.py"])
+    steady = _Listed("sleeper", ["sleeper"])
+    sampler._read([(30, 1, 50.0, 0.5, "sh", shell), (31, 1, 50.0, 1.0, "sleeper", steady)], 99)
+    assert sampler._last[(30, 50.0)] == (0.5, "sh -c")
+    heavy = _Listed("python", ["python", "heavy.py"])
+    steady._argv = ["renamed"]  # read again, it would say so: it is not
+    sampler._read([(30, 1, 50.0, 7.0, "python", heavy), (31, 1, 50.0, 2.0, "sleeper", steady)], 99)
+    assert sampler._last == {(30, 50.0): (7.0, "python heavy.py"), (31, 50.0): (2.0, "sleeper")}
