@@ -310,6 +310,8 @@ class LeakTracker:
         if cached is None:
             return None
         holder, owner, attr = cached
+        if owner is None:  # an itertools.cycle's first pass: bounded, nothing to re-read
+            return {**holder, "size": 0, "step": step, "held": None}
         try:
             value = getattr(owner(), attr)
             size = len(value)
@@ -538,16 +540,19 @@ def _holder_in(frame: Any, survivor: torch.Tensor, scanned: set[int]) -> tuple[s
 
 
 MAX_OWNER_SEARCHES = 4
+REPLAYED = {"name": "itertools.cycle", "file": "", "line": 0, "code": "", "bounded": True}
+"""The holder of a survivor an ``itertools.cycle`` keeps (``leak_owner.replayed``): the
+first pass it replays, bounded, so no leak (``check`` drops bounded holders)."""
 
 
 def _owner_of(survivor: torch.Tensor, finder: FrameFinder) -> tuple[dict[str, Any], Any, str] | None:
     """The user object's attribute holding ``survivor`` (probe/leak_owner.py): the holder
     fields (no size or step yet), a weak reference to the object and the attribute."""
-    from .leak_owner import find_owner
+    from .leak_owner import find_owner, replayed
 
     found = find_owner(survivor, finder.is_user, _adding_lines)
     if found is None:
-        return None
+        return (dict(REPLAYED), None, "") if replayed(survivor) else None
     try:
         owner = weakref.ref(found["object"])
     except TypeError:
