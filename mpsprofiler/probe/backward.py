@@ -122,7 +122,7 @@ def install(on_backward: Callable[[Any, float, float, bool], None], clock: Calla
         if not outer and not is_compiling():
             if safe_point is not None and safe_point.pending is not None:
                 safe_point.run()  # (no pass of this thread is running: outside any op)
-            if not failed and not functional(t_outputs):
+            if not failed and not functional(t_outputs) and not _builds_graph(args, kwargs):
                 if on_outputs is not None:
                     on_outputs(t_outputs)  # the loss check (probe/health.py): guards itself
                 try:
@@ -232,6 +232,23 @@ def _functorch_check(torch: Any) -> Callable[[Any], bool]:
             return False
 
     return functional
+
+
+def _builds_graph(args: Any, kwargs: Any) -> bool:
+    """Whether a pass is ``torch.autograd.grad(..., create_graph=True)``: gradients that are
+    a part of a larger graph (a MAML inner loop's adapted parameters, a gradient penalty, a
+    physics-informed loss's derivatives), whose ``backward()`` comes later. Such a pass is no
+    step of the loop, as one inside a torch.func transform is not: a MAML meta-iteration's 20
+    inner passes came before its first optimizer step, each repeat of their line closed a
+    step (170 of 150), and a step boundary inside a meta-iteration read its summed meta-loss
+    as a graph kept across steps. ``grad`` calls the engine entry with ``(outputs,
+    grad_outputs, retain_graph, create_graph, inputs, allow_unused, accumulate_grad=False)``
+    (torch/autograd/__init__.py); ``backward(create_graph=True)`` accumulates into ``.grad``
+    (``accumulate_grad=True``): a step's own pass (AdaHessian), still counted."""
+    try:
+        return kwargs.get("accumulate_grad") is False and len(args) > 2 and bool(args[2])
+    except Exception:
+        return False
 
 
 class Site:

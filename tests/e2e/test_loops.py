@@ -342,3 +342,16 @@ def test_per_sample_gradients_from_torch_func_are_no_steps_and_leave_the_loss_ch
     assert summary["steps"]["count"] == updates == 5, summary["steps"]
     assert summary["steps"]["mode"] == "optimizer"
     assert "switched off" not in proc.stderr, proc.stderr[-2000:]
+
+
+@pytest.mark.slow
+def test_inner_gradients_that_build_a_graph_are_no_steps(tmp_path):
+    """MAML: 20 ``autograd.grad(..., create_graph=True)`` inner passes per meta-iteration, then
+    one optimizer step. The first meta-iteration's inner passes, before any optimizer step,
+    each closed a step (170 of 150 in a run of 150), and a step boundary inside a
+    meta-iteration made its summed meta-loss a graph "kept across steps" (a false warning)."""
+    proc, summary, _ = mpsprof_run(tmp_path, "maml_inner.py")
+    updates = int(re.search(r"optimizer steps (\d+)", proc.stdout).group(1))
+    assert summary["steps"]["count"] == updates == 40, summary["steps"]
+    assert summary["steps"]["mode"] == "optimizer"
+    assert "graph-kept-across-steps" not in {f["rule"] for f in summary["findings"]}, summary["findings"]
