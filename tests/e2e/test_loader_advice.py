@@ -937,6 +937,38 @@ def test_an_evaluation_loader_gets_batch_indexing_in_its_own_order_and_names(tmp
 
 
 @pytest.mark.slow
+def test_a_loader_a_helper_returns_gets_batch_indexing_at_its_return_line(tmp_path):
+    """pytorch/examples' layout: ``return DataLoader(Synthetic(n), batch_size=batch_size,
+    shuffle=shuffle)`` in ``make_loader``, which builds the training and the test loader.
+    The fix was the generic ``loader = DataLoader(dataset, sampler=BatchSampler(RandomSampler(
+    dataset), batch_size=512, ...))``: no ``dataset`` there, and followed as written it would
+    have shuffled the test loader too. Now the helper's return line, its dataset built once
+    and the sampler following ``shuffle``: applied as written, the script prints the same.
+    The snippet is made from the loader the probe records (its file and line, the training
+    loader's RandomSampler): whether a run calls the loading batch indexing or a busy CPU
+    depends on the machine's load (this script under ``mpsprof run`` on a shared 2-core
+    machine: batch indexing at 80% data wait, contention when other programs held 1.5 cores)."""
+    from mpsprofiler.diagnosis.analyzers.batch_index_fix import batch_index_facts
+
+    script = (SCRIPTS / "helper_loader.py").read_text()
+    line = "    return DataLoader(Synthetic(n), batch_size=batch_size, shuffle=shuffle)\n"
+    assert line in script
+    at = script[:script.index(line)].count("\n") + 1
+    facts = batch_index_facts({"file": str(SCRIPTS / "helper_loader.py"), "line": at, "sampler": "RandomSampler"},
+                              "512")
+    code = facts["batch_index_code"]
+    imports, body = code.split("\n\n", 1)
+    assert body.startswith("dataset = Synthetic(n)\nreturn DataLoader(\n"), code
+    assert "RandomSampler(dataset) if shuffle else SequentialSampler(dataset)" in body, code
+    fixed = tmp_path / "fixed.py"
+    fixed.write_text(imports + "\n" + script.replace(line, "".join(f"    {ln}\n" for ln in body.splitlines())))
+    runs = [subprocess.run([sys.executable, str(p)], capture_output=True, text=True, env=child_env(), timeout=120)
+            for p in (SCRIPTS / "helper_loader.py", fixed)]
+    assert all(r.returncode == 0 for r in runs), runs[1].stderr[-2000:]
+    assert runs[0].stdout == runs[1].stdout and runs[0].stdout.count("test accuracy") == 10
+
+
+@pytest.mark.slow
 def test_a_line_that_builds_two_loaders_in_a_loop_gives_workers_to_the_slow_one_only(tmp_path):
     """`for split in ("val", "train"): loaders[split] = DataLoader(...)`: one line builds
     both loaders; changed as written, the validation loader got the workers too (and `patch`

@@ -11,9 +11,15 @@ does not shuffle, ``RandomSampler`` where it does (drawn as the loader's own wou
 ``generator`` included: the same batches in the same order), the script's ``sampler=``
 where it has one; its names, ``batch_size``, ``drop_last`` and other arguments as written.
 
-Where the line cannot be read (no source, ``**kwargs``, a dataset built inside the call,
-a ``batch_sampler`` or ``collate_fn`` of its own, which a whole-batch index changes), the
-snippet keeps generic names with the sampler the probe recorded (``sampler``).
+The line may be an assignment (``loader = DataLoader(...)``) or a helper's ``return
+DataLoader(...)`` (pytorch/examples-style ``make_loader(n, batch_size, shuffle)``: the
+sampler then follows the helper's ``shuffle`` parameter, right for its training and its
+evaluation callers alike). A dataset built inside the call (``DataLoader(MyData(n), ...)``)
+is built once, into a variable of its own before the line, as the sampler needs it too.
+
+Where the line cannot be read (no source, ``**kwargs``, a ``batch_sampler`` or
+``collate_fn`` of its own, which a whole-batch index changes), the snippet keeps generic
+names with the sampler the probe recorded (``sampler``).
 """
 
 from __future__ import annotations
@@ -61,7 +67,8 @@ def _rewrite(path: str, line: int) -> tuple[str, str] | None:
     if found is None:
         return None
     stmt, call = found
-    if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and stmt.value is call):
+    assign = isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and stmt.value is call
+    if not (assign or (isinstance(stmt, ast.Return) and stmt.value is call)):
         return None
     args: dict[str, str] = {}
     seg = ast.get_source_segment
@@ -72,11 +79,17 @@ def _rewrite(path: str, line: int) -> tuple[str, str] | None:
         if name is None or text is None:  # **kwargs: what it sets is unknown here
             return None
         args[name] = text
-    dataset, target, func = args.pop("dataset", None), seg(source, stmt.targets[0]), seg(source, call.func)
-    if dataset is None or target is None or func is None or REFUSED & set(args):
+    dataset, func = args.pop("dataset", None), seg(source, call.func)
+    target = seg(source, stmt.targets[0]) if isinstance(stmt, ast.Assign) else None
+    if dataset is None or func is None or (assign and target is None) or REFUSED & set(args):
         return None
+    built: list[str] = []
     if not isinstance(_expr(dataset), (ast.Name, ast.Attribute)):
-        return None  # built inside the call: written twice it would be built twice
+        # built inside the call: written twice it would be built twice, so built once before
+        name = _free_name(tree)
+        if name is None:
+            return None
+        built, dataset = [f"{name} = {dataset}"], name
     shuffle = args.pop("shuffle", "False")
     batch_size = args.pop("batch_size", "1")
     drop_last = args.pop("drop_last", "False")
@@ -95,13 +108,25 @@ def _rewrite(path: str, line: int) -> tuple[str, str] | None:
         inner, order = f"{random} if {shuffle} else {sequential}", "either"
         kinds = ("RandomSampler", "SequentialSampler")
     imports = ", ".join(("BatchSampler", *kinds))
-    lines = [f"from torch.utils.data import {imports}", "",
-             f"{target} = {func}(", f"    {dataset},",
+    head = f"{target} = {func}(" if target is not None else f"return {func}("
+    lines = [f"from torch.utils.data import {imports}", "", *built, head, f"    {dataset},",
              f"    sampler=BatchSampler({inner}, batch_size={batch_size}, drop_last={drop_last}),",
              f"    batch_size=None,{NO_COLLATE}"]
     lines += [f"    {name}={value}," for name, value in args.items()]
     lines.append(")")
     return "\n".join(lines), order
+
+
+DATASET_NAMES = ("dataset", "data_set", "batch_dataset")
+"""Names for a dataset built inside the loader's call, the first the file does not use."""
+
+
+def _free_name(tree: ast.Module) -> str | None:
+    """A dataset name no variable, argument or attribute of the file has (a clash would
+    rebind the script's own)."""
+    used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+    used |= {n.arg for n in ast.walk(tree) if isinstance(n, ast.arg)}
+    return next((name for name in DATASET_NAMES if name not in used), None)
 
 
 def _expr(text: str) -> ast.expr | None:
