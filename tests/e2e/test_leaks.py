@@ -224,36 +224,25 @@ def test_a_dict_keyed_by_step_is_bounded_where_the_key_is_set(tmp_path: Path) ->
 
 
 @pytest.mark.slow
-def test_batches_a_cycled_loader_keeps_are_no_leak_where_memory_stays_flat(tmp_path: Path) -> None:
+@pytest.mark.parametrize("name,keeps", [("cycled_loader", "kept.append(x.clone())"),
+                                        ("cycled_labeled", "kept.append(xl.clone())")])
+def test_batches_an_itertools_cycle_replays_are_no_leak(tmp_path: Path, name: str, keeps: str) -> None:
     """`for x in itertools.cycle(loader)`: cycle keeps the first pass's 32 batches and replays
     them, so the batches of sampled steps 3 and 5 stay alive for good and read as "pile up:
     30 KiB per step" on an unseen script whose RSS stayed flat from step 32 to 399. A line's
     pile-up that the process's memory does not show over the steps after it (under a quarter
-    of what its rate adds) is no warning; appending every batch to a list is, at that rate."""
+    of what its rate adds) is no warning. `labeled_iter = itertools.cycle(labeled_loader)`,
+    `xl, yl = next(labeled_iter)` a step (a FixMatch-style loop): its 1.5 KiB batches are too
+    small for memory to tell, and an unseen script was warned "Tensors kept at ...:16 pile up:
+    2 KiB per step" with no container named; the cycle that keeps them is found from the
+    tensors' side. Appending every batch to a list (`--keep`) is a leak in both."""
     with ThreadPoolExecutor(2) as pool:
-        cycled, kept = pool.map(lambda a: _run(tmp_path, "cycled_loader", *a), [(), ("--keep",)])
+        cycled, kept = pool.map(lambda a: _run(tmp_path, name, *a), [(), ("--keep",)])
     assert not LEAK_RULES & set(_findings(cycled)), cycled["findings"]
     found = _findings(kept)
     assert "leak-site-container" in found, kept["findings"]
-    line = _line_of("cycled_loader", "kept.append(x.clone())")
-    assert f"cycled_loader.py:{line}" in found["leak-site-container"]["title"], found["leak-site-container"]["title"]
-
-
-@pytest.mark.slow
-def test_small_batches_an_itertools_cycle_replays_are_no_leak(tmp_path: Path) -> None:
-    """`labeled_iter = itertools.cycle(labeled_loader)`, `xl, yl = next(labeled_iter)` a step
-    (a FixMatch-style loop): cycle keeps the first pass's 20 labeled batches and replays them.
-    Their 1.5 KiB batches are too small for memory to tell, and an unseen script was warned
-    "Tensors kept at ...:16 pile up: 2 KiB per step" with no container named. The cycle that
-    keeps them is found from the tensors' side: bounded, no leak; a list that also keeps each
-    step's batch still is one."""
-    with ThreadPoolExecutor(2) as pool:
-        cycled, kept = pool.map(lambda a: _run(tmp_path, "cycled_labeled", *a), [(), ("--keep",)])
-    assert not LEAK_RULES & set(_findings(cycled)), cycled["findings"]
-    found = _findings(kept)
-    assert "leak-site-container" in found, kept["findings"]
-    line = _line_of("cycled_labeled", "kept.append(xl.clone())")
-    assert f"cycled_labeled.py:{line}" in found["leak-site-container"]["title"], found["leak-site-container"]["title"]
+    line = _line_of(name, keeps)
+    assert f"{name}.py:{line}" in found["leak-site-container"]["title"], found["leak-site-container"]["title"]
 
 
 @pytest.mark.slow
