@@ -225,6 +225,9 @@ class StepAggregate(TypedDict, total=False):
     phase_n: int
     pre_sum: float
     bwd_sum: float
+    phase_wait_sum: float
+    """Data wait of the ``phase_n`` steps (absent in recordings before session 56)."""
+    phase_dur_sum: float
     sample: list[Any]
     """One step of the batch in STEP_COLUMNS order, for the charts: the last, or the last
     with a device-memory reading if it ended within 0.1 s of the last."""

@@ -44,9 +44,13 @@ def aggregate(agg: dict[str, Any] | None, i: int, end: float, dur: float, wait: 
     if wait_runq is not None:
         agg["wait_runq_sum"] = (agg["wait_runq_sum"] or 0.0) + wait_runq
     if pre is not None and bwd is not None:
+        # the steps whose backward passes were timed (all, or once steady one in
+        # backward_sampling.EVERY): their own wait and duration go with their phases
         agg["phase_n"] = agg.get("phase_n", 0) + 1
         agg["pre_sum"] = agg.get("pre_sum", 0.0) + pre
         agg["bwd_sum"] = agg.get("bwd_sum", 0.0) + bwd
+        agg["phase_wait_sum"] = agg.get("phase_wait_sum", 0.0) + wait
+        agg["phase_dur_sum"] = agg.get("phase_dur_sum", 0.0) + dur
     if dur < agg["dur_min"]:
         agg["dur_min"] = dur
     step = [i, round(end, 6), dur, wait, batches, idle, alloc]  # STEP_COLUMNS order
@@ -114,6 +118,7 @@ def aggregate_rows(agg: dict[str, Any] | None, rows: list[tuple[Any, ...]],
     n, dur_sum, wait_sum, batches_n = agg["n"], agg["dur_sum"], agg["wait_sum"], agg["batches"]
     cpu_sum, runq_sum, busy_n, idle_n = agg["wait_cpu_sum"], agg["wait_runq_sum"], agg["busy_n"], agg["idle_n"]
     phase_n, pre_sum, bwd_sum = agg.get("phase_n", 0), agg.get("pre_sum", 0.0), agg.get("bwd_sum", 0.0)
+    phase_wait, phase_dur = agg.get("phase_wait_sum", 0.0), agg.get("phase_dur_sum", 0.0)
     dur_min, dur_max = agg["dur_min"], agg["dur_max"]
     alloc_at = agg.get("alloc_at")
     has_alloc_at = "alloc_at" in agg
@@ -132,6 +137,8 @@ def aggregate_rows(agg: dict[str, Any] | None, rows: list[tuple[Any, ...]],
             phase_n += 1
             pre_sum += round(max(0.0, bwd_start - start), 7)
             bwd_sum += round(bwd, 7)
+            phase_wait += wait
+            phase_dur += dur
         if dur < dur_min:
             dur_min = dur
         if dur > dur_max:
@@ -151,7 +158,8 @@ def aggregate_rows(agg: dict[str, Any] | None, rows: list[tuple[Any, ...]],
     agg.update(n=n, dur_sum=dur_sum, wait_sum=wait_sum, batches=batches_n, wait_cpu_sum=cpu_sum,
                wait_runq_sum=runq_sum)
     if phase_n:
-        agg.update(phase_n=phase_n, pre_sum=pre_sum, bwd_sum=bwd_sum)
+        agg.update(phase_n=phase_n, pre_sum=pre_sum, bwd_sum=bwd_sum, phase_wait_sum=phase_wait,
+                   phase_dur_sum=phase_dur)
     agg.update(dur_min=dur_min, dur_max=dur_max)
     if peak is not None:
         agg["peak"] = _step(peak, origin)

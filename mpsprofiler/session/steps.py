@@ -233,7 +233,12 @@ class StepStats:
         self.busy_waits += max(0, _int(agg.get("busy_n")))
         self._late(dur, wait, n, hist, batches, _opt_num(agg.get("wait_cpu_sum")), _opt_num(agg.get("wait_runq_sum")))
         phase_n = _int(agg.get("phase_n"))
-        if phase_n > 0 and phase_n == n:
+        if phase_n > 0 and "phase_dur_sum" in agg:
+            # the steps whose backward passes were timed, with their own wait and duration
+            # (once the loop is steady, one step in a few: probe/backward_sampling.py)
+            self._late_phases(phase_n, _num(agg.get("pre_sum")), _num(agg.get("bwd_sum")),
+                              _num(agg.get("phase_wait_sum")), _num(agg.get("phase_dur_sum")))
+        elif phase_n > 0 and phase_n == n:  # (an older recording: all steps or none)
             self._late_phases(n, _num(agg.get("pre_sum")), _num(agg.get("bwd_sum")), wait, dur)
         sample, peak = _agg_point(agg.get("sample")), _agg_point(agg.get("peak"))
         if sample is not None:

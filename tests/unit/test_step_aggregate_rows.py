@@ -60,3 +60,26 @@ def test_no_rows_leave_the_aggregate_as_it_was() -> None:
     assert agg is not None
     before = dict(agg)
     assert aggregate_rows(agg, []) == before
+
+
+def test_an_aggregates_sampled_phases_are_their_own_steps() -> None:
+    """Once steady only one step in a few has its backward pass timed
+    (probe/backward_sampling.py): an aggregate's phases are those steps' own (their wait
+    and duration with them), not dropped because the other steps have none."""
+    from mpsprofiler.session.steps import StepStats
+
+    rows, t = [], 0.0
+    for i in range(140):
+        start = t
+        sampled = i % 7 == 3
+        t += 0.010 if sampled else 0.020  # the timed steps are not the average step
+        rows.append((i, start, t, 0.001, 1, None, None, 0.001, None, start + 0.004 if sampled else None,
+                     0.003 if sampled else 0.0))
+    agg = aggregate_rows(None, rows)
+    assert agg is not None and agg["phase_n"] == 20 and agg["n"] == 140
+    stats = StepStats()
+    stats.feed(steps_payload({"i": []}, agg, "optimizer"))
+    phases = stats.phase_means()
+    assert phases is not None and phases["steps"] == 20
+    assert abs(phases["data"] - 0.001) < 1e-9 and abs(phases["own"] - 0.003) < 1e-9
+    assert abs(phases["backward"] - 0.003) < 1e-9 and abs(phases["after"] - 0.003) < 1e-9
