@@ -55,8 +55,8 @@ test), and with an optimizer the optimizer's steps count anyway."""
 def install(on_backward: Callable[[Any, float, float, bool], None], clock: Callable[[], float],
             on_error: Callable[[BaseException], None],
             on_outputs: Callable[[Any], None] | None = None,
-            needs_site: Callable[[], bool] | None = None, safe_point: SafePoint | None = None) -> Callable[[], None]:
-    """Wrap the engine entry; returns the uninstaller. ``on_backward(site, start, end, reset)``
+            needs_site: Callable[[], bool] | None = None, safe_point: SafePoint | None = None) -> Engine:
+    """Wrap the engine entry; returns the :class:`Engine` switch (calling it uninstalls). ``on_backward(site, start, end, reset)``
     (start: before the call-site lookup, so the pass's time includes it, a few µs);
     ``on_outputs(t_outputs)`` (the training-health loss check) runs first and must not raise:
     ``reset`` is False when the site ran before and the gradients it accumulates into were
@@ -199,18 +199,55 @@ def install(on_backward: Callable[[Any, float, float, bool], None], clock: Calla
     _hide_from_dynamo(before, recursive=True)
     _hide_from_dynamo(after, recursive=True)
     _engine_run_backward.__wrapped__ = original  # type: ignore[attr-defined]
-    autograd._engine_run_backward = _engine_run_backward
-    graph_original = getattr(graph, "_engine_run_backward", None)
-    if graph_original is original:
-        graph._engine_run_backward = _engine_run_backward
+    engine = Engine(autograd, graph, original, _engine_run_backward)
+    engine.wrap()
+    return engine
 
-    def uninstall() -> None:
-        if autograd._engine_run_backward is _engine_run_backward:
-            autograd._engine_run_backward = original
-        if getattr(graph, "_engine_run_backward", None) is _engine_run_backward:
-            graph._engine_run_backward = original
 
-    return uninstall
+class Engine:
+    """The engine entry's two holders (``torch.autograd`` and ``torch.autograd.graph``) and
+    what they hold: torch's own function or the wrapper. Calling it uninstalls.
+
+    :meth:`wrap` and :meth:`bare` swap the wrapper in and out between steps (see
+    :mod:`.backward_sampling`): a step whose backward pass is not instrumented runs torch's
+    own function, no frame of ours. Each swap writes a holder only where it still holds
+    what this module put there (or torch's original): a name patched by someone else
+    meanwhile (``torch.compiler._patch_engine_backward`` saves and restores it around a
+    trace) is left to them, and after :meth:`__call__` nothing is swapped in again."""
+
+    __slots__ = ("_holders", "_original", "_wrapper", "wrapped", "_gone")
+
+    def __init__(self, autograd: Any, graph: Any, original: Any, wrapper: Any) -> None:
+        # torch/autograd/__init__.py calls the name it imported from .graph; graph's own
+        # module global is what ``torch.autograd.graph`` users (and torch.compiler) read
+        self._holders = (autograd,) + ((graph,) if getattr(graph, "_engine_run_backward", None) is original else ())
+        self._original = original
+        self._wrapper = wrapper
+        self.wrapped = False
+        self._gone = False
+
+    def wrap(self) -> None:
+        """The wrapper in: the next passes are instrumented."""
+        if self._gone:
+            return
+        self.wrapped = True
+        original, wrapper = self._original, self._wrapper
+        for holder in self._holders:
+            if holder._engine_run_backward is original:
+                holder._engine_run_backward = wrapper
+
+    def bare(self) -> None:
+        """Torch's own function in: the next passes run as if no probe were there."""
+        self.wrapped = False
+        original, wrapper = self._original, self._wrapper
+        for holder in self._holders:
+            if holder._engine_run_backward is wrapper:
+                holder._engine_run_backward = original
+
+    def __call__(self) -> None:
+        """Uninstall: torch's own function back, for good."""
+        self._gone = True
+        self.bare()
 
 
 def _functorch_check(torch: Any) -> Callable[[Any], bool]:

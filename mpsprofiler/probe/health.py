@@ -137,6 +137,9 @@ class LossWatch:
         self.ring: LossRing | None = None
         self.ring_off = False
         """The ring failed (or cannot take these losses): sampled-step reads from here on."""
+        self.sampled_from: int | None = None
+        """From this step on the backward wrapper, and so this check, runs on sampled steps
+        only (probe/backward_sampling.py, once the loop is steady); None: every step."""
 
     # -- readings ---------------------------------------------------------------
     def _readable(self, tensor: Any) -> str | None:
@@ -272,6 +275,8 @@ class LossWatch:
 
     # -- the report ---------------------------------------------------------------
     def _report(self, step: int, value: float, how: str) -> None:
+        if how == "every step" and not self._exact(step):
+            how = "sampled steps"  # the steps between the last finite reading and this one went unread
         optimizer = self._optimizer() if self._optimizer is not None else None
         before = [(s, n) for s, n in self.grad_norms if s <= step]  # a ring reads losses some steps late
         norms = [n for _, n in before]
@@ -295,10 +300,27 @@ class LossWatch:
         }
         self._emit(events.KIND_HEALTH, **fields)
 
+    def _exact(self, step: int) -> bool:
+        """Whether a first non-finite loss read at ``step`` is the first non-finite one: every
+        step before it was read, or the one before it was read finite (a pass of a step the
+        backward wrapper did not see, once steady, was never read)."""
+        start = self.sampled_from
+        if start is None or step <= start:
+            return True
+        return self.last_finite is not None and self.last_finite[0] >= step - 1
+
     def summary(self) -> dict[str, Any]:
-        checked = "every step" if self.checked_on == {"every step"} else (
+        """How the losses were checked: ``n`` read; ``checked`` "every step" where none was
+        skipped; ``steps`` the run's steps and ``sampled_from``/``every`` the step from
+        which one in ``every`` was read (probe/backward_sampling.py)."""
+        from .backward_sampling import EVERY
+
+        checked = "every step" if self.checked_on == {"every step"} and self.sampled_from is None else (
             "sampled steps" if self.checked_on else None)
-        return {"what": "loss_checks", "n": self.checks, "checked": checked}
+        out: dict[str, Any] = {"what": "loss_checks", "n": self.checks, "checked": checked, "steps": self._step()}
+        if self.sampled_from is not None:
+            out["sampled_from"], out["every"] = self.sampled_from, EVERY
+        return out
 
 
 def _lr(optimizer: Any) -> float | None:

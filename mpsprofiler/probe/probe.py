@@ -29,6 +29,7 @@ from ..devices.cpu import CpuBackend
 from ..events.payloads import ByeFields, ExceptionFields, Frame
 from ..redact import TEXT_KINDS, scrub_fields
 from . import fdguard
+from .backward_sampling import BackwardSampling, stop_sampling
 from .channel import Channel
 from .failure_site import failure_fields
 from .frameworks import in_training, planned_steps
@@ -84,6 +85,8 @@ class Probe:
         self.compile_watch: Any = None  # set once torch.compile is watched; global module hooks need it
         self.warnings_hook: Any = None
         self.health: Any = None  # the loss watch (probe/health.py); None until torch is imported
+        self.backward_sampling: BackwardSampling | None = None
+        """Which steps' backward passes the wrapper sees (probe/backward_sampling.py)."""
         self.pins: Any = None  # pageable batches on CUDA (probe/copies.py PinCheck)
         self.copy_timer: Any = None  # host-to-device copy time on op-sampled steps (probe/copies.py CopyTimer)
         self.device_timer: Any = None  # device busy time on sampled steps (probe/device_time.py)
@@ -185,6 +188,11 @@ class Probe:
         self._guarded("env", self._install_thread_sites)
         if not self.options.get("no_ops"):
             self._guarded("ops", self._install_ops)
+        if self.ops is None and self.backward_sampling is not None:
+            from .health import fallback_sampled
+
+            # the loss check's own sampled steps (no op sampler's safe point marks them)
+            self.backward_sampling.extra = fallback_sampled
         # without op accounting (--no-ops, try's runs) both ride on health.fallback_sampled's steps
         self._guarded("device_time", self._install_device_timer)
 
@@ -238,8 +246,11 @@ class Probe:
         """Steps end at ``optimizer.step()`` (probe/step_hooks.py)."""
         from .step_hooks import install_optimizer_hooks
 
+        # the backward wrapper's swaps ride on this hook (probe/backward_sampling.py)
+        self.backward_sampling = BackwardSampling(self.tracker, self.safe_point, self.health)
         install_optimizer_hooks(self.tracker, self.compile_watch, self.disabled, self._hook_fault(), self.fail,
-                                self._first_step, self._hook_limit(), self._uninstallers.append, self.health)
+                                self._first_step, self._hook_limit(), self._uninstallers.append, self.health,
+                                self.backward_sampling)
 
     def _install_compile_watch(self) -> None:
         from .compiling import CompileWatch
@@ -254,7 +265,7 @@ class Probe:
 
         self._uninstallers.append(install_backward_hook(
             self.tracker, self.disabled, self._hook_fault(), self.fail, time.perf_counter, self._send_torch_environment,
-            self._hook_limit(), self.health, self.safe_point))
+            self._hook_limit(), self.health, self.safe_point, self.backward_sampling))
 
     def _install_health(self) -> None:
         """The loss check (probe/health.py); its reads ride on the op sampler's steps on
@@ -484,7 +495,10 @@ class Probe:
             if not self._torch_env_sent:
                 self._send_torch_environment()
             self.tracker.manual_step()
+            if self.backward_sampling is not None:
+                self.backward_sampling.on_step()
         except Exception as exc:
+            stop_sampling(self.backward_sampling)
             self.fail("steps", exc)
         self.check_limit()
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Set
 from typing import Any
 
+from .backward_sampling import BackwardSampling, stop_sampling
 from .safe_point import SafePoint
 from .steps import StepTracker
 
@@ -25,7 +26,8 @@ Fail = Callable[[str, BaseException], None]
 
 def install_optimizer_hooks(tracker: StepTracker, watch: Any, disabled: Set[str], fault: Fault | None, fail: Fail,
                             first_step: Callable[[Any], bool], check_limit: Callable[[], None] | None,
-                            keep: Callable[[Callable[[], None]], None], health: Any = None) -> None:
+                            keep: Callable[[Callable[[], None]], None], health: Any = None,
+                            sampling: BackwardSampling | None = None) -> None:
     """Count a step at every ``optimizer.step()``; each uninstaller is handed to ``keep``
     as soon as there is one (a failure halfway leaves nothing behind it cannot undo).
 
@@ -35,7 +37,8 @@ def install_optimizer_hooks(tracker: StepTracker, watch: Any, disabled: Set[str]
     the ``torch.compile`` watch (``compiling.CompileWatch``) or None. ``health`` is the
     loss watch (probe/health.py) or None: the same post-hook tells it which optimizer
     stepped (its own instrument, ``"health"``), so a step pays for one global hook and
-    one ``is_compiling`` call, not two.
+    one ``is_compiling`` call, not two. ``sampling`` (probe/backward_sampling.py) swaps the
+    backward wrapper in or out for the next step, after the tracker has taken this one.
 
     The pre-hook is needed only until the tracker counts optimizer steps (or
     ``mpsprofiler.step()`` calls): it marks backward passes inside an optimizer step and
@@ -67,12 +70,17 @@ def install_optimizer_hooks(tracker: StepTracker, watch: Any, disabled: Set[str]
                 if pending_first[0] and first_step(optimizer):
                     pending_first[0] = False
                 tracker.on_optimizer_step(optimizer)
+                if sampling is not None:
+                    sampling.on_step()
                 if pre_handle and (tracker.mode == "optimizer" or tracker.mode == "manual"):
                     pre_handle.pop().remove()  # its work is done (see above)
             except Exception as exc:
+                stop_sampling(sampling)
                 fail("steps", exc)
             if check_limit is not None:
                 check_limit()
+        elif sampling is not None and not sampling.off:
+            stop_sampling(sampling)  # no step is taken here now: no more swaps, every pass instrumented
         if health is not None and "health" not in disabled:
             try:
                 health.on_optimizer(optimizer)
@@ -104,7 +112,8 @@ def install_optimizer_hooks(tracker: StepTracker, watch: Any, disabled: Set[str]
 def install_backward_hook(tracker: StepTracker, disabled: Set[str], fault: Fault | None, fail: Fail,
                           clock: Callable[[], float], before_step: Callable[[], bool],
                           check_limit: Callable[[], None] | None, health: Any,
-                          safe_point: SafePoint | None = None) -> Callable[[], None]:
+                          safe_point: SafePoint | None = None,
+                          sampling: BackwardSampling | None = None) -> Callable[[], None]:
     """Time every backward pass for the step tracker (probe/backward.py); returns the uninstaller.
 
     Its own instrument: a failing backward hook leaves the optimizer's step counter on.
@@ -113,6 +122,8 @@ def install_backward_hook(tracker: StepTracker, disabled: Set[str], fault: Fault
     and is handed the backward pass's outputs; ``safe_point`` the op sampler's pending
     change (probe/safe_point.py), made before the pass starts. ``clock`` is the step
     tracker's own (its readings go to ``tracker.on_backward``, compared with its steps' times).
+    ``sampling`` is handed the engine switch: once the loop is steady the wrapper runs on
+    sampled steps only (probe/backward_sampling.py).
     """
     from . import backward
 
@@ -151,8 +162,11 @@ def install_backward_hook(tracker: StepTracker, disabled: Set[str], fault: Fault
         mode = tracker.mode
         return mode != "optimizer" and mode != "manual" and not tracker.in_optimizer
 
-    return backward.install(on_backward, clock, lambda exc: fail("backward", exc),
-                            on_outputs if health is not None else None, needs_site, safe_point)
+    engine = backward.install(on_backward, clock, lambda exc: fail("backward", exc),
+                              on_outputs if health is not None else None, needs_site, safe_point)
+    if sampling is not None:
+        sampling.engine = engine
+    return engine
 
 
 def start_marker(tracker: StepTracker) -> Callable[[], None]:

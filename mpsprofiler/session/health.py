@@ -8,7 +8,8 @@ The probe sends few of them (see :mod:`mpsprofiler.probe.health` and
   clipped them, fp16 autocast and GradScaler use);
 * ``what: "loss_checks"`` at exit: how many losses were read and on which steps (every
   step on the CPU, and on CUDA and MPS through the probe's ring of losses where it held
-  them all; sampled steps otherwise), so a clean run says it was checked;
+  them all; sampled steps otherwise, and one step in ``every`` from ``sampled_from`` on
+  once the loop was steady), out of the run's ``steps``, so a clean run says it was checked;
 * ``what: "device_time"``, one per timed step: the device's busy time for the step's work
   (queued behind a hold, see device_time), the host's time for the same window;
 * ``what: "copy_time"``, one per op-sampled step with host-to-device copies on CUDA: their
@@ -60,7 +61,13 @@ class HealthStats:
     loss_checks: int = 0
     loss_checked: str | None = None
     """'every step' (CPU; CUDA and MPS read from a ring of losses, probe/loss_ring.py) or
-    'sampled steps' (some losses were never read: no extra sync is added to read them)."""
+    'sampled steps' (some losses were never read: no extra sync is added to read them, or
+    the loop was steady and one step in ``loss_every`` was checked, probe/backward_sampling.py)."""
+    loss_steps: int | None = None
+    """The run's steps when the checks were counted (older recordings: None)."""
+    loss_sampled_from: int | None = None
+    """From this step on one step in ``loss_every`` was checked (None: every step was)."""
+    loss_every: int | None = None
     device: list[DeviceTimeSample] = field(default_factory=list)
     device_invalid: int = 0
     """Timed steps whose hold ran out before the step's work was queued (a sync in the step)."""
@@ -82,6 +89,10 @@ class HealthStats:
             self.loss_checks = int(_num(data.get("n")) or 0)
             checked = data.get("checked")
             self.loss_checked = checked if isinstance(checked, str) else None
+            steps, start, every = _num(data.get("steps")), _num(data.get("sampled_from")), _num(data.get("every"))
+            self.loss_steps = int(steps) if steps is not None else None
+            self.loss_sampled_from = int(start) if start is not None else None
+            self.loss_every = int(every) if every is not None else None
         elif what == "device_time":
             busy, host, step = _num(data.get("busy_s")), _num(data.get("host_s")), _num(data.get("step"))
             if data.get("valid") is False:

@@ -55,8 +55,15 @@ def test_nan_named_at_its_exact_step_on_cuda(tmp_path):
     assert facts["last_finite_loss_step"] == 36
     clean, clean_facts = _run(tmp_path, "nan_at_step", CLEAN="1")
     assert "nonfinite-loss" not in {f["rule"] for f in clean["findings"]}
-    # every loss read (the last ones at exit): 300, checked at every step
-    assert clean_facts["loss_checks"] == 300 and clean_facts["loss_checked"] == "every step"
+    # every loss of the warm-up read, then one step in EVERY once steady (probe/backward_sampling.py)
+    from mpsprofiler.probe.backward_sampling import EVERY, WARM_STEPS
+
+    FIGURES["clean"] = {k: clean_facts.get(k) for k in (
+        "loss_checks", "loss_checked", "loss_check_steps", "loss_check_sampled_from", "loss_check_every")}
+    _save()
+    assert clean_facts["loss_check_steps"] == 300 and clean_facts["loss_checked"] == "sampled steps"
+    assert clean_facts["loss_check_sampled_from"] == WARM_STEPS + 1 and clean_facts["loss_check_every"] == EVERY
+    assert WARM_STEPS + (300 - WARM_STEPS) // EVERY - 1 <= clean_facts["loss_checks"] < 300 // 2
 
 
 def test_ring_adds_no_sync_and_little_host_time():

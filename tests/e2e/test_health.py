@@ -164,3 +164,56 @@ def test_a_failing_loss_check_harms_nothing_and_finds_nothing(tmp_path):
     errors = [e for e in read_events(tmp_path / "run") if e["k"] == "probe_error"]
     assert [e["instrument"] for e in errors] == ["health"]
     assert "nonfinite-loss" not in {f["rule"] for f in read_summary(tmp_path / "run")["findings"]}
+
+
+@pytest.fixture(scope="module")
+def steady_runs(tmp_path_factory):
+    """The NaN script run past the warm-up (probe/backward_sampling.py): NaN from step 200 of
+    300, and its clean twin; the profiled output is the plain run's, byte for byte."""
+    base = tmp_path_factory.mktemp("steady")
+    compare([str(SCRIPT)], base / "nan", env=child_env(STEPS="300", NAN_AT="200"))
+    compare([str(SCRIPT)], base / "clean", env=child_env(STEPS="300", CLEAN="1"))
+    out = {}
+    for name in ("nan", "clean"):
+        run = load_run(base / name)
+        out[name] = (read_summary(base / name), collect_facts(run.session), run.session)
+    return out
+
+
+@pytest.mark.slow
+def test_steady_loop_checks_sampled_steps_and_says_so(steady_runs):
+    """Once steady, one step in EVERY (and the op sampler's) has its loss checked and its
+    backward pass timed, the same steps: the others' backward time is unmeasured (None),
+    never 0; the summary says how many of how many steps, and from which step."""
+    from mpsprofiler.probe.backward_sampling import EVERY, WARM_STEPS
+
+    summary, facts, session = steady_runs["clean"]
+    assert "nonfinite-loss" not in {f["rule"] for f in summary["findings"]}
+    assert session.steps.count == 300  # steps counted exactly: the optimizer hook runs at every one
+    assert facts["loss_checked"] == "sampled steps" and facts["loss_check_steps"] == 300
+    assert facts["loss_check_every"] == EVERY and facts["loss_check_sampled_from"] == WARM_STEPS + 1
+    timed = [p.i for p in session.steps.series if p.bwd is not None]
+    assert all(p.bwd is None or p.bwd > 0 for p in session.steps.series)
+    # every step of the warm-up (the first iteration's pass is step 0's: the tracker learns
+    # the optimizer cycle at the second optimizer step, which closes steps 0 and 1 at once)
+    assert timed[:WARM_STEPS] == [0, *range(2, WARM_STEPS + 1)]
+    later = [i for i in timed if i > WARM_STEPS]
+    assert len(later) >= (300 - WARM_STEPS) // EVERY - 1 and len(later) < (300 - WARM_STEPS) // 2
+    assert facts["loss_checks"] == len(timed) + 1  # one loss a step: checked where timed (step 1's in step 0)
+    phases = session.steps.phase_means()
+    assert phases is not None and phases["backward"] > 0 and phases["steps"] >= len(later) // 2
+
+
+@pytest.mark.slow
+def test_steady_nan_is_named_by_its_window(steady_runs):
+    """A NaN first read on a sampled step: reported with the last finite step read, as the
+    window it went non-finite in, not as a first non-finite step it may not be."""
+    summary, facts, _ = steady_runs["nan"]
+    finding = next(f for f in summary["findings"] if f["rule"] == "nonfinite-loss")
+    step, last = facts["nonfinite_loss_step"], facts["last_finite_loss_step"]
+    assert last < 200 <= step < 200 + 8, (last, step)
+    assert facts["nonfinite_loss_checked"] == "sampled steps"
+    if last + 1 < step:
+        assert f"between step {last + 1} and step {step}" in finding["title"], finding["title"]
+    else:
+        assert f"at step {step}" in finding["title"], finding["title"]

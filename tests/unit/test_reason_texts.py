@@ -486,7 +486,8 @@ def _health(**event: Any) -> dict[str, Any]:
     from mpsprofiler.diagnosis.analyzers.health import health_facts
 
     bad = {"step": 9, "checked": "every step", **event}
-    return health_facts(SimpleNamespace(health=SimpleNamespace(loss_checks=9, loss_checked="every step",
+    return health_facts(SimpleNamespace(health=SimpleNamespace(loss_checks=9, loss_checked="every step", loss_steps=10,
+                                                               loss_every=None, loss_sampled_from=None,
                                                                nonfinite=bad)))  # type: ignore[arg-type]
 
 
@@ -672,7 +673,8 @@ def _code_cases(tmp: Path, monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, s
         (nf, "nonfinite_preceded", _health(**finite), "the last finite loss was 2.5 at step 7"),
         (nf, "nonfinite_preceded", _health(), "no finite loss was read before it"),
         (nf, "nonfinite_preceded_window", _health(**finite, checked="sampled steps"),
-         "; losses are read on sampled steps only on this device, so it went non-finite between step 8 and step 9"),
+         "; losses are read on sampled steps only (on this device, or once the loop was steady), so it went "
+         "non-finite between step 8 and step 9"),
         (nf, "nonfinite_preceded_window", _health(**finite), ""),
         (nf, "nonfinite_preceded_lr", _health(lr=0.5, lr_first=0.1),
          "; the learning rate was 0.5 (it was 0.1 at the first step)"),
@@ -932,15 +934,28 @@ def test_edited_phrases_change_what_the_analyzers_codes_read_as(tmp_path: Path, 
                 assert said == f"EDITED {fact} {facts[fact]}", (file, fact)
 
 
+def test_a_sampled_nonfinite_loss_is_titled_with_its_window() -> None:
+    """A loss read non-finite on a sampled step whose previous step was not read: the title
+    names the window it went non-finite in, never the step as its first; one whose step
+    before was read finite, or read at every step, names the step."""
+    rules = load_rules([NONFINITE_FILE])
+    (window,) = evaluate(rules, _health(last_finite_loss=2.5, last_finite_step=7, checked="sampled steps"), "cpu")
+    assert window.title == "The loss became nan between step 8 and step 9: the training diverged", window.title
+    (next_one,) = evaluate(rules, _health(last_finite_loss=2.5, last_finite_step=8, checked="sampled steps"), "cpu")
+    assert next_one.title == "The loss became nan at step 9: the training diverged", next_one.title
+    (every,) = evaluate(rules, _health(last_finite_loss=2.5, last_finite_step=7), "cpu")
+    assert every.title == "The loss became nan at step 9: the training diverged", every.title
+
+
 def test_the_nonfinite_evidence_is_its_clauses_in_turn(tmp_path: Path) -> None:
     """Through the engine: the evidence joins the first clause and the optional ones with
     "; ", a clause whose code is phrased "" is left out, and an edited clause is the finding's."""
     facts = _health(last_finite_loss=2.5, last_finite_step=7, checked="sampled steps", lr=0.1, lr_first=0.1,
                     grad_norm_last=120.0, grad_norm_median=2.0, fp16_autocast=True)
     (finding,) = evaluate(load_rules([NONFINITE_FILE]), facts, "cpu")
-    assert ("Before it: the last finite loss was 2.5 at step 7; losses are read on sampled steps only on this "
-            "device, so it went non-finite between step 8 and step 9; the learning rate was 0.1; the gradient norm "
-            "jumped to 120, 60 times its median of 2; the run uses fp16 autocast and no GradScaler scaled a loss. "
+    assert ("Before it: the last finite loss was 2.5 at step 7; losses are read on sampled steps only (on this "
+            "device, or once the loop was steady), so it went non-finite between step 8 and step 9; the learning "
+            "rate was 0.1; the gradient norm jumped to 120, 60 times its median of 2; the run uses fp16 autocast and no GradScaler scaled a loss. "
             "Every step after a NaN") in finding.evidence, finding.evidence
     quiet = _health(last_finite_loss=2.5, last_finite_step=7)
     (finding,) = evaluate(load_rules([NONFINITE_FILE]), quiet, "cpu")

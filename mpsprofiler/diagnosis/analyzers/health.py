@@ -20,11 +20,12 @@ grows the norm by orders of magnitude within a few steps; steady training varies
 less than 2x)."""
 
 HEALTH_FACTS: tuple[str, ...] = (
-    "loss_checks", "loss_checked", "nonfinite_loss_step", "nonfinite_loss_value", "nonfinite_loss_checked",
+    "loss_checks", "loss_checked", "loss_check_steps", "loss_check_every", "loss_check_sampled_from",
+    "nonfinite_loss_step", "nonfinite_loss_value", "nonfinite_loss_checked",
     "last_finite_loss", "last_finite_loss_step", "nonfinite_lr", "nonfinite_lr_first", "grad_norm_before_nan",
     "grad_norm_median_before_nan", "grad_norm_jump", "fp16_without_scaler", "nonfinite_preceded",
     "nonfinite_preceded_loss", "nonfinite_preceded_window", "nonfinite_window_from", "nonfinite_preceded_lr",
-    "nonfinite_preceded_grad", "nonfinite_preceded_jump", "nonfinite_preceded_fp16", "nonfinite_fix_first",
+    "nonfinite_preceded_grad", "nonfinite_preceded_jump", "nonfinite_preceded_fp16", "nonfinite_fix_first", "nonfinite_when",
 )
 
 
@@ -35,7 +36,9 @@ def _f(value: Any) -> float | None:
 @analyzer("health", provides=HEALTH_FACTS)
 def health_facts(session: Session) -> dict[str, Any]:
     h = session.health
-    facts: dict[str, Any] = {"loss_checks": h.loss_checks, "loss_checked": h.loss_checked}
+    facts: dict[str, Any] = {"loss_checks": h.loss_checks, "loss_checked": h.loss_checked,
+                             "loss_check_steps": h.loss_steps, "loss_check_every": h.loss_every,
+                             "loss_check_sampled_from": h.loss_sampled_from}
     bad = h.nonfinite
     if bad is None:
         return facts
@@ -84,6 +87,9 @@ def _preceded(facts: dict[str, Any], last: float | None, last_step: Any, lr: flo
     sampled = facts["nonfinite_loss_checked"] == "sampled steps" and isinstance(last_step, int)
     out["nonfinite_preceded_window"] = "sampled" if sampled else "every_step"
     out["nonfinite_window_from"] = last_step + 1 if sampled else None
+    # the title names the step only where the step before it was read finite: a sampled
+    # reading names the window the loss went non-finite in, not a first step it may not be
+    out["nonfinite_when"] = "window" if sampled and last_step + 1 < facts["nonfinite_loss_step"] else "step"
     if lr is None:
         out["nonfinite_preceded_lr"] = "unknown"
     elif lr_first is not None and lr_first > 0 and abs(lr - lr_first) / lr_first > 0.01:
