@@ -14,7 +14,7 @@ and the safe point matters only on the op sampler's steps. So, once steady:
   :mod:`.sample_phase`), and for every step where something needs it: a change the op
   sampler left pending (a sample begins at this step, or one cut short must remove its
   dispatch mode before the engine runs an op), or a sampled step of the loss check's own
-  schedule without op accounting (``extra``, :func:`.health.fallback_sampled`);
+  schedule without op accounting (``extra_next``, :func:`.health.next_fallback_sampled`);
 * on every other step torch's own ``_engine_run_backward`` runs: no frame of ours in the
   pass (two attribute writes swap it out, two swap it back, :class:`.backward.Engine`).
 
@@ -50,21 +50,28 @@ class BackwardSampling:
     """Decides, at each step's optimizer post-hook, whether the next step's backward
     passes run through the probe's wrapper; see the module docstring."""
 
-    __slots__ = ("_tracker", "_safe", "_health", "engine", "extra", "_decided", "_next", "steady_from", "off")
+    __slots__ = ("_tracker", "_safe", "_health", "engine", "extra_next", "_decided", "_due", "_next", "_extra_at",
+                 "_swapping", "steady_from", "off")
 
     def __init__(self, tracker: StepTracker, safe_point: SafePoint | None, health: Any = None) -> None:
         self._tracker = tracker
-        self._safe = safe_point
+        self._safe = safe_point if safe_point is not None else SafePoint()
         self._health = health
         """The loss watch (probe/health.py), or None: steady only once it has read a finite loss."""
         self.engine: Any = None
         """The engine switch (``backward.install``'s :class:`.backward.Engine`), once installed."""
-        self.extra: Callable[[int], bool] | None = None
-        """Steps that need the wrapper besides these (the loss check's own sampled steps
-        without op accounting); None where the op sampler's safe point says it all."""
+        self.extra_next: Callable[[int], int] | None = None
+        """The next step at or after a given one that needs the wrapper besides these (the
+        loss check's own sampled steps without op accounting,
+        :func:`.health.next_fallback_sampled`); None where the op sampler's safe point says it all."""
         self._decided = -1
         self._next = WARM_STEPS
-        """The next step instrumented for its own sake (before it: only where needed)."""
+        """The next step instrumented for its own sake."""
+        self._extra_at = 1 << 62
+        self._due = WARM_STEPS
+        """``min(_next, _extra_at)``: the one comparison of most steps."""
+        self._swapping = False
+        """Steady, and the wrapper is in: the next plain step swaps it out."""
         self.steady_from: int | None = None
         """The first step whose backward passes may run bare (None: every step instrumented)."""
         self.off = False
@@ -72,41 +79,47 @@ class BackwardSampling:
 
     def on_step(self) -> None:
         """After the tracker took an optimizer step (or a ``mpsprofiler.step()``): swap the
-        wrapper in or out for the step now in progress. A few reads on most steps."""
-        tracker = self._tracker
-        i = tracker.index
+        wrapper in or out for the step now in progress. Four tests on most steps."""
+        i = self._tracker.index
         if i == self._decided:
             return  # (another optimizer of the same iteration)
         self._decided = i
-        engine = self.engine
-        if engine is None:
-            return
-        if i >= self._next:
+        if i >= self._due or self._safe.pending is not None:
+            self._sample(i)
+        elif self._swapping:
+            self._swapping = False
+            self.engine.bare()
+
+    def _sample(self, i: int) -> None:
+        """Step ``i`` runs wrapped: due for its own sake, needed, or not steady yet."""
+        if i >= self._due:
             if self.steady_from is None and not self._steady(i):
-                self._next = i + 1  # ask again at the next step
+                self._due = i + 1  # ask again at the next step (the wrapper stays in)
                 return
-            self._next = i + EVERY
-            if not engine.wrapped:
-                engine.wrap()
+            if i >= self._next:
+                self._next = i + EVERY
+            if i >= self._extra_at and self.extra_next is not None:
+                self._extra_at = self.extra_next(i + 1)
+            self._due = min(self._next, self._extra_at)
+        engine = self.engine
+        if engine is None or self.steady_from is None:
             return
-        safe = self._safe
-        extra = self.extra
-        if (safe is not None and safe.pending is not None) or (extra is not None and extra(i)):
-            if not engine.wrapped:
-                engine.wrap()
-        elif engine.wrapped and self.steady_from is not None:
-            engine.bare()
+        if not engine.wrapped:
+            engine.wrap()
+        self._swapping = True
 
     def _steady(self, i: int) -> bool:
         """Whether the loop is steady at step ``i`` (see the module docstring); the first
         time it is, the loss check is told from which step its checks are sampled."""
         mode = self._tracker.mode
-        if self.off or (mode != "optimizer" and mode != "manual"):
+        if self.off or self.engine is None or (mode != "optimizer" and mode != "manual"):
             return False
         health = self._health
         if health is not None and not health.done and health.last_finite is None and i < 2 * WARM_STEPS:
             return False
         self.steady_from = i + 1
+        if self.extra_next is not None:
+            self._extra_at = self.extra_next(i + 1)
         if health is not None:
             health.sampled_from = i + 1
         return True
@@ -115,7 +128,8 @@ class BackwardSampling:
         """Instrument every pass again, for good (the swap or the decision failed)."""
         self.off = True
         self.steady_from = None
-        self._next = 1 << 62
+        self._swapping = False
+        self._due = self._next = 1 << 62
         engine = self.engine
         if engine is not None:
             engine.wrap()

@@ -68,6 +68,16 @@ def fallback_sampled(step: int) -> bool:
     return step % NO_OPS_EVERY == 0
 
 
+def next_fallback_sampled(step: int) -> int:
+    """The first step at or after ``step`` that :func:`fallback_sampled` picks (the backward
+    wrapper is swapped in for it: probe/backward_sampling.py, one comparison a step)."""
+    if step <= 2:
+        return 2
+    if step <= NO_OPS_EVERY:
+        return 1 << (step - 1).bit_length()
+    return -(-step // NO_OPS_EVERY) * NO_OPS_EVERY
+
+
 def sampling_step(ops: Any, step: int | None = None) -> int | None:
     """The step the op sampler is sampling now, or None: the one sampled-step decision of
     the probe (``OpAccountant.sampling_step``). Without op accounting (``ops`` None) and

@@ -189,10 +189,10 @@ class Probe:
         if not self.options.get("no_ops"):
             self._guarded("ops", self._install_ops)
         if self.ops is None and self.backward_sampling is not None:
-            from .health import fallback_sampled
+            from .health import next_fallback_sampled
 
             # the loss check's own sampled steps (no op sampler's safe point marks them)
-            self.backward_sampling.extra = fallback_sampled
+            self.backward_sampling.extra_next = next_fallback_sampled
         # without op accounting (--no-ops, try's runs) both ride on health.fallback_sampled's steps
         self._guarded("device_time", self._install_device_timer)
 

@@ -7,6 +7,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from mpsprofiler.probe.backward_sampling import EVERY, WARM_STEPS, BackwardSampling, stop_sampling
+from mpsprofiler.probe.health import fallback_sampled, next_fallback_sampled
 from mpsprofiler.probe.safe_point import SafePoint
 
 
@@ -29,7 +30,7 @@ def _loop(steps: int, mode: str = "optimizer", health: Any = None, safe: SafePoi
     """The steps whose passes ran wrapped; ``per_step`` optimizers step in an iteration."""
     tracker = SimpleNamespace(index=0, mode=mode)
     sampling = BackwardSampling(tracker, safe, health)  # type: ignore[arg-type]
-    sampling.extra = extra
+    sampling.extra_next = extra
     engine = sampling.engine = _Engine()
     wrapped = []
     for i in range(steps):
@@ -80,9 +81,13 @@ def test_a_pending_safe_point_or_a_needed_step_is_always_wrapped():
     pending = {100, 101, 150, 233}
     wrapped, _ = _loop(300, safe=safe, pending_at=pending)
     assert pending <= set(wrapped)
-    needed = {128, 256}
-    wrapped, _ = _loop(300, extra=lambda i: i in needed)
-    assert needed <= set(wrapped)
+    wrapped, _ = _loop(1100, extra=next_fallback_sampled)
+    assert {128, 256, 512, 768, 1024} <= set(wrapped)
+
+
+def test_next_fallback_sampled_is_the_fallback_schedule():
+    picked = [i for i in range(3000) if fallback_sampled(i)]
+    assert all(next_fallback_sampled(i) == min(p for p in picked if p >= i) for i in range(2800))
 
 
 def test_several_optimizers_decide_once_a_step():
