@@ -231,18 +231,17 @@ class Engine:
         if self._gone:
             return
         self.wrapped = True
-        original, wrapper = self._original, self._wrapper
-        for holder in self._holders:
-            if holder._engine_run_backward is original:
-                holder._engine_run_backward = wrapper
+        self._swap(self._original, self._wrapper)
 
     def bare(self) -> None:
         """Torch's own function in: the next passes run as if no probe were there."""
         self.wrapped = False
-        original, wrapper = self._original, self._wrapper
+        self._swap(self._wrapper, self._original)
+
+    def _swap(self, old: Any, new: Any) -> None:
         for holder in self._holders:
-            if holder._engine_run_backward is wrapper:
-                holder._engine_run_backward = original
+            if holder._engine_run_backward is old:  # (else someone else's: left to them)
+                holder._engine_run_backward = new
 
     def __call__(self) -> None:
         """Uninstall: torch's own function back, for good."""
