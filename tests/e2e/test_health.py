@@ -4,7 +4,9 @@ on the op sampler's steps only (no sync elsewhere)."""
 
 from __future__ import annotations
 
+import functools
 import math
+from operator import getitem
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -217,3 +219,30 @@ def test_steady_nan_is_named_by_its_window(steady_runs):
         assert f"between step {last + 1} and step {step}" in finding["title"], finding["title"]
     else:
         assert f"at step {step}" in finding["title"], finding["title"]
+
+
+def _keep(sent: list[dict], kind: str, **fields: object) -> None:
+    sent.append(fields)
+
+
+def test_once_sampled_a_nan_is_exact_only_after_a_finite_step_before_it():
+    """After ``sampled_from`` (set by probe/backward_sampling.py) a CPU loss is read on the
+    wrapper's steps only: a NaN whose previous step was not read is "sampled steps" (its
+    window), one right after a finite reading stays "every step"; the summary says how many
+    losses over how many steps, from which step one in EVERY."""
+    from mpsprofiler.probe.backward_sampling import EVERY
+
+    for read, exact in (([0, 1, 2, 3, 10, 17], False), ([0, 1, 2, 3, 10, 11], True)):
+        sent: list[dict] = []
+        step = [0]
+        watch = LossWatch(functools.partial(_keep, sent), functools.partial(getitem, step, 0), lambda: False)
+        watch.sampled_from = 4
+        for i in read:
+            step[0] = i
+            watch.on_backward(torch.tensor(math.nan if i == read[-1] else 0.5))
+        assert sent[0]["step"] == read[-1] and sent[0]["last_finite_step"] == read[-2]
+        assert sent[0]["checked"] == ("every step" if exact else "sampled steps")
+        step[0] = 20
+        summary = watch.summary()
+        assert summary == {"what": "loss_checks", "n": len(read), "checked": "sampled steps", "steps": 20,
+                           "sampled_from": 4, "every": EVERY}
