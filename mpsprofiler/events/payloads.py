@@ -468,11 +468,12 @@ timing cost, over how much training, how often the budget held it back), ``copie
     checked: str | None
     last_finite_step: int | None
     last_finite_loss: float | None
-    lr: float | None
+    lr: float | str | None
     lr_first: float | None
     optimizer: str | None
-    grad_norm_last: float | None
+    grad_norm_last: float | str | None
     grad_norm_last_step: int | None
+    grad_norm_first_bad_step: int | None
     grad_norm_median: float | None
     fp16_autocast: bool
     grad_scaler: bool

@@ -88,6 +88,25 @@ def sampling_step(ops: Any, step: int | None = None) -> int | None:
     return value if isinstance(value, int) else None
 
 
+def _number(value: Any) -> Any:
+    """A float as the event carries it: a non-finite one as its word ("nan", "inf", "-inf"),
+    as the loss value is, since JSON has no such numbers (the channel would send null, and a
+    NaN gradient norm or learning rate would read as unknown)."""
+    if isinstance(value, float) and not _isfinite(value):
+        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+    return value
+
+
+def _first_bad(norms: list[tuple[int, float]]) -> int | None:
+    """The step whose ``clip_grad_norm_`` first returned a non-finite norm, where the norm of
+    the step just before it was kept and finite (the norms are read at every step, also where
+    the loss is read on sampled steps only: this narrows when the training diverged); else None."""
+    for (prev_step, prev), (step, norm) in zip(norms, norms[1:], strict=False):
+        if not _isfinite(norm):
+            return step if _isfinite(prev) and prev_step == step - 1 else None
+    return None
+
+
 def _read(tensor: Any) -> float:
     """The value of a one-element tensor, unseen by dispatch modes (op sampler)."""
     import torch
@@ -298,11 +317,12 @@ class LossWatch:
             "checked": how,
             "last_finite_step": self.last_finite[0] if self.last_finite else None,
             "last_finite_loss": self.last_finite[1] if self.last_finite else None,
-            "lr": _lr(optimizer) if optimizer is not None else None,
+            "lr": _number(_lr(optimizer)) if optimizer is not None else None,
             "lr_first": self.lr_first,
             "optimizer": type(optimizer).__name__ if optimizer is not None else None,
-            "grad_norm_last": norms[-1] if norms else None,
+            "grad_norm_last": _number(norms[-1]) if norms else None,
             "grad_norm_last_step": before[-1][0] if before else None,
+            "grad_norm_first_bad_step": _first_bad(before),
             "grad_norm_median": sorted(finite[:-1])[len(finite[:-1]) // 2] if len(finite) > 1 else None,
             "fp16_autocast": self.fp16_autocast,
             "grad_scaler": self.grad_scaler,

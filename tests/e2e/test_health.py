@@ -219,6 +219,13 @@ def test_steady_nan_is_named_by_its_window(steady_runs):
         assert f"between step {last + 1} and step {step}" in finding["title"], finding["title"]
     else:
         assert f"at step {step}" in finding["title"], finding["title"]
+    # clip_grad_norm_ runs at every step: its first NaN norm (step 200, the NaN step's
+    # backward) is named, sent as the word "nan" (JSON has no NaN: it read as unknown before)
+    assert facts["grad_norm_before_nan"] != facts["grad_norm_before_nan"]  # a float NaN
+    assert facts["nonfinite_preceded_grad"] in ("not_finite_nan", "no_jump_nan")
+    assert facts["grad_norm_first_bad_step"] == 200
+    if last + 1 < step:
+        assert "first returned a non-finite gradient norm at step 200" in finding["evidence"]
 
 
 def _keep(sent: list[dict], kind: str, **fields: object) -> None:

@@ -26,10 +26,17 @@ HEALTH_FACTS: tuple[str, ...] = (
     "grad_norm_median_before_nan", "grad_norm_jump", "fp16_without_scaler", "nonfinite_preceded",
     "nonfinite_preceded_loss", "nonfinite_preceded_window", "nonfinite_window_from", "nonfinite_preceded_lr",
     "nonfinite_preceded_grad", "nonfinite_preceded_jump", "nonfinite_preceded_fp16", "nonfinite_fix_first", "nonfinite_when",
+    "grad_norm_first_bad_step", "nonfinite_norm_first",
 )
 
 
+NONFINITE_WORDS = ("nan", "inf", "-inf")
+"""How the probe sends a non-finite figure (probe/health.py ``_number``: JSON has no NaN)."""
+
+
 def _f(value: Any) -> float | None:
+    if isinstance(value, str) and value in NONFINITE_WORDS:
+        return float(value)
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
@@ -55,6 +62,8 @@ def health_facts(session: Session) -> dict[str, Any]:
     facts["nonfinite_lr"], facts["nonfinite_lr_first"] = lr, lr_first
     norm, median = _f(bad.get("grad_norm_last")), _f(bad.get("grad_norm_median"))
     facts["grad_norm_before_nan"], facts["grad_norm_median_before_nan"] = norm, median
+    first_bad = bad.get("grad_norm_first_bad_step")
+    facts["grad_norm_first_bad_step"] = first_bad if isinstance(first_bad, int) else None
     jump = None
     if norm is not None and median and median > 0:
         jump = math.inf if not math.isfinite(norm) else norm / median
@@ -66,6 +75,10 @@ def health_facts(session: Session) -> dict[str, Any]:
     # what preceded it, as codes and numbers the rule file words (rules/nonfinite-loss.yaml phrases)
     facts.update(_preceded(facts, last, last_step, lr, lr_first, norm, jump, no_scaler, dtypes,
                            bool(bad.get("fp16_autocast"))))
+    # where the loss was read on sampled steps only, the gradient norms (read at every step)
+    # say which step went bad first
+    sampled = facts["nonfinite_when"] == "window" and isinstance(first_bad, int)
+    facts["nonfinite_norm_first"] = "at_step" if sampled else "unknown"
     # what to do first, as a code the rule file words (rules/nonfinite-loss.yaml phrases)
     if no_scaler:
         facts["nonfinite_fix_first"] = "scale_loss"
