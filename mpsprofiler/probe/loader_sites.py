@@ -58,6 +58,16 @@ try`` must change that one alone. So the probe records, per loader:
 Records live in weak dictionaries keyed by the loader and its iterators: the probe keeps
 nothing alive that the script dropped. Updates go out as the loader's ``dataloader``
 event again, with more fetches each time (doubling), so the recording stays small.
+
+The sums are not added on the training thread (issue 34: they were the largest Python
+function of its step): each batch appends one tuple to a log (:meth:`LoaderSites.on_fetch`),
+as the step tracker appends its closed steps' rows, and the probe's channel thread folds the
+log into the sums and sends the updates due (:meth:`LoaderSites.fold`, at each of its
+wakes; :meth:`LoaderSites.flush` folds the rest at exit). An iterator's start and a timed
+index draw go through the same log, so the fold sees everything in the order it happened
+and sends the same updates, with the same figures, as sums added batch by batch. Only what
+needs the batch or the iterator stays on the training thread: the first timed batch's
+shape and the arming of the index draws (a count per loader, :meth:`LoaderSites._due`).
 """
 
 from __future__ import annotations
@@ -65,6 +75,7 @@ from __future__ import annotations
 import collections
 import os
 import sys
+import threading
 import time
 import weakref
 from collections.abc import Callable
@@ -82,6 +93,14 @@ KEPT_SITES = 256
 keeps the newest ones; older ones were reported as they grew (``FIRST_UPDATE``)."""
 FIRST_UPDATE = 16
 """The first per-loader update after this many timed fetches; then at 2x, 4x, ..."""
+MAX_LOG = 8_192
+"""Records the log holds before the training thread folds it itself (at an iterator's first
+batch or a timed batch due for an index draw, never on the steady path): bounds the log where
+no channel thread folds it (no channel) or one falls behind."""
+_ITER = 0
+_INDEX = 1
+"""The tags of the log's rare records, ``(tag, site, value)``: an iterator's start (its
+fields, or None) and a timed index draw (its seconds). A batch's record has five fields."""
 INDEX_EXACT = cputime.EXACT_FETCHES
 INDEX_EVERY = cputime.READ_EVERY
 """A loader's index draws of its first ``INDEX_EXACT`` timed fetches are timed, then every
@@ -124,10 +143,12 @@ class Site:
     at that count: at exit, those taken after the last step ended."""
     tail_fetches: int = 0
     tail_fetch_s: float = 0.0
+    taken: int = 0
+    """Timed batches counted on the training thread (``fetches`` is the fold's count, which
+    lags behind it): the index draws' schedule."""
     due: int = 0
-    """The timed batch count at which :meth:`LoaderSites._due` runs next (the first timed
-    batch's shape, an index draw to time or an update to send): one comparison per batch
-    for all three."""
+    """The ``taken`` count at which :meth:`LoaderSites._due` runs next (the first timed
+    batch's shape, an index draw to time): one comparison per batch for both."""
 
 
 class LoaderSites:
@@ -148,6 +169,11 @@ class LoaderSites:
         """Live iterators by id, each with a weak reference to it (dropped with it): read at
         every batch, where a ``WeakKeyDictionary`` makes a weak reference per lookup."""
         self._torch_dir: str | None = None
+        self._log: list[tuple[Any, ...]] = []
+        """Batches, iterator starts and index draws not folded yet (see the module docstring):
+        appended by the training thread (``list.append`` is atomic), taken from the front by
+        :meth:`fold` under ``_lock``."""
+        self._lock = threading.Lock()
 
     def on_created(self, loader: Any) -> None:
         """At ``DataLoader.__init__``: number it and find the script's line that built it."""
@@ -178,10 +204,10 @@ class LoaderSites:
         site = self._sites.get(loader)
         if site is None:
             return
-        if fields is not None:
-            site.fields = dict(fields)
-            site.due = 0  # updates can go out now: the next batch sets the next due one
-        site.iters += 1
+        log = self._log
+        log.append((_ITER, site, dict(fields) if fields is not None else None))  # (folded in order)
+        if len(log) > MAX_LOG:
+            self.fold()
         iters, key = self._iters, id(it)
 
         def forget(dead: weakref.ref[Any]) -> None:
@@ -190,9 +216,9 @@ class LoaderSites:
                 del iters[key]
 
         try:
-            # the last batch's arrival (None before the first), its index timer (:meth:`arm`),
-            # the step then
-            iters[key] = (weakref.ref(it, forget), site, [None, None, None])
+            # the fold's: the last batch's arrival (None before the first) and the step then;
+            # the training thread's: its index timer (:meth:`arm`), whether a batch came
+            iters[key] = (weakref.ref(it, forget), site, [None, None, None, False])
         except TypeError:  # an iterator without weak references: not timed per loader
             pass
 
@@ -201,73 +227,111 @@ class LoaderSites:
         ``step``: the steps begun then (the DataLoader hook reads ``StepTracker.begun`` and
         passes it: an attribute read, not a call), else the constructor's ``step`` is asked.
 
-        Runs at every batch (issue 34: the largest Python function of the probe's step):
-        the steady path is a few attribute updates; an iterator's first batch and the
-        batches due for more (``Site.due``: a loader's first timed batch, an index draw to
-        time, an update to send) take the branches that do more."""
+        Runs at every batch on the training thread (issue 34): one record appended for the
+        fold (:meth:`fold`) and one count; an iterator's first batch and the batches due for
+        more (``Site.due``: a loader's first timed batch, an index draw to time) take the
+        branches that do more."""
         entry = self._iters.get(id(it))
-        if entry is None:
-            return
-        ref, site, state = entry
-        alive: Any = ref()
-        if alive is not it:  # (an id reused by a new object after the iterator's death)
+        # (an id reused by a new object after the iterator's death: not this one's entry)
+        if entry is None or it is not entry[0]():
             return
         if step is None and self._step is not None:
             step = self._step()
-        last_end, last_step = state[0], state[2]
-        state[0], state[2] = end, step
-        if last_end is None:  # the first batch waits for the workers to start: summed apart
-            site.first_fetches += 1
-            site.first_fetch_s += seconds
-            return
-        # a new pass of the same iterator (persistent workers: iter() resets it,
-        # _BaseDataLoaderIter._reset sets _num_yielded to 0, which __next__ counts) has no
-        # gap before its first batch
-        if it._num_yielded != 1:
-            gap = end - seconds - last_end
-            if gap >= 0.0:
-                site.consumes += 1
-                site.consume_s += gap
-        if step != last_step:  # (both None where steps are not counted: last_step is this iterator's batch before)
-            site.consume_steps += 1
-        n = site.fetches = site.fetches + 1
-        site.fetch_s += seconds
-        if step != site.tail_step:
-            site.tail_step, site.tail_fetches, site.tail_fetch_s = step, 1, seconds
-        else:
-            site.tail_fetches += 1
-            site.tail_fetch_s += seconds
-        if n >= site.due:
-            self._due(it, entry, site, n, batch)
+        # _num_yielded: torch's count of the pass's batches (a persistent iterator's new pass
+        # resets it, _BaseDataLoaderIter._reset), read now: the fold comes later
+        self._log.append((entry, seconds, end, step, it._num_yielded))  # type: ignore[union-attr]
+        site = entry[1]
+        if entry[2][3]:
+            n = site.taken = site.taken + 1
+            if n >= site.due:
+                self._due(it, entry, site, n, batch)
+        else:  # the iterator's first batch waits for the workers to start: not timed
+            entry[2][3] = True
+            if len(self._log) > MAX_LOG:
+                self.fold()
 
     def _due(self, it: Any, entry: tuple[weakref.ref[Any], Site, list[Any]], site: Site, n: int, batch: Any) -> None:
         """The ``n``-th timed batch of ``site`` reached ``site.due`` (at its first one, 0):
         note the batch's shape (the first timed one's), time the next index draw (the first
-        ``INDEX_EXACT`` batches, then every ``INDEX_EVERY``-th), send the update due
-        (``next_update``), and set the next batch at which any of them is due."""
+        ``INDEX_EXACT`` batches, then every ``INDEX_EVERY``-th), and set the next batch at
+        which either is due. (The updates are the fold's.)"""
         if site.tensors is None:
-            site.tensors = count_tensors(batch)
             site.form = batch_form(batch)
+            site.tensors = count_tensors(batch)  # (set last: the fold reads both once it is set)
         if n < INDEX_EXACT or not n % INDEX_EVERY:
-            self.arm(it, entry)
-        if n >= site.next_update and site.fields:
-            site.next_update *= 2
-            self.update(site)
-        arm_at = n + 1 if n + 1 < INDEX_EXACT else (n // INDEX_EVERY + 1) * INDEX_EVERY
-        site.due = min(arm_at, site.next_update) if site.fields else arm_at
+            self.arm(it, entry, self._log)
+        site.due = n + 1 if n + 1 < INDEX_EXACT else (n // INDEX_EVERY + 1) * INDEX_EVERY
+        if len(self._log) > MAX_LOG:
+            self.fold()
+
+    def fold(self) -> None:
+        """Add the logged batches, iterator starts and index draws to the loaders' sums, in
+        order, and send the updates due (the channel thread, at each of its wakes; the
+        training thread where the log grew past ``MAX_LOG``). The same sums, figure for
+        figure and in the same order of additions, as adding each batch as it came."""
+        with self._lock:
+            self._fold()
+
+    def _fold(self) -> None:
+        """:meth:`fold`'s work; the caller holds ``_lock``."""
+        log = self._log
+        n = len(log)
+        if not n:
+            return
+        records = log[:n]
+        del log[:n]  # only the records taken: one appended since then stays
+        for record in records:
+            if len(record) != 5:
+                tag, site, value = record
+                if tag == _ITER:
+                    if value is not None:
+                        site.fields = value
+                    site.iters += 1
+                else:
+                    site.index_s += value
+                    site.index_calls += 1
+                continue
+            entry, seconds, end, step, yielded = record
+            site = entry[1]
+            state = entry[2]
+            last_end, last_step = state[0], state[2]
+            state[0], state[2] = end, step
+            if last_end is None:  # an iterator's first batch: summed apart
+                site.first_fetches += 1
+                site.first_fetch_s += seconds
+                continue
+            # a new pass of the same iterator (persistent workers) has no gap before its first batch
+            if yielded != 1:
+                gap = end - seconds - last_end
+                if gap >= 0.0:
+                    site.consumes += 1
+                    site.consume_s += gap
+            if step != last_step:  # (both None where steps are not counted)
+                site.consume_steps += 1
+            k = site.fetches = site.fetches + 1
+            site.fetch_s += seconds
+            if step != site.tail_step:
+                site.tail_step, site.tail_fetches, site.tail_fetch_s = step, 1, seconds
+            else:
+                site.tail_fetches += 1
+                site.tail_fetch_s += seconds
+            if k >= site.next_update and site.fields:
+                site.next_update *= 2
+                self.update(site)
 
     @staticmethod
-    def arm(it: Any, entry: tuple[weakref.ref[Any], Site, list[Any]]) -> None:
+    def arm(it: Any, entry: tuple[weakref.ref[Any], Site, list[Any]], log: list[tuple[Any, ...]]) -> None:
         """Time ``it``'s next index draw: an attribute of the iterator that shadows the
         class's ``_next_index`` for one call (torch calls ``self._next_index()``), records
         its time in the loader's sums and removes itself. It holds the iterator weakly, as
         ``entry`` does: a strong reference would make a cycle that keeps a dropped iterator
         (and its workers) alive until the garbage collector runs. An iterator without an
-        instance dictionary (a subclass with ``__slots__``) is not timed."""
+        instance dictionary (a subclass with ``__slots__``) is not timed. The time goes to
+        ``log``, the fold's (:meth:`fold`)."""
         state = entry[2]
         timer = state[1]
         if timer is None:
-            timer = state[1] = _index_timer(entry[0], entry[1])
+            timer = state[1] = _index_timer(entry[0], entry[1], log)
         try:
             it.__dict__["_next_index"] = timer
         except (AttributeError, TypeError):
@@ -291,7 +355,19 @@ class LoaderSites:
         self._emit({**site.fields, "fetches": site.fetches, "fetch_s": round(site.fetch_s, 6), **extra})
 
     def flush(self) -> None:
-        """At the end: the last sums of every loader that was timed since its last update."""
+        """At the end: the last sums of every loader that was timed since its last update
+        (the log folded first: nothing logged is lost)."""
+        with self._lock:
+            self._fold()
+            self._flush()
+
+    def after_fork(self) -> None:
+        """In a forked child: a fresh lock (another thread may have held this one at
+        ``fork()``) and no log (the parent's records are the parent's to fold)."""
+        self._lock = threading.Lock()
+        self._log = []
+
+    def _flush(self) -> None:
         step = self._step() if self._step is not None else None
         for site in list(self._every):
             after = None
@@ -341,8 +417,9 @@ class LoaderSites:
         return name, outer.f_lineno, func
 
 
-def _index_timer(ref: weakref.ref[Any], site: Site) -> Callable[[], Any]:
-    """The one-call stand-in for ``ref()``'s ``_next_index`` (see :meth:`LoaderSites.arm`)."""
+def _index_timer(ref: weakref.ref[Any], site: Site, log: list[tuple[Any, ...]]) -> Callable[[], Any]:
+    """The one-call stand-in for ``ref()``'s ``_next_index`` (see :meth:`LoaderSites.arm`);
+    its time goes to ``log`` (:meth:`LoaderSites.fold` adds it to ``site``'s sums)."""
     from .transparent import hide_from_warnings
 
     perf_counter = time.perf_counter
@@ -357,8 +434,7 @@ def _index_timer(ref: weakref.ref[Any], site: Site) -> Callable[[], Any]:
             return method(it)
         t0 = perf_counter()
         index = method(it)  # StopIteration (the pass's end) leaves the sums alone
-        site.index_s += perf_counter() - t0
-        site.index_calls += 1
+        log.append((_INDEX, site, perf_counter() - t0))
         return index
 
     # a sampler's warning names torch's caller (or its own), not this stand-in

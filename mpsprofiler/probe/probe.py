@@ -226,6 +226,11 @@ class Probe:
         self._last_drain = now
         tracker.drain()
 
+    def _fold_loader_sums(self) -> None:
+        """The DataLoader batches logged since the channel's last wake, into the per-loader
+        sums (loader_sites.LoaderSites.fold); a failure switches the instrument off."""
+        self._guarded("dataloader", self.loader_sites.fold)
+
     def _guarded(self, name: str, fn: Callable[[], None]) -> None:
         if name in self.disabled:
             return  # switched off by an earlier failure: stays off
@@ -241,6 +246,8 @@ class Probe:
         self.channel = None
         self.disabled.update(INSTRUMENTS)
         self.tracker._lock = threading.Lock()
+        if self.loader_sites is not None:
+            self.loader_sites.after_fork()
 
     def _install_optimizer_hook(self) -> None:
         """Steps end at ``optimizer.step()`` (probe/step_hooks.py)."""
@@ -376,6 +383,8 @@ class Probe:
             self.tracker, self.disabled, self.emit, self._hook_fault(), self.fail, self._hook_limit(),
             lambda: self.backend.kind)
         self._uninstallers.append(uninstall)
+        if self.channel is not None:  # the per-loader sums are folded at the channel's wakes
+            self.channel.on_flush(self._fold_loader_sums)
         from . import worker_startup
 
         self.worker_startups = worker_startup.StartupTable()  # before any worker forks: they share it

@@ -1,9 +1,10 @@
 """The per-batch path of the loader sums (loader_sites.LoaderSites.on_fetch, issue 34) checks
-one count per batch (``Site.due``) for two schedules: the index draws timed (a loader's
-first ``INDEX_EXACT`` timed batches, then every ``INDEX_EVERY``-th) and the updates sent
-(at ``FIRST_UPDATE`` timed batches, then 2x, 4x, ...). These are the batches it acts at,
-exactly, and a loader whose fields come late sends its update at the next batch.
-(The same lists as the check at every batch that ``due`` replaced, ec275c6's, gives.)"""
+one count per batch (``Site.due``) for the index draws timed (a loader's first
+``INDEX_EXACT`` timed batches, then every ``INDEX_EVERY``-th); the fold of the logged
+batches (``LoaderSites.fold``, the channel thread's, here at times between batches) sends
+the updates (at ``FIRST_UPDATE`` timed batches, then 2x, 4x, ...). These are the batches
+they act at, exactly, and a loader whose fields come late sends its update at the next
+batch. (The same lists as the check at every batch that ``due`` replaced, ec275c6's, gives.)"""
 
 from __future__ import annotations
 
@@ -38,6 +39,9 @@ def _drive(batches: int, fields_at: int = 0) -> tuple[list[int], list[int]]:
         sites.on_fetch(it, 0.001, (0, 1), float(k))
         if it.__dict__.pop("_next_index", None) is not None:
             armed.append(k)
+        if k % 97 == 0:
+            sites.fold()  # as the channel thread does, at times between batches
+    sites.fold()
     return armed, [int(row["fetches"]) for row in sent]
 
 
