@@ -73,6 +73,13 @@ PROVISIONAL = 64
 loop trains (see the module docstring). More than a Lightning sanity check (2 batches) or
 a Trainer's accumulation window (typically 1 to 32 batches)."""
 
+_FETCH_COUNTED = frozenset(("none", "dataloader"))
+"""Modes in which a fetch may close a step (the DataLoader counts the steps); one set test
+at every fetch instead of two comparisons."""
+_BACKWARD_COUNTED = frozenset(("none", "backward"))
+"""Modes other than ``optimizer`` in which a fetch after the iteration's backward passes
+is held for the next step (``_carry``)."""
+
 LOOK_AHEAD = {"accelerate.data_loader": 1}
 """Batches a loader fetches ahead of the one it hands out, by the module that calls the
 DataLoader iterator: accelerate's ``DataLoaderShard.__iter__`` (so every Hugging Face
@@ -129,6 +136,9 @@ class StepTracker:
         """[wait, cpu, runq, batches, idle] of fetches after this iteration's last optimizer step."""
         self._thread_clock = ThreadClock()
         self._fetch_clock = FetchClock(self._thread_clock)
+        self._read_at = 0
+        """The fetch count at which the fetch clock is read next (:meth:`_read_start`; 0:
+        the next fetch, the run's first or one after a long fetch)."""
         self._event: Any = None
         self._event_pending = False
         self._cycle: frozenset[int] | None = None
@@ -425,12 +435,11 @@ class StepTracker:
         """A DataLoader fetch begins: returns what :meth:`on_fetch_end` needs. This and
         :meth:`on_fetch_end` run at every batch (issue 34): the fetch clock's schedule and
         estimate (``cputime.FetchClock``) are theirs, so that a batch whose clocks are not
-        read makes no call for them."""
+        read makes no call for them, and the steady path is one test for each decision."""
         now = self._clock()
         if not self._started:
             self._mark_start()
-        mode = self.mode
-        if (mode == "none" or mode == "dataloader") and not self.backwards and self._fetches > 0 and self._batches:
+        if self.mode in _FETCH_COUNTED and not self.backwards and self._fetches > 0 and self._batches:
             # (a step that took no batch yet is the gap after a pass's end, StopIteration:
             # the next pass's first batch is still its batch, as an optimizer-counted step
             # holds the epoch's boundary; closed here it was a step of its own, 39 extra
@@ -446,17 +455,24 @@ class StepTracker:
             now = self._clock()
         n = self._fetches = self._fetches + 1
         FETCH.thread = _get_ident()
-        clock = self._fetch_clock
         # the fetch clock's schedule (cputime.FetchClock's docstring): the first fetches, every
-        # READ_EVERY-th one, and every one after a long fetch are read; the others not at all
+        # READ_EVERY-th one, and every one after a long fetch are read (``_read_at``); the
+        # others not at all
         if self.backend.asynchronous:
             self._mark_queued_work()
-            if clock.after_long or n <= EXACT_FETCHES or not n % READ_EVERY:
+            if n >= self._read_at:
                 # the CPU clock's wall time is read right before it (the run-queue skip compares them)
-                return now, clock.read_start(self._clock())
-        elif clock.after_long or n <= EXACT_FETCHES or not n % READ_EVERY:
-            return now, clock.read_start(now)
+                return now, self._read_start(n, self._clock())
+        elif n >= self._read_at:
+            return now, self._read_start(n, now)
         return now, None
+
+    def _read_start(self, n: int, now: float) -> tuple[float, float | None, bool]:
+        """The ``n``-th fetch is read (its clocks at the start): the next one due by the
+        count is the next of the first ``EXACT_FETCHES``, then the next ``READ_EVERY``-th
+        (a long fetch makes it the next one, :meth:`on_fetch_end`)."""
+        self._read_at = n + 1 if n < EXACT_FETCHES else (n // READ_EVERY + 1) * READ_EVERY
+        return self._fetch_clock.read_start(now)
 
     def on_fetch_end(self, started: tuple[float, tuple[float, float | None, bool] | None], got_batch: bool) -> float:
         """The fetch begun at ``started`` has ended; returns the clock then (the DataLoader hook's
@@ -465,14 +481,17 @@ class StepTracker:
         t0, reading = started
         now = self._clock()
         wait = now - t0
-        clock = self._fetch_clock
-        if reading is not None:
-            cpu, runq = clock.read_end(reading, now, wait)
-        else:
+        if reading is None:
             # not read: the wall time times the ratios of the fetches read that were as long
-            # as this one (cputime.FetchClock.ratios)
-            long = clock.after_long = wait >= LONG_FETCH
-            ratio = clock.ratios[long]
+            # as this one (cputime.FetchClock.ratios). A fetch not read follows a short one,
+            # so the clock's ``after_long`` is False already: only a long one changes it
+            clock = self._fetch_clock
+            if wait < LONG_FETCH:
+                ratio = clock.ratios[0]
+            else:
+                clock.after_long = True
+                self._read_at = 0
+                ratio = clock.ratios[1]
             if ratio is None:
                 cpu, runq = wait, None
             else:
@@ -481,9 +500,14 @@ class StepTracker:
                 if cpu >= wait:
                     cpu = wait
                 runq = None if runq_s is None else wait * runq_s / total
+        else:
+            clock = self._fetch_clock
+            cpu, runq = clock.read_end(reading, now, wait)
+            if clock.after_long:
+                self._read_at = 0
         idle = self._read_idle() if self._event_pending else None
         mode = self.mode
-        if (mode == "optimizer" and self._seen) or ((mode == "none" or mode == "backward") and self._bwd_seen):
+        if self._seen if mode == "optimizer" else mode in _BACKWARD_COUNTED and self._bwd_seen:
             # after an optimizer step (or backward pass) of an iteration not yet closed:
             # most likely the next step's batch, held until the next one says which
             fetch: list[Any] = [wait, cpu, runq, 1 if got_batch else 0, idle]
