@@ -43,9 +43,20 @@ class PinCheck:
         """Loaders (by number) with an iterator registered whose check is not done: while
         empty, the DataLoader hook skips :meth:`on_batch` (one attribute read per batch, not
         a call, once every loader's first batches were looked at)."""
+        self._off = False
+
+    def not_on_cuda(self) -> None:
+        """The training's device is known (its first optimizer step) and is not CUDA: no
+        batch will be looked at, so no loader is open either, and the DataLoader hook's
+        test at every batch stops at the empty set instead of asking for the device (on
+        MPS and CPU, every batch of the run)."""
+        self._off = True
+        self.open.clear()
 
     def on_iter(self, it: Any, loader: Any, number: int) -> None:
         """An iterator of ``loader`` starts (``number``: the loader's creation order, 0 if seen before)."""
+        if self._off:
+            return
         try:
             if number:
                 self._numbers[loader] = number

@@ -361,6 +361,8 @@ class Probe:
         self.tracker.backend = self.backend
         if not self.backend.asynchronous:
             self._drop_device_listeners()
+        if self.backend.kind != "cuda" and self.pins is not None:
+            self.pins.not_on_cuda()  # (pageable batches matter on CUDA only: probe/copies.py)
         threads_set = list(self.thread_sites.calls) if self.thread_sites is not None else None
         self.emit(events.KIND_MODEL, **model_fields(optimizer, params, self.backend,
                                                     self.tracker.retracted + self.tracker.held, threads_set))

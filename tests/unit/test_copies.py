@@ -76,3 +76,17 @@ def test_rule_names_the_loader_and_its_set():
                                             pageable_batches=0, bytes_per_batch=12 * 1024**2,
                                             pinned_bytes_per_batch=12 * 1024**2, pin_memory=True)))
     assert "pageable-copies" not in _fired(pinned)
+
+
+def test_off_cuda_no_loader_stays_open():
+    """Once the training's device is known not to be CUDA (the probe's first optimizer
+    step), no loader is open: the DataLoader hook's per-batch test stops at the empty set."""
+    pins = PinCheck(lambda k, **f: None, lambda: "mps")
+    data = DataLoader(TensorDataset(torch.zeros(16, 2)), batch_size=4)
+    pins.on_iter(iter(data), data, 1)
+    assert pins.open == {1}
+    pins.not_on_cuda()
+    assert not pins.open
+    other = DataLoader(TensorDataset(torch.zeros(16, 2)), batch_size=4)
+    pins.on_iter(iter(other), other, 2)  # a loader built later (a validation loader)
+    assert not pins.open
