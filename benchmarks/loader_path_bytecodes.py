@@ -13,7 +13,9 @@ so every batch reaches the per-loader sums), the ``+ DataLoader hooks`` rung's i
 ``cputime.LONG_FETCH``) have their clocks read at every 8th. Tracing makes every fetch
 long, which would read them at every fetch: ``LONG_FETCH`` is set out of reach while
 counting, so the count follows the untraced run's schedule (``--long-fetches`` keeps it:
-every fetch read, the clocks' upper bound).
+every fetch read, the clocks' upper bound). Where a version folds the per-loader sums on the
+channel thread (``LoaderSites.fold``), that fold's bytecodes a batch are counted apart: off
+the training thread, but on a one-core machine still the training's CPU.
 
     OMP_NUM_THREADS=1 python benchmarks/loader_path_bytecodes.py
     OMP_NUM_THREADS=1 PYTHONPATH=/tmp/old python benchmarks/loader_path_bytecodes.py   # another version
@@ -81,6 +83,54 @@ def count(steps: int, long_fetches: bool) -> tuple[collections.Counter[str], col
     return ops, calls
 
 
+def fold_count(batches: int) -> float | None:
+    """Bytecodes a batch of ``LoaderSites.fold`` (the channel thread's share of the per-loader
+    sums, where a version folds them there; None where it has no fold): ``batches`` batches
+    of one iterator logged untraced, then one fold traced, as the channel thread runs it."""
+    from mpsprofiler.probe import loader_sites
+
+    if not hasattr(loader_sites.LoaderSites, "fold"):
+        return None
+
+    class Iterator:
+        def __init__(self) -> None:
+            self._num_yielded = 0
+
+        def _next_index(self) -> int:
+            return 0
+
+    sites = loader_sites.LoaderSites(lambda d: None, lambda: 0)
+    loader = type("Loader", (), {})()
+    sites._sites[loader] = loader_sites.Site(1, "train.py", 1)
+    it = Iterator()
+    sites.on_iter(it, loader, {"created": 1})
+    for k in range(WARM + batches):
+        if k == WARM:
+            sites.fold()  # the warm batches folded untraced
+        it._num_yielded += 1
+        sites.on_fetch(it, 4e-5, (0, 1), k * 5e-4, k)
+        timer = it.__dict__.get("_next_index")
+        if timer is not None:
+            timer()
+    ops = [0]
+
+    def local(frame: FrameType, event: str, arg: Any) -> Any:
+        if event == "opcode":
+            ops[0] += 1
+        return local
+
+    def tracer(frame: FrameType, event: str, arg: Any) -> Any:
+        frame.f_trace_opcodes = True
+        return local
+
+    sys.settrace(tracer)
+    try:
+        sites.fold()
+    finally:
+        sys.settrace(None)
+    return ops[0] / batches
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--steps", type=int, default=800)
@@ -94,6 +144,9 @@ def main() -> None:
     print(f"  bytecodes a batch {sum(ops.values()) / n:.1f}, Python calls a batch {sum(calls.values()) / n:.2f}")
     for name, k in ops.most_common():
         print(f"  {name:45s} {k / n:7.1f} bytecodes  {calls[name] / n:5.2f} calls")
+    folded = fold_count(n)
+    if folded is not None:
+        print(f"  the per-loader sums' fold (the channel thread, LoaderSites.fold): {folded:.1f} bytecodes a batch")
 
 
 if __name__ == "__main__":

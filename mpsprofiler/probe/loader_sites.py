@@ -99,8 +99,10 @@ batch or a timed batch due for an index draw, never on the steady path): bounds 
 no channel thread folds it (no channel) or one falls behind."""
 _ITER = 0
 _INDEX = 1
-"""The tags of the log's rare records, ``(tag, site, value)``: an iterator's start (its
-fields, or None) and a timed index draw (its seconds). A batch's record has five fields."""
+_NEVER = float("inf")
+"""The tags of the log's rare records, ``(tag, site, value, None, None)``: an iterator's
+start (its fields, or None) and a timed index draw (its seconds). A batch's record is
+``(entry, seconds, arrival, step, _num_yielded)``: five fields both, unpacked alike."""
 INDEX_EXACT = cputime.EXACT_FETCHES
 INDEX_EVERY = cputime.READ_EVERY
 """A loader's index draws of its first ``INDEX_EXACT`` timed fetches are timed, then every
@@ -205,7 +207,7 @@ class LoaderSites:
         if site is None:
             return
         log = self._log
-        log.append((_ITER, site, dict(fields) if fields is not None else None))  # (folded in order)
+        log.append((_ITER, site, dict(fields) if fields is not None else None, None, None))  # (folded in order)
         if len(log) > MAX_LOG:
             self.fold()
         iters, key = self._iters, id(it)
@@ -280,44 +282,77 @@ class LoaderSites:
             return
         records = log[:n]
         del log[:n]  # only the records taken: one appended since then stays
-        for record in records:
-            if len(record) != 5:
-                tag, site, value = record
-                if tag == _ITER:
-                    if value is not None:
-                        site.fields = value
-                    site.iters += 1
-                else:
-                    site.index_s += value
-                    site.index_calls += 1
-                continue
-            entry, seconds, end, step, yielded = record
-            site = entry[1]
-            state = entry[2]
-            last_end, last_step = state[0], state[2]
-            state[0], state[2] = end, step
-            if last_end is None:  # an iterator's first batch: summed apart
+        k = 0
+        while k < n:
+            tag, site, value, _, _ = records[k]
+            if tag == _ITER:
+                if value is not None:
+                    site.fields = value
+                site.iters += 1
+                k += 1
+            elif tag == _INDEX:
+                site.index_s += value
+                site.index_calls += 1
+                k += 1
+            else:
+                k = self._fold_run(records, k)
+
+    def _fold_run(self, records: list[tuple[Any, ...]], start: int) -> int:
+        """Fold the batches of one iterator from ``records[start]`` on, up to the first record
+        of anything else; returns that record's index. The sums are local variables over
+        the run (one loader's batches come in long runs), written back where it ends or an
+        update goes out: the same additions, in the same order, as one batch at a time."""
+        entry = records[start][0]
+        site: Site = entry[1]
+        state = entry[2]
+        last_end, last_step = state[0], state[2]
+        fetches, fetch_s = site.fetches, site.fetch_s
+        consumes, consume_s, consume_steps = site.consumes, site.consume_s, site.consume_steps
+        tail_step, tail_fetches, tail_fetch_s = site.tail_step, site.tail_fetches, site.tail_fetch_s
+        update_at: float = site.next_update if site.fields else _NEVER
+        k = start
+        for k, (owner, seconds, end, step, yielded) in enumerate(records[start:], start):
+            if owner is not entry:
+                if owner == _INDEX:  # a timed index draw (1 batch in 8): it need not end the run
+                    _, drawn, index_s, _, _ = records[k]
+                    drawn.index_s += index_s
+                    drawn.index_calls += 1
+                    continue
+                break
+            if last_end is None:  # the iterator's first batch: summed apart
                 site.first_fetches += 1
                 site.first_fetch_s += seconds
+                last_end, last_step = end, step
                 continue
             # a new pass of the same iterator (persistent workers) has no gap before its first batch
             if yielded != 1:
                 gap = end - seconds - last_end
                 if gap >= 0.0:
-                    site.consumes += 1
-                    site.consume_s += gap
+                    consumes += 1
+                    consume_s += gap
             if step != last_step:  # (both None where steps are not counted)
-                site.consume_steps += 1
-            k = site.fetches = site.fetches + 1
-            site.fetch_s += seconds
-            if step != site.tail_step:
-                site.tail_step, site.tail_fetches, site.tail_fetch_s = step, 1, seconds
+                consume_steps += 1
+            last_end, last_step = end, step
+            fetches += 1
+            fetch_s += seconds
+            if step != tail_step:
+                tail_step, tail_fetches, tail_fetch_s = step, 1, seconds
             else:
-                site.tail_fetches += 1
-                site.tail_fetch_s += seconds
-            if k >= site.next_update and site.fields:
-                site.next_update *= 2
+                tail_fetches += 1
+                tail_fetch_s += seconds
+            if fetches >= update_at:
+                site.fetches, site.fetch_s = fetches, fetch_s
+                site.consumes, site.consume_s, site.consume_steps = consumes, consume_s, consume_steps
+                site.next_update *= 2  # (update_at was it: the site's fields were set)
+                update_at = site.next_update
                 self.update(site)
+        else:
+            k = len(records)
+        state[0], state[2] = last_end, last_step
+        site.fetches, site.fetch_s = fetches, fetch_s
+        site.consumes, site.consume_s, site.consume_steps = consumes, consume_s, consume_steps
+        site.tail_step, site.tail_fetches, site.tail_fetch_s = tail_step, tail_fetches, tail_fetch_s
+        return k
 
     @staticmethod
     def arm(it: Any, entry: tuple[weakref.ref[Any], Site, list[Any]], log: list[tuple[Any, ...]]) -> None:
@@ -434,7 +469,7 @@ def _index_timer(ref: weakref.ref[Any], site: Site, log: list[tuple[Any, ...]]) 
             return method(it)
         t0 = perf_counter()
         index = method(it)  # StopIteration (the pass's end) leaves the sums alone
-        log.append((_INDEX, site, perf_counter() - t0))
+        log.append((_INDEX, site, perf_counter() - t0, None, None))
         return index
 
     # a sampler's warning names torch's caller (or its own), not this stand-in
