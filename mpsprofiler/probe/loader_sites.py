@@ -83,6 +83,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import cputime
+from .appended import take
 
 _SKIP = tuple(
     os.path.dirname(p) + os.sep
@@ -173,8 +174,7 @@ class LoaderSites:
         self._torch_dir: str | None = None
         self._log: list[tuple[Any, ...]] = []
         """Batches, iterator starts and index draws not folded yet (see the module docstring):
-        appended by the training thread (``list.append`` is atomic), taken from the front by
-        :meth:`fold` under ``_lock``."""
+        appended by the training thread, taken by :meth:`fold` under ``_lock`` (appended.py)."""
         self._lock = threading.Lock()
 
     def on_created(self, loader: Any) -> None:
@@ -276,12 +276,8 @@ class LoaderSites:
 
     def _fold(self) -> None:
         """:meth:`fold`'s work; the caller holds ``_lock``."""
-        log = self._log
-        n = len(log)
-        if not n:
-            return
-        records = log[:n]
-        del log[:n]  # only the records taken: one appended since then stays
+        records = take(self._log)
+        n = len(records)
         k = 0
         while k < n:
             tag, site, value, _, _ = records[k]

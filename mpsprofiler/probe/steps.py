@@ -54,6 +54,7 @@ from typing import Any
 
 from .. import events
 from ..devices import DeviceBackend
+from .appended import take
 from .cputime import EXACT_FETCHES, LONG_FETCH, READ_EVERY, FetchClock, ThreadClock
 from .step_aggregate import ALLOC_EVERY, aggregate_rows, columns, fold_columns, merge_fetch, steps_payload
 
@@ -230,12 +231,10 @@ class StepTracker:
         """Move the closed steps' rows into the columns, or past the detail into the
         aggregate (the caller holds the lock; the training thread may append meanwhile).
         Column by column: this thread holds the GIL the training needs, so briefly."""
-        rows = self._rows
-        n = len(rows)
+        batch = take(self._rows)  # (appended.py: a row appended meanwhile stays)
+        n = len(batch)
         if not n:
             return
-        batch = rows[:n]
-        del rows[:n]  # only the rows taken: one appended since then stays
         k = 0
         for row in batch:  # how many stay detailed (the fast-step check moves the end)
             i = row[0]
