@@ -60,7 +60,7 @@ nothing alive that the script dropped. Updates go out as the loader's ``dataload
 event again, with more fetches each time (doubling), so the recording stays small.
 
 The sums are not added on the training thread (issue 34: they were the largest Python
-function of its step): each batch appends one tuple to a log (:meth:`LoaderSites.on_fetch`),
+function of its step): each batch adds one record to a log (:meth:`LoaderSites.on_fetch`),
 as the step tracker appends its closed steps' rows, and the probe's channel thread folds the
 log into the sums and sends the updates due (:meth:`LoaderSites.fold`, at each of its
 wakes; :meth:`LoaderSites.flush` folds the rest at exit). An iterator's start and a timed
@@ -94,16 +94,18 @@ KEPT_SITES = 256
 keeps the newest ones; older ones were reported as they grew (``FIRST_UPDATE``)."""
 FIRST_UPDATE = 16
 """The first per-loader update after this many timed fetches; then at 2x, 4x, ..."""
-MAX_LOG = 8_192
-"""Records the log holds before the training thread folds it itself (at an iterator's first
-batch or a timed batch due for an index draw, never on the steady path): bounds the log where
-no channel thread folds it (no channel) or one falls behind."""
-_ITER = 0
-_INDEX = 1
+RECORD = 5
+"""Items a record of the log has (see :class:`LoaderSites`'s ``_log``)."""
+MAX_LOG = 8_192 * RECORD
+"""Items (``RECORD`` a record) the log holds before the training thread folds it itself (at an
+iterator's first batch or a timed batch due for an index draw, never on the steady path):
+bounds the log where no channel thread folds it (no channel) or one falls behind."""
+_ITER = "iter"
+_INDEX = "index"
+"""The tags of the log's rare records, ``tag, site, value, None, None``: an iterator's start
+(its fields, or None) and a timed index draw (its seconds). A batch's record is ``entry,
+seconds, arrival, step, _num_yielded``: five items both, read alike."""
 _NEVER = float("inf")
-"""The tags of the log's rare records, ``(tag, site, value, None, None)``: an iterator's
-start (its fields, or None) and a timed index draw (its seconds). A batch's record is
-``(entry, seconds, arrival, step, _num_yielded)``: five fields both, unpacked alike."""
 INDEX_EXACT = cputime.EXACT_FETCHES
 INDEX_EVERY = cputime.READ_EVERY
 """A loader's index draws of its first ``INDEX_EXACT`` timed fetches are timed, then every
@@ -173,8 +175,13 @@ class LoaderSites:
         every batch, where a ``WeakKeyDictionary`` makes a weak reference per lookup."""
         self._torch_dir: str | None = None
         self._log: list[tuple[Any, ...]] = []
-        """Batches, iterator starts and index draws not folded yet (see the module docstring):
-        appended by the training thread, taken by :meth:`fold` under ``_lock`` (appended.py)."""
+        """Batches, iterator starts and index draws not folded yet (see the module docstring),
+        ``RECORD`` items each: the training thread extends it by a record at once
+        (``list.extend`` of a tuple, atomic as ``append`` is), :meth:`fold` takes it under
+        ``_lock`` (appended.py). Flat, not a list of tuples: a record lives until the fold
+        (up to the channel's interval), and a tuple kept that long per batch cost the
+        training thread ~2.4 k instructions a batch in the allocator and the garbage
+        collector (benchmarks/RESULTS.md, session 56); the passing tuple is freed at once."""
         self._lock = threading.Lock()
 
     def on_created(self, loader: Any) -> None:
@@ -207,7 +214,7 @@ class LoaderSites:
         if site is None:
             return
         log = self._log
-        log.append((_ITER, site, dict(fields) if fields is not None else None, None, None))  # (folded in order)
+        log.extend((_ITER, site, dict(fields) if fields is not None else None, None, None))  # (folded in order)
         if len(log) > MAX_LOG:
             self.fold()
         iters, key = self._iters, id(it)
@@ -241,7 +248,7 @@ class LoaderSites:
             step = self._step()
         # _num_yielded: torch's count of the pass's batches (a persistent iterator's new pass
         # resets it, _BaseDataLoaderIter._reset), read now: the fold comes later
-        self._log.append((entry, seconds, end, step, it._num_yielded))  # type: ignore[union-attr]
+        self._log.extend((entry, seconds, end, step, it._num_yielded))  # type: ignore[union-attr]
         site = entry[1]
         if entry[2][3]:
             n = site.taken = site.taken + 1
@@ -275,46 +282,39 @@ class LoaderSites:
             self._fold()
 
     def _fold(self) -> None:
-        """:meth:`fold`'s work; the caller holds ``_lock``."""
-        records = take(self._log)
-        n = len(records)
-        k = 0
-        while k < n:
-            tag, site, value, _, _ = records[k]
-            if tag == _ITER:
-                if value is not None:
-                    site.fields = value
-                site.iters += 1
-                k += 1
-            elif tag == _INDEX:
-                site.index_s += value
-                site.index_calls += 1
-                k += 1
-            else:
-                k = self._fold_run(records, k)
-
-    def _fold_run(self, records: list[tuple[Any, ...]], start: int) -> int:
-        """Fold the batches of one iterator from ``records[start]`` on, up to the first record
-        of anything else; returns that record's index. The sums are local variables over
-        the run (one loader's batches come in long runs), written back where it ends or an
-        update goes out: the same additions, in the same order, as one batch at a time."""
-        entry = records[start][0]
-        site: Site = entry[1]
-        state = entry[2]
-        last_end, last_step = state[0], state[2]
-        fetches, fetch_s = site.fetches, site.fetch_s
-        consumes, consume_s, consume_steps = site.consumes, site.consume_s, site.consume_steps
-        tail_step, tail_fetches, tail_fetch_s = site.tail_step, site.tail_fetches, site.tail_fetch_s
-        update_at: float = site.next_update if site.fields else _NEVER
-        k = start
-        for k, (owner, seconds, end, step, yielded) in enumerate(records[start:], start):
+        """:meth:`fold`'s work; the caller holds ``_lock``. One pass over the records: the sums
+        of the iterator whose batches come now are local variables (one loader's batches come
+        in long runs), written back where its run ends or an update goes out: the same
+        additions, in the same order, as one batch at a time."""
+        items = iter(take(self._log))
+        entry: Any = None
+        site: Any = None
+        state: Any = None
+        last_end = last_step = tail_step = None
+        fetches = consumes = consume_steps = tail_fetches = 0
+        fetch_s = consume_s = tail_fetch_s = 0.0
+        update_at: float = _NEVER
+        for owner, seconds, end, step, yielded in zip(items, items, items, items, items, strict=False):  # (whole records)
             if owner is not entry:
-                if owner == _INDEX:  # a timed index draw (1 batch in 8): it need not end the run
-                    _, drawn, index_s, _, _ = records[k]
-                    drawn.index_s += index_s
-                    drawn.index_calls += 1
+                if owner is _INDEX:  # (_INDEX, site, seconds): a timed index draw need not end a run
+                    seconds.index_s += end
+                    seconds.index_calls += 1
                     continue
-                break
+                if entry is not None:
+                    _put(site, state, last_end, last_step, fetches, fetch_s, consumes, consume_s, consume_steps,
+                         tail_step, tail_fetches, tail_fetch_s)
+                    entry = None
+                if owner is _ITER:  # (_ITER, site, fields or None): an iterator's start
+                    if end is not None:
+                        seconds.fields = end
+                    seconds.iters += 1
+                    continue
+                entry, site, state = owner, owner[1], owner[2]
+                last_end, last_step = state[0], state[2]
+                fetches, fetch_s = site.fetches, site.fetch_s
+                consumes, consume_s, consume_steps = site.consumes, site.consume_s, site.consume_steps
+                tail_step, tail_fetches, tail_fetch_s = site.tail_step, site.tail_fetches, site.tail_fetch_s
+                update_at = site.next_update if site.fields else _NEVER
             if last_end is None:  # the iterator's first batch: summed apart
                 site.first_fetches += 1
                 site.first_fetch_s += seconds
@@ -337,18 +337,14 @@ class LoaderSites:
                 tail_fetches += 1
                 tail_fetch_s += seconds
             if fetches >= update_at:
-                site.fetches, site.fetch_s = fetches, fetch_s
-                site.consumes, site.consume_s, site.consume_steps = consumes, consume_s, consume_steps
+                _put(site, state, last_end, last_step, fetches, fetch_s, consumes, consume_s, consume_steps,
+                     tail_step, tail_fetches, tail_fetch_s)
                 site.next_update *= 2  # (update_at was it: the site's fields were set)
                 update_at = site.next_update
                 self.update(site)
-        else:
-            k = len(records)
-        state[0], state[2] = last_end, last_step
-        site.fetches, site.fetch_s = fetches, fetch_s
-        site.consumes, site.consume_s, site.consume_steps = consumes, consume_s, consume_steps
-        site.tail_step, site.tail_fetches, site.tail_fetch_s = tail_step, tail_fetches, tail_fetch_s
-        return k
+        if entry is not None:
+            _put(site, state, last_end, last_step, fetches, fetch_s, consumes, consume_s, consume_steps,
+                 tail_step, tail_fetches, tail_fetch_s)
 
     @staticmethod
     def arm(it: Any, entry: tuple[weakref.ref[Any], Site, list[Any]], log: list[tuple[Any, ...]]) -> None:
@@ -448,6 +444,17 @@ class LoaderSites:
         return name, outer.f_lineno, func
 
 
+def _put(site: Site, state: list[Any], last_end: float | None, last_step: int | None, fetches: int, fetch_s: float,
+         consumes: int, consume_s: float, consume_steps: int, tail_step: int | None, tail_fetches: int,
+         tail_fetch_s: float) -> None:
+    """Write a run's sums (:meth:`LoaderSites._fold`'s local variables) back to its loader's
+    record and its iterator's state."""
+    state[0], state[2] = last_end, last_step
+    site.fetches, site.fetch_s = fetches, fetch_s
+    site.consumes, site.consume_s, site.consume_steps = consumes, consume_s, consume_steps
+    site.tail_step, site.tail_fetches, site.tail_fetch_s = tail_step, tail_fetches, tail_fetch_s
+
+
 def _index_timer(ref: weakref.ref[Any], site: Site, log: list[tuple[Any, ...]]) -> Callable[[], Any]:
     """The one-call stand-in for ``ref()``'s ``_next_index`` (see :meth:`LoaderSites.arm`);
     its time goes to ``log`` (:meth:`LoaderSites.fold` adds it to ``site``'s sums)."""
@@ -465,7 +472,7 @@ def _index_timer(ref: weakref.ref[Any], site: Site, log: list[tuple[Any, ...]]) 
             return method(it)
         t0 = perf_counter()
         index = method(it)  # StopIteration (the pass's end) leaves the sums alone
-        log.append((_INDEX, site, perf_counter() - t0, None, None))
+        log.extend((_INDEX, site, perf_counter() - t0, None, None))
         return index
 
     # a sampler's warning names torch's caller (or its own), not this stand-in
