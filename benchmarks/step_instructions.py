@@ -171,12 +171,27 @@ def framework_child(framework: str, steps: int, probe: Any, idle_thread: bool) -
 
 def measure(variant: str, width: int | str, steps: int, python: str, baseline: str | None = None) -> dict[str, Any]:
     """Run one case under callgrind; instructions of its counted window, per step."""
+    args = ["--child", variant, str(width), str(steps), "--warm", str(WARM)] + (
+        ["--baseline", baseline] if baseline else [])  # fmt: skip
+    threads, rest = count_window(python, os.path.abspath(__file__), args, f"{variant} width {width}")
+    main_thread = threads[min(threads)]  # the first thread is the one that trains
+    sampled = re.search(r"SAMPLES (\d+)", rest)
+    # each case as it ends (a run of all of them takes long): nothing is lost to a later failure
+    print(f"  {variant}, width {width}: {main_thread / steps:,.0f} instructions per step "
+          f"(threads {threads})", file=sys.stderr, flush=True)
+    return {"variant": variant, "width": width, "steps": steps, "instructions": main_thread,
+            "per_step": main_thread / steps, "other_threads": sum(threads.values()) - main_thread,
+            "samples": int(sampled.group(1)) if sampled else None}
+
+
+def count_window(python: str, script: str, args: list[str], label: str) -> tuple[dict[int, int], str]:
+    """Run ``script args`` under callgrind, instrumented only between the child's READY and
+    DONE (each answered by a line on its stdin): the instructions per thread in that window
+    and what the child printed after it."""
     out_dir = tempfile.mkdtemp(prefix="mpsprof-callgrind-")
     try:
         cmd = ["valgrind", "--tool=callgrind", "--instr-atstart=no", "--separate-threads=yes",
-               f"--callgrind-out-file={out_dir}/cg.out", python, os.path.abspath(__file__),
-               "--child", variant, str(width), str(steps), "--warm", str(WARM)] + (
-                   ["--baseline", baseline] if baseline else [])  # fmt: skip
+               f"--callgrind-out-file={out_dir}/cg.out", python, script, *args]
         env = {**os.environ, "OMP_NUM_THREADS": "1"}
         proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 text=True, env=env)  # fmt: skip
@@ -187,7 +202,7 @@ def measure(variant: str, width: int | str, steps: int, python: str, baseline: s
             while line and not line.startswith(word):
                 line = proc.stdout.readline()  # type: ignore[union-attr]
             if not line:
-                raise RuntimeError(f"{variant} width {width}: no {word}: {proc.stderr.read()[-2000:]}")  # type: ignore[union-attr]
+                raise RuntimeError(f"{label}: no {word}: {proc.stderr.read()[-2000:]}")  # type: ignore[union-attr]
 
         def control(switch: str) -> None:
             subprocess.run(["callgrind_control", "-i", switch, str(proc.pid)], check=True, capture_output=True)
@@ -202,18 +217,11 @@ def measure(variant: str, width: int | str, steps: int, python: str, baseline: s
         proc.stdin.flush()
         rest, err = proc.communicate(timeout=600)
         if proc.returncode != 0:
-            raise RuntimeError(f"{variant} width {width}: rc {proc.returncode}: {err[-2000:]}")
+            raise RuntimeError(f"{label}: rc {proc.returncode}: {err[-2000:]}")
         threads = _thread_totals(out_dir)
         if not threads:
-            raise RuntimeError(f"{variant} width {width}: no callgrind output: {err[-2000:]}")
-        main_thread = threads[min(threads)]  # the first thread is the one that trains
-        sampled = re.search(r"SAMPLES (\d+)", rest)
-        # each case as it ends (a run of all of them takes long): nothing is lost to a later failure
-        print(f"  {variant}, width {width}: {main_thread / steps:,.0f} instructions per step "
-              f"(threads {threads})", file=sys.stderr, flush=True)
-        return {"variant": variant, "width": width, "steps": steps, "instructions": main_thread,
-                "per_step": main_thread / steps, "other_threads": sum(threads.values()) - main_thread,
-                "samples": int(sampled.group(1)) if sampled else None}
+            raise RuntimeError(f"{label}: no callgrind output: {err[-2000:]}")
+        return threads, rest
     finally:
         shutil.rmtree(out_dir, ignore_errors=True)
 
