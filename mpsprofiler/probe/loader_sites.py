@@ -174,14 +174,14 @@ class LoaderSites:
         """Live iterators by id, each with a weak reference to it (dropped with it): read at
         every batch, where a ``WeakKeyDictionary`` makes a weak reference per lookup."""
         self._torch_dir: str | None = None
-        self._log: list[tuple[Any, ...]] = []
+        self._log: list[Any] = []
         """Batches, iterator starts and index draws not folded yet (see the module docstring),
         ``RECORD`` items each: the training thread extends it by a record at once
         (``list.extend`` of a tuple, atomic as ``append`` is), :meth:`fold` takes it under
         ``_lock`` (appended.py). Flat, not a list of tuples: a record lives until the fold
-        (up to the channel's interval), and a tuple kept that long per batch cost the
-        training thread ~2.4 k instructions a batch in the allocator and the garbage
-        collector (benchmarks/RESULTS.md, session 56); the passing tuple is freed at once."""
+        (up to the channel's interval), and a tuple kept that long per batch is traversed by
+        the garbage collector and fills new pools (~0.6 k instructions a batch of the training
+        thread, callgrind: benchmarks/RESULTS.md, session 56); the passing tuple is freed at once."""
         self._lock = threading.Lock()
 
     def on_created(self, loader: Any) -> None:
@@ -347,7 +347,7 @@ class LoaderSites:
                  tail_step, tail_fetches, tail_fetch_s)
 
     @staticmethod
-    def arm(it: Any, entry: tuple[weakref.ref[Any], Site, list[Any]], log: list[tuple[Any, ...]]) -> None:
+    def arm(it: Any, entry: tuple[weakref.ref[Any], Site, list[Any]], log: list[Any]) -> None:
         """Time ``it``'s next index draw: an attribute of the iterator that shadows the
         class's ``_next_index`` for one call (torch calls ``self._next_index()``), records
         its time in the loader's sums and removes itself. It holds the iterator weakly, as
@@ -455,7 +455,7 @@ def _put(site: Site, state: list[Any], last_end: float | None, last_step: int | 
     site.tail_step, site.tail_fetches, site.tail_fetch_s = tail_step, tail_fetches, tail_fetch_s
 
 
-def _index_timer(ref: weakref.ref[Any], site: Site, log: list[tuple[Any, ...]]) -> Callable[[], Any]:
+def _index_timer(ref: weakref.ref[Any], site: Site, log: list[Any]) -> Callable[[], Any]:
     """The one-call stand-in for ``ref()``'s ``_next_index`` (see :meth:`LoaderSites.arm`);
     its time goes to ``log`` (:meth:`LoaderSites.fold` adds it to ``site``'s sums)."""
     from .transparent import hide_from_warnings
