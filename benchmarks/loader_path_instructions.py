@@ -8,7 +8,10 @@ a step tracker and the DataLoader hooks (``probe/loader_hooks.py``'s ``install``
 probe installs them) around a loop that takes batches from an in-process DataLoader and
 ends a step per batch through the tracker's optimizer-step entry (the optimizer-counted
 loop's steady state). The same loop without the hooks (the tracker's steps still ended) is
-the reference; the difference is the path's own instructions, the same in every run.
+the reference; the difference is the path's instructions. Not the same in every run: glibc's
+``malloc`` (torch's allocations, ~1.7 M instructions a batch here) swings by 3-7 k a batch with
+the heap's state, as much as a change of the path (benchmarks/RESULTS.md, session 56), so
+compare several runs, or the eval loop's own share in ``callgrind_annotate`` (steady to ~100).
 
 The loader is built after the hooks (as a script's is under ``mpsprof run``: every batch
 reaches the per-loader sums); the fetch thresholds are out of reach as ``--quiet-schedule``
