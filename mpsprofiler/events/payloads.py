@@ -479,6 +479,9 @@ timing cost, over how much training, how often the budget held it back), ``copie
     grad_scaler: bool
     param_dtypes: list[str]
     n: int
+    steps: int
+    sampled_from: int
+    every: int
     busy_s: float
     host_s: float
     hold_s: float
