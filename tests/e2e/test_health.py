@@ -224,6 +224,9 @@ def test_steady_nan_is_named_by_its_window(steady_runs):
     assert facts["grad_norm_before_nan"] != facts["grad_norm_before_nan"]  # a float NaN
     assert facts["nonfinite_preceded_grad"] in ("not_finite_nan", "no_jump_nan")
     assert facts["grad_norm_first_bad_step"] == 200
+    # a NaN norm is the NaN itself, no explosion: the fix is the loss's log, not clipping
+    # (the script clips already); as in the every-step run, which reads the NaN before its norm
+    assert facts["nonfinite_fix_first"] == "lower_lr"
     if last + 1 < step:
         assert "first returned a non-finite gradient norm at step 200" in finding["evidence"]
 

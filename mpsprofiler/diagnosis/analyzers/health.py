@@ -82,11 +82,21 @@ def health_facts(session: Session) -> dict[str, Any]:
     # what to do first, as a code the rule file words (rules/nonfinite-loss.yaml phrases)
     if no_scaler:
         facts["nonfinite_fix_first"] = "scale_loss"
-    elif jump is not None and jump >= GRAD_JUMP:
+    elif _exploded(norm, jump):
         facts["nonfinite_fix_first"] = "clip_gradients"
     else:
         facts["nonfinite_fix_first"] = "lower_lr"
     return facts
+
+
+def _exploded(norm: float | None, jump: float | None) -> bool:
+    """Whether the gradients blew up before the loss: a norm ``GRAD_JUMP`` times its median,
+    or an infinite one. A NaN norm is no jump: it is the NaN itself (a log of a negative
+    number makes the loss and its gradients NaN in the same step), and clipping cures
+    nothing there."""
+    if norm is not None and math.isnan(norm):
+        return False
+    return jump is not None and jump >= GRAD_JUMP
 
 
 def _preceded(facts: dict[str, Any], last: float | None, last_step: Any, lr: float | None, lr_first: float | None,
