@@ -25,11 +25,19 @@ also compares device and inode before each write (:mod:`.channel`) for those.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
+import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
+
+GIVE_UP_S = 2.0
+"""How long the script's ``os.close`` waits for the lock before it closes without it. The
+probe holds the lock for a read or a write of a few milliseconds; a lock held longer was
+left held by a thread that is gone (a daemon thread stopped by the interpreter's shutdown
+in the middle of a sample): the script's close must never wait on it forever."""
 
 _lock = threading.RLock()
 _owned: set[int] = set()
@@ -58,15 +66,36 @@ def still_ours(fd: int) -> bool:
     return fd in _owned
 
 
+@contextlib.contextmanager
+def _script_side() -> Iterator[None]:
+    """The lock, as the script's close, closerange and dup2 take it: never at the
+    interpreter's shutdown, never for more than :data:`GIVE_UP_S`.
+
+    At shutdown the probe's channel thread (a daemon) is stopped wherever it is, also
+    inside a sample that holds the lock, and the lock stays held for good; objects freed
+    after that close descriptors in their ``__del__`` (a DataLoader iterator shutting its
+    workers down, from the traceback of the crash that ended the script): a wait there hung
+    the process instead of letting it exit with the crash's status."""
+    if sys.is_finalizing():
+        yield
+        return
+    got = _lock.acquire(timeout=GIVE_UP_S)
+    try:
+        yield
+    finally:
+        if got:
+            _lock.release()
+
+
 def _forget(first: int, stop: int) -> None:
-    for fd in [fd for fd in _owned if first <= fd < stop]:
+    for fd in [fd for fd in tuple(_owned) if first <= fd < stop]:  # (a snapshot: see _script_side)
         _owned.discard(fd)
 
 
 def _close(real: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(real)
     def close(fd: Any) -> Any:
-        with _lock:
+        with _script_side():
             try:
                 _forget(int(fd), int(fd) + 1)
             except (TypeError, ValueError, OverflowError):
@@ -78,7 +107,7 @@ def _close(real: Callable[..., Any]) -> Callable[..., Any]:
 def _closerange(real: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(real)
     def closerange(fd_low: Any, fd_high: Any) -> Any:
-        with _lock:
+        with _script_side():
             try:
                 _forget(int(fd_low), int(fd_high))
             except (TypeError, ValueError, OverflowError):
@@ -90,7 +119,7 @@ def _closerange(real: Callable[..., Any]) -> Callable[..., Any]:
 def _dup2(real: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(real)
     def dup2(fd: Any, fd2: Any, *args: Any, **kwargs: Any) -> Any:
-        with _lock:
+        with _script_side():
             try:
                 _forget(int(fd2), int(fd2) + 1)
             except (TypeError, ValueError, OverflowError):
