@@ -297,15 +297,17 @@ def test_mapping_needs_the_mac_op_in_this_torch(tmp_path: Path) -> None:
 
 
 def test_the_torch_version_is_read_without_importing_torch_or_the_package_metadata() -> None:
-    """The table's cache key and its notes name the installed torch as its distribution does
-    (``importlib.metadata.version``), read from ``torch/version.py``: a report's process
-    imports neither torch nor ``importlib.metadata`` for it."""
+    """The table's cache key and its notes name the installed torch as torch itself does
+    (``torch.__version__``, the same whether torch is loaded or not), read from
+    ``torch/version.py``: a report's process imports neither torch nor ``importlib.metadata``
+    for it. (PyPI's CUDA wheel says ``2.14.1+cu130`` there and ``2.14.1`` in its metadata.)"""
     import subprocess
     import sys
-    from importlib.metadata import version
+
+    import torch
 
     code = ("import sys; from mpsprofiler.kernels import readiness; print(readiness._torch_version()); "
             "print(sorted(m for m in ('torch', 'importlib.metadata') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=child_env(),
                          check=True).stdout.split("\n")
-    assert out[:2] == [version("torch"), "[]"]
+    assert out[:2] == [torch.__version__, "[]"]
