@@ -313,7 +313,7 @@ class LossWatch:
         fields: dict[str, Any] = {
             "what": "loss",
             "step": step,
-            "value": "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf"),
+            "value": _number(value),  # (non-finite here: its word)
             "checked": how,
             "last_finite_step": self.last_finite[0] if self.last_finite else None,
             "last_finite_loss": self.last_finite[1] if self.last_finite else None,
