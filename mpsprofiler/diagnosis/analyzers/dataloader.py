@@ -119,7 +119,7 @@ def dataloader_facts(session: Session) -> dict[str, Any]:
     # several loaders: the steps holding the restarts are not told apart (restarts empty),
     # so the steady wait holds their cost, which the rest of the waiting is weighed without
     cost = num(facts.get("respawn_cost_s")) or 0.0
-    if _startup_bound(facts, wait if restarts else max(0.0, wait - cost)):
+    if _startup_bound(facts, wait if restarts else max(0.0, wait - cost), _refills(facts, len(restarts))):
         spawned = facts.get("worker_start_method") in STARTUP_METHODS
         apart = isinstance(facts.get("worker_startup_cpu_s"), float) and facts["worker_startup_cpu_s"] > 0
         # the workers' CPU is measured between two memory samples inside the steady steps: a
@@ -177,7 +177,27 @@ STARTUP_ADVICE: dict[str, Any] = {"stall_advice": "restarts", "num_workers_reaso
 """The codes a stall dominated by worker start-up is worded with (rules/dataloader-stall.yaml)."""
 
 
-def _startup_bound(facts: dict[str, Any], steady_wait: float) -> bool:
+def _refills(facts: dict[str, Any], starts: int) -> float:
+    """Seconds of the epoch starts' extra waiting that persistent workers would wait too.
+
+    Workers kept alive do not build the next epoch's batches ahead: ``iter()`` on the
+    loader resumes them and only then puts the first indices (``_MultiProcessingDataLoaderIter
+    ._reset``, torch/utils/data/dataloader.py), so every epoch's first batch waits for one
+    worker to build it, restarted or not. A loader of 10 ms of CPU a sample (80 ms a batch,
+    forked workers starting in 40 ms) waited ~190 ms at each epoch start; counted whole as
+    start-up, it read as restart-bound in 1 run of 2 (the steady wait beside it was about
+    as large) and was told persistent workers instead of its CPU advice. Counted only where
+    a batch's CPU is known without the start-ups in it (forked workers, whose start-up is
+    measured apart, probe/worker_startup.py); spawned workers' batch CPU holds their
+    start-ups and is not subtracted (their start-up, a second or more, dwarfs it)."""
+    apart = isinstance(facts.get("worker_startup_cpu_s"), float) and facts["worker_startup_cpu_s"] > 0
+    batch_ms = num(facts.get("worker_cpu_ms"))
+    if not apart or batch_ms is None or starts <= 0:
+        return 0.0
+    return starts * batch_ms / 1000.0
+
+
+def _startup_bound(facts: dict[str, Any], steady_wait: float, refills: float = 0.0) -> bool:
     """The loader's waiting is its workers' start-up, not its loading: non-persistent
     workers of a loader built once whose epoch starts cost more than all the other waiting
     of the steady steps.
@@ -192,11 +212,12 @@ def _startup_bound(facts: dict[str, Any], steady_wait: float) -> bool:
     programs, held each epoch's first batch 774 ms, three times the other steps' waiting, and
     were told "num_workers=2 at most" (slower: 1.40 s against 1.14 s). A loader whose loading
     is the wait (CPU work, 10 ms a sample) waits longer in its steady steps than its epoch
-    starts cost: advised as before, whatever the start method."""
+    starts cost beyond the first batch's build that persistent workers wait too (``refills``,
+    see ``_refills``): advised as before, whatever the start method."""
     if facts.get("respawn_why") != "persistent":
         return False
     cost = facts.get("respawn_cost_s")
-    return isinstance(cost, (int, float)) and cost > 0 and cost >= steady_wait
+    return isinstance(cost, (int, float)) and cost > 0 and cost - refills >= steady_wait
 
 
 def _settings(loader: DataLoaderFields, workers: int | None) -> str:
