@@ -44,3 +44,8 @@ def test_the_same_wait_on_a_quiet_machine_is_still_a_stall() -> None:
     f = facts_of(quiet)
     assert f["loader_bound"] == "unknown" and f["others_busy_share"] < 0.25, f
     assert "dataloader-stall-critical" in {x.rule for x in diagnose(quiet).findings}
+    # no CPU samples at all (an older recording): nothing tells the machine was busy
+    unsampled = build_session(loaders=[loader(num_workers=2, prefetch_factor=2, len=1000)],
+                              rows=step_rows([0.04] * 100, waits=[0.03] * 100))
+    assert facts_of(unsampled)["others_busy_share"] is None
+    assert "dataloader-stall-critical" in {x.rule for x in diagnose(unsampled).findings}

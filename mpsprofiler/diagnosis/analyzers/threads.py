@@ -79,6 +79,8 @@ def thread_facts(session: Session) -> dict[str, Any]:
         "torch_threads_text": int(threads) if threads else None,
         "cores": int(cores) if cores else None,
         "omp_num_threads": env.get("omp_num_threads"),
+        # None where not measured (no CPU samples): the stall rules read it (a missing fact fails a condition)
+        "others_busy_share": None,
     }
     if not threads or not cores:
         return facts
