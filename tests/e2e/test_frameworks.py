@@ -168,6 +168,17 @@ def test_loader_fix_in_each_frameworks_terms() -> None:
     assert "`Trainer.get_eval_dataloader`, for evaluation" in loader_fix("transformers Trainer", 3, 4, "cpu", 8, side=True)
 
 
+def test_lightnings_loader_snippet_keeps_workers_only_for_a_loader_read_again() -> None:
+    """The snippet for a ``train_dataloader()`` the probe could not read back: without
+    ``persistent_workers=True`` for a loader read in one pass (the analyzer's ``loader_keeps``
+    ``single``), with it otherwise (no library needed)."""
+    from mpsprofiler.diagnosis.analyzers.framework import loader_fix
+
+    assert "persistent_workers=True" in loader_fix("lightning", 2, 4, "mps", 16)
+    once = loader_fix("lightning", 2, 4, "mps", 16, persistent=False)
+    assert "num_workers=2," in once and "prefetch_factor=4" in once and "persistent_workers" not in once, once
+
+
 def test_a_trainers_loader_fix_rewrites_its_training_arguments(tmp_path: Path) -> None:
     """The probe names the script's `trainer.train()` line for a Trainer's loader (the
     frameworks' frames are skipped); the fix is the script's TrainingArguments call with
@@ -302,11 +313,46 @@ def test_a_trainer_with_a_slow_collator_is_told_its_training_arguments(framework
     fix = stall[0]["fix"]
     workers = stall[0]["facts"].get("suggested_num_workers") or re.search(r"num_workers=(\d+)", fix).group(1)
     assert "TrainingArguments(" in fix and f"dataloader_num_workers={workers}," in fix
-    assert "dataloader_persistent_workers=True" in fix and "dataloader_pin_memory=False" in fix
+    assert "dataloader_pin_memory=False" in fix
     assert "site-packages" not in fix and "site-packages" not in stall[0]["evidence"]
     assert "the Trainer's training DataLoader (started at" in stall[0]["evidence"]
     assert "batch of None samples" not in stall[0]["evidence"]
     assert run.summary["dataloaders"][0]["batch_size"] == 8
+
+
+@pytest.mark.slow
+def test_a_trainer_that_reads_its_loader_in_one_pass_is_not_told_persistent_workers(
+        framework_runs: dict[str, Run]) -> None:
+    """``max_steps`` within the first epoch (30 updates of 2 batches over 60 batches): one
+    iterator over the training loader, so ``dataloader_persistent_workers=True`` keeps the
+    workers for a second pass there is none of (torch's ``DataLoader.__iter__`` reuses a
+    persistent iterator only from the second ``iter()`` on). The fix said to set it."""
+    run = framework_run(framework_runs, "trainer")
+    (trained,) = [d for d in run.summary["dataloaders"] if d.get("hook") == "get_train_dataloader"]
+    assert trained["iters"] == 1, trained
+    stall = next(f for f in run.summary["findings"] if f["rule"].startswith("dataloader-stall"))
+    code = fix_code(stall)
+    assert "dataloader_num_workers=" in code and "dataloader_num_workers=0" not in code, code
+    assert "persistent_workers" not in code, code
+    assert "read the loader in one pass" in " ".join(stall["fix"].split()), stall["fix"]
+
+
+@pytest.mark.slow
+def test_a_trainer_that_reads_its_loader_over_epochs_is_told_persistent_workers(tmp_path: Path) -> None:
+    """The clean side: the same 30 updates over a training set of 15, two epochs, two
+    iterators: the workers would start again at the second, and the fix keeps them."""
+    if not has("transformers", "accelerate"):
+        pytest.skip("needs transformers, accelerate (the frameworks extra)")
+    script, env, _, _ = RUNS["trainer"]
+    run = run_script(tmp_path, "trainer_epochs", script, {**env, "EPOCHS": "2"})
+    assert run.proc.returncode == 0, run.proc.stderr[-3000:]
+    assert run.printed("global_step") == 30
+    (trained,) = [d for d in run.summary["dataloaders"] if d.get("hook") == "get_train_dataloader"]
+    assert trained["iters"] == 2, trained
+    stall = next(f for f in run.summary["findings"] if f["rule"].startswith("dataloader-stall"))
+    code = fix_code(stall)
+    assert "dataloader_num_workers=" in code and "dataloader_persistent_workers=True" in code, code
+    assert "one pass" not in stall["fix"], stall["fix"]
 
 
 @pytest.mark.slow

@@ -1,7 +1,8 @@
 """A Hugging Face Trainer on a tiny BERT built from its config (random weights, no download).
 
 Env: STEPS (optimizer steps, default 40), ACCUM (gradient_accumulation_steps, default 1),
-COLLATE_SLEEP (seconds per batch in a slow data_collator, default 0), EVAL (1: eval each 10 steps).
+COLLATE_SLEEP (seconds per batch in a slow data_collator, default 0), EVAL (1: eval each 10 steps),
+EPOCHS (passes over the training set that the STEPS make, default 1: the set holds STEPS / EPOCHS updates).
 Prints the Trainer's own count: ``global_step N``.
 """
 
@@ -15,6 +16,7 @@ STEPS = int(os.environ.get("STEPS", "40"))
 ACCUM = int(os.environ.get("ACCUM", "1"))
 SLEEP = float(os.environ.get("COLLATE_SLEEP", "0"))
 EVAL = os.environ.get("EVAL") == "1"
+EPOCHS = int(os.environ.get("EPOCHS", "1"))
 SEQ = 16
 
 
@@ -49,7 +51,7 @@ def main():
         report_to=[], disable_tqdm=True, use_cpu=True, dataloader_num_workers=0,
         eval_strategy="steps" if EVAL else "no", eval_steps=10,
     )
-    trainer = Trainer(model=model, args=args, train_dataset=Synthetic(8 * STEPS * ACCUM),
+    trainer = Trainer(model=model, args=args, train_dataset=Synthetic(8 * STEPS * ACCUM // EPOCHS),
                       eval_dataset=Synthetic(32) if EVAL else None, data_collator=collate)
     trainer.train()
     print(f"global_step {trainer.state.global_step}", flush=True)

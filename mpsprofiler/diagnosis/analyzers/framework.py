@@ -58,18 +58,23 @@ def framework_facts(session: Session) -> dict[str, Any]:
     # only): the dataloader analyzer's decision, which titles the stall too
     side = loader.get("stall_subject") == "evaluation"
     # on the line after the rule's own fix: a blank line first makes it a paragraph of its own
+    # persistent workers where they start again (loader_place's own choice): not for a loader
+    # read in one pass (loader_role.single_pass) nor one built anew for each pass
+    persistent = bool(loader.get("persistent_workers")) or loader.get("loader_keeps") in ("once", "trainer_eval")
     facts["framework_loader_fix"] = "\n" + loader_fix(framework, workers, prefetch, session.device_kind,
-                                                      _int(loader.get("batch_size")), rewritten, side).rstrip("\n")
+                                                      _int(loader.get("batch_size")), rewritten, side,
+                                                      persistent).rstrip("\n")
     return facts
 
 
 def loader_fix(framework: str, workers: int, prefetch: int, device_kind: str | None, batch_size: int | None,
-               rewritten: bool = False, side: bool = False) -> str:
+               rewritten: bool = False, side: bool = False, persistent: bool = True) -> str:
     """The paragraph for ``framework`` (see the module docstring); markdown. The Trainer's
     ``TrainingArguments`` are the rule's own snippet (framework_place.py); ``rewritten``:
     the rule's snippet is the script's own DataLoader line; ``side``: the loader is read in a
     few steps only, the evaluation one (Lightning's ``val_dataloader()``, the Trainer's
-    ``get_eval_dataloader``)."""
+    ``get_eval_dataloader``); ``persistent``: the snippet keeps the workers between passes
+    (``persistent_workers=True``), which a loader read in one pass has no use for."""
     if framework == "transformers Trainer":
         pin = device_kind == "cuda"
         pin_note = ("page-locked batches copy to the GPU asynchronously" if pin
@@ -91,12 +96,13 @@ def loader_fix(framework: str, workers: int, prefetch: int, device_kind: str | N
         if rewritten:
             return f"{where}: the line above builds it (<{LIGHTNING_DOCS}>).\n"
         batch = f"batch_size={batch_size}, " if batch_size else ""
+        keep = "persistent_workers=True, " if persistent else ""
         return (
             f"{where}: change it there (<{LIGHTNING_DOCS}>):\n\n"
             "```python\n"
             f"def {hook}(self):\n"
             f"    return DataLoader({data}, {batch}{shuffle}num_workers={workers},\n"
-            f"                      persistent_workers=True, prefetch_factor={prefetch})\n"
+            f"                      {keep}prefetch_factor={prefetch})\n"
             "```\n"
         )
     if framework == "lightning fabric":

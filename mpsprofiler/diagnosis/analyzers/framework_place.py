@@ -179,10 +179,13 @@ def arguments_fix(file: str | None, line: int | None, changes: dict[str, str], c
 
 
 def trainer_place(session: Session, file: str | None, line: int | None, workers: int,
-                  side: bool = False) -> dict[str, Any] | None:
+                  side: bool = False, persistent: bool = True) -> dict[str, Any] | None:
     """``loader_name``, ``loader_place``, ``loader_where``, ``loader_code`` for a Trainer's
     loader; None when the run was not a Trainer's. ``side``: its evaluation loader (read in
-    a few steps only); the same ``TrainingArguments`` build both."""
+    a few steps only); the same ``TrainingArguments`` build both. ``persistent``: whether
+    the fix sets ``dataloader_persistent_workers=True`` (with workers): not for a loader
+    read in one pass (one epoch, or ``max_steps`` within the first), whose workers start
+    once anyway (torch's ``DataLoader.__iter__`` keeps them only for a next pass)."""
     if session.framework != "transformers Trainer":
         return None
     cwd = session.run.get("cwd")
@@ -194,7 +197,7 @@ def trainer_place(session: Session, file: str | None, line: int | None, workers:
         "loader_place": started,
     }
     changes = {TRAINER_LOADER_ARGUMENTS["num_workers"]: str(workers)}
-    if workers > 0:
+    if workers > 0 and persistent:
         changes[TRAINER_LOADER_ARGUMENTS["persistent_workers"]] = "True"
     fix = arguments_fix(file, line, changes, cwd)
     if fix.path is not None:

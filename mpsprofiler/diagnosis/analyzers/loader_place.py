@@ -307,7 +307,11 @@ def _place_facts(session: Session, loader: DataLoaderFields, suggested: int | No
     if n > 0 and not loader.get("persistent_workers") and rebuilt == 1 and starts != "single":
         changes["persistent_workers"] = "True"  # (a loader built anew each epoch starts its own anyway)
     out["loader_label"] = user_label(session, loader)
-    trainer = trainer_place(session, str(file) if file else None, int(line) if line else None, n, side)
+    # the Trainer's own setting keeps its evaluation loader too (loader_role.trainer_keeps): what
+    # it gains where its workers start again, nothing for a loader read in one pass
+    keep = n > 0 and not loader.get("persistent_workers") and starts in ("once", "trainer_eval")
+    trainer = trainer_place(session, str(file) if file else None, int(line) if line else None, n, side,
+                            persistent=keep)
     if trainer is not None:  # a Trainer's loader: its TrainingArguments (framework_place.py)
         out["loader_label"] = f"the Trainer's {'evaluation' if side else 'training'} DataLoader"
         out.update(trainer)
