@@ -12,7 +12,9 @@ its generic text.
 from __future__ import annotations
 
 import ast
+import io
 import os
+import tokenize
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -86,7 +88,7 @@ def find_call(tree: ast.Module, line: int, names: tuple[str, ...],
     return best[3], best[4]
 
 
-def _end(node: ast.stmt | ast.expr) -> int:
+def _end(node: ast.stmt | ast.expr | ast.keyword) -> int:
     return node.end_lineno or node.lineno
 
 
@@ -148,6 +150,14 @@ def rewrite_call(path: str, line: int, names: tuple[str, ...], changes: dict[str
     if not s0 <= c0 < c1 <= s1:
         return None
     indent = stmt.col_offset
+    if (call.end_lineno or call.lineno) > call.lineno and _has_comment(data[c0:c1].decode("utf-8")):
+        # a call written over lines with comments in it: its own text with the changes made
+        # in place, the comments where they were (rebuilt from its arguments, they were lost)
+        spliced = _splice(call, changes, positional or {}, at, data, lines)
+        if spliced is not None:
+            text = _apply(data[s0:s1], [(a - s0, b - s0, t) for a, b, t in spliced])
+            return Rewrite(path, stmt.lineno, _dedent(data[s0:s1].decode("utf-8"), indent),
+                           _dedent(text, indent), has_main_guard(tree))
     prefix = _dedent(data[s0:c0].decode("utf-8"), indent)
     suffix = _dedent(data[c1:s1].decode("utf-8"), indent)
     flat = f"{func}({', '.join(args)})"
@@ -157,6 +167,64 @@ def rewrite_call(path: str, line: int, names: tuple[str, ...], changes: dict[str
         new_call = f"{func}(\n" + "".join(f"    {a},\n" for a in args) + ")"
     before = _dedent(data[s0:s1].decode("utf-8"), indent)
     return Rewrite(path, stmt.lineno, before, prefix + new_call + suffix, has_main_guard(tree))
+
+
+def _has_comment(text: str) -> bool:
+    """Whether the call's text holds a ``#`` comment (a token, not a ``#`` in a string)."""
+    try:
+        return any(t.type == tokenize.COMMENT for t in tokenize.generate_tokens(io.StringIO(text).readline))
+    except (tokenize.TokenError, SyntaxError):
+        return "#" in text  # unreadable: kept as written rather than risk losing one
+
+
+def _splice(call: ast.Call, changes: dict[str, str], positional: dict[int, str],
+            at: Callable[[int, int], int], data: bytes, lines: list[str]) -> list[tuple[int, int, str]] | None:
+    """The edits (byte start, byte end, new text) that make ``call`` as written carry the
+    changes: a value written is replaced where it is, new keywords go after the last
+    argument in the call's layout (on lines of their own at its indent where the arguments
+    end their line, after its comment; else on its line), its trailing comma kept. None for
+    a call without arguments (nothing to follow)."""
+    nodes: list[ast.expr | ast.keyword] = [*call.args, *call.keywords]
+    if not nodes:
+        return None
+
+    def span(node: ast.expr) -> tuple[int, int]:
+        return at(node.lineno, node.col_offset), at(_end(node), node.end_col_offset or 0)
+
+    edits = [(*span(a), positional[i]) for i, a in enumerate(call.args) if i in positional]
+    edits += [(*span(kw.value), changes[kw.arg]) for kw in call.keywords if kw.arg is not None and kw.arg in changes]
+    written = {kw.arg for kw in call.keywords}
+    new = [f"{k}={v}" for k, v in changes.items() if k not in written]
+    if not new:
+        return edits
+    last = max(nodes, key=lambda n: (_end(n), n.end_col_offset or 0))
+    end = at(_end(last), last.end_col_offset or 0)
+    close = at(call.end_lineno or call.lineno, (call.end_col_offset or 1) - 1)  # the call's ``)``
+    rest = data[end:close].decode("utf-8")
+    skip = rest[:len(rest) - len(rest.lstrip(" \t)"))]  # a parenthesised argument's own ``)`` (ASCII)
+    comma = data[end + len(skip):end + len(skip) + 1] == b","
+    end += len(skip) + 1 if comma else skip.rfind(")") + 1
+    rest = data[end:close].decode("utf-8")
+    if "\n" not in rest:  # ``)`` on the last argument's line: the new ones after it
+        return [*edits, (end, end, (" " if comma else ", ") + ", ".join(new) + ("," if comma else ""))]
+    first = rest[:rest.index("\n")]  # the rest of the last argument's line: its comment
+    newline = "\r\n" if first.endswith("\r") else "\n"
+    line_text = lines[last.lineno - 1]
+    pad = line_text[:len(line_text) - len(line_text.lstrip())]
+    if last.lineno == call.lineno:  # the arguments start on the call's line: one level deeper
+        pad += "    "
+    brk = end + len(first.rstrip("\r").encode("utf-8"))
+    text = "".join(f"{newline}{pad}{a}" + ("," if i < len(new) - 1 or comma else "") for i, a in enumerate(new))
+    # without a comma after the last argument: one there, before its comment
+    return [*edits, *([] if comma else [(end, end, ",")]), (brk, brk, text)]
+
+
+def _apply(data: bytes, edits: list[tuple[int, int, str]]) -> str:
+    """``data`` with the edits (byte spans, none overlapping) made, from the last one back
+    (of two at one place, the later listed goes in first, so it ends up after the other)."""
+    for _, (a, b, text) in sorted(enumerate(edits), key=lambda e: (e[1][0], e[1][1], e[0]), reverse=True):
+        data = data[:a] + text.encode("utf-8") + data[b:]
+    return data.decode("utf-8")
 
 
 EDIT_SUFFIX = "_edit"
