@@ -152,7 +152,7 @@ def advise(
     out["num_workers_needed"] = needed
     helps = True
     best = None
-    split = fig.worker_wait_split() if workers else None
+    split = fig.worker_wait_split(workers) if workers else None
     out["worker_starved_ms"] = _r(split[2] * 1000.0 if split is not None else None)
     kind = what if what in CORE_KINDS else "unknown"
     # what the script does with each batch: train on it, or (a side loader) use it

@@ -158,11 +158,16 @@ class LoaderFigures:
             return None
         return self.workers_runq / self.window_batches
 
-    def worker_wait_split(self) -> tuple[float, float, float] | None:
-        """The training thread's wait per batch on workers: (queued, receiving, starved).
+    def worker_wait_split(self, workers: int = 1) -> tuple[float, float, float] | None:
+        """The training thread's wait per batch on ``workers`` workers: (queued, receiving, starved).
 
         ``queued``: ready to run but without a core, its own thread's or the worker's it
-        waited for (at most as long as it was blocked). ``receiving``: its CPU time taking
+        waited for (at most as long as it was blocked). The workers' queuing is summed over
+        all of them (the sampler's ``runq_workers_s``): where several work at once, their
+        queuing overlaps, and the training waits on one batch at a time, so only the sum
+        over the workers at work at once is in its way (:meth:`workers_at_once`). 4 workers
+        on 2 cores queued 20.5 ms a batch among them against 13.7 ms of wall time a batch.
+        ``receiving``: its CPU time taking
         the batch in (unpickling), plus as much again blocked: each tensor's shared memory
         is fetched from the worker in a round trip. ``starved``: the rest, when no batch
         was ready because the workers were busy loading; only that part more workers
@@ -176,10 +181,22 @@ class LoaderFigures:
         wait = self.wait * per
         cpu, runq_main = self.wait_cpu * per, self.wait_runq * per
         blocked = max(0.0, wait - cpu - runq_main)
-        runq = self.worker_runq_per_batch() or 0.0
+        runq = (self.worker_runq_per_batch() or 0.0) / self.workers_at_once(workers)
         queued = runq_main + min(blocked, runq)
         starved = max(0.0, blocked - min(blocked, runq) - cpu)
         return queued, cpu, starved
+
+    def workers_at_once(self, workers: int) -> float:
+        """How many of the ``workers`` were at work at once, as measured: their CPU and
+        run-queue time per batch over the wall time per batch (of the same window), at
+        least 1 and at most ``workers``. Time a worker sleeps or reads is not measured, so
+        this is a floor: the workers' queuing is never spread thinner than what their
+        measured time proves overlapped (1 where they kept up, mostly idle)."""
+        cpu, runq = self.worker_cpu_per_batch(), self.worker_runq_per_batch()
+        if workers <= 1 or cpu is None or runq is None or not self.window_s or not self.window_batches:
+            return 1.0
+        wall = self.window_s / self.window_batches
+        return min(float(workers), max(1.0, (cpu + runq) / wall))
 
     def handoff_ms(self, cpu: bool = False) -> float:
         """Estimated ms (of wall time, or of CPU) the training would spend taking one of
@@ -426,7 +443,7 @@ def classify(fig: LoaderFigures, workers: int, dataset: str | None, batch_size: 
         # busy programs were told to keep 4 and make each batch cheaper; 8 halve the wait)
         return "cpu"
     wait = fig.wait * fig.per_batch
-    split = fig.worker_wait_split()
+    split = fig.worker_wait_split(workers)
     if split is not None:
         queued, receiving, starved = split
         if starved < STARVED_SHARE * fig.dur * fig.per_batch:
