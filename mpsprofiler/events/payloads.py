@@ -176,6 +176,10 @@ class DataLoaderFields(Tagged, total=False):
     after_fetch_s: float
     """Of ``fetches`` and ``fetch_s``: those taken after the last step ended (sent at exit:
     an evaluation or test pass after the training, which no step waited for)."""
+    after_first_fetches: int
+    after_first_fetch_s: float
+    """Of ``first_fetches`` and ``first_fetch_s``: those taken after the last step ended (the
+    first batch of a pass begun there); absent in older recordings."""
     batch_tensors: int
     """Tensors in one of its batches (the first timed one): what a worker hands over."""
     batch_form: str

@@ -13,7 +13,10 @@ try`` must change that one alone. So the probe records, per loader:
 * ``after_fetches``/``after_fetch_s``: of those, the ones taken after the last step ended
   (sent at exit): a Lightning ``trainer.validate()``/``trainer.test()`` or a Trainer's
   ``evaluate()`` after training, whose waits are no step's. The steps' figures (the steps'
-  loaders' shares of their wait and batches) leave them out;
+  loaders' shares of their wait and batches) leave them out. ``after_first_fetches``/
+  ``after_first_fetch_s``: of the ``first_fetches`` below, those taken after the last step,
+  the first batch of a pass that began there (the k-fold script's last validation pass:
+  3 batches after the last step, counted 2 without it);
 * ``consumes``/``consume_s``: the gaps between one batch's arrival and the next request
   of the same iterator: what the script does per batch of this loader (a validation
   loader's batches are consumed by evaluation, not by the training steps);
@@ -148,6 +151,11 @@ class Site:
     at that count: at exit, those taken after the last step ended."""
     tail_fetches: int = 0
     tail_fetch_s: float = 0.0
+    tail_first_step: int | None = None
+    """As ``tail_step`` for the passes' first batches (``first_fetches``): the step count at
+    the latest of them, and how many (and their seconds) came at that count."""
+    tail_first_fetches: int = 0
+    tail_first_fetch_s: float = 0.0
     taken: int = 0
     """Timed batches counted on the training thread (``fetches`` is the fold's count, which
     lags behind it): the index draws' schedule."""
@@ -318,6 +326,11 @@ class LoaderSites:
             if last_end is None:  # the iterator's first batch: summed apart
                 site.first_fetches += 1
                 site.first_fetch_s += seconds
+                if step != site.tail_first_step:
+                    site.tail_first_step, site.tail_first_fetches, site.tail_first_fetch_s = step, 1, seconds
+                else:
+                    site.tail_first_fetches += 1
+                    site.tail_first_fetch_s += seconds
                 last_end, last_step = end, step
                 continue
             # a new pass of the same iterator (persistent workers) has no gap before its first batch
@@ -397,13 +410,17 @@ class LoaderSites:
     def _flush(self) -> None:
         step = self._step() if self._step is not None else None
         for site in list(self._every):
-            after = None
+            after: dict[str, Any] = {}
             if step is not None and site.tail_step == step and site.tail_fetches:
                 # fetched since the last step ended: no step waited for them
-                after = {"after_fetches": site.tail_fetches, "after_fetch_s": round(site.tail_fetch_s, 6)}
+                after.update(after_fetches=site.tail_fetches, after_fetch_s=round(site.tail_fetch_s, 6))
+            if step is not None and site.tail_first_step == step and site.tail_first_fetches:
+                # a pass begun since: its first batch too (a final evaluation's)
+                after.update(after_first_fetches=site.tail_first_fetches,
+                             after_first_fetch_s=round(site.tail_first_fetch_s, 6))
             # (or a pass begun since the last update whose first batch, never timed, was its only one)
             if site.fields and (site.fetches > site.sent or after or (site.sent and site.iters > site.sent_iters)):
-                self.update(site, after)
+                self.update(site, after or None)
 
     def _caller(self) -> tuple[str | None, int | None, tuple[str, int, str] | None, str | None]:
         """The script's line that built the loader, the call of the function it is in (the

@@ -21,7 +21,7 @@ from typing import Any, cast
 from ..events.payloads import DataLoaderFields
 
 SUMMED = ("fetches", "fetch_s", "first_fetches", "first_fetch_s", "consumes", "consume_s", "index_calls", "index_s",
-          "iters", "after_fetches", "after_fetch_s")
+          "iters", "after_fetches", "after_fetch_s", "after_first_fetches", "after_first_fetch_s")
 """Counters of one construction's batches: the loader's are their sums."""
 
 

@@ -40,3 +40,21 @@ def test_k_fold_batches_of_the_steps_and_of_the_loaders(tmp_path: Path) -> None:
 
     described = json.loads(SCHEMA.read_text())["properties"]["steps"]["properties"]["batches"]["description"]
     assert "after the last step" in described and "first_fetches" in described
+
+
+@pytest.mark.slow
+def test_the_batches_after_the_last_step_count_the_last_passs_first_one(tmp_path: Path) -> None:
+    """The last fold's validation pass begins after the last optimizer step: its 3 batches
+    are all after it, the first one (a first fetch) included, so the loaders' batches less
+    those after the last step are the steps' batches. The first was missing from the
+    counts after the last step: 2 of the pass's 3 (probe/loader_sites.py, at exit)."""
+    run = tmp_path / "run"
+    proc = mpsprof_cli("run", "--headless", "-o", str(run), str(SCRIPT), cwd=tmp_path, env=child_env(), timeout=180)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summary = read_summary(run)
+    train, val = sorted(summary["dataloaders"], key=lambda d: d["line"])
+    assert val["after_fetches"] + val["after_first_fetches"] == val["len"], val
+    assert val["after_first_fetches"] == 1 and not train.get("after_first_fetches"), (train, val)
+    after = sum((d.get("after_fetches") or 0) + (d.get("after_first_fetches") or 0) for d in summary["dataloaders"])
+    given = sum(d["fetches"] + d["first_fetches"] for d in summary["dataloaders"])
+    assert given - after == summary["steps"]["batches"], (given, after, summary["steps"])
