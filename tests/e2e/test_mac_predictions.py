@@ -150,3 +150,19 @@ def test_a_grad_scalers_own_float64_is_not_reported_but_the_scripts_is(tmp_path:
     assert plain["ops"]["float64"]["calls"] == 0, plain["ops"]["float64"]
     finding = next(f for f in own["findings"] if f["rule"] == "float64-mps")
     assert "amp_grad_scaler.py:28" in finding["evidence"] and "scaler.step" not in finding["evidence"], finding
+
+
+@pytest.mark.slow
+def test_the_mac_prediction_says_it_is_one_for_a_run_elsewhere(tmp_path: Path) -> None:
+    """A CPU run's mps-readiness finding said "On a Mac, 6 op(s) of this run would fall back
+    to the CPU": read as if this run had been on a Mac. It says now that the script would
+    do so if run on a Mac's MPS device, what this run used, and torch's source for what
+    happens to such an op there (the MPS fallback, MPSFallback.mm, and the docs page of
+    PYTORCH_ENABLE_MPS_FALLBACK)."""
+    summary = _run(tmp_path, REPO / "examples" / "fallback_ops.py", "--steps", "8")
+    finding = next(f for f in summary["findings"] if f["rule"] == "mps-readiness")
+    assert finding["title"].startswith("If this script ran on a Mac's GPU (MPS), "), finding["title"]
+    assert "On a Mac," not in finding["title"] and "of this run would" not in finding["title"], finding["title"]
+    evidence = " ".join(finding["evidence"].split())
+    assert evidence.startswith("A prediction for a Mac: this run used the CPU, not a Mac's GPU,"), evidence
+    assert "aten/src/ATen/mps/MPSFallback.mm" in evidence and "mps_environment_variables.html" in evidence, evidence

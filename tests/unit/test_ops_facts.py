@@ -114,6 +114,19 @@ def test_predicted_fallback_facts_and_rule() -> None:
     assert "cpu-fallback" not in found
 
 
+def test_the_mac_prediction_names_the_device_the_run_used() -> None:
+    """mps-readiness is a prediction for CPU and CUDA runs alike: its evidence names the
+    device this run used (the ``device_kind`` fact), so neither reads as a Mac's run."""
+    events, _ = run_example("fallback_ops", steps=7)  # (a CPU run: its facts stand for a CUDA one's too)
+    predicted = ops_facts(_stats(events), "cpu", {})
+    for device, used in (("cpu", "this run used the CPU, not a Mac's GPU,"),
+                         ("cuda", "this run used a CUDA GPU, not a Mac's,")):
+        facts = {**predicted, "device_kind": device}
+        finding = _findings(facts, device)["mps-readiness"]
+        assert finding.title.startswith("If this script ran on a Mac's GPU (MPS), "), finding.title
+        assert f"A prediction for a Mac: {used}" in " ".join(finding.evidence.split()), finding.evidence
+
+
 def test_a_run_that_already_enables_the_fallback_is_not_told_to_enable_it() -> None:
     """Sweep s52 a12: a Mac script sets ``os.environ["PYTORCH_ENABLE_MPS_FALLBACK"] = "1"``
     before ``import torch``; mps-readiness still said to set it, and ``patch`` "on the Mac, set
