@@ -73,6 +73,7 @@ def install(on_backward: Callable[[Any, float, float, bool], None], clock: Calla
 
     is_compiling = eager_is_compiling()  # at every backward pass: one C call (this code is SKIP for Dynamo)
     functional = _functorch_check(torch)
+    checking = _gradcheck_check(sys.modules.get("torch.autograd.gradcheck"))
 
     original = autograd._engine_run_backward
     torch_dir = os.path.dirname(torch.__file__) + os.sep
@@ -122,7 +123,9 @@ def install(on_backward: Callable[[Any, float, float, bool], None], clock: Calla
         if not outer and not is_compiling():
             if safe_point is not None and safe_point.pending is not None:
                 safe_point.run()  # (no pass of this thread is running: outside any op)
-            if not failed and not functional(t_outputs) and not _builds_graph(args, kwargs):
+            # (``autograd.grad`` passes alone are tested further: ``.backward()`` pays one dict read)
+            if not failed and not functional(t_outputs) and not (
+                    kwargs.get("accumulate_grad") is False and (_builds_graph(args, kwargs) or checking())):
                 if on_outputs is not None:
                     on_outputs(t_outputs)  # the loss check (probe/health.py): guards itself
                 try:
@@ -198,6 +201,7 @@ def install(on_backward: Callable[[Any, float, float, bool], None], clock: Calla
     _hide_from_dynamo(_engine_run_backward, recursive=False)
     _hide_from_dynamo(before, recursive=True)
     _hide_from_dynamo(after, recursive=True)
+    _hide_from_dynamo(checking, recursive=True)
     _engine_run_backward.__wrapped__ = original  # type: ignore[attr-defined]
     engine = Engine(autograd, graph, original, _engine_run_backward)
     engine.wrap()
@@ -285,6 +289,36 @@ def _builds_graph(args: Any, kwargs: Any) -> bool:
         return kwargs.get("accumulate_grad") is False and len(args) > 2 and bool(args[2])
     except Exception:
         return False
+
+
+def _gradcheck_check(module: Any) -> Callable[[], bool]:
+    """Whether a pass is one of ``torch.autograd.gradcheck``'s (or ``gradgradcheck``'s): the
+    numerical check the "Extending PyTorch" docs page gives for a custom
+    ``autograd.Function``, often run once before training. It calls ``torch.autograd.grad``
+    once per element of each output (torch/autograd/gradcheck.py,
+    ``_compute_analytical_jacobian_rows``): 1,922 passes from one line of a script before its
+    first optimizer step each closed a step (1,986 of 64), and their float64 inputs and
+    results made the run's op and leak findings (float64 ops "per step", tensors "kept").
+    Such a pass checks a function, it is no part of training: no step, no loss check. Asked
+    for ``autograd.grad`` passes only (``accumulate_grad=False``): a walk over the torch
+    frames above the engine entry to the first frame outside torch, a few frames."""
+    filename = getattr(module, "__file__", None)
+    if not filename:
+        return lambda: False
+    torch_dir = os.path.dirname(os.path.dirname(filename)) + os.sep
+
+    def checking() -> bool:
+        try:
+            frame: FrameType | None = sys._getframe(2)
+            while frame is not None and frame.f_code.co_filename.startswith(torch_dir):
+                if frame.f_code.co_filename == filename:
+                    return True
+                frame = frame.f_back
+            return False
+        except Exception:
+            return False
+
+    return checking
 
 
 class Site:

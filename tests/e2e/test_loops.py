@@ -355,3 +355,17 @@ def test_inner_gradients_that_build_a_graph_are_no_steps(tmp_path):
     assert summary["steps"]["count"] == updates == 40, summary["steps"]
     assert summary["steps"]["mode"] == "optimizer"
     assert "graph-kept-across-steps" not in {f["rule"] for f in summary["findings"]}, summary["findings"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("manual", ["0", "1"])
+def test_a_gradcheck_before_training_makes_no_steps_and_no_float64_warning(tmp_path, manual):
+    """``torch.autograd.gradcheck`` on a custom Function (the "Extending PyTorch" docs page's
+    advice) before training: its ~100 ``autograd.grad`` passes, all before the first optimizer
+    step, each closed a step (114 of 16, with an optimizer and without), and its float64
+    inputs made "19 float64 ops per step: MPS has no float64" (a warning on a float32 loop)."""
+    proc, summary, _ = mpsprof_run(tmp_path, "gradcheck_first.py", MANUAL=manual)
+    updates = int(re.search(r"updates (\d+)", proc.stdout).group(1))
+    assert summary["steps"]["count"] == updates == 16, summary["steps"]
+    assert summary["steps"]["mode"] == ("backward" if manual == "1" else "optimizer")
+    assert "float64-mps" not in {f["rule"] for f in summary["findings"]}, summary["findings"]
