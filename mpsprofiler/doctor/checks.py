@@ -165,7 +165,9 @@ def check_threads(env: EnvFields) -> Check:
             top = [t for t in extra.get("others_top") or [] if isinstance(t, dict) and "name" in t][:3]
             named = (" (top: " + ", ".join(f"{t['name']} {float(t.get('cores') or 0) * 100:.0f}%" for t in top)
                      + ")" if top else "")
-            detail += f" Other programs use {others:.1f} of {cores} cores{named}: about {j.cores_free:.1f} are free."
+            # what they leave, as measured (the judgement's cores_free is at least one core: "2.0
+            # of 2 cores ... about 1.0 are free"), as the rule's cores_left (analyzers/threads.py)
+            detail += f" Other programs use {others:.1f} of {cores} cores{named}: about {max(0.0, cores - others):.1f} are free."
         if j.oversubscribed:
             detail += (f" {j.ratio:.1f} busy threads per free core: oversubscribed, threads wait for each other.")
             if others >= 0.5:

@@ -365,6 +365,17 @@ def test_doctor_counts_physical_cores_like_the_rule() -> None:
     assert check_threads_of(torch_threads=2, cores_physical=2, cores_logical=4).status == "ok"
 
 
+def test_doctor_says_what_other_programs_leave_as_measured() -> None:
+    """A fresh clone's ``mpsprof doctor`` on a busy 2-core machine said "Other programs use
+    2.0 of 2 cores (...): about 1.0 are free": the judgement's free cores (at least one, for
+    the thread suggestion), not what was left. The run's rule words the measured figure
+    (``cores_left``, rules/thread-oversubscription.yaml); doctor now does too."""
+    busy = check_threads_of(torch_threads=1, cores_physical=2, cores_logical=2, others_busy_cores=2.0)
+    assert "Other programs use 2.0 of 2 cores: about 0.0 are free." in busy.detail, busy.detail
+    half = check_threads_of(torch_threads=1, cores_physical=2, cores_logical=2, others_busy_cores=0.6)
+    assert "about 1.4 are free" in half.detail, half.detail
+
+
 def check_threads_of(**env: Any) -> Check:
     from mpsprofiler.doctor import check_threads
 
