@@ -266,6 +266,10 @@ class StepsFields(Tagged, total=False):
     """Optimizers that step in one step, where more than one (a GAN's two: Lightning's
     ``global_step`` counts each of their steps)."""
     agg: StepAggregate
+    restart: bool
+    """True once, where training began after DataLoader-counted steps were sent (a
+    validation pass before training): the steps sent before this event were no training
+    steps, and this event's start again at 0 (probe/steps.py ``_training_begins``)."""
 
 
 class MemFields(Tagged, total=False):

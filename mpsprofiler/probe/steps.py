@@ -159,6 +159,9 @@ class StepTracker:
         self._fetches = 0
         self._may_hold = True
         """False once no optimizer step or backward pass can be seen (see no_training_signal)."""
+        self._restart = False
+        """The steps sent so far were no training steps (see :meth:`_training_begins`): said
+        with the next ``steps`` event."""
         self._provisional: float | None = None
         """Start of step 0 while the DataLoader-counted steps are provisional (None: none held)."""
         self.retracted = 0
@@ -302,6 +305,29 @@ class StepTracker:
         for fetch in fetches:
             self._add_fetch(*fetch)
 
+    def _training_begins(self) -> None:
+        """The first backward pass, optimizer step or ``mpsprofiler.step()`` after more than
+        ``PROVISIONAL`` DataLoader-counted steps were confirmed: those were the batches of a
+        pass without training before it (the untrained model's validation, a
+        ``trainer.validate()`` before ``fit``), not steps of a loop without training (88
+        validation batches made 188 steps of 100). Sent already, they cannot be folded into
+        step 0 as held ones are (:meth:`_retract`): those not sent yet are dropped, the next
+        ``steps`` event says ``restart`` (the session starts its step figures again), and the
+        numbering starts again at this step, 0, as after a retraction: the steps and every
+        instrument that numbers by them (op samples, loss and leak readings) agree, and the
+        analyzers that read a step's index as its position (warm-up) stay right. The batches
+        count as fetched ahead (``retracted``)."""
+        with self._lock:
+            take(self._rows)
+            self._cols = columns()
+            self._agg = None
+            self._restart = True
+        self.retracted += self.index
+        self.index = 0
+        self._block_end = None
+        self._detail_end = self._detail_limit
+        self.mode = "none"
+
     def _check_fast(self, i: int, end: float) -> None:
         """At each block's first step: were the last ``FAST_BLOCK`` steps fast? (One
         modulo per step; the detail ends after this step.)"""
@@ -353,6 +379,8 @@ class StepTracker:
             return
         if self._provisional is not None:
             self._retract()
+        elif mode == "dataloader":
+            self._training_begins()
         self.mode = "optimizer"
         key = _optimizer_key(optimizer)
         seen = self._seen
@@ -403,6 +431,8 @@ class StepTracker:
                 if self._bwd_start is None:
                     self._bwd_start = start
             return
+        if mode == "dataloader":
+            self._training_begins()
         if not reset and (site in self._bwd_seen or (self._bwd_cycle is not None and site in self._bwd_cycle)):
             self._add_backward(start, end)
             self._last_bwd_time = end  # a micro-batch: the step goes on
@@ -551,6 +581,8 @@ class StepTracker:
 
     def manual_step(self) -> None:
         self._retract()
+        if self.mode == "dataloader":
+            self._training_begins()
         self._started = True
         self.mode = "manual"
         self._close(self._clock())
@@ -589,8 +621,12 @@ class StepTracker:
             # swap in fresh containers; the training thread appends to the new ones
             self._cols = columns()
             self._agg = None
+            restart, self._restart = self._restart, False  # (with the steps it goes before)
         cycle = self._cycle if self.mode == "optimizer" else None
-        self._emit(events.KIND_STEPS, **steps_payload(cols, agg, self.mode, len(cycle) if cycle else None))
+        payload = steps_payload(cols, agg, self.mode, len(cycle) if cycle else None)
+        if restart:
+            payload["restart"] = True
+        self._emit(events.KIND_STEPS, **payload)
 
 
 def _optimizer_key(optimizer: Any) -> int:

@@ -255,6 +255,10 @@ class Session:
             self.dataloaders = merge_rebuilt(records)
 
     def _on_steps(self, ts: float, data: dict[str, Any]) -> None:
+        if data.get("restart") is True:
+            # the steps so far were a pass without training (StepStats._start_training): the
+            # samples' indices named those steps, not the training's, numbered from 0 again
+            self.ops.sampled.clear()
         self.steps.feed(cast(StepsFields, data))
 
     def _on_mem(self, ts: float, data: dict[str, Any]) -> None:

@@ -151,6 +151,8 @@ class StepStats:
 
     # -- folding ------------------------------------------------------------------
     def feed(self, data: StepsFields) -> None:
+        if data.get("restart") is True:
+            self._start_training()
         self.mode = data.get("mode") or self.mode
         optimizers = data.get("optimizers")
         if isinstance(optimizers, int) and not isinstance(optimizers, bool) and optimizers > 1:
@@ -173,6 +175,14 @@ class StepStats:
         agg = data.get("agg")
         if isinstance(agg, dict):
             self._add_aggregate(agg)
+
+    def _start_training(self) -> None:
+        """Training began after DataLoader-counted steps were sent (a validation pass of the
+        untrained model, longer than the probe holds such steps: probe/steps.py
+        ``_training_begins``): those were no training steps. Every figure starts again with
+        this event's steps, numbered from 0 again; the probe counts those batches as
+        fetched ahead."""
+        self.__init__(self.series.capacity)  # type: ignore[misc]
 
     def _add(self, p: StepPoint) -> None:
         self.count += 1

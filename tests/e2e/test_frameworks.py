@@ -127,6 +127,43 @@ def test_a_loop_without_training_still_counts_its_batches() -> None:
     assert steps_of(sent2) == [0, 1, 2] and t2.mode == "dataloader"
 
 
+def test_a_validation_pass_longer_than_the_hold_before_training_is_no_steps() -> None:
+    """The untrained model's validation over more batches than are held (``PROVISIONAL``),
+    then training: the validation's steps were sent as a loop without training's, and
+    stayed steps (188 of 100 in a real script). The probe says ``restart`` with the next
+    steps, numbers the training from 0 and counts the validation's batches as fetched
+    ahead; the session's figures start again: the training's steps only."""
+    from mpsprofiler.session.session import Session
+
+    t, clock, sent = tracker()
+    listened: list[int] = []
+    t.listeners.append(lambda i, dur: listened.append(i))
+    for _ in range(PROVISIONAL + 20):
+        fetch(t, clock)
+    fetch(t, clock, got=False)  # the validation loader's end
+    t.drain()  # its steps are sent as they come
+    assert len(steps_of(sent)) == PROVISIONAL + 20 and listened[-1] == PROVISIONAL + 20
+    w = Opt(object())
+    for step in range(12):
+        fetch(t, clock)
+        clock.t += 0.01
+        t.on_backward("site", clock.t)
+        t.on_optimizer_step(w)
+        if step == 5:
+            t.drain()
+    t.finish()
+    t.drain()
+    restarts = [k for k, payload in enumerate(sent) if payload.get("restart")]
+    assert len(restarts) == 1, sent
+    assert steps_of(sent[restarts[0]:]) == list(range(12))
+    assert t.retracted == PROVISIONAL + 20 and t.mode == "optimizer"
+    session = Session(read_back=True)
+    for payload in sent:
+        session._on_steps(0.0, payload)
+    assert session.steps.count == 12 and session.steps.mode == "optimizer"
+    assert session.steps.early[0].i == 0 and session.steps.total_batches == 12
+
+
 def test_an_optimizer_built_every_step_is_one_optimizer() -> None:
     """A new SGD each iteration over the same parameters (CPython reuses the freed one's
     address, so ids alternate or repeat): each step() is a step; a GAN's two optimizers

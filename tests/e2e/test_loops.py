@@ -369,3 +369,20 @@ def test_a_gradcheck_before_training_makes_no_steps_and_no_float64_warning(tmp_p
     assert summary["steps"]["count"] == updates == 16, summary["steps"]
     assert summary["steps"]["mode"] == ("backward" if manual == "1" else "optimizer")
     assert "float64-mps" not in {f["rule"] for f in summary["findings"]}, summary["findings"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("manual", ["0", "1"])
+def test_a_baseline_validation_before_training_is_no_steps(tmp_path, manual):
+    """The untrained model's validation over 90 batches, then 60 updates: past the 64 batches
+    the probe holds before a first training signal, the validation's batches were confirmed
+    as the steps of a loop without training and stayed steps (150 of 60; the sweep's
+    script: 188 of 100). Now they count as fetched ahead and the training is numbered from 0."""
+    proc, summary, _ = mpsprof_run(tmp_path, "baseline_eval.py", MANUAL=manual)
+    updates = int(re.search(r"updates (\d+)", proc.stdout).group(1))
+    val = int(re.search(r"over (\d+) batches", proc.stdout).group(1))
+    assert val > 64, "the validation must outlast the probe's hold"
+    assert summary["steps"]["count"] == updates == 60, summary["steps"]
+    assert summary["steps"]["mode"] == ("backward" if manual == "1" else "optimizer")
+    if manual == "0":  # (the count comes with the first optimizer step's model facts)
+        assert summary["steps"]["fetched_ahead"] >= val - 1, summary["steps"]
