@@ -753,6 +753,18 @@ def test_a_trainers_kept_logits_are_counted_at_their_size_train_and_eval(tmp_pat
 
 
 @pytest.mark.slow
+@pytest.mark.skipif(not has("transformers", "accelerate"), reason="needs the frameworks extra")
+def test_a_trainers_evaluate_before_train_is_no_steps(tmp_path: Path) -> None:
+    """``trainer.evaluate()`` of the untrained model (100 batches, more than the probe holds
+    before a first training signal), then ``trainer.train()``: 131 steps of 30 before (the
+    evaluation's batches confirmed as the steps of a loop without training)."""
+    run = run_script(tmp_path, "evaluate_first", "hf_evaluate_first.py", {})
+    assert run.proc.returncode == 0, run.proc.stderr[-3000:]
+    assert run.steps["count"] == run.printed("global_step") == 30, run.steps
+    assert run.steps["fetched_ahead"] >= 100, run.steps
+
+
+@pytest.mark.slow
 @pytest.mark.skipif(not has("lightning"), reason="needs lightning (the frameworks extra)")
 def test_lightnings_evaluation_after_fit_is_not_the_training_loaders_compute(tmp_path: Path) -> None:
     """Issue 28: a slow training set, validation every 20 steps inside fit, then
