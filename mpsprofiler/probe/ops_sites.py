@@ -254,7 +254,29 @@ class FrameFinder:
         frame, kind = self._caller(depth)
         if kind == 6 or kind == 4:
             return True, None
+        if kind == 0 and frame is not None and self._optimizer_above(frame):
+            return True, None
         return False, self._user_of(frame, kind)
+
+    def _optimizer_above(self, frame: Any) -> bool:
+        """Whether torch's own Python between an op and its caller (``Tensor.__rtruediv__``
+        in torch/_tensor.py, for LBFGS's ``ro.append(1.0 / ys)``) was called by an
+        optimizer: the first frame above that is not skipped code is torch.optim's. LBFGS's
+        curvature history (``ro``, up to ``history_size`` 0-d tensors in
+        ``optimizer.state``, torch/optim/lbfgs.py) was "one small tensor kept per step" at
+        the script's ``opt.step(closure)`` line on the CPU. Sampled steps only, and only
+        for ops not made in a module (:class:`~.ops_leaks` asks for those)."""
+        kinds = self._kind
+        frame = frame.f_back
+        while frame is not None:
+            code = frame.f_code
+            kind = kinds.get(code)
+            if kind is None:
+                kind = kinds[code] = self._classify(code.co_filename)
+            if kind != 0 and kind != 5:
+                return kind == 6 or kind == 4
+            frame = frame.f_back
+        return False
 
     def forget(self) -> None:
         """Drop the kept frame (its locals would outlive the sampled step)."""

@@ -356,3 +356,15 @@ def test_a_total_read_as_a_tensor_is_not_offered_as_a_float(tmp_path: Path) -> N
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert not LEAK_RULES & set(_findings(read_summary(run_dir))), read_summary(run_dir)["findings"]
     assert proc.stdout == as_written.stdout and "epoch 2 train_loss" in proc.stdout, (proc.stdout, as_written.stdout)
+
+
+@pytest.mark.slow
+def test_lbfgs_history_made_through_tensor_operators_is_no_leak(tmp_path: Path) -> None:
+    """LBFGS's ``ro.append(1.0 / ys)`` runs through ``Tensor.__rtruediv__`` (torch/_tensor.py),
+    so the op's caller was torch's own Python, not torch.optim, and its 0-d tensors (kept in
+    ``optimizer.state`` up to history_size) were "Small tensors kept at
+    lbfgs_history.py:<opt.step line> accumulate, one per step" (leak-site-small, on the CPU)."""
+    summary = _run(tmp_path, "lbfgs_history")
+    assert summary["steps"]["count"] == 20
+    leaks = [f for f in summary["findings"] if f["rule"].startswith("leak-site") or f["rule"] in LEAK_RULES]
+    assert not leaks, leaks
