@@ -46,6 +46,24 @@ def test_the_rewritten_line_yields_the_same_batches_in_the_same_order(tmp_path: 
     assert _batches(code) == _batches(line)
 
 
+def test_a_loader_with_workers_is_rewritten_without_them_and_runs_as_written(tmp_path: Path) -> None:
+    """The fix's words: "index whole batches in the training process instead
+    (num_workers=0)"; its snippet kept the loader's 2 spawned workers and their arguments
+    (a spawn-context loader with a worker_init_fn, a sweep script's). Now num_workers=0,
+    without the arguments DataLoader refuses with it (persistent_workers, prefetch_factor,
+    multiprocessing_context): executed, the same batches in the same order."""
+    line = ("dl = DataLoader(ds, batch_size=8, shuffle=True, generator=g, num_workers=2, persistent_workers=True,"
+            " prefetch_factor=4, multiprocessing_context='spawn', worker_init_fn=print, timeout=30)")
+    script = tmp_path / "s.py"
+    script.write_text(SETUP + line + "\n")
+    code = batch_index_facts({"file": str(script), "line": SETUP.count("\n") + 1, "sampler": "RandomSampler"},
+                             "8")["batch_index_code"]
+    assert "num_workers=0," in code, code
+    for gone in ("persistent_workers", "prefetch_factor", "multiprocessing_context", "worker_init_fn", "timeout"):
+        assert gone not in code, code
+    assert _batches(code) == _batches("dl = DataLoader(ds, batch_size=8, shuffle=True, generator=g)")
+
+
 @pytest.mark.parametrize("line", ["dl = DataLoader(ds, batch_size=8, **kw)",
                                   "dl = DataLoader(ds, batch_size=8, collate_fn=list)"])
 def test_a_line_the_rewrite_cannot_keep_gets_the_recorded_order_with_generic_names(tmp_path: Path, line: str) -> None:

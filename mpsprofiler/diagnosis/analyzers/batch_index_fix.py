@@ -38,6 +38,10 @@ the "slice the tensors yourself" line."""
 DATALOADER_PARAMS = ("dataset", "batch_size", "shuffle", "sampler", "batch_sampler", "num_workers", "collate_fn",
                      "pin_memory", "drop_last", "timeout", "worker_init_fn", "multiprocessing_context", "generator")
 """``torch.utils.data.DataLoader.__init__``'s positional parameters, in order."""
+WORKER_ONLY = ("persistent_workers", "prefetch_factor", "multiprocessing_context", "worker_init_fn", "timeout")
+"""Arguments for worker processes only: ``DataLoader.__init__`` refuses the first three with
+``num_workers=0`` (``ValueError: persistent_workers option needs num_workers > 0``, and so
+for ``prefetch_factor`` and ``multiprocessing_context``), the others then do nothing."""
 REFUSED = frozenset({"batch_sampler", "collate_fn"})
 """Arguments a whole-batch index changes the meaning of: no rewrite of that line."""
 NO_COLLATE = "  # the sampler yields whole batches: no per-sample collate"
@@ -83,6 +87,14 @@ def _rewrite(path: str, line: int) -> tuple[str, str] | None:
     target = seg(source, stmt.targets[0]) if isinstance(stmt, ast.Assign) else None
     if dataset is None or func is None or (assign and target is None) or REFUSED & set(args):
         return None
+    if "num_workers" in args:
+        # whole batches indexed in the training process, as both reasons of the rule say
+        # (worker processes would pickle and copy every batch: "index whole batches in the
+        # training process instead (num_workers=0)"); the loader's own workers were kept,
+        # and its worker-only arguments with them, which num_workers=0 refuses
+        args["num_workers"] = "0"
+        for name in WORKER_ONLY:
+            args.pop(name, None)
     built: list[str] = []
     if not isinstance(_expr(dataset), (ast.Name, ast.Attribute)):
         # built inside the call: written twice it would be built twice, so built once before
