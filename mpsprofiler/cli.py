@@ -23,7 +23,8 @@ if TYPE_CHECKING:
 
 EXIT_USAGE = 2
 EXIT_FINDINGS = 3
-"""``--fail-on``: a finding reached the given severity (the script itself succeeded)."""
+"""``--fail-on``: a finding reached the given severity, or a ``--rules`` file did not load
+(the script itself succeeded)."""
 
 DESCRIPTION = """\
 Profile and troubleshoot PyTorch training on Apple silicon (MPS), CUDA and CPU.
@@ -159,7 +160,7 @@ def add_run_options(parser: argparse.ArgumentParser, distributed: bool = True) -
     parser.add_argument("--rules", action="append", type=Path, default=[], metavar="DIR", help="add your rule files (repeatable)")
     parser.add_argument("--report", type=Path, metavar="FILE", help="also write a report (.md, .html, .json or .trace.json)")
     parser.add_argument(
-        "--fail-on", choices=["warning", "critical"], help=f"exit with status {EXIT_FINDINGS} when a finding reaches this severity"
+        "--fail-on", choices=["warning", "critical"], help=f"exit with status {EXIT_FINDINGS} when a finding reaches this severity (or a --rules file does not load)"
     )
     parser.add_argument("--no-ops", action="store_true", help="switch off op accounting (CPU fallback / sync detection)")
     parser.add_argument("--ops-budget", type=float, default=DEFAULT_OPS_BUDGET, metavar="SHARE", help="time budget of op accounting, a share of the training time (default 0.005 = 0.5%%; it spends a tenth of that once the ops per step stop changing)")
@@ -466,6 +467,15 @@ def _cmd_run(args: argparse.Namespace) -> int:
         _die_by_signal(-code)
     if code == 0 and args.fail_on and _reaches(results.findings, args.fail_on):
         sys.stderr.write(f"mpsprof: a finding reached '{args.fail_on}' (--fail-on): exit status {EXIT_FINDINGS}\n")
+        return EXIT_FINDINGS
+    unchecked = [e for e in results.rule_errors if getattr(e, "level", None) == "error"]
+    if code == 0 and args.fail_on and unchecked:
+        from .units import plural
+
+        # a CI gate whose own rule did not load passed green: the rule never ran (the
+        # problems are named above; a failed diagnosis, mpsprof's fault, fails no gate)
+        sys.stderr.write(f"mpsprof: {plural(len(unchecked), 'rule file problem')} (named above): the gate "
+                         f"(--fail-on) did not check the rules they hold: exit status {EXIT_FINDINGS}\n")
         return EXIT_FINDINGS
     return code
 

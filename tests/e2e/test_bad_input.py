@@ -99,6 +99,24 @@ def test_broken_rule_file_is_named_and_the_run_goes_on(tmp_path: Path) -> None:
     assert len(summary["rule_errors"]) == 2
 
 
+def test_a_ci_gate_with_a_broken_rule_file_fails_and_says_why(tmp_path: Path) -> None:
+    """``--fail-on warning --rules DIR`` where DIR holds a rule that does not load: the rule
+    never ran and the gate passed green (exit 0, the problem one line among the output).
+    Now exit 3 with the reason; without ``--fail-on`` the script's own status, as before."""
+    rules = tmp_path / "rules"
+    rules.mkdir()
+    (rules / "gate.yaml").write_text(
+        "rules:\n  - id: my-gate\n    title: t\n    severity: warning\n    when: \"steps_count > 3 and\"\n"
+        "    evidence: e\n    fix: f\n"
+    )
+    script = [str(SCRIPTS / "exits.py"), "0"]
+    gated = run_mpsprof(script, tmp_path / "gated", options=["--fail-on", "warning", "--rules", str(rules)])
+    assert gated.returncode == 3, gated.stderr.decode()[-2000:]
+    assert "1 rule file problem (named above): the gate (--fail-on) did not check" in gated.stderr.decode()
+    plain = run_mpsprof(script, tmp_path / "plain", options=["--rules", str(rules)])
+    assert plain.returncode == 0 and "rule file problem" in plain.stderr.decode()
+
+
 # -- damaged recordings -----------------------------------------------------------------
 @pytest.fixture(scope="module")
 def recording(tmp_path_factory: pytest.TempPathFactory) -> Path:
