@@ -114,13 +114,18 @@ class FrameFinder:
             frame: Any = sys._getframe(depth + 1)
         except ValueError:
             return None, 0
+        return self._first_not(frame, (5,))
+
+    def _first_not(self, frame: Any, skipped: tuple[int, ...]) -> tuple[Any, int]:
+        """The first frame from ``frame`` outwards whose kind is not one of ``skipped``, with
+        its kind ((None, 0) when there is none)."""
         kinds = self._kind
         while frame is not None:
             code = frame.f_code
             kind = kinds.get(code)
             if kind is None:
                 kind = kinds[code] = self._classify(code.co_filename)
-            if kind != 5:
+            if kind not in skipped:
                 return frame, kind
             frame = frame.f_back
         return None, 0
@@ -266,17 +271,8 @@ class FrameFinder:
         ``optimizer.state``, torch/optim/lbfgs.py) was "one small tensor kept per step" at
         the script's ``opt.step(closure)`` line on the CPU. Sampled steps only, and only
         for ops not made in a module (:class:`~.ops_leaks` asks for those)."""
-        kinds = self._kind
-        frame = frame.f_back
-        while frame is not None:
-            code = frame.f_code
-            kind = kinds.get(code)
-            if kind is None:
-                kind = kinds[code] = self._classify(code.co_filename)
-            if kind != 0 and kind != 5:
-                return kind == 6 or kind == 4
-            frame = frame.f_back
-        return False
+        kind = self._first_not(frame.f_back, (0, 5))[1]
+        return kind == 6 or kind == 4
 
     def forget(self) -> None:
         """Drop the kept frame (its locals would outlive the sampled step)."""
