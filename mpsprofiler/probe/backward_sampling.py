@@ -50,12 +50,14 @@ class BackwardSampling:
     """Decides, at each step's optimizer post-hook, whether the next step's backward
     passes run through the probe's wrapper; see the module docstring."""
 
-    __slots__ = ("_tracker", "_safe", "_health", "engine", "extra_next", "_decided", "_due", "_next", "_extra_at",
-                 "_swapping", "steady_from", "off")
+    __slots__ = ("_tracker", "safe", "_health", "engine", "extra_next", "_decided", "_due", "_next", "_extra_at",
+                 "_swapping", "steady_from", "off", "call_at", "bare_next")
 
     def __init__(self, tracker: StepTracker, safe_point: SafePoint | None, health: Any = None) -> None:
         self._tracker = tracker
-        self._safe = safe_point if safe_point is not None else SafePoint()
+        self.safe = safe_point if safe_point is not None else SafePoint()
+        """The op sampler's pending change: a step with one pending is wrapped (the optimizer
+        hook reads ``pending`` itself, see ``call_at``)."""
         self._health = health
         """The loss watch (probe/health.py), or None: steady only once it has read a finite loss."""
         self.engine: Any = None
@@ -76,6 +78,15 @@ class BackwardSampling:
         """The first step whose backward passes may run bare (None: every step instrumented)."""
         self.off = False
         """Sampling stopped (an instrument failed): the wrapper stays, as before this module."""
+        self.call_at = WARM_STEPS
+        """The first step index at which :meth:`on_step` has anything to do (the next step due,
+        or the step after a wrapped one, which swaps the wrapper out); before it, and while
+        ``safe.pending`` is None, the optimizer hook does not call it (issue 34: one comparison
+        on most steps instead of a call)."""
+        self.bare_next = False
+        """The wrapper is out for the step in progress: its passes are not instrumented (the
+        loss watch, which needs the stepping optimizer only where it reads a loss, is told
+        of the optimizer on the other steps only, ``step_hooks``)."""
 
     def on_step(self) -> None:
         """After the tracker took an optimizer step (or a ``mpsprofiler.step()``): swap the
@@ -84,11 +95,13 @@ class BackwardSampling:
         if i == self._decided:
             return  # (another optimizer of the same iteration)
         self._decided = i
-        if i >= self._due or self._safe.pending is not None:
+        if i >= self._due or self.safe.pending is not None:
             self._sample(i)
         elif self._swapping:
             self._swapping = False
             self.engine.bare()
+            self.bare_next = True
+        self.call_at = i + 1 if self._swapping else self._due
 
     def _sample(self, i: int) -> None:
         """Step ``i`` runs wrapped: due for its own sake, needed, or not steady yet."""
@@ -107,6 +120,7 @@ class BackwardSampling:
         if not engine.wrapped:
             engine.wrap()
         self._swapping = True
+        self.bare_next = False
 
     def _steady(self, i: int) -> bool:
         """Whether the loop is steady at step ``i`` (see the module docstring); the first
@@ -128,8 +142,8 @@ class BackwardSampling:
         """Instrument every pass again, for good (the swap or the decision failed)."""
         self.off = True
         self.steady_from = None
-        self._swapping = False
-        self._due = self._next = 1 << 62
+        self._swapping = self.bare_next = False
+        self._due = self._next = self.call_at = 1 << 62
         engine = self.engine
         if engine is not None:
             engine.wrap()

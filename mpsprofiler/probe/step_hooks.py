@@ -59,18 +59,26 @@ def install_optimizer_hooks(tracker: StepTracker, watch: Any, disabled: Set[str]
     # it can trace (the step is then counted from the backward pass instead)
     pending_first = [True]
     pre_handle: list[Any] = []
+    # bound once, read at every step (issue 34); the first steps' work (the model, and an
+    # injected fault in tests) behind one test of ``first``
+    on_optimizer_step = tracker.on_optimizer_step
+    safe = sampling.safe if sampling is not None else SafePoint()
+    first = [True]
 
     def hook(optimizer: Any, args: Any, kwargs: Any) -> None:
         if is_compiling():
             return
         if "steps" not in disabled:
             try:
-                if fault is not None:
-                    fault("steps")
-                if pending_first[0] and first_step(optimizer):
-                    pending_first[0] = False
-                tracker.on_optimizer_step(optimizer)
-                if sampling is not None:
+                if first[0]:
+                    if fault is not None:
+                        fault("steps")
+                    if pending_first[0] and first_step(optimizer):
+                        pending_first[0] = False
+                        first[0] = fault is not None
+                on_optimizer_step(optimizer)
+                # BackwardSampling.on_step's own first test, here: most steps make no call
+                if sampling is not None and (tracker.index >= sampling.call_at or safe.pending is not None):
                     sampling.on_step()
                 if pre_handle and (tracker.mode == "optimizer" or tracker.mode == "manual"):
                     pre_handle.pop().remove()  # its work is done (see above)
@@ -81,7 +89,9 @@ def install_optimizer_hooks(tracker: StepTracker, watch: Any, disabled: Set[str]
                 check_limit()
         elif sampling is not None and not sampling.off:
             stop_sampling(sampling)  # no step is taken here now: no more swaps, every pass instrumented
-        if health is not None and "health" not in disabled:
+        # the loss watch keeps the stepping optimizer for its report (the learning rate), made
+        # where it reads a loss: not on a step whose passes run bare (backward_sampling.py)
+        if health is not None and (sampling is None or not sampling.bare_next) and "health" not in disabled:
             try:
                 health.on_optimizer(optimizer)
             except Exception as exc:

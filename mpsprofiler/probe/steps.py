@@ -365,18 +365,24 @@ class StepTracker:
 
     # -- hooks ------------------------------------------------------------------
     def on_optimizer_step(self, optimizer: Any) -> None:
-        self.in_optimizer = False
         mode = self.mode
+        if mode == "optimizer" and self._single is not None and not self._seen and self._carry is None:
+            try:  # _optimizer_key, inlined: this runs at every step
+                key = id(optimizer.param_groups[0]["params"][0])
+            except Exception:
+                key = id(optimizer)
+            if key == self._single:
+                # the usual step of a one-optimizer loop: what the general path below does then
+                # (the key joins the empty set, which then holds the whole cycle) in one test.
+                # (``in_optimizer`` is left as it is: in this mode no pass reads it, and the
+                # pre-hook that sets it is gone, step_hooks.py)
+                now = self._last_opt_time = self._clock()
+                self._close(now)
+                return
+        self.in_optimizer = False
         if mode == "manual":
             return
         now = self._clock()
-        if mode == "optimizer" and self._single is not None and not self._seen and self._carry is None \
-                and _optimizer_key(optimizer) == self._single:
-            # the usual step of a one-optimizer loop: what the general path below does then
-            # (the key joins the empty set, which then holds the whole cycle) in one test
-            self._last_opt_time = now
-            self._close(now)
-            return
         if self._provisional is not None:
             self._retract()
         elif mode == "dataloader":

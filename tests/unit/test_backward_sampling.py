@@ -15,6 +15,7 @@ class _Engine:
     def __init__(self) -> None:
         self.wrapped = True
         self.swaps = 0
+        self.calls = 0
 
     def wrap(self) -> None:
         self.swaps += not self.wrapped
@@ -26,8 +27,11 @@ class _Engine:
 
 
 def _loop(steps: int, mode: str = "optimizer", health: Any = None, safe: SafePoint | None = None,
-          pending_at: set[int] = frozenset(), extra: Any = None, per_step: int = 1) -> tuple[list[int], _Engine]:  # type: ignore[assignment]
-    """The steps whose passes ran wrapped; ``per_step`` optimizers step in an iteration."""
+          pending_at: set[int] = frozenset(), extra: Any = None, per_step: int = 1,  # type: ignore[assignment]
+          gated: bool = False) -> tuple[list[int], _Engine]:
+    """The steps whose passes ran wrapped; ``per_step`` optimizers step in an iteration;
+    ``gated``: ``on_step`` called as the optimizer hook calls it (step_hooks.py), only from
+    ``call_at`` on or with a safe point pending (the engine's ``calls`` counts them)."""
     tracker = SimpleNamespace(index=0, mode=mode)
     sampling = BackwardSampling(tracker, safe, health)  # type: ignore[arg-type]
     sampling.extra_next = extra
@@ -44,7 +48,10 @@ def _loop(steps: int, mode: str = "optimizer", health: Any = None, safe: SafePoi
             if safe is not None and tracker.index in pending_at:
                 # the op sampler's boundary listener, inside the tracker's step (before the swap)
                 safe.set(lambda: None, lambda exc: None)
-            sampling.on_step()
+            if not gated or tracker.index >= sampling.call_at or sampling.safe.pending is not None:
+                engine.calls += 1
+                sampling.on_step()
+            assert sampling.bare_next == (not engine.wrapped)  # what the hook tells the loss watch by
     return wrapped, engine
 
 
@@ -94,6 +101,24 @@ def test_several_optimizers_decide_once_a_step():
     one, _ = _loop(300)
     gan, _ = _loop(300, per_step=2)
     assert gan == one
+
+
+def test_the_optimizer_hook_calls_on_step_only_where_it_has_work():
+    """Issue 34: the hook tests ``call_at`` and the pending safe point itself; the steps
+    wrapped are those of a call at every step, in every kind of loop above."""
+    cases: list[dict[str, Any]] = [{}, {"per_step": 2}, {"mode": "manual"}, {"mode": "backward"},
+                                   {"extra": next_fallback_sampled},
+                                   {"health": SimpleNamespace(done=False, last_finite=None, sampled_from=None)}]
+    for kwargs in cases:
+        every, _ = _loop(1100, **kwargs)
+        gated, engine = _loop(1100, gated=True, **kwargs)
+        assert gated == every, kwargs
+        if kwargs.get("mode") != "backward" and "health" not in kwargs:
+            assert engine.calls < 1100 / 2  # (the warm-up's 64, then two calls a sample)
+    pending = {100, 101, 150, 233}
+    every, _ = _loop(300, safe=SafePoint(), pending_at=pending)
+    gated, _ = _loop(300, safe=SafePoint(), pending_at=pending, gated=True)
+    assert gated == every and pending <= set(gated)
 
 
 def test_stop_wraps_every_pass_again():
