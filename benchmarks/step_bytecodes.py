@@ -36,7 +36,7 @@ WARM = 300
 def count(steps: int, ops: bool, warm: int = WARM,
           steady: bool = False) -> tuple[collections.Counter[str], collections.Counter[str]]:
     """Bytecodes and calls by function of the probe's package over ``steps`` traced steps;
-    ``steady``: op accounting's next sample, leak check and outlier wake put past the window
+    ``steady``: op accounting's next sample, leak check, outlier and drift wakes put past the window
     (a steady step between them: its per-step work only)."""
     sys.path.insert(0, HERE)
     import step_cost as sc
@@ -54,6 +54,7 @@ def count(steps: int, ops: bool, warm: int = WARM,
         # be one and wake sampling, which an untraced run's steps do not)
         sched = probe.ops.schedule
         sched.next_sample = sched.wake_above = probe.ops._leaks.next_check = float("inf")
+        sched._drift_ref = 0.0  # (nor a drift wake: the traced steps' median is not the untraced one's)
     codes: collections.Counter[str] = collections.Counter()
     calls: collections.Counter[str] = collections.Counter()
 

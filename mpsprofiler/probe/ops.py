@@ -29,7 +29,7 @@ import os
 import sys
 import time
 import weakref
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from typing import Any
 
 import torch
@@ -168,28 +168,56 @@ class OpAccountant:
             pass
 
     # -- the step tracker's calls -------------------------------------------------
-    def on_step_boundary(self, next_step: int, last_step_duration: float | None) -> None:
-        """Called at every step boundary (the step tracker's listener itself, see the
-        probe's ``_install_ops``): a few attribute reads and one call of the schedule's
-        (``plain_step``) unless a sample starts or ends.
-        Never raises: a failure switches op accounting off (one ``probe_error``)."""
+    def on_step_boundary(self, next_step: int, last_step_duration: float | None,
+                         skipped: Collection[float] = ()) -> tuple[float, float]:
+        """A step boundary (the step tracker's due listener, see the probe's ``_install_ops``):
+        ``skipped`` are the durations of the plain steps since the last call, which the
+        tracker held because nothing was due at them (:meth:`due`). A few attribute reads and
+        one call of the schedule's (``plain_step``) unless a sample starts or ends. Returns
+        the next step that needs this call and the duration above which a step does too
+        (the outlier test). Never raises: a failure switches op accounting off (one
+        ``probe_error``)."""
         try:
-            sched = self.schedule
-            if self._active_step is None and next_step < sched.next_sample and next_step < self._leaks.next_check:
-                if last_step_duration is not None:
-                    sched.total += last_step_duration
-                    if last_step_duration > sched.wake_above:
-                        sched.outlier(next_step, last_step_duration)
-                    sched.plain_step(next_step, last_step_duration)
-                return
-            if last_step_duration is not None:
-                sched.total += last_step_duration
-            if self._active_step is not None and self._active_step == next_step:
-                return  # begun early at the first optimizer step (see on_first_optimizer_step)
-            self._boundary(next_step, last_step_duration)
+            if skipped:
+                self.schedule.plain_steps(skipped)
+            self._on_boundary(next_step, last_step_duration)
+            return self.due(next_step), self.schedule.wake_above
         except Exception as exc:
             self._fail(exc)
             self._stop()
+        return math.inf, math.inf
+
+    def _on_boundary(self, next_step: int, last_step_duration: float | None) -> None:
+        sched = self.schedule
+        if self._active_step is None and next_step < sched.next_sample and next_step < self._leaks.next_check:
+            if last_step_duration is not None:
+                sched.total += last_step_duration
+                if last_step_duration > sched.wake_above:
+                    sched.outlier(next_step, last_step_duration)
+                sched.plain_step(next_step, last_step_duration)
+            return
+        if last_step_duration is not None:
+            sched.total += last_step_duration
+        if self._active_step is not None and self._active_step == next_step:
+            return  # begun early at the first optimizer step (see on_first_optimizer_step)
+        self._boundary(next_step, last_step_duration)
+
+    def due(self, next_step: int) -> float:
+        """After the boundary that begins ``next_step``: the next step index whose boundary
+        needs :meth:`on_step_boundary` (a sample begins or ends, a leak check, a forced early
+        step, the schedule's own plain-step work); the steps before it are plain ones whose
+        durations the tracker hands over at that call. Every step while a sample is active
+        or armed; never once op accounting failed or closed (its teardown is at a module call
+        or backward pass then, ``_release_later``, or was done at this boundary)."""
+        if self._failed or self._closed:
+            return math.inf
+        if self._active_step is not None or self._armed:
+            return next_step + 1
+        sched = self.schedule
+        due = min(sched.next_sample, self._leaks.next_check, sched.plain_due(next_step))
+        if sched.early_if_kept and sched.early_if_kept[0] < due:
+            due = sched.early_if_kept[0]
+        return max(due, next_step + 1)
 
     @property
     def sampling_step(self) -> int | None:

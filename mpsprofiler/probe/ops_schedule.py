@@ -35,7 +35,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections import deque
-from collections.abc import Hashable, Iterable
+from collections.abc import Collection, Hashable, Iterable
 
 from .sample_phase import next_sampled_step
 
@@ -162,6 +162,21 @@ class SampleSchedule:
         if self._drift_count >= DRIFT_EVERY:
             self._drift_count = 0
             self._check_drift(next_step)
+
+    def plain_steps(self, durations: Collection[float]) -> None:
+        """Plain steps the accountant was not called for (``plain_due`` said none needed it):
+        what :meth:`plain_step` and the accountant's total do at each, in order, at once."""
+        self.total = sum(durations, self.total)
+        self.plain.extend(durations)
+        self._drift_count += len(durations)
+
+    def plain_due(self, next_step: int) -> int:
+        """The next step whose plain-step bookkeeping needs :meth:`plain_step` itself: the
+        steps up to ``record_from`` (the charge of the step after a sample) and the drift
+        check's every ``DRIFT_EVERY``-th; the steps before it can go to :meth:`plain_steps`."""
+        if next_step < self.record_from:
+            return next_step + 1
+        return next_step + DRIFT_EVERY - self._drift_count
 
     def early_step_due(self, next_step: int, kept: bool) -> None:
         """An early step left out (see ``EARLY_FREE_S``) has come: sample it all the same when

@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import atexit
 import functools
+import math
 import os
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any
 
 from .. import events
@@ -472,18 +473,20 @@ class Probe:
         else:
             watch.listeners.append(ops.compile_in_use)
 
-        def listener(next_step: int, last: float) -> None:
+        def listener(next_step: int, last: float, skipped: Collection[float] = ()) -> tuple[float, float]:
             if "ops" in self.disabled:
-                return
+                return math.inf, math.inf
             try:
                 self.fault("ops")
-                ops.on_step_boundary(next_step, last)
+                due: tuple[float, float] = ops.on_step_boundary(next_step, last, skipped)
+                return due
             except Exception as exc:
                 self.fail("ops", exc)
+            return math.inf, math.inf
 
-        # at every step: the accountant's own boundary function, which switches op
-        # accounting off itself on any failure (one probe_error, as fail() sends); the
-        # wrapper only where a test injects faults
+        # at the steps it asks for (the tracker's due listener): the accountant's own boundary
+        # function, which switches op accounting off itself on any failure (one probe_error,
+        # as fail() sends); the wrapper only where a test injects faults
         boundary = listener if self._faults else ops.on_step_boundary
 
         def first_optimizer_step(so_far: float, closure: bool) -> None:
@@ -494,10 +497,9 @@ class Probe:
                 ops.on_first_optimizer_step(so_far, closure)
             except Exception as exc:
                 self.fail("ops", exc)
-                if boundary in self.tracker.listeners:  # (not inside the boundary listeners' loop here)
-                    self.tracker.listeners.remove(boundary)
+                self.tracker.set_due_listener(None)
 
-        self.tracker.listeners.append(boundary)
+        self.tracker.set_due_listener(boundary)
         self.tracker.first_optimizer_listeners.append(first_optimizer_step)
 
     # -- public API -------------------------------------------------------------

@@ -48,7 +48,9 @@ step sent one by one costs the live view ~4 µs to decode and fold, 1% of a core
 
 from __future__ import annotations
 
+import math
 import threading
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -68,6 +70,9 @@ FAST_STEP = 0.002
 under this (over 500 steps/s) ends the detail: later steps go as exact aggregates, one
 ``steps`` event per ~0.25 s as before. Slower steps keep the detail up to ``DETAIL_LIMIT``."""
 _get_ident = threading.get_ident
+DUE_SPAN = 64
+"""Durations of steps between two calls of the due listener kept for it (its due step is at
+most this many steps ahead: op accounting's drift check, ``ops_schedule.DRIFT_EVERY``)."""
 
 PROVISIONAL = 64
 """DataLoader-counted steps held until a backward pass or optimizer step says whether the
@@ -128,11 +133,11 @@ class StepTracker:
         self.mode = "none"  # none | dataloader | backward | optimizer | manual
         self.index = 0  # index of the step in progress
         self._start = clock()
-        self._wait = 0.0
-        self._wait_cpu = 0.0
-        self._wait_runq: float | None = None
-        self._batches = 0
-        self._idle: int | None = None
+        self._flog: list[Any] = []
+        """The step in progress's fetches, six items each (``FETCH_FIELDS``), in order: a flat
+        log the channel thread folds into the step's wait, CPU, run-queue, batch and idle
+        figures (:func:`fetch_sums`), so a batch costs the training thread one ``extend``
+        where it cost the estimate and five sums (issue 34)."""
         self._carry: list[Any] | None = None
         """[wait, cpu, runq, batches, idle] of fetches after this iteration's last optimizer step."""
         self._thread_clock = ThreadClock()
@@ -178,8 +183,8 @@ class StepTracker:
         self._alloc_read_at = float("-inf")
         self._cols: dict[str, list[Any]] = columns()
         self._rows: list[tuple[Any, ...]] = []
-        """Closed steps not folded yet: (i, start, end, wait, batches, idle, alloc, wait_cpu,
-        wait_runq, bwd_start, bwd), appended by the training thread, folded by the channel's."""
+        """Closed steps not folded yet: (i, start, end, fetch log, alloc, bwd_start, bwd),
+        appended by the training thread, folded by the channel's (:meth:`rows`)."""
         self._bwd = 0.0
         self._bwd_start: float | None = None
         self._agg: dict[str, Any] | None = None
@@ -188,6 +193,16 @@ class StepTracker:
         """Called with (next step index, last step duration) at every boundary (ops sampler)."""
         self.fetch_listeners: list[Callable[[], None]] = []
         """Called when a DataLoader fetch has ended (device timing: probe/device_time.py)."""
+        self.due_listener: Callable[[int, float, deque[float]], tuple[float, float]] | None = None
+        """Called with (next step index, last step duration, the durations of the steps since its
+        last call) only at the boundaries it asks for: it returns the next step index it needs
+        and a duration above which a step needs it too (op accounting: its samples, leak checks,
+        drift check and the outlier test; ``set_due_listener``). Every other step costs one
+        comparison and one append here instead of its call (issue 34); before ``listeners``."""
+        self._due_at: float = math.inf
+        self._due_above = math.inf
+        self._skipped: deque[float] = deque(maxlen=DUE_SPAN)
+        self._skip = self._skipped.append
         self.first_optimizer_listeners: list[Callable[[float, bool], None]] = []
         """Called with step 0's time so far and ``closure_step`` at the first optimizer
         step (ops sampler)."""
@@ -210,14 +225,11 @@ class StepTracker:
             except Exception:
                 alloc = None
         # list.append is atomic: the channel thread takes rows from the front (_fold), no lock
-        self._rows.append((i, start, end, self._wait, self._batches, self._idle, alloc, self._wait_cpu,
-                           self._wait_runq, self._bwd_start, self._bwd))
+        self._rows.append((i, start, end, self._flog, alloc, self._bwd_start, self._bwd))
         self.index = i + 1
         self.begun += 1
         self._start = end
-        self._wait = self._wait_cpu = 0.0
-        self._wait_runq = self._idle = None
-        self._batches = 0
+        self._flog = []
         if self._carry is not None:
             # fetched after the closed step's end: the first data wait of this step
             self._add_fetch(*self._carry)
@@ -227,14 +239,33 @@ class StepTracker:
         if self._provisional is not None:
             return  # held: the listeners hear of these steps once confirmed
         dur = end - start
+        if i + 1 >= self._due_at or dur > self._due_above:
+            self._due(i + 1, dur)
+        else:
+            self._skip(dur)
         for listener in self.listeners:
             listener(i + 1, dur)
+
+    def set_due_listener(self, listener: Callable[[int, float, deque[float]], tuple[float, float]] | None) -> None:
+        """Install (or remove, None) the due listener; it hears the next boundary."""
+        self.due_listener = listener
+        self._skipped.clear()
+        self._due_at = 0 if listener is not None else math.inf
+        self._due_above = math.inf
+
+    def _due(self, next_step: int, dur: float) -> None:
+        listener = self.due_listener
+        if listener is None:
+            self._due_at = math.inf
+            return
+        self._due_at, self._due_above = listener(next_step, dur, self._skipped)
+        self._skipped.clear()
 
     def _fold(self) -> None:
         """Move the closed steps' rows into the columns, or past the detail into the
         aggregate (the caller holds the lock; the training thread may append meanwhile).
         Column by column: this thread holds the GIL the training needs, so briefly."""
-        batch = take(self._rows)  # (appended.py: a row appended meanwhile stays)
+        batch = [resolve_row(row) for row in take(self._rows)]  # (appended.py: a row appended meanwhile stays)
         n = len(batch)
         if not n:
             return
@@ -267,6 +298,7 @@ class StepTracker:
             self._fold()  # nothing is folded while steps are held: every held step is in the columns now
             cols = self._cols
             dur = cols["dur"][-1] if cols["dur"] else 0.0
+        self._due(self.index, dur)
         for listener in self.listeners:
             listener(self.index, dur)
 
@@ -474,7 +506,7 @@ class StepTracker:
         now = self._clock()
         if not self._started:
             self._mark_start()
-        if self.mode in _FETCH_COUNTED and not self.backwards and self._fetches > 0 and self._batches:
+        if self.mode in _FETCH_COUNTED and not self.backwards and self._fetches > 0 and any(self._flog[4::FETCH_FIELDS]):
             # (a step that took no batch yet is the gap after a pass's end, StopIteration:
             # the next pass's first batch is still its batch, as an optimizer-counted step
             # holds the epoch's boundary; closed here it was a step of its own, 39 extra
@@ -517,48 +549,37 @@ class StepTracker:
         now = self._clock()
         wait = now - t0
         if reading is None:
-            # not read: the wall time times the ratios of the fetches read that were as long
-            # as this one (cputime.FetchClock.ratios). A fetch not read follows a short one,
-            # so the clock's ``after_long`` is False already: only a long one changes it
-            clock = self._fetch_clock
+            # not read: estimated from the ratios of the fetches read that were as long as this
+            # one (cputime.FetchClock.ratios), in the fold (fetch_sums). A fetch not read follows
+            # a short one, so the clock's ``after_long`` is False already: only a long one changes it
             if wait < LONG_FETCH:
-                ratio = clock.ratios[0]
+                ratio = self._fetch_clock.ratios[0]
             else:
+                clock = self._fetch_clock
                 clock.after_long = True
                 self._read_at = 0
                 ratio = clock.ratios[1]
-            if ratio is None:
-                cpu, runq = wait, None
-            else:
-                total, cpu_s, runq_s = ratio
-                cpu = wait * cpu_s / total
-                if cpu >= wait:
-                    cpu = wait
-                runq = None if runq_s is None else wait * runq_s / total
+            cpu = runq = None
         else:
             clock = self._fetch_clock
             cpu, runq = clock.read_end(reading, now, wait)
             if clock.after_long:
                 self._read_at = 0
+            ratio = READ
         idle = self._read_idle() if self._event_pending else None
         mode = self.mode
         if self._seen if mode == "optimizer" else mode in _BACKWARD_COUNTED and self._bwd_seen:
             # after an optimizer step (or backward pass) of an iteration not yet closed:
             # most likely the next step's batch, held until the next one says which
+            if ratio is not READ:
+                cpu, runq = estimate(wait, ratio)
             fetch: list[Any] = [wait, cpu, runq, 1 if got_batch else 0, idle]
             if self._carry is None:
                 self._carry = fetch
             else:
                 self._carry = merge_fetch(self._carry, fetch)
-        else:  # _add_fetch, inlined: this runs at every batch
-            self._wait += wait
-            self._wait_cpu += cpu
-            self._batches += got_batch
-            if runq is not None:
-                wait_runq = self._wait_runq
-                self._wait_runq = runq if wait_runq is None else wait_runq + runq
-            if idle is not None:
-                self._idle = idle if self._idle is None else max(self._idle, idle)
+        else:
+            self._flog.extend((wait, ratio, cpu, runq, got_batch, idle))
         if self.fetch_listeners:
             for listener in self.fetch_listeners:
                 listener()
@@ -572,13 +593,17 @@ class StepTracker:
             self._carry = None
 
     def _add_fetch(self, wait: float, cpu: float, runq: float | None, batches: int, idle: int | None) -> None:
-        self._wait += wait
-        self._wait_cpu += cpu
-        if runq is not None:
-            self._wait_runq = (self._wait_runq or 0.0) + runq
-        self._batches += batches
-        if idle is not None:
-            self._idle = idle if self._idle is None else max(self._idle, idle)
+        self._flog.extend((wait, READ, cpu, runq, batches, idle))
+
+    def fetched(self) -> tuple[float, int, int | None, float, float | None]:
+        """The step in progress's fetches so far: wait, batches, idle, wait_cpu, wait_runq."""
+        return fetch_sums(self._flog)
+
+    def rows(self) -> list[tuple[Any, ...]]:
+        """The closed steps not folded yet, as the fold sees them: (i, start, end, wait,
+        batches, idle, alloc, wait_cpu, wait_runq, bwd_start, bwd), unrounded (benchmarks
+        compare two versions' here)."""
+        return [resolve_row(row) for row in list(self._rows)]
 
     @property
     def held(self) -> int:
@@ -633,6 +658,55 @@ class StepTracker:
         if restart:
             payload["restart"] = True
         self._emit(events.KIND_STEPS, **payload)
+
+
+READ: Any = True
+"""A fetch log's ratio field for a fetch whose CPU and run-queue seconds are known (its clocks
+were read, or a held fetch whose estimate was made): not estimated in the fold."""
+FETCH_FIELDS = 6
+"""A fetch's items in the step's log: wait, ratio (``READ``, a ``FetchClock.ratios`` entry or
+None), cpu, runq (None unless read), batches, idle."""
+
+
+def estimate(wait: float, ratio: tuple[float, float, float | None] | None) -> tuple[float, float | None]:
+    """A fetch not read: its wall time times the ratios of the fetches read that were as long
+    as it (``cputime.FetchClock``), its CPU time at most its wall time; with no ratio yet, its
+    CPU time is its wall time and its run-queue time unknown."""
+    if ratio is None:
+        return wait, None
+    total, cpu_s, runq_s = ratio
+    cpu = wait * cpu_s / total
+    if cpu >= wait:
+        cpu = wait
+    return cpu, None if runq_s is None else wait * runq_s / total
+
+
+def fetch_sums(log: list[Any]) -> tuple[float, int, int | None, float, float | None]:
+    """A step's fetch log (``StepTracker._flog``) as its row's wait, batches, idle, wait_cpu and
+    wait_runq: the same additions, in the same order, as adding each fetch when it ended."""
+    wait = cpu_sum = 0.0
+    runq_sum: float | None = None
+    idle_max: int | None = None
+    batches = 0
+    items = iter(log)
+    for w, ratio, cpu, runq, b, idle in zip(items, items, items, items, items, items, strict=False):
+        if ratio is not READ:
+            cpu, runq = estimate(w, ratio)
+        wait += w
+        cpu_sum += cpu
+        batches += b
+        if runq is not None:
+            runq_sum = runq if runq_sum is None else runq_sum + runq
+        if idle is not None:
+            idle_max = idle if idle_max is None else max(idle_max, idle)
+    return wait, batches, idle_max, cpu_sum, runq_sum
+
+
+def resolve_row(row: tuple[Any, ...]) -> tuple[Any, ...]:
+    """A closed step's row with its fetch log folded: the columns' and aggregates' form."""
+    i, start, end, log, alloc, bwd_start, bwd = row
+    wait, batches, idle, wait_cpu, wait_runq = fetch_sums(log)
+    return i, start, end, wait, batches, idle, alloc, wait_cpu, wait_runq, bwd_start, bwd
 
 
 def _optimizer_key(optimizer: Any) -> int:

@@ -54,7 +54,8 @@ class Fetches:
         """The fetch's CPU and run-queue seconds, as the tracker summed them."""
         self.now = now
         self.tracker.on_fetch_end(started, True)  # type: ignore[arg-type]
-        return self.tracker._wait_cpu, self.tracker._wait_runq
+        _, _, _, cpu, runq = self.tracker.fetched()
+        return cpu, runq
 
 
 def _fetch(fc: Fetches, clock: ScriptedClock, now: float, wall: float, cpu_share: float,
@@ -159,7 +160,7 @@ def test_real_fetches_on_this_thread_sum_to_their_cpu_time() -> None:
             while perf() < end:
                 pass
         fc.tracker.on_fetch_end(started, True)  # type: ignore[arg-type]
-        cpu = fc.tracker._wait_cpu
+        cpu = fc.tracker.fetched()[3]
         c1 = thread()
         if i >= EXACT_FETCHES:
             got += cpu
