@@ -180,8 +180,7 @@ def run(seed: int, old: types.ModuleType, new: types.ModuleType) -> tuple[int, i
                     v.sites.fold()
         for v in versions:
             v.tracker.finish()
-            # unrounded, before the fold (a version that logs a step's fetches folds them there)
-            v.rows = v.tracker.rows() if hasattr(v.tracker, "rows") else list(v.tracker._rows)
+            v.rows = list(v.tracker._rows)  # unrounded, before the fold
             v.tracker.drain()
             v.sites.flush()
     finally:

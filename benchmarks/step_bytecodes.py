@@ -80,6 +80,43 @@ def count(steps: int, ops: bool, warm: int = WARM,
     return codes, calls
 
 
+def fold_count(steps: int) -> float:
+    """Bytecodes a step of the tracker's fold (``StepTracker._fold``: the channel thread's
+    share, off the training thread; on a one-core machine still the training's CPU): a step
+    of one fetch each, as in the loop above, ``steps`` closed untraced, then one fold traced."""
+    from mpsprofiler.devices.cpu import CpuBackend
+    from mpsprofiler.probe.steps import StepTracker
+
+    now = [0.0]
+    tracker = StepTracker(lambda *a, **k: None, CpuBackend(), lambda: now[0])
+    optimizer = type("Optimizer", (), {"param_groups": [{"params": [object()]}]})()
+    for k in range(WARM + steps):
+        if k == WARM:
+            tracker.drain(send=False)  # the warm steps folded untraced
+        started = tracker.on_fetch_start()
+        now[0] += 4e-5
+        tracker.on_fetch_end(started, True)
+        now[0] += 5e-4
+        tracker.on_optimizer_step(optimizer)
+    ops = [0]
+
+    def local(frame: FrameType, event: str, arg: Any) -> Any:
+        if event == "opcode":
+            ops[0] += 1
+        return local
+
+    def tracer(frame: FrameType, event: str, arg: Any) -> Any:
+        frame.f_trace_opcodes = True
+        return local
+
+    sys.settrace(tracer)
+    try:
+        tracker.drain(send=False)
+    finally:
+        sys.settrace(None)
+    return ops[0] / steps
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--steps", type=int, default=700, help="traced steps (700: a multiple of 7 and of 64-ish spans)")
@@ -98,6 +135,7 @@ def main() -> None:
     print(f"  bytecodes a step {sum(codes.values()) / n:.1f}, Python calls a step {sum(calls.values()) / n:.2f}")
     for name, k in codes.most_common(args.top):
         print(f"  {name:50s} {k / n:7.1f} bytecodes  {calls[name] / n:5.2f} calls")
+    print(f"  the step rows' fold (the channel thread, StepTracker._fold): {fold_count(n):.1f} bytecodes a step")
 
 
 if __name__ == "__main__":

@@ -133,11 +133,11 @@ class StepTracker:
         self.mode = "none"  # none | dataloader | backward | optimizer | manual
         self.index = 0  # index of the step in progress
         self._start = clock()
-        self._flog: list[Any] = []
-        """The step in progress's fetches, six items each (``FETCH_FIELDS``), in order: a flat
-        log the channel thread folds into the step's wait, CPU, run-queue, batch and idle
-        figures (:func:`fetch_sums`), so a batch costs the training thread one ``extend``
-        where it cost the estimate and five sums (issue 34)."""
+        self._wait = 0.0
+        self._wait_cpu = 0.0
+        self._wait_runq: float | None = None
+        self._batches = 0
+        self._idle: int | None = None
         self._carry: list[Any] | None = None
         """[wait, cpu, runq, batches, idle] of fetches after this iteration's last optimizer step."""
         self._thread_clock = ThreadClock()
@@ -183,8 +183,8 @@ class StepTracker:
         self._alloc_read_at = float("-inf")
         self._cols: dict[str, list[Any]] = columns()
         self._rows: list[tuple[Any, ...]] = []
-        """Closed steps not folded yet: (i, start, end, fetch log, alloc, bwd_start, bwd),
-        appended by the training thread, folded by the channel's (:meth:`rows`)."""
+        """Closed steps not folded yet: (i, start, end, wait, batches, idle, alloc, wait_cpu,
+        wait_runq, bwd_start, bwd), appended by the training thread, folded by the channel's."""
         self._bwd = 0.0
         self._bwd_start: float | None = None
         self._agg: dict[str, Any] | None = None
@@ -225,11 +225,14 @@ class StepTracker:
             except Exception:
                 alloc = None
         # list.append is atomic: the channel thread takes rows from the front (_fold), no lock
-        self._rows.append((i, start, end, self._flog, alloc, self._bwd_start, self._bwd))
+        self._rows.append((i, start, end, self._wait, self._batches, self._idle, alloc, self._wait_cpu,
+                           self._wait_runq, self._bwd_start, self._bwd))
         self.index = i + 1
         self.begun += 1
         self._start = end
-        self._flog = []
+        self._wait = self._wait_cpu = 0.0
+        self._wait_runq = self._idle = None
+        self._batches = 0
         if self._carry is not None:
             # fetched after the closed step's end: the first data wait of this step
             self._add_fetch(*self._carry)
@@ -265,7 +268,7 @@ class StepTracker:
         """Move the closed steps' rows into the columns, or past the detail into the
         aggregate (the caller holds the lock; the training thread may append meanwhile).
         Column by column: this thread holds the GIL the training needs, so briefly."""
-        batch = [resolve_row(row) for row in take(self._rows)]  # (appended.py: a row appended meanwhile stays)
+        batch = take(self._rows)  # (appended.py: a row appended meanwhile stays)
         n = len(batch)
         if not n:
             return
@@ -506,7 +509,7 @@ class StepTracker:
         now = self._clock()
         if not self._started:
             self._mark_start()
-        if self.mode in _FETCH_COUNTED and not self.backwards and self._fetches > 0 and any(self._flog[4::FETCH_FIELDS]):
+        if self.mode in _FETCH_COUNTED and not self.backwards and self._fetches > 0 and self._batches:
             # (a step that took no batch yet is the gap after a pass's end, StopIteration:
             # the next pass's first batch is still its batch, as an optimizer-counted step
             # holds the epoch's boundary; closed here it was a step of its own, 39 extra
@@ -549,37 +552,48 @@ class StepTracker:
         now = self._clock()
         wait = now - t0
         if reading is None:
-            # not read: estimated from the ratios of the fetches read that were as long as this
-            # one (cputime.FetchClock.ratios), in the fold (fetch_sums). A fetch not read follows
-            # a short one, so the clock's ``after_long`` is False already: only a long one changes it
+            # not read: the wall time times the ratios of the fetches read that were as long
+            # as this one (cputime.FetchClock.ratios). A fetch not read follows a short one,
+            # so the clock's ``after_long`` is False already: only a long one changes it
+            clock = self._fetch_clock
             if wait < LONG_FETCH:
-                ratio = self._fetch_clock.ratios[0]
+                ratio = clock.ratios[0]
             else:
-                clock = self._fetch_clock
                 clock.after_long = True
                 self._read_at = 0
                 ratio = clock.ratios[1]
-            cpu = runq = None
+            if ratio is None:
+                cpu, runq = wait, None
+            else:
+                total, cpu_s, runq_s = ratio
+                cpu = wait * cpu_s / total
+                if cpu >= wait:
+                    cpu = wait
+                runq = None if runq_s is None else wait * runq_s / total
         else:
             clock = self._fetch_clock
             cpu, runq = clock.read_end(reading, now, wait)
             if clock.after_long:
                 self._read_at = 0
-            ratio = READ
         idle = self._read_idle() if self._event_pending else None
         mode = self.mode
         if self._seen if mode == "optimizer" else mode in _BACKWARD_COUNTED and self._bwd_seen:
             # after an optimizer step (or backward pass) of an iteration not yet closed:
             # most likely the next step's batch, held until the next one says which
-            if ratio is not READ:
-                cpu, runq = estimate(wait, ratio)
             fetch: list[Any] = [wait, cpu, runq, 1 if got_batch else 0, idle]
             if self._carry is None:
                 self._carry = fetch
             else:
                 self._carry = merge_fetch(self._carry, fetch)
-        else:
-            self._flog.extend((wait, ratio, cpu, runq, got_batch, idle))
+        else:  # _add_fetch, inlined: this runs at every batch
+            self._wait += wait
+            self._wait_cpu += cpu
+            self._batches += got_batch
+            if runq is not None:
+                wait_runq = self._wait_runq
+                self._wait_runq = runq if wait_runq is None else wait_runq + runq
+            if idle is not None:
+                self._idle = idle if self._idle is None else max(self._idle, idle)
         if self.fetch_listeners:
             for listener in self.fetch_listeners:
                 listener()
@@ -593,17 +607,13 @@ class StepTracker:
             self._carry = None
 
     def _add_fetch(self, wait: float, cpu: float, runq: float | None, batches: int, idle: int | None) -> None:
-        self._flog.extend((wait, READ, cpu, runq, batches, idle))
-
-    def fetched(self) -> tuple[float, int, int | None, float, float | None]:
-        """The step in progress's fetches so far: wait, batches, idle, wait_cpu, wait_runq."""
-        return fetch_sums(self._flog)
-
-    def rows(self) -> list[tuple[Any, ...]]:
-        """The closed steps not folded yet, as the fold sees them: (i, start, end, wait,
-        batches, idle, alloc, wait_cpu, wait_runq, bwd_start, bwd), unrounded (benchmarks
-        compare two versions' here)."""
-        return [resolve_row(row) for row in list(self._rows)]
+        self._wait += wait
+        self._wait_cpu += cpu
+        if runq is not None:
+            self._wait_runq = (self._wait_runq or 0.0) + runq
+        self._batches += batches
+        if idle is not None:
+            self._idle = idle if self._idle is None else max(self._idle, idle)
 
     @property
     def held(self) -> int:
@@ -658,55 +668,6 @@ class StepTracker:
         if restart:
             payload["restart"] = True
         self._emit(events.KIND_STEPS, **payload)
-
-
-READ: Any = True
-"""A fetch log's ratio field for a fetch whose CPU and run-queue seconds are known (its clocks
-were read, or a held fetch whose estimate was made): not estimated in the fold."""
-FETCH_FIELDS = 6
-"""A fetch's items in the step's log: wait, ratio (``READ``, a ``FetchClock.ratios`` entry or
-None), cpu, runq (None unless read), batches, idle."""
-
-
-def estimate(wait: float, ratio: tuple[float, float, float | None] | None) -> tuple[float, float | None]:
-    """A fetch not read: its wall time times the ratios of the fetches read that were as long
-    as it (``cputime.FetchClock``), its CPU time at most its wall time; with no ratio yet, its
-    CPU time is its wall time and its run-queue time unknown."""
-    if ratio is None:
-        return wait, None
-    total, cpu_s, runq_s = ratio
-    cpu = wait * cpu_s / total
-    if cpu >= wait:
-        cpu = wait
-    return cpu, None if runq_s is None else wait * runq_s / total
-
-
-def fetch_sums(log: list[Any]) -> tuple[float, int, int | None, float, float | None]:
-    """A step's fetch log (``StepTracker._flog``) as its row's wait, batches, idle, wait_cpu and
-    wait_runq: the same additions, in the same order, as adding each fetch when it ended."""
-    wait = cpu_sum = 0.0
-    runq_sum: float | None = None
-    idle_max: int | None = None
-    batches = 0
-    items = iter(log)
-    for w, ratio, cpu, runq, b, idle in zip(items, items, items, items, items, items, strict=False):
-        if ratio is not READ:
-            cpu, runq = estimate(w, ratio)
-        wait += w
-        cpu_sum += cpu
-        batches += b
-        if runq is not None:
-            runq_sum = runq if runq_sum is None else runq_sum + runq
-        if idle is not None:
-            idle_max = idle if idle_max is None else max(idle_max, idle)
-    return wait, batches, idle_max, cpu_sum, runq_sum
-
-
-def resolve_row(row: tuple[Any, ...]) -> tuple[Any, ...]:
-    """A closed step's row with its fetch log folded: the columns' and aggregates' form."""
-    i, start, end, log, alloc, bwd_start, bwd = row
-    wait, batches, idle, wait_cpu, wait_runq = fetch_sums(log)
-    return i, start, end, wait, batches, idle, alloc, wait_cpu, wait_runq, bwd_start, bwd
 
 
 def _optimizer_key(optimizer: Any) -> int:

@@ -54,8 +54,7 @@ class Fetches:
         """The fetch's CPU and run-queue seconds, as the tracker summed them."""
         self.now = now
         self.tracker.on_fetch_end(started, True)  # type: ignore[arg-type]
-        _, _, _, cpu, runq = self.tracker.fetched()
-        return cpu, runq
+        return self.tracker._wait_cpu, self.tracker._wait_runq
 
 
 def _fetch(fc: Fetches, clock: ScriptedClock, now: float, wall: float, cpu_share: float,
@@ -160,7 +159,7 @@ def test_real_fetches_on_this_thread_sum_to_their_cpu_time() -> None:
             while perf() < end:
                 pass
         fc.tracker.on_fetch_end(started, True)  # type: ignore[arg-type]
-        cpu = fc.tracker.fetched()[3]
+        cpu = fc.tracker._wait_cpu
         c1 = thread()
         if i >= EXACT_FETCHES:
             got += cpu
