@@ -53,20 +53,28 @@ def count(steps: int, long_fetches: bool) -> tuple[collections.Counter[str], col
     wrapper = dl._BaseDataLoaderIter.__next__.__code__
     if not long_fetches:
         sc.out_of_reach(("LONG_FETCH",), ("mpsprofiler",))
+    ops, calls = by_function(lambda: loop.block(0, steps), package, wrapper)
+    sc.stop_probe(probe)
+    return ops, calls
+
+
+def by_function(fn: Any, package: str, within: Any = None) -> tuple[collections.Counter[str], collections.Counter[str]]:
+    """Bytecodes and calls by function of ``package``'s functions while ``fn()`` runs on this
+    thread (``within``: only inside calls of that code object)."""
     ops: collections.Counter[str] = collections.Counter()
     calls: collections.Counter[str] = collections.Counter()
-    inside = [0]
+    inside = [0 if within is not None else 1]
 
     def local(frame: FrameType, event: str, arg: Any) -> Any:
         if event == "opcode":
             ops[frame.f_code.co_qualname] += 1
-        elif event == "return" and frame.f_code is wrapper:
+        elif event == "return" and frame.f_code is within:
             inside[0] -= 1
         return local
 
     def tracer(frame: FrameType, event: str, arg: Any) -> Any:
         code = frame.f_code
-        if code is wrapper:
+        if code is within:
             inside[0] += 1
         if not inside[0] or not code.co_filename.startswith(package):
             return None
@@ -76,10 +84,9 @@ def count(steps: int, long_fetches: bool) -> tuple[collections.Counter[str], col
 
     sys.settrace(tracer)
     try:
-        loop.block(0, steps)
+        fn()
     finally:
         sys.settrace(None)
-    sc.stop_probe(probe)
     return ops, calls
 
 
@@ -112,6 +119,11 @@ def fold_count(batches: int) -> float | None:
         timer = it.__dict__.get("_next_index")
         if timer is not None:
             timer()
+    return traced_opcodes(sites.fold) / batches
+
+
+def traced_opcodes(fn: Any) -> int:
+    """The bytecodes ``fn()`` executes on this thread, in every function it calls."""
     ops = [0]
 
     def local(frame: FrameType, event: str, arg: Any) -> Any:
@@ -125,10 +137,10 @@ def fold_count(batches: int) -> float | None:
 
     sys.settrace(tracer)
     try:
-        sites.fold()
+        fn()
     finally:
         sys.settrace(None)
-    return ops[0] / batches
+    return ops[0]
 
 
 def main() -> None:

@@ -26,8 +26,6 @@ import argparse
 import collections
 import os
 import sys
-from types import FrameType
-from typing import Any
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 WARM = 300
@@ -55,27 +53,9 @@ def count(steps: int, ops: bool, warm: int = WARM,
         sched = probe.ops.schedule
         sched.next_sample = sched.wake_above = probe.ops._leaks.next_check = float("inf")
         sched._drift_ref = 0.0  # (nor a drift wake: the traced steps' median is not the untraced one's)
-    codes: collections.Counter[str] = collections.Counter()
-    calls: collections.Counter[str] = collections.Counter()
+    from loader_path_bytecodes import by_function
 
-    def local(frame: FrameType, event: str, arg: Any) -> Any:
-        if event == "opcode":
-            codes[frame.f_code.co_qualname] += 1
-        return local
-
-    def tracer(frame: FrameType, event: str, arg: Any) -> Any:
-        code = frame.f_code
-        if not code.co_filename.startswith(package):
-            return None
-        calls[code.co_qualname] += 1
-        frame.f_trace_opcodes = True
-        return local
-
-    sys.settrace(tracer)
-    try:
-        loop.block(0, steps)
-    finally:
-        sys.settrace(None)
+    codes, calls = by_function(lambda: loop.block(0, steps), package)
     sc.stop_probe(probe)
     return codes, calls
 
@@ -98,23 +78,9 @@ def fold_count(steps: int) -> float:
         tracker.on_fetch_end(started, True)
         now[0] += 5e-4
         tracker.on_optimizer_step(optimizer)
-    ops = [0]
+    from loader_path_bytecodes import traced_opcodes
 
-    def local(frame: FrameType, event: str, arg: Any) -> Any:
-        if event == "opcode":
-            ops[0] += 1
-        return local
-
-    def tracer(frame: FrameType, event: str, arg: Any) -> Any:
-        frame.f_trace_opcodes = True
-        return local
-
-    sys.settrace(tracer)
-    try:
-        tracker.drain(send=False)
-    finally:
-        sys.settrace(None)
-    return ops[0] / steps
+    return traced_opcodes(lambda: tracker.drain(send=False)) / steps
 
 
 def main() -> None:
