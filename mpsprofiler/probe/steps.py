@@ -261,7 +261,9 @@ class StepTracker:
         if listener is None:
             self._due_at = math.inf
             return
-        self._due_at, self._due_above = listener(next_step, dur, self._skipped)
+        due_at, self._due_above = listener(next_step, dur, self._skipped)
+        # (never further than the durations kept: a listener asking for later loses none)
+        self._due_at = min(due_at, next_step + DUE_SPAN)
         self._skipped.clear()
 
     def _fold(self) -> None:
