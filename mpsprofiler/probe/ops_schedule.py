@@ -36,6 +36,8 @@ import math
 import statistics
 from collections import deque
 from collections.abc import Collection, Hashable, Iterable
+from functools import reduce
+from operator import add
 
 from .sample_phase import next_sampled_step
 
@@ -166,7 +168,9 @@ class SampleSchedule:
     def plain_steps(self, durations: Collection[float]) -> None:
         """Plain steps the accountant was not called for (``plain_due`` said none needed it):
         what :meth:`plain_step` and the accountant's total do at each, in order, at once."""
-        self.total = sum(durations, self.total)
+        # one addition after another, as at each step (``sum`` of floats compensates its
+        # rounding from Python 3.12 on: not the same total)
+        self.total = reduce(add, durations, self.total)
         self.plain.extend(durations)
         self._drift_count += len(durations)
 

@@ -190,7 +190,8 @@ class StepTracker:
         self._agg: dict[str, Any] | None = None
         self._lock = threading.Lock()
         self.listeners: list[Callable[[int, float], None]] = []
-        """Called with (next step index, last step duration) at every boundary (ops sampler)."""
+        """Called with (next step index, last step duration) at every boundary (the device
+        timer on asynchronous devices; op accounting is the ``due_listener``)."""
         self.fetch_listeners: list[Callable[[], None]] = []
         """Called when a DataLoader fetch has ended (device timing: probe/device_time.py)."""
         self.due_listener: Callable[[int, float, deque[float]], tuple[float, float]] | None = None
