@@ -403,8 +403,6 @@ def test_tracker_drops_a_provisional_finding_that_no_longer_fires() -> None:
     assert not shown["dataloader-stall"].provisional  # confirmed now, so it stays from here on
 
 
-@pytest.mark.slow
-@pytest.mark.serial  # a timed bound: beside other tests on 2 cores it measured 3 ms (CI, 2026-12-04)
 def test_evaluation_parses_nothing_again(monkeypatch: pytest.MonkeyPatch) -> None:
     """The rules are evaluated again at every live refresh of the TUI: their conditions and
     templates are parsed once, when the file loads, and each evaluation runs the parsed forms
