@@ -776,11 +776,13 @@ def test_workers_of_a_loader_built_anew_every_epoch_restart_because_of_where_it_
 
 @pytest.mark.slow
 def test_spawned_workers_restarted_every_epoch_are_told_persistent_workers_not_more_cpu(tmp_path):
-    """Cheap batches, 2 spawn workers started again at each of 6 short epochs: the waiting
+    """Cheap batches, 2 spawn workers started again at each of 4 short epochs: the waiting
     is their start-up (a new Python importing torch and the script each time), whose CPU
     time made the loader read as CPU work and be told it "needs more CPU than this machine
-    has". It is told to keep its workers (persistent_workers=True at its own line)."""
-    summary, facts = profile(tmp_path, "restart_epochs.py", "--context", "spawn")
+    has". It is told to keep its workers (persistent_workers=True at its own line). Four
+    epochs (32 steps, 8 worker starts): three restarts to measure and more steady steps
+    than the rules judge (20); the script's six started 12 workers, a second of CPU each."""
+    summary, facts = profile(tmp_path, "restart_epochs.py", "--context", "spawn", "--epochs", "4")
     found = {f["rule"]: f for f in summary["findings"]}
     line = next(i for i, t in enumerate((SCRIPTS / "restart_epochs.py").read_text().splitlines(), 1)
                 if "loader = DataLoader(" in t)
@@ -816,14 +818,15 @@ def test_spawned_workers_restarted_every_epoch_are_told_persistent_workers_not_m
 @pytest.mark.slow
 def test_spawned_train_and_val_loaders_restarted_every_epoch_are_told_persistent_workers_at_both_lines(tmp_path):
     """A training and a validation loader (timm's train.py layout), 2 spawned workers each,
-    not persistent, 4 short epochs of cheap batches: each pass over either loader starts its
+    not persistent, 3 short epochs of cheap batches (12 worker starts; the script's default
+    4 made 16): each pass over either loader starts its
     workers again, a new Python importing torch and the script. With two loaders the
     restarts were not measured and their start-up CPU read as batch work: "building batches
     needs more CPU than this machine has", with lighter transforms as the advice. Each
     loader's restarts are measured from its own passes' first batches (probe/loader_sites.py),
     and the fix is persistent_workers=True at both loaders' lines. Whatever the load, the
     spawns (about a second of CPU each) dwarf batches of 8 random vectors."""
-    summary, facts = profile(tmp_path, "train_val_restarts.py")
+    summary, facts = profile(tmp_path, "train_val_restarts.py", "--epochs", "3")
     text = (SCRIPTS / "train_val_restarts.py").read_text().splitlines()
     train = next(i for i, t in enumerate(text, 1) if "train_loader = DataLoader(" in t)
     val = next(i for i, t in enumerate(text, 1) if "val_loader = DataLoader(" in t)
