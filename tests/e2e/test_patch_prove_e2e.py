@@ -14,7 +14,7 @@ import json
 import re
 import shutil
 import subprocess
-import time
+import sys
 from pathlib import Path
 
 import pytest
@@ -41,12 +41,11 @@ def test_prove_of_a_loader_stall_patch_says_faster_and_report_shows_it(tmp_path:
     rule = next(f["rule"] for f in json.loads((run / "summary.json").read_text())["findings"]
                 if RULE.fullmatch(f["rule"]))
 
-    started = time.monotonic()
     quick = mpsprof_cli("patch", str(run), cwd=src, env=env)
-    answered = time.monotonic() - started
     assert quick.returncode == 0, quick.stderr[-3000:]
-    # issue 31: without --prove it answers in under 2 s (python's own start included)
-    assert answered < 2.0, f"mpsprof patch took {answered:.2f} s"
+    # issue 31: without --prove it answers at once: it runs no training and imports no torch
+    # (a count, not a time: a timed bound failed on a busy machine and proved nothing on a quiet one)
+    assert "torch" not in imported_by_patch(run, src, env), "mpsprof patch without --prove imported torch"
     patch = run / f"fix-{rule}.patch"
     assert patch.read_text() in quick.stdout
     # wrapped one argument a line: the added keyword takes the line past 100 columns
@@ -88,3 +87,16 @@ def test_prove_of_a_loader_stall_patch_says_faster_and_report_shows_it(tmp_path:
     assert script.read_text() == SCRIPT.read_text().replace(
         "    loader = DataLoader(SlowImages(), batch_size=2, shuffle=False, num_workers=0)", wrapped)
     assert Path(f"{script}.orig").read_text() == SCRIPT.read_text()
+
+
+def imported_by_patch(run: Path, cwd: Path, env: dict[str, str]) -> set[str]:
+    """The top-level modules ``mpsprof patch RUN`` (no --prove) had imported when it returned."""
+    code = ("import runpy, sys\n"
+            f"sys.argv = ['mpsprof', 'patch', {str(run)!r}]\n"
+            "try:\n    runpy.run_module('mpsprofiler', run_name='__main__')\n"
+            "except SystemExit:\n    pass\n"
+            "print('MODULES', ' '.join(sorted({m.split('.')[0] for m in sys.modules})))\n")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=cwd, env=env, capture_output=True, text=True, timeout=120)
+    line = next((t for t in proc.stdout.splitlines() if t.startswith("MODULES ")), None)
+    assert proc.returncode == 0 and line is not None, proc.stderr[-3000:]
+    return set(line.split()[1:])
