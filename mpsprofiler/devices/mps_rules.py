@@ -315,6 +315,17 @@ BEHAVIOUR: tuple[ApiFact, ...] = (
             "Native support for int64 has been added in macOS 13.3.\"",
             "aten/src/ATen/native/mps/OperationUtils.h (the int64 downcast TORCH_WARN_ONCE), "
             "operations/ReduceOps.mm, operations/UnaryOps.mm (MACOS_VER_13_3_PLUS)"),
+    ApiFact("float16 autocast on MPS", (2, 5), None,
+            "torch.autocast(device_type=\"mps\", dtype=torch.float16); earlier releases raise "
+            "RuntimeError: User specified an unsupported autocast device_type 'mps'",
+            "torch/amp/autocast_mode.py autocast.__init__ (is_autocast_available); "
+            "pytorch/pytorch#99272 (merged 2024-09, first in the v2.5.0 release)"),
+    ApiFact("bfloat16 autocast on MPS", (2, 6), None,
+            "torch.autocast(device_type=\"mps\", dtype=torch.bfloat16), on macOS 14 or newer; 2.5 "
+            "takes float16 only: for bfloat16 it warns \"In MPS autocast, but the target dtype is not "
+            "supported. Disabling autocast.\" and runs in float32 (pytorch/pytorch#139192)",
+            "torch/amp/autocast_mode.py autocast.__init__; pytorch/pytorch#139390 (merged 2024-11, "
+            "after the 2.5 release)"),
     ApiFact("MPS needs macOS 12.3", None, (2, 4),
             "the oldest macOS with an MPS device",
             "aten/src/ATen/mps/MPSDevice.mm MPSDevice::MPSDevice (checks an MPSGraph method of "
@@ -357,6 +368,36 @@ def min_macos(version: tuple[int, int]) -> tuple[int, int]:
         if holds(behaviour(f"MPS needs macOS {macos[0]}.{macos[1]}"), version):
             return macos
     return MIN_MACOS[0]
+
+
+def mps_autocast(version: tuple[int, int]) -> str:
+    """What ``torch.autocast(device_type="mps", ...)`` takes in torch ``version``: "fp16"
+    (2.5), "fp16_bf16" (2.6 on; bfloat16 on macOS 14 only), "none" (before 2.5 it raises
+    RuntimeError, so no fix may write it for those releases)."""
+    if not holds(behaviour("float16 autocast on MPS"), version):
+        return "none"
+    return "fp16_bf16" if holds(behaviour("bfloat16 autocast on MPS"), version) else "fp16"
+
+
+def torch_below_for_macos(macos: tuple[int, int]) -> tuple[int, int] | None:
+    """The first torch release that finds no MPS device on ``macos`` (``torch<X.Y`` keeps
+    MPS there), from the ``MPS needs macOS`` facts; None where every checked release has MPS
+    (macOS 14 on), or where none has (before 12.3). An upgrade suggested to a Mac below macOS
+    14 is capped so: ``pip install -U torch`` can install a release that has no MPS on it."""
+    if macos < MIN_MACOS[0]:
+        return None
+    for major, minor in ((2, m) for m in range(MIN_TORCH[1], MAX_CHECKED[1] + 1)):
+        if macos < min_macos((major, minor)):
+            return (major, minor)
+    return None
+
+
+def upgrade_command(macos: tuple[int, int] | None) -> str:
+    """``python -m pip install -U torch``, capped below the first release without MPS on
+    this macOS (:func:`torch_below_for_macos`); uncapped where the macOS is unknown or 14+."""
+    below = torch_below_for_macos(macos) if macos else None
+    spec = f'"torch<{below[0]}.{below[1]}"' if below else "torch"
+    return f"python -m pip install -U {spec}"
 
 
 def api_in(version: tuple[int, int]) -> list[str]:

@@ -24,6 +24,8 @@ from ..devices.mps_rules import (
     paired_low,
     stoi,
     strtod,
+    torch_below_for_macos,
+    upgrade_command,
     validate_watermarks,
 )
 from ..events.payloads import EnvFields
@@ -79,9 +81,9 @@ def _macos_too_old(env: EnvFields) -> Check | None:
     need, have = mps_min_macos(env.get("torch")), version_tuple(env.get("macos_version"))
     if need is None or have is None or have >= need:
         return None
-    if have >= (12, 3):
-        older = "2.9" if have >= (13, 0) else "2.5"
-        alternative = f'or keep this macOS with `python -m pip install "torch<{older}"`.'
+    mac = (have[0], have[1])  # version_tuple gives (major, minor)
+    if torch_below_for_macos(mac) is not None:
+        alternative = f"or keep this macOS with `{upgrade_command(mac)}`."
     else:
         alternative = "MPS needs macOS 12.3 at the very least."
     return _mps("fail", f"torch {env.get('torch')} needs macOS {fmt_version(need)} or newer for MPS; "

@@ -90,8 +90,9 @@ HAND: dict[str, Hand] = {
         ("set `torch.set_num_threads({cores})` in {script} by hand", "tune the CPU run by hand"),
         "an Intel Mac has no MPS device: this is advice for the CPU run, not a line to fix"),
     "bf16-macos-crash": Hand(
-        ("edit {crash_at} by hand: float16 in place of bfloat16, or update macOS to 14",
-         "use float16 in place of bfloat16 by hand, or update macOS to 14"),
+        ("edit {crash_at} by hand: float32 in place of bfloat16 (float16 autocast from torch 2.5), or update "
+         "macOS to 14",
+         "use float32 in place of bfloat16 by hand (float16 autocast from torch 2.5), or update macOS to 14"),
         "bfloat16 on MPS needs macOS 14: whether to change the dtype or macOS is yours to choose"),
     "host-bound": Hand(
         ("raise batch_size where {loader_at} is built, or compile the model, by hand",
@@ -128,9 +129,9 @@ HAND: dict[str, Hand] = {
         "which operation changed the saved tensor is known only from anomaly detection's traceback"),
     "oom-crash-mps": Hand(
         ("edit {crash_at} by hand: batch_size={suggested_batch_size} (now {batch_size}) where the batch is made, "
-         "or float16 autocast",
-         "lower the batch size (the fix suggests {suggested_batch_size}) or add float16 autocast, by hand",
-         "lower the batch size or add float16 autocast, by hand"),
+         "or float16 autocast (torch 2.5+)",
+         "lower the batch size (the fix suggests {suggested_batch_size}) or add float16 autocast (torch 2.5+), by hand",
+         "lower the batch size or add float16 autocast (torch 2.5+), by hand"),
         BATCH_WHY),
     "oom-crash-cuda": Hand(
         ("edit {crash_at} by hand: batch_size={suggested_batch_size} (now {batch_size}) where the batch is made; "

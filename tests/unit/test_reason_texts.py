@@ -430,7 +430,8 @@ def test_an_empty_phrase_reads_as_no_words_and_keeps_its_sentence(tmp_path: Path
 NONFINITE_FILE = builtin_rules_dir() / "nonfinite-loss.yaml"
 FIX_FIRST = {
     "scale_loss": "Scale the loss: fp16 gradients overflow and underflow without a `torch.amp.GradScaler` (or train "
-                  "in bfloat16, which needs none).",
+                  "in bfloat16, which needs none, where the device has it: on CUDA `torch.cuda.is_bf16_supported()`, "
+                  "on MPS bfloat16 autocast from torch 2.6 on macOS 14).",
     "clip_gradients": "Clip the gradients and lower the learning rate: the gradient norm jumped before the loss "
                       "diverged.",
     "lower_lr": "Lower the learning rate (or warm it up), and look for a log, a division or a sqrt of zero or of a "

@@ -20,7 +20,9 @@ from ...devices.mps_rules import (
     LOW,
     fallback_aborts,
     fallback_enabled,
+    mps_autocast,
     paired_low,
+    upgrade_command,
     validate_env,
     watermark_fix,
 )
@@ -53,11 +55,12 @@ def _version_tuple(text: str | None) -> tuple[int, ...]:
 
 
 ENVIRONMENT_FACTS: tuple[str, ...] = (
-    "apple_silicon", "cuda_available", "default_watermark_ratio", "fallback_env_set", "intel_mac",
+    "apple_silicon", "cuda_available", "default_watermark_ratio", "fallback_env_set",
+    "fp16_autocast_device", "intel_mac",
     "is_macos", "mac_fallback_invalid", "mac_watermark_error", "mac_watermark_fix", "mac_watermark_fix_high",
     "mac_watermark_fix_low", "mac_watermark_set", "machine",
     "macos_too_old", "macos_version", "mps_available", "mps_built", "mps_min_macos",
-    "mps_unavailable_cause", "pin_memory_on_mps", "python_version", "rosetta", "run_command",
+    "mps_autocast", "mps_autocast_code", "mps_unavailable_cause", "mps_upgrade_command", "pin_memory_on_mps", "python_version", "rosetta", "run_command",
     "suggested_low_watermark_ratio",
     "suggested_watermark_ratio",
     "torch_version", "watermark_cap", "watermark_floor_ratio", "watermark_peak_ratio", "watermark_ratio",
@@ -95,6 +98,10 @@ def environment_facts(session: Session) -> dict[str, Any]:
         "fallback_env_set": fallback_enabled(pyenv.get("PYTORCH_ENABLE_MPS_FALLBACK")),
     }
     facts["mps_unavailable_cause"] = _why_no_mps(facts)
+    facts.update(_autocast(torch_version, session.device_kind))
+    macos_t = _version_tuple(macos) + (0,)
+    facts["mps_upgrade_command"] = upgrade_command((macos_t[0], macos_t[1]) if len(macos_t) > 1 and is_macos
+                                                   else None)
     facts.update(_refused_on_a_mac(pyenv))
     facts.update(_watermark(pyenv, _peak_ratio(session)))
     facts["pin_memory_on_mps"] = _pin_memory_on_mps(session)
@@ -117,6 +124,20 @@ def run_command(session: Session) -> str:
     else:
         head = ["python", short_path(argv[0], run.get("cwd"))]
     return shlex.join(head + argv[1:])
+
+
+def _autocast(torch_version: str | None, device_kind: str | None) -> dict[str, Any]:
+    """Which autocast a fix may write (:func:`~mpsprofiler.devices.mps_rules.mps_autocast`):
+    ``torch.autocast(device_type="mps")`` raises RuntimeError before torch 2.5, so the MPS
+    fixes write it only for a torch known to take it; CUDA has had float16 autocast in every
+    supported release. None (the line is left out) where the torch version is unknown."""
+    m = re.match(r"(\d+)\.(\d+)", torch_version or "")
+    mps = mps_autocast((int(m.group(1)), int(m.group(2)))) if m else "unknown"
+    takes_fp16 = mps in ("fp16", "fp16_bf16")
+    kind = (device_kind or "").split(":")[0]
+    device = "cuda" if kind == "cuda" else ("mps" if kind == "mps" and takes_fp16 else None)
+    return {"mps_autocast": mps, "mps_autocast_code": "fp16" if takes_fp16 else None,
+            "fp16_autocast_device": device}
 
 
 MPS_UNAVAILABLE_CAUSES = ("rosetta", "intel_mac", "not_built", "macos_too_old", "no_device")
