@@ -326,6 +326,13 @@ BEHAVIOUR: tuple[ApiFact, ...] = (
             "supported. Disabling autocast.\" and runs in float32 (pytorch/pytorch#139192)",
             "torch/amp/autocast_mode.py autocast.__init__; pytorch/pytorch#139390 (merged 2024-11, "
             "after the 2.5 release)"),
+    ApiFact("torch.compile on MPS", (2, 8), None,
+            "the default backend (inductor) generates Metal kernels for MPS (MPSInductor, macOS 14+); "
+            "earlier releases fail at the compiled model's first call with BackendCompilerFailed "
+            "(2.3: \"AssertionError: Device mps not supported\", pytorch/pytorch#125254; 2.6: a "
+            "LoweringException), so a fix suggests torch.compile on MPS from 2.8 only",
+            "torch/_inductor/codegen/mps.py (MetalScheduling); pytorch/pytorch#157957 (release "
+            "feature: MPSInductor, 2.8.0, macOS 14+)"),
     ApiFact("MPS needs macOS 12.3", None, (2, 4),
             "the oldest macOS with an MPS device",
             "aten/src/ATen/mps/MPSDevice.mm MPSDevice::MPSDevice (checks an MPSGraph method of "
@@ -377,6 +384,11 @@ def mps_autocast(version: tuple[int, int]) -> str:
     if not holds(behaviour("float16 autocast on MPS"), version):
         return "none"
     return "fp16_bf16" if holds(behaviour("bfloat16 autocast on MPS"), version) else "fp16"
+
+
+def compiles_for_mps(version: tuple[int, int]) -> bool:
+    """Whether ``torch.compile(model)`` (inductor) compiles for MPS in torch ``version``."""
+    return holds(behaviour("torch.compile on MPS"), version)
 
 
 def torch_below_for_macos(macos: tuple[int, int]) -> tuple[int, int] | None:

@@ -153,3 +153,16 @@ def test_mac_fixes_that_suggest_an_upgrade_cap_it_below_macos_14() -> None:
     new = _fired(build_session(env=dict(MAC_ENV, torch="2.9.0", macos_version="14.5", mps_available=False,
                                         mps_built=False)))["mps-unavailable"]
     assert "python -m pip install -U torch" in new.fix, new.fix
+
+
+def test_torch_compile_on_mps_is_suggested_from_the_release_that_has_mpsinductor() -> None:
+    """host-bound suggested ``torch.compile(model)`` on every Mac; inductor has no MPS code
+    generator before torch 2.8 (the first call fails with BackendCompilerFailed: 2.3 "Device
+    mps not supported", pytorch/pytorch#125254; 2.6 a LoweringException of the prototype). Where the
+    installed torch is 2.8+, its inductor holds the Metal code generator the table cites."""
+    import importlib.util
+
+    if m.compiles_for_mps(INSTALLED):
+        assert importlib.util.find_spec("torch._inductor.codegen.mps") is not None
+    assert [v for v in RELEASES if m.compiles_for_mps(v)][0] == (2, 8)
+    assert "157957" in m.behaviour("torch.compile on MPS").source

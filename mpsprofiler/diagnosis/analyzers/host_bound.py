@@ -23,8 +23,11 @@ the steps, the sync facts only where op accounting saw a sync).
 from __future__ import annotations
 
 import math
+import re
+from collections.abc import Mapping
 from typing import Any
 
+from ...devices.mps_rules import compiles_for_mps
 from ...session.session import Session
 from .common import MIB, rounded, training_loader
 from .registry import analyzer
@@ -76,10 +79,21 @@ def host_bound_facts(session: Session) -> dict[str, Any]:
     facts.update(_larger_batch(session, share))
     facts.update(_syncs(session))
     kind = session.device_kind
-    # names the rule's phrases stand for (rules/host-bound.yaml): the texts live there
-    facts["host_bound_compile"] = facts["host_bound_compile_line"] = kind if kind in ("cuda", "mps") else None
+    # names the rule's phrases stand for (rules/host-bound.yaml): the texts live there; on
+    # MPS torch.compile fails before 2.8 (mps_rules "torch.compile on MPS"), so no advice there
+    compiles = kind == "cuda" or (kind == "mps" and _compiles_for_mps(session.env))
+    facts["host_bound_compile"] = facts["host_bound_compile_line"] = kind if compiles else None
     facts["host_bound_try_cpu"] = "mps" if kind == "mps" else None
     return facts
+
+
+def _compiles_for_mps(env: Mapping[str, Any]) -> bool:
+    """torch 2.8+ (MPSInductor), and macOS 14+ where the run knows the macOS."""
+    version = re.match(r"(\d+)\.(\d+)", str(env.get("torch") or ""))
+    if version is None or not compiles_for_mps((int(version.group(1)), int(version.group(2)))):
+        return False
+    macos = re.match(r"(\d+)", str(env.get("macos_version") or ""))
+    return macos is None or int(macos.group(1)) >= 14
 
 
 def _larger_batch(session: Session, share: float) -> dict[str, Any]:
