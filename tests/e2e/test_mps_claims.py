@@ -18,49 +18,18 @@ from __future__ import annotations
 import inspect
 import re
 import warnings
-from typing import Any
 
 import pytest
 import torch
 
 from mpsprofiler.devices import mps_rules as m
-from mpsprofiler.devices.fake import FakeMpsBackend
-from mpsprofiler.diagnosis import diagnose
-from mpsprofiler.diagnosis.findings import Finding
 from mpsprofiler.session.session import Session
-from tests.unit.test_analyzers import (
-    GIB,
-    MAC_ENV,
-    WORDINGS,
-    build_session,
-    crash,
-    loader,
-    mem_event,
-    step_rows,
-)
+from tests.e2e.test_rules_shipped import _crash, _near_limit, fired
+from tests.unit.test_analyzers import GIB, MAC_ENV, build_session, loader, mem_event, step_rows
 
 RELEASES = [(2, minor) for minor in range(m.MIN_TORCH[1], m.MAX_CHECKED[1] + 1)]
 MPS_AUTOCAST = re.compile(r"autocast\(\s*device_type\s*=\s*[\"']mps[\"']")
 INSTALLED = tuple(int(p) for p in re.findall(r"\d+", torch.__version__)[:2])
-
-
-def _fired(session: Session) -> dict[str, Finding]:
-    diagnosis = diagnose(session)
-    assert diagnosis.facts["analyzer_errors"] == []
-    return {f.rule: f for f in diagnosis.findings}
-
-
-def _crash(kind: str, env: dict[str, Any]) -> Session:
-    message, type_, _ = next(w for w in WORDINGS if w[2] == kind)
-    return build_session(env=env, device="mps", rows=step_rows([0.1] * 4), exception=crash(message, type_),
-                         returncode=1, loaders=[loader()])
-
-
-def _near_limit(env: dict[str, Any]) -> Session:
-    backend = FakeMpsBackend([(int(15.5 * GIB), int(16.5 * GIB))], recommended_max=10 * GIB)
-    rows = step_rows([0.1] * 20, alloc=[int(15.5 * GIB)] * 20)
-    mem = [mem_event(row[1], 2 * GIB, device=backend.memory().as_dict()) for row in rows]
-    return build_session(env=env, device="mps", rows=rows, mem=mem, loaders=[loader(batch_size=64)])
 
 
 def _mac_sessions(version: tuple[int, int]) -> dict[str, Session]:
@@ -68,10 +37,10 @@ def _mac_sessions(version: tuple[int, int]) -> dict[str, Session]:
     torch_v, macos = f"{version[0]}.{version[1]}.0", m.min_macos(version)
     env = dict(MAC_ENV, torch=torch_v, macos_version=f"{macos[0]}.{macos[1]}")
     return {
-        "oom-crash-mps": _crash("oom_mps", env),
+        "oom-crash-mps": _crash("oom_mps", env)(),
         "near-device-limit": _near_limit(env),
         # the bfloat16 crash needs a macOS before 14 (torch 2.3-2.8 only: 2.9 has no MPS there)
-        "bf16-macos-crash": _crash("bf16_macos", dict(env, macos_version="13.6")),
+        "bf16-macos-crash": _crash("bf16_macos", dict(env, macos_version="13.6"))(),
     }
 
 
@@ -105,7 +74,7 @@ def test_no_mac_fix_writes_mps_autocast_for_a_torch_that_refuses_it(version: tup
     RuntimeError. Now it is written exactly where the table says the release takes it."""
     takes = m.mps_autocast(version) != "none"
     for rule, session in _mac_sessions(version).items():
-        found = _fired(session)
+        found = fired(session)
         if rule == "bf16-macos-crash" and not (2, 3) <= version <= (2, 8):
             continue  # that error exists in torch 2.3-2.8 only
         assert rule in found, (rule, sorted(found))
@@ -125,7 +94,7 @@ def test_a_cuda_run_keeps_its_float16_autocast() -> None:
            "total": 17 * GIB, "limit": 17 * GIB}
     session = build_session(env=env, device="cuda", rows=rows, loaders=[loader(batch_size=64)],
                             mem=[mem_event(r[1], 2 * GIB, device=dev) for r in rows])
-    fix = _fired(session)["near-device-limit"].fix
+    fix = fired(session)["near-device-limit"].fix
     assert 'torch.autocast(device_type="cuda", dtype=torch.float16)' in fix and "loss = loss_fn" in fix
 
 
@@ -147,10 +116,10 @@ def test_mac_fixes_that_suggest_an_upgrade_cap_it_below_macos_14() -> None:
     """The fallback finding and mps-unavailable said `pip install -U torch`; on macOS 13
     that can install torch 2.9+, which finds no MPS device before macOS 14."""
     env = dict(MAC_ENV, torch="2.5.1", macos_version="13.6")
-    why = _fired(build_session(env=dict(env, mps_available=False, mps_built=False)))["mps-unavailable"]
+    why = fired(build_session(env=dict(env, mps_available=False, mps_built=False)))["mps-unavailable"]
     assert 'python -m pip install -U "torch<2.9"' in why.fix, why.fix
     assert "pip install -U torch`" not in why.fix
-    new = _fired(build_session(env=dict(MAC_ENV, torch="2.9.0", macos_version="14.5", mps_available=False,
+    new = fired(build_session(env=dict(MAC_ENV, torch="2.9.0", macos_version="14.5", mps_available=False,
                                         mps_built=False)))["mps-unavailable"]
     assert "python -m pip install -U torch" in new.fix, new.fix
 

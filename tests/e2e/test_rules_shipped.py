@@ -264,11 +264,11 @@ def _cache_growth(recommended_max: int | None = 21 * GIB) -> Session:
     return build_session(env=_mac(), device="mps", rows=rows, mem=mem)
 
 
-def _near_limit() -> Session:
+def _near_limit(env: dict[str, Any] | None = None) -> Session:
     backend = FakeMpsBackend([(int(15.5 * GIB), int(16.5 * GIB))], recommended_max=10 * GIB)  # limit 17 GiB
     rows = step_rows([0.1] * 20, alloc=[int(15.5 * GIB)] * 20)
     mem = [mem_event(row[1], 2 * GIB, device=backend.memory().as_dict()) for row in rows]
-    return build_session(env=_mac(), device="mps", rows=rows, mem=mem, loaders=[loader(batch_size=64)])
+    return build_session(env=env or _mac(), device="mps", rows=rows, mem=mem, loaders=[loader(batch_size=64)])
 
 
 def _pressure() -> Session:
