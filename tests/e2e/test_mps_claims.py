@@ -18,6 +18,7 @@ from __future__ import annotations
 import inspect
 import re
 import warnings
+from typing import Any
 
 import pytest
 import torch
@@ -135,3 +136,31 @@ def test_torch_compile_on_mps_is_suggested_from_the_release_that_has_mpsinductor
         assert importlib.util.find_spec("torch._inductor.codegen.mps") is not None
     assert [v for v in RELEASES if m.compiles_for_mps(v)][0] == (2, 8)
     assert "157957" in m.behaviour("torch.compile on MPS").source
+
+
+@pytest.mark.parametrize(("call", "written", "on_cuda"), [
+    ("x.cuda(non_blocking=True)", 'x.to(device, non_blocking=device.type == "cuda")', True),
+    ("x.cuda(non_blocking=pin)", 'x.to(device, non_blocking=pin and device.type == "cuda")', True),
+    ("x.cuda(non_blocking=cfg.pin)", 'x.to(device, non_blocking=cfg.pin and device.type == "cuda")', True),
+    ("x.cuda(non_blocking=False)", "x.to(device, non_blocking=False)", False),
+    ("x.cuda()", "x.to(device)", False),
+])
+def test_a_cuda_script_patched_for_a_mac_copies_to_mps_blocking(call: str, written: str, on_cuda: bool) -> None:
+    """`patch` makes a CUDA tutorial's ``.cuda(non_blocking=True)`` ``.to(device, ...)`` with
+    the device chosen at run time, MPS on a Mac. ``.to("mps", non_blocking=True)`` from
+    pageable memory can read the CPU batch after Python freed it (pytorch/pytorch#139550,
+    #189690: silent corruption), so non_blocking stays for CUDA only. The written line is
+    evaluated with a CUDA-like and an MPS-like device: blocking on MPS, as written on CUDA."""
+    from types import SimpleNamespace
+
+    from mpsprofiler.patch.cst import cuda_calls_to
+
+    text, lines = cuda_calls_to(f"import torch\nx = {call}\n", "device")
+    assert lines == [2] and f"x = {written}" in text
+    seen: list[Any] = []
+    tensor = SimpleNamespace(to=lambda dev, non_blocking=False: seen.append((dev.type, non_blocking)))
+    for kind in ("cuda", "mps"):
+        scope = {"x": tensor, "device": SimpleNamespace(type=kind), "pin": True,
+                 "cfg": SimpleNamespace(pin=True)}
+        exec(written, scope)  # noqa: S102 (the line the patch writes, over stand-ins)
+    assert seen == [("cuda", on_cuda), ("mps", False)]

@@ -42,8 +42,26 @@ def device_string_at(source: str, line: int, literal: str, expression: Callable[
     return module.visit(_Swap(targets, expression)).code
 
 
+def _cuda_only(arg: cst.Arg, name: str) -> cst.Arg:
+    """``non_blocking=V`` kept for CUDA only: ``V and name.type == "cuda"``. The chosen device
+    may be a Mac's MPS, where a non-blocking copy from pageable CPU memory can read the source
+    after Python freed it and silently corrupt the batch (pytorch/pytorch#139550, #189690,
+    both open); a blocking copy gives the same values everywhere."""
+    cuda = f'{name}.type == "cuda"'
+    value = arg.value
+    if isinstance(value, cst.Name) and value.value == "False":
+        return arg
+    code = cst.Module([]).code_for_node(value)
+    if isinstance(value, cst.Name) and value.value == "True":
+        text = cuda
+    else:
+        text = f"{code if isinstance(value, (cst.Name, cst.Attribute)) else f'({code})'} and {cuda}"
+    return arg.with_changes(value=cst.parse_expression(text))
+
+
 class _CudaCalls(cst.CSTTransformer):
-    """``x.cuda()`` -> ``x.to(name)`` (``non_blocking=`` kept); another argument is refused."""
+    """``x.cuda()`` -> ``x.to(name)`` (``non_blocking=`` kept for CUDA only, :func:`_cuda_only`);
+    another argument is refused."""
 
     METADATA_DEPENDENCIES = (PositionProvider,)
 
@@ -62,7 +80,8 @@ class _CudaCalls(cst.CSTTransformer):
             self.refused.append(line)  # .cuda(0), .cuda(device=...): which device is the user's to say
             return updated
         self.lines.append(line)
-        args = [cst.Arg(cst.Name(self.name)), *[a.with_changes(comma=cst.MaybeSentinel.DEFAULT) for a in updated.args]]
+        args = [cst.Arg(cst.Name(self.name)),
+                *[_cuda_only(a, self.name).with_changes(comma=cst.MaybeSentinel.DEFAULT) for a in updated.args]]
         fixed = [a.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))) if i < len(args) - 1
                  else a.with_changes(comma=cst.MaybeSentinel.DEFAULT) for i, a in enumerate(args)]
         return updated.with_changes(func=func.with_changes(attr=cst.Name("to")), args=fixed)
