@@ -15,6 +15,7 @@ figures (no Mac here), for every torch release the product supports.
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import re
 import warnings
@@ -164,3 +165,19 @@ def test_a_cuda_script_patched_for_a_mac_copies_to_mps_blocking(call: str, writt
                  "cfg": SimpleNamespace(pin=True)}
         exec(written, scope)  # noqa: S102 (the line the patch writes, over stand-ins)
     assert seen == [("cuda", on_cuda), ("mps", False)]
+
+
+def test_long_first_step_credits_the_compile_cache_not_cuda_graphs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """long-first-step said `mode="reduce-overhead"` and the cache shorten the next runs: the
+    mode is CUDA graphs (nothing on MPS, no shorter compiles). The cache it names is on by
+    default in the installed torch (``fx_graph_cache`` in torch/_inductor/config.py)."""
+    from tests.e2e.test_rules_shipped import SYNTHETIC
+
+    fix = fired(SYNTHETIC["long-first-step"]())["long-first-step"].fix
+    assert "reduce-overhead" not in fix and "TORCHINDUCTOR_FX_GRAPH_CACHE=1" in fix
+    monkeypatch.delenv("TORCHINDUCTOR_FX_GRAPH_CACHE", raising=False)
+    monkeypatch.delenv("TORCHINDUCTOR_FX_GRAPH_CACHE_DEFAULT", raising=False)
+    source = inspect.getsource(importlib.import_module("torch._inductor.config"))
+    if "fx_graph_cache: bool = Config(" in source:  # releases with the Config form (2.5 on)
+        block = source[source.index("fx_graph_cache: bool = Config("):]
+        assert re.search(r"default\s*=\s*True", block[:block.index(")")]), block[:300]
