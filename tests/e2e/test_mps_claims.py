@@ -178,6 +178,22 @@ def test_long_first_step_credits_the_compile_cache_not_cuda_graphs(monkeypatch: 
     monkeypatch.delenv("TORCHINDUCTOR_FX_GRAPH_CACHE", raising=False)
     monkeypatch.delenv("TORCHINDUCTOR_FX_GRAPH_CACHE_DEFAULT", raising=False)
     source = inspect.getsource(importlib.import_module("torch._inductor.config"))
-    if "fx_graph_cache: bool = Config(" in source:  # releases with the Config form (2.5 on)
+    if "fx_graph_cache: bool = Config(" in source:  # the releases that declare it with Config
         block = source[source.index("fx_graph_cache: bool = Config("):]
         assert re.search(r"default\s*=\s*True", block[:block.index(")")]), block[:300]
+
+
+def test_the_kernel_check_mps_readiness_prints_runs_as_written() -> None:
+    """mps-readiness tells the user to run
+    ``torch._C._dispatch_has_kernel_for_dispatch_key("<op>", "MPS")`` on the Mac with the op
+    name the probe recorded (``OpOverload.name()``). That call refuses "aten::addmm.default"
+    ("default is not a legal overload name"); the recorded names never carry ".default", so
+    the check runs as printed (False on this CPU build, where MPS has no kernels)."""
+    from mpsprofiler.probe.ops_record import op_info
+
+    for overload in (torch.ops.aten.addmm.default, torch.ops.aten.add.Tensor, torch.ops.aten._ctc_loss.default,
+                     torch.ops.aten.linalg_svd.default):
+        name = op_info(overload)[0]
+        assert not name.endswith(".default"), name
+        torch._C._dispatch_has_kernel_for_dispatch_key(name, "MPS")  # runs, whatever it answers
+    assert torch._C._dispatch_has_kernel_for_dispatch_key(op_info(torch.ops.aten.addmm.default)[0], "CPU")
