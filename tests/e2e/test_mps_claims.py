@@ -197,3 +197,13 @@ def test_the_kernel_check_mps_readiness_prints_runs_as_written() -> None:
         assert not name.endswith(".default"), name
         torch._C._dispatch_has_kernel_for_dispatch_key(name, "MPS")  # runs, whatever it answers
     assert torch._C._dispatch_has_kernel_for_dispatch_key(op_info(torch.ops.aten.addmm.default)[0], "CPU")
+
+
+def test_padding_advice_says_to_mask_the_padding() -> None:
+    """cache-growth pads inputs to a few lengths (fewer sizes in the MPS cache); padded
+    positions that reach the loss unmasked change the training's result, so the same lines
+    say to mask them."""
+    from tests.e2e.test_rules_shipped import SYNTHETIC
+
+    fix = fired(SYNTHETIC["cache-growth"]())["cache-growth"].fix
+    assert "functional.pad(" in fix and "attention_mask" in fix and "ignore_index" in fix
