@@ -207,3 +207,22 @@ def test_padding_advice_says_to_mask_the_padding() -> None:
 
     fix = fired(SYNTHETIC["cache-growth"]())["cache-growth"].fix
     assert "functional.pad(" in fix and "attention_mask" in fix and "ignore_index" in fix
+
+
+def test_workers_started_where_there_were_none_warn_of_pickling_under_spawn() -> None:
+    """Advice that starts workers (loader_seeded "first") on a Mac, where workers start by
+    spawn: an unpicklable Dataset, collate_fn or worker_init_fn (a lambda) stops the first
+    batch. The words quoted are the installed DataLoader's own docstring."""
+    import torch.utils.data
+
+    from mpsprofiler.diagnosis.engine import phrase_for
+    from mpsprofiler.diagnosis.rules import builtin_rules_dir, load_rules
+
+    quoted = "cannot be an unpicklable object, e.g., a lambda function"
+    assert quoted in " ".join((torch.utils.data.DataLoader.__doc__ or "").split())
+    rules = [r for r in load_rules([builtin_rules_dir() / "dataloader-stall.yaml"]) if "loader_seeded" in r.phrases]
+    assert rules
+    for rule in rules:
+        text = " ".join(phrase_for(rule.phrases, {"loader_seeded": "first"}, "loader_seeded", ()).split())
+        assert quoted in text and "module level" in text, text
+        assert phrase_for(rule.phrases, {"loader_seeded": "none"}, "loader_seeded", ()) == ""
