@@ -15,18 +15,37 @@ the pipe is still full at exit, every further line goes to that file instead (ne
 back to the pipe, so the order holds), and the parent appends it after the pipe's
 content. Only what neither can take is dropped, and counted.
 
-The same thread runs the probe's other periodic work (:meth:`Channel.beside`: the memory
-sampler), right before the flush that sends what it emitted: one thread and one wake
-schedule instead of two. Each wake of a thread of the training process takes the GIL from
-the training thread (and on a machine where the training has one core, the core too), so
-the wakes are few: :data:`INTERVAL` while a live view shows the events as they come,
+The same wake runs the probe's other periodic work (:meth:`Channel.beside`: the memory
+sampler), right before the flush that sends what it emitted: one wake schedule instead of
+two. The wakes are few: :data:`INTERVAL` while a live view shows the events as they come,
 :data:`HEADLESS_INTERVAL` when nobody reads them before the run ends.
+
+Inline or threaded. A process with a second OS thread pays for it at every allocation:
+glibc's malloc takes its arena lock on every call once ``__libc_single_threaded`` is
+cleared by the first ``pthread_create``, never set again, and libstdc++'s ``shared_ptr``
+counts go atomic (torch allocates ~1,350 times in a 0.87 ms MLP step: +2.3% with a
+sleeping extra thread, benchmarks/RESULTS.md, session 56). So where the training process
+started no second thread when the probe starts (Linux: :func:`single_threaded`), the
+channel starts none: its wakes run **inline** on the training thread (:meth:`Channel.tick`),
+when :attr:`Channel.due` has passed, from the step boundary (``StepTracker._close``, timed
+apart from the step), from the garbage collector outside the steps (imports, model
+building, a long evaluation: probe/inline_wakes.py) and at exit. A due wake first asks
+whether the process started a thread meanwhile (an OpenMP pool, CUDA's, a pin-memory
+thread, a DataLoader's queue feeder): the allocator pays anyway then, and the channel
+starts its thread (a live view then gets the events even while the training blocks); so
+does :meth:`Channel.go_threaded` (the terminal loan: the script blocks in ``input()`` until
+the app answers a request that must go out meanwhile).
+Elsewhere the thread starts at once: macOS's libmalloc takes its locks whatever the
+thread count, so a thread costs nothing there that inline wakes would save, and a thread
+keeps the live view fed while the training blocks. ``MPSPROF_CHANNEL_THREAD=1`` forces
+the thread (debugging).
 """
 
 from __future__ import annotations
 
 import os
 import select
+import sys
 import threading
 import time
 from collections import deque
@@ -49,12 +68,17 @@ HEADLESS_INTERVAL = 0.5
 the memory sampler's own interval (``sampler.FAST_INTERVAL``), so each wake samples and
 sends at once, and a process killed without warning loses at most half a second of steps
 (its last memory sample went out with the wake that took it)."""
+THREADED_ENV = "MPSPROF_CHANNEL_THREAD"
+"""Set (to anything but ``0`` or empty) to run the channel on its thread in every process."""
 
 
 class Channel:
     """Buffered, non-blocking writer of event lines to a file descriptor."""
 
-    def __init__(self, fd: int, interval: float = INTERVAL, spill_path: str | None = None) -> None:
+    def __init__(self, fd: int, interval: float = INTERVAL, spill_path: str | None = None,
+                 inline: bool | None = None) -> None:
+        """``inline``: None decides (:func:`threaded_because`), True runs the wakes on the
+        caller's thread (:meth:`tick`), False starts the thread."""
         self._fd = fd
         self._spill_path = spill_path
         self._spill: Any = None
@@ -79,8 +103,24 @@ class Channel:
             os.set_blocking(fd, False)
         except OSError:
             pass
-        self._thread = threading.Thread(target=self._run, name="mpsprof-channel", daemon=True)
-        self._thread.start()
+        self._pid = os.getpid()
+        self._thread: threading.Thread | None = None
+        self._ticking = False
+        self.due = float("inf")
+        """Inline: the ``time.perf_counter()`` reading from which a wake is due (the step
+        boundary compares its own reading to it); infinite while threaded or closed."""
+        self.threaded_reason = ""
+        """Why the channel runs a thread ("" while inline)."""
+        reason = threaded_because() if inline is None else "" if inline else "asked for"
+        if reason:
+            self._start_thread(reason)
+        else:
+            self.due = time.perf_counter()  # the first wake at the first hook: hello goes out early
+
+    @property
+    def inline(self) -> bool:
+        """True while the wakes run on the training thread (no thread of ours)."""
+        return self._thread is None and not self._stop
 
     def on_flush(self, fn: Callable[[], None]) -> None:
         """Call ``fn`` (e.g. drain pending step batches) before each periodic flush."""
@@ -109,8 +149,57 @@ class Channel:
         self._buffered += len(line)
 
     def flush_soon(self) -> None:
-        """Write now instead of at the next interval (a request the app must see)."""
-        self._wake.set()
+        """Write now instead of at the next interval (threaded), or at the next hook that
+        ticks (inline)."""
+        if self._thread is not None:
+            self._wake.set()
+        elif not self._stop:
+            self.due = float("-inf")
+
+    def busy(self) -> bool:
+        """In a wake or a flush (on this thread, while inline): no wake may start now."""
+        return self._ticking or self._lock.locked()
+
+    def go_threaded(self, reason: str) -> None:
+        """Run the wakes on the channel's thread from now on (inline only; for good: the
+        allocator's single-thread flag never comes back once a thread started)."""
+        if self._thread is None and not self._stop and os.getpid() == self._pid:
+            self._start_thread(reason)
+
+    def _start_thread(self, reason: str) -> None:
+        thread = threading.Thread(target=self._run, name="mpsprof-channel", daemon=True)
+        try:
+            thread.start()
+        except RuntimeError:  # no thread to be had: the wakes stay inline
+            return
+        self._thread = thread
+        self.threaded_reason = reason
+        self.due = float("inf")
+
+    def tick(self, drain: bool = True) -> float:
+        """Inline: one wake on the caller's (the training) thread, as the thread's; returns
+        ``time.perf_counter()`` after it, from which the training's time counts again.
+
+        It asks :func:`single_threaded` first (30 ns): a process that started a second
+        thread by now gets the channel's thread instead (see the module docstring). ``drain`` False leaves the ``on_flush`` drains to the next wake (a tick
+        from the garbage collector, which may come inside the probe's own code), runs the
+        ``beside`` tasks and writes. Never re-entered; nothing in a forked child."""
+        if self._ticking or self._thread is not None or self._stop:
+            return time.perf_counter()
+        self.due = float("inf")
+        if os.getpid() != self._pid:
+            return time.perf_counter()  # a forked child: the buffered lines are the parent's
+        self._ticking = True
+        try:
+            if not single_threaded():
+                self._start_thread(f"the process has {os_threads()} threads")
+            else:
+                self._wake_once(drain)
+        finally:
+            self._ticking = False
+            if self._thread is None and not self._stop and self.due != float("-inf"):
+                self.due = time.perf_counter() + self._interval
+        return time.perf_counter()
 
     def _run(self) -> None:
         while not self._stop:
@@ -118,17 +207,20 @@ class Channel:
             self._wake.clear()
             if self._stop:
                 break  # close() flushes what is left
-            for task in list(self._beside):
-                try:
-                    task()
-                except Exception:
-                    self._beside.remove(task)
-            self._flush_once()
+            self._wake_once(True)
 
-    def _flush_once(self) -> bool:
+    def _wake_once(self, drain: bool) -> None:
+        for task in list(self._beside):
+            try:
+                task()
+            except Exception:
+                self._beside.remove(task)
+        self._flush_once(drain)
+
+    def _flush_once(self, drain: bool = True) -> bool:
         """Write what can be written now; True when everything went out."""
         with self._lock:
-            for fn in self._before_flush:
+            for fn in self._before_flush if drain else ():
                 try:
                     fn()
                 except Exception:
@@ -230,8 +322,10 @@ class Channel:
         if self.closed and self._spill is None:
             return
         self._stop = True
+        self.due = float("inf")
         self._wake.set()
-        self._thread.join(timeout=1.0)
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout=1.0)
         if self._spill_path and not self.spilling:
             timeout = min(timeout, 1.0)
         deadline = time.monotonic() + timeout
@@ -289,6 +383,60 @@ class Channel:
             return None  # spilled lines reach the parent: nothing is missing
         return {"dropped": self.dropped, "spilled": self.spilling,
                 "reason": self.lost_reason or self.spill_reason}
+
+
+def os_threads() -> int | None:
+    """The process's OS threads (``num_threads`` of ``/proc/self/stat``, Linux), or None.
+
+    Every thread counts, not only Python's: OpenMP's pool, CUDA's, a C library's. The
+    file is opened under the descriptor lock (the script's ``os.closerange`` waits)."""
+    try:
+        with fdguard.held(), open("/proc/self/stat", "rb") as fh:
+            data = fh.read()
+        # after the command name (in parentheses, may hold spaces): field 3 on, num_threads is 20
+        return int(data[data.rindex(b")") + 2:].split()[17])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+_FLAG: list[Any] = []
+"""glibc's ``__libc_single_threaded`` as a ctypes char once looked up (None: not there)."""
+
+
+def single_threaded() -> bool:
+    """No second thread ever ran in this process, as glibc's malloc sees it (Linux).
+
+    glibc 2.32+ exports the flag its malloc and libstdc++ test (``__libc_single_threaded``):
+    cleared at the first ``pthread_create``, never set again, even after that thread ended.
+    Read through ctypes (30 ns) it is exactly what a thread of ours would cost; where it is
+    missing (musl, an older glibc) the OS thread count (:func:`os_threads`) stands in."""
+    if not _FLAG:
+        _FLAG.append(_single_threaded_flag())
+    flag = _FLAG[0]
+    if flag is None:
+        return os_threads() == 1
+    return bool(flag.value != b"\x00")
+
+
+def _single_threaded_flag() -> Any:
+    try:
+        import ctypes
+
+        return ctypes.c_char.in_dll(ctypes.CDLL(None), "__libc_single_threaded")
+    except (ImportError, OSError, ValueError, AttributeError):
+        return None
+
+
+def threaded_because() -> str:
+    """Why the channel needs its thread from the start, or "" for inline wakes (Linux, a
+    process of one OS thread, no ``MPSPROF_CHANNEL_THREAD``)."""
+    if os.environ.get(THREADED_ENV, "0") not in ("", "0"):
+        return THREADED_ENV
+    if not sys.platform.startswith("linux"):
+        return sys.platform  # macOS: libmalloc locks whatever the thread count
+    if not single_threaded():
+        return f"the process has {os_threads()} threads"
+    return ""
 
 
 def _identity(fd: int) -> tuple[int, int] | None:

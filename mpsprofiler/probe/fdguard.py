@@ -50,6 +50,12 @@ def held() -> Any:
     return _lock
 
 
+def owned_here() -> bool:
+    """This thread holds the lock (a probe read, or the script's close waiting on it)."""
+    is_owned: Callable[[], bool] | None = getattr(_lock, "_is_owned", None)
+    return bool(is_owned()) if is_owned is not None else False
+
+
 def own(fd: int) -> None:
     """Register a descriptor the probe keeps open across calls."""
     with _lock:

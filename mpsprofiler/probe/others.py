@@ -17,6 +17,11 @@ BELOW = 0.08
 which memory-pressure and memory-taken-by-others look at the run at all)."""
 EVERY = 5.0
 """Seconds between two scans at most."""
+EVERY_INLINE = 30.0
+"""Seconds between two scans while the sampler runs on the training thread (the event
+channel's inline wakes, probe/channel.py): a scan of ~90 processes took 7.4 ms here, 0.15%
+of the training's time every 5 s, 0.025% every 30 s. The first scan still comes at the first
+sample that finds memory short."""
 TOP = 3
 
 

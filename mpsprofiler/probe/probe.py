@@ -92,6 +92,8 @@ class Probe:
         self.copy_timer: Any = None  # host-to-device copy time on op-sampled steps (probe/copies.py CopyTimer)
         self.device_timer: Any = None  # device busy time on sampled steps (probe/device_time.py)
         self.worker_startups: Any = None  # forked DataLoader workers' start-up CPU (probe/worker_startup.py)
+        self._stop_gc_wakes: Callable[[], None] | None = None
+        """Removes the inline channel's garbage-collector wakes (probe/inline_wakes.py)."""
 
     # -- emitting ---------------------------------------------------------------
     def emit(self, kind: str, **fields: Any) -> None:
@@ -133,6 +135,8 @@ class Probe:
             pass
         if self.channel is not None:
             self.channel.on_flush(self._drain_steps)
+            if self.channel.inline:
+                self._wake_inline(self.channel)
         self._guarded("env", lambda: emit_environment(self.emit, self.fault, with_torch=False))
         self._guarded("overrides", self._install_experiment)
         self._guarded("warnings", self._install_warnings)
@@ -151,6 +155,22 @@ class Probe:
             pass
         atexit.register(self.close)
 
+    def _wake_inline(self, channel: Channel) -> None:
+        """The channel has no thread (probe/channel.py): it wakes at the step boundary
+        (the tracker's ``_close``) and, outside the steps, from the garbage collector
+        (probe/inline_wakes.py)."""
+        from . import inline_wakes
+
+        self.tracker.inline_channel = channel
+        self._stop_gc_wakes = inline_wakes.install(channel, self.tracker, lambda: self.sampler)
+
+    def _no_inline_wakes(self) -> None:
+        """No wake on this thread from now on (the exit's close, or a forked child)."""
+        self.tracker.inline_channel = None
+        stop, self._stop_gc_wakes = self._stop_gc_wakes, None
+        if stop is not None:
+            stop()
+
     def _watch_children(self) -> None:
         from . import children
 
@@ -166,6 +186,8 @@ class Probe:
         def ask(want: bool) -> None:
             self.emit(events.KIND_TERMINAL, want=want)
             if self.channel is not None:
+                # the script blocks in input() until the app answers: no hook wakes an inline channel
+                self.channel.go_threaded("the terminal loan")
                 self.channel.flush_soon()
 
         TerminalLoan(ask).install()
@@ -245,6 +267,7 @@ class Probe:
         # A lock another thread held at fork() stays held in the child: switch off every
         # instrument there, so a forked process that trains never waits on one.
         self.channel = None
+        self._no_inline_wakes()
         self.disabled.update(INSTRUMENTS)
         self.tracker._lock = threading.Lock()
         if self.loader_sites is not None:
@@ -436,7 +459,7 @@ class Probe:
             self.channel.on_flush(hook.flush)
 
     def _start_sampler(self) -> None:
-        """The memory sampler, on the channel's thread (no channel: nothing to send to)."""
+        """The memory sampler, at the channel's wakes (no channel: nothing to send to)."""
         if self.channel is None:
             return
         from .sampler import MemorySampler
@@ -539,6 +562,7 @@ class Probe:
         if self._closed or os.getpid() != self._pid:
             return
         self._closed = True
+        self._no_inline_wakes()  # what is left goes out below, in order
         self._send_torch_environment()
         finishers: tuple[tuple[str, Callable[[], object]], ...] = (
             ("steps", self.tracker.finish),

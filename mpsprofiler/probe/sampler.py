@@ -1,9 +1,12 @@
-"""Periodic memory and CPU sampling, on the event channel's thread.
+"""Periodic memory and CPU sampling, at the event channel's wakes.
 
-The sampler has no thread of its own: it runs at the channel thread's wakes when a sample
-is due (:meth:`MemorySampler.tick`, ``Channel.beside``), and what it emits goes out in the
-flush of the same wake. A thread of its own woke twice a second beside the channel's four
-times, each wake taking the GIL from the training thread.
+The sampler has no thread of its own: it runs at the channel's wakes when a sample is due
+(:meth:`MemorySampler.tick`, ``Channel.beside``), and what it emits goes out in the flush
+of the same wake. A thread of its own woke twice a second beside the channel's four times,
+each wake taking the GIL from the training thread. Where the channel has no thread either
+(a single-threaded process on Linux, probe/channel.py) the wakes run on the training
+thread: a sample took 0.3-0.45 ms there (every 0.5 s: ~0.1% of the training's time), and
+the scan of other programs is rarer (``others.EVERY_INLINE``).
 
 Process figures include the DataLoader worker children (their RSS is real memory the
 training costs, and copy-on-read growth shows there first). CPU utilisation is the
@@ -56,6 +59,9 @@ class Host(Protocol):
     @property
     def interval(self) -> float: ...
 
+    @property
+    def inline(self) -> bool: ...
+
     def beside(self, task: Callable[[], None]) -> None: ...
 
     def flush_soon(self) -> None: ...
@@ -98,6 +104,7 @@ class MemorySampler:
         self._lock = threading.Lock()
         """One sample at a time: the host's and the final one that ``Probe.close`` takes."""
         self._started: float | None = None
+        self._host: Host | None = None
         self._due = float("-inf")
         self._slack = 0.0
 
@@ -106,12 +113,17 @@ class MemorySampler:
         # a sample is due half a wake early: wakes every 0.25 s sample every second one,
         # not every third when a wake comes a hair before the due time
         self._slack = host.interval / 2
+        self._host = host
         self._started = self._clock()
         host.beside(self.tick)
         host.flush_soon()
 
     def stop(self) -> None:
         self._stop.set()
+
+    def busy(self) -> bool:
+        """Taking a sample (with the inline channel: on this thread, further up the stack)."""
+        return self._lock.locked()
 
     def tick(self) -> None:
         """One wake of the host: a sample if one is due. An error is reported once,
@@ -238,7 +250,9 @@ class MemorySampler:
             "sys_steal": steal,
             "runq_main_s": _runq_thread(self._proc.pid, self._proc.pid),
         }
-        if vm.total and vm.available <= others.BELOW * vm.total and now - self._others_at >= others.EVERY:
+        # rarer on the training thread (the channel's inline wakes)
+        every = others.EVERY_INLINE if self._host is not None and getattr(self._host, "inline", False) else others.EVERY
+        if vm.total and vm.available <= others.BELOW * vm.total and now - self._others_at >= every:
             self._others_at = now
             try:
                 fields["others"] = others.largest_others(ps, {p.pid for p in procs} | {self._proc.pid})

@@ -189,6 +189,9 @@ class StepTracker:
         self._bwd_start: float | None = None
         self._agg: dict[str, Any] | None = None
         self._lock = threading.Lock()
+        self.inline_channel: Any = None
+        """The event channel while its wakes run on the training thread (``Channel.tick``
+        at the boundary when ``due``; the next step's start moves by the wake's time)."""
         self.listeners: list[Callable[[int, float], None]] = []
         """Called with (next step index, last step duration) at every boundary (the device
         timer on asynchronous devices; op accounting is the ``due_listener``)."""
@@ -231,6 +234,9 @@ class StepTracker:
         self.index = i + 1
         self.begun += 1
         self._start = end
+        channel = self.inline_channel
+        if channel is not None and end >= channel.due:  # its wake, timed apart from the steps (probe/channel.py)
+            self._start = end - self._clock() + channel.tick()  # the next step starts later by the wake's time
         self._wait = self._wait_cpu = 0.0
         self._wait_runq = self._idle = None
         self._batches = 0

@@ -1,9 +1,12 @@
 """What the probe runs beside the training thread (probe/channel.py, probe/sampler.py).
 
-A real ``mpsprof run --headless``: the training process gets one thread of the probe's,
-the channel's, waking every ``HEADLESS_INTERVAL``, which also takes the memory samples (a second thread woke twice a second
-beside it, each wake taking the GIL from the training), and the samples still come: the
-first at the start, then at the channel's wakes, and the final one at the exit.
+A real ``mpsprof run --headless``. On Linux a training process that started no thread of
+its own gets none of the probe's either: the channel's wakes (every ``HEADLESS_INTERVAL``,
+with the memory samples) run on the training thread, and the process still has one OS
+thread at the end (a second one makes glibc's malloc lock at every call). The samples still
+come: the first at the start, then at the wakes, and the final one at the exit. Forced
+(``MPSPROF_CHANNEL_THREAD``), or once the script started a thread, the channel has its one
+thread, which also takes the samples (a second thread woke twice a second beside it).
 """
 
 from __future__ import annotations
@@ -16,46 +19,63 @@ from pathlib import Path
 
 import pytest
 
-from helpers import child_env, mpsprof_cli, read_events
-from mpsprofiler.probe.channel import HEADLESS_INTERVAL
+from helpers import child_env, mpsprof_cli, read_events, read_summary
+from mpsprofiler.probe.channel import HEADLESS_INTERVAL, THREADED_ENV
 
 TRAIN = textwrap.dedent("""
-    import threading, time
+    import sys, threading, time
     import torch
 
     model = torch.nn.Linear(8, 1)
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     x, y = torch.ones(16, 8), torch.zeros(16, 1)
     start = time.perf_counter()
+    steps = 0
     while time.perf_counter() - start < 1.6:
+        if steps == 200 and "--start-a-thread" in sys.argv:
+            threading.Thread(target=time.sleep, args=(0.01,)).start()  # ended long before the exit
         opt.zero_grad()
         torch.nn.functional.mse_loss(model(x), y).backward()
         opt.step()
+        steps += 1
     names = sorted(t.name for t in threading.enumerate() if t is not threading.main_thread())
     print("THREADS", ",".join(names))
+    with open("/proc/self/status") as fh:
+        print("OS_THREADS", [line.split()[1] for line in fh if line.startswith("Threads:")][0])
+    print("STEPS", steps)
     from mpsprofiler.probe.probe import active
     print("INTERVAL", active().channel.interval)
 """)
 
+CASES = {
+    "single-threaded": ([], {}, "", "1"),
+    "forced": ([], {THREADED_ENV: "1"}, "mpsprof-channel", "2"),
+    "a thread started mid-run": (["--start-a-thread"], {}, "mpsprof-channel", "2"),
+}
+
 
 @pytest.mark.slow
-def test_one_probe_thread_sends_the_events_and_takes_the_memory_samples(tmp_path: Path) -> None:
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="inline wakes: Linux only")
+@pytest.mark.parametrize("case", list(CASES))
+def test_the_channel_has_a_thread_only_where_the_training_has_one(tmp_path: Path, case: str) -> None:
+    args, env, thread, os_threads = CASES[case]
     script = tmp_path / "train_threads.py"
     script.write_text(TRAIN)
     run_dir = tmp_path / "run"
-    proc = mpsprof_cli("run", "--headless", "-o", str(run_dir), str(script), env=child_env(), timeout=120)
+    proc = mpsprof_cli("run", "--headless", "-o", str(run_dir), str(script), *args, env=child_env(**env),
+                       timeout=120)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    threads = [line for line in proc.stdout.splitlines() if line.startswith("THREADS")]
-    assert threads == ["THREADS mpsprof-channel"], proc.stdout
+    lines = proc.stdout.splitlines()
+    assert f"THREADS {thread}".strip() in [line.strip() for line in lines], proc.stdout
+    assert f"OS_THREADS {os_threads}" in lines, proc.stdout
     # headless: nobody shows the steps live, so the channel wakes every half second
-    assert f"INTERVAL {HEADLESS_INTERVAL}" in proc.stdout.splitlines(), proc.stdout
+    assert f"INTERVAL {HEADLESS_INTERVAL}" in lines, proc.stdout
     recorded = read_events(run_dir)
     mems = [e for e in recorded if e.get("k") == "mem"]
-    steps = [e for e in recorded if e.get("k") == "steps"]
-    assert steps, "no step event"
+    ran = int(next(line for line in lines if line.startswith("STEPS")).split()[1])
+    assert read_summary(run_dir)["steps"]["count"] == ran  # every step, inline or threaded
     # at the start, at least two wakes in the 1.6 s loop, and the end state
     assert len(mems) >= 4, [round(e["ts"], 2) for e in mems]
-    assert mems[-1]["ts"] > min(e["ts"] for e in steps)  # the exit's
     assert all(e.get("cpu_main_s") is not None for e in mems)
 
 

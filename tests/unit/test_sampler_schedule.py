@@ -123,7 +123,7 @@ def test_a_stopped_sampler_samples_no_more_but_its_final_sample_still_can() -> N
 
 def test_the_channel_runs_its_tasks_before_the_flush_and_drops_one_that_raises() -> None:
     read, write = os.pipe()
-    chan = channel_mod.Channel(write, interval=0.01)
+    chan = channel_mod.Channel(write, interval=0.01, inline=False)  # its thread (inline: tests/unit/test_channel_inline.py)
     try:
         ran: list[str] = []
 

@@ -1,0 +1,196 @@
+"""The event channel without a thread (probe/channel.py's inline wakes, probe/inline_wakes.py).
+
+A process that started no thread gets none of the probe's: the channel's wakes run on the
+training thread when due, at the step boundary (timed apart from the steps) and from the
+garbage collector outside the steps; a process that started a thread meanwhile gets the
+channel's thread at the next wake. The pytest process may have threads of its own (xdist),
+so the glibc flag itself is read in a fresh interpreter, and elsewhere it is patched.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from helpers import child_env
+from mpsprofiler.devices.cpu import CpuBackend
+from mpsprofiler.probe import channel as channel_mod
+from mpsprofiler.probe import inline_wakes
+from mpsprofiler.probe.steps import StepTracker
+
+
+@pytest.fixture
+def pipe() -> Iterator[tuple[int, int]]:
+    read, write = os.pipe()
+    os.set_blocking(read, False)
+    yield read, write
+    os.close(read)
+
+
+def _read(fd: int) -> bytes:
+    try:
+        return os.read(fd, 1 << 20)
+    except BlockingIOError:
+        return b""
+
+
+def _single(monkeypatch: pytest.MonkeyPatch, value: bool) -> None:
+    monkeypatch.setattr(channel_mod, "single_threaded", lambda: value)
+
+
+def test_an_inline_channel_starts_no_thread_and_writes_at_its_wakes(monkeypatch: pytest.MonkeyPatch,
+                                                                    pipe: tuple[int, int]) -> None:
+    _single(monkeypatch, True)
+    read, write = pipe
+    before = threading.active_count()
+    chan = channel_mod.Channel(write, interval=0.05, inline=True)
+    try:
+        assert chan.inline and threading.active_count() == before
+        ran: list[str] = []
+        chan.beside(lambda: (ran.append("task"), chan.send(b'{"k":"mem"}\n')))
+        chan.on_flush(lambda: ran.append("drain"))
+        chan.send(b'{"k":"hello"}\n')
+        assert _read(read) == b""  # nothing goes out between wakes
+        after = chan.tick()
+        assert ran == ["task", "drain"]  # the task's event goes out in the same wake
+        assert _read(read) == b'{"k":"hello"}\n{"k":"mem"}\n'
+        assert after <= chan.due <= time.perf_counter() + 0.05
+        ran.clear()
+        chan.tick(drain=False)  # the collector's wake: no drains
+        assert ran == ["task"]
+        chan.flush_soon()
+        assert chan.due == float("-inf")  # the next hook wakes it
+        assert threading.active_count() == before
+    finally:
+        chan.close(timeout=0.2)
+
+
+def test_a_wake_that_finds_a_thread_started_gives_the_channel_its_thread(monkeypatch: pytest.MonkeyPatch,
+                                                                         pipe: tuple[int, int]) -> None:
+    read, write = pipe
+    _single(monkeypatch, True)
+    chan = channel_mod.Channel(write, interval=0.01, inline=True)
+    try:
+        _single(monkeypatch, False)
+        chan.tick()
+        assert not chan.inline and chan.due == float("inf")
+        assert chan.threaded_reason.startswith("the process has")
+        chan.send(b'{"k":"x"}\n')
+        deadline = time.monotonic() + 10
+        data = b""
+        while b"\n" not in data and time.monotonic() < deadline:  # written by the thread, no tick
+            data += _read(read)
+            time.sleep(0.01)
+        assert data == b'{"k":"x"}\n'
+    finally:
+        chan.close(timeout=0.2)
+
+
+def test_a_wake_is_never_reentered_and_never_runs_in_a_forked_child(monkeypatch: pytest.MonkeyPatch,
+                                                                    pipe: tuple[int, int]) -> None:
+    _single(monkeypatch, True)
+    read, write = pipe
+    chan = channel_mod.Channel(write, interval=0.01, inline=True)
+    try:
+        inner: list[float] = []
+        chan.beside(lambda: inner.append(chan.tick()))  # a hook firing inside a wake
+        chan.send(b'{"k":"before-fork"}\n')
+        pid = os.fork()
+        if pid == 0:  # the child: the buffered line is the parent's, and so is the pipe
+            chan.send(b'{"k":"child"}\n')
+            chan.tick()
+            os._exit(0)
+        os.waitpid(pid, 0)
+        assert _read(read) == b""
+        chan.tick()
+        assert len(inner) == 1 and _read(read) == b'{"k":"before-fork"}\n'
+    finally:
+        chan.close(timeout=0.2)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's flag")
+def test_single_threaded_is_glibcs_flag_which_a_thread_clears_for_good() -> None:
+    code = ("import threading\n"
+            "from mpsprofiler.probe.channel import single_threaded, threaded_because\n"
+            "print(single_threaded(), repr(threaded_because()))\n"
+            "t = threading.Thread(target=lambda: None); t.start(); t.join()\n"
+            "print(single_threaded(), repr(threaded_because()))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env=child_env(MPSPROF_CHANNEL_THREAD=None), timeout=60).stdout.splitlines()
+    assert out[0] == "True ''"
+    # the thread has ended, and malloc still locks: no inline wakes
+    assert out[1].startswith("False 'the process has ")
+
+
+class _SlowChannel:
+    """A channel whose wakes take 20 ms, due at every step."""
+
+    def __init__(self) -> None:
+        self.due = 0.0
+        self.interval = 0.0
+        self.ticks = 0
+        self.drained: list[bool] = []
+
+    def tick(self, drain: bool = True) -> float:
+        self.ticks += 1
+        self.drained.append(drain)
+        time.sleep(0.02)
+        return time.perf_counter()
+
+    def busy(self) -> bool:
+        return False
+
+
+def test_the_wake_at_the_step_boundary_is_not_the_next_steps_time() -> None:
+    sent: list[dict[str, Any]] = []
+    tracker = StepTracker(lambda kind, **fields: sent.append(fields), CpuBackend(), time.perf_counter)
+    tracker.inline_channel = _SlowChannel()
+    for _ in range(4):
+        time.sleep(0.002)
+        tracker.manual_step()
+    tracker.drain()
+    durations = [d for event in sent for d in event["dur"]]
+    assert tracker.inline_channel.ticks == 4 and len(durations) == 4
+    assert max(durations[1:]) < 0.015, durations  # 2 ms steps; 22 ms each with the wake in them
+
+
+@pytest.mark.skipif(sys.gettrace() is not None, reason="a tracer (coverage, a debugger) is in use")
+def test_the_collectors_wake_is_light_skipped_while_the_probe_is_busy_and_keeps_ctrl_c() -> None:
+    tracker = StepTracker(lambda kind, **fields: None, CpuBackend(), time.perf_counter)
+    chan = _SlowChannel()
+    chan.due = float("-inf")
+    busy: list[bool] = [False]
+    chan.busy = lambda: busy[0]  # type: ignore[method-assign]
+    uninstall = inline_wakes.install(chan, tracker, lambda: None)
+    try:
+        start = tracker._start
+        gc.collect()
+        assert chan.drained == [False]  # no drains inside whatever code the collector interrupted
+        assert tracker._start - start >= 0.02  # the step in progress does not count the wake
+        busy[0] = True
+        gc.collect()
+        assert chan.ticks == 1
+        busy[0] = False
+
+        def interrupted(drain: bool = True) -> float:
+            raise KeyboardInterrupt
+
+        chan.tick = interrupted  # type: ignore[method-assign]
+        with pytest.raises(KeyboardInterrupt):
+            gc.collect()  # the collector swallows it: delivered again right after
+            for _ in range(10_000):
+                pass
+    finally:
+        uninstall()
+    with pytest.raises(KeyboardInterrupt):
+        assert inline_wakes.raise_in_script(KeyboardInterrupt(), None)
+        for _ in range(3):  # raised at the next call of a Python function
+            _SlowChannel().busy()
