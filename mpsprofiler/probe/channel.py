@@ -104,6 +104,7 @@ class Channel:
         except OSError:
             pass
         self._pid = os.getpid()
+        self._on_threaded: list[Callable[[], None]] = []
         self._thread: threading.Thread | None = None
         self._ticking = False
         self.due = float("inf")
@@ -160,6 +161,10 @@ class Channel:
         """In a wake or a flush (on this thread, while inline): no wake may start now."""
         return self._ticking or self._lock.locked()
 
+    def when_threaded(self, fn: Callable[[], None]) -> None:
+        """Call ``fn`` once the wakes move to the channel's thread (the inline hooks go)."""
+        self._on_threaded.append(fn)
+
     def go_threaded(self, reason: str) -> None:
         """Run the wakes on the channel's thread from now on (inline only; for good: the
         allocator's single-thread flag never comes back once a thread started)."""
@@ -175,6 +180,11 @@ class Channel:
         self._thread = thread
         self.threaded_reason = reason
         self.due = float("inf")
+        for fn in self._on_threaded:
+            try:
+                fn()
+            except Exception:
+                pass
 
     def tick(self, drain: bool = True) -> float:
         """Inline: one wake on the caller's (the training) thread, as the thread's; returns

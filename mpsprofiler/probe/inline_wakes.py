@@ -1,4 +1,5 @@
-"""The inline channel's wakes outside the steps: from the garbage collector.
+"""The inline channel's wakes outside the steps: from the garbage collector and the
+DataLoader's fetches.
 
 While the event channel has no thread (probe/channel.py), its wakes run on the training
 thread at the step boundary. Before the first step (``import torch``, model building) and
@@ -6,11 +7,15 @@ outside the steps (a long evaluation, a 3 s step) no boundary comes, yet a live 
 get the events (hello, env, memory samples) as they happen. Whatever Python code runs
 there allocates objects, so the collector's young generation runs every few hundred
 allocations (``gc.get_threshold()``); a ``gc.callbacks`` entry is one cheap compare at each
-collection, and wakes only when no boundary woke the channel for two intervals.
+collection, and wakes only when no boundary woke the channel for two intervals. A loop that
+frees what it allocates (an evaluation: the young generation counts allocations minus
+deallocations) runs no collection; there the end of each DataLoader fetch asks the same
+(the tracker's ``fetch_listeners``: one call and compare a batch while inline).
 
-Such a wake comes inside arbitrary code, the probe's own included, so it is light: the
-``beside`` tasks (the memory sampler) and the write, never the ``on_flush`` drains (steps,
-DataLoader sums: their boundary wake or the exit sends them), and none at all while one of
+The collector's wake comes inside arbitrary code, the probe's own included, so it is light:
+the ``beside`` tasks (the memory sampler) and the write, never the ``on_flush`` drains
+(steps, DataLoader sums: the next boundary's or fetch's wake, or the exit, sends them); a
+fetch's wake drains too. No wake at all while one of
 the probe's locks is held by this thread (the channel's, the sampler's, the descriptor
 lock: a collection inside the script's ``os.close`` wrapper). Its time is taken off the step
 in progress (its start moves), as the boundary's wake.
@@ -37,33 +42,65 @@ from typing import Any
 from . import fdguard
 
 
-def install(channel: Any, tracker: Any, sampler: Callable[[], Any]) -> Callable[[], None]:
-    """Wake ``channel`` (inline) from the collector; returns the uninstaller. ``sampler``
-    gives the memory sampler (or None), whose lock a wake must not wait for."""
+def light_wake(channel: Any, tracker: Any, sampler: Callable[[], Any], drain: bool = False) -> Callable[[], None]:
+    """A wake of ``channel`` (inline) where no boundary woke it for two intervals, skipped
+    while one of the probe's locks is held here; the step in progress does not count its
+    time. ``sampler`` gives the memory sampler (or None); ``drain``: with the ``on_flush``
+    drains (a caller outside the probe's code). A signal handler's exception raised inside
+    it propagates (to the caller: see :func:`install`)."""
     clock = time.perf_counter
 
-    def on_gc(phase: str, info: dict[str, int]) -> None:
-        if phase != "stop" or clock() < channel.due + channel.interval:
+    def wake() -> None:
+        if clock() < channel.due + channel.interval:
             return  # a boundary woke it lately (or threaded: due is infinite)
         try:
             memory = sampler()
             if channel.busy() or fdguard.owned_here() or (memory is not None and memory.busy()):
                 return
             start = clock()
-            tracker._start += channel.tick(drain=False) - start  # the step's time without the wake
+            tracker._start += channel.tick(drain=drain) - start  # the step's time without the wake
         except Exception:
             pass
+
+    return wake
+
+
+def install(channel: Any, tracker: Any, sampler: Callable[[], Any]) -> Callable[[], None]:
+    """Wake ``channel`` (inline) from the collector (see :func:`light_wake`) and at the end
+    of every DataLoader fetch (an evaluation's loop frees what it allocates: the collector's
+    young generation, allocations minus deallocations, never fills there); returns the
+    uninstaller."""
+    wake = light_wake(channel, tracker, sampler)
+    # the tracker calls its fetch listeners outside the probe's locks: the steps (of a
+    # training that evaluates between epochs) go out too, not at the next boundary
+    fetched = light_wake(channel, tracker, sampler, drain=True)
+
+    def on_gc(phase: str, info: dict[str, int]) -> None:
+        if phase != "stop":
+            return
+        try:
+            wake()
         except BaseException as exc:  # a signal handler's, raised inside the wake
             if not raise_in_script(exc, sys._getframe(1)):
                 uninstall()
 
     gc.callbacks.append(on_gc)
+    tracker.fetch_listeners.append(fetched)  # (a hook's call: a signal's exception propagates as from any)
+
+    def off_fetches() -> None:
+        # a new list: the tracker may be iterating the old one (a wake there started the thread)
+        tracker.fetch_listeners = [fn for fn in tracker.fetch_listeners if fn is not fetched]
+
+    # threaded from now on: the fetches' call goes; the collector's stays (one compare a
+    # collection; never removed from inside a callback, which makes the collector skip the next)
+    channel.when_threaded(off_fetches)
 
     def uninstall() -> None:
         try:
             gc.callbacks.remove(on_gc)
         except ValueError:
             pass
+        off_fetches()
 
     return uninstall
 

@@ -92,8 +92,8 @@ class Probe:
         self.copy_timer: Any = None  # host-to-device copy time on op-sampled steps (probe/copies.py CopyTimer)
         self.device_timer: Any = None  # device busy time on sampled steps (probe/device_time.py)
         self.worker_startups: Any = None  # forked DataLoader workers' start-up CPU (probe/worker_startup.py)
-        self._stop_gc_wakes: Callable[[], None] | None = None
-        """Removes the inline channel's garbage-collector wakes (probe/inline_wakes.py)."""
+        self._stop_inline_wakes: Callable[[], None] | None = None
+        """Removes the inline channel's wakes outside the steps (probe/inline_wakes.py)."""
 
     # -- emitting ---------------------------------------------------------------
     def emit(self, kind: str, **fields: Any) -> None:
@@ -157,17 +157,18 @@ class Probe:
 
     def _wake_inline(self, channel: Channel) -> None:
         """The channel has no thread (probe/channel.py): it wakes at the step boundary
-        (the tracker's ``_close``) and, outside the steps, from the garbage collector
-        (probe/inline_wakes.py)."""
+        (the tracker's ``_close``) and, outside the steps, from the garbage collector and
+        the DataLoader's fetches (probe/inline_wakes.py), until it starts its thread."""
         from . import inline_wakes
 
         self.tracker.inline_channel = channel
-        self._stop_gc_wakes = inline_wakes.install(channel, self.tracker, lambda: self.sampler)
+        self._stop_inline_wakes = inline_wakes.install(channel, self.tracker, lambda: self.sampler)
+        channel.when_threaded(functools.partial(setattr, self.tracker, "inline_channel", None))
 
     def _no_inline_wakes(self) -> None:
         """No wake on this thread from now on (the exit's close, or a forked child)."""
         self.tracker.inline_channel = None
-        stop, self._stop_gc_wakes = self._stop_gc_wakes, None
+        stop, self._stop_inline_wakes = self._stop_inline_wakes, None
         if stop is not None:
             stop()
 

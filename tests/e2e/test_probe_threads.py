@@ -16,6 +16,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -77,6 +78,67 @@ def test_the_channel_has_a_thread_only_where_the_training_has_one(tmp_path: Path
     # at the start, at least two wakes in the 1.6 s loop, and the end state
     assert len(mems) >= 4, [round(e["ts"], 2) for e in mems]
     assert all(e.get("cpu_main_s") is not None for e in mems)
+
+
+EQUAL = textwrap.dedent("""
+    import time
+    import torch
+    from torch.utils.data import DataLoader, TensorDataset
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    data = TensorDataset(torch.randn(1024, 32), torch.randn(1024, 1))
+    for epoch in range(2):
+        for x, y in DataLoader(data, batch_size=16, shuffle=True):
+            opt.zero_grad()
+            loss = torch.nn.functional.mse_loss(model(x), y)
+            loss.backward()
+            opt.step()
+        with torch.no_grad():  # an evaluation of ~1 s: no step boundary, the collector's wakes
+            start = time.perf_counter()
+            while time.perf_counter() - start < 1.0:
+                model(torch.randn(256, 32)).sum()
+    print("LOSS", round(loss.item(), 6))
+""")
+
+
+def _facts(run_dir: Path) -> dict[str, Any]:
+    """What a run recorded, timing aside: the steps (indices, mode), the model, the loss
+    check, the exit, the kinds of events, and the findings' rules."""
+    recorded = read_events(run_dir)
+    untimed = {"ts", "dur", "end", "wait", "wait_cpu", "wait_runq", "pre", "bwd", "alloc", "idle"}
+    steps = [{k: v for k, v in e.items() if k not in untimed} for e in recorded if e.get("k") == "steps"]
+    facts: dict[str, Any] = {
+        "i": [i for e in steps for i in e.get("i", [])],
+        "modes": {e.get("mode") for e in steps},
+        "kinds": {e["k"] for e in recorded} - {"others"},  # (the launcher's, when the machine is busy)
+        "count": read_summary(run_dir)["steps"]["count"],
+    }
+    for kind in ("model", "exit"):
+        facts[kind] = [{k: v for k, v in e.items() if k not in ("ts", "duration")} for e in recorded if e.get("k") == kind]
+    facts["losses"] = [e.get("losses", e.get("last")) for e in recorded if e.get("k") == "health"]
+    return facts
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="inline wakes: Linux only")
+def test_the_inline_channel_records_what_the_threaded_one_does(tmp_path: Path) -> None:
+    """The same training, inline and forced threaded: the same steps, model, loss check,
+    exit and kinds of events (the timings differ; the findings are compared on a quiet
+    machine in benchmarks/RESULTS.md, session 57 A: here other programs decide some)."""
+    script = tmp_path / "train_equal.py"
+    script.write_text(EQUAL)
+    facts = []
+    for n, env in enumerate(({}, {THREADED_ENV: "1"})):
+        run_dir = tmp_path / f"run{n}"
+        proc = mpsprof_cli("run", "--headless", "-o", str(run_dir), str(script), env=child_env(**env), timeout=180)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        assert [line for line in proc.stdout.splitlines() if line.startswith("LOSS")], proc.stdout
+        facts.append(_facts(run_dir))
+    inline, threaded = facts
+    assert inline["count"] == 128 and inline["i"] == list(range(128))
+    assert inline == threaded
 
 
 @pytest.mark.slow

@@ -148,6 +148,9 @@ class _SlowChannel:
     def busy(self) -> bool:
         return False
 
+    def when_threaded(self, fn: Any) -> None:
+        self.threaded = fn
+
 
 def test_the_wake_at_the_step_boundary_is_not_the_next_steps_time() -> None:
     sent: list[dict[str, Any]] = []
@@ -179,6 +182,12 @@ def test_the_collectors_wake_is_light_skipped_while_the_probe_is_busy_and_keeps_
         gc.collect()
         assert chan.ticks == 1
         busy[0] = False
+        # an evaluation's loop frees what it allocates (no collection): its fetches wake it
+        for listener in tracker.fetch_listeners:
+            listener()
+        assert chan.drained == [False, True]  # outside the probe's code: with the drains
+        chan.threaded()  # the channel started its thread: the fetches' call goes
+        assert not tracker.fetch_listeners
 
         def interrupted(drain: bool = True) -> float:
             raise KeyboardInterrupt
