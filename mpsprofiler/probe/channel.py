@@ -186,14 +186,13 @@ class Channel:
             except Exception:
                 pass
 
-    def tick(self, drain: bool = True) -> float:
+    def tick(self) -> float:
         """Inline: one wake on the caller's (the training) thread, as the thread's; returns
         ``time.perf_counter()`` after it, from which the training's time counts again.
 
         It asks :func:`single_threaded` first (30 ns): a process that started a second
-        thread by now gets the channel's thread instead (see the module docstring). ``drain`` False leaves the ``on_flush`` drains to the next wake (a tick
-        from the garbage collector, which may come inside the probe's own code), runs the
-        ``beside`` tasks and writes. Never re-entered; nothing in a forked child."""
+        thread by now gets the channel's thread instead (see the module docstring). Never
+        re-entered (a hook firing inside a wake); nothing in a forked child."""
         if self._ticking or self._thread is not None or self._stop:
             return time.perf_counter()
         self.due = float("inf")
@@ -204,7 +203,7 @@ class Channel:
             if not single_threaded():
                 self._start_thread(f"the process has {os_threads()} threads")
             else:
-                self._wake_once(drain)
+                self._wake_once()
         finally:
             self._ticking = False
             if self._thread is None and not self._stop and self.due != float("-inf"):
@@ -217,20 +216,20 @@ class Channel:
             self._wake.clear()
             if self._stop:
                 break  # close() flushes what is left
-            self._wake_once(True)
+            self._wake_once()
 
-    def _wake_once(self, drain: bool) -> None:
+    def _wake_once(self) -> None:
         for task in list(self._beside):
             try:
                 task()
             except Exception:
                 self._beside.remove(task)
-        self._flush_once(drain)
+        self._flush_once()
 
-    def _flush_once(self, drain: bool = True) -> bool:
+    def _flush_once(self) -> bool:
         """Write what can be written now; True when everything went out."""
         with self._lock:
-            for fn in self._before_flush if drain else ():
+            for fn in self._before_flush:
                 try:
                     fn()
                 except Exception:

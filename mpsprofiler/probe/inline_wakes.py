@@ -12,13 +12,14 @@ frees what it allocates (an evaluation: the young generation counts allocations 
 deallocations) runs no collection; there the end of each DataLoader fetch asks the same
 (the tracker's ``fetch_listeners``: one call and compare a batch while inline).
 
-The collector's wake comes inside arbitrary code, the probe's own included, so it is light:
-the ``beside`` tasks (the memory sampler) and the write, never the ``on_flush`` drains
-(steps, DataLoader sums: the next boundary's or fetch's wake, or the exit, sends them); a
-fetch's wake drains too. No wake at all while one of
-the probe's locks is held by this thread (the channel's, the sampler's, the descriptor
-lock: a collection inside the script's ``os.close`` wrapper). Its time is taken off the step
-in progress (its start moves), as the boundary's wake.
+Such a wake (the collector's above all) comes inside arbitrary code, the probe's own
+included: none while one of the probe's locks is held by this thread (the channel's, the
+sampler's, the step tracker's, the DataLoader sums', the descriptor lock: a collection
+inside the script's ``os.close`` wrapper); otherwise it does what the channel's thread
+does, between any two steps of the training's code (the drains included, so the steps
+closed before a long evaluation go out during it, and a process killed then loses no more
+than the threaded channel's). Its time is taken off the step in progress (its start moves),
+as the boundary's wake.
 
 A signal's Python handler runs at the next check of the interpreter, which may be inside the
 wake: what it raises there (Ctrl-C's ``KeyboardInterrupt``, a SIGTERM handler's
@@ -42,38 +43,31 @@ from typing import Any
 from . import fdguard
 
 
-def light_wake(channel: Any, tracker: Any, sampler: Callable[[], Any], drain: bool = False) -> Callable[[], None]:
-    """A wake of ``channel`` (inline) where no boundary woke it for two intervals, skipped
-    while one of the probe's locks is held here; the step in progress does not count its
-    time. ``sampler`` gives the memory sampler (or None); ``drain``: with the ``on_flush``
-    drains (a caller outside the probe's code). A signal handler's exception raised inside
-    it propagates (to the caller: see :func:`install`)."""
+def wake_when_overdue(channel: Any, tracker: Any, busy: Callable[[], bool]) -> Callable[[], None]:
+    """A wake of ``channel`` (inline) where no boundary woke it for two intervals, none
+    while ``busy()`` (a lock of the probe's is held on this thread); the step in progress
+    does not count its time. A signal handler's exception raised inside it propagates (to
+    the caller: see :func:`install`)."""
     clock = time.perf_counter
 
     def wake() -> None:
         if clock() < channel.due + channel.interval:
             return  # a boundary woke it lately (or threaded: due is infinite)
         try:
-            memory = sampler()
-            if channel.busy() or fdguard.owned_here() or (memory is not None and memory.busy()):
+            if busy() or fdguard.owned_here():
                 return
             start = clock()
-            tracker._start += channel.tick(drain=drain) - start  # the step's time without the wake
+            tracker._start += channel.tick() - start  # the step's time without the wake
         except Exception:
             pass
 
     return wake
 
 
-def install(channel: Any, tracker: Any, sampler: Callable[[], Any]) -> Callable[[], None]:
-    """Wake ``channel`` (inline) from the collector (see :func:`light_wake`) and at the end
-    of every DataLoader fetch (an evaluation's loop frees what it allocates: the collector's
-    young generation, allocations minus deallocations, never fills there); returns the
-    uninstaller."""
-    wake = light_wake(channel, tracker, sampler)
-    # the tracker calls its fetch listeners outside the probe's locks: the steps (of a
-    # training that evaluates between epochs) go out too, not at the next boundary
-    fetched = light_wake(channel, tracker, sampler, drain=True)
+def install(channel: Any, tracker: Any, busy: Callable[[], bool]) -> Callable[[], None]:
+    """Wake ``channel`` (inline) from the collector and at the end of every DataLoader fetch
+    (see :func:`wake_when_overdue`); returns the uninstaller."""
+    wake = wake_when_overdue(channel, tracker, busy)
 
     def on_gc(phase: str, info: dict[str, int]) -> None:
         if phase != "stop":
@@ -85,11 +79,11 @@ def install(channel: Any, tracker: Any, sampler: Callable[[], Any]) -> Callable[
                 uninstall()
 
     gc.callbacks.append(on_gc)
-    tracker.fetch_listeners.append(fetched)  # (a hook's call: a signal's exception propagates as from any)
+    tracker.fetch_listeners.append(wake)  # (a hook's call: a signal's exception propagates as from any)
 
     def off_fetches() -> None:
         # a new list: the tracker may be iterating the old one (a wake there started the thread)
-        tracker.fetch_listeners = [fn for fn in tracker.fetch_listeners if fn is not fetched]
+        tracker.fetch_listeners = [fn for fn in tracker.fetch_listeners if fn is not wake]
 
     # threaded from now on: the fetches' call goes; the collector's stays (one compare a
     # collection; never removed from inside a callback, which makes the collector skip the next)

@@ -162,8 +162,17 @@ class Probe:
         from . import inline_wakes
 
         self.tracker.inline_channel = channel
-        self._stop_inline_wakes = inline_wakes.install(channel, self.tracker, lambda: self.sampler)
+        self._stop_inline_wakes = inline_wakes.install(channel, self.tracker, self._locked)
         channel.when_threaded(functools.partial(setattr, self.tracker, "inline_channel", None))
+
+    def _locked(self) -> bool:
+        """A lock that the inline channel's wake takes is held (on this thread: it has no
+        other): the wake's drains and sample would wait for it forever."""
+        for owner in (self.channel, self.sampler, self.tracker, self.loader_sites):
+            lock = getattr(owner, "_lock", None)
+            if lock is not None and lock.locked():
+                return True
+        return self.channel is not None and self.channel.busy()
 
     def _no_inline_wakes(self) -> None:
         """No wake on this thread from now on (the exit's close, or a forked child)."""

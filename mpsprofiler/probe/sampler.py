@@ -121,10 +121,6 @@ class MemorySampler:
     def stop(self) -> None:
         self._stop.set()
 
-    def busy(self) -> bool:
-        """Taking a sample (with the inline channel: on this thread, further up the stack)."""
-        return self._lock.locked()
-
     def tick(self) -> None:
         """One wake of the host: a sample if one is due. An error is reported once,
         through the probe (it then knows the instrument is off and takes no final sample

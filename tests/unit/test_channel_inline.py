@@ -63,9 +63,6 @@ def test_an_inline_channel_starts_no_thread_and_writes_at_its_wakes(monkeypatch:
         assert ran == ["task", "drain"]  # the task's event goes out in the same wake
         assert _read(read) == b'{"k":"hello"}\n{"k":"mem"}\n'
         assert after <= chan.due <= time.perf_counter() + 0.05
-        ran.clear()
-        chan.tick(drain=False)  # the collector's wake: no drains
-        assert ran == ["task"]
         chan.flush_soon()
         assert chan.due == float("-inf")  # the next hook wakes it
         assert threading.active_count() == before
@@ -131,19 +128,21 @@ def test_single_threaded_is_glibcs_flag_which_a_thread_clears_for_good() -> None
 
 
 class _SlowChannel:
-    """A channel whose wakes take 20 ms, due at every step."""
+    """A channel whose wakes take 20 ms (of ``clock``, when given), due at every step."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: list[float] | None = None) -> None:
         self.due = 0.0
         self.interval = 0.0
         self.ticks = 0
-        self.drained: list[bool] = []
+        self._clock = clock
 
-    def tick(self, drain: bool = True) -> float:
+    def tick(self) -> float:
         self.ticks += 1
-        self.drained.append(drain)
-        time.sleep(0.02)
-        return time.perf_counter()
+        if self._clock is None:
+            time.sleep(0.02)
+            return time.perf_counter()
+        self._clock[0] += 0.02
+        return self._clock[0]
 
     def busy(self) -> bool:
         return False
@@ -153,48 +152,50 @@ class _SlowChannel:
 
 
 def test_the_wake_at_the_step_boundary_is_not_the_next_steps_time() -> None:
+    now = [100.0]
     sent: list[dict[str, Any]] = []
-    tracker = StepTracker(lambda kind, **fields: sent.append(fields), CpuBackend(), time.perf_counter)
-    tracker.inline_channel = _SlowChannel()
+    tracker = StepTracker(lambda kind, **fields: sent.append(fields), CpuBackend(), lambda: now[0])
+    tracker.inline_channel = _SlowChannel(now)
     for _ in range(4):
-        time.sleep(0.002)
+        now[0] += 0.002  # a 2 ms step
         tracker.manual_step()
     tracker.drain()
     durations = [d for event in sent for d in event["dur"]]
-    assert tracker.inline_channel.ticks == 4 and len(durations) == 4
-    assert max(durations[1:]) < 0.015, durations  # 2 ms steps; 22 ms each with the wake in them
+    assert tracker.inline_channel.ticks == 4
+    assert durations == [pytest.approx(0.002)] * 4  # 0.022 each with the wake in them
 
 
 @pytest.mark.skipif(sys.gettrace() is not None, reason="a tracer (coverage, a debugger) is in use")
-def test_the_collectors_wake_is_light_skipped_while_the_probe_is_busy_and_keeps_ctrl_c() -> None:
+def test_the_wakes_outside_the_steps_skip_a_busy_probe_and_keep_ctrl_c() -> None:
     tracker = StepTracker(lambda kind, **fields: None, CpuBackend(), time.perf_counter)
     chan = _SlowChannel()
     chan.due = float("-inf")
     busy: list[bool] = [False]
-    chan.busy = lambda: busy[0]  # type: ignore[method-assign]
-    uninstall = inline_wakes.install(chan, tracker, lambda: None)
+    uninstall = inline_wakes.install(chan, tracker, lambda: busy[0])
     try:
         start = tracker._start
         gc.collect()
-        assert chan.drained == [False]  # no drains inside whatever code the collector interrupted
+        assert chan.ticks == 1
         assert tracker._start - start >= 0.02  # the step in progress does not count the wake
-        busy[0] = True
+        busy[0] = True  # a lock of the probe's is held: the wake would wait for it forever
         gc.collect()
+        for listener in tracker.fetch_listeners:
+            listener()
         assert chan.ticks == 1
         busy[0] = False
         # an evaluation's loop frees what it allocates (no collection): its fetches wake it
         for listener in tracker.fetch_listeners:
             listener()
-        assert chan.drained == [False, True]  # outside the probe's code: with the drains
+        assert chan.ticks == 2
         chan.threaded()  # the channel started its thread: the fetches' call goes
         assert not tracker.fetch_listeners
 
-        def interrupted(drain: bool = True) -> float:
+        def interrupted() -> float:
             raise KeyboardInterrupt
 
         chan.tick = interrupted  # type: ignore[method-assign]
         with pytest.raises(KeyboardInterrupt):
-            gc.collect()  # the collector swallows it: delivered again right after
+            gc.collect()  # the collector swallows it: raised again right after
             for _ in range(10_000):
                 pass
     finally:
@@ -203,3 +204,52 @@ def test_the_collectors_wake_is_light_skipped_while_the_probe_is_busy_and_keeps_
         assert inline_wakes.raise_in_script(KeyboardInterrupt(), None)
         for _ in range(3):  # raised at the next call of a Python function
             _SlowChannel().busy()
+
+
+class _Lock:
+    """A lock that records an acquire while held (a real one would wait forever)."""
+
+    def __init__(self) -> None:
+        self.held = False
+        self.waited = 0
+
+    def locked(self) -> bool:
+        return self.held
+
+    def __enter__(self) -> None:
+        if self.held:
+            self.waited += 1
+            raise RuntimeError("would wait forever")
+        self.held = True
+
+    def __exit__(self, *exc: object) -> None:
+        self.held = False
+
+
+def test_a_probes_collector_wake_waits_for_none_of_its_locks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A real probe with an inline channel: a collection while the step tracker's lock is
+    held (its drain, the exit's fold) makes no wake; once free, a wake sends the steps."""
+    from mpsprofiler.probe.probe import Probe
+
+    _single(monkeypatch, True)
+    read, write = os.pipe()
+    os.set_blocking(read, False)
+    probe = Probe(channel_mod.Channel(write, inline=True), {"no_memory": True})
+    probe.install()
+    try:
+        assert probe.tracker.inline_channel is probe.channel
+        lock = probe.tracker._lock = _Lock()  # type: ignore[assignment]
+        probe.channel.due = float("inf")
+        probe.tracker.manual_step()  # (no wake at its boundary)
+        probe.channel.due = float("-inf")
+        with lock:
+            gc.collect()
+        assert lock.waited == 0
+        gc.collect()
+        assert b'"k":"steps"' in _read(read)
+    finally:
+        probe.close()
+        for undo in reversed(probe._uninstallers):
+            undo()
+        os.close(read)
+    assert probe.tracker.inline_channel is None
