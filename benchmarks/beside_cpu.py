@@ -38,7 +38,8 @@ ROLES = {
     "child": ["training", "channel", "sampler"],
 }
 """Threads in the order they start under ``mpsprof run --headless`` (the sampler's thread:
-versions before session 55; it runs on the channel's since)."""
+versions before session 55; it runs on the channel's since; the channel's: none since session
+57 where the training process started no thread, its wakes run on the training thread)."""
 
 
 def _threads(pid: int) -> dict[int, tuple[float, int]]:
