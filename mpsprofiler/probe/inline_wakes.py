@@ -68,15 +68,16 @@ def install(channel: Any, tracker: Any, busy: Callable[[], bool]) -> Callable[[]
     """Wake ``channel`` (inline) from the collector and at the end of every DataLoader fetch
     (see :func:`wake_when_overdue`); returns the uninstaller."""
     wake = wake_when_overdue(channel, tracker, busy)
+    off: list[bool] = []
 
     def on_gc(phase: str, info: dict[str, int]) -> None:
-        if phase != "stop":
+        if phase != "stop" or off:
             return
         try:
             wake()
         except BaseException as exc:  # a signal handler's, raised inside the wake
             if not raise_in_script(exc, sys._getframe(1)):
-                uninstall()
+                off.append(True)  # (not removed here: the collector would skip the next callback)
 
     gc.callbacks.append(on_gc)
     tracker.fetch_listeners.append(wake)  # (a hook's call: a signal's exception propagates as from any)
