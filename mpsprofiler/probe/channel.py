@@ -105,6 +105,7 @@ class Channel:
             pass
         self._pid = os.getpid()
         self._on_threaded: list[Callable[[], None]] = []
+        self._starting = threading.Lock()
         self._thread: threading.Thread | None = None
         self._ticking = False
         self.due = float("inf")
@@ -172,14 +173,18 @@ class Channel:
             self._start_thread(reason)
 
     def _start_thread(self, reason: str) -> None:
-        thread = threading.Thread(target=self._run, name="mpsprof-channel", daemon=True)
-        try:
-            thread.start()
-        except RuntimeError:  # no thread to be had: the wakes stay inline
-            return
-        self._thread = thread
-        self.threaded_reason = reason
-        self.due = float("inf")
+        # once: a thread the script started may reach a wake too (its collection, its fetch)
+        with self._starting:
+            if self._thread is not None:
+                return
+            thread = threading.Thread(target=self._run, name="mpsprof-channel", daemon=True)
+            try:
+                thread.start()
+            except RuntimeError:  # no thread to be had: the wakes stay inline
+                return
+            self._thread = thread
+            self.threaded_reason = reason
+            self.due = float("inf")
         for fn in self._on_threaded:
             try:
                 fn()
