@@ -26,9 +26,9 @@ wake: what it raises there (Ctrl-C's ``KeyboardInterrupt``, a SIGTERM handler's
 ``SystemExit``) the collector would print as "Exception ignored in" and drop (as it does in
 any ``__del__``). So it is raised again in the script's own code, by a one-shot trace
 function (``sys.settrace``: an exception a trace function raises propagates into the traced
-frame) at the interrupted frame's next line or the next call; under a tracer of its own (a
-debugger, coverage) the wakes stop instead of replacing it, and the exception is dropped as
-the collector would have.
+frame) at the next line of the interrupted frame or of a caller; under a tracer of its own
+(a debugger, coverage) the wakes stop instead of replacing it, and the exception is dropped
+as the collector would have.
 """
 
 from __future__ import annotations
@@ -101,18 +101,31 @@ def install(channel: Any, tracker: Any, busy: Callable[[], bool]) -> Callable[[]
 
 
 def raise_in_script(exc: BaseException, frame: FrameType | None) -> bool:
-    """Raise ``exc`` at ``frame``'s next line or the next call of a Python function, not
-    here (see the module docstring); False where a tracer is in use already."""
-    if sys.gettrace() is not None:
+    """Raise ``exc`` at the next line that ``frame`` (the code the collector interrupted)
+    or one of its callers runs, not here (see the module docstring); False where a tracer is
+    in use already or there is no frame. Never at a call: the next call may be another
+    collector callback, which would drop it as ours would."""
+    if sys.gettrace() is not None or frame is None:
         return False
+    frames: list[FrameType] = []
+    while frame is not None:
+        frames.append(frame)
+        frame = frame.f_back
 
     def once(f: FrameType, event: str, arg: Any) -> Any:
+        if event != "line":
+            return once
         sys.settrace(None)
-        if frame is not None:
-            frame.f_trace = None
+        for each in frames:
+            each.f_trace = None
+        frames.clear()
         raise exc
 
-    if frame is not None:
-        frame.f_trace = once
-    sys.settrace(once)
+    for each in frames:
+        each.f_trace = once
+    sys.settrace(_no_new_frame)  # (line events need a tracer; the frames called meanwhile get none)
     return True
+
+
+def _no_new_frame(frame: FrameType, event: str, arg: Any) -> None:
+    return None
