@@ -125,8 +125,8 @@ def _facts(run_dir: Path) -> dict[str, Any]:
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="inline wakes: Linux only")
 def test_the_inline_channel_records_what_the_threaded_one_does(tmp_path: Path) -> None:
     """The same training, inline and forced threaded: the same steps, model, loss check,
-    exit and kinds of events (the timings differ; the findings are compared on a quiet
-    machine in benchmarks/RESULTS.md, session 57 A: here other programs decide some)."""
+    exit and kinds of events (the timings differ, and other programs' load decides some
+    findings: benchmarks/RESULTS.md, session 57 part A, compares those of two runs)."""
     script = tmp_path / "train_equal.py"
     script.write_text(EQUAL)
     facts = []
