@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import gc
 import sys
+import threading
 import time
 from collections.abc import Callable
 from types import FrameType
@@ -49,10 +50,13 @@ def wake_when_overdue(channel: Any, tracker: Any, busy: Callable[[], bool]) -> C
     does not count its time. A signal handler's exception raised inside it propagates (to
     the caller: see :func:`install`)."""
     clock = time.perf_counter
+    ident, main = threading.get_ident, threading.get_ident()
 
     def wake() -> None:
         if clock() < channel.due + channel.interval:
             return  # a boundary woke it lately (or threaded: due is infinite)
+        if ident() != main:
+            return  # a thread the script started: the training thread's next wake starts ours
         try:
             if busy() or fdguard.owned_here():
                 return

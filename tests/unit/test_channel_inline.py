@@ -183,6 +183,10 @@ def test_the_wakes_outside_the_steps_skip_a_busy_probe_and_keep_ctrl_c() -> None
             listener()
         assert chan.ticks == 1
         busy[0] = False
+        elsewhere = threading.Thread(target=lambda: [listener() for listener in tracker.fetch_listeners])
+        elsewhere.start()
+        elsewhere.join()
+        assert chan.ticks == 1  # a thread the script started: the training thread's next wake goes threaded
         # an evaluation's loop frees what it allocates (no collection): its fetches wake it
         for listener in tracker.fetch_listeners:
             listener()
