@@ -61,7 +61,7 @@ def wake_when_overdue(channel: Any, tracker: Any, busy: Callable[[], bool]) -> C
             if busy() or fdguard.owned_here():
                 return
             start = clock()
-            tracker._start += channel.tick() - start  # the step's time without the wake
+            tracker.moved_by_wake(start, channel.tick() - start)  # the step's time without the wake
         except Exception:
             pass
 

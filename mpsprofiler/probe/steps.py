@@ -192,6 +192,9 @@ class StepTracker:
         self.inline_channel: Any = None
         """The event channel while its wakes run on the training thread (``Channel.tick``
         at the boundary when ``due``; the next step's start moves by the wake's time)."""
+        self._wake_shifts: list[tuple[float, float]] = []
+        """(when, seconds) of the wakes outside the boundary that moved the step's start
+        (:meth:`moved_by_wake`); :meth:`_close` takes back those after the step's end."""
         self.listeners: list[Callable[[int, float], None]] = []
         """Called with (next step index, last step duration) at every boundary (the device
         timer on asynchronous devices; op accounting is the ``due_listener``)."""
@@ -219,6 +222,8 @@ class StepTracker:
         FETCH.thread = None
         i = self.index
         start = self._start
+        if self._wake_shifts:
+            start = self._unshift(start, end)
         alloc = None
         if end - self._alloc_read_at >= ALLOC_EVERY:
             # torch.cuda.memory_allocated builds the allocator's whole stats dict (~0.5 ms):
@@ -255,6 +260,25 @@ class StepTracker:
             self._skip(dur)
         for listener in self.listeners:
             listener(i + 1, dur)
+
+    def moved_by_wake(self, at: float, seconds: float) -> None:
+        """A wake of the inline channel outside the boundary (probe/inline_wakes.py) began
+        at ``at`` and took ``seconds``: the step in progress does not count them."""
+        self._start += seconds
+        self._wake_shifts.append((at, seconds))
+
+    def _unshift(self, start: float, end: float) -> float:
+        """The start of the step that ends at ``end`` without the wakes that came after its
+        end: a step is often closed later than it ended (at the next optimizer step of a
+        cycle, ``_last_opt_time``; a pass's ``_last_bwd_time``; a caller that read the
+        clock before a collection woke the channel), and a wake in between moved the start
+        of a step already over: its start then came after its end, a negative duration (a
+        step missing from the trace, op accounting fed a negative time)."""
+        for at, seconds in self._wake_shifts:
+            if at >= end:
+                start -= seconds
+        self._wake_shifts.clear()
+        return start
 
     def set_due_listener(self, listener: Callable[[int, float, deque[float]], tuple[float, float]] | None) -> None:
         """Install (or remove, None) the due listener; it hears the next boundary."""

@@ -16,6 +16,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -163,6 +164,32 @@ def test_the_wake_at_the_step_boundary_is_not_the_next_steps_time() -> None:
     durations = [d for event in sent for d in event["dur"]]
     assert tracker.inline_channel.ticks == 4
     assert durations == [pytest.approx(0.002)] * 4  # 0.022 each with the wake in them
+
+
+def test_a_wake_after_a_steps_end_but_before_its_close_is_not_taken_off_that_step() -> None:
+    """Two optimizers (a GAN): a step ends at its last optimizer step and is closed at the
+    next iteration's first, and a wake in between (the collector during the next forward
+    pass) moved the start of the step already over: a negative duration, a step missing
+    from the trace and op accounting fed a negative time. The wake is the next step's."""
+    now = [100.0]
+    sent: list[dict[str, Any]] = []
+    tracker = StepTracker(lambda kind, **fields: sent.append(fields), CpuBackend(), lambda: now[0])
+    g, d = SimpleNamespace(param_groups=[{"params": [object()]}]), SimpleNamespace(param_groups=[{"params": [object()]}])
+    for _ in range(6):
+        now[0] += 0.001
+        tracker.on_optimizer_step(d)
+        now[0] += 0.001
+        tracker.on_optimizer_step(g)
+        now[0] += 0.001  # the next iteration's forward pass: a 20 ms wake in it
+        tracker.moved_by_wake(now[0], 0.02)
+        now[0] += 0.021
+    tracker.drain()
+    durations = [d for event in sent for d in event["dur"]]
+    # step 0 ends at its last optimizer step, known as the cycle's end only at the next
+    # iteration: the wake after it is step 1's (no start moved for it); from step 2 on the
+    # cycle is known, each step closes at its end and the wakes in the next one are taken off
+    assert durations[:2] == [pytest.approx(0.002), pytest.approx(0.024)], durations
+    assert durations[2:] == [pytest.approx(0.004)] * 4, durations
 
 
 @pytest.mark.skipif(sys.gettrace() is not None, reason="a tracer (coverage, a debugger) is in use")
