@@ -57,3 +57,28 @@ def test_forked_or_persistent_workers_are_not_judged_here(tmp_path: Path) -> Non
     script.write_text(SCRIPT)
     assert _facts(tmp_path, _loader(script, 2, 6.0, start_method_set="fork"),
                   _loader(script, 3, 5.0, persistent_workers=True)) == {}
+
+
+def test_a_pass_begun_after_the_last_step_is_no_restart_of_the_steps(tmp_path: Path) -> None:
+    """A final evaluation: the validation loader's 4th pass began after the last step
+    (``after_first_fetches``, probe/loader_sites.py). Its first batch started workers no
+    step waited for: 2 restarts of the steps, not 3, and its 5 batches are not the steps'
+    other fetches either. Before, it was charged as a third restart (1.498 s more)."""
+    script = tmp_path / "train.py"
+    script.write_text(SCRIPT)
+    train = _loader(script, 2, 6.0)
+    val = _loader(script, 3, 6.0, after_first_fetches=1, after_first_fetch_s=1.5, after_fetches=5, after_fetch_s=0.01)
+    facts = _facts(tmp_path, train, val)
+    # train: 3 x (1.5 - 0.002); val: its 3 passes during the steps, 2 restarts x (1.5 - 0.002)
+    assert abs(facts["respawn_cost_s"] - 5 * 1.498) < 1e-3, facts
+    assert facts["epochs_seen"] == 4, facts  # the training loader's 4 passes
+
+
+def test_a_loader_whose_second_pass_began_after_the_steps_has_no_restart(tmp_path: Path) -> None:
+    """One validation pass during the training and one after it (``trainer.validate()``):
+    the steps never waited for a restart of its workers, nothing to say."""
+    script = tmp_path / "train.py"
+    script.write_text(SCRIPT)
+    val = _loader(script, 3, 3.0, first_fetches=2, fetches=6, fetch_s=0.012,
+                  after_first_fetches=1, after_first_fetch_s=1.5, after_fetches=3, after_fetch_s=0.006)
+    assert _facts(tmp_path, _loader(script, 2, 0.008, start_method_set="fork"), val) == {}

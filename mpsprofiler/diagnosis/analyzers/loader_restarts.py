@@ -20,6 +20,7 @@ too: their start-up CPU is measured apart (probe/worker_startup.py) and not judg
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -62,12 +63,25 @@ def loader_restarts(session: Session, loader: DataLoaderFields) -> LoaderRestart
     workers = num(loader.get("num_workers"))
     if not workers or loader.get("persistent_workers") or start_method(session, loader) not in STARTUP_METHODS:
         return None
-    firsts, first_s = num(loader.get("first_fetches")), num(loader.get("first_fetch_s"))
-    fetches, fetch_s = num(loader.get("fetches")), num(loader.get("fetch_s"))
+    firsts, first_s = _of_steps(loader, "first_fetches", "first_fetch_s")
+    fetches, fetch_s = _of_steps(loader, "fetches", "fetch_s")
     if not firsts or firsts < 2 or first_s is None or not fetches or fetch_s is None:
         return None
     extra = max(0.0, first_s / firsts - fetch_s / fetches)
     return LoaderRestarts(loader, int(firsts) - 1, extra, int(firsts))
+
+
+def _of_steps(loader: DataLoaderFields, count: str, seconds: str) -> tuple[float | None, float | None]:
+    """A loader's ``count`` batches and their ``seconds`` less those taken after the last
+    step (``after_*``, probe/loader_sites.py): a pass begun after the training (a final
+    evaluation) started its workers for no step, and its first batch is no restart the
+    steps waited for. Older recordings have no ``after_*`` keys: the whole counts."""
+    fields: Mapping[str, Any] = loader
+    n, s = num(fields.get(count)), num(fields.get(seconds))
+    if n is None or s is None:
+        return n, s
+    after_n, after_s = num(fields.get(f"after_{count}")) or 0.0, num(fields.get(f"after_{seconds}")) or 0.0
+    return max(0.0, n - after_n), max(0.0, s - after_s)
 
 
 def several_loaders(session: Session, stalled: DataLoaderFields) -> dict[str, Any]:
