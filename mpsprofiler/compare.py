@@ -176,7 +176,7 @@ def load_summary(run_dir: Path, rule_dirs: list[Path] | None = None) -> Document
     loaded = load_runs([Path(run_dir)])
     doc = build_results(loaded.session, list(rule_dirs or [])).document()
     if ended_without_exit(doc, loaded.session):  # read back without an exit: never "running"
-        doc["status"] = ended_text(doc)
+        doc["status"] = ended_text(doc, loaded.session)
     return doc
 
 

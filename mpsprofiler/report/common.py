@@ -88,22 +88,26 @@ def ended_without_exit(summary: Summary, session: Session | None) -> bool:
     return session is not None and session.read_back and str(summary.get("status") or "running") == "running"
 
 
-def ended_text(summary: Summary) -> str:
+def ended_text(summary: Summary, session: Session | None = None) -> str:
     """How a read-back recording without an exit event ends: cut by ``--max-steps``/``--max-seconds``
     (the cut event was written, the exit never came), or simply ended (the launcher died, the file
-    was copied mid-run)."""
+    was copied mid-run). Where no steps event arrived but op samples or loss readings name a
+    step (the process killed before the probe's half-second flush), that step, not "0 steps"."""
     cut = summary.get("cut")
     if isinstance(cut, dict) and isinstance(cut.get("steps"), int):
         return f"cut after {cut['steps']} steps, ended without an exit record"
     steps = summary.get("steps")
     count = steps.get("count") if isinstance(steps, dict) else None
     n = count if isinstance(count, int) and not isinstance(count, bool) else 0
+    seen = session.last_step_seen if session is not None else None
+    if not n and seen is not None:
+        return f"ended without an exit record after step {seen}, the last the recording shows"
     return f"ended without an exit record after {n} step{'s' if n != 1 else ''}"
 
 
 def _status_only(summary: Summary, session: Session | None = None) -> str:
     if ended_without_exit(summary, session):
-        return ended_text(summary)
+        return ended_text(summary, session)
     status = str(summary.get("status") or "?")
     exit_info: ExitDoc | dict[str, Any] = summary.get("exit") or {}
     if exit_info.get("stopped_by_user"):

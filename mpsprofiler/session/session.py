@@ -400,10 +400,27 @@ class Session:
                 problems.append(f"the script closed mpsprof's event channel {exit_info.channel_closed_at:.1f} s "
                                 "into the run: what happened after that is missing")
             elif exit_info.probe_done is False and self.hello and exit_info.signal is None:
-                problems.append(_skipped_shutdown(exit_info.returncode, self.steps.count))
+                problems.append(_skipped_shutdown(exit_info.returncode, self.last_step_seen))
+            elif exit_info.probe_done is False and self.hello:
+                problems.append(_killed(exit_info.signal_name or f"signal {exit_info.signal}", self.last_step_seen))
             if exit_info.bad_lines:
                 problems.append(f"{exit_info.bad_lines} event line(s) from the profiler could not be read")
         return problems
+
+    @property
+    def last_step_seen(self) -> int | None:
+        """The highest step index anything in the recording names: the steps' own events,
+        the op samples', the loss readings' and device timings' (None: none names one).
+        A process killed mid-run loses the probe's buffered steps events while op samples
+        of steps 3 and 5 did arrive: "after 0 steps" would be false, "after step 5" is what
+        the recording shows."""
+        health = self.health
+        named = [self.steps.last_index if self.steps.count else None, self.ops.last_step,
+                 _number((health.nonfinite or {}).get("step")),
+                 health.loss_steps - 1 if health.loss_steps else None,
+                 *(d.step for d in health.device), *(c.step for c in health.copy_time)]
+        seen = [int(n) for n in named if n is not None and n >= 0]
+        return max(seen) if seen else None
 
     @property
     def is_distributed(self) -> bool:
@@ -414,16 +431,31 @@ class Session:
         return str(self.run.get("script") or self.run.get("target") or "?")
 
 
-def _skipped_shutdown(returncode: int | None, steps: int) -> str:
+def _lost_after(last_step: int | None) -> str:
+    """Which of the probe's events a recording cut short lost: those after the highest step
+    it shows, or all of its steps where none arrived."""
+    return f"after step {last_step}, the last the recording shows" if last_step is not None else "all of its steps"
+
+
+def _killed(signal_name: str, last_step: int | None) -> str:
+    """A script killed by a signal (SIGKILL, the out-of-memory killer's; SIGSEGV) without the
+    probe's last line: its buffered events (up to half a second of steps, probe/channel.py
+    ``HEADLESS_INTERVAL``) died with it. Said with the last step that did arrive, so "0 steps"
+    reads as what was lost, not as a script without a training loop."""
+    return (f"the script was killed by {signal_name} before mpsprof's last events ({_lost_after(last_step)}) "
+            "were sent, so the end of the run is missing")
+
+
+def _skipped_shutdown(returncode: int | None, last_step: int | None) -> str:
     """A script that exited with no signal and without the probe's last line: it skipped
     Python's shutdown (``os._exit(N)`` after training, as scripts that avoid a slow teardown
     of worker threads do), so the atexit function that sends the probe's buffered events
     never ran. Said as that, with the last step that did arrive, so "0 steps" reads as what
     was lost, not as a loop nobody counted."""
     how = f"os._exit({returncode})" if isinstance(returncode, int) and returncode >= 0 else "os._exit()"
-    after = f"after step {steps}" if steps else "all of its steps"
     return (f"the script ended without Python's normal shutdown (as {how} does, which skips atexit "
-            f"functions): mpsprof's last events ({after}) were never sent, so the end of the run is missing")
+            f"functions): mpsprof's last events ({_lost_after(last_step)}) were never sent, so the end of the "
+            "run is missing")
 
 
 def _number(value: Any) -> float | None:
