@@ -17,6 +17,7 @@ ACCUM = int(os.environ.get("ACCUM", "1"))
 SLEEP = float(os.environ.get("COLLATE_SLEEP", "0"))
 EVAL = os.environ.get("EVAL") == "1"
 EPOCHS = int(os.environ.get("EPOCHS", "1"))
+TRAIN_SIZE = int(os.environ.get("TRAIN_SIZE", "0"))  # samples; 0: STEPS x ACCUM batches over EPOCHS
 SEQ = 16
 
 
@@ -51,7 +52,7 @@ def main():
         report_to=[], disable_tqdm=True, use_cpu=True, dataloader_num_workers=0,
         eval_strategy="steps" if EVAL else "no", eval_steps=10,
     )
-    trainer = Trainer(model=model, args=args, train_dataset=Synthetic(8 * STEPS * ACCUM // EPOCHS),
+    trainer = Trainer(model=model, args=args, train_dataset=Synthetic(TRAIN_SIZE or 8 * STEPS * ACCUM // EPOCHS),
                       eval_dataset=Synthetic(32) if EVAL else None, data_collator=collate)
     trainer.train()
     print(f"global_step {trainer.state.global_step}", flush=True)

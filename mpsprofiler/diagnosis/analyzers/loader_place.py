@@ -18,14 +18,14 @@ from .cli_option import Option, call_option
 from .common import num, training_loader
 from .framework_place import guard_note, trainer_place
 from .loader_loop import conditional, loop_of, same_call
-from .loader_role import restarts
+from .loader_role import one_pass_kind, restarts
 from .source_edit import rewrite_call, short_path
 
 PLACE_FACTS: tuple[str, ...] = ("loader_which", "loader_name_place", "loader_change", "loader_call_place",
                                  "loader_func", "loader_shared_which", "loader_shared_ordinal", "loader_ordinal",
                                  "loader_rebuilt", "loader_starts", "loader_keeps", "loader_label",
                                  "loader_loop_var", "loader_loop_place", "loader_seeded", "loader_hook",
-                                 "loader_shared_hook", "loader_code_edit")
+                                 "loader_shared_hook", "loader_code_edit", "loader_one_pass", "loader_keep_setting")
 """Besides ``loader_name`` and ``loader_where`` (codes ``rules/dataloader-stall.yaml`` words):
 which loader (``only``, ``hook`` for one a framework's hook built (``loader_hook``: Lightning's
 ``train_dataloader`` ...: :func:`hook_of`), or the ordinal's ending ``st``/``nd``/``rd``/``th`` of
@@ -304,6 +304,8 @@ def _place_facts(session: Session, loader: DataLoaderFields, suggested: int | No
     out["loader_rebuilt"] = rebuilt
     out["loader_keeps"] = starts
     out["loader_starts"] = "once" if starts == "trainer_eval" else starts
+    if starts == "single":
+        out["loader_one_pass"] = one_pass_kind(session, loader, side)
     if n > 0 and not loader.get("persistent_workers") and rebuilt == 1 and starts != "single":
         changes["persistent_workers"] = "True"  # (a loader built anew each epoch starts its own anyway)
     out["loader_label"] = user_label(session, loader)
@@ -312,6 +314,8 @@ def _place_facts(session: Session, loader: DataLoaderFields, suggested: int | No
     keep = n > 0 and not loader.get("persistent_workers") and starts in ("once", "trainer_eval")
     trainer = trainer_place(session, str(file) if file else None, int(line) if line else None, n, side,
                             persistent=keep)
+    # the setting that keeps workers, in the user's terms: the Trainer builds the loader itself
+    out["loader_keep_setting"] = "trainer" if trainer is not None else "plain"
     if trainer is not None:  # a Trainer's loader: its TrainingArguments (framework_place.py)
         out["loader_label"] = f"the Trainer's {'evaluation' if side else 'training'} DataLoader"
         out.update(trainer)

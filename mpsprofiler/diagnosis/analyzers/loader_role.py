@@ -92,3 +92,22 @@ def single_pass(session: Session, loader: DataLoaderFields) -> bool:
     iters = loader.get("iters")
     return (isinstance(iters, int) and not isinstance(iters, bool) and iters == 1
             and not loader.get("persistent_workers") and session.status == "finished")
+
+
+def one_pass_kind(session: Session, loader: DataLoaderFields, side: bool) -> str:
+    """What the one pass over a loader read in one pass was, a code the rule file words
+    (``loader_one_pass``): ``evaluation`` (a side loader's: one evaluation), ``epoch`` (every
+    batch of its ``len``), ``steps`` (the loop stopped before the end of the epoch: a ``break``
+    at a step limit) or ``trainer_steps`` (the Trainer's: ``max_steps``, or a fractional
+    ``num_train_epochs`` it turns into one, ended the training within the first epoch), or
+    ``unknown`` (no ``len``: an ``IterableDataset``'s stream). "(one epoch)" said of a
+    Trainer run of ``max_steps=50`` over 400 batches was not what ran."""
+    if side:
+        return "evaluation"
+    length = loader.get("len")
+    given = (loader.get("fetches") or 0) + (loader.get("first_fetches") or 0)
+    if not isinstance(length, int) or isinstance(length, bool) or length <= 0 or not given:
+        return "unknown"
+    if given >= length:
+        return "epoch"
+    return "trainer_steps" if session.framework == TRAINER else "steps"
