@@ -87,6 +87,9 @@ class EnvFields(Tagged, total=False):
     torch_threads: int | None
     omp_num_threads: str | None
     pytorch_env: dict[str, str]
+    torch_import_cpu_s: float
+    """CPU seconds the script's ``import torch`` took this process (probe/import_watch.py):
+    what each DataLoader worker started with spawn spends again (absent: not watched)."""
     numpy: str | None
     """``mpsprof doctor`` only (never imported inside the training process)."""
     nvidia_driver: bool | None

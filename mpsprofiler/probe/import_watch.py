@@ -3,8 +3,14 @@
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Callable
 from typing import Any
+
+IMPORT_CPU_S: dict[str, float] = {}
+"""The CPU seconds the watched modules' imports took this process (the script's own import
+statement, its submodules included): what a DataLoader worker started with spawn spends
+again, since it imports torch and the script anew (probe.py sends torch's in its ``env``)."""
 
 
 class ImportWatcher:
@@ -36,7 +42,9 @@ class ImportWatcher:
         watcher = self
 
         def exec_module(module: Any) -> None:
+            started = time.process_time()
             original(module)
+            IMPORT_CPU_S.setdefault(fullname, time.process_time() - started)
             try:
                 del loader.exec_module  # back to the class's method
             except AttributeError:

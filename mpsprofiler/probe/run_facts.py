@@ -24,6 +24,7 @@ from .. import events
 from ..devices import DeviceBackend
 from ..events.payloads import HelloFields, ModelFields
 from ..redact import redact_env
+from .import_watch import IMPORT_CPU_S
 
 
 def int_env(name: str) -> int | None:
@@ -54,6 +55,9 @@ def emit_environment(emit: Callable[..., None], fault: Callable[[str], None], wi
     if with_torch:
         facts = collect_environment()
         facts["pytorch_env"] = redact_env(facts.get("pytorch_env"))  # PYTORCH_HF_TOKEN=*** (redact.py)
+        imported = IMPORT_CPU_S.get("torch")
+        if imported is not None:  # None: torch was imported before the probe could watch it
+            facts["torch_import_cpu_s"] = round(imported, 4)
         emit(events.KIND_ENV, **facts)
         return
     # before the script imports torch: the same facts, torch's left unknown for now

@@ -428,8 +428,10 @@ def test_every_shipped_rule_is_triggered_by_a_test():
     others = {"memory-taken-by-others"}  # tests/tui/test_flicker.py
     mac_env = {"mac-watermark-refused", "mac-fallback-aborts"}  # tests/e2e/test_mac_env.py
     anomaly = {"anomaly-detection-on"}  # tests/e2e/test_anomaly.py
+    # tests/unit/test_loader_mac_respawn.py (the engine), tests/e2e/test_mac_respawn.py (the CLI)
+    mac_respawn = {"worker-respawn-mac"}
     assert ids == (set(CLI_RULES) | set(SYNTHETIC) | {"tensor-leak"} | leak_sites | loader | place | others | mac_env
-                   | anomaly)
+                   | anomaly | mac_respawn)
 
 
 def test_rule_files_load_cleanly_with_reasons_for_their_thresholds():

@@ -35,6 +35,7 @@ from .loader_advice import (
     step_loads,
     step_ratios,
 )
+from .loader_mac import MAC_RESPAWN_FACTS, mac_respawn
 from .loader_place import PLACE_FACTS, in_steps, place_facts, shares, stalled_loader
 from .loader_restarts import STARTUP_METHODS, respawn_line, several_loaders
 from .loader_role import read_aside, restarts
@@ -61,7 +62,7 @@ DATALOADER_FACTS: tuple[str, ...] = (
     "stall_wait", "data_wait_own_ms", "eval_wait_s", "eval_wait_share", "eval_batches", "eval_batch_ms", "run_steps_s",
     "steady_steps", "steady_batches", "step_batches", "step_mean_ms", "step_ms", "suggested_num_workers", "suggested_prefetch_factor",
     "train_ms", "training_cores", "worker_cpu_ms", "worker_memory_basis", "worker_memory_mib", "worker_runq_ms", "worker_start_method",
-    "worker_starved_ms", "workers_limit", "workers_memory_cap", "workers_respawn_each_epoch",
+    "worker_starved_ms", "workers_limit", "workers_memory_cap", "workers_respawn_each_epoch", *MAC_RESPAWN_FACTS,
     *REASON_FACTS, *FIGURES_FACTS, *PLACE_FACTS, *BATCH_INDEX_FACTS,
 )
 """Every fact the ``dataloader`` analyzer may return (declared: no other analyzer may provide one)."""
@@ -116,6 +117,7 @@ def dataloader_facts(session: Session) -> dict[str, Any]:
     facts.update(_profile(session, loader, workers or 0, kept))
     facts["suggested_prefetch_factor"] = max(4, (facts["prefetch_factor"] or 2) * 2)
     facts.update(respawn)
+    facts.update(mac_respawn(session, respawn))  # what the restarts would cost where workers spawn (a Mac)
     # several loaders: the steps holding the restarts are not told apart (restarts empty),
     # so the steady wait holds their cost, which the rest of the waiting is weighed without
     cost = num(facts.get("respawn_cost_s")) or 0.0

@@ -269,6 +269,13 @@ def _split_first(dataset: str, n: int) -> str:
             f"#     (skip the others before reading them, or each worker still reads them all)\n")
 
 
+def line_place(session: Session, loader: DataLoaderFields) -> str | None:
+    """``file:line`` of the script's line that built ``loader`` (short: relative to the
+    run's directory), or None where the probe did not find it."""
+    file, line = loader.get("file"), num(loader.get("line"))
+    return f"{short_path(str(file), session.run.get('cwd'))}:{int(line)}" if file and line else None
+
+
 def _place_facts(session: Session, loader: DataLoaderFields, suggested: int | None, workers: int,
                  batch_size_arg: str, prefetch: int | None, side: bool) -> dict[str, Any]:
     out: dict[str, Any] = {}
@@ -277,7 +284,7 @@ def _place_facts(session: Session, loader: DataLoaderFields, suggested: int | No
     file, line = loader.get("file"), num(loader.get("line"))
     out["loader_created"] = int(created) if created else None
     out["loader_created_all"] = list(loader.get("created_all") or []) or None
-    place = f"{short_path(str(file), session.run.get('cwd'))}:{int(line)}" if file and line else None
+    place = line_place(session, loader)
     out["loader_place"] = place
     ordinals = user_ordinals(session)
     ordinal = ordinals.get(int(created)) if created else None

@@ -63,15 +63,15 @@ def loader_restarts(session: Session, loader: DataLoaderFields) -> LoaderRestart
     workers = num(loader.get("num_workers"))
     if not workers or loader.get("persistent_workers") or start_method(session, loader) not in STARTUP_METHODS:
         return None
-    firsts, first_s = _of_steps(loader, "first_fetches", "first_fetch_s")
-    fetches, fetch_s = _of_steps(loader, "fetches", "fetch_s")
+    firsts, first_s = of_steps(loader, "first_fetches", "first_fetch_s")
+    fetches, fetch_s = of_steps(loader, "fetches", "fetch_s")
     if not firsts or firsts < 2 or first_s is None or not fetches or fetch_s is None:
         return None
     extra = max(0.0, first_s / firsts - fetch_s / fetches)
     return LoaderRestarts(loader, int(firsts) - 1, extra, int(firsts))
 
 
-def _of_steps(loader: DataLoaderFields, count: str, seconds: str) -> tuple[float | None, float | None]:
+def of_steps(loader: DataLoaderFields, count: str, seconds: str) -> tuple[float | None, float | None]:
     """A loader's ``count`` batches and their ``seconds`` less those taken after the last
     step (``after_*``, probe/loader_sites.py): a pass begun after the training (a final
     evaluation) started its workers for no step, and its first batch is no restart the
@@ -104,14 +104,23 @@ def several_loaders(session: Session, stalled: DataLoaderFields) -> dict[str, An
     # in the script's order (construction numbers), as a user reads the loaders' lines
     costly = sorted((r for r in found if r.cost_s >= COSTLY_SHARE * total_s),
                     key=lambda r: (num(r.loader.get("created")) or 0, r.loader is not stalled))
-    lines = [fix for fix in (respawn_line(session, r.loader) for r in costly) if fix]
-    if lines and len(lines) == len(costly):
+    lines = respawn_lines(session, [r.loader for r in costly])
+    if lines is not None:
         # their construction numbers: the loaders `mpsprof patch` edits (patch/plan.py)
         out["respawn_loaders"] = [int(num(r.loader.get("created")) or 0) for r in costly]
         out["respawn_fix"] = "persistent_line"
-        out["respawn_place"] = " and ".join(p for p, _ in lines)
-        out["respawn_code"] = lines[0][1] if len(lines) == 1 else "\n".join(f"# {p}\n{c}" for p, c in lines)
+        out["respawn_place"], out["respawn_code"] = lines
     return out
+
+
+def respawn_lines(session: Session, loaders: list[DataLoaderFields]) -> tuple[str, str] | None:
+    """(their places, the code) of :func:`respawn_line` for each of ``loaders``, in the
+    order given; None where any line cannot be rewritten (or none is given)."""
+    lines = [fix for fix in (respawn_line(session, d) for d in loaders) if fix]
+    if not lines or len(lines) != len(loaders):
+        return None
+    code = lines[0][1] if len(lines) == 1 else "\n".join(f"# {p}\n{c}" for p, c in lines)
+    return " and ".join(p for p, _ in lines), code
 
 
 def respawn_line(session: Session, loader: DataLoaderFields) -> tuple[str, str] | None:
