@@ -858,6 +858,12 @@ def test_forked_cpu_bound_workers_restarted_every_epoch_keep_their_cpu_advice(tm
     assert facts["worker_start_method"] == "fork"
     assert facts["stall_advice"] != "restarts" and facts["num_workers_reason"][0] != "restarts", facts
     assert "workers' start-up" not in json.dumps(summary["findings"])
+    # what keeping the workers alive saves: each pass's first batch is built after iter()
+    # whether they restart or not (its CPU, measured apart from the fork's start-up)
+    assert facts["respawn_basis"] == "less_refill" and facts["respawn_refill_ms"] > 0, facts
+    respawn = next((f for f in summary["findings"] if f["rule"] == "worker-respawn"), None)
+    if respawn is not None:
+        assert "beyond building that batch" in respawn["evidence"], respawn["evidence"]
 
 
 @pytest.mark.slow

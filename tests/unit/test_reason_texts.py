@@ -131,7 +131,7 @@ _case("iterable", {**_advise("waiting", _fig(30.0, 40.0, cpu_ms=1.0), cores=2),
 # where spawn workers restarted at every epoch are the wait
 RESTARTS = {**_advise("cpu", _fig(30.0, 40.0, cpu_ms=30.0), workers=2, cores=2), **STARTUP_ADVICE,
             "num_workers": 2, "worker_start_method": "spawn", "respawn_wait_ms": 4389.2, "respawn_cost_s": 27.0,
-            "epochs_seen": 6}
+            "epochs_seen": 6, "respawn_basis": "whole"}
 _case("restarts", RESTARTS,
       "with `persistent_workers=False` the 2 workers are started again (with spawn, a new Python that imports "
       "torch and the script) at every pass over the loader, and each epoch's first batch waited 4,389 ms longer "

@@ -57,7 +57,7 @@ DATALOADER_FACTS: tuple[str, ...] = (
     "loading_wait_share", "loading_wait_share_low", "machine_busy_share", "num_workers", "num_workers_helps",
     "num_workers_needed", "num_workers_range", "num_workers_reason", "persistent_workers", "pin_memory", "prefetch_factor",
     "respawn_code", "respawn_cost_s", "respawn_first_step", "restart_how", "restart_cpu", "worker_startup_cpu_s", "respawn_fix",
-    "respawn_place", "respawn_loaders", "respawn_why", "respawn_share", "respawn_wait_ms", "side_steps_per_pass", "stall_advice", "stall_subject",
+    "respawn_place", "respawn_loaders", "respawn_why", "respawn_share", "respawn_wait_ms", "respawn_refill_ms", "respawn_basis", "side_steps_per_pass", "stall_advice", "stall_subject",
     "stall_thread_code", "stall_thread_place", "stall_thread_where", "stall_threads", "stall_threads_keep", "stall_threads_now",
     "stall_wait", "data_wait_own_ms", "eval_wait_s", "eval_wait_share", "eval_batches", "eval_batch_ms", "run_steps_s",
     "steady_steps", "steady_batches", "step_batches", "step_mean_ms", "step_ms", "suggested_num_workers", "suggested_prefetch_factor",
@@ -116,12 +116,13 @@ def dataloader_facts(session: Session) -> dict[str, Any]:
     facts["loader_settings"] = _settings(loader, workers)
     facts.update(_profile(session, loader, workers or 0, kept))
     facts["suggested_prefetch_factor"] = max(4, (facts["prefetch_factor"] or 2) * 2)
+    respawn = _less_refills(respawn, _refills(facts, len(restarts)), len(restarts), session.steps.total_dur)
     facts.update(respawn)
     facts.update(mac_respawn(session, respawn))  # what the restarts would cost where workers spawn (a Mac)
     # several loaders: the steps holding the restarts are not told apart (restarts empty),
     # so the steady wait holds their cost, which the rest of the waiting is weighed without
     cost = num(facts.get("respawn_cost_s")) or 0.0
-    if _startup_bound(facts, wait if restarts else max(0.0, wait - cost), _refills(facts, len(restarts))):
+    if _startup_bound(facts, wait if restarts else max(0.0, wait - cost)):
         spawned = facts.get("worker_start_method") in STARTUP_METHODS
         apart = isinstance(facts.get("worker_startup_cpu_s"), float) and facts["worker_startup_cpu_s"] > 0
         # the workers' CPU is measured between two memory samples inside the steady steps: a
@@ -199,7 +200,24 @@ def _refills(facts: dict[str, Any], starts: int) -> float:
     return starts * batch_ms / 1000.0
 
 
-def _startup_bound(facts: dict[str, Any], steady_wait: float, refills: float = 0.0) -> bool:
+def _less_refills(respawn: dict[str, Any], refills: float, starts: int, total_s: float) -> dict[str, Any]:
+    """The restarts' figures without the first batches' build (``refills`` seconds over
+    ``starts`` epoch starts, :func:`_refills`): what keeping the workers alive would save.
+    Counted whole, a forked loader of 80 ms batches was told "the first batch of each new
+    epoch waited 190 ms longer" and persistent workers, which leave ~90 of those ms; it said
+    the restarts cost 38% of the step time. ``respawn_basis`` says which the texts show."""
+    cost = num(respawn.get("respawn_cost_s"))
+    if refills <= 0 or starts <= 0 or cost is None:
+        return dict(respawn, respawn_basis="whole") if cost is not None else respawn
+    refill = refills / starts
+    net = max(0.0, cost - refills)
+    wait_ms = max(0.0, (num(respawn.get("respawn_wait_ms")) or 0.0) - refill * 1000.0)
+    return dict(respawn, respawn_cost_s=rounded(net, 4), respawn_wait_ms=rounded(wait_ms, 3),
+                respawn_share=rounded(net / total_s) if total_s > 0 else None,
+                respawn_refill_ms=rounded(refill * 1000.0, 3), respawn_basis="less_refill")
+
+
+def _startup_bound(facts: dict[str, Any], steady_wait: float) -> bool:
     """The loader's waiting is its workers' start-up, not its loading: non-persistent
     workers of a loader built once whose epoch starts cost more than all the other waiting
     of the steady steps.
@@ -214,12 +232,12 @@ def _startup_bound(facts: dict[str, Any], steady_wait: float, refills: float = 0
     programs, held each epoch's first batch 774 ms, three times the other steps' waiting, and
     were told "num_workers=2 at most" (slower: 1.40 s against 1.14 s). A loader whose loading
     is the wait (CPU work, 10 ms a sample) waits longer in its steady steps than its epoch
-    starts cost beyond the first batch's build that persistent workers wait too (``refills``,
-    see ``_refills``): advised as before, whatever the start method."""
+    starts cost beyond the first batch's build that persistent workers wait too (the cost
+    is net of it: :func:`_less_refills`): advised as before, whatever the start method."""
     if facts.get("respawn_why") != "persistent":
         return False
     cost = facts.get("respawn_cost_s")
-    return isinstance(cost, (int, float)) and cost > 0 and cost - refills >= steady_wait
+    return isinstance(cost, (int, float)) and cost > 0 and cost >= steady_wait
 
 
 def _settings(loader: DataLoaderFields, workers: int | None) -> str:
