@@ -195,6 +195,8 @@ class StepTracker:
         self._wake_shifts: list[tuple[float, float]] = []
         """(when, seconds) of the wakes outside the boundary that moved the step's start
         (:meth:`moved_by_wake`); :meth:`_close` takes back those after the step's end."""
+        self._later_s = 0.0
+        """Seconds of the recorded wakes that came after the last closed step's end."""
         self.listeners: list[Callable[[int, float], None]] = []
         """Called with (next step index, last step duration) at every boundary (the device
         timer on asynchronous devices; op accounting is the ``due_listener``)."""
@@ -239,9 +241,14 @@ class StepTracker:
         self.index = i + 1
         self.begun += 1
         self._start = end
+        if self._wake_shifts:  # wakes after the closed step's end: the next step's (see _unshift)
+            self._start = end + self._later_s
         channel = self.inline_channel
         if channel is not None and end >= channel.due:  # its wake, timed apart from the steps (probe/channel.py)
-            self._start = end - self._clock() + channel.tick()  # the next step starts later by the wake's time
+            # the next step starts later by the wake's time, unless that step's end was read
+            # before it (a cycle learnt at this optimizer step closes both steps at its time)
+            at = self._clock()
+            self.moved_by_wake(at, channel.tick() - at)
         self._wait = self._wait_cpu = 0.0
         self._wait_runq = self._idle = None
         self._batches = 0
@@ -273,12 +280,12 @@ class StepTracker:
         cycle, ``_last_opt_time``; a pass's ``_last_bwd_time``; a caller that read the
         clock before a collection woke the channel), and a wake in between moved the start
         of a step already over: its start then came after its end, a negative duration (a
-        step missing from the trace, op accounting fed a negative time)."""
-        for at, seconds in self._wake_shifts:
-            if at >= end:
-                start -= seconds
-        self._wake_shifts.clear()
-        return start
+        step missing from the trace, op accounting fed a negative time). Those wakes are
+        the next step's time: they stay recorded, and ``_close`` moves its start by them."""
+        later = [(at, seconds) for at, seconds in self._wake_shifts if at >= end]
+        self._later_s = sum(seconds for _, seconds in later)
+        self._wake_shifts = later  # the next step's: its start moves by them (and they stay
+        return start - self._later_s  # recorded, should that step's end be read before them too)
 
     def set_due_listener(self, listener: Callable[[int, float, deque[float]], tuple[float, float]] | None) -> None:
         """Install (or remove, None) the due listener; it hears the next boundary."""
