@@ -35,6 +35,7 @@ WARMUP_FACTS: tuple[str, ...] = (
     "warmup_cost_s",
     "warmup_first_step_ms", "warmup_first_step_ratio", "warmup_own_work_s", "warmup_own_work_steps", "warmup_s",
     "warmup_above_steady_share", "warmup_core_wait_share", "warmup_share", "warmup_slowest_step_ms", "warmup_start_step", "warmup_steps",
+    "warmup_sync_line",
 )
 """Every fact the ``warmup`` analyzer may return (declared: no other analyzer may provide one)."""
 
@@ -45,7 +46,9 @@ def warmup_facts(session: Session) -> dict[str, Any]:
     med = steps.quantile(0.5)
     sampled, own_work = set_aside(session)
     aside = sampled | own_work
-    facts: dict[str, Any] = {"warmup_steps": w}
+    # the device whose queued work the timing snippet waits for (rules/long-warmup.yaml:
+    # torch.mps.synchronize() raises on a machine without an MPS device)
+    facts: dict[str, Any] = {"warmup_steps": w, "warmup_sync_line": session.device_kind or "cpu"}
     if not steps.early:
         return facts
     warm = [p for p in steps.early[:w] if p.i not in aside]
