@@ -5,7 +5,9 @@ the findings read. This drives two versions' step trackers (``steps.StepTracker`
 fetch start/end, the fetch clock's schedule and estimate) and per-loader sums
 (``loader_sites.LoaderSites``) with the same random sequences, on scripted clocks, and
 compares what they record: the closed steps' rows, the ``steps`` and ``dataloader``
-events, exactly (floats bit for bit).
+events, exactly (floats bit for bit). A version with ``probe/fetch_path.py`` is driven
+through its DataLoader wrapper (``fetch_wrapper``, over a scripted ``orig_next``): its
+steady batches' own frame is compared with the methods the other version calls.
 
 Where a version folds the per-loader sums later (``LoaderSites.fold``: the channel thread,
 at its wakes) its ``dataloader`` events come at the folds, not at the batches: the sequence
@@ -94,6 +96,35 @@ class Version:
         self.loaders: list[Any] = []
         self.iters: list[Iterator] = []
         self.rows: list[tuple[Any, ...]] = []
+        self.fetch: tuple[float, float, float, bool, Any] = (0.0, 0.0, 0.0, True, None)
+        """The fetch the scripted ``orig_next`` makes next: wall seconds, CPU share, run-queue
+        share, whether a batch comes, the batch."""
+        self.next: Any = None
+        """The version's DataLoader wrapper (``fetch_path.fetch_wrapper``: the steady batches'
+        own frame) over the scripted ``orig_next``, where it has one; else its tracker's and
+        loader sums' methods are called as the wrapper of older versions did."""
+        try:
+            fetch_path = importlib.import_module(package.__name__ + ".probe.fetch_path")
+        except ImportError:
+            return
+
+        def fail(name: str, exc: BaseException) -> None:
+            raise exc  # a failure of the path is a failure of the comparison
+
+        self.next = fetch_path.fetch_wrapper(self.tracker, self.sites, types.SimpleNamespace(open=False),
+                                             self.orig_next, frozenset(), None, fail, None,
+                                             lambda: self.now + 1e-7, lambda frame: "")
+
+    def orig_next(self, it: Iterator) -> Any:
+        """The scripted ``_BaseDataLoaderIter.__next__``: the clocks move, a batch comes or not."""
+        wall, share, rq, got, batch = self.fetch
+        self.now += wall
+        self.clock.cpu_s += wall * share
+        self.clock.runq_s += wall * rq
+        if not got:
+            raise StopIteration
+        it._num_yielded += 1
+        return batch
 
 
 def run(seed: int, old: types.ModuleType, new: types.ModuleType) -> tuple[int, int]:
@@ -159,6 +190,19 @@ def run(seed: int, old: types.ModuleType, new: types.ModuleType) -> tuple[int, i
             fold = rng.random() < 0.05
             for v in versions:
                 v.now += gap
+                if v.next is not None:
+                    it = v.iters[i]
+                    v.fetch = (wall, share, rq, got, batch)
+                    try:
+                        v.next(it)
+                    except StopIteration:
+                        continue
+                    timer = it.__dict__.get("_next_index")
+                    if timer is not None and draw:
+                        timer()
+                    if fold:
+                        v.sites.fold()
+                    continue
                 started = v.tracker.on_fetch_start()
                 t0 = v.now + 1e-7
                 v.now += wall

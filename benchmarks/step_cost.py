@@ -161,7 +161,7 @@ def _join_sampler(probe: Any) -> None:
 
 def out_of_reach(thresholds: tuple[str, ...], packages: tuple[str, ...] = ("mpsprofiler", "mpsprofiler_baseline")) -> None:
     """Set the probe's time ``thresholds`` (``cputime.LONG_FETCH``, ``RUNQ_SLACK``,
-    ``RUNQ_SPAN``) to infinity in ``cputime`` and ``steps`` of each loaded package: a traced
+    ``RUNQ_SPAN``) to infinity in ``cputime``, ``steps`` and ``fetch_path`` of each loaded package: a traced
     or counted run (``step_instructions.py``, ``loader_path_bytecodes.py``), whose fetches
     last far longer than untraced ones, then follows an untraced quiet run's schedule. The
     modules read them as globals at every fetch."""
@@ -170,8 +170,11 @@ def out_of_reach(thresholds: tuple[str, ...], packages: tuple[str, ...] = ("mpsp
     for name in packages:
         if name not in sys.modules:
             continue
-        for module_name in (f"{name}.probe.cputime", f"{name}.probe.steps"):
-            module = importlib.import_module(module_name)
+        for module_name in (f"{name}.probe.cputime", f"{name}.probe.steps", f"{name}.probe.fetch_path"):
+            try:
+                module = importlib.import_module(module_name)
+            except ImportError:  # (a version without that module)
+                continue
             for threshold in thresholds:
                 if hasattr(module, threshold):
                     setattr(module, threshold, float("inf"))

@@ -25,13 +25,12 @@ from typing import Any
 from .. import events
 from . import loader_sites
 from .copies import PinCheck
+from .fetch_path import INSTRUMENT, fetch_wrapper
 from .frameworks import detect
 from .loader_config import loader_config
 from .steps import StepTracker
 from .transparent import hide_from_warnings
 from .weakids import WeakIds
-
-INSTRUMENT = "dataloader"
 
 
 def _caller_module(frame: FrameType | None) -> str:
@@ -56,46 +55,8 @@ def install(tracker: StepTracker, disabled: Set[str], emit: Callable[..., None],
     sites = loader_sites.LoaderSites(lambda d: emit(events.KIND_DATALOADER, **d),
                                      functools.partial(operator.attrgetter("begun"), tracker))
     pins = PinCheck(emit, device_kind)
-    perf_counter = time.perf_counter
-    # bound once: the wrapper below runs at every batch (issue 34)
-    fetch_start, fetch_end, on_fetch = tracker.on_fetch_start, tracker.on_fetch_end, sites.on_fetch
-
-    def safe(fn: Callable[[], object]) -> None:
-        try:
-            fn()
-        except Exception as exc:
-            fail(INSTRUMENT, exc)
-
-    def __next__(it: Any) -> Any:
-        if INSTRUMENT in disabled:
-            return orig_next(it)
-        try:
-            if fault is not None:
-                fault(INSTRUMENT)
-            if tracker.first_fetch_by is None:  # once: who fetches (a look-ahead? steps.LOOK_AHEAD)
-                tracker.first_fetch_by = _caller_module(sys._getframe(1))
-            started = fetch_start()
-        except Exception as exc:
-            fail(INSTRUMENT, exc)
-            return orig_next(it)
-        if check_limit is not None:
-            check_limit()
-        t0 = perf_counter()
-        try:
-            batch = orig_next(it)
-        except StopIteration:
-            safe(lambda: fetch_end(started, False))
-            raise
-        # one try for the three (this runs at every batch): the first failure switches the
-        # instrument off, and the others would only have fed an instrument that is off
-        try:
-            end = fetch_end(started, True)  # the tracker's clock is perf_counter (probe.py)
-            on_fetch(it, end - t0, batch, end, tracker.begun)
-            if pins.open and tracker.backend.kind == "cuda":
-                pins.on_batch(it, batch)  # pageable batches on CUDA (probe/copies.py)
-        except Exception as exc:
-            fail(INSTRUMENT, exc)
-        return batch
+    __next__ = fetch_wrapper(tracker, sites, pins, orig_next, disabled, fault, fail, check_limit, time.perf_counter,
+                             _caller_module)
 
     def __init__(it: Any, loader: Any, *args: Any, **kwargs: Any) -> None:
         orig_init(it, loader, *args, **kwargs)
