@@ -5,18 +5,19 @@ Why (issue 34): every batch ran four frames of the probe's Python, the wrapper,
 (~271 bytecodes a batch, benchmarks/RESULTS.md session 57 part B), where most batches of a
 training loop need none of their decisions: no step closes at the fetch, the fetch clocks
 are not read, the loader's count is not due for more. Such a batch (the *steady* one) is
-done here in the wrapper's own frame, with the very operations of those methods in the same
+done in the wrapper's own frame, with the very operations of those methods in the same
 order (the same step rows and per-loader sums, float for float:
 ``benchmarks/fetch_path_equality.py`` drives this wrapper against the methods); any other
 batch calls the methods, which remain the one general path (and what the unit tests drive).
 
-A batch is steady when the fetch count is below the next one the fetch clocks read
+A fetch starts steady when its count is below the next one the fetch clocks read
 (``StepTracker._read_at``: the first fetches, every ``READ_EVERY``-th, any after a long one;
 so a run's first fetch is never steady), the tracker's mode is not one where a fetch may
-close a step (``dataloader``/``none``), no fault is injected, and at its end the batch
-came (no ``StopIteration``), from an iterator already timed, with no count of its loader
-due (``LoaderSites._due``). Where the tracker holds the fetch for the next step (after an
-optimizer step of an iteration not closed yet) the general merge runs (``merge_fetch``).
+close a step (``dataloader``/``none``) and no fault is injected; else ``on_fetch_start``
+runs. Every fetch whose clocks were not read (a steady one, or one ``on_fetch_start`` did
+not read) ends here when a batch came (else ``on_fetch_end``), and its batch is logged here
+for the per-loader sums when it comes from an iterator already timed (else
+``LoaderSites.on_fetch``); a loader count that falls due calls ``LoaderSites._due``.
 """
 
 from __future__ import annotations
@@ -33,6 +34,16 @@ from .steps import _BACKWARD_COUNTED, _FETCH_COUNTED, FETCH, StepTracker
 INSTRUMENT = "dataloader"
 
 
+class _EveryMode:
+    """Holds every mode of the step tracker (``in`` is always true)."""
+
+    def __contains__(self, mode: object) -> bool:
+        return True
+
+
+_EVERY_MODE = _EveryMode()
+
+
 def fetch_wrapper(tracker: StepTracker, sites: Any, pins: Any, orig_next: Callable[[Any], Any],
                   disabled: Set[str], fault: Callable[[str], None] | None,
                   fail: Callable[[str, BaseException], None], check_limit: Callable[[], None] | None,
@@ -46,7 +57,8 @@ def fetch_wrapper(tracker: StepTracker, sites: Any, pins: Any, orig_next: Callab
     iters = sites._iters
     get_ident = threading.get_ident
     asynchronous = tracker.backend.asynchronous
-    general = fault is not None
+    # the modes whose fetches start on the general path: every mode where a fault is injected
+    counted = _FETCH_COUNTED if fault is None else _EVERY_MODE
 
     def safe(fn: Callable[[], object]) -> None:
         try:
@@ -58,26 +70,36 @@ def fetch_wrapper(tracker: StepTracker, sites: Any, pins: Any, orig_next: Callab
         if INSTRUMENT in disabled:
             return orig_next(it)
         n = tracker._fetches + 1
-        if n < tracker._read_at and tracker.mode not in _FETCH_COUNTED and not general:
-            # the steady batch: on_fetch_start's work where no step closes and no clock is read
-            try:
+        try:
+            if n < tracker._read_at and tracker.mode not in counted:
+                # the steady start: on_fetch_start's work where no step closes and no clock is read
                 now = clock()
                 tracker._fetches = n
                 FETCH.thread = get_ident()
                 if asynchronous:
                     tracker._mark_queued_work()
-            except Exception as exc:
-                fail(INSTRUMENT, exc)
-                return orig_next(it)
-            if check_limit is not None:
-                check_limit()
-            t0 = perf_counter()
-            try:
-                batch = orig_next(it)
-            except StopIteration:
-                safe(lambda: fetch_end((now, None), False))
-                raise
-            try:
+                reading = None
+            else:
+                if fault is not None:
+                    fault(INSTRUMENT)
+                if tracker.first_fetch_by is None:  # once: who fetches (a look-ahead? steps.LOOK_AHEAD)
+                    tracker.first_fetch_by = first_caller(sys._getframe(1))
+                now, reading = fetch_start()
+        except Exception as exc:
+            fail(INSTRUMENT, exc)
+            return orig_next(it)
+        if check_limit is not None:
+            check_limit()
+        t0 = perf_counter()
+        try:
+            batch = orig_next(it)
+        except StopIteration:
+            safe(lambda: fetch_end((now, reading), False))
+            raise
+        # one try for the rest (this runs at every batch): the first failure switches the
+        # instrument off, and the others would only have fed an instrument that is off
+        try:
+            if reading is None:
                 # on_fetch_end's work for a fetch whose clocks were not read
                 FETCH.thread = None
                 end = clock()
@@ -115,43 +137,18 @@ def fetch_wrapper(tracker: StepTracker, sites: Any, pins: Any, orig_next: Callab
                 if tracker.fetch_listeners:
                     for listener in tracker.fetch_listeners:
                         listener()
-                # LoaderSites.on_fetch's work for a timed iterator's batch that is not due
-                entry = iters.get(id(it))
-                if entry is not None and it is entry[0]() and entry[2][3]:
-                    sites._log.extend((entry, end - t0, end, tracker.begun, it._num_yielded))
-                    site = entry[1]
-                    taken = site.taken = site.taken + 1
-                    if taken >= site.due:
-                        sites._due(it, entry, site, taken, batch)
-                else:
-                    on_fetch(it, end - t0, batch, end, tracker.begun)
-                if pins.open and tracker.backend.kind == "cuda":
-                    pins.on_batch(it, batch)  # pageable batches on CUDA (probe/copies.py)
-            except Exception as exc:
-                fail(INSTRUMENT, exc)
-            return batch
-        try:
-            if fault is not None:
-                fault(INSTRUMENT)
-            if tracker.first_fetch_by is None:  # once: who fetches (a look-ahead? steps.LOOK_AHEAD)
-                tracker.first_fetch_by = first_caller(sys._getframe(1))
-            started = fetch_start()
-        except Exception as exc:
-            fail(INSTRUMENT, exc)
-            return orig_next(it)
-        if check_limit is not None:
-            check_limit()
-        t0 = perf_counter()
-        try:
-            batch = orig_next(it)
-        except StopIteration:
-            safe(lambda: fetch_end(started, False))
-            raise
-        # one try for the three (this runs at every batch): the first failure switches the
-        # instrument off, and the others would only have fed an instrument that is off
-        try:
-            end = fetch_end(started, True)  # the tracker's clock is perf_counter (probe.py)
-            on_fetch(it, end - t0, batch, end, tracker.begun)
+            else:
+                end = fetch_end((now, reading), True)  # the tracker's clock is perf_counter (probe.py)
+            # LoaderSites.on_fetch's work for a timed iterator's batch that is not due
+            entry = iters.get(id(it))
+            if entry is not None and it is entry[0]() and entry[2][3]:
+                sites._log.extend((entry, end - t0, end, tracker.begun, it._num_yielded))
+                site = entry[1]
+                taken = site.taken = site.taken + 1
+                if taken >= site.due:
+                    sites._due(it, entry, site, taken, batch)
+            else:
+                on_fetch(it, end - t0, batch, end, tracker.begun)
             if pins.open and tracker.backend.kind == "cuda":
                 pins.on_batch(it, batch)  # pageable batches on CUDA (probe/copies.py)
         except Exception as exc:
