@@ -4,9 +4,10 @@ Split from the probe (``probe/probe.py``) in the style of ``overrides.py``: the 
 handed the probe's callables (``emit``, ``fault``, ``fail``, ``check_limit``) and its live
 set of switched-off instruments (only read here), never the probe itself.
 
-Every batch request goes through ``_BaseDataLoaderIter.__next__``: the step tracker times
-the wait (steps.py), the loader's call site is recorded (loader_sites.py) and pageable
-batches on CUDA are noted (copies.py). Each iterator's construction says which loader it
+Every batch request goes through ``_BaseDataLoaderIter.__next__`` (its wrapper is
+fetch_path.py's, a steady batch in one frame): the step tracker times the wait (steps.py),
+the loader's call site is recorded (loader_sites.py) and pageable batches on CUDA are noted
+(copies.py). Each iterator's construction says which loader it
 is (``loader_config.py``): a loader is numbered at its first iterator. Some batches'
 index draws (``_next_index``: the sampler, in the training process) are timed too, by an
 iterator's own attribute that ``sites.on_fetch`` sets for its next batch (loader_sites.py).

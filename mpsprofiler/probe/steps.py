@@ -542,10 +542,11 @@ class StepTracker:
         self._started = True
 
     def on_fetch_start(self) -> tuple[float, tuple[float, float | None, bool] | None]:
-        """A DataLoader fetch begins: returns what :meth:`on_fetch_end` needs. This and
-        :meth:`on_fetch_end` run at every batch (issue 34): the fetch clock's schedule and
-        estimate (``cputime.FetchClock``) are theirs, so that a batch whose clocks are not
-        read makes no call for them, and the steady path is one test for each decision."""
+        """A DataLoader fetch begins: returns what :meth:`on_fetch_end` needs. The fetch
+        clock's schedule and estimate (``cputime.FetchClock``) are these two methods', so that
+        a batch whose clocks are not read makes no call for them. The DataLoader wrapper
+        (``fetch_path.py``) does the steady batch's share of both in its own frame, with the
+        same operations (issue 34): a change here is a change there."""
         now = self._clock()
         if not self._started:
             self._mark_start()
