@@ -54,7 +54,7 @@ def fetch_wrapper(tracker: StepTracker, sites: Any, pins: Any, orig_next: Callab
     ``first_caller`` the module of a frame (the caller of the run's first batch: once)."""
     fetch_start, fetch_end, on_fetch = tracker.on_fetch_start, tracker.on_fetch_end, sites.on_fetch
     clock = tracker._clock
-    iters = sites._iters
+    timed = sites._timed
     get_ident = threading.get_ident
     asynchronous = tracker.backend.asynchronous
     # the modes whose fetches start on the general path: every mode where a fault is injected
@@ -104,10 +104,10 @@ def fetch_wrapper(tracker: StepTracker, sites: Any, pins: Any, orig_next: Callab
                 FETCH.thread = None
                 end = clock()
                 wait = end - now
-                fetch_clock = tracker._fetch_clock
                 if wait < LONG_FETCH:
-                    ratio = fetch_clock.ratios[0]
+                    ratio = tracker._fetch_clock.ratios[0]
                 else:
+                    fetch_clock = tracker._fetch_clock
                     fetch_clock.after_long = True
                     tracker._read_at = 0
                     ratio = fetch_clock.ratios[1]
@@ -140,8 +140,8 @@ def fetch_wrapper(tracker: StepTracker, sites: Any, pins: Any, orig_next: Callab
             else:
                 end = fetch_end((now, reading), True)  # the tracker's clock is perf_counter (probe.py)
             # LoaderSites.on_fetch's work for a timed iterator's batch that is not due
-            entry = iters.get(id(it))
-            if entry is not None and it is entry[0]() and entry[2][3]:
+            entry = timed.get(id(it))
+            if entry is not None and it is entry[0]():
                 sites._log.extend((entry, end - t0, end, tracker.begun, it._num_yielded))
                 site = entry[1]
                 taken = site.taken = site.taken + 1

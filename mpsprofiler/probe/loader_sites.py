@@ -181,6 +181,10 @@ class LoaderSites:
         self._iters: dict[int, tuple[weakref.ref[Any], Site, list[Any]]] = {}
         """Live iterators by id, each with a weak reference to it (dropped with it): read at
         every batch, where a ``WeakKeyDictionary`` makes a weak reference per lookup."""
+        self._timed: dict[int, tuple[weakref.ref[Any], Site, list[Any]]] = {}
+        """The entries of ``_iters`` whose iterator's first batch came (its later ones are
+        timed): the DataLoader wrapper's steady batch (``fetch_path.py``) looks its iterator up
+        here, one test fewer a batch than the flag in the entry's state."""
         self._torch_dir: str | None = None
         self._log: list[Any] = []
         """Batches, iterator starts and index draws not folded yet (see the module docstring),
@@ -225,12 +229,14 @@ class LoaderSites:
         log.extend((_ITER, site, dict(fields) if fields is not None else None, None, None))  # (folded in order)
         if len(log) > MAX_LOG:
             self.fold()
-        iters, key = self._iters, id(it)
+        iters, timed, key = self._iters, self._timed, id(it)
+        timed.pop(key, None)  # (an older iterator's at this id: dead, its callback run)
 
         def forget(dead: weakref.ref[Any]) -> None:
-            entry = iters.get(key)
-            if entry is not None and entry[0] is dead:
-                del iters[key]
+            for table in (iters, timed):
+                entry = table.get(key)
+                if entry is not None and entry[0] is dead:
+                    del table[key]
 
         try:
             # the fold's: the last batch's arrival (None before the first) and the step then;
@@ -264,6 +270,7 @@ class LoaderSites:
                 self._due(it, entry, site, n, batch)
         else:  # the iterator's first batch waits for the workers to start: not timed
             entry[2][3] = True
+            self._timed[id(it)] = entry
             if len(self._log) > MAX_LOG:
                 self.fold()
 
