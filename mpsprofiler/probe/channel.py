@@ -207,6 +207,10 @@ class Channel:
         try:
             if not single_threaded():
                 self._start_thread(f"the process has {os_threads()} threads")
+                # this wake is due: the thread makes it at once, not an interval later (a
+                # DataLoader's first workers start a queue feeder thread: the memory sample
+                # due then left a second's gap where a short run's steady steps begin)
+                self._wake.set()
             else:
                 self._wake_once()
         finally:

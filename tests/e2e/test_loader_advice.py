@@ -818,15 +818,15 @@ def test_spawned_workers_restarted_every_epoch_are_told_persistent_workers_not_m
 @pytest.mark.slow
 def test_spawned_train_and_val_loaders_restarted_every_epoch_are_told_persistent_workers_at_both_lines(tmp_path):
     """A training and a validation loader (timm's train.py layout), 2 spawned workers each,
-    not persistent, 3 short epochs of cheap batches (12 worker starts; the script's default
-    4 made 16): each pass over either loader starts its
+    not persistent, 4 short epochs of cheap batches (16 worker starts: with 3, CI's busy
+    machine read the start-ups as batch CPU once): each pass over either loader starts its
     workers again, a new Python importing torch and the script. With two loaders the
     restarts were not measured and their start-up CPU read as batch work: "building batches
     needs more CPU than this machine has", with lighter transforms as the advice. Each
     loader's restarts are measured from its own passes' first batches (probe/loader_sites.py),
     and the fix is persistent_workers=True at both loaders' lines. Whatever the load, the
     spawns (about a second of CPU each) dwarf batches of 8 random vectors."""
-    summary, facts = profile(tmp_path, "train_val_restarts.py", "--epochs", "3")
+    summary, facts = profile(tmp_path, "train_val_restarts.py")
     text = (SCRIPTS / "train_val_restarts.py").read_text().splitlines()
     train = next(i for i, t in enumerate(text, 1) if "train_loader = DataLoader(" in t)
     val = next(i for i, t in enumerate(text, 1) if "val_loader = DataLoader(" in t)
