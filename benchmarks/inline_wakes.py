@@ -58,7 +58,7 @@ def run(steps: int, width: int, threaded: bool, out: Path) -> dict[str, float | 
     """One profiled run; its wakes from the recorded steps."""
     env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),
            "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)}
-    env.pop("MPSPROF_CHANNEL_THREAD", None)
+    env["MPSPROF_CHANNEL_THREAD"] = "0"  # inline wakes (opt-in)
     if threaded:
         env["MPSPROF_CHANNEL_THREAD"] = "1"
     script = out.parent / f"{out.name}_workload.py"  # the workload, with the thread count printed at exit

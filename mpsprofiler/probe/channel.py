@@ -69,7 +69,8 @@ the memory sampler's own interval (``sampler.FAST_INTERVAL``), so each wake samp
 sends at once, and a process killed without warning loses at most half a second of steps
 (its last memory sample went out with the wake that took it)."""
 THREADED_ENV = "MPSPROF_CHANNEL_THREAD"
-"""Set (to anything but ``0`` or empty) to run the channel on its thread in every process."""
+"""``0`` (or empty) runs the channel's wakes inline where the process has one thread (see
+:func:`threaded_because`); unset or anything else: the channel's thread in every process."""
 
 
 class Channel:
@@ -447,8 +448,14 @@ def _single_threaded_flag() -> Any:
 
 def threaded_because() -> str:
     """Why the channel needs its thread from the start, or "" for inline wakes (Linux, a
-    process of one OS thread, no ``MPSPROF_CHANNEL_THREAD``)."""
-    if os.environ.get(THREADED_ENV, "0") not in ("", "0"):
+    process of one OS thread, ``MPSPROF_CHANNEL_THREAD=0``).
+
+    Inline wakes are opt-in for now: measured side by side on a quiet machine they did not
+    make a profiled single-threaded loop faster (benchmarks/RESULTS.md, session 57: +0.6%
+    and -1.5% against the threaded probe), and the CI of their first day found three timing
+    bugs in them (steps shortened by a wake, a second's gap in the memory samples). The
+    thread is the default until a run shows what they save."""
+    if os.environ.get(THREADED_ENV, "1") not in ("", "0"):
         return THREADED_ENV
     if not sys.platform.startswith("linux"):
         return sys.platform  # macOS: libmalloc locks whatever the thread count

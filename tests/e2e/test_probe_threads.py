@@ -49,9 +49,9 @@ TRAIN = textwrap.dedent("""
 """)
 
 CASES = {
-    "single-threaded": ([], {}, "", "1"),
+    "single-threaded": ([], {THREADED_ENV: "0"}, "", "1"),
     "forced": ([], {THREADED_ENV: "1"}, "mpsprof-channel", "2"),
-    "a thread started mid-run": (["--start-a-thread"], {}, "mpsprof-channel", "2"),
+    "a thread started mid-run": (["--start-a-thread"], {THREADED_ENV: "0"}, "mpsprof-channel", "2"),
 }
 
 
@@ -130,7 +130,7 @@ def test_the_inline_channel_records_what_the_threaded_one_does(tmp_path: Path) -
     script = tmp_path / "train_equal.py"
     script.write_text(EQUAL)
     facts = []
-    for n, env in enumerate(({}, {THREADED_ENV: "1"})):
+    for n, env in enumerate(({THREADED_ENV: "0"}, {THREADED_ENV: "1"})):
         run_dir = tmp_path / f"run{n}"
         proc = mpsprof_cli("run", "--headless", "-o", str(run_dir), str(script), env=child_env(**env), timeout=180)
         assert proc.returncode == 0, proc.stderr[-3000:]
@@ -145,12 +145,13 @@ def test_the_inline_channel_records_what_the_threaded_one_does(tmp_path: Path) -
 @pytest.mark.skipif(not os.path.exists(f"/proc/{os.getpid()}/task/{os.getpid()}/schedstat"), reason="Linux /proc")
 def test_the_benchmark_of_what_runs_beside_the_training_reads_every_thread() -> None:
     """benchmarks/beside_cpu.py, one short round (the figures themselves are in RESULTS.md):
-    the launcher's threads and the training process's one (the channel's wakes run on it,
-    probe/channel.py), no channel or sampler thread."""
+    the launcher's threads and the training process's two (the channel's thread is the
+    default, probe/channel.py ``threaded_because``), no sampler thread."""
     script = Path(__file__).resolve().parents[2] / "benchmarks" / "beside_cpu.py"
     out = subprocess.run([sys.executable, str(script), "--repeats", "1", "--settle", "4", "--window", "1",
                           "--steps", "30000"], capture_output=True, text=True, timeout=300,
                          env={**child_env(), "OMP_NUM_THREADS": "1"}, check=True).stdout
     rows = {tuple(line.split()[:3]) for line in out.splitlines() if line.startswith("this")}
-    assert {("this", "child", "training"), ("this", "parent", "event"), ("this", "all", "beside")} <= rows, out
-    assert not {("this", "child", "channel"), ("this", "child", "sampler")} & rows, out
+    assert {("this", "child", "training"), ("this", "child", "channel"), ("this", "parent", "event"),
+            ("this", "all", "beside")} <= rows, out
+    assert ("this", "child", "sampler") not in rows, out

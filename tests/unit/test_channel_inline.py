@@ -122,7 +122,7 @@ def test_single_threaded_is_glibcs_flag_which_a_thread_clears_for_good() -> None
             "t = threading.Thread(target=lambda: None); t.start(); t.join()\n"
             "print(single_threaded(), repr(threaded_because()))\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                         env=child_env(MPSPROF_CHANNEL_THREAD=None), timeout=60).stdout.splitlines()
+                         env=child_env(MPSPROF_CHANNEL_THREAD="0"), timeout=60).stdout.splitlines()
     assert out[0] == "True ''"
     # the thread has ended, and malloc still locks: no inline wakes
     assert out[1].startswith("False 'the process has ")
