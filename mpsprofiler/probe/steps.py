@@ -195,8 +195,6 @@ class StepTracker:
         self._wake_shifts: list[tuple[float, float]] = []
         """(when, seconds) of the wakes outside the boundary that moved the step's start
         (:meth:`moved_by_wake`); :meth:`_close` takes back those after the step's end."""
-        self._later_s = 0.0
-        """Seconds of the recorded wakes that came after the last closed step's end."""
         self.listeners: list[Callable[[int, float], None]] = []
         """Called with (next step index, last step duration) at every boundary (the device
         timer on asynchronous devices; op accounting is the ``due_listener``)."""
@@ -242,7 +240,7 @@ class StepTracker:
         self.begun += 1
         self._start = end
         if self._wake_shifts:  # wakes after the closed step's end: the next step's (see _unshift)
-            self._start = end + self._later_s
+            self._start = end + sum(seconds for _, seconds in self._wake_shifts)
         channel = self.inline_channel
         if channel is not None and end >= channel.due:  # its wake, timed apart from the steps (probe/channel.py)
             # the next step starts later by the wake's time, unless that step's end was read
@@ -283,9 +281,8 @@ class StepTracker:
         step missing from the trace, op accounting fed a negative time). Those wakes are
         the next step's time: they stay recorded, and ``_close`` moves its start by them."""
         later = [(at, seconds) for at, seconds in self._wake_shifts if at >= end]
-        self._later_s = sum(seconds for _, seconds in later)
         self._wake_shifts = later  # the next step's: its start moves by them (and they stay
-        return start - self._later_s  # recorded, should that step's end be read before them too)
+        return start - sum(seconds for _, seconds in later)  # recorded, should its end be read before them too)
 
     def set_due_listener(self, listener: Callable[[int, float, deque[float]], tuple[float, float]] | None) -> None:
         """Install (or remove, None) the due listener; it hears the next boundary."""
