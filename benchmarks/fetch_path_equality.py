@@ -83,7 +83,11 @@ class Version:
         cpu = importlib.import_module(package.__name__ + ".devices.cpu")
         self.now = 0.0
         self.events: list[tuple[str, dict[str, Any]]] = []
-        self.tracker = steps.StepTracker(lambda kind, **f: self.events.append((kind, f)), cpu.CpuBackend(),
+        try:  # a version that packs its steps' rows: the events as their reader gets them
+            as_read = importlib.import_module(package.__name__ + ".events.step_rows").as_read
+        except (ImportError, AttributeError):
+            as_read = dict
+        self.tracker = steps.StepTracker(lambda kind, **f: self.events.append((kind, as_read(f))), cpu.CpuBackend(),
                                          lambda: self.now, detail_limit=600)
         self.clock = ScriptedThreadClock(runq)
         self.tracker._thread_clock = self.clock

@@ -142,7 +142,22 @@ def decode(line: bytes | str) -> Event:
 
     Numbers the encoder never writes (NaN, infinities, integers past 64 bits) are read
     as None, as :func:`encode` would have written them, so a damaged or hand-edited
-    recording cannot feed an overflow into the session's arithmetic."""
+    recording cannot feed an overflow into the session's arithmetic. A ``steps`` event
+    whose rows the probe packed (:mod:`.step_rows`) is read with its columns."""
+    return _decode(line)[0]
+
+
+def decode_wire(line: bytes) -> tuple[Event, bytes]:
+    """Decode one line from the probe; returns the event and the line to record: the one
+    received, or, for a ``steps`` event with packed rows, the line with its columns (the
+    line the probe wrote before it packed them, see :mod:`.step_rows`)."""
+    event, unfolded = _decode(line)
+    if unfolded:
+        line = json.dumps(event.data, separators=(",", ":"), allow_nan=False).encode("utf-8", "replace")
+    return event, line
+
+
+def _decode(line: bytes | str) -> tuple[Event, bool]:
     if isinstance(line, bytes):
         line = line.decode("utf-8", "replace")
     try:
@@ -157,7 +172,15 @@ def decode(line: bytes | str) -> Event:
     ts = record.get("ts", 0.0)
     if not isinstance(ts, (int, float)) or isinstance(ts, bool):
         raise ValueError("event timestamp is not a number")  # NaN and 1e999 arrive as None
-    return Event(kind=kind, ts=float(ts), data=record)
+    unfolded = kind == KIND_STEPS and "rows" in record
+    if unfolded:
+        from .step_rows import unfold
+
+        try:
+            record = unfold(record)
+        except (TypeError, KeyError, OverflowError) as exc:
+            raise ValueError(f"packed steps are damaged: {exc}") from None
+    return Event(kind=kind, ts=float(ts), data=record), unfolded
 
 
 def check_schema(hello: Event) -> None:

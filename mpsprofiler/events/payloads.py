@@ -269,6 +269,11 @@ class StepsFields(Tagged, total=False):
     """Optimizers that step in one step, where more than one (a GAN's two: Lightning's
     ``global_step`` counts each of their steps)."""
     agg: StepAggregate
+    rows: dict[str, Any]
+    """On the probe's pipe only: the steps as packed rows (``events/step_rows.py``), which
+    decoding turns into the columns above; never in a recording."""
+    origin: float
+    """With ``rows``: the probe clock's reading at its start, taken off the rows' times."""
     restart: bool
     """True once, where training began after DataLoader-counted steps were sent (a
     validation pass before training): the steps sent before this event were no training

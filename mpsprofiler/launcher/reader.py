@@ -164,7 +164,7 @@ class EventReader:
             if not line.strip():
                 continue
             try:
-                event = events.decode(line)
+                event, line = events.decode_wire(line)  # (packed steps: the line with columns)
             except ValueError:
                 self.bad_lines += 1
                 continue

@@ -13,17 +13,13 @@ from typing import Any, cast
 
 from .. import events
 from ..events.payloads import StepAggregate, StepsFields
+from ..events.step_rows import ROW, columns, fold_columns, pack_rows
+
+__all__ = ["ALLOC_EVERY", "ROW", "aggregate", "aggregate_rows", "columns", "fold_columns", "merge_fetch",
+           "steps_payload"]
 
 ALLOC_EVERY = 0.05
 """Seconds between readings of device-allocated memory at step ends (keeps its cost < 1%)."""
-ROW = ("i", "start", "end", "wait", "batches", "idle", "alloc", "wait_cpu", "wait_runq", "bwd_start", "bwd")
-"""A closed step as the training thread leaves it: one tuple, unrounded (rounding, columns
-and aggregates are the channel thread's, see :func:`fold_columns`)."""
-
-
-def columns() -> dict[str, list[Any]]:
-    """Empty step columns: one list per name of the ``steps`` event's columns."""
-    return {name: [] for name in (*events.STEP_COLUMNS, *events.STEP_LOADER_COLUMNS, *events.STEP_PHASE_COLUMNS)}
 
 
 def aggregate(agg: dict[str, Any] | None, i: int, end: float, dur: float, wait: float, batches: int,
@@ -74,24 +70,6 @@ def aggregate(agg: dict[str, Any] | None, i: int, end: float, dur: float, wait: 
         if alloc is not None:
             agg["alloc_at"] = end
     return agg
-
-
-def fold_columns(cols: dict[str, list[Any]], rows: list[tuple[Any, ...]], origin: float = 0.0) -> None:
-    """Append ``rows`` to the columns, rounded as sent (the channel thread's work: the
-    training thread only appended each row, see ``StepTracker._close``); ``origin``: the
-    clock's reading at the probe's start, taken off the times (durations need none)."""
-    i, start, end, wait, batches, idle, alloc, wait_cpu, wait_runq, bwd_start, bwd = zip(*rows, strict=True)
-    cols["i"].extend(i)
-    cols["end"].extend([round(e - origin, 6) for e in end])
-    cols["dur"].extend([round(e - s, 7) for s, e in zip(start, end, strict=True)])
-    cols["wait"].extend([round(w, 7) for w in wait])
-    cols["batches"].extend(batches)
-    cols["idle"].extend(idle)
-    cols["alloc"].extend(alloc)
-    cols["wait_cpu"].extend([round(c, 7) for c in wait_cpu])
-    cols["wait_runq"].extend([None if q is None else round(q, 7) for q in wait_runq])
-    cols["pre"].extend([None if b is None else round(max(0.0, b - s), 7) for s, b in zip(start, bwd_start, strict=True)])
-    cols["bwd"].extend([None if b is None else round(t, 7) for b, t in zip(bwd_start, bwd, strict=True)])
 
 
 def aggregate_rows(agg: dict[str, Any] | None, rows: list[tuple[Any, ...]],
@@ -177,13 +155,15 @@ def _step(row_dur: tuple[tuple[Any, ...], float], origin: float) -> list[Any]:
     return [row[0], round(row[2] - origin, 6), dur, row[3], row[4], row[5], row[6]]
 
 
-def steps_payload(cols: dict[str, list[Any]], agg: dict[str, Any] | None, mode: str,
+def steps_payload(rows: list[tuple[Any, ...]], origin: float, agg: dict[str, Any] | None, mode: str,
                   optimizers: int | None = None) -> StepsFields:
-    """The ``steps`` event of the columns and aggregate taken from the tracker (which no
-    longer touches them: this runs on the channel thread, outside the tracker's lock);
-    ``optimizers``: how many optimizers step in one step, sent where more than one."""
-    # the columns are named by STEP_COLUMNS and the others (see events); agg by StepAggregate
-    payload = cast(StepsFields, {**cols, "mode": mode})
+    """The ``steps`` event of the detailed rows and the aggregate taken from the tracker
+    (which no longer touches them: this runs on the channel thread, outside the tracker's
+    lock); ``optimizers``: how many optimizers step in one step, sent where more than one.
+    The rows go packed, with ``origin`` (see ``events/step_rows.py``): whoever decodes the
+    event reads the columns (``STEP_COLUMNS`` and the others), as :func:`fold_columns`
+    makes them."""
+    payload = cast(StepsFields, {"rows": pack_rows(rows), "origin": origin, "mode": mode})
     if optimizers is not None and optimizers > 1:
         payload["optimizers"] = optimizers
     if agg is not None:

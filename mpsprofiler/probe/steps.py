@@ -181,7 +181,9 @@ class StepTracker:
         DataLoader hook, see ``LOOK_AHEAD``)."""
         self._started = False
         self._alloc_read_at = float("-inf")
-        self._cols: dict[str, list[Any]] = columns()
+        self._detailed: list[tuple[Any, ...]] = []
+        """Closed steps folded as detail, not sent yet: rows as in ``_rows``, sent packed
+        (``events/step_rows.py``: the columns are the reader's work, off this process)."""
         self._rows: list[tuple[Any, ...]] = []
         """Closed steps not folded yet: (i, start, end, wait, batches, idle, alloc, wait_cpu,
         wait_runq, bwd_start, bwd), appended by the training thread, folded by the channel's."""
@@ -318,7 +320,7 @@ class StepTracker:
                 self._check_fast(i, row[2])
             k += 1
         if k:
-            fold_columns(self._cols, batch[:k] if k < n else batch, self._origin)
+            self._detailed += batch[:k] if k < n else batch
         if k < n:
             self._agg = aggregate_rows(self._agg, batch[k:], self._origin)
 
@@ -335,9 +337,9 @@ class StepTracker:
             return
         self._provisional = None
         with self._lock:
-            self._fold()  # nothing is folded while steps are held: every held step is in the columns now
-            cols = self._cols
-            dur = cols["dur"][-1] if cols["dur"] else 0.0
+            self._fold()  # nothing is folded while steps are held: every held step is in the detail now
+            last = self._detailed[-1] if self._detailed else None
+            dur = round(last[2] - last[1], 7) if last is not None else 0.0  # as its "dur" column
         self._due(self.index, dur)
         for listener in self.listeners:
             listener(self.index, dur)
@@ -364,11 +366,12 @@ class StepTracker:
         self._provisional = None
         with self._lock:
             self._fold()
-            cols = self._cols
+            cols = columns()
+            fold_columns(cols, self._detailed, self._origin)  # (the figures as sent: rounded)
             n = len(cols["i"])
             fetches = [[cols["wait"][j], cols["wait_cpu"][j], cols["wait_runq"][j], cols["batches"][j],
                         cols["idle"][j]] for j in range(n)]
-            self._cols = columns()
+            self._detailed = []
         self.retracted += self.index
         self.index = 0
         self._start = start
@@ -391,7 +394,7 @@ class StepTracker:
         count as fetched ahead (``retracted``)."""
         with self._lock:
             take(self._rows)
-            self._cols = columns()
+            self._detailed = []
             self._agg = None
             self._restart = True
         self.retracted += self.index
@@ -693,16 +696,16 @@ class StepTracker:
             self._fold()
             if not send:
                 return
-            cols = self._cols
+            rows = self._detailed
             agg = self._agg
-            if not cols["i"] and agg is None:
+            if not rows and agg is None:
                 return
             # swap in fresh containers; the training thread appends to the new ones
-            self._cols = columns()
+            self._detailed = []
             self._agg = None
             restart, self._restart = self._restart, False  # (with the steps it goes before)
         cycle = self._cycle if self.mode == "optimizer" else None
-        payload = steps_payload(cols, agg, self.mode, len(cycle) if cycle else None)
+        payload = steps_payload(rows, self._origin, agg, self.mode, len(cycle) if cycle else None)
         if restart:
             payload["restart"] = True
         self._emit(events.KIND_STEPS, **payload)

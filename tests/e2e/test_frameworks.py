@@ -23,6 +23,7 @@ import pytest
 
 from helpers import child_env, fix_code, line_of, mpsprof_cli, read_events, read_summary
 from mpsprofiler.devices.cpu import CpuBackend
+from mpsprofiler.events.step_rows import as_read
 from mpsprofiler.probe.steps import PROVISIONAL, StepTracker
 
 SCRIPTS = Path(__file__).parent.parent / "scripts_frameworks"
@@ -42,7 +43,7 @@ class Clock:
 def tracker() -> tuple[StepTracker, Clock, list[dict[str, Any]]]:
     clock = Clock()
     sent: list[dict[str, Any]] = []
-    return StepTracker(lambda kind, **payload: sent.append(payload), CpuBackend(), clock), clock, sent
+    return StepTracker(lambda kind, **payload: sent.append(as_read(payload)), CpuBackend(), clock), clock, sent
 
 
 def fetch(t: StepTracker, clock: Clock, wait: float = 0.01, got: bool = True) -> None:

@@ -22,6 +22,7 @@ import pytest
 from helpers import FakeClock, child_env, mpsprof_cli, read_summary
 from mpsprofiler.devices.cpu import CpuBackend
 from mpsprofiler.diagnosis import diagnose
+from mpsprofiler.events.step_rows import as_read
 from mpsprofiler.probe.steps import StepTracker
 from mpsprofiler.session.recording import load_run
 from mpsprofiler.session.series import Series
@@ -64,7 +65,7 @@ def test_a_fetch_after_the_first_optimizer_step_belongs_to_the_next_step():
     known at the second optimizer step, and the fetch in between went to step 0."""
     sent: list[dict[str, Any]] = []
     clock = FakeClock()
-    tracker = StepTracker(lambda kind, **payload: sent.append(payload), CpuBackend(), clock)
+    tracker = StepTracker(lambda kind, **payload: sent.append(as_read(payload)), CpuBackend(), clock)
     opt = object()
     waits = [0.5, 0.2, 0.05, 0.05]
     for wait in waits:
@@ -86,7 +87,7 @@ def test_a_fetch_after_the_first_optimizer_step_belongs_to_the_next_step():
 def test_two_optimizers_keep_a_fetch_between_them_in_their_step():
     sent: list[dict[str, Any]] = []
     clock = FakeClock()
-    tracker = StepTracker(lambda kind, **payload: sent.append(payload), CpuBackend(), clock)
+    tracker = StepTracker(lambda kind, **payload: sent.append(as_read(payload)), CpuBackend(), clock)
     gen, disc = object(), object()
     for _ in range(3):
         started = tracker.on_fetch_start()
@@ -107,7 +108,7 @@ def test_a_manual_loop_charges_each_fetch_to_its_own_step():
     """Manual updates (steps from backward passes): the same first-iteration hold-back."""
     sent: list[dict[str, Any]] = []
     clock = FakeClock()
-    tracker = StepTracker(lambda kind, **payload: sent.append(payload), CpuBackend(), clock)
+    tracker = StepTracker(lambda kind, **payload: sent.append(as_read(payload)), CpuBackend(), clock)
     waits = [0.5, 0.2, 0.05, 0.05]
     for wait in waits:
         started = tracker.on_fetch_start()

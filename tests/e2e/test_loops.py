@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from helpers import FakeClock, child_env, mpsprof_cli, read_summary
+from mpsprofiler.events.step_rows import as_read
 from mpsprofiler.probe.steps import StepTracker
 
 SCRIPTS = Path(__file__).parent.parent / "scripts_loops"
@@ -71,7 +72,7 @@ def _tracker() -> tuple[StepTracker, FakeClock, list]:
 
     clock = FakeClock()
     emitted: list = []
-    tracker = StepTracker(lambda kind, **f: emitted.append(f), CpuBackend(), clock)
+    tracker = StepTracker(lambda kind, **f: emitted.append(as_read(f)), CpuBackend(), clock)
     tracker._mark_start()
     return tracker, clock, emitted
 

@@ -15,6 +15,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from mpsprofiler.devices.cpu import CpuBackend
+from mpsprofiler.events.step_rows import as_read
 from mpsprofiler.probe import backward, cputime
 from mpsprofiler.probe.health import LossWatch
 from mpsprofiler.probe.steps import StepTracker
@@ -110,7 +111,7 @@ def test_a_cpu_loss_is_read_unseen_by_a_dispatch_mode() -> None:
     """The fast read (no guard) runs only while no dispatch mode is on the stack: under one
     (the op sampler's, a user's) the loss is read through the guard, unseen, as before."""
     sent: list[dict[str, Any]] = []
-    watch = LossWatch(lambda kind, **f: sent.append(f), lambda: 3, lambda: False)
+    watch = LossWatch(lambda kind, **f: sent.append(as_read(f)), lambda: 3, lambda: False)
     watch.on_backward((torch.tensor(0.5, requires_grad=True) * 1,))
     assert watch.last_finite == (3, 0.5) and watch.checked_on == {"every step"}
     nan = torch.tensor(float("nan"))
@@ -123,7 +124,7 @@ def test_closed_steps_are_all_sent_while_the_channel_thread_drains() -> None:
     """Steps are appended without a lock and taken from the front by the channel thread:
     none lost, none twice, in order."""
     sent: list[dict[str, Any]] = []
-    tracker = StepTracker(lambda kind, **f: sent.append(f), CpuBackend(), time.perf_counter)
+    tracker = StepTracker(lambda kind, **f: sent.append(as_read(f)), CpuBackend(), time.perf_counter)
     stop = threading.Event()
 
     def drain() -> None:
@@ -283,7 +284,7 @@ def test_a_loss_check_reads_what_is_floating_and_one_element() -> None:
     one-element vector, a list of outputs; not a multi-element output."""
     sent: list[dict[str, Any]] = []
     step = [0]
-    watch = LossWatch(lambda kind, **f: sent.append(f), lambda: step[0], lambda: False)
+    watch = LossWatch(lambda kind, **f: sent.append(as_read(f)), lambda: step[0], lambda: False)
     for i, dtype in enumerate((torch.float16, torch.bfloat16, torch.float32, torch.float64)):
         step[0] = i
         watch.on_backward((torch.tensor(0.25, dtype=dtype),))

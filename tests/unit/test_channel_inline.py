@@ -23,6 +23,7 @@ import pytest
 
 from helpers import child_env
 from mpsprofiler.devices.cpu import CpuBackend
+from mpsprofiler.events.step_rows import as_read
 from mpsprofiler.probe import channel as channel_mod
 from mpsprofiler.probe import inline_wakes
 from mpsprofiler.probe.steps import StepTracker
@@ -155,7 +156,7 @@ class _SlowChannel:
 def test_the_wake_at_the_step_boundary_is_not_the_next_steps_time() -> None:
     now = [100.0]
     sent: list[dict[str, Any]] = []
-    tracker = StepTracker(lambda kind, **fields: sent.append(fields), CpuBackend(), lambda: now[0])
+    tracker = StepTracker(lambda kind, **fields: sent.append(as_read(fields)), CpuBackend(), lambda: now[0])
     tracker.inline_channel = _SlowChannel(now)
     for _ in range(4):
         now[0] += 0.002  # a 2 ms step
@@ -174,7 +175,7 @@ def test_the_boundarys_wake_where_a_step_closes_late_is_not_taken_off_the_next_s
     the trace). Every step is its own length now."""
     now = [100.0]
     sent: list[dict[str, Any]] = []
-    tracker = StepTracker(lambda kind, **fields: sent.append(fields), CpuBackend(), lambda: now[0])
+    tracker = StepTracker(lambda kind, **fields: sent.append(as_read(fields)), CpuBackend(), lambda: now[0])
     tracker.inline_channel = _SlowChannel(now)
     opt = SimpleNamespace(param_groups=[{"params": [object()]}])
     for _ in range(5):
@@ -192,7 +193,7 @@ def test_a_wake_after_a_steps_end_but_before_its_close_is_not_taken_off_that_ste
     from the trace and op accounting fed a negative time. The wake is the next step's."""
     now = [100.0]
     sent: list[dict[str, Any]] = []
-    tracker = StepTracker(lambda kind, **fields: sent.append(fields), CpuBackend(), lambda: now[0])
+    tracker = StepTracker(lambda kind, **fields: sent.append(as_read(fields)), CpuBackend(), lambda: now[0])
     g, d = SimpleNamespace(param_groups=[{"params": [object()]}]), SimpleNamespace(param_groups=[{"params": [object()]}])
     for _ in range(6):
         now[0] += 0.001

@@ -15,6 +15,7 @@ import pytest
 
 from helpers import FakeClock
 from mpsprofiler.devices.base import DeviceBackend
+from mpsprofiler.events.step_rows import as_read
 from mpsprofiler.probe.steps import StepTracker
 
 
@@ -61,7 +62,7 @@ class Device(DeviceBackend):
 def tracked(device: Device) -> tuple[StepTracker, Callable[[], dict[str, list[Any]]]]:
     """A tracker on ``device`` and a function that drains it and returns its columns."""
     sent: list[dict[str, Any]] = []
-    tracker = StepTracker(lambda kind, **payload: sent.append(payload), device, FakeClock(tick=0.001))
+    tracker = StepTracker(lambda kind, **payload: sent.append(as_read(payload)), device, FakeClock(tick=0.001))
 
     def columns() -> dict[str, list[Any]]:
         tracker.drain()
@@ -160,7 +161,7 @@ def run_steps(n: int, step_s: float, monkeypatch: Any, *, never_fast: bool = Fal
     device = Allocating()
     clock = FakeClock(100.0)
     sent: list[dict[str, Any]] = []
-    tracker = StepTracker(lambda kind, **payload: sent.append(payload), device, clock)
+    tracker = StepTracker(lambda kind, **payload: sent.append(as_read(payload)), device, clock)
     last_drain = clock.t
     for k in range(n):
         clock.t += step_s * 0.2
@@ -290,7 +291,7 @@ def test_a_crash_in_the_first_step_is_no_step(fetches: int, in_training: bool, b
     than the loader's look-ahead."""
     device = Device()
     sent: list[dict[str, Any]] = []
-    tracker = StepTracker(lambda kind, **payload: sent.append(payload), device, FakeClock(tick=0.001))
+    tracker = StepTracker(lambda kind, **payload: sent.append(as_read(payload)), device, FakeClock(tick=0.001))
     _held_fetches(tracker, device, fetches, by)
     begun = tracker.begun
     tracker.crashed(in_training)
@@ -338,7 +339,7 @@ def test_the_gap_between_two_passes_over_a_loader_is_no_step_of_its_own() -> Non
 
     sent: list[dict[str, Any]] = []
     clock = FakeClock()
-    tracker = StepTracker(lambda kind, **payload: sent.append(payload), CpuBackend(), clock)
+    tracker = StepTracker(lambda kind, **payload: sent.append(as_read(payload)), CpuBackend(), clock)
     tracker.no_training_signal()
     for _ in range(3):
         for _ in range(4):
