@@ -30,6 +30,10 @@ through the training process's own reaped-children CPU time (``getrusage(RUSAGE_
 POSIX: torch's DataLoader joins the workers it shuts down, so their whole CPU time is
 there), and live ones through ``/proc`` (their own and their reaped children's). While the machine is short of memory a sample also
 names the largest other programs (``others``, see :mod:`.others`).
+
+On Linux the readings are made from ``/proc`` directly (:mod:`.procfs`): psutil's took
+0.73 ms of CPU a sample inside a 1 ms-step training, most of it holding the GIL (issue 34).
+psutil reads them elsewhere (macOS), and where a kernel lacks the ``children`` files.
 """
 
 from __future__ import annotations
@@ -43,7 +47,7 @@ from typing import Any, Protocol
 from .. import events
 from ..devices import DeviceBackend
 from ..events.payloads import MemFields
-from . import fdguard, others
+from . import fdguard, others, procfs
 
 FAST_INTERVAL = 0.5
 SLOW_INTERVAL = 2.0
@@ -86,6 +90,12 @@ class MemorySampler:
         self._backend_fn = backend_fn
         self._clock = clock
         self._proc = psutil.Process()
+        self._procfs = procfs.usable(self._proc.pid)
+        """The tree and its figures are read from ``/proc`` directly (Linux), else by psutil."""
+        self._meminfo = os.path.exists("/proc/meminfo")
+        """System memory and CPU times are read from ``/proc`` directly (Linux), else by psutil."""
+        self._cpu_kind: Any = None
+        """The named tuple of ``psutil.cpu_times()``, which :func:`procfs.cpu_times` fills."""
         self._stop = threading.Event()
         self._cpu_prev: tuple[float, float] | None = None
         self._children: dict[int, Any] = {}
@@ -141,31 +151,47 @@ class MemorySampler:
         interval = FAST_INTERVAL if now - self._started < SLOW_AFTER else SLOW_INTERVAL
         self._due = now + interval - self._slack
 
-    def _tree(self) -> list[Any]:
-        """The process and its live children, reusing Process objects (cpu_times deltas)."""
-        procs = [self._proc]
-        pids = _descendants(self._proc.pid)
-        if pids is None:  # not Linux, or a kernel without the children files
-            try:
-                kids = {kid.pid: kid for kid in self._proc.children(recursive=True)}
-            except self._psutil.Error:
-                kids = {}
-        else:
+    def _tree_psutil(self) -> list[tuple[int, list[str] | None]]:
+        """The process and its live children as psutil finds them (not Linux, or a kernel
+        without the ``children`` files), the process first; their Process objects are kept
+        from sample to sample (``_children``)."""
+        procs: list[Any] = [self._proc]
+        try:
+            kids = {kid.pid: kid for kid in self._proc.children(recursive=True)}
+        except self._psutil.Error:
             kids = {}
-            for pid in pids:
-                known = self._children.get(pid)
-                if known is None:
-                    try:
-                        known = self._psutil.Process(pid)
-                    except self._psutil.Error:
-                        continue  # gone already
-                kids[pid] = known
         alive: dict[int, Any] = {}
         for pid, kid in kids.items():
             alive[pid] = self._children.get(pid, kid)
         self._children = alive
         procs.extend(alive.values())
-        return procs
+        return [(proc.pid, None) for proc in procs]
+
+    def _figures_psutil(self, pid: int) -> procfs.ProcessFigures | None:
+        proc = self._proc if pid == self._proc.pid else self._children[pid]
+        try:
+            with proc.oneshot():
+                mem = proc.memory_info().rss
+                times = proc.cpu_times()
+        except self._psutil.Error:
+            return None
+        return procfs.ProcessFigures(mem, times.user, times.system, getattr(times, "children_user", 0.0),
+                                     getattr(times, "children_system", 0.0))
+
+    def _tree_procfs(self) -> list[tuple[int, list[str] | None]]:
+        """The process and its live children from ``/proc`` (Linux), the process first, each
+        child with its threads' ids (``procfs.runq`` reads them): none looked for, and no
+        file opened, where the process has no child at all (the common case: no DataLoader
+        workers)."""
+        own = self._proc.pid
+        kids = {} if procfs.childless(own) else procfs.descendants(own)
+        return [(own, None), *kids.items()]
+
+    def _figures_procfs(self, pid: int) -> procfs.ProcessFigures | None:
+        try:
+            return procfs.process(pid)
+        except (OSError, ValueError, IndexError):  # it ended meanwhile
+            return None
 
     def sample(self) -> None:
         # every /proc file this reads is opened and closed under the descriptor lock: the
@@ -191,29 +217,30 @@ class MemorySampler:
         # missed once (the total holds) rather than counted twice
         taken = self._startups() if self._startups is not None else {}
         reaped = _reaped_cpu()
-        procs = self._tree()
-        for n, proc in enumerate(procs):
-            try:
-                with proc.oneshot():
-                    mem = proc.memory_info().rss
-                    times = proc.cpu_times()
-            except ps.Error:
+        if self._procfs:
+            tree, read = self._tree_procfs(), self._figures_procfs
+        else:
+            tree, read = self._tree_psutil(), self._figures_psutil
+        for n, (pid, tids) in enumerate(tree):
+            got = read(pid)
+            if got is None:
                 continue
-            cpu_total += times.user + times.system
+            cpu = got.user + got.system
+            cpu_total += cpu
             if n == 0:
-                rss = mem
-                cpu_main = times.user + times.system
+                rss = got.rss
+                cpu_main = cpu
             else:
-                rss_children += mem
+                rss_children += got.rss
                 # with its own reaped children's: a worker's subprocess ends in its parent's
                 # figure, and the parent's in ours once it is reaped
-                self._child_cpu[proc.pid] = (times.user + times.system + getattr(times, "children_user", 0.0)
-                                             + getattr(times, "children_system", 0.0))
-                runq = _runq(proc.pid)
+                self._child_cpu[pid] = cpu + got.children_user + got.children_system
+                runq = procfs.runq(pid, tids)
                 if runq is not None:
                     # a thread that exited takes its share with it: never let a total go down
-                    self._child_runq[proc.pid] = max(runq, self._child_runq.get(proc.pid, 0.0))
-        self._forget_gone({p.pid for p in procs[1:]})
+                    self._child_runq[pid] = max(runq, self._child_runq.get(pid, 0.0))
+        pids = {pid for pid, _ in tree}
+        self._forget_gone(pids - {tree[0][0]})
         if reaped is not None and self._reaped_base is not None:
             workers_cpu = max(0.0, reaped - self._reaped_base) + sum(self._child_cpu.values())
         else:  # no getrusage (not POSIX): an exited child's last reading
@@ -227,15 +254,14 @@ class MemorySampler:
             if dt > 0:
                 cpu_pct = max(0.0, (cpu_total - self._cpu_prev[1]) / dt * 100.0)
         self._cpu_prev = (now, cpu_total)
-        vm = ps.virtual_memory()
-        swap_used = _swap_used(ps)
+        total, available, swap_used = self._system_memory()
         busy, steal = self._machine_shares()
         fields: MemFields = {
             "rss": rss,
             "rss_children": rss_children,
-            "workers": len(procs) - 1,
-            "sys_available": vm.available,
-            "sys_total": vm.total,
+            "workers": len(tree) - 1,
+            "sys_available": available,
+            "sys_total": total,
             "swap_used": swap_used,
             "cpu_pct": None if cpu_pct is None else round(cpu_pct, 1),
             "cpu_main_s": None if cpu_main is None else round(cpu_main, 4),
@@ -244,17 +270,33 @@ class MemorySampler:
             "runq_workers_s": round(self._gone_runq + sum(self._child_runq.values()), 4) if self._child_runq or self._gone_runq else None,
             "sys_busy": busy,
             "sys_steal": steal,
-            "runq_main_s": _runq_thread(self._proc.pid, self._proc.pid),
+            "runq_main_s": procfs.runq_thread(self._proc.pid, self._proc.pid),
         }
         # rarer on the training thread (the channel's inline wakes)
         every = others.EVERY_INLINE if self._host is not None and getattr(self._host, "inline", False) else others.EVERY
-        if vm.total and vm.available <= others.BELOW * vm.total and now - self._others_at >= every:
+        if total and available <= others.BELOW * total and now - self._others_at >= every:
             self._others_at = now
             try:
-                fields["others"] = others.largest_others(ps, {p.pid for p in procs} | {self._proc.pid})
+                fields["others"] = others.largest_others(ps, pids)
             except Exception:
                 pass  # a note for the diagnosis only: never a fault of the sampler
         return fields
+
+    def _system_memory(self) -> tuple[int, int, int | None]:
+        """Total and available memory, and swap in use (None where unknown): from one read
+        of ``/proc/meminfo`` on Linux (psutil read it twice, and its swap figure parsed
+        ``/proc/vmstat`` too, for page-in counts never sent), else psutil's."""
+        mem = procfs.system_memory() if self._meminfo else None
+        total, available, swap = mem if mem is not None else (0, None, None)
+        if available is None:
+            vm = self._psutil.virtual_memory()
+            total, available = vm.total, vm.available
+        if swap is None:
+            try:
+                swap = int(self._psutil.swap_memory().used)
+            except Exception:
+                swap = None
+        return total, available, swap
 
     def _count_startups(self, taken: dict[int, tuple[int, float]], now: float, reaped: bool) -> None:
         """Add the start-ups of children whose CPU time the totals hold: seen alive at a
@@ -284,7 +326,12 @@ class MemorySampler:
         a hypervisor took from this VM's CPUs meanwhile (Linux's ``steal`` column of
         /proc/stat through ``psutil.cpu_times``; None elsewhere)."""
         try:
-            now = self._psutil.cpu_times()
+            if self._cpu_kind is not None:
+                now = procfs.cpu_times(self._cpu_kind)
+            else:
+                now = self._psutil.cpu_times()
+                if self._meminfo:
+                    self._cpu_kind = type(now)
         except Exception:
             return None, None
         prev, self._sys_prev = self._sys_prev, now
@@ -320,30 +367,6 @@ def _steal_share(prev: Any, now: Any, total: float) -> float | None:
     return round(share, 4)
 
 
-def _swap_used(psutil: Any) -> int | None:
-    """Bytes of swap in use: ``SwapTotal - SwapFree`` of ``/proc/meminfo`` (Linux), as
-    ``psutil.swap_memory().used`` computes them, without its second file: psutil also
-    parses ``/proc/vmstat`` (~150 lines) for page-in counts never used here, which was 40%
-    of a sample's CPU and two more files opened under the GIL at every sample (and it
-    warns, into the script's warnings, where that file is unreadable). Elsewhere psutil's."""
-    try:
-        with open("/proc/meminfo", "rb") as fh:
-            total = free = None
-            for line in fh:
-                if line.startswith(b"SwapTotal:"):
-                    total = int(line.split()[1]) * 1024
-                elif line.startswith(b"SwapFree:"):
-                    free = int(line.split()[1]) * 1024
-                if total is not None and free is not None:
-                    return total - free
-    except (OSError, ValueError, IndexError):
-        pass
-    try:
-        return int(psutil.swap_memory().used)
-    except Exception:
-        return None
-
-
 def _reaped_cpu() -> float | None:
     """CPU seconds of this process's exited children that it has waited for (and of theirs,
     that they waited for), or None where ``getrusage`` is missing (Windows)."""
@@ -354,69 +377,3 @@ def _reaped_cpu() -> float | None:
     except (ImportError, OSError, ValueError):
         return None
     return usage.ru_utime + usage.ru_stime
-
-
-def _descendants(pid: int) -> list[int] | None:
-    """Linux: the process's descendants from ``/proc/<pid>/task/<tid>/children``, or None
-    where those files are missing (another OS, a kernel without CONFIG_PROC_CHILDREN).
-
-    psutil's ``children(recursive=True)`` reads the parent of every process on the machine
-    to find them: 1.8 ms with 65 processes here, and every sample pays it, holding the GIL
-    the training needs for part of it; these files name a process's children directly
-    (0.15 ms). A child started between two reads is seen at the next sample."""
-    if not os.path.exists(f"/proc/{pid}/task/{pid}/children"):
-        return None
-    try:
-        tids = os.listdir(f"/proc/{pid}/task")
-    except OSError:
-        return None
-    found: list[int] = []
-    todo = [(pid, tids)]
-    while todo:
-        parent, threads = todo.pop()
-        for tid in threads:
-            try:
-                with open(f"/proc/{parent}/task/{tid}/children", "rb") as fh:
-                    kids = [int(k) for k in fh.read().split()]
-            except (OSError, ValueError):  # a thread or process that just ended
-                continue
-            for kid in kids:
-                if kid not in found:
-                    found.append(kid)
-                    try:
-                        todo.append((kid, os.listdir(f"/proc/{kid}/task")))
-                    except OSError:
-                        pass
-    return found
-
-
-def _runq_thread(pid: int, tid: int) -> float | None:
-    """Seconds one thread (the main one: the training's) waited for a CPU (Linux), or None."""
-    try:
-        with open(f"/proc/{pid}/task/{tid}/schedstat", "rb") as fh:
-            return round(int(fh.read(128).split()[1]) / 1e9, 4)
-    except (OSError, IndexError, ValueError):
-        return None
-
-
-def _runq(pid: int) -> float | None:
-    """Seconds the process's threads together waited for a CPU.
-
-    All threads, not only the main one: a DataLoader worker's result-queue feeder thread
-    pickles each batch, and its resource-sharer thread hands the tensors' file descriptors
-    to the training process while that waits, so their queuing delays the batch too.
-    """
-    try:
-        tids = os.listdir(f"/proc/{pid}/task")
-    except OSError:
-        tids = []
-    total, seen = 0.0, False
-    for tid in tids or [str(pid)]:
-        path = f"/proc/{pid}/task/{tid}/schedstat" if tids else f"/proc/{pid}/schedstat"
-        try:
-            with open(path, "rb") as fh:
-                total += int(fh.read(128).split()[1]) / 1e9
-                seen = True
-        except (OSError, IndexError, ValueError):
-            continue
-    return total if seen else None

@@ -106,6 +106,7 @@ def test_the_sampler_reads_the_others_only_while_memory_is_short_and_at_most_eve
     assert "others" not in sent[-1]  # this machine has memory to spare
     short = _ShortOfMemory()
     sampler._psutil = short
+    sampler._meminfo = False  # system memory from psutil, not /proc/meminfo (Linux)
     sampler.sample()
     sampler.sample()
     assert short.scans == 1 and others.EVERY >= 5

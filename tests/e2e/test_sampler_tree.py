@@ -1,4 +1,4 @@
-"""The memory sampler's process tree (mpsprofiler/probe/sampler.py ``_descendants``).
+"""The memory sampler's process tree (mpsprofiler/probe/procfs.py ``descendants``).
 
 On Linux it reads ``/proc/<pid>/task/<tid>/children`` instead of psutil's
 ``children(recursive=True)``, which reads every process on the machine at every sample
@@ -17,7 +17,7 @@ import time
 import psutil
 import pytest
 
-from mpsprofiler.probe.sampler import _descendants
+from mpsprofiler.probe.procfs import descendants
 
 pytestmark = pytest.mark.skipif(not os.path.exists(f"/proc/{os.getpid()}/task/{os.getpid()}/children"),
                                 reason="no /proc children files (not Linux, or a kernel without them)")
@@ -37,8 +37,8 @@ def test_the_tree_is_what_psutil_finds_grandchildren_and_thread_started_children
         while len(psutil.Process().children(recursive=True)) < 3 and time.monotonic() < deadline:
             time.sleep(0.05)  # the grandchild is started by the child's own python
         expected = sorted(p.pid for p in psutil.Process().children(recursive=True))
-        found = _descendants(os.getpid())
-        assert found is not None and len(expected) >= 3
+        found = descendants(os.getpid())
+        assert len(expected) >= 3
         assert sorted(found) == expected
     finally:
         for p in psutil.Process().children(recursive=True):
@@ -49,6 +49,6 @@ def test_the_tree_is_what_psutil_finds_grandchildren_and_thread_started_children
 
 def test_a_process_without_children_has_none() -> None:
     done = subprocess.run([sys.executable, "-c", "import os, sys; sys.path.insert(0, os.getcwd()); "
-                           "from mpsprofiler.probe.sampler import _descendants; print(_descendants(os.getpid()))"],
+                           "from mpsprofiler.probe.procfs import descendants; print(descendants(os.getpid()))"],
                           capture_output=True, text=True, timeout=60, cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-    assert done.stdout.strip() == "[]", done.stderr
+    assert done.stdout.strip() == "{}", done.stderr
