@@ -8,12 +8,22 @@ process tree; the figure is the sampling thread's CPU time (``time.thread_time``
 Two trees: this process alone (the common case: no DataLoader workers), then with a
 DataLoader's 2 workers alive (persistent, idle between batches).
 
+``--training SECONDS`` instead takes the samples beside a training: ``workload.py``'s MLP
+(``--width``, 256: ~1 ms steps here) trains on the main thread while a second thread takes
+a sample every 0.1 s, the old sampler's and the new one's in turn, each timed alone (its
+thread's CPU time): what a sample costs where the training keeps the caches and the GIL.
+Beside it, the sampling thread's voluntary context switches a sample (``status`` of
+``/proc/thread-self``): each is a wait, mostly for the GIL that a system call gave up and
+the training took meanwhile, so each is a hand-over of the GIL the training pays for too
+(the count includes the one or two of reading that file after the sample, alike for both).
+
 The older sampler is ``mpsprofiler/probe/sampler.py`` at ``--old`` (a git revision of this
 repository: 42b38ff, before the direct ``/proc`` reader), loaded into this package so that
 both use the same helpers. Each tree's last line compares the two samplers' fields: those
 that are not clocks must be equal (read old, new, old: where both old readings agree).
 
     OMP_NUM_THREADS=1 python benchmarks/sample_cost.py [--samples 200] [--rounds 5] [--old 42b38ff]
+    OMP_NUM_THREADS=1 python benchmarks/sample_cost.py --training 10 [--width 256]
 """
 
 from __future__ import annotations
@@ -23,6 +33,7 @@ import importlib.util
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from types import ModuleType
@@ -98,15 +109,71 @@ def measure(label: str, old_mod: ModuleType, samples: int, rounds: int) -> None:
     print(f"  {compare(old, new)}")
 
 
+def beside_training(old_mod: ModuleType, seconds: float, width: int) -> None:
+    """Samples every 0.1 s on a second thread, in turn old and new, while the MLP trains."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import torch
+    import workload
+
+    step = workload.training_step("mlp", width, torch.device("cpu"))
+    samplers = {"old": make(old_mod)[0], "new": make(new_module)[0]}
+    costs: dict[str, list[float]] = {"old": [], "new": []}
+    done = threading.Event()
+
+    switches: dict[str, list[int]] = {"old": [], "new": []}
+
+    def sample_now_and_then() -> None:
+        turn = 0
+        while not done.wait(0.1):
+            name = ("old", "new")[turn % 2]
+            before = _voluntary_switches()
+            t0 = time.thread_time()
+            samplers[name].sample()
+            costs[name].append(time.thread_time() - t0)
+            switches[name].append(_voluntary_switches() - before)
+            turn += 1
+
+    for _ in range(50):  # warm-up steps before the first sample
+        step()
+    thread = threading.Thread(target=sample_now_and_then)
+    thread.start()
+    steps, t0 = 0, time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        step()
+        steps += 1
+    done.set()
+    thread.join()
+    wall = time.perf_counter() - t0
+    o, n = statistics.median(costs["old"][1:]), statistics.median(costs["new"][1:])
+    print(f"beside the MLP's training ({wall / steps * 1e3:.2f} ms a step, {steps} steps): "
+          f"old {o * 1e6:.0f} µs CPU a sample, new {n * 1e6:.0f} µs ({n / o:.0%}); "
+          f"medians of {len(costs['old']) - 1} and {len(costs['new']) - 1} samples")
+    print(f"  voluntary context switches a sample (median): old {statistics.median(switches['old'][1:]):.0f}, "
+          f"new {statistics.median(switches['new'][1:]):.0f}")
+
+
+def _voluntary_switches() -> int:
+    with open("/proc/thread-self/status", "rb") as fh:
+        for line in fh:
+            if line.startswith(b"voluntary_ctxt_switches:"):
+                return int(line.split()[1])
+    return 0
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--samples", type=int, default=200)
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--old", default="42b38ff", help="git revision of the older sampler")
+    p.add_argument("--training", type=float, default=0.0, help="seconds of samples beside a training")
+    p.add_argument("--width", type=int, default=256, help="the MLP's width with --training")
     args = p.parse_args()
     old_mod = old_module(args.old)
     with open("/proc/loadavg") if Path("/proc/loadavg").exists() else open(__file__) as fh:
         print(f"load: {fh.readline().strip()[:40]}")
+    if args.training:
+        beside_training(old_mod, args.training, args.width)
+        return
     measure("no children       ", old_mod, args.samples, args.rounds)
 
     import torch
