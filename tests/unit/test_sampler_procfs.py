@@ -189,14 +189,16 @@ def test_the_samplers_fields_are_the_psutil_readers_for_this_process(portable_me
 
 def test_the_samplers_fields_are_the_psutil_readers_with_children_and_a_grandchild() -> None:
     started = [subprocess.Popen(SLEEPER), subprocess.Popen(PARENT)]
+    parent = psutil.Process(started[1].pid)
     try:
         deadline = time.monotonic() + 30
-        while len(psutil.Process().children(recursive=True)) < 3 and time.monotonic() < deadline:
+        while not parent.children() and time.monotonic() < deadline:
             time.sleep(0.05)  # the grandchild is started by the child's own python
         got = _compare(portable_memory=False)
         assert got["workers"] >= 3 and got["rss_children"] > 0 and got["runq_workers_s"] is not None
     finally:
-        for p in psutil.Process().children(recursive=True):
+        for p in parent.children(recursive=True):
             p.kill()
         for p in started:
+            p.kill()
             p.wait()
