@@ -12,8 +12,10 @@ thread, although a training without DataLoader workers has no child at all.
 Here every file is one ``os.open``, one ``os.read`` and one ``os.close``, each file is
 read once a sample, this process's CPU times come from ``os.times()`` (no file), and a
 process without children is told by one ``waitid`` (:func:`childless`, no file) before any
-``children`` file is read. The figures are psutil's, value for value (the same fields of
-the same files, the same arithmetic in the same order, so even the floats are equal:
+``children`` file is read: 17 system calls a sample where the psutil readings made 52
+(strace, a process without children; 91 where they made 205 with 2 DataLoader workers).
+The figures are psutil's, value for value (the same fields of the same files, the same
+arithmetic in the same order, so even the floats are equal:
 ``tests/unit/test_sampler_procfs.py``), and psutil answers wherever a file lacks what
 psutil would compute some other way. The callers hold ``fdguard.held()`` around these
 reads (see ``MemorySampler.sample``).
