@@ -114,6 +114,10 @@ class Channel:
         boundary compares its own reading to it); infinite while threaded or closed."""
         self.threaded_reason = ""
         """Why the channel runs a thread ("" while inline)."""
+        self.last_wake_end = float("-inf")
+        """``time.perf_counter()`` at the end of the last wake: a step that a wake overlapped
+        was slowed by it (~1 ms holding the GIL the training needs: the memory sample and the
+        steps' drain), which op accounting must not take for a new phase (``StepTracker``)."""
         reason = threaded_because() if inline is None else "" if inline else "asked for"
         if reason:
             self._start_thread(reason)
@@ -235,6 +239,7 @@ class Channel:
             except Exception:
                 self._beside.remove(task)
         self._flush_once()
+        self.last_wake_end = time.perf_counter()
 
     def _flush_once(self) -> bool:
         """Write what can be written now; True when everything went out."""

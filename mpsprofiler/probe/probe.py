@@ -134,6 +134,7 @@ class Probe:
         except Exception:
             pass
         if self.channel is not None:
+            self.tracker.wakes = self.channel
             self.channel.on_flush(self._drain_steps)
             if self.channel.inline:
                 self._wake_inline(self.channel)

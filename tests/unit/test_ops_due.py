@@ -104,3 +104,44 @@ def test_a_failed_accountant_asks_for_no_more_calls() -> None:
     acct = _accountant([])
     acct._failed = True
     assert acct.on_step_boundary(5, 1e-3) == (float("inf"), acct.schedule.wake_above)
+
+
+class _Wakes:
+    """The channel as the tracker reads it: when its last wake ended."""
+
+    last_wake_end = float("-inf")
+
+
+def test_a_step_slowed_by_the_probe_s_own_wake_does_not_wake_op_accounting() -> None:
+    """A channel wake (the memory sample, the steps' drain) holds the GIL ~1 ms: the step it
+    falls in is slow for the probe's own work. Op accounting's outlier wake is for something
+    new (a phase, a recompile): such a step is told to it at its next due call, not as one."""
+    now = [0.0]
+    tracker = StepTracker(lambda *a, **k: None, CpuBackend(), lambda: now[0])
+    wakes = _Wakes()
+    tracker.wakes = wakes
+    heard: list[tuple[int, float]] = []
+
+    def listener(next_step: int, last: float, skipped: Any = ()) -> tuple[float, float]:
+        heard.append((next_step, last))
+        return next_step + 50, 0.004  # due again in 50 steps; a step over 4 ms is an outlier
+
+    tracker.set_due_listener(listener)
+    tracker.mode = "manual"
+    t = 0.0
+    for i in range(40):
+        start = t
+        t += 0.010 if i in (10, 20) else 0.001
+        if i == 10:
+            wakes.last_wake_end = start + 0.002  # the probe's wake, inside step 10
+        now[0] = t
+        tracker._close(t)
+    steps_heard = [n for n, _ in heard]
+    assert 21 in steps_heard  # step 20: slow with no wake in it, an outlier
+    assert 11 not in steps_heard  # step 10: slow for the probe's wake
+    tracker.wakes = None  # no channel: every slow step is heard
+    heard.clear()
+    tracker._due_at = 100
+    now[0] = t = t + 0.010
+    tracker._close(t)
+    assert heard and heard[0][0] == 41
