@@ -181,6 +181,10 @@ def out_of_reach(thresholds: tuple[str, ...], packages: tuple[str, ...] = ("mpsp
 
 
 def quantile(values: list[float], q: float) -> float:
+    """The ``q`` quantile of ``values``; ``q`` 0: their mean (what a whole run pays: the
+    steps that read a clock, time a backward pass or check the loss count too)."""
+    if q <= 0:
+        return statistics.fmean(values)
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
@@ -376,7 +380,7 @@ def main() -> None:
                         "state, which 12 warm steps did not reach (~5 µs a step more)")
     p.add_argument("--only", choices=["ladder", "chains", "hooks", "threads"], nargs="*")
     p.add_argument("--quantile", type=float, default=0.5,
-                   help="a block's figure: this quantile of its step times (0.25 is steadier on a loaded machine)")
+                   help="a block's figure: this quantile of its step times (0.25 is steadier on a loaded machine; 0: the mean)")
     p.add_argument("--cpu", action="store_true",
                    help="a block's figure: the training thread's CPU time per step (steadiest on a shared machine)")
     p.add_argument("--variants", nargs="*", help="ladder rungs to run (bare always)")

@@ -323,14 +323,18 @@ class StepTracker:
         n = len(batch)
         if not n:
             return
-        k = 0
-        for row in batch:  # how many stay detailed (the fast-step check moves the end)
-            i = row[0]
-            if i >= self._detail_end:
-                break
-            if not i % FAST_BLOCK:
-                self._check_fast(i, row[2])
-            k += 1
+        first, last = batch[0][0], batch[-1][0]
+        if last < self._detail_end and last - first == n - 1 and (first - 1) // FAST_BLOCK == last // FAST_BLOCK:
+            k = n  # consecutive steps, all detailed, no block's first step among them: no loop a row
+        else:
+            k = 0
+            for row in batch:  # how many stay detailed (the fast-step check moves the end)
+                i = row[0]
+                if i >= self._detail_end:
+                    break
+                if not i % FAST_BLOCK:
+                    self._check_fast(i, row[2])
+                k += 1
         if k:
             self._detailed += batch[:k] if k < n else batch
         if k < n:

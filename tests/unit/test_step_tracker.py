@@ -15,6 +15,7 @@ import pytest
 
 from helpers import FakeClock
 from mpsprofiler.devices.base import DeviceBackend
+from mpsprofiler.devices.cpu import CpuBackend
 from mpsprofiler.events.step_rows import as_read
 from mpsprofiler.probe.steps import StepTracker
 
@@ -357,3 +358,35 @@ def test_the_gap_between_two_passes_over_a_loader_is_no_step_of_its_own() -> Non
     assert cols["batches"] == [1] * 12
     assert min(cols["dur"]) == pytest.approx(0.011)
     assert max(cols["dur"]) == pytest.approx(0.0112)  # a pass's first step holds the gap before it
+
+
+@pytest.mark.parametrize("sizes", [[1024, 1024, 1024, 1024], [1023, 1, 1024, 1025, 1023], [2048, 1, 1023, 1024, 900],
+                                   [700] * 7, [1, 2047, 1, 1, 1022, 2048]])
+def test_the_fold_ends_the_detail_where_a_row_by_row_fold_does(sizes: list[int]) -> None:
+    """``_fold`` skips its per-row loop for a batch of consecutive steps with no block's
+    first step among them; batches that start or end on a block's first step (1024, 2048,
+    3072: where the fast-step check runs) end the detail at the same step as a fold that
+    checks every row."""
+    from mpsprofiler.probe import steps as probe_steps
+
+    def detail(tracker: StepTracker) -> tuple[int, int]:
+        return len(tracker._detailed), tracker._detail_end
+
+    got, want = [], []
+    for skip in (True, False):
+        tracker = StepTracker(lambda kind, **payload: None, CpuBackend(), FakeClock(0.0))
+        i, t = 0, 100.0
+        for size in sizes:
+            for _ in range(size):
+                tracker._rows.append((i, t, t + 0.0005, 0.0, 1, None, None, 0.0, None, None, 0.0))
+                i, t = i + 1, t + 0.0005
+            if skip:
+                tracker._fold()
+            else:  # row by row: the loop's path for every batch
+                batch = probe_steps.take(tracker._rows)
+                for row in batch:
+                    tracker._rows.append(row)
+                    tracker._fold()
+            (got if skip else want).append(detail(tracker))
+    assert got == want
+    assert want[-1][1] < probe_steps.DETAIL_LIMIT  # the fast steps did end the detail
