@@ -8,14 +8,17 @@ source line (syncs, and the first call of each (op, module)).
 
 from __future__ import annotations
 
+import ast
+import linecache
 import re
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import torch
 
 from ..events.payloads import OpsFields
+from .leak_owner import parsed, source_segment, statements
 from .modules import ModuleTracker
 from .ops_leaks import LeakTracker, code_range
 from .ops_sites import (
@@ -75,39 +78,79 @@ _DEVICE_NAMES: dict[Any, frozenset[str]] = {}
 
 def _device_names(code: Any) -> frozenset[str]:
     """Names ``code`` (a function, or a module) assigns a tensor it put on its device to
-    (:data:`_TO_DEVICE`, :func:`names_a_device`), from the file's syntax tree; cached."""
+    (:data:`_TO_DEVICE`, :func:`names_a_device`), from its syntax tree; cached per code.
+
+    A function's own source is parsed alone (:func:`_function_block`), not its whole file:
+    the first sampled step parsed every file of the user's frames, ~2.5 ms of its ~10 ms
+    for a 200-line file (``benchmarks/workload.py``), and the cost grew with the file, not
+    with the function. A module's code, or a function whose source does not parse alone,
+    reads the whole file's tree (the leak readers' cache, :func:`leak_owner.parsed`)."""
     known = _DEVICE_NAMES.get(code)
     if known is not None:
         return known
-    import ast
-
-    from .leak_owner import parsed, source_segment, statements
-
     names: set[str] = set()
-    file = code.co_filename
-    tree = parsed(file)
-    if tree is not None:
-        import linecache
-
-        lines = linecache.getlines(file)
-        first, last = code_range(code, len(lines))
-        for node in statements(tree)[0]:  # one walk of a file (the leak readers' too), not one per function
-            if not isinstance(node, ast.Assign) or not first <= node.lineno <= last:
-                continue
-            value = source_segment(lines, node.value)
-            said = value if value is not None else " ".join(lines[node.lineno - 1:(node.end_lineno or node.lineno)])
-            if ".to(" not in said and ".cuda(" not in said and "device" not in said:
-                continue
-            if not (_TO_DEVICE.search(said) or names_a_device(said)):
-                continue
-            for target in node.targets:
-                for n in ast.walk(target):
-                    if isinstance(n, ast.Name):
-                        names.add(n.id)
+    lines = linecache.getlines(code.co_filename)
+    first, last = code_range(code, len(lines))
+    block = _function_block(code, lines, last)
+    if block is not None:
+        nodes: Iterable[ast.AST] = ast.walk(block[0])
+        said_in, offset = block[1], block[2]
+    else:
+        tree = parsed(code.co_filename)
+        # one walk of a file (the leak readers' too), not one per function
+        nodes, said_in, offset = (statements(tree)[0] if tree is not None else ()), lines, 0
+    for node in nodes:
+        if not isinstance(node, ast.Assign) or not first <= node.lineno + offset <= last:
+            continue
+        value = source_segment(said_in, node.value)
+        said = value if value is not None else " ".join(said_in[node.lineno - 1:(node.end_lineno or node.lineno)])
+        if ".to(" not in said and ".cuda(" not in said and "device" not in said:
+            continue
+        if not (_TO_DEVICE.search(said) or names_a_device(said)):
+            continue
+        for target in node.targets:
+            for n in ast.walk(target):
+                if isinstance(n, ast.Name):
+                    names.add(n.id)
     if len(_DEVICE_NAMES) > 1_000:
         _DEVICE_NAMES.clear()
     found = _DEVICE_NAMES[code] = frozenset(names)
     return found
+
+
+def _function_block(code: Any, lines: list[str], last: int) -> tuple[ast.Module, list[str], int] | None:
+    """``code``'s function (decorators, ``def`` and body) parsed alone: the tree, the lines
+    it was parsed from, and what to add to its line numbers for the file's; None for code
+    that is no ``def`` (a module, a lambda, a comprehension) or a block that does not parse.
+
+    The block runs from the code's first line past ``last`` (its last line, nested
+    functions included) to the first line indented no deeper than the ``def``. A line
+    like that inside a string or a bracket ends the block early, where it cannot parse
+    (an unterminated string, an open bracket): then the caller reads the whole file, so
+    the block never yields statements the file's tree does not hold at those lines. An
+    indented ``def`` (a method) is parsed under ``if 1:``."""
+    start = code.co_firstlineno
+    if code.co_name == "<module>" or not 0 < start <= last <= len(lines):
+        return None
+    head = lines[start - 1]
+    text = head.lstrip()
+    if not text.startswith(("def ", "async def ", "@")):
+        return None
+    indent = len(head) - len(text)
+    end = last
+    while end < len(lines):
+        line = lines[end]  # the file's line end + 1
+        body = line.lstrip()
+        if body and not body.startswith("#") and len(line) - len(body) <= indent:
+            break
+        end += 1
+    block = lines[start - 1:end]
+    prefix = ["if 1:\n"] if indent else []
+    try:
+        tree = ast.parse("".join(prefix + block))
+    except (SyntaxError, ValueError):
+        return None
+    return tree, prefix + block, start - 1 - len(prefix)
 
 
 def _masked(args: Any) -> bool:
@@ -423,11 +466,14 @@ class StepRecord:
             while frame is not None:
                 code = frame.f_code
                 if finder.is_user(code):
-                    names = _device_names(code)
-                    if names:
-                        for name, value in list(frame.f_locals.items()):
-                            if name in names and isinstance(value, torch.Tensor) and not value.requires_grad:
-                                self._carry([value], 0)
+                    # the frame's source is read only where it holds a tensor it could have put on its
+                    # device (a script's module frame, under a ``main()``, mostly holds none)
+                    held = [(name, value) for name, value in list(frame.f_locals.items())
+                            if isinstance(value, torch.Tensor) and not value.requires_grad]
+                    names = _device_names(code) if held else frozenset()
+                    for name, value in held:
+                        if name in names:
+                            self._carry([value], 0)
                 frame = frame.f_back
         except Exception:
             pass  # the step's predictions only: the tensors read after it go unpredicted, as before
