@@ -153,6 +153,13 @@ def _function_block(code: Any, lines: list[str], last: int) -> tuple[ast.Module,
     return tree, prefix + block, start - 1 - len(prefix)
 
 
+def _holds_plain_tensor(frame: Any) -> bool:
+    """Whether ``frame`` holds a tensor without gradients (one it may have put on its device):
+    only then is its source read (:func:`_device_names`), and once per code. A script's
+    module frame under a ``main()`` mostly never does, and its file is not parsed for it."""
+    return any(isinstance(v, torch.Tensor) and not v.requires_grad for v in list(frame.f_locals.values()))
+
+
 def _masked(args: Any) -> bool:
     """Whether ``aten::index.Tensor``'s indices hold a boolean (or uint8) mask."""
     indices = args[1] if len(args) > 1 else None
@@ -466,14 +473,13 @@ class StepRecord:
             while frame is not None:
                 code = frame.f_code
                 if finder.is_user(code):
-                    # the frame's source is read only where it holds a tensor it could have put on its
-                    # device (a script's module frame, under a ``main()``, mostly holds none)
-                    held = [(name, value) for name, value in list(frame.f_locals.items())
-                            if isinstance(value, torch.Tensor) and not value.requires_grad]
-                    names = _device_names(code) if held else frozenset()
-                    for name, value in held:
-                        if name in names:
-                            self._carry([value], 0)
+                    names = _DEVICE_NAMES.get(code)
+                    if names is None and _holds_plain_tensor(frame):
+                        names = _device_names(code)
+                    if names:
+                        for name, value in list(frame.f_locals.items()):
+                            if name in names and isinstance(value, torch.Tensor) and not value.requires_grad:
+                                self._carry([value], 0)
                 frame = frame.f_back
         except Exception:
             pass  # the step's predictions only: the tensors read after it go unpredicted, as before
