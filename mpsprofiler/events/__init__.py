@@ -276,17 +276,7 @@ that computes from one that waits for I/O and from one that waits for a CPU core
 ``agg`` then also carries ``wait_cpu_sum`` and ``wait_runq_sum``.
 """
 
-BUCKETS_PER_DECADE = 64
-"""Log buckets for step durations: 64 per decade is ~3.7% wide, enough for p50/p90."""
-
-
-def bucket_of(seconds: float) -> int:
-    """Log bucket index of a duration (shared by the probe and the session)."""
-    if seconds <= 1e-7:
-        return -7 * BUCKETS_PER_DECADE
-    return int(math.floor(math.log10(seconds) * BUCKETS_PER_DECADE))
-
-
-def bucket_value(index: int) -> float:
-    """Representative duration (geometric middle) of a log bucket."""
-    return 10 ** ((index + 0.5) / BUCKETS_PER_DECADE)
+# (re-exported: the probe, the session and the views read them here)
+from .buckets import BUCKETS_PER_DECADE as BUCKETS_PER_DECADE  # noqa: E402
+from .buckets import bucket_of as bucket_of  # noqa: E402
+from .buckets import bucket_value as bucket_value  # noqa: E402

@@ -274,6 +274,9 @@ class StepsFields(Tagged, total=False):
     decoding turns into the columns above; never in a recording."""
     origin: float
     """With ``rows``: the probe clock's reading at its start, taken off the rows' times."""
+    agg_rows: dict[str, Any]
+    """On the probe's pipe only: the steps past the detail as packed rows, which decoding
+    turns into ``agg`` (``events/step_agg.py``); never in a recording."""
     restart: bool
     """True once, where training began after DataLoader-counted steps were sent (a
     validation pass before training): the steps sent before this event were no training

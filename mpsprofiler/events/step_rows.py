@@ -23,6 +23,8 @@ import sys
 from array import array
 from typing import Any
 
+from .step_agg import aggregate_rows, finish
+
 ROW = ("i", "start", "end", "wait", "batches", "idle", "alloc", "wait_cpu", "wait_runq", "bwd_start", "bwd")
 """A closed step as the training thread leaves it: one tuple, unrounded (rounding and
 columns are the reader's, see :func:`fold_columns`)."""
@@ -32,7 +34,10 @@ _FLOATS = frozenset({"start", "end", "wait", "wait_cpu"})
 _FLOATS_OR_NONE = frozenset({"wait_runq", "bwd_start", "bwd"})
 """A float or None: None where every row has None, else packed with NaN for None (these
 are clock readings and sums of them, never NaN themselves)."""
-# the others (i, batches, idle, alloc: ints or None) go as JSON lists
+_INTS = frozenset({"i", "batches"})
+"""Always an int (an index, a count): one packed array of 64-bit ints each."""
+# the others (idle, alloc: an int or None) go as None where every row has None (a CPU run),
+# else as JSON lists
 
 MAX_ROWS = 1 << 22
 """More rows than a packed event can hold: a damaged line, not a probe's (the probe sends
@@ -62,8 +67,10 @@ def pack_rows(rows: list[tuple[Any, ...]]) -> dict[str, Any]:
                 packed[name] = None
             else:
                 packed[name] = _b64(array("d", [_NAN if x is None else x for x in col] if nones else col))
+        elif name in _INTS:
+            packed[name] = _b64(array("q", col))
         else:
-            packed[name] = list(col)
+            packed[name] = None if col.count(None) == len(col) else list(col)
     return packed
 
 
@@ -80,7 +87,7 @@ def unpack_rows(packed: Any) -> list[tuple[Any, ...]]:
     for name in ROW:
         value = packed.get(name)
         if name in _FLOATS or (name in _FLOATS_OR_NONE and value is not None):
-            col: list[Any] = _floats(value, n)
+            col: list[Any] = _values(value, n, "d")
             if name in _FLOATS_OR_NONE:
                 col = [None if x != x else x for x in col]  # NaN: None (see pack_rows)
                 finite = [x for x in col if x is not None]
@@ -88,8 +95,10 @@ def unpack_rows(packed: Any) -> list[tuple[Any, ...]]:
                 finite = col
             if not all(map(math.isfinite, finite)):
                 raise ValueError(f"packed steps: column {name} holds a number the probe never sends")
-        elif name in _FLOATS_OR_NONE:
+        elif name in _FLOATS_OR_NONE or value is None and name not in _INTS:
             col = [None] * n
+        elif name in _INTS:
+            col = _values(value, n, "q")
         else:
             if not isinstance(value, list) or len(value) != n:
                 raise ValueError(f"packed steps: column {name} has no {n} values")
@@ -130,17 +139,24 @@ def fold_columns(cols: dict[str, list[Any]], rows: list[tuple[Any, ...]], origin
 
 def unfold(record: dict[str, Any]) -> dict[str, Any]:
     """A decoded ``steps`` record with packed ``rows`` (and their ``origin``) as the record
-    with the columns in their place, keys in the order the probe used to write them (so
-    the recorded line is the one it wrote before rows were packed)."""
+    with the columns in their place, and packed ``agg_rows`` as their aggregate ``agg``
+    (``events/step_agg.py``), keys in the order the probe used to write them (so the
+    recorded line is the one it wrote before rows were packed)."""
     origin = record.get("origin", 0.0)
     if not isinstance(origin, (int, float)) or isinstance(origin, bool):
         raise ValueError("packed steps have no origin")
+    origin = float(origin)
     cols = columns()
-    fold_columns(cols, unpack_rows(record["rows"]), float(origin))
+    fold_columns(cols, unpack_rows(record["rows"]), origin)
     out: dict[str, Any] = {}
     for key, value in record.items():
         if key == "rows":
             out.update(cols)
+        elif key == "agg_rows":
+            agg = aggregate_rows(None, unpack_rows(value), origin)
+            if agg is None:
+                raise ValueError("packed steps: an aggregate of no steps")
+            out["agg"] = finish(agg)
         elif key != "origin":
             out[key] = value
     return out
@@ -152,17 +168,23 @@ def _b64(values: array) -> str:  # type: ignore[type-arg]
     return binascii.b2a_base64(values.tobytes(), newline=False).decode("ascii")
 
 
-def _floats(text: Any, n: int) -> list[float]:
+def _raw(text: Any, size: int) -> bytes:
+    """The bytes of one packed column, ``size`` of them; ValueError for anything else."""
     if not isinstance(text, str):
-        raise ValueError("packed steps: a float column is not a string")
+        raise ValueError("packed steps: a column is not a string")
     try:
         raw = binascii.a2b_base64(text)
     except (binascii.Error, ValueError) as exc:
         raise ValueError(f"packed steps: {exc}") from None
-    if len(raw) != 8 * n:
-        raise ValueError(f"packed steps: a float column has no {n} values")
-    values = array("d")
-    values.frombytes(raw)
+    if len(raw) != size:
+        raise ValueError(f"packed steps: a column has no {size // 8} values")
+    return raw
+
+
+def _values(text: Any, n: int, code: str) -> list[Any]:
+    """The ``n`` values of one packed column of array type ``code`` ("d" floats, "q" ints)."""
+    values = array(code)
+    values.frombytes(_raw(text, 8 * n))
     if _SWAP:
         values.byteswap()
     return values.tolist()

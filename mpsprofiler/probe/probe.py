@@ -42,6 +42,10 @@ from .steps import StepTracker
 _ACTIVE: Probe | None = None
 AGGREGATE_EVERY = 2.0
 """Seconds between ``steps`` events once only aggregates are sent (see StepTracker)."""
+AGG_ROWS_MAX = 16_384
+"""Steps past the detail held for one ``steps`` event at most: sent sooner than
+``AGGREGATE_EVERY`` past it (a loop of 50 µs steps), so the rows held and the packed line
+(~1.9 MB of base64 at this count; the reader skips lines over 8 MiB) stay bounded."""
 INSTRUMENTS = ("env", "steps", "backward", "dataloader", "warnings", "memory", "ops", "children", "health",
                "device_time")
 
@@ -254,7 +258,8 @@ class Probe:
         """
         tracker = self.tracker
         now = self.clock()
-        if tracker.index > tracker._detail_limit and now - self._last_drain < AGGREGATE_EVERY:
+        if (tracker.index > tracker._detail_limit and now - self._last_drain < AGGREGATE_EVERY
+                and tracker.aggregated_pending < AGG_ROWS_MAX):
             tracker.drain(send=False)  # the closed steps into the aggregate now, sent later
             return
         self._last_drain = now

@@ -39,9 +39,10 @@ devices a stream event recorded when a fetch begins (behind all the work queued 
 and queried when it ends tells whether the device ran dry (idle) while the host waited.
 
 A closed step is one tuple appended (the training thread's whole share); the channel
-thread folds them into columns every ~0.25 s and sends them as one ``steps`` event; past ``detail_limit`` steps only exact aggregates (count, sums, a
-log-bucket histogram) and one sample step per batch are sent, so any run length gives a
-bounded recording (how: :mod:`.step_aggregate`). Fast steps switch to aggregates earlier (see ``FAST_STEP``): every
+thread sends them every ~0.25-0.5 s as one ``steps`` event, packed rows that the reader folds
+into columns; past ``detail_limit`` steps only exact aggregates (count, sums, a log-bucket
+histogram) and one sample step per batch are recorded, so any run length gives a bounded
+recording (how: :mod:`.step_aggregate`). Fast steps switch to aggregates earlier (see ``FAST_STEP``): every
 step sent one by one costs the live view ~4 µs to decode and fold, 1% of a core at
 2,000 steps/s, for figures the aggregates give exactly.
 """
@@ -58,7 +59,7 @@ from .. import events
 from ..devices import DeviceBackend
 from .appended import take
 from .cputime import EXACT_FETCHES, LONG_FETCH, READ_EVERY, FetchClock, ThreadClock
-from .step_aggregate import ALLOC_EVERY, aggregate_rows, columns, fold_columns, merge_fetch, steps_payload
+from .step_aggregate import ALLOC_EVERY, columns, fold_columns, merge_fetch, steps_payload
 
 DETAIL_LIMIT = 20_000
 FAST_AFTER = 2_048
@@ -189,7 +190,9 @@ class StepTracker:
         wait_runq, bwd_start, bwd), appended by the training thread, folded by the channel's."""
         self._bwd = 0.0
         self._bwd_start: float | None = None
-        self._agg: dict[str, Any] | None = None
+        self._agg_rows: list[tuple[Any, ...]] = []
+        """Closed steps past the detail, not sent yet: rows as in ``_rows``, sent packed; the
+        reader aggregates them (``events/step_agg.py``)."""
         self._lock = threading.Lock()
         self.wakes: Any = None
         """The event channel, whose ``last_wake_end`` says whether one of its wakes fell in
@@ -338,7 +341,7 @@ class StepTracker:
         if k:
             self._detailed += batch[:k] if k < n else batch
         if k < n:
-            self._agg = aggregate_rows(self._agg, batch[k:], self._origin)
+            self._agg_rows += batch[k:]
 
     def no_training_signal(self) -> None:
         """The optimizer and backward hooks are off (a probe fault): no first step can come to
@@ -411,7 +414,7 @@ class StepTracker:
         with self._lock:
             take(self._rows)
             self._detailed = []
-            self._agg = None
+            self._agg_rows = []
             self._restart = True
         self.retracted += self.index
         self.index = 0
@@ -703,6 +706,12 @@ class StepTracker:
             self._bwd_seen = set()
 
     # -- draining (channel thread) ---------------------------------------------
+    @property
+    def aggregated_pending(self) -> int:
+        """Steps past the detail folded and not sent yet (the probe sends them early once
+        there are ``AGG_ROWS_MAX``: the packed line and the rows held stay bounded)."""
+        return len(self._agg_rows)
+
     def drain(self, send: bool = True) -> None:
         """Send pending steps as one ``steps`` event (called from the channel thread);
         ``send`` False: only fold them (between two sends of aggregates, see the probe)."""
@@ -713,15 +722,15 @@ class StepTracker:
             if not send:
                 return
             rows = self._detailed
-            agg = self._agg
-            if not rows and agg is None:
+            agg_rows = self._agg_rows
+            if not rows and not agg_rows:
                 return
             # swap in fresh containers; the training thread appends to the new ones
             self._detailed = []
-            self._agg = None
+            self._agg_rows = []
             restart, self._restart = self._restart, False  # (with the steps it goes before)
         cycle = self._cycle if self.mode == "optimizer" else None
-        payload = steps_payload(rows, self._origin, agg, self.mode, len(cycle) if cycle else None)
+        payload = steps_payload(rows, self._origin, agg_rows, self.mode, len(cycle) if cycle else None)
         if restart:
             payload["restart"] = True
         self._emit(events.KIND_STEPS, **payload)

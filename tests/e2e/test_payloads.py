@@ -82,7 +82,7 @@ def test_a_fresh_recording_has_only_typed_fields(tmp_path: Path) -> None:
     assert not found, f"fields without a type in events/payloads.py: {sorted(found)}"
     # the probe packs its steps' rows on the pipe (events/step_rows.py): the recording holds columns
     steps = [json.loads(line) for line in lines if json.loads(line)["k"] == "steps"]
-    assert steps and not any({"rows", "origin"} & set(s) for s in steps)
+    assert steps and not any({"rows", "origin", "agg_rows"} & set(s) for s in steps)
     assert sum(len(s["i"]) for s in steps) > 0 and all(len(s["dur"]) == len(s["i"]) for s in steps)
 
 

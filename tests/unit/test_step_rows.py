@@ -11,6 +11,7 @@ import pytest
 
 from mpsprofiler import events
 from mpsprofiler.events import step_rows
+from mpsprofiler.events.step_agg import aggregate_rows, finish
 from mpsprofiler.probe.step_aggregate import steps_payload
 
 
@@ -19,7 +20,7 @@ def test_the_columns_are_the_steps_event_s_columns_in_order() -> None:
     assert tuple(step_rows.columns()) == step_rows.COLUMNS
 
 
-def _rows(n: int, seed: int, *, runq: bool = True, phases: str = "some") -> list[tuple[Any, ...]]:
+def _rows(n: int, seed: int, *, runq: bool = True, phases: str = "some", device: bool = True) -> list[tuple[Any, ...]]:
     """Rows as the tracker closes them: a perf_counter-like clock far from 0 (its digits
     are what the rounding must get right), one step in 7 with its backward phases."""
     rng = random.Random(seed)
@@ -31,8 +32,9 @@ def _rows(n: int, seed: int, *, runq: bool = True, phases: str = "some") -> list
         end = start + 8e-4 + rng.random() * 1e-4
         timed = phases == "all" or (phases == "some" and i % 7 == 3)
         bwd_start = start + wait + 2e-4 if timed else None
-        rows.append((i, start, end, wait, rng.choice((1, 1, 2)), rng.choice((None, 0, 1)),
-                     rng.choice((None, 1 << 33)), wait * 0.9, (rng.random() * 1e-6 if runq else None),
+        idle, alloc = (rng.choice((None, 0, 1)), rng.choice((None, 1 << 33))) if device else (None, None)
+        rows.append((i, start, end, wait, rng.choice((1, 1, 2)), idle, alloc, wait * 0.9,
+                     (rng.random() * 1e-6 if runq else None),
                      bwd_start, 3e-4 if timed else None))
         t = end
     return rows
@@ -45,24 +47,28 @@ def _old_line(rows: list[tuple[Any, ...]], origin: float, ts: float, **rest: Any
     return events.encode(events.KIND_STEPS, ts, **cols, **rest)
 
 
-@pytest.mark.parametrize("runq, phases", [(True, "some"), (False, "none"), (True, "all")])
-def test_the_recorded_line_is_the_one_the_probe_wrote_before(runq: bool, phases: str) -> None:
-    rows = _rows(600, 1, runq=runq, phases=phases)
+@pytest.mark.parametrize("runq, phases, device", [(True, "some", True), (False, "none", False), (True, "all", True),
+                                                (True, "some", False)])
+def test_the_recorded_line_is_the_one_the_probe_wrote_before(runq: bool, phases: str, device: bool) -> None:
+    """An accelerator's idle and allocated columns, a CPU run's (all None), with and without
+    the run-queue readings and the backward phases; the detail and the aggregate."""
+    rows = _rows(900, 1, runq=runq, phases=phases, device=device)
+    detailed, past = rows[:600], rows[600:]  # the detail's end in this event: the rest aggregated
     origin = 81000.25
-    agg = {"n": 3, "dur_sum": 0.003, "wait_sum": 0.0, "dur_min": 0.001, "dur_max": 0.001, "i_last": 9,
-           "hist": {5: 3}, "batches": 3, "wait_cpu_sum": 0.0, "wait_runq_sum": None, "idle_n": 0, "busy_n": 0}
-    payload = steps_payload(rows, origin, agg, "optimizer", 2)
-    wire = events.encode(events.KIND_STEPS, 12.5, **payload, r=1)
+    payload = steps_payload(detailed, origin, past, "optimizer", 2)
+    wire = events.encode(events.KIND_STEPS, 12.5, **payload, restart=True, r=1)
     event, recorded = events.decode_wire(wire.rstrip(b"\n"))
-    old = _old_line(rows, origin, 12.5, mode="optimizer", optimizers=2, agg={**agg, "hist": {"5": 3}}, r=1)
+    agg = aggregate_rows(None, past, origin)  # as the probe folded them before it packed rows
+    assert agg is not None
+    old = _old_line(detailed, origin, 12.5, mode="optimizer", optimizers=2, agg=finish(agg), restart=True, r=1)
     assert recorded + b"\n" == old
     assert event.data == json.loads(old)
-    assert "rows" not in event.data and "origin" not in event.data
+    assert not {"rows", "origin", "agg_rows"} & set(event.data)
     assert events.decode(wire).data == event.data  # a recording or spill holding a packed line reads the same
 
 
 def test_an_event_without_detailed_steps_has_empty_columns() -> None:
-    payload = steps_payload([], 5.0, None, "optimizer")
+    payload = steps_payload([], 5.0, [], "optimizer")
     event = events.decode(events.encode(events.KIND_STEPS, 1.0, **payload))
     assert event.data == {"k": "steps", "ts": 1.0, **step_rows.columns(), "mode": "optimizer"}
 
@@ -96,6 +102,14 @@ def test_damaged_packed_rows_are_no_event(damage: Any) -> None:
     with pytest.raises(ValueError):
         events.decode(line)
     assert list(events.decode_lines([line])) == []  # a tolerant read skips it
+
+
+def test_damaged_or_empty_aggregate_rows_are_no_event() -> None:
+    for agg_rows in ({"n": 0}, {"n": 2, "end": "AAAA"}, "x"):
+        line = json.dumps({"k": "steps", "ts": 1.0, "rows": {"n": 0}, "origin": 0.0, "mode": "optimizer",
+                           "agg_rows": agg_rows})
+        with pytest.raises(ValueError):
+            events.decode(line)
 
 
 def test_a_damaged_origin_is_no_event() -> None:
