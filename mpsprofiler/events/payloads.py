@@ -277,6 +277,9 @@ class StepsFields(Tagged, total=False):
     agg_rows: dict[str, Any]
     """On the probe's pipe only: the steps past the detail as packed rows, which decoding
     turns into ``agg`` (``events/step_agg.py``); never in a recording."""
+    agg_slowed: list[int]
+    """On the probe's pipe only: which of ``agg_rows`` a wake of the probe's channel
+    overlapped (never the chart's peak, ``events/step_agg.py`` ``peak_besides``)."""
     restart: bool
     """True once, where training began after DataLoader-counted steps were sent (a
     validation pass before training): the steps sent before this event were no training

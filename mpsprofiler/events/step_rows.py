@@ -23,7 +23,7 @@ import sys
 from array import array
 from typing import Any
 
-from .step_agg import aggregate_rows, finish
+from .step_agg import aggregate_rows, finish, peak_besides
 
 ROW = ("i", "start", "end", "wait", "batches", "idle", "alloc", "wait_cpu", "wait_runq", "bwd_start", "bwd")
 """A closed step as the training thread leaves it: one tuple, unrounded (rounding and
@@ -153,11 +153,17 @@ def unfold(record: dict[str, Any]) -> dict[str, Any]:
         if key == "rows":
             out.update(cols)
         elif key == "agg_rows":
-            agg = aggregate_rows(None, unpack_rows(value), origin)
+            agg_rows = unpack_rows(value)
+            agg = aggregate_rows(None, agg_rows, origin)
             if agg is None:
                 raise ValueError("packed steps: an aggregate of no steps")
+            slowed = record.get("agg_slowed")
+            if slowed:
+                if not isinstance(slowed, list) or not all(isinstance(k, int) for k in slowed):
+                    raise ValueError("packed steps: the slowed steps are no indices")
+                peak_besides(agg, agg_rows, origin, set(slowed))
             out["agg"] = finish(agg)
-        elif key != "origin":
+        elif key not in ("origin", "agg_slowed"):
             out[key] = value
     return out
 

@@ -114,6 +114,10 @@ class Channel:
         boundary compares its own reading to it); infinite while threaded or closed."""
         self.threaded_reason = ""
         """Why the channel runs a thread ("" while inline)."""
+        self.wake_spans: deque[tuple[float, float]] = deque(maxlen=16)
+        """(start, end) of the last wakes, ``time.perf_counter()``: the steps they overlapped
+        are no peak of the step chart (``StepTracker.drain``), whose slowest step per batch
+        past the detail would otherwise be the one each wake slowed."""
         self.last_wake_end = float("-inf")
         """``time.perf_counter()`` at the end of the last wake: a step that a wake overlapped
         was slowed by it (~1 ms holding the GIL the training needs: the memory sample and the
@@ -233,13 +237,15 @@ class Channel:
             self._wake_once()
 
     def _wake_once(self) -> None:
+        started = time.perf_counter()
         for task in list(self._beside):
             try:
                 task()
             except Exception:
                 self._beside.remove(task)
         self._flush_once()
-        self.last_wake_end = time.perf_counter()
+        self.last_wake_end = ended = time.perf_counter()
+        self.wake_spans.append((started, ended))
 
     def _flush_once(self) -> bool:
         """Write what can be written now; True when everything went out."""

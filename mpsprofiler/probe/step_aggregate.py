@@ -21,18 +21,21 @@ __all__ = ["ALLOC_EVERY", "ROW", "aggregate", "aggregate_rows", "columns", "fold
 
 
 def steps_payload(rows: list[tuple[Any, ...]], origin: float, agg_rows: list[tuple[Any, ...]], mode: str,
-                  optimizers: int | None = None) -> StepsFields:
+                  optimizers: int | None = None, slowed: list[int] | None = None) -> StepsFields:
     """The ``steps`` event of the detailed rows and the rows past the detail, taken from the
     tracker (which no longer touches them: this runs on the channel thread, outside the
     tracker's lock); ``optimizers``: how many optimizers step in one step, sent where more
     than one. The rows go packed, with ``origin`` (see ``events/step_rows.py``): whoever
     decodes the event reads the columns (``STEP_COLUMNS`` and the others) as
-    :func:`fold_columns` makes them, and ``agg`` as :func:`aggregate_rows` does."""
+    :func:`fold_columns` makes them, and ``agg`` as :func:`aggregate_rows` does. ``slowed``:
+    the indices of ``agg_rows`` that a wake of the probe's channel overlapped (no chart peak)."""
     payload = cast(StepsFields, {"rows": pack_rows(rows), "origin": origin, "mode": mode})
     if optimizers is not None and optimizers > 1:
         payload["optimizers"] = optimizers
     if agg_rows:
         payload["agg_rows"] = pack_rows(agg_rows)
+        if slowed:
+            payload["agg_slowed"] = slowed
     return payload
 
 

@@ -49,7 +49,9 @@ step sent one by one costs the live view ~4 µs to decode and fold, 1% of a core
 
 from __future__ import annotations
 
+import bisect
 import math
+import operator
 import threading
 from collections import deque
 from collections.abc import Callable
@@ -730,10 +732,28 @@ class StepTracker:
             self._agg_rows = []
             restart, self._restart = self._restart, False  # (with the steps it goes before)
         cycle = self._cycle if self.mode == "optimizer" else None
-        payload = steps_payload(rows, self._origin, agg_rows, self.mode, len(cycle) if cycle else None)
+        wakes = self.wakes
+        slowed = _in_spans(agg_rows, list(wakes.wake_spans)) if agg_rows and wakes is not None else []
+        payload = steps_payload(rows, self._origin, agg_rows, self.mode, len(cycle) if cycle else None, slowed)
         if restart:
             payload["restart"] = True
         self._emit(events.KIND_STEPS, **payload)
+
+
+def _in_spans(rows: list[tuple[Any, ...]], spans: list[tuple[float, float]]) -> list[int]:
+    """Indices of the rows (closed steps in order, :data:`~.step_aggregate.ROW`) whose time
+    overlaps one of ``spans`` (the channel's wakes): a bisection a wake, no loop a row."""
+    found: set[int] = set()
+    n = len(rows)
+    for started, ended in spans:
+        k = bisect.bisect_right(rows, started, key=_END)  # the first step that ended after the wake began
+        while k < n and rows[k][1] < ended:  # ... and began before it ended
+            found.add(k)
+            k += 1
+    return sorted(found)
+
+
+_END = operator.itemgetter(2)
 
 
 def _optimizer_key(optimizer: Any) -> int:

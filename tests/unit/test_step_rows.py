@@ -136,3 +136,28 @@ def test_packing_is_c_calls_where_no_column_mixes_floats_and_none() -> None:
     finally:
         sys.setprofile(None)
     assert calls < 80  # 11 columns of a few calls each, whatever the row count
+
+
+def test_a_step_the_probe_s_wake_slowed_is_no_chart_peak() -> None:
+    """Past the detail the chart draws each batch's slowest step: of a fast loop, nearly
+    always the one a wake of the probe's channel slowed. A step the probe marks as such is
+    passed over for the peak (a pause of the script's own stays one); the figures keep it."""
+    rows = _rows(300, 5, phases="none", device=False)
+    dur = [r[2] - r[1] for r in rows]
+    i_wake, i_pause = 40, 200
+    rows[i_wake] = (*rows[i_wake][:2], rows[i_wake][1] + 0.003, *rows[i_wake][3:])  # 3 ms: the wake's step
+    rows[i_pause] = (*rows[i_pause][:2], rows[i_pause][1] + 0.002, *rows[i_pause][3:])  # 2 ms: a pause
+    origin = 81000.0
+    got = events.decode(events.encode(events.KIND_STEPS, 1.0, **steps_payload([], origin, rows, "optimizer",
+                                                                              None, [i_wake]))).data
+    assert "agg_slowed" not in got
+    agg = got["agg"]
+    assert agg["peak"][0] == rows[i_pause][0]  # the script's own pause is the peak
+    assert agg["dur_max"] == pytest.approx(0.003)  # the figures still hold the wake's step
+    unmarked = events.decode(events.encode(events.KIND_STEPS, 1.0,
+                                           **steps_payload([], origin, rows, "optimizer"))).data["agg"]
+    assert unmarked["peak"][0] == rows[i_wake][0]  # (without the mark it was the peak)
+    assert max(dur) < 0.002
+    only = events.decode(events.encode(events.KIND_STEPS, 1.0, **steps_payload(
+        [], origin, rows[:1], "optimizer", None, [0]))).data["agg"]
+    assert "peak" not in only and only["n"] == 1  # every step marked: no peak, the sample stays

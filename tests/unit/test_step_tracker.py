@@ -390,3 +390,28 @@ def test_the_fold_ends_the_detail_where_a_row_by_row_fold_does(sizes: list[int])
             (got if skip else want).append(detail(tracker))
     assert got == want
     assert want[-1][1] < probe_steps.DETAIL_LIMIT  # the fast steps did end the detail
+
+
+def test_the_steps_a_wake_overlapped_are_found_by_bisection() -> None:
+    """``StepTracker.drain`` marks the aggregated steps that a wake of the channel overlapped
+    (events/step_agg.py ``peak_besides``): the steps that ended after the wake began and began
+    before it ended, whatever the wakes' order."""
+    from mpsprofiler.probe.steps import _in_spans
+
+    rows = [(i, 10.0 + i, 11.0 + i, 0.0, 1, None, None, 0.0, None, None, 0.0) for i in range(10)]
+    assert _in_spans(rows, []) == []
+    assert _in_spans(rows, [(13.5, 13.6)]) == [3]  # inside step 3
+    assert _in_spans(rows, [(16.5, 16.6), (13.9, 14.2)]) == [3, 4, 6]  # inside 6; across the end of 3 and start of 4
+    assert _in_spans(rows, [(17.0, 17.0)]) == []  # at a boundary: neither step ran during it
+    assert _in_spans(rows, [(25.0, 26.0), (0.0, 1.0)]) == []  # after the last step, before the first
+
+    class Wakes:
+        last_wake_end = float("-inf")
+        wake_spans = [(13.5, 13.6)]
+
+    sent: list[dict[str, Any]] = []
+    tracker = StepTracker(lambda kind, **payload: sent.append(payload), CpuBackend(), FakeClock(0.0))
+    tracker.wakes = Wakes()
+    tracker._agg_rows = list(rows)
+    tracker.drain()
+    assert sent[-1]["agg_slowed"] == [3]
