@@ -115,13 +115,12 @@ class Channel:
         self.threaded_reason = ""
         """Why the channel runs a thread ("" while inline)."""
         self.wake_spans: deque[tuple[float, float]] = deque(maxlen=16)
-        """(start, end) of the last wakes, ``time.perf_counter()``: the steps they overlapped
-        are no peak of the step chart (``StepTracker.drain``), whose slowest step per batch
-        past the detail would otherwise be the one each wake slowed."""
-        self.last_wake_end = float("-inf")
-        """``time.perf_counter()`` at the end of the last wake: a step that a wake overlapped
-        was slowed by it (~1 ms holding the GIL the training needs: the memory sample and the
-        steps' drain), which op accounting must not take for a new phase (``StepTracker``)."""
+        """(start, end) of the last wakes, ``time.perf_counter()``. A step that a wake
+        overlapped was slowed by it (~1 ms holding the GIL the training needs: the memory
+        sample and the steps' drain): op accounting must not take it for a new phase
+        (``StepTracker._slowed_by_wake``), and past the detail it is no peak of the step chart
+        (``StepTracker.drain``), whose slowest step per batch would otherwise be the one each
+        wake slowed."""
         reason = threaded_because() if inline is None else "" if inline else "asked for"
         if reason:
             self._start_thread(reason)
@@ -244,8 +243,7 @@ class Channel:
             except Exception:
                 self._beside.remove(task)
         self._flush_once()
-        self.last_wake_end = ended = time.perf_counter()
-        self.wake_spans.append((started, ended))
+        self.wake_spans.append((started, time.perf_counter()))
 
     def _flush_once(self) -> bool:
         """Write what can be written now; True when everything went out."""

@@ -197,7 +197,7 @@ class StepTracker:
         reader aggregates them (``events/step_agg.py``)."""
         self._lock = threading.Lock()
         self.wakes: Any = None
-        """The event channel, whose ``last_wake_end`` says whether one of its wakes fell in
+        """The event channel, whose ``wake_spans`` say whether one of its wakes fell in
         a step (:meth:`_slowed_by_wake`); None: no channel."""
         self.inline_channel: Any = None
         """The event channel while its wakes run on the training thread (``Channel.tick``
@@ -283,7 +283,10 @@ class StepTracker:
         loop's step with a wake in it took ~4 times the median, right at that threshold
         (``ops_schedule.OUTLIER``): 8 of 11 samples of a 12,000-step run were woken so."""
         wakes = self.wakes
-        return wakes is not None and wakes.last_wake_end >= start
+        if wakes is None:
+            return False
+        spans = wakes.wake_spans
+        return bool(spans) and spans[-1][1] >= start  # the last wake ended after the step began
 
     def moved_by_wake(self, at: float, seconds: float) -> None:
         """A wake of the inline channel outside the boundary (probe/inline_wakes.py) began

@@ -107,9 +107,10 @@ def test_a_failed_accountant_asks_for_no_more_calls() -> None:
 
 
 class _Wakes:
-    """The channel as the tracker reads it: when its last wake ended."""
+    """The channel as the tracker reads it: the spans of its last wakes."""
 
-    last_wake_end = float("-inf")
+    def __init__(self) -> None:
+        self.wake_spans: list[tuple[float, float]] = []
 
 
 def test_a_step_slowed_by_the_probe_s_own_wake_does_not_wake_op_accounting() -> None:
@@ -133,7 +134,7 @@ def test_a_step_slowed_by_the_probe_s_own_wake_does_not_wake_op_accounting() -> 
         start = t
         t += 0.010 if i in (10, 20) else 0.001
         if i == 10:
-            wakes.last_wake_end = start + 0.002  # the probe's wake, inside step 10
+            wakes.wake_spans.append((start + 0.001, start + 0.002))  # the probe's wake, inside step 10
         now[0] = t
         tracker._close(t)
     steps_heard = [n for n, _ in heard]

@@ -406,7 +406,6 @@ def test_the_steps_a_wake_overlapped_are_found_by_bisection() -> None:
     assert _in_spans(rows, [(25.0, 26.0), (0.0, 1.0)]) == []  # after the last step, before the first
 
     class Wakes:
-        last_wake_end = float("-inf")
         wake_spans = [(13.5, 13.6)]
 
     sent: list[dict[str, Any]] = []
