@@ -84,8 +84,10 @@ def command(variant: str, python: str, script: Path, case_args: list[str], commo
         return [python, *args]
     if variant == "mpsprof-baseline" and BASELINE[0]:
         # -P: ``-m`` would put the working directory (the repository's root, this version)
-        # before PYTHONPATH, and the baseline's run would have this version's launcher
-        return ["env", f"PYTHONPATH={BASELINE[0]}", python, "-P", "-m", "mpsprofiler", "run", "--headless", "-o",
+        # before PYTHONPATH, and the baseline's run would have this version's launcher; the
+        # folder goes first and the rest of PYTHONPATH stays (packages carried as wheels)
+        path = os.pathsep.join(p for p in (BASELINE[0], os.environ.get("PYTHONPATH", "")) if p)
+        return ["env", f"PYTHONPATH={path}", python, "-P", "-m", "mpsprofiler", "run", "--headless", "-o",
                 str(run_dir), *args]
     if variant == "mpsprof":
         return [python, "-m", "mpsprofiler", "run", "--headless", "-o", str(run_dir), *args]

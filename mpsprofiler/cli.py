@@ -163,7 +163,7 @@ def add_run_options(parser: argparse.ArgumentParser, distributed: bool = True) -
         "--fail-on", choices=["warning", "critical"], help=f"exit with status {EXIT_FINDINGS} when a finding reaches this severity (or a --rules file does not load)"
     )
     parser.add_argument("--no-ops", action="store_true", help="switch off op accounting (CPU fallback / sync detection)")
-    parser.add_argument("--ops-budget", type=float, default=DEFAULT_OPS_BUDGET, metavar="SHARE", help="time budget of op accounting, a share of the training time (default 0.005 = 0.5%%; it spends a tenth of that once the ops per step stop changing)")
+    parser.add_argument("--ops-budget", type=float, default=DEFAULT_OPS_BUDGET, metavar="SHARE", help=f"time budget of op accounting, a share of the training time (default {DEFAULT_OPS_BUDGET:g} = {DEFAULT_OPS_BUDGET * 100:g}%%; it spends a tenth of that once the ops per step stop changing)")
     add_experiment_options(parser)
     if not distributed:  # the demo is one process
         parser.set_defaults(nproc_per_node=None, standalone=False,

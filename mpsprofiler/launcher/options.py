@@ -17,9 +17,12 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-DEFAULT_OPS_BUDGET = 0.005
+from ..probe.ops_schedule import DEFAULT_BUDGET
+
+DEFAULT_OPS_BUDGET = DEFAULT_BUDGET
 """The share of the training time op accounting may take (``--ops-budget``; it spends a
-tenth of that once the ops per step stop changing, see ``probe/ops_schedule.py``)."""
+tenth of that once the ops per step stop changing). Why 0.3%: ``probe/ops_schedule.py``'s
+``DEFAULT_BUDGET``, the one value the probe's own default reads too."""
 
 
 @dataclass(frozen=True)

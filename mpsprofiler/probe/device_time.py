@@ -91,8 +91,10 @@ LAUNCH_PACED = 1.2
 """A drained hold whose device time was at most this times the host time of queuing it
 ran as fast as the host launched it: it never was ahead of the host (no sync needed)."""
 COST_SHARE = 0.005
-"""What device timing may cost: 0.5% of the training time so far, the same share as op
-accounting's default budget (probe/ops.py ``budget``), counted apart from it."""
+"""What device timing may cost: 0.5% of the training time so far, counted apart from op
+accounting's budget. A hold costs its length only on a busy device, where timing stops
+after ``BUSY_ENOUGH`` readings (a GPU-bound loop pays ~3 holds of 1.5 steps once); on an
+idle device (a host-bound loop) it fills idle time."""
 
 
 class DeviceTimer:

@@ -44,7 +44,7 @@ from .modules import ModuleTracker
 from .ops_leaks import LeakTracker
 from .ops_mode import OpMode, pass_higher_order_operators, shield_from_dynamo
 from .ops_record import StepRecord
-from .ops_schedule import SampleSchedule
+from .ops_schedule import DEFAULT_BUDGET, SampleSchedule
 from .ops_sites import FrameFinder, TensorPatches
 from .ops_stack import push_below, remove_mode
 from .safe_point import SafePoint
@@ -91,7 +91,7 @@ class OpAccountant:
     def __init__(
         self,
         emit: Emit,
-        budget: float = 0.005,
+        budget: float = DEFAULT_BUDGET,
         clock: Callable[[], float] = time.perf_counter,
         *,
         cpu_clock: Callable[[], float] = time.thread_time,

@@ -41,6 +41,18 @@ from operator import add
 
 from .sample_phase import next_sampled_step
 
+DEFAULT_BUDGET = 0.003
+"""Op accounting's default budget (``--ops-budget``), a share of the training time.
+
+The product's goal is at most 0.5% added time at steps of 5 ms or more for the whole probe,
+and op accounting is one part of it: the per-step tracking adds ~20-30 µs a step on a CPU
+(0.1-0.2% of a 16 ms Hugging Face Trainer step, more at 5 ms; hidden behind a GPU's queue
+on a GPU-bound loop) and the channel's wakes ~0.05%. At 0.5% (the budget before) op
+accounting alone filled the goal until it converged: nanoGPT's 2,000-step run on an H100
+paid 2 samples, 69-76 ms, 0.38-0.40% of its 17.5 s (benchmarks/RESULTS.md, session 59).
+At 0.3% the second sample of a run like that waits for ~23 s of training. The forced first
+sample and the cheap early ones (``EARLY_FREE_OPS``, ``EARLY_FREE_S``) do not wait for the
+budget, so what a short script learns from its first steps is the same."""
 STABLE_SAMPLES = 3
 """Samples with a census seen before, in a row, after which the loop counts as known."""
 CONVERGED_SHARE = 0.1
@@ -74,8 +86,8 @@ still alive (``SampleSchedule.early_step_due``).
 Where the framework says how many steps the run will make (``SampleSchedule.plan``: a
 Trainer's ``max_steps``), the later early samples are also left to the budget when, with
 one more like the first, op accounting would spend over its budget of the whole planned
-run: a 200-step Trainer run of 22 ms steps has 22 ms of budget, which one 16-20 ms sample
-fills."""
+run: a 200-step Trainer run of 22 ms steps has 13 ms of budget at the default
+(``DEFAULT_BUDGET``), less than one 16-20 ms sample."""
 
 
 def _early_cost(overhead: float, cpu_s: float | None, median: float, finish_cost: float) -> float:

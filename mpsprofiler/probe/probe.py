@@ -495,9 +495,10 @@ class Probe:
     def _install_ops(self) -> None:
         try:
             from .ops import OpAccountant
+            from .ops_schedule import DEFAULT_BUDGET
         except ImportError:
             return
-        budget = float(self.options.get("ops_budget", 0.005))
+        budget = float(self.options.get("ops_budget", DEFAULT_BUDGET))
         self.ops = OpAccountant(self.emit, budget=budget, safe_point=self.safe_point)
         ops = self.ops
         from .copies import install_copy_timer

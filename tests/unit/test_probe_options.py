@@ -58,3 +58,19 @@ def test_every_option_the_probe_reads_is_a_field() -> None:
         read |= set(re.findall(r"options\.get\(\s*[\"'](\w+)[\"']", path.read_text(encoding="utf-8")))
     assert read, "the probe reads no option? the pattern no longer matches its code"
     assert read <= fields, sorted(read - fields)
+
+
+def test_one_default_ops_budget_leaves_room_in_the_goal_for_the_rest_of_the_probe() -> None:
+    """The command line, the options and an accountant built without one take the same
+    default, and it is under the product's goal of 0.5% added time at >= 5 ms steps: op
+    accounting is one part of what the probe adds (probe/ops_schedule.py DEFAULT_BUDGET)."""
+    import inspect
+
+    from mpsprofiler.cli import build_parser
+    from mpsprofiler.probe.ops import OpAccountant
+    from mpsprofiler.probe.ops_schedule import DEFAULT_BUDGET
+
+    args = build_parser("run").parse_args(["run", "--headless", "train.py"])
+    assert args.ops_budget == ProbeOptions().ops_budget == DEFAULT_BUDGET
+    assert inspect.signature(OpAccountant).parameters["budget"].default == DEFAULT_BUDGET
+    assert DEFAULT_BUDGET < 0.005
