@@ -185,14 +185,24 @@ def summary_rows(summary: Summary, session: Session | None = None) -> list[tuple
         rows.append(("Lowest system available", fmt_bytes(mem.get("min_system_available"))))
     if mem.get("peak_swap_used"):
         rows.append(("Peak swap used", fmt_bytes(mem.get("peak_swap_used"))))
+    ops_cost = ops_cost_words(summary)
+    if ops_cost:
+        rows.append(("Op accounting cost", ops_cost))
+    return rows
+
+
+def ops_cost_words(summary: Summary | Mapping[str, Any]) -> str:
+    """What op accounting cost the run, ``3 sampled steps, 72 ms (0.8% of the training time),
+    converged``, or "" where it sampled nothing (``--no-ops``, no steps, a damaged summary).
+    The reports' row and the end-of-run summary's line: the run says what it cost."""
     ops: OpsCostDoc | dict[str, Any] = summary.get("ops") or {}
     cost = ops.get("cost_s") if isinstance(ops, dict) else None
-    if isinstance(ops, dict) and isinstance(cost, (int, float)):
-        share = ops.get("cost_share")
-        text = f"{ops.get('sampled_steps')} sampled steps, {cost * 1e3:.0f} ms"
-        text += f" ({share * 100:.2g}% of the training time)" if isinstance(share, (int, float)) else ""
-        rows.append(("Op accounting cost", text + (", converged" if ops.get("converged") else "")))
-    return rows
+    if not isinstance(ops, dict) or not isinstance(cost, (int, float)):
+        return ""
+    share = ops.get("cost_share")
+    text = f"{ops.get('sampled_steps')} sampled steps, {cost * 1e3:.0f} ms"
+    text += f" ({share * 100:.2g}% of the training time)" if isinstance(share, (int, float)) else ""
+    return text + (", converged" if ops.get("converged") else "")
 
 
 def _share(value: Any, suffix: str) -> str:

@@ -18,7 +18,7 @@ from ..session.exit_words import exit_words
 from ..session.steps import signal_words
 from ..units import fmt_bytes, fmt_pct, fmt_seconds
 from .changes import change_lines, cut_text, experiment_lines
-from .common import warmup_words
+from .common import ops_cost_words, warmup_words
 
 if TYPE_CHECKING:
     from ..diagnosis.findings import Finding, FindingDoc
@@ -66,6 +66,9 @@ def render_console(summary: Summary, findings: Iterable[Finding | FindingDoc] = 
     if mem.get("device_limit"):
         mem_parts.append(f"limit {fmt_bytes(mem.get('device_limit'))}")
     lines.append("memory      " + "   ".join(mem_parts))
+    ops_cost = ops_cost_words(summary)
+    if ops_cost:
+        lines.append(f"profiler    op accounting: {ops_cost}")
     cut = cut_text(summary)
     if cut:
         lines.append(f"cut         {cut}")

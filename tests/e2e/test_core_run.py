@@ -104,3 +104,20 @@ def test_headless_summary_and_script_output(tmp_path):
     assert summary["status"] == "finished" and summary["exit"]["returncode"] == 0
     assert summary["device"]["kind"] == "cpu"
     assert summary["memory"]["peak_rss"] > 10 * 2**20
+
+
+def test_the_end_of_run_summary_says_what_op_accounting_cost(tmp_path):
+    """The run says what its op accounting cost, as its reports do (issue 34), from the
+    summary's own figures; a run without op accounting says nothing of it."""
+    env = {"SLEEP": "0.001", "WORK": "0.001", "STEPS": "12"}
+    proc, summary, _ = mpsprof_run(tmp_path, SCRIPTS / "sleepy_dataset.py", env=env)
+    assert proc.returncode == 0, proc.stderr
+    ops = summary["ops"]
+    assert ops["sampled_steps"] >= 1 and ops["cost_s"] > 0
+    line = next(x for x in proc.stderr.splitlines() if x.startswith("profiler    op accounting: "))
+    assert line.startswith(f"profiler    op accounting: {ops['sampled_steps']} sampled steps, {ops['cost_s'] * 1e3:.0f} ms (")
+    assert "of the training time" in line
+    proc = mpsprof_cli("run", "--headless", "--no-ops", "-o", str(tmp_path / "no-ops"), str(SCRIPTS / "sleepy_dataset.py"),
+                       env=child_env(**env), timeout=120)
+    assert proc.returncode == 0 and "── mpsprof" in proc.stderr, proc.stderr
+    assert "op accounting" not in proc.stderr, proc.stderr
