@@ -6,13 +6,7 @@
 # 10-15); nanoGPT bf16 on the GPU meanwhile on cores 0-3, its variants one after the other.
 # Usage: bash benchmarks/h100_session53.sh OUTDIR [END_S: start no round after this many seconds]
 out=${1:?outdir}; end=${2:-480}
-export OMP_NUM_THREADS=1 PYTHONUNBUFFERED=1
-nvidia-smi -L; ncpu=$(nproc); echo "nproc $ncpu"; uptime
-if ls .whl/*.whl >/dev/null 2>&1; then
-    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-        2>&1 | tail -n 3; echo "wheels rc ${PIPESTATUS[0]}"
-fi
-export PYTHONPATH=$PWD:/tmp/site
+source benchmarks/device_prelude.sh
 python3 -c "import torch, sys, textual, transformers, lightning; print('torch', torch.__version__, 'python', sys.version.split()[0], 'transformers', transformers.__version__, 'lightning', lightning.__version__)"
 SECONDS=0
 lane() {  # name cores-a cores-b cores-c case [steps]

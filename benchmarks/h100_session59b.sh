@@ -4,11 +4,7 @@
 # 0.5% default; its package copied into .base/ and carried), interleaved, same rounds.
 # Usage: bash benchmarks/h100_session59b.sh OUTDIR [END_S]
 out=${1:?outdir}; end=${2:-500}
-export OMP_NUM_THREADS=1 PYTHONUNBUFFERED=1
-nvidia-smi -L; echo "nproc $(nproc)"; uptime
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-    2>&1 | tail -n 3
-export PYTHONPATH=$PWD:/tmp/site
+source benchmarks/device_prelude.sh
 SECONDS=0
 python3 benchmarks/overhead.py --device cuda --models gpt-bf16 --steps 2000 --repeats 12 \
     --variants bare mpsprof mpsprof-baseline --baseline .base --time-limit "$((end - 60))" \

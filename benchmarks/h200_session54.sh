@@ -8,13 +8,7 @@
 # mpsprofiler package is read from .baseline/ (copied there before the call, carried with it).
 out=${1:?outdir}; end=${2:-500}; variants=${3:-bare mpsprof mpsprof-no-ops}
 base=; case "$variants" in *mpsprof-baseline*) base="--baseline $PWD/.baseline";; esac
-export OMP_NUM_THREADS=1 PYTHONUNBUFFERED=1
-nvidia-smi -L; ncpu=$(nproc); echo "nproc $ncpu"; uptime
-if ls .whl/*.whl >/dev/null 2>&1; then
-    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-        2>&1 | tail -n 3; echo "wheels rc ${PIPESTATUS[0]}"
-fi
-export PYTHONPATH=$PWD:/tmp/site
+source benchmarks/device_prelude.sh
 python3 -c "import torch, sys, textual; print('torch', torch.__version__, 'python', sys.version.split()[0])"
 fw=$(python3 -c "import transformers, lightning" 2>/dev/null && echo yes || echo no); echo "frameworks: $fw"
 SECONDS=0
