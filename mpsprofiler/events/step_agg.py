@@ -70,8 +70,8 @@ def aggregate(agg: dict[str, Any] | None, i: int, end: float, dur: float, wait: 
 
 def aggregate_rows(agg: dict[str, Any] | None, rows: list[tuple[Any, ...]],
                    origin: float = 0.0) -> dict[str, Any] | None:  # fmt: skip
-    """Add ``rows`` (see :data:`ROW`) to the aggregate ``agg`` (None: start one); ``origin``
-    as in :func:`fold_columns`. The same aggregate as :func:`aggregate` row by row, built
+    """Add ``rows`` (``events/step_rows.py``'s ``ROW`` tuples) to the aggregate ``agg`` (None:
+    start one); ``origin`` as in that module's ``fold_columns``. The same aggregate as :func:`aggregate` row by row, built
     with the running figures in local variables and the two sample steps made once per
     batch: this runs for every step of a long run of fast steps (~1.8 µs a step row by
     row), in the reader of the probe's events (``events/step_rows.py``)."""
