@@ -184,6 +184,10 @@ def measure(variant: str, width: int | str, steps: int, python: str, baseline: s
             "samples": int(sampled.group(1)) if sampled else None}
 
 
+KEEP: str | None = None
+"""``--keep``: the folder each case's callgrind files are copied to, or None."""
+
+
 def count_window(python: str, script: str, args: list[str], label: str) -> tuple[dict[int, int], str]:
     """Run ``script args`` under callgrind, instrumented only between the child's READY and
     DONE (each answered by a line on its stdin): the instructions per thread in that window
@@ -221,6 +225,8 @@ def count_window(python: str, script: str, args: list[str], label: str) -> tuple
         threads = _thread_totals(out_dir)
         if not threads:
             raise RuntimeError(f"{label}: no callgrind output: {err[-2000:]}")
+        if KEEP:
+            shutil.copytree(out_dir, os.path.join(KEEP, label.replace(" ", "_").replace(",", "")), dirs_exist_ok=True)
         return threads, rest
     finally:
         shutil.rmtree(out_dir, ignore_errors=True)
@@ -242,7 +248,7 @@ def _thread_totals(out_dir: str) -> dict[int, int]:
 
 
 def main() -> None:
-    global WARM
+    global WARM, KEEP
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--widths", type=int, nargs="+", default=[32, 256, 640])
     p.add_argument("--framework", choices=FRAMEWORKS, help="count this framework's loop (fw_workload.py), not the MLP")
@@ -250,6 +256,8 @@ def main() -> None:
     p.add_argument("--jobs", type=int, default=2, help="cases at once (one core each)")
     p.add_argument("--ladder", action="store_true", help="count step_cost.py's ladder rungs (one instrument each)")
     p.add_argument("--baseline", help="another version's mpsprofiler package folder: its full probe is counted too")
+    p.add_argument("--keep", metavar="DIR",
+                   help="keep each case's callgrind files in DIR/<case> (for callgrind_annotate: where a rung's work goes)")
     p.add_argument("--idle-thread", action="store_true", help=f"count '{IDLE_THREAD}' too")
     p.add_argument("--quiet-schedule", action="store_true",
                    help="the probe's time thresholds as an untraced run on a quiet machine meets them")
@@ -260,6 +268,7 @@ def main() -> None:
     p.add_argument("--child", nargs=3, metavar=("VARIANT", "WIDTH", "STEPS"), help=argparse.SUPPRESS)
     args = p.parse_args()
     WARM = args.warm
+    KEEP = args.keep
     if args.child:
         child(args.child[0], args.child[1], int(args.child[2]), args.baseline)
         return
