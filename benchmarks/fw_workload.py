@@ -20,12 +20,14 @@ import time
 from collections.abc import Callable
 
 import barrier  # beside this file (the script's folder is on sys.path)
+import callgrind_window  # (the loop as callgrind's window, for loop_instructions.py; else nothing)
 import torch
 
 
 class _Clock:
-    def __init__(self, warmup: int) -> None:
+    def __init__(self, warmup: int, last: int) -> None:
         self.warmup = warmup
+        self.last = last
         self.t0: float | None = None
         self.t1 = 0.0
         self.c0 = self.c1 = 0.0
@@ -35,8 +37,11 @@ class _Clock:
         now, cpu = time.perf_counter(), time.process_time()
         if global_step == self.warmup:
             self.t0, self.c0 = now, cpu
+            callgrind_window.start()
         elif self.t0 is not None:
             self.t1, self.c1, self.steps = now, cpu, global_step - self.warmup
+            if global_step == self.last:
+                callgrind_window.stop()
 
 
 def hf(steps: int, step_end: Callable[[int], None]) -> None:
@@ -121,7 +126,7 @@ def main() -> None:
     args = p.parse_args()
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     torch.manual_seed(0)
-    clock = _Clock(args.warmup)
+    clock = _Clock(args.warmup, args.steps)
     run = hf if args.framework == "hf" else lightning
     if args.torch_profiler:
         from torch.profiler import ProfilerActivity, profile

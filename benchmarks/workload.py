@@ -31,6 +31,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import barrier  # beside this file (the script's folder is on sys.path)
+import callgrind_window  # (the loop as callgrind's window, for loop_instructions.py; else nothing)
 import torch
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
@@ -183,11 +184,13 @@ def main() -> None:
         acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
         ctx = profile(activities=acts, profile_memory=True)
     with ctx:
+        callgrind_window.start()
         t0, c0 = time.perf_counter(), time.process_time()
         for _ in range(args.steps):
             step()
         sync()
         loop, cpu = time.perf_counter() - t0, time.process_time() - c0
+        callgrind_window.stop()
     # cpu_s: CPU seconds of this process over the loop, all its threads (the probe's too):
     # on a shared host far steadier than the loop's wall time (see overhead.py)
     print("BENCH " + json.dumps({"loop_s": loop, "step_ms": loop / args.steps * 1e3, "cpu_s": cpu}), flush=True)
