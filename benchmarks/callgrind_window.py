@@ -9,19 +9,19 @@ PID``) and :func:`stop` switches it off, so the counts are the loop's alone, not
 interpreter's start, the imports or the framework's set-up.
 
 At :func:`start`, in a process where mpsprof's probe is loaded, the probe's time thresholds
-are set as an untraced run on a quiet machine meets them (``step_cost.out_of_reach``, written
-out here: a bare run must import nothing of mpsprof): under callgrind a step lasts ~50 times
-longer, every DataLoader fetch would read as long and its clocks be read at every fetch.
+are set as an untraced run on a quiet machine meets them (``counted_schedule.out_of_reach``,
+which leaves a bare run's modules alone): under callgrind a step lasts ~50 times longer, and
+every DataLoader fetch would read as long and have its clocks read.
 """
 
 from __future__ import annotations
 
 import os
 import subprocess
-import sys
+
+from counted_schedule import out_of_reach
 
 ENV = "BENCH_CALLGRIND"
-THRESHOLDS = ("LONG_FETCH", "RUNQ_SLACK", "RUNQ_SPAN")
 
 
 def _switch(on: bool) -> None:
@@ -32,11 +32,7 @@ def _switch(on: bool) -> None:
 def start() -> None:
     if not os.environ.get(ENV):
         return
-    for module_name in ("mpsprofiler.probe.cputime", "mpsprofiler.probe.steps", "mpsprofiler.probe.fetch_path"):
-        module = sys.modules.get(module_name)
-        for threshold in THRESHOLDS:
-            if module is not None and hasattr(module, threshold):
-                setattr(module, threshold, float("inf"))
+    out_of_reach(packages=("mpsprofiler",))
     _switch(True)
 
 

@@ -19,7 +19,7 @@ lower rate of instructions per cycle than torch's kernels (its code and data are
 the caches at each hook: RESULTS.md, session 42), so a share of instructions is a floor of
 the share of time, not the share itself. The probe's other threads (the channel's flush and
 the memory sample, woken by the wall clock: ~50 times more often per step under callgrind)
-are counted apart, per second of the loop's native time; the launcher is another process.
+are counted apart, per step; the launcher is another process.
 
     OMP_NUM_THREADS=1 python benchmarks/loop_instructions.py --cases mlp-1ms --steps 500     # ~3 min
     OMP_NUM_THREADS=1 python benchmarks/loop_instructions.py                                 # every CPU case
@@ -32,7 +32,6 @@ import argparse
 import concurrent.futures
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -42,7 +41,8 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from overhead import CPU_CASES, FRAMEWORKS  # noqa: E402  (the same workloads and steps)
+from overhead import CPU_CASES, FRAMEWORKS, op_accounting_facts  # noqa: E402  (the same workloads and steps)
+from step_instructions import _thread_totals  # noqa: E402  (callgrind's per-thread files, read alike)
 
 VARIANTS = ("bare", "mpsprof", "mpsprof-no-ops")
 # mpsprof's launcher, with the script's interpreter (sys.executable) replaced by the wrapper
@@ -58,20 +58,6 @@ def wrapper(folder: Path, python: str, out_file: Path) -> Path:
                     f"--callgrind-out-file={out_file} {python} \"$@\"\n")  # fmt: skip
     path.chmod(0o755)
     return path
-
-
-def thread_totals(folder: Path) -> dict[int, int]:
-    """Instructions per thread of the callgrind files in ``folder`` (``cg.out-NN``)."""
-    totals: dict[int, int] = {}
-    for file in folder.iterdir():
-        number = re.search(r"-(\d+)$", file.name)
-        if number is None:
-            continue
-        for line in file.read_text(errors="replace").splitlines():
-            if line.startswith("totals:"):
-                totals[int(number.group(1))] = int(line.split()[1])
-                break
-    return totals
 
 
 def run_case(case: str, variant: str, steps: int | None, python: str) -> dict[str, Any]:
@@ -94,30 +80,19 @@ def run_case(case: str, variant: str, steps: int | None, python: str) -> dict[st
         if done.returncode:
             raise RuntimeError(f"{case} {variant}: exit {done.returncode}: {done.stderr[-3000:]}")
         bench = next((json.loads(line[6:]) for line in done.stdout.splitlines() if line.startswith("BENCH ")), None)
-        threads = thread_totals(cg)
+        threads = _thread_totals(str(cg))
         if not threads or bench is None:
             raise RuntimeError(f"{case} {variant}: no counts ({sorted(threads)}) or no BENCH line: "
                                f"{done.stdout[-1500:]} {done.stderr[-1500:]}")  # fmt: skip
-        ops = _ops_facts(work / "run")
+        ops = op_accounting_facts(work / "run") if variant != "bare" else {}
         main_thread = threads[min(threads)]
         timed = n if case not in FRAMEWORKS else max(1, round(bench["loop_s"] / bench["step_ms"] * 1e3))
-        return {"case": case, "variant": variant, "steps": timed, "per_step": main_thread / timed,
-                "others": (sum(threads.values()) - main_thread) / timed, "loop_s": bench["loop_s"], "budget": budget,
-                **ops}  # fmt: skip
+        counted = ops.pop("steps", None)  # the steps the run counted; "steps" below is the timed loop's
+        return {**ops, "counted": counted, "case": case, "variant": variant, "steps": timed,
+                "per_step": main_thread / timed, "others": (sum(threads.values()) - main_thread) / timed,
+                "loop_s": bench["loop_s"], "budget": budget}  # fmt: skip
     finally:
         shutil.rmtree(work, ignore_errors=True)
-
-
-def _ops_facts(run_dir: Path) -> dict[str, Any]:
-    """Op accounting's own account of an mpsprof run (its samples and their cost, as
-    ``overhead.py`` reads it), and the steps the run counted."""
-    if not run_dir.exists():
-        return {}
-    from mpsprofiler.session.recording import load_run
-
-    session = load_run(run_dir).session
-    return {"samples": session.ops.sampled_steps, "ops_cost_s": session.ops.cost_s,
-            "ops_share": session.ops.cost_share(session.steps.total_dur), "counted": session.steps.count}
 
 
 def main() -> None:
@@ -141,8 +116,8 @@ def main() -> None:
         for future in concurrent.futures.as_completed(futures):
             row = future.result()
             rows[futures[future]] = row
-            ops = (f"; op accounting {row['samples']} samples, {100 * row['ops_share']:.2f}% by its own account"
-                   if row.get("ops_share") is not None else "")  # fmt: skip
+            ops = (f"; op accounting {row['samples']} samples, {100 * row['share']:.2f}% by its own account"
+                   if row.get("share") is not None else "")  # fmt: skip
             print(f"  {row['case']} {row['variant']}: {row['per_step']:,.0f} instructions a step over {row['steps']} "
                   f"steps (other threads {row['others']:,.0f} a step){ops}", file=sys.stderr, flush=True)  # fmt: skip
     print("\nthe training thread's instructions per step over the timed loop (callgrind), added against bare; the "
@@ -154,8 +129,7 @@ def main() -> None:
         bare, full, noops = (rows.get((case, v)) for v in VARIANTS)
         if bare is None or full is None:
             continue
-        ops = (f"{full.get('samples')} samples, {100 * full['ops_share']:.2f}%" if full.get("ops_share") is not None
-               else "")  # fmt: skip
+        ops = f"{full.get('samples')} samples, {100 * full['share']:.2f}%" if full.get("share") is not None else ""
         no_ops = f"{(noops['per_step'] / bare['per_step'] - 1) * 100:+.2f}%" if noops else ""
         print(f"| {case} | {bare['steps']} | {bare['per_step']:,.0f} | "
               f"{(full['per_step'] / bare['per_step'] - 1) * 100:+.2f}% | {no_ops} | "

@@ -138,18 +138,22 @@ def _parsed(variant: str, cmd: list[str], stdout: str, stderr: str,
             loop, cpu = float(bench["loop_s"]), bench.get("cpu_s")
     if loop is None:
         raise RuntimeError(f"no BENCH line from {cmd}: {stdout[-500:]} {stderr[-2000:]}")
-    facts: dict[str, Any] = {}
-    if variant in ("mpsprof", "mpsprof-baseline"):
-        try:
-            from mpsprofiler.session.recording import load_run
-
-            session = load_run(run_dir).session
-            ops, training = session.ops, session.steps.total_dur
-            facts = {"samples": ops.sampled_steps, "cost_s": ops.cost_s, "converged": ops.converged,
-                     "share": ops.cost_share(training), "steps": session.steps.count}  # fmt: skip
-        except Exception as exc:  # noqa: BLE001 - a figure left out, not a failed benchmark
-            facts = {"error": repr(exc)}
+    facts = op_accounting_facts(run_dir) if variant in ("mpsprof", "mpsprof-baseline") else {}
     return loop, cpu, facts
+
+
+def op_accounting_facts(run_dir: Path) -> dict[str, Any]:
+    """Op accounting's own account of an mpsprof run, read from its recording: samples,
+    ``cost_s``, ``share`` of the training time, ``converged``, and the ``steps`` it counted."""
+    try:
+        from mpsprofiler.session.recording import load_run
+
+        session = load_run(run_dir).session
+        ops, training = session.ops, session.steps.total_dur
+        return {"samples": ops.sampled_steps, "cost_s": ops.cost_s, "converged": ops.converged,
+                "share": ops.cost_share(training), "steps": session.steps.count}  # fmt: skip
+    except Exception as exc:  # noqa: BLE001 - a figure left out, not a failed benchmark
+        return {"error": repr(exc)}
 
 
 def environment(device: str) -> dict[str, str | None]:

@@ -35,6 +35,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
+from counted_schedule import out_of_reach  # noqa: F401  (re-exported: the benchmarks call step_cost.out_of_reach)
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
@@ -157,27 +158,6 @@ def _join_sampler(probe: Any) -> None:
     thread = getattr(probe.sampler, "_thread", None)
     if thread is not None:
         thread.join(timeout=3)
-
-
-def out_of_reach(thresholds: tuple[str, ...], packages: tuple[str, ...] = ("mpsprofiler", "mpsprofiler_baseline")) -> None:
-    """Set the probe's time ``thresholds`` (``cputime.LONG_FETCH``, ``RUNQ_SLACK``,
-    ``RUNQ_SPAN``) to infinity in ``cputime``, ``steps`` and ``fetch_path`` of each loaded package: a traced
-    or counted run (``step_instructions.py``, ``loader_path_bytecodes.py``), whose fetches
-    last far longer than untraced ones, then follows an untraced quiet run's schedule. The
-    modules read them as globals at every fetch."""
-    import importlib
-
-    for name in packages:
-        if name not in sys.modules:
-            continue
-        for module_name in (f"{name}.probe.cputime", f"{name}.probe.steps", f"{name}.probe.fetch_path"):
-            try:
-                module = importlib.import_module(module_name)
-            except ImportError:  # (a version without that module)
-                continue
-            for threshold in thresholds:
-                if hasattr(module, threshold):
-                    setattr(module, threshold, float("inf"))
 
 
 def quantile(values: list[float], q: float) -> float:
