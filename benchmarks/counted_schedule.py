@@ -14,7 +14,7 @@ from __future__ import annotations
 import importlib
 import sys
 
-THRESHOLDS = ("LONG_FETCH", "RUNQ_SLACK", "RUNQ_SPAN")
+THRESHOLDS = ("LONG_FETCH", "READ_AFTER", "RUNQ_SLACK", "RUNQ_SPAN")
 
 
 def out_of_reach(thresholds: tuple[str, ...] = THRESHOLDS,

@@ -14,7 +14,9 @@ at its wakes) its ``dataloader`` events come at the folds, not at the batches: t
 folds at random points, as the channel thread would, and each kind's events are compared in
 their own order (the ``steps`` events, the ``dataloader`` events).
 
-The sequences mix short and long fetches (``cputime.LONG_FETCH``), fetches with and
+The sequences (200 to 1,500 events, so past the first ``cputime.EXACT_FETCHES`` fetches at
+times) mix short and long fetches (``cputime.LONG_FETCH``, and waits past
+``cputime.READ_AFTER``, after which the next fetch is read), fetches with and
 without a run-queue reading, passes that end (StopIteration), optimizer steps, backward
 passes (a loop without an optimizer), several loaders and iterators at once, persistent
 iterators' new passes, and the index draws the per-loader sums time.
@@ -76,7 +78,7 @@ class Iterator:
 class Version:
     """One version's tracker and loader sums, fed the same sequence as the other's."""
 
-    def __init__(self, package: types.ModuleType, runq: bool) -> None:
+    def __init__(self, package: types.ModuleType, runq: bool, wrapper: bool = True) -> None:
         steps = importlib.import_module(package.__name__ + ".probe.steps")
         sites_mod = importlib.import_module(package.__name__ + ".probe.loader_sites")
         cputime = importlib.import_module(package.__name__ + ".probe.cputime")
@@ -106,7 +108,10 @@ class Version:
         self.next: Any = None
         """The version's DataLoader wrapper (``fetch_path.fetch_wrapper``: the steady batches'
         own frame) over the scripted ``orig_next``, where it has one; else its tracker's and
-        loader sums' methods are called as the wrapper of older versions did."""
+        loader sums' methods are called as the wrapper of older versions did (or, with
+        ``wrapper`` False, as the wrapper's general path does: what its own frame must equal)."""
+        if not wrapper:
+            return
         try:
             fetch_path = importlib.import_module(package.__name__ + ".probe.fetch_path")
         except ImportError:
@@ -131,11 +136,14 @@ class Version:
         return batch
 
 
-def run(seed: int, old: types.ModuleType, new: types.ModuleType) -> tuple[int, int]:
-    """One random sequence through both versions; returns the steps and events compared."""
+def run(seed: int, old: types.ModuleType, new: types.ModuleType,
+        wrappers: tuple[bool, bool] = (True, True)) -> tuple[int, int]:
+    """One random sequence through both versions; returns the steps and events compared.
+    ``wrappers``: per version, whether its DataLoader wrapper is driven (where it has one)
+    or its methods (``tests/unit/test_fetch_path.py``: one version, both ways)."""
     rng = random.Random(seed)
     runq = rng.random() < 0.7
-    versions = [Version(old, runq), Version(new, runq)]
+    versions = [Version(old, runq, wrappers[0]), Version(new, runq, wrappers[1])]
     ticks = [0.0]
 
     def fake_perf_counter() -> float:  # the index timers' clock: the same in both
@@ -185,7 +193,9 @@ def run(seed: int, old: types.ModuleType, new: types.ModuleType) -> tuple[int, i
                 continue
             # a fetch from one iterator: its wall, CPU and run-queue seconds, a batch or the pass's end
             i = rng.randrange(len(versions[0].iters))
-            wall = rng.uniform(3e-4, 5e-3) if rng.random() < long_share else rng.uniform(5e-6, 1.5e-4)
+            # long: waited for or computed at length, at times past cputime.READ_AFTER (the next fetch read)
+            wall = (rng.uniform(3e-4, 5e-3) if rng.random() < 0.8 else rng.uniform(1.5e-2, 6e-2)) \
+                if rng.random() < long_share else rng.uniform(5e-6, 1.5e-4)
             share, rq = rng.uniform(low, high), rng.uniform(0.0, 0.3)
             got = rng.random() > 0.01
             gap = rng.uniform(1e-5, 1e-3)

@@ -52,7 +52,7 @@ def count(steps: int, long_fetches: bool) -> tuple[collections.Counter[str], col
 
     wrapper = dl._BaseDataLoaderIter.__next__.__code__
     if not long_fetches:
-        sc.out_of_reach(("LONG_FETCH",), ("mpsprofiler",))
+        sc.out_of_reach(("LONG_FETCH", "READ_AFTER"), ("mpsprofiler",))
     ops, calls = by_function(lambda: loop.block(0, steps), package, wrapper)
     sc.stop_probe(probe)
     return ops, calls

@@ -48,7 +48,7 @@ def child(variant: str, batches: int, baseline: str | None) -> None:
 
     if baseline:
         sc.load_baseline(baseline)
-    sc.out_of_reach(("LONG_FETCH", "RUNQ_SLACK", "RUNQ_SPAN"))
+    sc.out_of_reach()
     package = "mpsprofiler_baseline" if variant == "baseline" else "mpsprofiler"
     sites: Any = None
     steps = importlib.import_module(package + ".probe.steps")

@@ -21,6 +21,7 @@ first fetches they are made at some fetches only and the others are estimated fr
 from __future__ import annotations
 
 import os
+import random
 import threading
 import time
 from typing import Any
@@ -73,7 +74,7 @@ class ThreadClock:
         return _thread_time()
 
     def read(self, now: float) -> tuple[float, float | None]:
-        """``(cpu(), runq())`` at wall time ``now`` (taken just before): twice per batch.
+        """``(cpu(), runq())`` at wall time ``now`` (taken just before): twice per fetch read.
 
         The run-queue reading is skipped when it cannot have changed: since the last
         reading the thread spent all but ``RUNQ_SLACK`` of the wall time on a CPU (its CPU
@@ -151,26 +152,49 @@ class ThreadClock:
 EXACT_FETCHES = 256
 """Fetches of a run whose clocks are all read: a short run's figures are exact."""
 READ_EVERY = 8
-"""Past ``EXACT_FETCHES``, the clocks are read at every ``READ_EVERY``-th fetch, and at
-every fetch that follows a long one (``LONG_FETCH``)."""
+"""Past ``EXACT_FETCHES``, one fetch in ``READ_EVERY`` on average has its clocks read
+(``READ_GAPS``), and every fetch that follows a wait of ``READ_AFTER`` or more."""
+_draw = random.Random(0x6D707370).randint
+READ_GAPS: tuple[int, ...] = tuple(_draw(1, 2 * READ_EVERY - 1) for _ in range(251))
+"""The gaps between the fetch counts read past ``EXACT_FETCHES``: uniform in 1 .. 2 *
+``READ_EVERY`` - 1 (mean ``READ_EVERY``), fixed (a run's schedule repeats), 251 of them
+(a prime: the schedule's period, ~2,000 fetches, matches no loader's cycle).
+
+Why not every ``READ_EVERY``-th fetch: a loader's waits are often periodic (with N workers
+a starved loader waits at every N-th batch, the others are ready in the queue), and a
+fixed stride that divides the period reads the same phase every time: only the ready
+batches (the waits then get the ready ones' CPU share: a loader that sleeps told as one
+that computes) or only the waits. Counts drawn apart by these gaps meet every phase alike,
+and, chosen by the count alone, never by a fetch's length, they are a fair sample of all."""
 LONG_FETCH = 200e-6
+"""The two kinds a fetch that is not read is estimated apart by (``FetchClock.ratios``):
+below this wall time a batch that was ready (in a worker's queue) or cheap to build, at or
+above it one that was waited for or computed at length."""
+READ_AFTER = 20e-3
 """A fetch of at least this wall time gets the next fetch's clocks read: waits that long
-come in runs (a starved loader), and two system calls (~1-15 µs in a loop) are under 10%
-of it. Below it, the figures that matter (a loader's share of the step) are sums over
-many fetches, which the ratio estimate gives (see ``FetchClock``)."""
+come in runs (a starved loader, workers starting), and each read then is exact. Reading
+costs two or three system calls, ~1-15 µs each inside a training loop on a virtual machine
+(benchmarks/RESULTS.md, sessions 50 and 61), under 0.2% of a step this long.
+
+Why not at ``LONG_FETCH``: a DataLoader without workers that collates 64 samples takes
+~0.2 ms a batch (the MLP of ``benchmarks/step_cost.py`` on a 2-core VM: 184-214 µs), so half
+or all of such a loop's fetches were "long" and every fetch was read: two system calls a
+step, ~15 µs of a 0.5 ms step (session 61), against one read in ``READ_EVERY``."""
 
 
 class FetchClock:
     """CPU time and run-queue delay of each DataLoader fetch of the training thread: read
-    (``ThreadClock``, two system calls per fetch) at the first ``EXACT_FETCHES`` fetches,
-    every ``READ_EVERY``-th one and every one after a long fetch; estimated at the others.
+    (``ThreadClock``, two system calls per fetch) at the first ``EXACT_FETCHES`` fetches, at
+    counts ``READ_GAPS`` apart after them and at every one after a wait of ``READ_AFTER``;
+    estimated at the others.
 
     Why: measured in the MLP loop of ``benchmarks/syscall_share.py``, the two calls made a
     third of the probe's per-step cost on a virtual machine (benchmarks/RESULTS.md).
 
     The estimate is honest because of who is read: the fetches not read are all of one
-    kind, those after a short fetch, and every ``READ_EVERY``-th fetch of that kind is read
-    whatever its own length (a count, not its duration, picks it). Among the read ones, the
+    kind, those after a fetch shorter than ``READ_AFTER``, and of that kind the fetches read
+    are those whose count is due (``READ_GAPS``: the count, never a fetch's length, picks
+    them; a read after a long wait is kept out of the sums). Among the read ones, the
     ratio of CPU (and run-queue) time to wall time of those as long as the fetch estimated
     (short or long, ``LONG_FETCH``) is an unbiased sample of theirs, and the fetch is given
     its wall time times that ratio: sums over many steps, what the loader findings read,
@@ -182,16 +206,17 @@ class FetchClock:
     tracker's fetch path (``steps.StepTracker.on_fetch_start``/``on_fetch_end``), which
     runs at every batch: there a fetch that is not read makes no call at all (issue 34)."""
 
-    __slots__ = ("_clock", "after_long", "_sums", "ratios")
+    __slots__ = ("_clock", "after_wait", "_sums", "ratios")
 
     def __init__(self, clock: ThreadClock) -> None:
         self._clock = clock
-        self.after_long = True
-        """The last fetch was long (``LONG_FETCH``; the run's first fetch counts as one):
-        the next one is read whatever its count."""
+        self.after_wait = True
+        """The last fetch lasted ``READ_AFTER`` or more (the run's first fetch counts as
+        one): the next one is read whatever its count."""
         self._sums: list[list[Any]] = [[0.0, 0.0, 0.0], [0.0, 0.0, 0.0]]
-        """Per own length (short, long): wall, CPU and run-queue seconds (None: a run-queue
-        reading was missing) of the fetches read that followed a short fetch."""
+        """Per own length (short, long: ``LONG_FETCH``): wall, CPU and run-queue seconds
+        (None: a run-queue reading was missing) of the fetches read by their count, those
+        that did not follow a wait of ``READ_AFTER``."""
         self.ratios: list[tuple[float, float, float | None] | None] = [None, None]
         """Per length (short, long), the sums a fetch of that length not read is estimated
         from: its own length's, the other's while its own has none, None while neither has
@@ -203,21 +228,22 @@ class FetchClock:
         """The readings at the start of a fetch that is read (``now``: the wall clock just
         before)."""
         cpu, runq = self._clock.read(now)
-        return cpu, runq, self.after_long
+        return cpu, runq, self.after_wait
 
     def read_end(self, started: tuple[float, float | None, bool], now: float,
                  wall: float) -> tuple[float, float | None]:
         """At the end of a fetch read at its start (``started``: :meth:`read_start`'s): its
         CPU seconds and run-queue seconds (None where unknown), added to the sums."""
-        long = self.after_long = wall >= LONG_FETCH
-        cpu0, runq0, after_long = started
+        long = wall >= LONG_FETCH
+        self.after_wait = wall >= READ_AFTER
+        cpu0, runq0, after_wait = started
         clock = self._clock
         cpu1, runq1 = clock.read(now) if runq0 is not None else (clock.cpu(), None)
         cpu = cpu1 - cpu0
         if cpu < 0.0:
             cpu = 0.0
         runq = None if runq1 is None or runq0 is None else max(0.0, runq1 - runq0)
-        if not after_long:
+        if not after_wait:
             sums = self._sums[long]
             sums[0] += wall
             sums[1] += cpu

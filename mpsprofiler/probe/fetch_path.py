@@ -11,7 +11,7 @@ order (the same step rows and per-loader sums, float for float:
 batch calls the methods, which remain the one general path (and what the unit tests drive).
 
 A fetch starts steady when its count is below the next one the fetch clocks read
-(``StepTracker._read_at``: the first fetches, every ``READ_EVERY``-th, any after a long one;
+(``StepTracker._read_at``: the first fetches, those due by ``READ_GAPS``, any after a long wait;
 so a run's first fetch is never steady), the tracker's mode is not one where a fetch may
 close a step (``dataloader``/``none``) and no fault is injected; else ``on_fetch_start``
 runs. Every fetch whose clocks were not read (a steady one, or one ``on_fetch_start`` did
@@ -27,7 +27,7 @@ import threading
 from collections.abc import Callable, Set
 from typing import Any
 
-from .cputime import LONG_FETCH
+from .cputime import LONG_FETCH, READ_AFTER
 from .step_aggregate import merge_fetch
 from .steps import _BACKWARD_COUNTED, _FETCH_COUNTED, FETCH, StepTracker
 
@@ -108,8 +108,9 @@ def fetch_wrapper(tracker: StepTracker, sites: Any, pins: Any, orig_next: Callab
                     ratio = tracker._fetch_clock.ratios[0]
                 else:
                     fetch_clock = tracker._fetch_clock
-                    fetch_clock.after_long = True
-                    tracker._read_at = 0
+                    if wait >= READ_AFTER:
+                        fetch_clock.after_wait = True
+                        tracker._read_at = 0
                     ratio = fetch_clock.ratios[1]
                 if ratio is None:
                     cpu, runq = wait, None

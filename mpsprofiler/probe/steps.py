@@ -60,7 +60,7 @@ from typing import Any
 from .. import events
 from ..devices import DeviceBackend
 from .appended import take
-from .cputime import EXACT_FETCHES, LONG_FETCH, READ_EVERY, FetchClock, ThreadClock
+from .cputime import EXACT_FETCHES, LONG_FETCH, READ_AFTER, READ_GAPS, FetchClock, ThreadClock
 from .step_aggregate import ALLOC_EVERY, columns, fold_columns, merge_fetch, steps_payload
 
 DETAIL_LIMIT = 20_000
@@ -147,7 +147,11 @@ class StepTracker:
         self._fetch_clock = FetchClock(self._thread_clock)
         self._read_at = 0
         """The fetch count at which the fetch clock is read next (:meth:`_read_start`; 0:
-        the next fetch, the run's first or one after a long fetch)."""
+        the next fetch, the run's first or one after a long wait)."""
+        self._due_read = EXACT_FETCHES
+        """The next fetch count past ``EXACT_FETCHES`` read by the count alone (``READ_GAPS``)."""
+        self._gap = 0
+        """The index in ``READ_GAPS`` of the gap after ``_due_read``."""
         self._event: Any = None
         self._event_pending = False
         self._cycle: frozenset[int] | None = None
@@ -590,9 +594,9 @@ class StepTracker:
             now = self._clock()
         n = self._fetches = self._fetches + 1
         FETCH.thread = _get_ident()
-        # the fetch clock's schedule (cputime.FetchClock's docstring): the first fetches, every
-        # READ_EVERY-th one, and every one after a long fetch are read (``_read_at``); the
-        # others not at all
+        # the fetch clock's schedule (cputime.FetchClock's docstring): the first fetches, those
+        # whose count is due (READ_GAPS apart) and every one after a long wait are read
+        # (``_read_at``); the others not at all
         if self.backend.asynchronous:
             self._mark_queued_work()
             if n >= self._read_at:
@@ -603,10 +607,23 @@ class StepTracker:
         return now, None
 
     def _read_start(self, n: int, now: float) -> tuple[float, float | None, bool]:
-        """The ``n``-th fetch is read (its clocks at the start): the next one due by the
-        count is the next of the first ``EXACT_FETCHES``, then the next ``READ_EVERY``-th
-        (a long fetch makes it the next one, :meth:`on_fetch_end`)."""
-        self._read_at = n + 1 if n < EXACT_FETCHES else (n // READ_EVERY + 1) * READ_EVERY
+        """The ``n``-th fetch is read (its clocks at the start): the next one due is the next
+        of the first ``EXACT_FETCHES``, then the next count of the fixed schedule
+        ``READ_GAPS`` draws, whichever fetches were read in between (a long wait makes the
+        next fetch one, :meth:`on_fetch_end`): the counts read for the estimate depend on
+        nothing a fetch did."""
+        if n < EXACT_FETCHES:
+            self._read_at = n + 1
+        else:
+            due = self._due_read
+            if due <= n:
+                gap = self._gap
+                while due <= n:
+                    due += READ_GAPS[gap]
+                    gap = gap + 1 if gap + 1 < len(READ_GAPS) else 0
+                self._gap = gap
+                self._due_read = due
+            self._read_at = due
         return self._fetch_clock.read_start(now)
 
     def on_fetch_end(self, started: tuple[float, tuple[float, float | None, bool] | None], got_batch: bool) -> float:
@@ -618,14 +635,16 @@ class StepTracker:
         wait = now - t0
         if reading is None:
             # not read: the wall time times the ratios of the fetches read that were as long
-            # as this one (cputime.FetchClock.ratios). A fetch not read follows a short one,
-            # so the clock's ``after_long`` is False already: only a long one changes it
+            # as this one (cputime.FetchClock.ratios). A fetch not read follows one shorter
+            # than READ_AFTER, so the clock's ``after_wait`` is False already: only a wait
+            # that long changes it
             clock = self._fetch_clock
             if wait < LONG_FETCH:
                 ratio = clock.ratios[0]
             else:
-                clock.after_long = True
-                self._read_at = 0
+                if wait >= READ_AFTER:
+                    clock.after_wait = True
+                    self._read_at = 0
                 ratio = clock.ratios[1]
             if ratio is None:
                 cpu, runq = wait, None
@@ -638,7 +657,7 @@ class StepTracker:
         else:
             clock = self._fetch_clock
             cpu, runq = clock.read_end(reading, now, wait)
-            if clock.after_long:
+            if clock.after_wait:
                 self._read_at = 0
         idle = self._read_idle() if self._event_pending else None
         mode = self.mode

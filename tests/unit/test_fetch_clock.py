@@ -9,9 +9,19 @@ from __future__ import annotations
 import random
 import time
 
+import pytest
+
 from mpsprofiler.devices.cpu import CpuBackend
 from mpsprofiler.probe import cputime
-from mpsprofiler.probe.cputime import EXACT_FETCHES, LONG_FETCH, READ_EVERY, FetchClock, ThreadClock
+from mpsprofiler.probe.cputime import (
+    EXACT_FETCHES,
+    LONG_FETCH,
+    READ_AFTER,
+    READ_EVERY,
+    READ_GAPS,
+    FetchClock,
+    ThreadClock,
+)
 from mpsprofiler.probe.steps import StepTracker
 
 
@@ -76,31 +86,78 @@ def test_every_clock_is_read_at_a_run_s_first_fetches() -> None:
     assert clock.reads == 2 * EXACT_FETCHES
 
 
-def test_past_them_short_fetches_are_read_one_in_read_every_and_long_ones_always_lead_to_a_read() -> None:
+def test_past_them_one_fetch_in_read_every_is_read_and_a_long_wait_leads_to_a_read() -> None:
     clock = ScriptedClock()
     fc = Fetches(clock)
     now = 0.0
     for _ in range(EXACT_FETCHES):
         now, *_ = _fetch(fc, clock, now, 50e-6, 1.0)
     clock.reads = 0
-    n = 64 * READ_EVERY
+    n = len(READ_GAPS) * READ_EVERY
     for _ in range(n):
         now, *_ = _fetch(fc, clock, now, 50e-6, 1.0)
-    assert clock.reads == 2 * n // READ_EVERY
-    # a long fetch: the next one is read whatever its count
+    # the counts read are READ_GAPS apart: over the schedule's period, one in READ_EVERY on average
+    assert 0.9 * 2 * n / READ_EVERY < clock.reads < 1.1 * 2 * n / READ_EVERY
+    # a wait of READ_AFTER: the next fetch is read whatever its count
     clock.reads = 0
-    now, *_ = _fetch(fc, clock, now, 2 * LONG_FETCH, 0.0)
+    now, *_ = _fetch(fc, clock, now, 2 * READ_AFTER, 0.0)
     before = clock.reads
     now, *_ = _fetch(fc, clock, now, 50e-6, 1.0)
     assert clock.reads == before + 2
 
 
-def test_the_estimated_sums_match_the_true_ones_where_short_and_long_fetches_differ() -> None:
+def test_a_batch_collated_in_the_training_process_does_not_make_every_fetch_read() -> None:
+    """Fetches of ~0.2-1 ms, as a DataLoader without workers makes them collating 64 samples:
+    past the exact first fetches they are read one in ``READ_EVERY``, not each (session 61:
+    at ``LONG_FETCH`` every such fetch was read, two system calls a step)."""
+    assert LONG_FETCH < 2 * LONG_FETCH < READ_AFTER
+    clock = ScriptedClock()
+    fc = Fetches(clock)
+    now = 0.0
+    for _ in range(EXACT_FETCHES):
+        now, *_ = _fetch(fc, clock, now, 2 * LONG_FETCH, 1.0)
+    clock.reads = 0
+    n = len(READ_GAPS) * READ_EVERY
+    for _ in range(n):
+        now, *_ = _fetch(fc, clock, now, 2 * LONG_FETCH, 1.0)
+    assert clock.reads < 1.1 * 2 * n / READ_EVERY
+
+
+@pytest.mark.parametrize("period", [2, 4, 8, 16])
+def test_a_loader_that_starts_waiting_at_every_nth_batch_is_estimated_from_both_phases(period: int) -> None:
+    """A loader that keeps up at first (every batch ready: taken in, CPU), then starves with
+    ``period`` workers: it sleeps (1-3 ms, no CPU) at every ``period``-th batch. A read at
+    every ``READ_EVERY``-th fetch would meet one phase only (2, 4, 8 and 16 divide 8 or are
+    multiples of it), never a wait here, and give the waits the ready batches' ratio: a
+    loader that sleeps told as one that computes. The counts ``READ_GAPS`` draws meet both."""
+    rng = random.Random(period)
+    clock = ScriptedClock()
+    fc = Fetches(clock)
+    now = 0.0
+    got = true = 0.0
+    keeps_up = EXACT_FETCHES + 500
+    for i in range(keeps_up + 4000):
+        waits = i >= keeps_up and i % period == 0
+        wall, share = (rng.uniform(1e-3, 3e-3), 0.0) if waits else (rng.uniform(100e-6, 150e-6), 1.0)
+        now, (cpu, _), c, _ = _fetch(fc, clock, now, wall, share)
+        if i >= keeps_up:
+            got += cpu
+            true += c
+    assert abs(got - true) < 0.1 * true
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_estimated_sums_match_the_true_ones_where_short_and_long_fetches_differ(seed: int) -> None:
     """Short fetches computing (a batch ready in a worker's queue, unpickled: CPU), long ones
     waiting (the queue empty: asleep), in runs as a starved loader makes them. Estimating the
     short ones from every fetch read would mix the long ones' ratio in; the estimate reads
-    the short fetches' own kind."""
-    rng = random.Random(3)
+    the short fetches' own kind.
+
+    Both kinds are sampled (waits of 0.5-5 ms are under ``READ_AFTER``): over 12 seeds the
+    CPU sums came -0.8% .. +3.3% from the true ones, the run-queue sums -1.7% .. +4.0%
+    (session 61; reading every long fetch's successor, as before, gave ~1%). The loader
+    findings turn on shares of a step in tenths, so 5% moves none."""
+    rng = random.Random(seed)
     clock = ScriptedClock()
     fc = Fetches(clock)
     now = 0.0
@@ -119,9 +176,9 @@ def test_the_estimated_sums_match_the_true_ones_where_short_and_long_fetches_dif
         true_cpu += c
         got_runq += runq
         true_runq += r
-    assert abs(got_cpu - true_cpu) < 0.02 * true_cpu
+    assert abs(got_cpu - true_cpu) < 0.05 * true_cpu
     assert abs(got_runq - true_runq) < 0.1 * true_runq
-    assert clock.reads < 0.6 * 2 * 20_000  # most short fetches were estimated
+    assert clock.reads < 0.2 * 2 * 20_000  # most fetches, short and long, were estimated
 
 
 def test_a_missing_run_queue_reading_makes_the_estimates_unknown_not_zero() -> None:
