@@ -9,13 +9,14 @@ between runs (benchmarks/RESULTS.md, session 54).
 The MLP loop of ``step_cost.py`` (a loader built after the probe, as under ``mpsprof run``,
 so every batch reaches the per-loader sums), the ``+ DataLoader hooks`` rung's instruments
 (no op accounting, no memory sampler). ``WARM`` steps run first, untraced: past
-``cputime.EXACT_FETCHES`` fetches, where an untraced run's fetches (~40 us here, under
-``cputime.LONG_FETCH``) have their clocks read at every 8th. Tracing makes every fetch
-long, which would read them at every fetch: ``LONG_FETCH`` is set out of reach while
-counting, so the count follows the untraced run's schedule (``--long-fetches`` keeps it:
-every fetch read, the clocks' upper bound). Where a version folds the per-loader sums on the
-channel thread (``LoaderSites.fold``), that fold's bytecodes a batch are counted apart: off
-the training thread, but on a one-core machine still the training's CPU.
+``cputime.EXACT_FETCHES`` fetches, where an untraced run's fetches (~0.2 ms here, far under
+``cputime.READ_AFTER``) have their clocks read one in ``READ_EVERY`` (``READ_GAPS`` apart).
+Tracing makes fetches tens of times longer, which could read them at every fetch:
+``LONG_FETCH`` and ``READ_AFTER`` are set out of reach while counting, so the count follows
+the untraced run's schedule (``--long-fetches`` keeps them: the clocks' upper bound). Where
+a version folds the per-loader sums on the channel thread (``LoaderSites.fold``), that fold's
+bytecodes a batch are counted apart: off the training thread, but on a one-core machine
+still the training's CPU.
 
     OMP_NUM_THREADS=1 python benchmarks/loader_path_bytecodes.py
     OMP_NUM_THREADS=1 PYTHONPATH=/tmp/old python benchmarks/loader_path_bytecodes.py   # another version
@@ -146,7 +147,8 @@ def traced_opcodes(fn: Any) -> int:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--steps", type=int, default=800)
-    p.add_argument("--long-fetches", action="store_true", help="leave cputime.LONG_FETCH: every traced fetch is read")
+    p.add_argument("--long-fetches", action="store_true",
+                   help="leave cputime.LONG_FETCH and READ_AFTER as they are (traced fetches may all be read)")
     args = p.parse_args()
     ops, calls = count(args.steps, args.long_fetches)
     n = args.steps
