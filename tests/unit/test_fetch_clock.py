@@ -242,3 +242,68 @@ def _estimated_and_true_fetch_cpu(seed: int) -> tuple[float, float]:
             got += cpu
             true += c1 - c0
     return got, true
+
+
+def test_a_real_probe_reads_few_batches_clocks_from_a_loader_that_builds_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The whole path (the real probe, a real DataLoader, an optimizer step a batch): a
+    loader that builds each batch in the training process for ~0.3 ms (over ``LONG_FETCH``,
+    as a collating loader without workers does) has its CPU clock read at about one fetch in
+    ``READ_EVERY`` past the exact first fetches. Before session 61 every such fetch was read:
+    two ``thread_time()`` system calls a batch (``perf`` counted 2,010 per 1,000 steps)."""
+    import os
+
+    import torch
+    from torch.utils.data import DataLoader, Dataset
+
+    from mpsprofiler.probe import channel as channel_mod
+    from mpsprofiler.probe.probe import Probe
+
+    class Built(Dataset[torch.Tensor]):
+        def __len__(self) -> int:
+            return 100_000
+
+        def __getitem__(self, i: int) -> torch.Tensor:
+            end = time.perf_counter() + 300e-6  # building the batch: CPU work in this thread
+            while time.perf_counter() < end:
+                pass
+            return torch.ones(4)
+
+    calls = [0]
+    real = cputime._thread_time
+
+    def counted() -> float:
+        calls[0] += 1
+        return real()
+
+    monkeypatch.setattr(cputime, "_thread_time", counted)
+    read, write = os.pipe()
+    os.set_blocking(read, False)
+    probe = Probe(channel_mod.Channel(write, inline=False), {"no_memory": True})
+    probe.install()
+    try:
+        w = torch.zeros(4, requires_grad=True)
+        opt = torch.optim.SGD([w], lr=0.1)
+        it = iter(DataLoader(Built(), batch_size=None))
+
+        def steps(n: int) -> None:
+            for _ in range(n):
+                x = next(it)
+                opt.zero_grad()
+                (w * x).sum().backward()
+                opt.step()
+                try:
+                    os.read(read, 1 << 20)  # the channel's lines: keep the pipe open
+                except BlockingIOError:
+                    pass
+
+        steps(EXACT_FETCHES + 20)
+        assert probe.tracker._fetches > EXACT_FETCHES
+        calls[0] = 0
+        steps(400)
+    finally:
+        probe.close()
+        for undo in reversed(probe._uninstallers):
+            undo()
+        os.close(read)
+    # ~2 / 8.25 a fetch; every fetch read would be 2
+    assert calls[0] < 0.6 * 400, calls[0]
