@@ -17,6 +17,12 @@ thread, the training thread's by name. Needs ``perf`` and the tracepoint (root, 
 
     OMP_NUM_THREADS=1 python benchmarks/step_syscalls.py [--width 32] [--steps 1000]
     OMP_NUM_THREADS=1 python benchmarks/step_syscalls.py --baseline /tmp/old/mpsprofiler   # another version
+    OMP_NUM_THREADS=1 python benchmarks/step_syscalls.py --framework hf --fw-python /path/to/venv/bin/python
+
+``--framework hf|lightning``: ``fw_workload.py``'s Trainer or Lightning loop, bare and under
+``mpsprof run --headless`` (``PYTHONPATH`` picks the version), each at two lengths (``--steps``
+and three times it, past the exact first fetches); the training process's main thread's calls
+of the longer run less the shorter's, per step: start-up and set-up cancel out, no marks needed.
 """
 
 from __future__ import annotations
@@ -76,15 +82,54 @@ def count(script: str, folder: str) -> tuple[collections.Counter[str], collectio
     return mine, others
 
 
+def _main_thread_calls(cmd: list[str], folder: str) -> collections.Counter[str]:
+    """Calls by name of the main thread of the process (of ``cmd``'s tree) that made the most."""
+    data = os.path.join(folder, "perf.data")
+    subprocess.run(["perf", "record", "-q", "-o", data, "-e", "raw_syscalls:sys_enter", "--", *cmd], check=True,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    text = subprocess.run(["perf", "script", "-i", data, "-F", "pid,tid,trace"], check=True, capture_output=True,
+                          text=True).stdout
+    per: dict[int, collections.Counter[str]] = collections.defaultdict(collections.Counter)
+    for m in re.finditer(r"(\d+)/(\d+)\s+NR (-?\d+)", text):
+        if m[1] == m[2]:
+            per[int(m[1])][NAMES.get(int(m[3]), m[3])] += 1
+    return max(per.values(), key=lambda c: sum(c.values()))
+
+
+def framework(name: str, python: str, steps: int) -> None:
+    """Per step of a framework loop: the longer run's calls less the shorter's."""
+    script = os.path.join(HERE, "fw_workload.py")
+    print(f"system calls a step of the {name} loop's training thread ({3 * steps} steps less {steps})")
+    with tempfile.TemporaryDirectory(prefix="step-syscalls-") as folder:
+        for variant in ("bare", "mpsprof"):
+            counts = []
+            for n in (steps, 3 * steps):
+                run_dir = os.path.join(folder, f"run-{variant}-{n}")
+                launch = [] if variant == "bare" else ["-m", "mpsprofiler", "run", "--headless", "-o", run_dir]
+                counts.append(_main_thread_calls([python, *launch, script, "--framework", name, "--steps", str(n)],
+                                                 folder))
+            short, long = counts
+            per = {k: (long[k] - short[k]) / (2 * steps) for k in set(short) | set(long)}
+            shown = ", ".join(f"{k} {v:.2f}" for k, v in sorted(per.items(), key=lambda kv: -abs(kv[1]))
+                              if abs(v) >= 0.05)
+            print(f"  {variant:8s} {shown}")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--width", type=int, default=32)
-    p.add_argument("--steps", type=int, default=1000)
+    p.add_argument("--steps", type=int, help="steps in the window (default 1,000; a framework's shorter run: 400)")
     p.add_argument("--warm", type=int, default=400, help="untimed steps first (past the exact first fetches)")
     p.add_argument("--baseline", help="another version's mpsprofiler package folder: its full probe joins")
+    p.add_argument("--framework", choices=["hf", "lightning"], help="a framework loop instead (see above)")
+    p.add_argument("--fw-python", default=sys.executable, help="python with transformers/lightning")
     args = p.parse_args()
     if shutil.which("perf") is None:
         sys.exit("step_syscalls: needs perf (linux-tools)")
+    if args.framework:
+        framework(args.framework, args.fw_python, args.steps or 400)
+        return
+    args.steps = args.steps or 1000
     variants = dict(VARIANTS)
     if args.baseline:
         variants["baseline full probe"] = ("terminal",)
