@@ -63,36 +63,36 @@ if probe is not None:
 """
 
 
-def count(script: str, folder: str) -> tuple[collections.Counter[str], collections.Counter[str]]:
-    """(training thread's calls by name, other threads' calls by name) in the marked window."""
+def _events(cmd: list[str], folder: str) -> list[tuple[int, int, int]]:
+    """(pid, tid, call number) of every system call ``cmd``'s process tree made, in order."""
     data = os.path.join(folder, "perf.data")
-    subprocess.run(["perf", "record", "-q", "-o", data, "-e", "raw_syscalls:sys_enter", "--", sys.executable,
-                    "-c", script], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    subprocess.run(["perf", "record", "-q", "-o", data, "-e", "raw_syscalls:sys_enter", "--", *cmd], check=True,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     text = subprocess.run(["perf", "script", "-i", data, "-F", "pid,tid,trace"], check=True, capture_output=True,
                           text=True).stdout
-    events = [(int(m[2]), int(m[3])) for m in re.finditer(r"(\d+)/(\d+)\s+NR (-?\d+)", text)]
-    marks = [i for i, (_, nr) in enumerate(events) if nr == MARK]
+    return [(int(m[1]), int(m[2]), int(m[3])) for m in re.finditer(r"(\d+)/(\d+)\s+NR (-?\d+)", text)]
+
+
+def count(script: str, folder: str) -> tuple[collections.Counter[str], collections.Counter[str]]:
+    """(training thread's calls by name, other threads' calls by name) in the marked window."""
+    events = _events([sys.executable, "-c", script], folder)
+    marks = [i for i, (_, _, nr) in enumerate(events) if nr == MARK]
     if len(marks) < 2:
         raise RuntimeError("the window's marks were not recorded (is the tracepoint readable?)")
-    main = events[marks[0]][0]
+    main = events[marks[0]][1]
     mine: collections.Counter[str] = collections.Counter()
     others: collections.Counter[str] = collections.Counter()
-    for tid, nr in events[marks[0] + 1:marks[-1]]:
+    for _, tid, nr in events[marks[0] + 1:marks[-1]]:
         (mine if tid == main else others)[NAMES.get(nr, str(nr))] += 1
     return mine, others
 
 
 def _main_thread_calls(cmd: list[str], folder: str) -> collections.Counter[str]:
     """Calls by name of the main thread of the process (of ``cmd``'s tree) that made the most."""
-    data = os.path.join(folder, "perf.data")
-    subprocess.run(["perf", "record", "-q", "-o", data, "-e", "raw_syscalls:sys_enter", "--", *cmd], check=True,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    text = subprocess.run(["perf", "script", "-i", data, "-F", "pid,tid,trace"], check=True, capture_output=True,
-                          text=True).stdout
     per: dict[int, collections.Counter[str]] = collections.defaultdict(collections.Counter)
-    for m in re.finditer(r"(\d+)/(\d+)\s+NR (-?\d+)", text):
-        if m[1] == m[2]:
-            per[int(m[1])][NAMES.get(int(m[3]), m[3])] += 1
+    for pid, tid, nr in _events(cmd, folder):
+        if pid == tid:
+            per[pid][NAMES.get(nr, str(nr))] += 1
     return max(per.values(), key=lambda c: sum(c.values()))
 
 
