@@ -27,6 +27,7 @@ iterators' new passes, and the index draws the per-loader sums time.
 from __future__ import annotations
 
 import argparse
+import atexit
 import importlib
 import inspect
 import os
@@ -40,8 +41,10 @@ from typing import Any
 
 
 def load(folder: str, name: str) -> types.ModuleType:
-    """``folder`` (an ``mpsprofiler`` package) imported as ``name``."""
+    """``folder`` (an ``mpsprofiler`` package) imported as ``name``; the copy is removed at exit
+    (the modules are loaded by then)."""
     root = tempfile.mkdtemp(prefix="fetch-equality-")
+    atexit.register(shutil.rmtree, root, True)
     shutil.copytree(folder, os.path.join(root, name), ignore=shutil.ignore_patterns("__pycache__"))
     sys.path.insert(0, root)
     return importlib.import_module(name)
