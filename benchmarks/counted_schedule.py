@@ -19,9 +19,15 @@ THRESHOLDS = ("LONG_FETCH", "READ_AFTER", "RUNQ_SLACK", "RUNQ_SPAN")
 
 def out_of_reach(thresholds: tuple[str, ...] = THRESHOLDS,
                  packages: tuple[str, ...] = ("mpsprofiler", "mpsprofiler_baseline")) -> None:  # fmt: skip
-    """Set the probe's time ``thresholds`` to infinity in ``cputime``, ``steps`` and
-    ``fetch_path`` of each *loaded* package (a package not imported is left alone: a bare
-    run stays bare). The modules read them as globals at every fetch."""
+    """Set the probe's time ``thresholds`` to infinity in each *loaded* package (a package
+    not imported is left alone: a bare run stays bare)."""
+    set_thresholds(dict.fromkeys(thresholds, float("inf")), packages)
+
+
+def set_thresholds(values: dict[str, float], packages: tuple[str, ...] = ("mpsprofiler",)) -> None:
+    """Set each of the probe's time thresholds in ``values`` in ``cputime``, ``steps`` and
+    ``fetch_path`` of each loaded package, where the module has it (``fetch_clock_cost.py``
+    sets one back and forth). The modules read them as globals at every fetch."""
     for name in packages:
         if name not in sys.modules:
             continue
@@ -30,6 +36,6 @@ def out_of_reach(thresholds: tuple[str, ...] = THRESHOLDS,
                 module = importlib.import_module(module_name)
             except ImportError:  # (a version without that module)
                 continue
-            for threshold in thresholds:
+            for threshold, value in values.items():
                 if hasattr(module, threshold):
-                    setattr(module, threshold, float("inf"))
+                    setattr(module, threshold, value)

@@ -27,16 +27,13 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import step_cost as sc  # noqa: E402  (beside this file)
+from counted_schedule import set_thresholds  # noqa: E402
 
-from mpsprofiler.probe import cputime, fetch_path, steps  # noqa: E402
+from mpsprofiler.probe import cputime  # noqa: E402
 
-SCHEDULES = {"before (after every LONG_FETCH)": cputime.LONG_FETCH, "now (after READ_AFTER)": cputime.READ_AFTER}
-
-
-def set_read_after(seconds: float) -> None:
-    """The threshold as the tracker's general path and the wrapper's steady frame read it."""
-    for module in (cputime, steps, fetch_path):
-        module.READ_AFTER = seconds  # type: ignore[attr-defined]
+READ_AFTER = cputime.READ_AFTER
+"""The threshold as shipped (the blocks set the module's back and forth)."""
+SCHEDULES = {"before (after every LONG_FETCH)": cputime.LONG_FETCH, "now (after READ_AFTER)": READ_AFTER}
 
 
 def main() -> None:
@@ -67,14 +64,14 @@ def main() -> None:
         loop.block(600, 10)  # past the exact first fetches (cputime.EXACT_FETCHES)
         for r in range(args.rounds):
             for name in names if r % 2 else names[::-1]:
-                set_read_after(SCHEDULES[name])
+                set_thresholds({"READ_AFTER": SCHEDULES[name]})
                 before = reads[0]
                 times = loop.block(5, args.steps)
                 count[name] += reads[0] - before
                 wall[name].append(statistics.median(times))
                 cpu[name].append(loop.cpu_per_step)
     finally:
-        set_read_after(cputime.READ_AFTER)
+        set_thresholds({"READ_AFTER": READ_AFTER})
         sc.stop_probe(probe)
     old, new = names
     print(f"MLP width {args.width}, {args.rounds} rounds of {args.steps} steps a block; step time now "

@@ -48,8 +48,8 @@ VARIANTS = {"bare": None, "--no-ops": ("terminal", "ops"), "full probe": ("termi
 CHILD = """
 import os, sys
 sys.path.insert(0, {here!r})
-{baseline}
 import step_cost as sc, torch
+{load_baseline}
 torch.set_num_threads(1)
 loop = sc.Loop({width}, 64, True)
 off = {off!r}
@@ -137,12 +137,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="step-syscalls-") as folder:
         for name, off in variants.items():
             use_baseline = name.startswith("baseline")
-            baseline = f"sc_base = {os.path.abspath(args.baseline)!r}" if use_baseline else ""
+            load = f"sc.load_baseline({os.path.abspath(args.baseline)!r})" if use_baseline else ""
             script = CHILD.format(here=HERE, width=args.width, off=off, warm=args.warm, steps=args.steps,
-                                  use_baseline=use_baseline, baseline=baseline)
-            if use_baseline:
-                script = script.replace("import step_cost as sc, torch",
-                                        "import step_cost as sc, torch\nsc.load_baseline(sc_base)")
+                                  use_baseline=use_baseline, load_baseline=load)
             mine, others = count(script, folder)
             per = 1000 / args.steps
             shown = ", ".join(f"{k} {v * per:.0f}" for k, v in mine.most_common(8)) or "none"
