@@ -412,7 +412,6 @@ class OpAccountant:
 
     def _finish(self, last: float | None, partial: bool = False) -> None:
         t_end = self._clock()
-        cpu_s = self._cpu_clock() - self._cpu_begin
         step = self._active_step
         self._teardown()
         self._active_step = None
@@ -451,7 +450,7 @@ class OpAccountant:
             cost_host_s = min(host_s, sched.step_time() + self._recorded_s)
         # the thread's CPU time covers a CPU step's whole sample (backward runs in the calling
         # thread); on an accelerator the backward ops run in the autograd engine's thread
-        cpu = cpu_s if self._run_kind() == "cpu" else None
+        cpu = self._cpu_clock() - self._cpu_begin if self._run_kind() == "cpu" else None  # the finish too
         record["overhead_s"] = sched.sampled(step, cost_host_s, finish_cost, census, measurable=measurable,
                                              ops=ops, cpu_s=cpu)
         record["interval"] = sched.interval
@@ -464,6 +463,8 @@ class OpAccountant:
             return
         t0 = self._clock()
         found = self._leaks.check(step)
+        if self._leaks.new_candidate is not None:
+            self.schedule.follow_phase(step, self._leaks.new_candidate)
         if found:
             self._emit(events.KIND_LEAKS, **found)
         self.schedule.extra(self._clock() - t0)

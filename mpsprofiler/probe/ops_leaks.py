@@ -109,6 +109,10 @@ class LeakTracker:
         self._owners: dict[Key, tuple[dict[str, Any], Any, str] | None] = {}  # leak_owner's, once per site
         self._released: set[Key] = set()
         """Lines whose survivors were all freed at once after they had piled up (see :meth:`check`)."""
+        self.new_candidate: int | None = None
+        """The sampled step whose tensors the last check found alive for the first time, seen
+        on that step only (a line's first survivor): the schedule samples its phase next
+        (:meth:`SampleSchedule.follow_phase`). None after a check that found no new one."""
         self._between = BetweenScan()
         """Containers growing between the steps with graphs (an evaluation pass's appends)."""
 
@@ -165,6 +169,7 @@ class LeakTracker:
         """Count survivors and look for graphs spanning steps; the ``leaks`` event fields
         when something changed since the last one, else None."""
         self._checks += 1
+        self.new_candidate = None
         self.next_check = step + max(LAG, step // 2) if self._checks < MAX_CHECKS else float("inf")
         self._refresh_locals()
         self._scan_between(step)
@@ -201,6 +206,8 @@ class LeakTracker:
         for key, entry in per_key.items():
             if key in self._released:
                 continue
+            if key not in self._alive and len(entry["steps"]) == 1:
+                self.new_candidate = max(self.new_candidate or 0, *entry["steps"])
             kept = self._alive.setdefault(key, {"alive": 0, "bytes": 0, "steps": set(), "grad": False,
                                                 "scalar": True})
             kept["alive"] = max(kept["alive"], entry["alive"])

@@ -284,10 +284,17 @@ def test_an_evaluation_pass_that_keeps_graphs_between_the_steps_is_named_at_its_
     with ThreadPoolExecutor(2) as pool:
         graphs, plain = pool.map(lambda args: _run(tmp_path, "eval_keeps", *args), [(), ("--no-grad",)])
     line = _line_of("eval_keeps", "val_preds.append(model(xv))")
-    leak = _findings(graphs)["tensor-leak"]
+    # one cause, one finding (rules/tensor-leak.yaml): tensor-leak where the memory's trend
+    # holds, its sentence naming the line; graph-list-between-steps where it does not (the
+    # trend's scatter tests turn on when the 0.5 s memory samples fall: either came on a
+    # quiet machine in back-to-back runs of this script)
+    found = _findings(graphs)
+    assert ("tensor-leak" in found) != ("graph-list-between-steps" in found), graphs["findings"]
+    leak = found.get("tensor-leak") or found["graph-list-between-steps"]
     fix = " ".join(leak["fix"].split())
-    assert f"`val_preds.append(model(xv))` at eval_keeps.py:{line} adds them" in fix, fix
-    assert "`val_preds.append(model(xv).detach())" in fix and "with torch.no_grad():" in fix, fix
+    said = " ".join((leak["evidence"] + " " + leak["fix"]).split())
+    assert f"`val_preds.append(model(xv))` at eval_keeps.py:{line} adds" in said, said
+    assert "val_preds.append(model(xv).detach())" in fix and "with torch.no_grad():" in fix, fix
     assert "No line was found" not in fix, fix
     assert not any("Outside the sampled steps" in f["fix"] for f in plain["findings"]), plain["findings"]
 

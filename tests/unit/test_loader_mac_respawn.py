@@ -17,13 +17,14 @@ from mpsprofiler.diagnosis.rules import builtin_rules_dir, load_rules
 SCRIPT = "from torch.utils.data import DataLoader\nloader = DataLoader(data, batch_size=16, num_workers=2)\n"
 
 
-def _session(tmp: Path, total_s: float = 20.0, platform: str = "linux", **loader_fields: Any) -> Any:
+def _session(tmp: Path, total_s: float = 20.0, platform: str = "linux", imported: float = 0.7,
+             **loader_fields: Any) -> Any:
     script = tmp / "train.py"
     script.write_text(SCRIPT)
     loader = {"file": str(script), "line": 2, "created": 1, "num_workers": 2, "persistent_workers": False,
               "first_fetches": 20, "first_fetch_s": 0.4, "fetches": 60, "fetch_s": 0.06, "iters": 20, **loader_fields}
     return SimpleNamespace(dataloaders={1: loader}, run={"cwd": str(tmp)}, steps=SimpleNamespace(total_dur=total_s),
-                           env={"platform": platform, "python": "3.11", "torch_import_cpu_s": 0.7})
+                           env={"platform": platform, "python": "3.11", "torch_import_cpu_s": imported})
 
 
 def _fired(facts: dict[str, Any]) -> list[str]:
@@ -42,6 +43,16 @@ def test_twenty_forked_passes_are_priced_as_nineteen_spawns_at_the_loaders_line(
     assert finding.rule == "worker-respawn-mac", finding
     assert "about 13.3 s in all, 40% of the steps' time" in " ".join(finding.evidence.split()), finding.evidence
     assert "at train.py:2" in finding.fix and "persistent_workers=True" in finding.fix, finding.fix
+
+
+def test_the_import_time_is_shown_as_measured_not_rounded_twice(tmp_path: Path) -> None:
+    """The probe times ``import torch`` to 4 decimals (0.9346 s); the fact was rounded to 3
+    (0.935) and the text to 2 from that: "0.94 s" for a 0.93 s import (a CI run's e2e test
+    caught it). The fact keeps the measured figure, and the text rounds it once."""
+    facts = mac_respawn(_session(tmp_path, imported=0.9346), {})
+    assert facts["mac_respawn_start_s"] == 0.9346, facts
+    (finding,) = [f for f in evaluate(load_rules([builtin_rules_dir() / "worker-respawn.yaml"]), facts, "cpu")]
+    assert "Importing torch took this process 0.93 s of CPU" in " ".join(finding.evidence.split()), finding.evidence
 
 
 def test_a_measured_restart_finding_covers_it(tmp_path: Path) -> None:

@@ -15,7 +15,7 @@ from torch import nn
 
 from mpsprofiler.probe import ops as ops_module
 from mpsprofiler.probe.ops import OpAccountant
-from mpsprofiler.probe.ops_schedule import CONVERGED_SHARE, EARLY_FREE_OPS, STABLE_SAMPLES, SampleSchedule
+from mpsprofiler.probe.ops_schedule import CONVERGED_SHARE, EARLY_FREE_OPS, FOLLOW_PERIOD, STABLE_SAMPLES, SampleSchedule
 
 
 def _drive(sched: SampleSchedule, steps: range, base: float, extra: float,
@@ -193,17 +193,17 @@ def test_a_tensor_kept_on_one_sampled_step_holds_convergence_off_until_a_second_
 
 
 def _drive_early(ops: int, excess: float, cpu: float | None, steps: int = 20_000,
-                 planned: int | None = None) -> list[int]:  # fmt: skip
+                 planned: int | None = None, finish: float = 0.0) -> list[int]:  # fmt: skip
     """Steps of 10 ms; a sampled step lasts ``excess`` longer (wall time) and its process
-    spent ``cpu`` CPU seconds (None: not known); ``planned``: the run's length as a
-    framework announced it."""
+    spent ``cpu`` CPU seconds (None: not known) in it and its finish, whose wall time is
+    ``finish``; ``planned``: the run's length as a framework announced it."""
     sched = SampleSchedule(0.005, (3, 5))
     sched.plan(planned)
     sampled, active = [], None
     for step in range(steps):
         if active is not None:
             sched.total += 0.010 + excess
-            sched.sampled(active, 0.010 + excess, 0.0, "same", ops=ops, cpu_s=cpu)
+            sched.sampled(active, 0.010 + excess, finish, "same", ops=ops, cpu_s=cpu)
             active = None
         elif step:
             sched.total += 0.010
@@ -235,6 +235,10 @@ def test_a_sample_slow_only_for_want_of_a_cpu_keeps_the_second_early_sample() ->
     assert _drive_early(100, 0.040, 0.040)[1] > 5
     # a CPU time over the wall time cannot raise the estimate: the wall time decides
     assert _drive_early(100, 0.005, 0.200)[:2] == [3, 5]
+    # the event built after the step waited for a CPU too (30 ms of wall time, a CI run's
+    # test_ops_facts lost its second sample so): its CPU time is what counts
+    assert _drive_early(100, 0.005, 0.012, finish=0.030)[:2] == [3, 5]
+    assert _drive_early(100, 0.005, None, finish=0.030)[1] > 5
 
 
 def test_the_accountant_passes_the_sample_s_op_count_to_the_schedule(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -317,3 +321,47 @@ def test_an_early_step_left_out_is_sampled_only_when_a_tensor_was_kept() -> None
         assert sched.early_if_kept == [5] and not sched.due(5)
         sched.early_step_due(5, kept)
         assert sched.due(5) is kept and sched.early_if_kept == []
+
+
+@pytest.mark.parametrize("period", [4, 5, 10, 20])
+def test_the_sample_after_a_leak_candidate_comes_in_its_phase(period: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A tensor kept every Nth step (``if step % N == 0``) names its line only once two
+    sampled steps kept one. Step 5 keeps one here, step 3 does not; the phase walk
+    (sample_phase.py) reached step 5's phase again only some samples later, which a short
+    run's budget did not buy (a 600-step script keeping every 5th step had its line found in
+    2 runs of 5). The sample after a candidate now comes in its phase (``FOLLOW_PERIOD``),
+    never earlier than planned and at most 19 steps later: the third sample keeps one, and
+    the line is found on steps 5 and that one."""
+    moved: list[tuple[float, float]] = []
+    follow = SampleSchedule.follow_phase
+
+    def spy(self: SampleSchedule, next_step: int, step: int) -> None:
+        before = self.next_sample
+        follow(self, next_step, step)
+        moved.append((before, self.next_sample))
+
+    monkeypatch.setattr(SampleSchedule, "follow_phase", spy)
+    leaks: list[dict[str, Any]] = []
+    acct = OpAccountant(lambda kind, **fields: leaks.append(fields) if kind == "leaks" else None,
+                        budget=0.005, device_kind="cpu")
+    kept: list[torch.Tensor] = []
+    x = torch.ones(64, 64)
+    last: float | None = None
+    sampled: list[int] = []
+    for step in range(2000):
+        acct.on_step_boundary(step, last)
+        is_sampled = acct.sampling_step == step
+        if is_sampled:
+            sampled.append(step)
+        feats = x * 2.0
+        if step % period == 5 % period:
+            kept.append(feats)
+        last = 0.005 + (0.010 if is_sampled else 0.0)
+    acct.close()
+    assert sampled[:2] == [3, 5] and len(sampled) >= 3, sampled
+    assert len(moved) == 1, moved  # one candidate (step 5's tensor), one move
+    (before, after), = moved
+    assert after == sampled[2] and before <= after <= before + FOLLOW_PERIOD - 1, (moved, sampled)
+    assert sampled[2] % period == 5 % period, sampled
+    sites = [site for event in leaks for site in event.get("sites", []) if site["steps"] == [5, sampled[2]]]
+    assert sites and "kept.append" not in sites[0]["code"] and sites[0]["code"] == "feats = x * 2.0", leaks

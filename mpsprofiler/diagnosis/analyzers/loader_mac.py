@@ -56,7 +56,7 @@ def mac_respawn(session: Session, measured: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {
         "mac_respawn_restarts": restarts, "mac_respawn_passes": max(n for _, n in found) + 1,
         "mac_respawn_workers": max(int(num(d.get("num_workers")) or 0) for d in loaders),
-        "mac_respawn_start_s": rounded(start_s, 3), "mac_respawn_cost_s": rounded(cost, 3),
+        "mac_respawn_start_s": start_s, "mac_respawn_cost_s": rounded(cost, 3),
         # of the steps' time on the Mac, where the restarts come on top of what ran here
         "mac_respawn_share": rounded(cost / (total_s + cost)), "mac_respawn_fix": "persistent",
         "mac_respawn_measured": bool(measured.get("workers_respawn_each_epoch"))
