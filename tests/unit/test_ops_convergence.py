@@ -15,7 +15,13 @@ from torch import nn
 
 from mpsprofiler.probe import ops as ops_module
 from mpsprofiler.probe.ops import OpAccountant
-from mpsprofiler.probe.ops_schedule import CONVERGED_SHARE, EARLY_FREE_OPS, FOLLOW_PERIOD, STABLE_SAMPLES, SampleSchedule
+from mpsprofiler.probe.ops_schedule import (
+    CONVERGED_SHARE,
+    EARLY_FREE_OPS,
+    FOLLOW_PERIOD,
+    STABLE_SAMPLES,
+    SampleSchedule,
+)
 
 
 def _drive(sched: SampleSchedule, steps: range, base: float, extra: float,
