@@ -36,7 +36,7 @@ import threading
 import weakref
 from collections.abc import Callable
 from itertools import chain, compress, repeat
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -45,6 +45,9 @@ from .leak_between import BetweenScan
 from .leak_reach import GraphWalk, own_dict, storage_of
 from .ops_sites import FrameFinder, source_line
 from .steps import FETCH
+
+if TYPE_CHECKING:
+    from .leak_owner import Referrers
 
 LAG = 2
 """A tensor still alive this many steps after the step that made it has outlived it."""
@@ -113,6 +116,8 @@ class LeakTracker:
         """The sampled step whose tensors the last check found alive for the first time, seen
         on that step only (a line's first survivor): the schedule samples its phase next
         (:meth:`SampleSchedule.follow_phase`). None after a check that found no new one."""
+        self._heap: Referrers | None = None
+        """The referrers of this check's survivors, one heap walk (:meth:`_owner_searches`)."""
         self._between = BetweenScan()
         """Containers growing between the steps with graphs (an evaluation pass's appends)."""
 
@@ -203,44 +208,60 @@ class LeakTracker:
                     storages.add(found[0])
                     entry["bytes"] += found[1]
         _size_graphs(per_key, roots)
-        for key, entry in per_key.items():
-            if key in self._released:
-                continue
-            if key not in self._alive and len(entry["steps"]) == 1:
-                self.new_candidate = max(self.new_candidate or 0, *entry["steps"])
-            kept = self._alive.setdefault(key, {"alive": 0, "bytes": 0, "steps": set(), "grad": False,
-                                                "scalar": True})
-            kept["alive"] = max(kept["alive"], entry["alive"])
-            kept["bytes"] = max(kept["bytes"], entry["bytes"])
-            kept["steps"] |= entry["steps"]
-            kept["grad"] = kept["grad"] or entry["grad"]
-            kept["scalar"] = kept["scalar"] and entry["scalar"]
-            if "graph_nodes" in entry:  # what the graphs keep now (saved tensors: till a backward())
-                kept.update(graph_nodes=entry["graph_nodes"], graph_bytes=entry["graph_bytes"],
-                            graph_capped=entry["graph_capped"])
-            if len(kept["steps"]) >= 2:
-                # found again at every check: its length now against the first time it was
-                # found gives the rate the container grows at, steps between appends included
-                holder = self._find_holder(key, old, step)
-                first = kept.get("holder")
-                if holder is not None and first:
-                    holder["size0"], holder["step0"] = first.get("size0", first.get("size")), first.get(
-                        "step0", first.get("step"))
-                    holder["held0"] = first.get("held0", first.get("held"))
-                kept["holder"] = holder or first
-        for key in [k for k, e in self._alive.items() if e.get("holder") and e["holder"].get("bounded")]:
-            del self._alive[key]  # a deque(maxlen=...) keeps a bounded number: not a leak
-        checked = {sample.step for sample in old}
-        for key in [k for k, e in self._alive.items() if k not in per_key and e["steps"] <= checked]:
-            # every survivor it had is gone, and each sampled step that had one is still
-            # followed: the container was emptied or made anew (an epoch's `all_logits = []`),
-            # which bounds it, however long it grows in between. Not a leak, now or later.
-            del self._alive[key]
-            self._released.add(key)
-        self.unsettled = self._checks < MAX_CHECKS and any(
-            len(self._alive[k]["steps"]) < 2 for k in per_key if k in self._alive)
+        self._heap = self._owner_searches(per_key, old)
+        try:
+            for key, entry in per_key.items():
+                if key in self._released:
+                    continue
+                if key not in self._alive and len(entry["steps"]) == 1:
+                    self.new_candidate = max(self.new_candidate or 0, *entry["steps"])
+                kept = self._alive.setdefault(key, {"alive": 0, "bytes": 0, "steps": set(), "grad": False,
+                                                    "scalar": True})
+                kept["alive"] = max(kept["alive"], entry["alive"])
+                kept["bytes"] = max(kept["bytes"], entry["bytes"])
+                kept["steps"] |= entry["steps"]
+                kept["grad"] = kept["grad"] or entry["grad"]
+                kept["scalar"] = kept["scalar"] and entry["scalar"]
+                if "graph_nodes" in entry:  # what the graphs keep now (saved tensors: till a backward())
+                    kept.update(graph_nodes=entry["graph_nodes"], graph_bytes=entry["graph_bytes"],
+                                graph_capped=entry["graph_capped"])
+                if len(kept["steps"]) >= 2:
+                    # found again at every check: its length now against the first time it was
+                    # found gives the rate the container grows at, steps between appends included
+                    holder = self._find_holder(key, old, step)
+                    first = kept.get("holder")
+                    if holder is not None and first:
+                        holder["size0"], holder["step0"] = first.get("size0", first.get("size")), first.get(
+                            "step0", first.get("step"))
+                        holder["held0"] = first.get("held0", first.get("held"))
+                    kept["holder"] = holder or first
+            for key in [k for k, e in self._alive.items() if e.get("holder") and e["holder"].get("bounded")]:
+                del self._alive[key]  # a deque(maxlen=...) keeps a bounded number: not a leak
+            checked = {sample.step for sample in old}
+            for key in [k for k, e in self._alive.items() if k not in per_key and e["steps"] <= checked]:
+                # every survivor it had is gone, and each sampled step that had one is still
+                # followed: the container was emptied or made anew (an epoch's `all_logits = []`),
+                # which bounds it, however long it grows in between. Not a leak, now or later.
+                del self._alive[key]
+                self._released.add(key)
+            self.unsettled = self._checks < MAX_CHECKS and any(
+                len(self._alive[k]["steps"]) < 2 for k in per_key if k in self._alive)
+        finally:
+            self._heap = None  # it holds the survivors: gone with this check, whatever happens in it
         self._find_carries(old[0].seq, step)
         return self._snapshot(step)
+
+    def _owner_searches(self, per_key: dict[Key, dict[str, Any]], samples: list[_Sample]) -> Referrers | None:
+        """One heap walk for the owner searches this check may run (:meth:`_owner`): the
+        lines seen on two sampled steps by now, not searched before, as many as
+        ``MAX_OWNER_SEARCHES`` leaves. None when there are none (no walk at all)."""
+        from .leak_owner import Referrers
+
+        room = MAX_OWNER_SEARCHES - len(self._owners)
+        keys = [k for k, e in per_key.items() if k not in self._owners and k not in self._released
+                and len(e["steps"] | self._alive.get(k, {}).get("steps", set())) >= 2][:max(0, room)]
+        survivors = [t for k in keys if (t := _survivor(k, samples)) is not None]
+        return Referrers(survivors) if survivors else None
 
     def _scan_between(self, step: int) -> None:
         """Containers the script grows between the steps with graphs (:mod:`.leak_between`)."""
@@ -275,7 +296,7 @@ class LeakTracker:
         their modules' globals (``kept = []`` at module level) and one level of attributes
         of their objects (``self.outs``); ``size`` is the container's length now, so the
         parent can tell how fast it grows."""
-        survivor = next((t for s in samples for ref, k in s.refs if k == key and (t := ref()) is not None), None)
+        survivor = _survivor(key, samples)
         finder = self._finder()
         if survivor is None or finder is None:
             return None
@@ -312,7 +333,7 @@ class LeakTracker:
         if key not in self._owners:
             if len(self._owners) >= MAX_OWNER_SEARCHES:
                 return None
-            self._owners[key] = _owner_of(survivor, finder)
+            self._owners[key] = _owner_of(survivor, finder, self._heap)
         cached = self._owners[key]
         if cached is None:
             return None
@@ -423,6 +444,11 @@ class LeakTracker:
             return None
         self._last_sent = state
         return {"step": step, "lag": LAG, "sites": sites, "carries": carries, "between": between}
+
+
+def _survivor(key: Key, samples: list[_Sample]) -> torch.Tensor | None:
+    """The first tensor of ``key`` still alive among ``samples``' (the one a holder is searched for)."""
+    return next((t for s in samples for ref, k in s.refs if k == key and (t := ref()) is not None), None)
 
 
 def _size_graphs(per_key: dict[Key, dict[str, Any]], roots: dict[Key, list[Any]]) -> None:
@@ -552,14 +578,15 @@ REPLAYED = {"name": "itertools.cycle", "file": "", "line": 0, "code": "", "bound
 first pass it replays, bounded, so no leak (``check`` drops bounded holders)."""
 
 
-def _owner_of(survivor: torch.Tensor, finder: FrameFinder) -> tuple[dict[str, Any], Any, str] | None:
+def _owner_of(survivor: torch.Tensor, finder: FrameFinder,
+              heap: Referrers | None) -> tuple[dict[str, Any], Any, str] | None:  # fmt: skip
     """The user object's attribute holding ``survivor`` (probe/leak_owner.py): the holder
     fields (no size or step yet), a weak reference to the object and the attribute."""
     from .leak_owner import find_owner, replayed
 
-    found = find_owner(survivor, finder.is_user, _adding_lines)
+    found = find_owner(survivor, finder.is_user, _adding_lines, heap)
     if found is None:
-        return (dict(REPLAYED), None, "") if replayed(survivor) else None
+        return (dict(REPLAYED), None, "") if replayed(survivor, heap) else None
     try:
         owner = weakref.ref(found["object"])
     except TypeError:
