@@ -208,6 +208,7 @@ class LeakTracker:
                     storages.add(found[0])
                     entry["bytes"] += found[1]
         _size_graphs(per_key, roots)
+        self._find_carries(old[0].seq, step)  # (first: a carried graph's lines need no owner search)
         self._heap = self._owner_searches(per_key, old)
         try:
             for key, entry in per_key.items():
@@ -248,7 +249,6 @@ class LeakTracker:
                 len(self._alive[k]["steps"]) < 2 for k in per_key if k in self._alive)
         finally:
             self._heap = None  # it holds the survivors: gone with this check, whatever happens in it
-        self._find_carries(old[0].seq, step)
         return self._snapshot(step)
 
     def _owner_searches(self, per_key: dict[Key, dict[str, Any]], samples: list[_Sample]) -> Referrers | None:
@@ -259,6 +259,7 @@ class LeakTracker:
 
         room = MAX_OWNER_SEARCHES - len(self._owners)
         keys = [k for k, e in per_key.items() if k not in self._owners and k not in self._released
+                and k[:2] not in self._carries
                 and len(e["steps"] | self._alive.get(k, {}).get("steps", set())) >= 2][:max(0, room)]
         survivors = [t for k in keys if (t := _survivor(k, samples)) is not None]
         return Referrers(survivors) if survivors else None
@@ -331,8 +332,8 @@ class LeakTracker:
         steps). Later checks re-read the container's length through a weak reference to
         its owner (the probe keeps nothing alive)."""
         if key not in self._owners:
-            if len(self._owners) >= MAX_OWNER_SEARCHES:
-                return None
+            if len(self._owners) >= MAX_OWNER_SEARCHES or key[:2] in self._carries:
+                return None  # (a carried graph keeps this line's tensors: no container to find)
             self._owners[key] = _owner_of(survivor, finder, self._heap)
         cached = self._owners[key]
         if cached is None:
