@@ -7,6 +7,7 @@ Step durations are fed by hand (a fake clock): no timed assertion depends on thi
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -163,6 +164,26 @@ def test_the_cost_of_op_accounting_is_a_fact_and_a_report_line() -> None:
     assert "sampling backed off" in line
 
 
+def _keeping(acct: OpAccountant, steps: int, keeps: Callable[[int], bool]) -> list[int]:
+    """Steps of 5 ms (15 ms sampled) that make ``feats = x * 2.0`` and keep it in a list
+    where ``keeps(step)``; the steps ``acct`` sampled."""
+    kept: list[torch.Tensor] = []
+    x = torch.ones(64, 64)
+    last: float | None = None
+    sampled: list[int] = []
+    for step in range(steps):
+        acct.on_step_boundary(step, last)
+        is_sampled = acct.sampling_step == step
+        if is_sampled:
+            sampled.append(step)
+        feats = x * 2.0
+        if keeps(step):
+            kept.append(feats)
+        last = 0.005 + (0.010 if is_sampled else 0.0)
+    acct.close()
+    return sampled
+
+
 def test_a_tensor_kept_on_one_sampled_step_holds_convergence_off_until_a_second_says() -> None:
     """Convergence must not starve the leak tracker: a tensor of a sampled step that survives
     a check but was seen on one sampled step only (``LeakTracker.unsettled``) leaves the
@@ -173,21 +194,7 @@ def test_a_tensor_kept_on_one_sampled_step_holds_convergence_off_until_a_second_
 
     def run(keep: bool) -> list[int]:
         acct = OpAccountant(lambda kind, **fields: leaks.append(fields) if kind == "leaks" else None, budget=0.02)
-        kept: list[torch.Tensor] = []
-        x = torch.ones(64, 64)
-        last: float | None = None
-        sampled: list[int] = []
-        for step in range(6000):
-            acct.on_step_boundary(step, last)
-            is_sampled = acct.sampling_step == step
-            if is_sampled:
-                sampled.append(step)
-            feats = x * 2.0
-            if keep and step % 5 == 0:
-                kept.append(feats)
-            last = 0.005 + (0.010 if is_sampled else 0.0)
-        acct.close()
-        return sampled
+        return _keeping(acct, 6000, lambda step: keep and step % 5 == 0)
 
     clean = run(False)
     leaks.clear()
@@ -350,20 +357,7 @@ def test_the_sample_after_a_leak_candidate_comes_in_its_phase(period: int, monke
     leaks: list[dict[str, Any]] = []
     acct = OpAccountant(lambda kind, **fields: leaks.append(fields) if kind == "leaks" else None,
                         budget=0.005, device_kind="cpu")
-    kept: list[torch.Tensor] = []
-    x = torch.ones(64, 64)
-    last: float | None = None
-    sampled: list[int] = []
-    for step in range(2000):
-        acct.on_step_boundary(step, last)
-        is_sampled = acct.sampling_step == step
-        if is_sampled:
-            sampled.append(step)
-        feats = x * 2.0
-        if step % period == 5 % period:
-            kept.append(feats)
-        last = 0.005 + (0.010 if is_sampled else 0.0)
-    acct.close()
+    sampled = _keeping(acct, 2000, lambda step: step % period == 5 % period)
     assert sampled[:2] == [3, 5] and len(sampled) >= 3, sampled
     assert len(moved) == 1, moved  # one candidate (step 5's tensor), one move
     (before, after), = moved
