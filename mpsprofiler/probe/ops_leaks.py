@@ -116,8 +116,6 @@ class LeakTracker:
         """The sampled step whose tensors the last check found alive for the first time, seen
         on that step only (a line's first survivor): the schedule samples its phase next
         (:meth:`SampleSchedule.follow_phase`). None after a check that found no new one."""
-        self._heap: Referrers | None = None
-        """The referrers of this check's survivors, one heap walk (:meth:`_owner_searches`)."""
         self._between = BetweenScan()
         """Containers growing between the steps with graphs (an evaluation pass's appends)."""
 
@@ -209,58 +207,56 @@ class LeakTracker:
                     entry["bytes"] += found[1]
         _size_graphs(per_key, roots)
         self._find_carries(old[0].seq, step)  # (first: a carried graph's lines need no owner search)
-        self._heap = self._owner_searches(per_key, old)
-        try:
-            for key, entry in per_key.items():
-                if key in self._released:
-                    continue
-                if key not in self._alive and len(entry["steps"]) == 1:
-                    self.new_candidate = max(self.new_candidate or 0, *entry["steps"])
-                kept = self._alive.setdefault(key, {"alive": 0, "bytes": 0, "steps": set(), "grad": False,
-                                                    "scalar": True})
-                kept["alive"] = max(kept["alive"], entry["alive"])
-                kept["bytes"] = max(kept["bytes"], entry["bytes"])
-                kept["steps"] |= entry["steps"]
-                kept["grad"] = kept["grad"] or entry["grad"]
-                kept["scalar"] = kept["scalar"] and entry["scalar"]
-                if "graph_nodes" in entry:  # what the graphs keep now (saved tensors: till a backward())
-                    kept.update(graph_nodes=entry["graph_nodes"], graph_bytes=entry["graph_bytes"],
-                                graph_capped=entry["graph_capped"])
-                if len(kept["steps"]) >= 2:
-                    # found again at every check: its length now against the first time it was
-                    # found gives the rate the container grows at, steps between appends included
-                    holder = self._find_holder(key, old, step)
-                    first = kept.get("holder")
-                    if holder is not None and first:
-                        holder["size0"], holder["step0"] = first.get("size0", first.get("size")), first.get(
-                            "step0", first.get("step"))
-                        holder["held0"] = first.get("held0", first.get("held"))
-                    kept["holder"] = holder or first
-            for key in [k for k, e in self._alive.items() if e.get("holder") and e["holder"].get("bounded")]:
-                del self._alive[key]  # a deque(maxlen=...) keeps a bounded number: not a leak
-            checked = {sample.step for sample in old}
-            for key in [k for k, e in self._alive.items() if k not in per_key and e["steps"] <= checked]:
-                # every survivor it had is gone, and each sampled step that had one is still
-                # followed: the container was emptied or made anew (an epoch's `all_logits = []`),
-                # which bounds it, however long it grows in between. Not a leak, now or later.
-                del self._alive[key]
-                self._released.add(key)
-            self.unsettled = self._checks < MAX_CHECKS and any(
-                len(self._alive[k]["steps"]) < 2 for k in per_key if k in self._alive)
-        finally:
-            self._heap = None  # it holds the survivors: gone with this check, whatever happens in it
+        # the owner searches' referrers, one heap walk (a local: it holds the survivors, and
+        # goes with this check)
+        heap = self._owner_searches(per_key, old)
+        for key, entry in per_key.items():
+            if key in self._released:
+                continue
+            if key not in self._alive and len(entry["steps"]) == 1:
+                self.new_candidate = max(self.new_candidate or 0, *entry["steps"])
+            kept = self._alive.setdefault(key, {"alive": 0, "bytes": 0, "steps": set(), "grad": False,
+                                                "scalar": True})
+            kept["alive"] = max(kept["alive"], entry["alive"])
+            kept["bytes"] = max(kept["bytes"], entry["bytes"])
+            kept["steps"] |= entry["steps"]
+            kept["grad"] = kept["grad"] or entry["grad"]
+            kept["scalar"] = kept["scalar"] and entry["scalar"]
+            if "graph_nodes" in entry:  # what the graphs keep now (saved tensors: till a backward())
+                kept.update(graph_nodes=entry["graph_nodes"], graph_bytes=entry["graph_bytes"],
+                            graph_capped=entry["graph_capped"])
+            if len(kept["steps"]) >= 2:
+                # found again at every check: its length now against the first time it was
+                # found gives the rate the container grows at, steps between appends included
+                holder = self._find_holder(key, old, step, heap)
+                first = kept.get("holder")
+                if holder is not None and first:
+                    holder["size0"], holder["step0"] = first.get("size0", first.get("size")), first.get(
+                        "step0", first.get("step"))
+                    holder["held0"] = first.get("held0", first.get("held"))
+                kept["holder"] = holder or first
+        for key in [k for k, e in self._alive.items() if e.get("holder") and e["holder"].get("bounded")]:
+            del self._alive[key]  # a deque(maxlen=...) keeps a bounded number: not a leak
+        checked = {sample.step for sample in old}
+        for key in [k for k, e in self._alive.items() if k not in per_key and e["steps"] <= checked]:
+            # every survivor it had is gone, and each sampled step that had one is still
+            # followed: the container was emptied or made anew (an epoch's `all_logits = []`),
+            # which bounds it, however long it grows in between. Not a leak, now or later.
+            del self._alive[key]
+            self._released.add(key)
+        self.unsettled = self._checks < MAX_CHECKS and any(
+            len(self._alive[k]["steps"]) < 2 for k in per_key if k in self._alive)
         return self._snapshot(step)
 
     def _owner_searches(self, per_key: dict[Key, dict[str, Any]], samples: list[_Sample]) -> Referrers | None:
-        """One heap walk for the owner searches this check may run (:meth:`_owner`): the
-        lines seen on two sampled steps by now, not searched before, as many as
-        ``MAX_OWNER_SEARCHES`` leaves. None when there are none (no walk at all)."""
+        """One heap walk for the owner searches this check may run: the survivors of the
+        lines seen on two sampled steps by now and not searched before. :meth:`_owner`
+        decides which it searches; the walk runs at its first, if any. None when there are
+        no such lines."""
         from .leak_owner import Referrers
 
-        room = MAX_OWNER_SEARCHES - len(self._owners)
-        keys = [k for k, e in per_key.items() if k not in self._owners and k not in self._released
-                and k[:2] not in self._carries
-                and len(e["steps"] | self._alive.get(k, {}).get("steps", set())) >= 2][:max(0, room)]
+        keys = [k for k, e in per_key.items()
+                if k not in self._owners and len(e["steps"] | self._alive.get(k, {}).get("steps", set())) >= 2]
         survivors = [t for k in keys if (t := _survivor(k, samples)) is not None]
         return Referrers(survivors) if survivors else None
 
@@ -290,7 +286,8 @@ class LeakTracker:
                 frame.f_locals  # noqa: B018  (the read renews the snapshot)
             frame = frame.f_back
 
-    def _find_holder(self, key: Key, samples: list[_Sample], step: int) -> dict[str, Any] | None:
+    def _find_holder(self, key: Key, samples: list[_Sample], step: int,
+                     heap: Referrers | None = None) -> dict[str, Any] | None:  # fmt: skip
         """The user's container that holds a survivor of ``key``, and the line that adds to
         it: the line that keeps the memory, which is not the line that made the tensor when
         the tensor comes from inside the model. Searched among the user frames' variables,
@@ -312,7 +309,7 @@ class LeakTracker:
                     name, value = found
                     file = frame.f_code.co_filename
                     line = _adding_line(file, name, stack, survivor.grad_fn is not None)
-                    if line is None and (owned := self._owner(key, survivor, finder, step)) is not None:
+                    if line is None and (owned := self._owner(key, survivor, finder, step, heap)) is not None:
                         return owned  # `trainer.outs` here, `self.outs.append` in its class
                     try:
                         size = len(value)
@@ -323,9 +320,10 @@ class LeakTracker:
                             "bounded": getattr(value, "maxlen", None) is not None,
                             "size": size, "step": step, "held": held_bytes(value)}  # fmt: skip
             frame = frame.f_back
-        return self._owner(key, survivor, finder, step)  # Lightning: no user frame holds the module
+        return self._owner(key, survivor, finder, step, heap)  # Lightning: no user frame holds the module
 
-    def _owner(self, key: Key, survivor: torch.Tensor, finder: FrameFinder, step: int) -> dict[str, Any] | None:
+    def _owner(self, key: Key, survivor: torch.Tensor, finder: FrameFinder, step: int,
+               heap: Referrers | None = None) -> dict[str, Any] | None:  # fmt: skip
         """``_owner_of`` once per site and at most ``MAX_OWNER_SEARCHES`` in a run: each
         walks the whole heap (a graph kept by autograd has no Python container at all,
         and searching it again at every check slowed a time-bounded loop to half its
@@ -334,7 +332,7 @@ class LeakTracker:
         if key not in self._owners:
             if len(self._owners) >= MAX_OWNER_SEARCHES or key[:2] in self._carries:
                 return None  # (a carried graph keeps this line's tensors: no container to find)
-            self._owners[key] = _owner_of(survivor, finder, self._heap)
+            self._owners[key] = _owner_of(survivor, finder, heap)
         cached = self._owners[key]
         if cached is None:
             return None
